@@ -1,0 +1,451 @@
+# The cycle engine. Owns the state arrays (numpy, kept alive here) and the pooled C arrays;
+# run() steps cycles without the GIL and touches no Python object.
+cimport numpy as cnp
+import numpy as np
+from libc.stdlib cimport free
+from csim._types cimport *
+from csim._rng cimport rng_seed
+from csim._link cimport packet_free
+from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
+from csim._router cimport buffer_write, vc_allocate, sw_allocate
+
+cnp.import_array()
+
+NEVER_CYCLE = 0x3FFFFFFFFFFFFFFF
+STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
+          ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
+STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
+
+
+cdef inline void _deliver(State* s) noexcept nogil:
+    """Process every event due this cycle: flit arrivals and credit returns."""
+    cdef int32_t slot = <int32_t>(s.now % s.wheel_size)
+    cdef int32_t e = s.wh_head[slot]
+    cdef int32_t nxt, c, v, seq
+    s.wh_head[slot] = -1
+    s.wh_tail[slot] = -1
+    while e >= 0:
+        nxt = s.ev_next[e]
+        c = s.ev_ch[e]
+        v = s.ev_vc[e]
+        seq = s.ev_seq[e]
+        if seq >= 0:
+            if s.ch_kind[c] == CH_EJECT:
+                nic_receive(s, s.ch_dst[c], s.ev_pkt[e], seq)
+            else:
+                buffer_write(s, c, v, s.ev_pkt[e], seq)
+                s.last_progress = s.now
+        else:
+            s.ovc_credits[c * s.V + v] += 1
+            if seq == EV_TAIL_CREDIT:
+                s.ovc_owner[c * s.V + v] = OVC_FREE
+        s.ev_next[e] = s.ev_free
+        s.ev_free = e
+        s.n_events -= 1
+        e = nxt
+
+
+cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
+    cdef cycle_t t
+    cdef int32_t n, r
+    while s.now < until:
+        if stop == STOP_MEASURED and s.meas_done == s.meas_created and s.now >= s.meas_end:
+            return ST_DONE
+        if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER:
+            return ST_DONE
+        if s.n_events == 0 and s.nbuf_total == 0 and s.nic_busy == 0:
+            # nothing in flight: jump to the next packet creation
+            t = next_generation(s)
+            if t > s.now:
+                if t >= until:
+                    s.now = until
+                    s.last_progress = until
+                    break
+                s.now = t
+            s.last_progress = s.now
+        _deliver(s)
+        if generate(s) != 0:
+            return ST_NOMEM
+        if s.nic_busy > 0:
+            for n in range(s.n_nodes):
+                if s.nic_inj_ch[n] >= 0 and (s.nic_cur[n] >= 0 or s.nic_qlen[n] > 0):
+                    if nic_inject(s, n) != 0:
+                        return ST_NOMEM
+        if s.nbuf_total > 0:
+            for r in range(s.n_nodes):
+                if s.r_nbuf[r] > 0:
+                    vc_allocate(s, r)
+                    if sw_allocate(s, r) != 0:
+                        return ST_NOMEM
+        if s.buf_overflow or s.bad_front or s.bad_eject:
+            return ST_PROTOCOL
+        if s.pk_alive > s.max_packets:
+            return ST_BACKLOG
+        if s.nbuf_total > 0 and s.now - s.last_progress >= s.watchdog_cycles:
+            s.deadlock_t = s.now
+            return ST_DEADLOCK
+        s.now += 1
+    return ST_UNTIL
+
+
+cdef inline void* _ptr(object a):
+    return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef class Engine:
+    """One simulated network. Build it with the arrays pysim.network compiles.
+
+    Parameters (all in a dict `net`): n_nodes, vcs, buffer_flits, routing_delay,
+    vc_alloc_delay, sw_alloc_delay, st_delay, wait_for_tail_credit, n_classes,
+    watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
+    ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
+    ch_dim, ch_dateline; rt (n_nodes * n_nodes output channel per (node, destination));
+    ep_node (endpoint index -> node) and nic_inj_ch (node -> injection channel or -1).
+    """
+    cdef State s
+    cdef list _keep
+    cdef dict _arr
+    cdef int _mode
+
+    def __cinit__(self):
+        self.s.ev_next = NULL
+        self.s.ev_ch = NULL
+        self.s.ev_vc = NULL
+        self.s.ev_pkt = NULL
+        self.s.ev_seq = NULL
+        self.s.pk_src = NULL
+        self.s.pk_dst = NULL
+        self.s.pk_len = NULL
+        self.s.pk_create = NULL
+        self.s.pk_inject = NULL
+        self.s.pk_hops = NULL
+        self.s.pk_class = NULL
+        self.s.pk_dim = NULL
+        self.s.pk_next = NULL
+        self.s.pk_ej = NULL
+        self.s.pk_tag = NULL
+        self.s.pk_meas = NULL
+        self.s.hist_lat = NULL
+        self.s.hist_net = NULL
+
+    def __dealloc__(self):
+        free(self.s.ev_next); free(self.s.ev_ch); free(self.s.ev_vc)
+        free(self.s.ev_pkt); free(self.s.ev_seq)
+        free(self.s.pk_src); free(self.s.pk_dst); free(self.s.pk_len)
+        free(self.s.pk_create); free(self.s.pk_inject); free(self.s.pk_hops)
+        free(self.s.pk_class); free(self.s.pk_dim); free(self.s.pk_next)
+        free(self.s.pk_ej); free(self.s.pk_tag); free(self.s.pk_meas)
+        free(self.s.hist_lat); free(self.s.hist_net)
+
+    def _own(self, name, values, dtype, fill=None, size=None):
+        """Keep a contiguous numpy array alive for the engine's lifetime; return it."""
+        if values is None:
+            a = np.full(max(int(size), 1), fill, dtype=dtype)
+        else:
+            a = np.ascontiguousarray(values, dtype=dtype)
+            if a.size == 0:
+                a = np.zeros(1, dtype=dtype)
+        self._keep.append(a)
+        self._arr[name] = a
+        return a
+
+    def __init__(self, dict net):
+        cdef State* s = &self.s
+        self._keep = []
+        self._arr = {}
+        self._mode = GEN_NONE
+        n = int(net["n_nodes"])
+        V = int(net["vcs"])
+        D = int(net["buffer_flits"])
+        ch_src = np.asarray(net["ch_src"], dtype=np.int32)
+        ch_dst = np.asarray(net["ch_dst"], dtype=np.int32)
+        ch_kind = np.asarray(net["ch_kind"], dtype=np.int8)
+        C = ch_src.size
+        s.n_nodes = n
+        s.n_ch = C
+        s.V = V
+        s.D = D
+        s.n_ivc = C * V
+        s.routing_delay = int(net["routing_delay"])
+        s.va_delay = int(net["vc_alloc_delay"])
+        s.sa_delay = int(net["sw_alloc_delay"])
+        s.st_delay = int(net["st_delay"])
+        s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
+        s.n_classes = int(net["n_classes"])
+        s.vpc = V // s.n_classes
+        s.watchdog_cycles = int(net["watchdog_cycles"])
+        s.max_packets = int(net["max_packets"])
+        s.now = 0
+
+        lat = np.asarray(net["ch_lat_cycles"], dtype=np.int32)
+        s.ch_src = <int32_t*>_ptr(self._own("ch_src", ch_src, np.int32))
+        s.ch_dst = <int32_t*>_ptr(self._own("ch_dst", ch_dst, np.int32))
+        s.ch_kind = <int8_t*>_ptr(self._own("ch_kind", ch_kind, np.int8))
+        s.ch_lat = <int32_t*>_ptr(self._own("ch_lat", lat, np.int32))
+        den = np.asarray(net["ch_den"], dtype=np.int64)
+        s.ch_num = <int64_t*>_ptr(self._own("ch_num", net["ch_num"], np.int64))
+        s.ch_den = <int64_t*>_ptr(self._own("ch_den", den, np.int64))
+        s.ch_acc = <int64_t*>_ptr(self._own("ch_acc", den.copy(), np.int64))
+        s.ch_acc_t = <cycle_t*>_ptr(self._own("ch_acc_t", None, np.int64, 0, C))
+        s.ch_dim = <int32_t*>_ptr(self._own("ch_dim", net["ch_dim"], np.int32))
+        s.ch_dateline = <uint8_t*>_ptr(self._own("ch_dateline", net["ch_dateline"], np.uint8))
+        s.ch_nbuf = <int32_t*>_ptr(self._own("ch_nbuf", None, np.int32, 0, C))
+        s.ch_flits = <int64_t*>_ptr(self._own("ch_flits", None, np.int64, 0, C))
+        s.sa_in_ptr = <int32_t*>_ptr(self._own("sa_in_ptr", None, np.int32, 0, C))
+        s.sa_out_ptr = <int32_t*>_ptr(self._own("sa_out_ptr", None, np.int32, 0, C))
+        s.out_best = <int32_t*>_ptr(self._own("out_best", None, np.int32, -1, C))
+        s.out_best_dist = <int32_t*>_ptr(self._own("out_best_dist", None, np.int32, 0, C))
+
+        # router input ports: channels that end at a router (net and inject), in channel order
+        has_buf = ch_kind != CH_EJECT
+        order = np.flatnonzero(has_buf)
+        order = order[np.argsort(ch_dst[order], kind="stable")]
+        counts = np.bincount(ch_dst[order], minlength=n)
+        r_in_ptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(counts, out=r_in_ptr[1:])
+        local = np.full(C, -1, dtype=np.int32)
+        local[order] = np.arange(order.size, dtype=np.int32) - r_in_ptr[ch_dst[order]]
+        s.r_in_ptr = <int32_t*>_ptr(self._own("r_in_ptr", r_in_ptr, np.int32))
+        s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
+        s.ch_local_in = <int32_t*>_ptr(self._own("ch_local_in", local, np.int32))
+        s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
+        rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
+        if rt.size != n * n:
+            raise ValueError("rt must have n_nodes * n_nodes entries")
+        s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32))
+        s.nbuf_total = 0
+
+        nivc = C * V
+        s.ivc_cnt = <int32_t*>_ptr(self._own("ivc_cnt", None, np.int32, 0, nivc))
+        s.ivc_head = <int32_t*>_ptr(self._own("ivc_head", None, np.int32, 0, nivc))
+        s.buf_pkt = <int32_t*>_ptr(self._own("buf_pkt", None, np.int32, -1, nivc * D))
+        s.buf_seq = <int32_t*>_ptr(self._own("buf_seq", None, np.int32, -1, nivc * D))
+        s.buf_arr = <cycle_t*>_ptr(self._own("buf_arr", None, np.int64, 0, nivc * D))
+        s.ivc_state = <int8_t*>_ptr(self._own("ivc_state", None, np.int8, VC_IDLE, nivc))
+        s.ivc_ready = <cycle_t*>_ptr(self._own("ivc_ready", None, np.int64, 0, nivc))
+        s.ivc_out_ch = <int32_t*>_ptr(self._own("ivc_out_ch", None, np.int32, -1, nivc))
+        s.ivc_out_vc = <int32_t*>_ptr(self._own("ivc_out_vc", None, np.int32, -1, nivc))
+        s.ivc_lo = <int32_t*>_ptr(self._own("ivc_lo", None, np.int32, 0, nivc))
+        s.ivc_hi = <int32_t*>_ptr(self._own("ivc_hi", None, np.int32, 0, nivc))
+        s.ivc_free_t = <cycle_t*>_ptr(self._own("ivc_free_t", None, np.int64, 0, nivc))
+        credits = np.where(np.repeat(ch_kind, V) == CH_EJECT, 0, D).astype(np.int32)
+        s.ovc_owner = <int32_t*>_ptr(self._own("ovc_owner", None, np.int32, OVC_FREE, nivc))
+        s.ovc_credits = <int32_t*>_ptr(self._own("ovc_credits", credits, np.int32))
+        s.ovc_va_ptr = <int32_t*>_ptr(self._own("ovc_va_ptr", None, np.int32, 0, nivc))
+        s.ovc_best = <int32_t*>_ptr(self._own("ovc_best", None, np.int32, -1, nivc))
+        s.ovc_best_dist = <int32_t*>_ptr(self._own("ovc_best_dist", None, np.int32, 0, nivc))
+        s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
+
+        # the wheel spans the longest delay an event can be scheduled with
+        maxdelay = int(lat.max(initial=1)) + s.sa_delay + s.st_delay + 1
+        s.wheel_size = maxdelay + 1
+        s.wh_head = <int32_t*>_ptr(self._own("wh_head", None, np.int32, -1, s.wheel_size))
+        s.wh_tail = <int32_t*>_ptr(self._own("wh_tail", None, np.int32, -1, s.wheel_size))
+        s.ev_cap = 0
+        s.ev_free = -1
+        s.n_events = 0
+        s.pk_cap = 0
+        s.pk_free = -1
+        s.pk_alive = 0
+
+        ep_node = np.asarray(net["ep_node"], dtype=np.int32)
+        s.n_ep = ep_node.size
+        node_ep = np.full(n, -1, dtype=np.int32)
+        node_ep[ep_node] = np.arange(ep_node.size, dtype=np.int32)
+        s.ep_node = <int32_t*>_ptr(self._own("ep_node", ep_node, np.int32))
+        s.node_ep = <int32_t*>_ptr(self._own("node_ep", node_ep, np.int32))
+        s.nic_inj_ch = <int32_t*>_ptr(self._own("nic_inj_ch", net["nic_inj_ch"], np.int32))
+        s.nic_qhead = <int32_t*>_ptr(self._own("nic_qhead", None, np.int32, -1, n))
+        s.nic_qtail = <int32_t*>_ptr(self._own("nic_qtail", None, np.int32, -1, n))
+        s.nic_qlen = <int32_t*>_ptr(self._own("nic_qlen", None, np.int32, 0, n))
+        s.nic_cur = <int32_t*>_ptr(self._own("nic_cur", None, np.int32, -1, n))
+        s.nic_seq = <int32_t*>_ptr(self._own("nic_seq", None, np.int32, 0, n))
+        s.nic_vc = <int32_t*>_ptr(self._own("nic_vc", None, np.int32, 0, n))
+        s.nic_rr = <int32_t*>_ptr(self._own("nic_rr", None, np.int32, 0, n))
+        s.nic_busy = 0
+
+        s.gen_mode = GEN_NONE
+        s.gen_stop = NEVER
+        s.n_hot = 0
+        s.n_sizes = 0
+        s.hp_n = 0
+        s.tr_n = 0
+        s.tr_pos = 0
+        s.tr_deliver = NULL
+        s.tr_inject = NULL
+        s.tr_hops = NULL
+        s.meas_start = 0
+        s.meas_end = NEVER
+        s.meas_created = s.meas_done = s.meas_created_flits = 0
+        s.win_ejected_flits = 0
+        s.sum_lat = s.sum_netlat = s.sum_hops = s.sum_lat_sq = 0.0
+        s.hist_cap = 0
+        s.max_lat = s.max_netlat = 0
+        s.flits_created = s.flits_injected = s.flits_ejected = 0
+        s.packets_created = s.packets_done = s.flit_hops = 0
+        s.bad_eject = s.buf_overflow = s.bad_front = 0
+        s.last_progress = 0
+        s.deadlock_t = -1
+        rng_seed(s.rng, 0)
+
+    # ------------------------------------------------------------------ workloads
+
+    def set_synthetic(self, *, uint64_t seed, str process, double p_inject, double p_on,
+                      double q_on_end, double q_off_end, double duty, str pattern,
+                      bint include_self, perm, hot, double hot_frac, sizes, size_cdf,
+                      cycle_t start=0, stop=None):
+        """Synthetic injection: per-endpoint Bernoulli or on/off arrivals, destinations drawn
+        from a permutation or uniformly (optionally with a hotspot mixture)."""
+        cdef State* s = &self.s
+        s.gen_mode = GEN_SYNTHETIC
+        self._mode = GEN_SYNTHETIC
+        rng_seed(s.rng, seed)
+        s.proc = PROC_ONOFF if process == "onoff" else PROC_BERNOULLI
+        s.p_inject = p_inject
+        s.p_on = p_on
+        s.q_on_end = q_on_end
+        s.q_off_end = q_off_end
+        s.duty = duty
+        s.pat_mode = PAT_PERM if pattern == "perm" else PAT_UNIFORM
+        s.include_self = include_self
+        s.perm = <int32_t*>_ptr(self._own("perm", perm, np.int32))
+        hot_a = self._own("hot", hot, np.int32)
+        s.hot = <int32_t*>_ptr(hot_a)
+        s.n_hot = len(hot)
+        s.hot_frac = hot_frac
+        sz = self._own("size_val", sizes, np.int32)
+        s.size_val = <int32_t*>_ptr(sz)
+        s.size_cdf = <double*>_ptr(self._own("size_cdf", size_cdf, np.float64))
+        s.n_sizes = len(sizes)
+        s.gen_stop = NEVER if stop is None else int(stop)
+        s.hp_time = <cycle_t*>_ptr(self._own("hp_time", None, np.int64, 0, s.n_ep))
+        s.hp_ep = <int32_t*>_ptr(self._own("hp_ep", None, np.int32, 0, s.n_ep))
+        s.on_end = <cycle_t*>_ptr(self._own("on_end", None, np.int64, 0, s.n_ep))
+        start_synthetic(s, start)
+
+    def set_trace(self, times, src, dst, lengths):
+        """Inject an explicit list of packets (creation cycle, source node, destination node,
+        length in flits), sorted by creation cycle. Delivery cycles are recorded per packet."""
+        cdef State* s = &self.s
+        t = np.asarray(times, dtype=np.int64)
+        if t.size and np.any(np.diff(t) < 0):
+            raise ValueError("trace times must be sorted")
+        s.gen_mode = GEN_TRACE
+        self._mode = GEN_TRACE
+        s.tr_n = t.size
+        s.tr_pos = 0
+        s.tr_time = <cycle_t*>_ptr(self._own("tr_time", t, np.int64))
+        s.tr_src = <int32_t*>_ptr(self._own("tr_src", src, np.int32))
+        s.tr_dst = <int32_t*>_ptr(self._own("tr_dst", dst, np.int32))
+        s.tr_len = <int32_t*>_ptr(self._own("tr_len", lengths, np.int32))
+        s.tr_deliver = <cycle_t*>_ptr(self._own("tr_deliver", None, np.int64, -1, t.size))
+        s.tr_inject = <cycle_t*>_ptr(self._own("tr_inject", None, np.int64, -1, t.size))
+        s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
+
+    def set_window(self, cycle_t start, cycle_t end):
+        """Packets created in [start, end) are measured; flits ejected in it are accepted."""
+        self.s.meas_start = start
+        self.s.meas_end = end
+
+    def stop_generation(self, cycle_t at):
+        self.s.gen_stop = at
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, cycle_t until, str stop="none"):
+        """Step cycles until `until` (exclusive) or the stop condition; return the status."""
+        cdef int code = STOP[stop]
+        cdef int st
+        with nogil:
+            st = _run(&self.s, until, code)
+        return STATUS[st]
+
+    @property
+    def now(self):
+        return self.s.now
+
+    # ------------------------------------------------------------------ reading results
+
+    def counters(self):
+        cdef State* s = &self.s
+        return dict(
+            now=s.now, flits_created=s.flits_created, flits_injected=s.flits_injected,
+            flits_ejected=s.flits_ejected, packets_created=s.packets_created,
+            packets_done=s.packets_done, packets_alive=s.pk_alive, flit_hops=s.flit_hops,
+            meas_created=s.meas_created, meas_done=s.meas_done,
+            meas_created_flits=s.meas_created_flits, win_ejected_flits=s.win_ejected_flits,
+            sum_lat=s.sum_lat, sum_lat_sq=s.sum_lat_sq, sum_netlat=s.sum_netlat,
+            sum_hops=s.sum_hops, max_lat=s.max_lat, max_netlat=s.max_netlat,
+            bad_eject=s.bad_eject, buf_overflow=s.buf_overflow, bad_front=s.bad_front,
+            events_pending=s.n_events, flits_buffered=s.nbuf_total,
+            unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
+            deadlock_cycle=s.deadlock_t)
+
+    cdef int64_t _unsent_flits(self):
+        cdef State* s = &self.s
+        cdef int64_t total = 0
+        cdef int32_t n, p
+        for n in range(s.n_nodes):
+            p = s.nic_qhead[n]
+            while p >= 0:
+                total += s.pk_len[p]
+                p = s.pk_next[p]
+            if s.nic_cur[n] >= 0:
+                total += s.pk_len[s.nic_cur[n]] - s.nic_seq[n]
+        return total
+
+    def channel_flits(self):
+        """Flits sent on each channel since the start (a copy)."""
+        return self._arr["ch_flits"][:self.s.n_ch].copy()
+
+    def latency_histograms(self):
+        """Counts of measured packets by packet latency and by network latency (cycles)."""
+        cdef State* s = &self.s
+        cdef int64_t n = s.hist_cap
+        cdef int64_t i
+        lat = np.zeros(n, dtype=np.int64)
+        net = np.zeros(n, dtype=np.int64)
+        for i in range(n):
+            lat[i] = s.hist_lat[i]
+            net[i] = s.hist_net[i]
+        return lat, net
+
+    def trace_results(self):
+        """Per trace packet: tail delivery cycle, head injection cycle, router hops (-1 if
+        not delivered)."""
+        n = self.s.tr_n
+        return (self._arr["tr_deliver"][:n].copy(), self._arr["tr_inject"][:n].copy(),
+                self._arr["tr_hops"][:n].copy())
+
+    def snapshot(self):
+        """The buffer, VC and credit state, and everything in flight, as numpy arrays."""
+        cdef State* s = &self.s
+        cdef int32_t slot, e, k = 0
+        ne = s.n_events
+        ev = np.zeros((ne, 5), dtype=np.int64)   # cycle, channel, vc, pkt, seq
+        for i in range(s.wheel_size):
+            slot = (s.now + i) % s.wheel_size
+            e = s.wh_head[slot]
+            while e >= 0 and k < ne:
+                ev[k, 0] = s.now + i
+                ev[k, 1] = s.ev_ch[e]
+                ev[k, 2] = s.ev_vc[e]
+                ev[k, 3] = s.ev_pkt[e]
+                ev[k, 4] = s.ev_seq[e]
+                k += 1
+                e = s.ev_next[e]
+        nivc = s.n_ivc
+        return dict(
+            vcs=s.V, buffer_flits=s.D,
+            ivc_cnt=self._arr["ivc_cnt"][:nivc].copy(),
+            ivc_state=self._arr["ivc_state"][:nivc].copy(),
+            ivc_out_ch=self._arr["ivc_out_ch"][:nivc].copy(),
+            ivc_out_vc=self._arr["ivc_out_vc"][:nivc].copy(),
+            ovc_owner=self._arr["ovc_owner"][:nivc].copy(),
+            ovc_credits=self._arr["ovc_credits"][:nivc].copy(),
+            buf_pkt=self._arr["buf_pkt"][:nivc * s.D].copy(),
+            buf_seq=self._arr["buf_seq"][:nivc * s.D].copy(),
+            ivc_head=self._arr["ivc_head"][:nivc].copy(),
+            events=ev[:k],
+            nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),
+            nic_cur=self._arr["nic_cur"][:s.n_nodes].copy())

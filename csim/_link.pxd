@@ -1,0 +1,147 @@
+# Links: exact fractional serialisation, and the event wheel that carries flits and credits
+# with each link's latency. Also the pooled allocators for events and packets.
+from libc.stdlib cimport realloc
+from csim._types cimport *
+
+
+cdef inline int64_t link_credit(State* s, int32_t c) noexcept nogil:
+    """Serialisation credit channel c has earned by s.now (lazily brought up to date)."""
+    cdef cycle_t dt = s.now - s.ch_acc_t[c]
+    cdef int64_t den = s.ch_den[c]
+    if dt > 0:
+        if dt >= den:          # num >= 1, so dt * num >= den: full
+            s.ch_acc[c] = den
+        else:
+            s.ch_acc[c] += dt * s.ch_num[c]
+            if s.ch_acc[c] > den:
+                s.ch_acc[c] = den
+        s.ch_acc_t[c] = s.now
+    return s.ch_acc[c]
+
+
+cdef inline bint link_can_send(State* s, int32_t c) noexcept nogil:
+    return link_credit(s, c) >= s.ch_den[c]
+
+
+cdef inline void link_take(State* s, int32_t c) noexcept nogil:
+    s.ch_acc[c] -= s.ch_den[c]
+    s.ch_flits[c] += 1
+
+
+cdef inline int _grow_events(State* s) noexcept nogil:
+    cdef int32_t old = s.ev_cap
+    cdef int32_t cap = old * 2 if old > 0 else 1024
+    cdef int32_t i
+    cdef void* p
+    p = realloc(s.ev_next, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.ev_next = <int32_t*>p
+    p = realloc(s.ev_ch, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.ev_ch = <int32_t*>p
+    p = realloc(s.ev_vc, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.ev_vc = <int32_t*>p
+    p = realloc(s.ev_pkt, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.ev_pkt = <int32_t*>p
+    p = realloc(s.ev_seq, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.ev_seq = <int32_t*>p
+    for i in range(old, cap - 1):
+        s.ev_next[i] = i + 1
+    s.ev_next[cap - 1] = s.ev_free
+    s.ev_free = old
+    s.ev_cap = cap
+    return 0
+
+
+cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t pkt,
+                         int32_t seq) noexcept nogil:
+    """Queue an event `delay` cycles from now (1 <= delay < wheel_size). FIFO per cycle."""
+    cdef int32_t e, slot
+    if s.ev_free < 0:
+        if _grow_events(s) != 0:
+            return -1
+    e = s.ev_free
+    s.ev_free = s.ev_next[e]
+    s.ev_ch[e] = c
+    s.ev_vc[e] = vc
+    s.ev_pkt[e] = pkt
+    s.ev_seq[e] = seq
+    s.ev_next[e] = -1
+    slot = <int32_t>((s.now + delay) % s.wheel_size)
+    if s.wh_tail[slot] < 0:
+        s.wh_head[slot] = e
+    else:
+        s.ev_next[s.wh_tail[slot]] = e
+    s.wh_tail[slot] = e
+    s.n_events += 1
+    return 0
+
+
+cdef inline int _grow_packets(State* s) noexcept nogil:
+    cdef int32_t old = s.pk_cap
+    cdef int32_t cap = old * 2 if old > 0 else 1024
+    cdef int32_t i
+    cdef void* p
+    p = realloc(s.pk_src, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_src = <int32_t*>p
+    p = realloc(s.pk_dst, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_dst = <int32_t*>p
+    p = realloc(s.pk_len, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_len = <int32_t*>p
+    p = realloc(s.pk_create, cap * sizeof(cycle_t))
+    if p == NULL: return -1
+    s.pk_create = <cycle_t*>p
+    p = realloc(s.pk_inject, cap * sizeof(cycle_t))
+    if p == NULL: return -1
+    s.pk_inject = <cycle_t*>p
+    p = realloc(s.pk_hops, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_hops = <int32_t*>p
+    p = realloc(s.pk_class, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_class = <int32_t*>p
+    p = realloc(s.pk_dim, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_dim = <int32_t*>p
+    p = realloc(s.pk_next, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_next = <int32_t*>p
+    p = realloc(s.pk_ej, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.pk_ej = <int32_t*>p
+    p = realloc(s.pk_tag, cap * sizeof(int64_t))
+    if p == NULL: return -1
+    s.pk_tag = <int64_t*>p
+    p = realloc(s.pk_meas, cap * sizeof(uint8_t))
+    if p == NULL: return -1
+    s.pk_meas = <uint8_t*>p
+    for i in range(old, cap - 1):
+        s.pk_next[i] = i + 1
+    s.pk_next[cap - 1] = s.pk_free
+    s.pk_free = old
+    s.pk_cap = cap
+    return 0
+
+
+cdef inline int32_t packet_alloc(State* s) noexcept nogil:
+    cdef int32_t p
+    if s.pk_free < 0:
+        if _grow_packets(s) != 0:
+            return -1
+    p = s.pk_free
+    s.pk_free = s.pk_next[p]
+    s.pk_next[p] = -1
+    s.pk_alive += 1
+    return p
+
+
+cdef inline void packet_free(State* s, int32_t p) noexcept nogil:
+    s.pk_next[p] = s.pk_free
+    s.pk_free = p
+    s.pk_alive -= 1

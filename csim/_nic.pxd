@@ -1,0 +1,290 @@
+# Endpoints: packet generation (synthetic processes and traces), the NIC's source queue and
+# injection, and ejection (delivery, latency statistics).
+from libc.stdlib cimport realloc
+from libc.string cimport memset
+from csim._types cimport *
+from csim._rng cimport rng_uniform, rng_below, rng_geometric
+from csim._link cimport link_can_send, link_take, schedule, packet_alloc, packet_free
+
+
+# ------------------------------------------------------------------ packet creation
+
+cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t length,
+                                  int64_t tag) noexcept nogil:
+    """Make a packet at node src for node dst and queue it at src's NIC. -1 on failure."""
+    cdef int32_t p = packet_alloc(s)
+    if p < 0:
+        return -1
+    s.pk_src[p] = src
+    s.pk_dst[p] = dst
+    s.pk_len[p] = length
+    s.pk_create[p] = s.now
+    s.pk_inject[p] = -1
+    s.pk_hops[p] = 0
+    s.pk_class[p] = 0
+    s.pk_dim[p] = -1
+    s.pk_ej[p] = 0
+    s.pk_tag[p] = tag
+    s.pk_meas[p] = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0
+    if s.pk_meas[p]:
+        s.meas_created += 1
+        s.meas_created_flits += length
+    s.flits_created += length
+    s.packets_created += 1
+    if s.nic_qlen[src] == 0 and s.nic_cur[src] < 0:
+        s.nic_busy += 1
+    if s.nic_qtail[src] < 0:
+        s.nic_qhead[src] = p
+    else:
+        s.pk_next[s.nic_qtail[src]] = p
+    s.nic_qtail[src] = p
+    s.nic_qlen[src] += 1
+    return p
+
+
+# ------------------------------------------------------------------ synthetic generation
+
+cdef inline void _heap_push(State* s, cycle_t t, int32_t ep) noexcept nogil:
+    cdef int32_t i = s.hp_n
+    cdef int32_t parent
+    s.hp_n += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if s.hp_time[parent] < t or (s.hp_time[parent] == t and s.hp_ep[parent] < ep):
+            break
+        s.hp_time[i] = s.hp_time[parent]
+        s.hp_ep[i] = s.hp_ep[parent]
+        i = parent
+    s.hp_time[i] = t
+    s.hp_ep[i] = ep
+
+
+cdef inline void _heap_pop(State* s) noexcept nogil:
+    cdef int32_t n = s.hp_n - 1
+    cdef cycle_t t = s.hp_time[n]
+    cdef int32_t ep = s.hp_ep[n]
+    cdef int32_t i = 0
+    cdef int32_t child
+    s.hp_n = n
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and (s.hp_time[child + 1] < s.hp_time[child] or
+                              (s.hp_time[child + 1] == s.hp_time[child] and
+                               s.hp_ep[child + 1] < s.hp_ep[child])):
+            child += 1
+        if t < s.hp_time[child] or (t == s.hp_time[child] and ep < s.hp_ep[child]):
+            break
+        s.hp_time[i] = s.hp_time[child]
+        s.hp_ep[i] = s.hp_ep[child]
+        i = child
+    if n > 0:
+        s.hp_time[i] = t
+        s.hp_ep[i] = ep
+
+
+cdef inline cycle_t next_arrival(State* s, int32_t ep, cycle_t after) noexcept nogil:
+    """Cycle of endpoint ep's next packet, strictly after `after`."""
+    cdef cycle_t t, on_start
+    if s.proc == PROC_BERNOULLI:
+        if s.p_inject <= 0.0:
+            return NEVER
+        return after + rng_geometric(s.rng, s.p_inject)
+    # on/off: Bernoulli(p_on) arrivals while on; on and off periods geometric
+    t = after + rng_geometric(s.rng, s.p_on)
+    while t >= s.on_end[ep]:
+        on_start = s.on_end[ep] + rng_geometric(s.rng, s.q_off_end)
+        s.on_end[ep] = on_start + rng_geometric(s.rng, s.q_on_end)
+        t = on_start - 1 + rng_geometric(s.rng, s.p_on)
+    return t
+
+
+cdef inline void start_synthetic(State* s, cycle_t start) noexcept nogil:
+    cdef int32_t ep
+    cdef cycle_t t
+    s.hp_n = 0
+    for ep in range(s.n_ep):
+        if s.proc == PROC_ONOFF:
+            if rng_uniform(s.rng) < s.duty:
+                s.on_end[ep] = start + rng_geometric(s.rng, s.q_on_end)
+            else:
+                s.on_end[ep] = start
+        t = next_arrival(s, ep, start - 1)
+        if t < NEVER:
+            _heap_push(s, t, ep)
+
+
+cdef inline int32_t _draw_dest(State* s, int32_t src_ep) noexcept nogil:
+    cdef long r
+    if s.n_hot > 0 and rng_uniform(s.rng) < s.hot_frac:
+        return s.hot[rng_below(s.rng, s.n_hot)]
+    if s.pat_mode == PAT_PERM:
+        return s.perm[src_ep]
+    if s.include_self:
+        return <int32_t>rng_below(s.rng, s.n_ep)
+    r = rng_below(s.rng, s.n_ep - 1)
+    if r >= src_ep:
+        r += 1
+    return <int32_t>r
+
+
+cdef inline int32_t _draw_size(State* s) noexcept nogil:
+    cdef double u
+    cdef int32_t i
+    if s.n_sizes == 1:
+        return s.size_val[0]
+    u = rng_uniform(s.rng)
+    for i in range(s.n_sizes - 1):
+        if u < s.size_cdf[i]:
+            return s.size_val[i]
+    return s.size_val[s.n_sizes - 1]
+
+
+cdef inline cycle_t next_generation(State* s) noexcept nogil:
+    """Earliest cycle at which a packet will be created, or NEVER."""
+    cdef cycle_t t = NEVER
+    if s.gen_mode == GEN_SYNTHETIC and s.hp_n > 0:
+        t = s.hp_time[0]
+    elif s.gen_mode == GEN_TRACE and s.tr_pos < s.tr_n:
+        t = s.tr_time[s.tr_pos]
+    if t >= s.gen_stop:
+        return NEVER
+    return t
+
+
+cdef inline int generate(State* s) noexcept nogil:
+    """Create every packet due this cycle."""
+    cdef int32_t ep, dst
+    cdef cycle_t t
+    if s.now >= s.gen_stop:
+        return 0
+    if s.gen_mode == GEN_SYNTHETIC:
+        while s.hp_n > 0 and s.hp_time[0] <= s.now:
+            ep = s.hp_ep[0]
+            _heap_pop(s)
+            dst = _draw_dest(s, ep)
+            if create_packet(s, s.ep_node[ep], s.ep_node[dst], _draw_size(s), -1) < 0:
+                return -1
+            t = next_arrival(s, ep, s.now)
+            if t < NEVER:
+                _heap_push(s, t, ep)
+    elif s.gen_mode == GEN_TRACE:
+        while s.tr_pos < s.tr_n and s.tr_time[s.tr_pos] <= s.now:
+            if create_packet(s, s.tr_src[s.tr_pos], s.tr_dst[s.tr_pos], s.tr_len[s.tr_pos],
+                             s.tr_pos) < 0:
+                return -1
+            s.tr_pos += 1
+    return 0
+
+
+# ------------------------------------------------------------------ injection
+
+cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
+    """Node n's NIC sends at most one flit into its router's injection port."""
+    cdef int32_t c = s.nic_inj_ch[n]
+    cdef int32_t V = s.V
+    cdef int32_t p, k, v, ovc, seq
+    p = s.nic_cur[n]
+    if p < 0:
+        if s.nic_qlen[n] == 0:
+            return 0
+        # choose an injection VC for the packet at the head of the source queue
+        v = -1
+        for k in range(V):
+            ovc = c * V + (s.nic_rr[n] + k) % V
+            if s.ovc_owner[ovc] == OVC_FREE and s.ovc_credits[ovc] > 0:
+                v = (s.nic_rr[n] + k) % V
+                break
+        if v < 0 or not link_can_send(s, c):
+            return 0
+        p = s.nic_qhead[n]
+        s.nic_qhead[n] = s.pk_next[p]
+        if s.nic_qhead[n] < 0:
+            s.nic_qtail[n] = -1
+        s.pk_next[p] = -1
+        s.nic_qlen[n] -= 1
+        s.nic_cur[n] = p
+        s.nic_seq[n] = 0
+        s.nic_vc[n] = v
+        s.nic_rr[n] = (v + 1) % V
+        s.ovc_owner[c * V + v] = n
+        s.pk_inject[p] = s.now
+    v = s.nic_vc[n]
+    ovc = c * V + v
+    if s.ovc_credits[ovc] <= 0 or not link_can_send(s, c):
+        return 0
+    seq = s.nic_seq[n]
+    if schedule(s, s.ch_lat[c], c, v, p, seq) != 0:
+        return -1
+    link_take(s, c)
+    s.ovc_credits[ovc] -= 1
+    s.flits_injected += 1
+    s.last_progress = s.now
+    seq += 1
+    if seq == s.pk_len[p]:
+        s.ovc_owner[ovc] = OVC_TAIL_PENDING if s.wait_tail else OVC_FREE
+        s.nic_cur[n] = -1
+        if s.nic_qlen[n] == 0:
+            s.nic_busy -= 1
+    else:
+        s.nic_seq[n] = seq
+    return 0
+
+
+# ------------------------------------------------------------------ ejection
+
+cdef inline int _hist_add(State* s, cycle_t lat, cycle_t net) noexcept nogil:
+    cdef int64_t need = (lat if lat > net else net) + 1
+    cdef int64_t cap
+    cdef void* p
+    if need > s.hist_cap:
+        cap = s.hist_cap * 2 if s.hist_cap > 0 else 1024
+        while cap < need:
+            cap *= 2
+        p = realloc(s.hist_lat, cap * sizeof(int64_t))
+        if p == NULL: return -1
+        s.hist_lat = <int64_t*>p
+        p = realloc(s.hist_net, cap * sizeof(int64_t))
+        if p == NULL: return -1
+        s.hist_net = <int64_t*>p
+        memset(s.hist_lat + s.hist_cap, 0, (cap - s.hist_cap) * sizeof(int64_t))
+        memset(s.hist_net + s.hist_cap, 0, (cap - s.hist_cap) * sizeof(int64_t))
+        s.hist_cap = cap
+    s.hist_lat[lat] += 1
+    s.hist_net[net] += 1
+    return 0
+
+
+cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcept nogil:
+    """A flit of packet p arrives at node n's NIC."""
+    cdef cycle_t lat, net
+    if s.pk_dst[p] != n or s.pk_ej[p] != seq:
+        s.bad_eject += 1
+    s.pk_ej[p] += 1
+    s.flits_ejected += 1
+    s.last_progress = s.now
+    if s.now >= s.meas_start and s.now < s.meas_end:
+        s.win_ejected_flits += 1
+    if seq != s.pk_len[p] - 1:
+        return 0
+    # tail: the packet is delivered
+    s.packets_done += 1
+    if s.pk_tag[p] >= 0 and s.tr_deliver != NULL:
+        s.tr_deliver[s.pk_tag[p]] = s.now
+        s.tr_inject[s.pk_tag[p]] = s.pk_inject[p]
+        s.tr_hops[s.pk_tag[p]] = s.pk_hops[p]
+    if s.pk_meas[p]:
+        lat = s.now - s.pk_create[p]
+        net = s.now - s.pk_inject[p]
+        s.meas_done += 1
+        s.sum_lat += lat
+        s.sum_lat_sq += <double>lat * lat
+        s.sum_netlat += net
+        s.sum_hops += s.pk_hops[p]
+        if lat > s.max_lat: s.max_lat = lat
+        if net > s.max_netlat: s.max_netlat = net
+        if _hist_add(s, lat, net) != 0:
+            return -1
+    packet_free(s, p)
+    return 0
