@@ -31,5 +31,4 @@ extensions = [
     ),
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES,
-                            compile_time_env={"CSIM_DEBUG": DEBUG}))
+setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES))

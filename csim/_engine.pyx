@@ -11,6 +11,11 @@ from csim._router cimport buffer_write, vc_allocate, sw_allocate
 
 cnp.import_array()
 
+cdef extern from *:
+    const int CSIM_DEBUG_FLAG "CSIM_DEBUG"
+
+BUILD = {"debug": bool(CSIM_DEBUG_FLAG), "cython_directives": "boundscheck=%s" % bool(CSIM_DEBUG_FLAG)}
+
 NEVER_CYCLE = 0x3FFFFFFFFFFFFFFF
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}

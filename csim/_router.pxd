@@ -160,8 +160,9 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         link_take(s, o)
         if s.ch_kind[o] != CH_EJECT:
             s.ovc_credits[ovc] -= 1
-            s.pk_hops[p] += 1
             s.flit_hops += 1
+            if seq == 0:
+                s.pk_hops[p] += 1
         if schedule(s, s.sa_delay + s.st_delay + s.ch_lat[o], o, s.ivc_out_vc[ivc], p, seq) != 0:
             return -1
         up = EV_TAIL_CREDIT if (seq == s.pk_len[p] - 1 and s.wait_tail) else EV_CREDIT

@@ -1,0 +1,362 @@
+"""TOML configuration: every key declared once, with its type, unit, default and doc.
+
+`load(path)` and `from_dict(d)` return a validated `Config`; every error is a `ConfigError`
+that names the key, the value given and what was expected. The README's reference table is
+generated from `KEYS` (`python -m pysim.config --markdown`), and a test checks it is current.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+import os
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown, of the wrong type or out of range."""
+
+
+class Key:
+    """One declared configuration key."""
+
+    def __init__(self, section, name, kind, default, unit, doc, check=None, choices=None):
+        self.section = section
+        self.name = name
+        self.kind = kind          # "int", "float", "bool", "str", "ints", "floats", "int|ints"
+        self.default = default
+        self.unit = unit
+        self.doc = doc
+        self.check = check        # (predicate, "what was expected") or None
+        self.choices = choices    # callable returning the allowed names, or None
+
+    @property
+    def path(self):
+        return f"{self.section}.{self.name}"
+
+
+def _positive(x):
+    return x > 0
+
+
+def _nonneg(x):
+    return x >= 0
+
+
+def _prob(x):
+    return 0.0 <= x <= 1.0
+
+
+def _all_positive(xs):
+    return len(xs) > 0 and all(x > 0 for x in xs)
+
+
+def _all_nonneg(xs):
+    return all(x >= 0 for x in xs)
+
+
+POS = (_positive, "a number > 0")
+NONNEG = (_nonneg, "a number >= 0")
+PROB = (_prob, "a number in [0, 1]")
+
+
+def _topology_kinds():
+    from pysim.topology import BUILDERS
+    return sorted(BUILDERS)
+
+
+def _patterns():
+    from pysim.traffic import PATTERNS
+    return sorted(PATTERNS)
+
+
+KEYS = [
+    # ------------------------------------------------------------------ simulation
+    Key("simulation", "seed", "int", 1, "-", "Seed of the traffic generator's PRNG.",
+        NONNEG),
+    Key("simulation", "warmup_cycles", "int", 2000, "cycles",
+        "Cycles simulated before measurement starts.", NONNEG),
+    Key("simulation", "measure_cycles", "int", 10000, "cycles",
+        "Length of the measured window; packets created in it are measured.", POS),
+    Key("simulation", "drain_cycles", "int", 50000, "cycles",
+        "Most cycles to wait, after the window, for measured packets; "
+        "if they are not all delivered by then the run is saturated.", NONNEG),
+    Key("simulation", "watchdog_cycles", "int", 20000, "cycles",
+        "Flits buffered and none moving for this long is reported as deadlock.", POS),
+    Key("simulation", "max_packets", "int", 4000000, "packets",
+        "Most packets alive at once (queued at sources or in flight); beyond it the run "
+        "stops as saturated.", POS),
+    # ------------------------------------------------------------------ network
+    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.", POS),
+    Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
+        POS),
+    Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.", POS),
+    Key("network", "vc_buffer_flits", "int", 8, "flits", "Buffer depth of each virtual channel.",
+        POS),
+    Key("network", "routing_delay", "int", 1, "cycles",
+        "Route computation: head arrival to first VC allocation.", NONNEG),
+    Key("network", "vc_alloc_delay", "int", 1, "cycles",
+        "VC allocation grant to first switch allocation.", NONNEG),
+    Key("network", "sw_alloc_delay", "int", 1, "cycles",
+        "Switch allocation grant to switch traversal (also delays the credit).", POS),
+    Key("network", "st_delay", "int", 1, "cycles",
+        "Switch traversal: crossbar to the output link.", NONNEG),
+    Key("network", "wait_for_tail_credit", "bool", True, "-",
+        "An output VC is reallocated only after the credit of the previous packet's tail "
+        "returns (BookSim's default), so a VC buffer holds one packet at a time.", None),
+    Key("network", "injection_gbps", "float", None, "GB/s",
+        "NIC injection bandwidth; default one flit per cycle.", POS),
+    Key("network", "ejection_gbps", "float", None, "GB/s",
+        "NIC ejection bandwidth; default one flit per cycle.", POS),
+    Key("network", "nic_latency_ns", "float", None, "ns",
+        "Latency of the NIC-router channel, each way; default one cycle.", POS),
+    # ------------------------------------------------------------------ topology
+    Key("topology", "kind", "str", "mesh", "-", "Registered topology builder.", None,
+        _topology_kinds),
+    Key("topology", "dims", "ints", [8, 8], "nodes", "Nodes per dimension (mesh, torus).",
+        (_all_positive, "a non-empty list of integers > 0")),
+    Key("topology", "nodes", "int", 8, "nodes", "Number of nodes (ring).", (lambda x: x >= 2,
+                                                                           "an integer >= 2")),
+    Key("topology", "bidirectional", "bool", True, "-",
+        "Ring: links in both directions (else one direction only).", None),
+    Key("topology", "link_gbps", "float", None, "GB/s",
+        "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
+        POS),
+    Key("topology", "link_latency_ns", "float", None, "ns",
+        "Latency of every link; default one cycle.", POS),
+    # ------------------------------------------------------------------ traffic
+    Key("traffic", "pattern", "str", "uniform", "-", "Destination pattern (see Traffic).",
+        None, _patterns),
+    Key("traffic", "injection_rate", "float", 0.1, "flits/node/cycle",
+        "Offered load per endpoint.", NONNEG),
+    Key("traffic", "packet_flits", "int|ints", 4, "flits",
+        "Packet length, or a list of lengths for a mix.",
+        (lambda x: (x > 0) if isinstance(x, int) else _all_positive(x),
+         "an integer > 0 or a non-empty list of them")),
+    Key("traffic", "packet_weights", "floats", None, "-",
+        "Relative frequency of each length in packet_flits (default equal).",
+        (_all_nonneg, "a list of numbers >= 0")),
+    Key("traffic", "process", "str", "bernoulli", "-",
+        "Injection process: 'bernoulli' or 'onoff' (Markov-modulated bursts).", None,
+        lambda: ["bernoulli", "onoff"]),
+    Key("traffic", "burst_on_cycles", "float", 20.0, "cycles",
+        "On/off process: mean length of an on period.", (lambda x: x >= 1, "a number >= 1")),
+    Key("traffic", "burst_off_cycles", "float", 20.0, "cycles",
+        "On/off process: mean length of an off period.", (lambda x: x >= 1, "a number >= 1")),
+    Key("traffic", "hotspot_nodes", "ints", [], "node ids",
+        "Hotspot pattern: the hot destination nodes.", (_all_nonneg, "a list of node ids")),
+    Key("traffic", "hotspot_fraction", "float", 0.0, "-",
+        "Hotspot pattern: fraction of packets sent to the hot nodes (the rest uniform).", PROB),
+]
+
+KEY_MAP = {k.path: k for k in KEYS}
+SECTIONS = list(dict.fromkeys(k.section for k in KEYS))
+
+
+def _type_ok(kind, v):
+    is_int = isinstance(v, int) and not isinstance(v, bool)
+    is_num = (is_int or isinstance(v, float))
+    if kind == "int":
+        return is_int
+    if kind == "float":
+        return is_num
+    if kind == "bool":
+        return isinstance(v, bool)
+    if kind == "str":
+        return isinstance(v, str)
+    if kind == "ints":
+        return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                           for x in v)
+    if kind == "floats":
+        return isinstance(v, list) and all(isinstance(x, (int, float)) and
+                                           not isinstance(x, bool) for x in v)
+    if kind == "int|ints":
+        return _type_ok("int", v) or (_type_ok("ints", v) and len(v) > 0)
+    raise AssertionError(kind)
+
+
+_KIND_TEXT = {"int": "an integer", "float": "a number", "bool": "true or false",
+              "str": "a string", "ints": "a list of integers", "floats": "a list of numbers",
+              "int|ints": "an integer or a list of integers"}
+
+
+def _suggest(name, options):
+    close = difflib.get_close_matches(name, options, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def check_value(key: Key, v):
+    """Validate one value for `key`; return it normalised (floats as float)."""
+    if v is None:
+        return None
+    if not _type_ok(key.kind, v):
+        raise ConfigError(f"{key.path} = {v!r}: expected {_KIND_TEXT[key.kind]}")
+    if key.kind == "float":
+        v = float(v)
+        if not math.isfinite(v):
+            raise ConfigError(f"{key.path} = {v!r}: expected a finite number")
+    if key.kind == "floats":
+        v = [float(x) for x in v]
+    if key.check is not None:
+        pred, expected = key.check
+        if not pred(v):
+            raise ConfigError(f"{key.path} = {v!r}: expected {expected}")
+    if key.choices is not None:
+        names = key.choices()
+        if v not in names:
+            raise ConfigError(f"{key.path} = {v!r}: unknown name{_suggest(v, names)}; "
+                              f"known: {', '.join(names)}")
+    return v
+
+
+class Section:
+    """Attribute access to one section's values."""
+
+    def __init__(self, name, values):
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_values", values)
+
+    def __getattr__(self, item):
+        try:
+            return self._values[item]
+        except KeyError:
+            raise AttributeError(f"{self._name}.{item} is not a configuration key") from None
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Config is read-only; use Config.with_overrides()")
+
+
+class Config:
+    """A validated configuration: `cfg.traffic.injection_rate`, `cfg.to_dict()`."""
+
+    def __init__(self, values: dict, explicit: set, base_dir: str):
+        self._values = values          # {section: {name: value}} with defaults filled
+        self.explicit = frozenset(explicit)   # keys the user gave
+        self.base_dir = base_dir       # files named in the config resolve against this
+        for s in SECTIONS:
+            setattr(self, s, Section(s, values[s]))
+
+    def to_dict(self):
+        return copy.deepcopy(self._values)
+
+    def get(self, path):
+        section, name = path.split(".", 1)
+        return self._values[section][name]
+
+    def is_set(self, path):
+        return path in self.explicit
+
+    def with_overrides(self, overrides: dict):
+        """A new Config with `{"section.key": value}` applied (validated)."""
+        raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
+               for s in SECTIONS}
+        for path, v in overrides.items():
+            section, _, name = path.partition(".")
+            if section not in raw:
+                raw[section] = {}
+            raw[section][name] = v
+        return from_dict(raw, base_dir=self.base_dir)
+
+    def __repr__(self):
+        return f"Config({self._values!r})"
+
+
+def from_dict(raw: dict, base_dir: str = ".") -> Config:
+    """Validate a nested dict (as TOML parses it) into a Config."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
+    values = {s: {} for s in SECTIONS}
+    explicit = set()
+    for section, body in raw.items():
+        if section not in values:
+            raise ConfigError(f"unknown section [{section}]{_suggest(section, SECTIONS)}; "
+                              f"known: {', '.join(SECTIONS)}")
+        if not isinstance(body, dict):
+            raise ConfigError(f"[{section}] must be a table, got {body!r}")
+        names = [k.name for k in KEYS if k.section == section]
+        for name, v in body.items():
+            path = f"{section}.{name}"
+            if path not in KEY_MAP:
+                raise ConfigError(f"unknown key {path}{_suggest(name, names)}; "
+                                  f"known in [{section}]: {', '.join(names)}")
+            values[section][name] = check_value(KEY_MAP[path], v)
+            explicit.add(path)
+    for k in KEYS:
+        if k.name not in values[k.section]:
+            values[k.section][k.name] = copy.deepcopy(k.default)
+    cfg = Config(values, explicit, base_dir)
+    _cross_checks(cfg)
+    return cfg
+
+
+def _cross_checks(cfg: Config):
+    t = cfg.traffic
+    if cfg.traffic.packet_weights is not None:
+        sizes = t.packet_flits if isinstance(t.packet_flits, list) else [t.packet_flits]
+        if len(t.packet_weights) != len(sizes):
+            raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected "
+                              f"{len(sizes)} weights, one per entry of traffic.packet_flits")
+        if sum(t.packet_weights) <= 0:
+            raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
+                              f"positive sum")
+    if cfg.network.vcs < 1:
+        raise ConfigError(f"network.vcs = {cfg.network.vcs}: expected at least 1")
+
+
+def load(path, overrides: dict | None = None) -> Config:
+    """Read a TOML file into a validated Config; `overrides` maps "section.key" to values."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    for p, v in (overrides or {}).items():
+        section, dot, name = p.partition(".")
+        if not dot or not name:
+            raise ConfigError(f"override {p!r}: expected section.key")
+        raw.setdefault(section, {})
+        if not isinstance(raw[section], dict):
+            raise ConfigError(f"override {p!r}: [{section}] is not a table")
+        raw[section][name] = v
+    try:
+        return from_dict(raw, base_dir=base)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def parse_override(text: str):
+    """'section.key=value' -> ("section.key", value); the value is read as TOML, else a string."""
+    path, eq, value = text.partition("=")
+    path = path.strip()
+    if not eq or not path:
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. traffic.injection_rate=0.2")
+    value = value.strip()
+    try:
+        v = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        v = value
+    return path, v
+
+
+def markdown_table() -> str:
+    """The README's configuration reference, generated from KEYS."""
+    lines = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
+    for k in KEYS:
+        d = "(see meaning)" if k.default is None else repr(k.default).replace("'", '"')
+        d = d.replace("True", "true").replace("False", "false")
+        lines.append(f"| `{k.path}` | {k.kind} | {k.unit} | {d} | {k.doc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if "--markdown" in sys.argv:
+        print(markdown_table())
