@@ -1,0 +1,239 @@
+"""A slow, plain-Python reference model of the router/link pipeline csim implements.
+
+Written for clarity, not speed: objects per VC, per-cycle loops over everything, no lazy
+updates, no event wheel, no idle skipping. It takes the same compiled network arrays and an
+explicit packet list and returns each packet's tail delivery cycle, which must equal csim's.
+
+The pipeline (README, "Router pipeline"), per cycle t, in this order:
+ 1. flits and credits due at t arrive (flit into its input-VC buffer, or into the NIC);
+ 2. packets created at t join their NIC's source queue;
+ 3. every NIC (node order) sends at most one flit: a new packet first claims a free injection
+    VC with a credit (round-robin from the VC after the last one it used);
+ 4. every router (node order): VC allocation, then switch allocation.
+Every channel earns num/den flits of serialisation credit per cycle, capped at one flit.
+"""
+from collections import defaultdict, deque
+
+NET, INJ, EJ = 0, 1, 2
+IDLE, ROUTING, ACTIVE = 0, 1, 2
+FREE, TAIL_PENDING = -1, -2
+
+
+class InputVC:
+    def __init__(self):
+        self.buf = deque()          # (pkt, seq, arrival cycle)
+        self.state = IDLE
+        self.ready = 0
+        self.out_ch = -1
+        self.out_vc = -1
+        self.lo = self.hi = 0
+        self.free_t = 0
+
+
+class Packet:
+    def __init__(self, idx, t, src, dst, length):
+        self.idx, self.create, self.src, self.dst, self.len = idx, t, src, dst, length
+        self.cls, self.dim, self.hops, self.inject, self.ejected = 0, -1, 0, -1, 0
+
+
+def simulate(a, packets, max_cycles=200000):
+    """a: Network.arrays; packets: list of (time, src, dst, length). -> delivery cycles."""
+    n = a["n_nodes"]
+    V, D = a["vcs"], a["buffer_flits"]
+    R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
+    wait_tail = bool(a["wait_for_tail_credit"])
+    n_classes = a["n_classes"]
+    vpc = V // n_classes
+    kind = [int(x) for x in a["ch_kind"]]
+    src = [int(x) for x in a["ch_src"]]
+    dst = [int(x) for x in a["ch_dst"]]
+    lat = [int(x) for x in a["ch_lat_cycles"]]
+    num = [int(x) for x in a["ch_num"]]
+    den = [int(x) for x in a["ch_den"]]
+    dim = [int(x) for x in a["ch_dim"]]
+    dateline = [int(x) for x in a["ch_dateline"]]
+    rt = [int(x) for x in a["rt"]]
+    inj_ch = [int(x) for x in a["nic_inj_ch"]]
+    C = len(kind)
+    n_ivc = C * V
+
+    # inputs of each router, ordered by channel id
+    inputs = [[c for c in range(C) if kind[c] != EJ and dst[c] == r] for r in range(n)]
+    local = {c: i for r in range(n) for i, c in enumerate(inputs[r])}
+    ivc = {(c, v): InputVC() for c in range(C) if kind[c] != EJ for v in range(V)}
+    owner = {(c, v): FREE for c in range(C) for v in range(V)}
+    credits = {(c, v): (0 if kind[c] == EJ else D) for c in range(C) for v in range(V)}
+    va_ptr = defaultdict(int)
+    sa_in_ptr = defaultdict(int)
+    sa_out_ptr = defaultdict(int)
+    acc = [den[c] for c in range(C)]
+    events = defaultdict(list)       # cycle -> [("flit", c, v, pkt, seq) | ("credit", c, v, tail)]
+
+    pk = [Packet(i, *p) for i, p in enumerate(packets)]
+    pending = sorted(pk, key=lambda p: (p.create, p.idx))
+    queue = [deque() for _ in range(n)]
+    cur = [None] * n                 # (packet, next seq, vc)
+    nic_rr = [0] * n
+    deliver = [-1] * len(pk)
+    done = 0
+    gi = 0
+    t = 0
+    while done < len(pk):
+        if t > max_cycles:
+            raise RuntimeError("reference model did not finish")
+        # serialisation credit earned this cycle
+        if t > 0:
+            for c in range(C):
+                acc[c] = min(den[c], acc[c] + num[c])
+        # 1. arrivals
+        for ev in events.pop(t, []):
+            if ev[0] == "flit":
+                _, c, v, p, seq = ev
+                if kind[c] == EJ:
+                    assert p.dst == dst[c] and p.ejected == seq
+                    p.ejected += 1
+                    if seq == p.len - 1:
+                        deliver[p.idx] = t
+                        done += 1
+                else:
+                    q = ivc[(c, v)]
+                    assert len(q.buf) < D, "buffer overflow"
+                    q.buf.append((p, seq, t))
+            else:
+                _, c, v, tail = ev
+                credits[(c, v)] += 1
+                if tail:
+                    owner[(c, v)] = FREE
+        # 2. packet creation
+        while gi < len(pending) and pending[gi].create <= t:
+            p = pending[gi]
+            queue[p.src].append(p)
+            gi += 1
+        # 3. NIC injection
+        for node in range(n):
+            c = inj_ch[node]
+            if c < 0:
+                continue
+            if cur[node] is None:
+                if not queue[node]:
+                    continue
+                v = None
+                for k in range(V):
+                    cand = (nic_rr[node] + k) % V
+                    if owner[(c, cand)] == FREE and credits[(c, cand)] > 0:
+                        v = cand
+                        break
+                if v is None or acc[c] < den[c]:
+                    continue
+                p = queue[node].popleft()
+                cur[node] = [p, 0, v]
+                nic_rr[node] = (v + 1) % V
+                owner[(c, v)] = node
+                p.inject = t
+            p, seq, v = cur[node]
+            if credits[(c, v)] <= 0 or acc[c] < den[c]:
+                continue
+            events[t + lat[c]].append(("flit", c, v, p, seq))
+            acc[c] -= den[c]
+            credits[(c, v)] -= 1
+            if seq + 1 == p.len:
+                owner[(c, v)] = TAIL_PENDING if wait_tail else FREE
+                cur[node] = None
+            else:
+                cur[node][1] = seq + 1
+        # 4. routers
+        for r in range(n):
+            if not any(ivc[(c, v)].buf for c in inputs[r] for v in range(V)):
+                continue
+            # VC allocation: requests
+            best = {}
+            order = []
+            for c in inputs[r]:
+                for v in range(V):
+                    q = ivc[(c, v)]
+                    if not q.buf or q.state == ACTIVE:
+                        continue
+                    p, seq, arr = q.buf[0]
+                    if q.state == IDLE:
+                        assert seq == 0, "non-head flit at the front of an idle VC"
+                        o = rt[r * n + p.dst]
+                        q.out_ch = o
+                        if kind[o] == EJ:
+                            q.lo, q.hi = 0, V
+                        else:
+                            cls = 0 if dim[o] != p.dim else p.cls
+                            p.dim = dim[o]
+                            cls = min(cls + dateline[o], n_classes - 1)
+                            p.cls = cls
+                            q.lo, q.hi = cls * vpc, cls * vpc + vpc
+                        q.ready = max(arr, q.free_t) + R
+                        q.state = ROUTING
+                    if q.ready > t:
+                        continue
+                    me = c * V + v
+                    span = q.hi - q.lo
+                    for k in range(span):
+                        ov = q.lo + (me + k) % span
+                        if owner[(q.out_ch, ov)] == FREE:
+                            key = (q.out_ch, ov)
+                            d = (me - va_ptr[key]) % n_ivc
+                            if key not in best:
+                                order.append(key)
+                                best[key] = (d, c, v)
+                            elif d < best[key][0]:
+                                best[key] = (d, c, v)
+                            break
+            for key in order:
+                _, c, v = best[key]
+                q = ivc[(c, v)]
+                owner[key] = c * V + v
+                va_ptr[key] = (c * V + v + 1) % n_ivc
+                q.out_vc = key[1]
+                q.state = ACTIVE
+                q.ready = t + VA
+            # switch allocation
+            nin = len(inputs[r])
+            req = {}
+            order = []
+            for i, c in enumerate(inputs[r]):
+                for k in range(V):
+                    v = (sa_in_ptr[c] + k) % V
+                    q = ivc[(c, v)]
+                    if not q.buf or q.state != ACTIVE:
+                        continue
+                    p, seq, arr = q.buf[0]
+                    if seq == 0 and q.ready > t:
+                        continue
+                    o = q.out_ch
+                    if kind[o] != EJ and credits[(o, q.out_vc)] <= 0:
+                        continue
+                    if acc[o] < den[o]:
+                        continue
+                    d = (i - sa_out_ptr[o]) % nin
+                    if o not in req:
+                        order.append(o)
+                        req[o] = (d, c, v)
+                    elif d < req[o][0]:
+                        req[o] = (d, c, v)
+                    break
+            for o in order:
+                _, c, v = req[o]
+                q = ivc[(c, v)]
+                p, seq, arr = q.buf.popleft()
+                sa_in_ptr[c] = (v + 1) % V
+                sa_out_ptr[o] = (local[c] + 1) % nin
+                acc[o] -= den[o]
+                if kind[o] != EJ:
+                    credits[(o, q.out_vc)] -= 1
+                    if seq == 0:
+                        p.hops += 1
+                events[t + SA + ST + lat[o]].append(("flit", o, q.out_vc, p, seq))
+                tail = seq == p.len - 1
+                events[t + SA + lat[c]].append(("credit", c, v, tail and wait_tail))
+                if tail:
+                    owner[(o, q.out_vc)] = TAIL_PENDING if (wait_tail and kind[o] != EJ) \
+                        else FREE
+                    q.state = IDLE
+                    q.free_t = t + 1
+        t += 1
+    return deliver
