@@ -5,15 +5,23 @@ from csim._types cimport *
 
 
 cdef inline int64_t link_credit(State* s, int32_t c) noexcept nogil:
-    """Serialisation credit channel c has earned by s.now (lazily brought up to date)."""
+    """Serialisation credit channel c holds at s.now (brought up to date lazily).
+
+    A channel earns ch_num per cycle and a flit costs ch_den. While flits keep coming the
+    credit is carried exactly, so a backlogged channel sends exactly num/den flits per cycle
+    on average. Credit is not banked across idle time: once it reaches one flit plus one
+    cycle's earnings (the channel could have sent a cycle ago and did not), it restarts at
+    one flit.
+    """
     cdef cycle_t dt = s.now - s.ch_acc_t[c]
     cdef int64_t den = s.ch_den[c]
+    cdef int64_t num = s.ch_num[c]
     if dt > 0:
-        if dt >= den:          # num >= 1, so dt * num >= den: full
+        if dt > den:           # num >= 1, so acc + dt * num > den + num
             s.ch_acc[c] = den
         else:
-            s.ch_acc[c] += dt * s.ch_num[c]
-            if s.ch_acc[c] > den:
+            s.ch_acc[c] += dt * num
+            if s.ch_acc[c] >= den + num:
                 s.ch_acc[c] = den
         s.ch_acc_t[c] = s.now
     return s.ch_acc[c]

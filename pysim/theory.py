@@ -4,12 +4,15 @@ Zero-load latency of one packet of L flits, created at a NIC with nothing else i
 from creation to the ejection of its tail:
 
     T0 = W_nic + (H + 1) * (routing + vc_alloc + sw_alloc + st) + sum(W_link) + W_nic
-         + serialisation
+         + max(L - 1, ceil((L - 1) / r) - K * (routing + vc_alloc))
 
-with H router-to-router hops (H + 1 routers), W_nic the NIC-router channel latency and
-serialisation = ceil((L - 1) / r) on the slowest channel of the path (r flits/cycle, from the
-exact integer credits: ceil((L - 1) * den / num)). The serialisation term is exact when the
-path's channels slower than one flit per cycle all have the same rate.
+with H router-to-router hops (H + 1 routers) and W_nic the NIC-router channel latency. The
+last term is the tail's distance behind the head: r (flits/cycle) is the rate of the slowest
+channel on the path, which spaces the flits ceil(i / r) cycles behind the head, and K is the
+number of routers after the last channel of that rate; at each of them the head spends
+routing + vc_alloc cycles that body flits skip, so the tail catches up, but never closer than
+one flit per cycle. Exact when the path's channels are either one flit per cycle or share one
+slower rate (tests/test_zero_load.py checks it for every pair).
 """
 from __future__ import annotations
 
@@ -17,45 +20,55 @@ import numpy as np
 
 
 def path_arrays(network, src, dst):
-    """Vectorised walk of the routing table for pairs (src[i], dst[i]) of node ids:
-    (hops, sum of link latencies, slowest rate as (num, den) of the path incl. NIC channels)."""
+    """Vectorised walk of the routing table for pairs (src[i], dst[i]) of node ids.
+
+    Returns hops, the sum of link latencies, the slowest rate on the path including the NIC
+    channels as (num, den), and the number of routers after the last channel of that rate."""
     arr = network.arrays
     rt = arr["rt"].reshape(arr["n_nodes"], arr["n_nodes"])
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
+    num, den = network.ch_num, network.ch_den
     cur = src.copy()
     hops = np.zeros(src.size, np.int64)
     lat = np.zeros(src.size, np.int64)
-    inj = network.inj_ch[src]
-    ej = network.ej_ch[dst]
-    # slowest rate: compare num/den as cross products, track the argmin channel
-    worst = inj.astype(np.int64)
-    def slower(a, b):   # channel a slower than channel b?
-        return network.ch_num[a] * network.ch_den[b] < network.ch_num[b] * network.ch_den[a]
-    worst = np.where(slower(ej, worst), ej, worst)
+    worst = network.inj_ch[src].astype(np.int64)
+    worst_at = np.zeros(src.size, np.int64)       # index of the router the channel enters
+
+    def not_faster(a, b):   # channel a at most as fast as channel b (cross-multiplied)
+        return num[a] * den[b] <= num[b] * den[a]
+
     active = cur != dst
     for _ in range(arr["n_nodes"] + 1):
         if not active.any():
             break
-        c = rt[cur[active], dst[active]].astype(np.int64)
         idx = np.flatnonzero(active)
+        c = rt[cur[idx], dst[idx]].astype(np.int64)
         hops[idx] += 1
         lat[idx] += network.ch_lat[c]
-        worst[idx] = np.where(slower(c, worst[idx]), c, worst[idx])
+        take = not_faster(c, worst[idx])
+        worst[idx] = np.where(take, c, worst[idx])
+        worst_at[idx] = np.where(take, hops[idx], worst_at[idx])
         cur[idx] = network.ch_dst[c]
         active = cur != dst
-    return hops, lat, network.ch_num[worst], network.ch_den[worst]
+    ej = network.ej_ch[dst].astype(np.int64)
+    take = not_faster(ej, worst)
+    worst = np.where(take, ej, worst)
+    after = np.where(take, 0, hops + 1 - worst_at)
+    return hops, lat, num[worst], den[worst], after
 
 
 def zero_load_latency(network, cfg, src, dst, length):
     """T0 (cycles) per pair, vectorised; see the module docstring."""
     net = cfg.network
-    hops, lat, num, den = path_arrays(network, src, dst)
+    hops, lat, num, den, after = path_arrays(network, src, dst)
     per_router = net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
     w_nic = network.ch_lat[network.inj_ch[np.asarray(src)]] + \
         network.ch_lat[network.ej_ch[np.asarray(dst)]]
-    ser = -((-(np.asarray(length, np.int64) - 1) * den) // num)    # ceil
-    return w_nic + (hops + 1) * per_router + lat + ser
+    body = np.asarray(length, np.int64) - 1
+    spaced = -((-body * den) // num)                                  # ceil(body / r)
+    tail = np.maximum(body, spaced - after * (net.routing_delay + net.vc_alloc_delay))
+    return w_nic + (hops + 1) * per_router + lat + tail
 
 
 def mean_zero_load(network, cfg, pattern, sizes, cdf):
@@ -89,10 +102,10 @@ def mean_hops(network, pattern):
     eps = np.asarray(network.topo.endpoints())
     n = eps.size
     if pattern.mode == "perm":
-        h, *_ = path_arrays(network, eps, eps[np.asarray(pattern.perm)])
+        h = path_arrays(network, eps, eps[np.asarray(pattern.perm)])[0]
         return float(h.mean())
     s, d = np.meshgrid(eps, eps, indexing="ij")
-    h, *_ = path_arrays(network, s.ravel(), d.ravel())
+    h = path_arrays(network, s.ravel(), d.ravel())[0]
     h = h.reshape(n, n).astype(float)
     if not pattern.include_self:
         return float(h.sum() / (n * (n - 1)))

@@ -10,7 +10,8 @@ The pipeline (README, "Router pipeline"), per cycle t, in this order:
  3. every NIC (node order) sends at most one flit: a new packet first claims a free injection
     VC with a credit (round-robin from the VC after the last one it used);
  4. every router (node order): VC allocation, then switch allocation.
-Every channel earns num/den flits of serialisation credit per cycle, capped at one flit.
+Every channel earns num/den flits of serialisation credit per cycle and a flit costs one;
+credit that reaches one flit plus one cycle's earnings (an idle cycle) restarts at one flit.
 """
 from collections import defaultdict, deque
 
@@ -84,7 +85,9 @@ def simulate(a, packets, max_cycles=200000):
         # serialisation credit earned this cycle
         if t > 0:
             for c in range(C):
-                acc[c] = min(den[c], acc[c] + num[c])
+                acc[c] += num[c]
+                if acc[c] >= den[c] + num[c]:     # idle for a cycle: no banking
+                    acc[c] = den[c]
         # 1. arrivals
         for ev in events.pop(t, []):
             if ev[0] == "flit":

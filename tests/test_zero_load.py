@@ -1,0 +1,149 @@
+"""Zero-load latency, exactly, for every source-destination pair of small networks.
+
+One packet of L flits alone in the network, created at cycle t0 at its source's NIC, has its
+tail ejected at t0 + T0 with (README, "Router pipeline"):
+
+    T0 = W_nic                                   NIC -> router channel
+       + (H + 1) * (R + VA + SA + ST)            every router on the path, H hops
+       + sum of the H link latencies
+       + W_nic                                   router -> NIC channel
+       + max(L - 1, ceil((L - 1) / r) - K * (R + VA))
+                                                 the tail's distance behind the head: flits
+                                                 leave the slowest channel (r flits/cycle)
+                                                 ceil(i / r) cycles after the head; at each of
+                                                 the K routers after the last such channel the
+                                                 head spends R + VA cycles body flits skip, so
+                                                 the tail closes in, to one flit per cycle
+
+H is computed here from coordinates (Manhattan distance on a mesh, the shorter way round on
+rings and tori), independently of the routing tables.
+"""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from conftest import make_cfg
+from pysim import topology
+from pysim.network import compile_network
+from pysim.sim import run_packets
+
+
+def hops(kind, dims, bidirectional, a, b):
+    ca = np.unravel_index(a, dims, order="F")
+    cb = np.unravel_index(b, dims, order="F")
+    h = 0
+    for x, y, k in zip(ca, cb, dims):
+        d = abs(int(x) - int(y))
+        if kind == "mesh":
+            h += d
+        elif bidirectional:
+            h += min(d, k - d)
+        else:
+            h += (int(y) - int(x)) % k
+    return h
+
+
+def all_pairs_alone(cfg, net, length, spacing=400):
+    n = net.topo.n_nodes
+    pairs = [(s, d) for s in range(n) for d in range(n)]
+    times = np.arange(len(pairs)) * spacing
+    src = np.array([p[0] for p in pairs])
+    dst = np.array([p[1] for p in pairs])
+    _, _, deliver, _, hop = run_packets(cfg, times, src, dst, np.full(len(pairs), length),
+                                        network=net)
+    return pairs, deliver - times, hop
+
+
+CASES = [
+    # (topology, network overrides, packet length)
+    ({"kind": "mesh", "dims": [4, 4]}, {}, 1),
+    ({"kind": "mesh", "dims": [4, 4]}, {}, 5),
+    ({"kind": "mesh", "dims": [3, 2, 2]}, {"routing_delay": 2, "vc_alloc_delay": 0,
+                                           "st_delay": 0}, 3),
+    ({"kind": "mesh", "dims": [4, 3], "link_latency_ns": 3.0}, {"sw_alloc_delay": 2}, 4),
+    ({"kind": "torus", "dims": [4, 4]}, {}, 4),
+    ({"kind": "torus", "dims": [5, 3], "link_latency_ns": 2.0}, {"vcs": 4}, 2),
+    ({"kind": "ring", "nodes": 8}, {}, 4),
+    ({"kind": "ring", "nodes": 7, "bidirectional": False}, {}, 3),
+    # links slower than one flit per cycle (32-byte flits, 1 GHz)
+    ({"kind": "mesh", "dims": [4, 4], "link_gbps": 20.0}, {}, 6),        # 0.625 flits/cycle
+    ({"kind": "torus", "dims": [4, 3], "link_gbps": 12.5}, {}, 5),       # 0.390625
+    ({"kind": "ring", "nodes": 6, "link_gbps": 8.0, "link_latency_ns": 4.0}, {}, 4),
+]
+
+
+@pytest.mark.parametrize("topo,network,length", CASES)
+def test_zero_load_latency_every_pair(topo, network, length):
+    cfg = make_cfg(topology=topo, network=network)
+    net = compile_network(cfg)
+    n = cfg.network
+    per_router = n.routing_delay + n.vc_alloc_delay + n.sw_alloc_delay + n.st_delay
+    w = 1 if "link_latency_ns" not in topo else math.ceil(topo["link_latency_ns"])
+    r = Fraction(1) if "link_gbps" not in topo else \
+        Fraction(topo["link_gbps"]) / n.flit_bytes          # flits per cycle
+    kind = topo["kind"]
+    dims = topo.get("dims", [topo.get("nodes")])
+    bi = topo.get("bidirectional", True)
+    pairs, latency, hop = all_pairs_alone(cfg, net, length)
+    for (s, d), got, h_sim in zip(pairs, latency, hop):
+        H = hops(kind, dims, bi, s, d)
+        # the slowest channels are the links; the last one enters the destination router
+        K = 1
+        tail = max(length - 1, math.ceil((length - 1) / r) - K * (n.routing_delay +
+                                                                     n.vc_alloc_delay)) \
+            if H > 0 else length - 1
+        expected = 1 + (H + 1) * per_router + H * w + 1 + tail
+        assert h_sim == H, (s, d)
+        assert got == expected, f"pair {s}->{d}: {got} cycles, closed form {expected}"
+
+
+def test_zero_load_one_slow_link_on_the_path():
+    """One channel at 0.3 flits/cycle in a 4x4 mesh: pairs whose DOR path crosses it pay its
+    serialisation, the others do not."""
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [4, 4]}, network={"flit_bytes": 16})
+    topo = topology.build(cfg)
+    slow = next(c for c in range(topo.n_channels)
+                if (topo.ch_src[c], topo.ch_dst[c]) == (5, 6))     # (1,1) -> (2,1), x+
+    topo.ch_bytes_per_cycle[slow] = 4.8                              # 0.3 flits/cycle
+    net = compile_network(cfg, topo=topo)
+    length = 5
+    pairs, latency, _ = all_pairs_alone(cfg, net, length)
+    crossing = 0
+    for (s, d), got in zip(pairs, latency):
+        (sx, sy), (dx, dy) = divmod(s, 4)[::-1], divmod(d, 4)[::-1]
+        path = []
+        x, y = sx, sy
+        while x != dx:                          # x first, then y
+            nx = x + (1 if dx > x else -1)
+            path.append((x + 4 * y, nx + 4 * y))
+            x = nx
+        while y != dy:
+            ny = y + (1 if dy > y else -1)
+            path.append((x + 4 * y, x + 4 * ny))
+            y = ny
+        H = len(path)
+        slow_on_path = (5, 6) in path
+        crossing += slow_on_path
+        if slow_on_path:        # routers after the slow link: from (2,1) to the destination
+            K = H - path.index((5, 6))
+            tail = max(length - 1, math.ceil((length - 1) / Fraction(3, 10)) - 2 * K)
+        else:
+            tail = length - 1
+        assert got == 1 + (H + 1) * 4 + H + 1 + tail, (s, d)
+    assert crossing > 0
+
+
+@pytest.mark.parametrize("topo,length", [({"kind": "mesh", "dims": [4, 3], "link_gbps": 20.0}, 6),
+                                         ({"kind": "torus", "dims": [4, 4]}, 3)])
+def test_reported_zero_load_reference_matches_simulation(topo, length):
+    """theory.zero_load_latency (the reference line in summaries and plots) per pair."""
+    from pysim import theory
+    cfg = make_cfg(topology=topo)
+    net = compile_network(cfg)
+    pairs, latency, _ = all_pairs_alone(cfg, net, length)
+    s = np.array([p[0] for p in pairs])
+    d = np.array([p[1] for p in pairs])
+    np.testing.assert_array_equal(theory.zero_load_latency(net, cfg, s, d, np.full(s.size, length)),
+                                  latency)
