@@ -86,6 +86,8 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             return ST_PROTOCOL
         if s.pk_alive > s.max_packets:
             return ST_BACKLOG
+        if s.now >= s.meas_start and s.now < s.meas_end:
+            s.occ_sum += s.pk_alive
         if s.nbuf_total > 0 and s.now - s.last_progress >= s.watchdog_cycles:
             s.deadlock_t = s.now
             return ST_DEADLOCK
@@ -283,6 +285,7 @@ cdef class Engine:
         s.meas_end = NEVER
         s.meas_created = s.meas_done = s.meas_created_flits = 0
         s.win_ejected_flits = 0
+        s.occ_sum = 0.0
         s.sum_lat = s.sum_netlat = s.sum_hops = s.sum_lat_sq = 0.0
         s.hist_cap = 0
         s.max_lat = s.max_netlat = 0
@@ -379,6 +382,7 @@ cdef class Engine:
             packets_done=s.packets_done, packets_alive=s.pk_alive, flit_hops=s.flit_hops,
             meas_created=s.meas_created, meas_done=s.meas_done,
             meas_created_flits=s.meas_created_flits, win_ejected_flits=s.win_ejected_flits,
+            occupancy_sum=s.occ_sum,
             sum_lat=s.sum_lat, sum_lat_sq=s.sum_lat_sq, sum_netlat=s.sum_netlat,
             sum_hops=s.sum_hops, max_lat=s.max_lat, max_netlat=s.max_netlat,
             bad_eject=s.bad_eject, buf_overflow=s.buf_overflow, bad_front=s.bad_front,

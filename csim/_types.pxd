@@ -185,6 +185,7 @@ cdef struct State:
     cycle_t meas_start, meas_end
     int64_t meas_created, meas_done, meas_created_flits
     int64_t win_ejected_flits
+    double occ_sum            # sum over window cycles of packets alive (Little's law)
     double sum_lat, sum_netlat, sum_hops, sum_lat_sq
     int64_t* hist_lat
     int64_t* hist_net

@@ -78,16 +78,22 @@ def _check(status, network, engine):
                           f"non-head flits at an idle VC {c['bad_front']}")
 
 
+def prepare(cfg):
+    """Compile cfg and return (network, engine) with its synthetic traffic set up."""
+    network = compile_network(cfg)
+    topo = network.topo
+    first = network.inj_ch[topo.endpoints()[0]]
+    inj_rate = float(network.ch_num[first] / network.ch_den[first])
+    eng = _engine.Engine(network.arrays)
+    eng.set_synthetic(**traffic.engine_args(topo, cfg, inj_rate))
+    return network, eng
+
+
 def simulate(cfg) -> Result:
     """Run one synthetic-traffic configuration and return its Result."""
     t_start = time.perf_counter()
-    network = compile_network(cfg)
+    network, eng = prepare(cfg)
     topo = network.topo
-    inj_rate = float(network.ch_num[network.inj_ch[topo.endpoints()[0]]] /
-                     network.ch_den[network.inj_ch[topo.endpoints()[0]]])
-    targs = traffic.engine_args(topo, cfg, inj_rate)
-    eng = _engine.Engine(network.arrays)
-    eng.set_synthetic(**targs)
     sim = cfg.simulation
     W, M = sim.warmup_cycles, sim.measure_cycles
     eng.set_window(W, W + M)

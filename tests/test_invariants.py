@@ -1,0 +1,134 @@
+"""Invariants that hold at every cycle, methodology checks and statistical oracles
+(VALIDATION.md sections 1 and 3)."""
+import numpy as np
+import pytest
+
+from conftest import make_cfg
+from pysim import theory, traffic
+from pysim.network import CH_EJECT
+from pysim.sim import prepare, simulate
+
+
+def check_state(network, eng):
+    """Conservation of flits and of credits, and packet order inside every buffer."""
+    c = eng.counters()
+    snap = eng.snapshot()
+    V, D = snap["vcs"], snap["buffer_flits"]
+    ev = snap["events"]
+    wire = ev[ev[:, 4] >= 0]
+    cred = ev[ev[:, 4] < 0]
+    # every flit created is unsent, on a wire, in a buffer, or ejected
+    assert c["flits_created"] == (c["unsent_flits"] + len(wire) + snap["ivc_cnt"].sum() +
+                                  c["flits_ejected"])
+    assert len(wire) + snap["ivc_cnt"].sum() == c["flits_injected"] - c["flits_ejected"]
+    # credits: upstream credits + flits on the wire + flits buffered + credits returning = depth
+    C = len(network.ch_kind)
+    on_wire = np.zeros(C * V, np.int64)
+    np.add.at(on_wire, wire[:, 1] * V + wire[:, 2], 1)
+    returning = np.zeros(C * V, np.int64)
+    np.add.at(returning, cred[:, 1] * V + cred[:, 2], 1)
+    total = snap["ovc_credits"] + on_wire + snap["ivc_cnt"] + returning
+    buffered = np.repeat(network.ch_kind != CH_EJECT, V)
+    assert (total[buffered] == D).all()
+    # inside a VC buffer, flits of one packet are consecutive and in order
+    for ivc in np.flatnonzero(snap["ivc_cnt"]):
+        slots = [(ivc * D + (snap["ivc_head"][ivc] + k) % D) for k in range(snap["ivc_cnt"][ivc])]
+        pk = snap["buf_pkt"][slots]
+        sq = snap["buf_seq"][slots]
+        for k in range(1, len(slots)):
+            if pk[k] == pk[k - 1]:
+                assert sq[k] == sq[k - 1] + 1
+            else:
+                assert sq[k] == 0
+    assert c["bad_eject"] == 0 and c["buf_overflow"] == 0 and c["bad_front"] == 0
+
+
+@pytest.mark.parametrize("topo,network,rate,pattern", [
+    ({"kind": "mesh", "dims": [6, 6]}, {}, 0.45, "uniform"),
+    ({"kind": "mesh", "dims": [4, 4]}, {"vcs": 3, "vc_buffer_flits": 2}, 0.3, "transpose"),
+    ({"kind": "torus", "dims": [4, 4]}, {"vcs": 4, "wait_for_tail_credit": False}, 0.6,
+     "uniform"),
+    ({"kind": "ring", "nodes": 8, "link_gbps": 21.0}, {}, 0.3, "tornado"),
+])
+def test_conservation_and_credits_during_a_loaded_run(topo, network, rate, pattern):
+    cfg = make_cfg(topology=topo, network=network,
+                   traffic={"injection_rate": rate, "pattern": pattern,
+                            "packet_flits": [1, 4, 9], "packet_weights": [1, 1, 1]})
+    net, eng = prepare(cfg)
+    for until in (37, 500, 1501, 3000):
+        assert eng.run(until) == "until"
+        check_state(net, eng)
+
+
+def strip(d):
+    return {k: v for k, v in d.items() if k not in ("wall_seconds", "run_seconds",
+                                                    "cycles_per_second",
+                                                    "flit_hops_per_second")}
+
+
+def test_same_seed_same_result_different_seed_different_result():
+    base = dict(topology={"kind": "mesh", "dims": [4, 4]},
+                simulation={"warmup_cycles": 200, "measure_cycles": 2000},
+                traffic={"injection_rate": 0.2, "process": "onoff"})
+    a = simulate(make_cfg(**base)).to_dict()
+    b = simulate(make_cfg(**base)).to_dict()
+    assert strip(a) == strip(b)
+    base["simulation"]["seed"] = 2
+    c = simulate(make_cfg(**base)).to_dict()
+    assert c["latency_histogram"] != a["latency_histogram"]
+    assert [l["flits"] for l in c["links"]] != [l["flits"] for l in a["links"]]
+
+
+def test_littles_law_and_accepted_equals_offered_below_saturation():
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [8, 8]},
+                   simulation={"warmup_cycles": 3000, "measure_cycles": 20000},
+                   traffic={"injection_rate": 0.15})
+    net, eng = prepare(cfg)
+    eng.set_window(3000, 23000)
+    eng.run(23000)
+    c = eng.counters()
+    mean_in_system = c["occupancy_sum"] / 20000
+    packet_rate = c["meas_created"] / 20000
+    eng.run(40000, stop="measured")
+    c = eng.counters()
+    mean_latency = c["sum_lat"] / c["meas_done"]
+    assert mean_in_system == pytest.approx(packet_rate * mean_latency, rel=0.03)
+    r = simulate(cfg)
+    assert not r.saturated
+    assert r.accepted_rate == pytest.approx(r.offered_rate, rel=0.02)
+    assert r.offered_rate == pytest.approx(0.15, rel=0.03)
+
+
+@pytest.mark.parametrize("topo,expected", [
+    ({"kind": "mesh", "dims": [8, 8]}, 2 * (8 * 8 - 1) / (3 * 8)),   # n(k^2-1)/(3k) = 5.25
+    ({"kind": "torus", "dims": [8, 8]}, 2 * 8 / 4),                  # n k / 4
+    ({"kind": "ring", "nodes": 16}, 16 / 4),                         # k / 4
+])
+def test_average_hops_under_uniform_traffic(topo, expected):
+    cfg = make_cfg(topology=topo, network={"vcs": 4},
+                   simulation={"warmup_cycles": 500, "measure_cycles": 10000},
+                   traffic={"injection_rate": 0.02, "packet_flits": 1})
+    r = simulate(cfg)
+    net_, _ = prepare(cfg)
+    assert theory.mean_hops(net_, traffic.pattern(net_.topo, cfg)) == pytest.approx(expected)
+    # sample mean of hop counts: standard error ~ sd / sqrt(n); sd of hops is below k/2
+    n = r.packets_delivered
+    assert abs(r.avg_hops - expected) < 4 * (max(topo.get("dims", [16])) / 2) / np.sqrt(n)
+
+
+def test_saturation_verdict_and_throughput_under_the_channel_load_bound():
+    """8x8 mesh, DOR, uniform: the bound is 4/k = 0.5 flits/node/cycle. Offered 0.8 must be
+    declared saturated with accepted throughput below the bound; with 8 VCs this router
+    reaches at least 70% of it."""
+    for vcs, floor in ((2, 0.3), (8, 0.7)):
+        cfg = make_cfg(topology={"kind": "mesh", "dims": [8, 8]}, network={"vcs": vcs},
+                       simulation={"warmup_cycles": 1000, "measure_cycles": 4000,
+                                   "drain_cycles": 4000},
+                       traffic={"injection_rate": 0.8})
+        r = simulate(cfg)
+        assert r.saturated, vcs
+        assert floor * 0.5 < r.accepted_rate < 0.5, (vcs, r.accepted_rate)
+    low = simulate(make_cfg(topology={"kind": "mesh", "dims": [8, 8]},
+                            simulation={"warmup_cycles": 1000, "measure_cycles": 4000},
+                            traffic={"injection_rate": 0.05}))
+    assert not low.saturated
