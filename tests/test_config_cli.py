@@ -1,0 +1,154 @@
+"""Bad input gets a clear error naming the key, the value and what was expected; the CLI
+runs real simulations and never overwrites a file without being asked."""
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import ROOT, TOPOLOGIES, make_cfg
+from pysim import config
+from pysim.cli import main
+from pysim.config import ConfigError, from_dict, load
+from pysim.network import compile_network
+from pysim.sim import DeadlockError, run_packets, simulate
+
+
+@pytest.mark.parametrize("raw,fragments", [
+    ({"traffic": {"injection_rat": 0.1}},
+     ["unknown key traffic.injection_rat", "did you mean 'injection_rate'"]),
+    ({"trafic": {}}, ["unknown section [trafic]", "did you mean 'traffic'"]),
+    ({"network": {"vcs": "two"}}, ["network.vcs = 'two'", "expected an integer"]),
+    ({"network": {"vcs": 2.5}}, ["network.vcs = 2.5", "expected an integer"]),
+    ({"network": {"vcs": 0}}, ["network.vcs = 0", "expected a number > 0"]),
+    ({"traffic": {"injection_rate": -0.1}}, ["traffic.injection_rate = -0.1", ">= 0"]),
+    ({"traffic": {"injection_rate": True}}, ["traffic.injection_rate = True", "a number"]),
+    ({"topology": {"kind": "hypercube"}}, ["topology.kind = 'hypercube'", "known: mesh, ring, torus"]),
+    ({"traffic": {"pattern": "unifrom"}}, ["traffic.pattern = 'unifrom'", "did you mean 'uniform'"]),
+    ({"topology": {"dims": []}}, ["topology.dims = []", "non-empty list"]),
+    ({"traffic": {"packet_flits": [4, 8], "packet_weights": [1.0]}},
+     ["traffic.packet_weights", "expected 2 weights"]),
+    ({"traffic": {"hotspot_fraction": 1.5}}, ["traffic.hotspot_fraction = 1.5", "[0, 1]"]),
+])
+def test_bad_values_name_key_value_and_expectation(raw, fragments):
+    with pytest.raises(ConfigError) as e:
+        from_dict(raw)
+    for f in fragments:
+        assert f in str(e.value)
+
+
+@pytest.mark.parametrize("raw,fragments", [
+    ({"topology": {"kind": "ring", "dims": [4, 4]}},
+     ["topology.dims is not used by topology.kind = 'ring'"]),
+    ({"topology": {"kind": "torus", "dims": [4, 4]}, "network": {"vcs": 3}},
+     ["network.vcs = 3", "even number of VCs >= 2"]),
+    ({"topology": {"kind": "mesh", "dims": [4, 4], "link_gbps": 64.0}},
+     ["64 bytes/cycle is more than one 32-byte flit per cycle", "network.flit_bytes"]),
+    ({"traffic": {"injection_rate": 1.5}}, ["traffic.injection_rate = 1.5", "injection bandwidth"]),
+    ({"traffic": {"pattern": "bitrev"}, "topology": {"kind": "mesh", "dims": [3, 3]}},
+     ["'bitrev'", "power-of-two"]),
+    ({"traffic": {"pattern": "transpose"}, "topology": {"kind": "mesh", "dims": [4, 2]}},
+     ["'transpose'", "square"]),
+    ({"traffic": {"pattern": "hotspot", "hotspot_nodes": [99]}}, ["hotspot_nodes", "99"]),
+    ({"traffic": {"hotspot_nodes": [1]}}, ["only used by traffic.pattern = 'hotspot'"]),
+    ({"traffic": {"process": "onoff", "injection_rate": 0.9, "packet_flits": 1}},
+     ["on/off bursts", "0.9"]),
+])
+def test_bad_combinations_are_refused_before_running(raw, fragments):
+    with pytest.raises(ConfigError) as e:
+        simulate(from_dict(raw))
+    for f in fragments:
+        assert f in str(e.value)
+
+
+def test_files_and_overrides(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[network\nvcs = 2")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(bad)
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        config.parse_override("traffic.injection_rate")
+    assert config.parse_override("traffic.injection_rate=0.2") == ("traffic.injection_rate", 0.2)
+    assert config.parse_override("traffic.pattern=transpose") == ("traffic.pattern", "transpose")
+    cfg = load(os.path.join(TOPOLOGIES, "mesh8x8.toml"), {"traffic.injection_rate": 0.3})
+    assert cfg.traffic.injection_rate == 0.3
+    assert cfg.topology.dims == [8, 8]
+
+
+def test_readme_reference_table_is_current():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    assert config.markdown_table() in readme, \
+        "README config table is stale: regenerate with python -m pysim.config --markdown"
+
+
+def test_deadlock_is_reported_not_hung():
+    """A ring whose dateline is removed (all traffic in one VC class) deadlocks under a
+    heavy tornado-like load; the watchdog stops the run and names the routers."""
+    cfg = make_cfg(topology={"kind": "ring", "nodes": 4, "bidirectional": False},
+                   network={"vc_buffer_flits": 2}, simulation={"watchdog_cycles": 300})
+    net = compile_network(cfg)
+    net.arrays["ch_dateline"][:] = 0
+    n = 4
+    P = 200
+    src = np.arange(P) % n
+    dst = (src + 3) % n
+    with pytest.raises(DeadlockError) as e:
+        run_packets(cfg, np.zeros(P, int), src, dst, np.full(P, 8), network=net)
+    msg = str(e.value)
+    assert "deadlock" in msg and "router n" in msg and "credits 0" in msg
+
+
+def run_cli(args):
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def test_cli_run_writes_json_with_the_documented_keys(tmp_path):
+    out = tmp_path / "r.json"
+    cfg = os.path.join(TOPOLOGIES, "mesh8x8.toml")
+    res = run_cli(["run", cfg, "--set", "traffic.injection_rate=0.05",
+                   "--set", "simulation.measure_cycles=2000", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "accepted load" in res.output and "saturated" in res.output
+    d = json.loads(out.read_text())
+    for key in ["avg_packet_latency", "avg_network_latency", "p99_packet_latency",
+                "accepted_rate", "offered_rate", "avg_hops", "saturated", "cycles",
+                "wall_seconds", "cycles_per_second", "flit_hops_per_second", "links", "config"]:
+        assert key in d
+    assert d["config"]["traffic"]["injection_rate"] == 0.05
+    assert d["seed"] == 1 and d["version"]
+    assert len(d["links"]) == 224 and {"src", "dst", "flits", "utilization"} <= set(d["links"][0])
+    assert d["offered_rate"] == pytest.approx(0.05, rel=0.1)
+    # never overwrite without being asked
+    before = out.read_text()
+    res = CliRunner().invoke(main, ["run", cfg, "--json", str(out)])
+    assert res.exit_code != 0 and "--force" in res.output
+    assert out.read_text() == before
+    res = run_cli(["run", cfg, "--set", "simulation.measure_cycles=500", "--json", str(out),
+                   "--force", "-q"])
+    assert res.exit_code == 0 and res.output == ""
+    assert json.loads(out.read_text())["measure_cycles"] == 500
+
+
+def test_cli_errors_are_clear(tmp_path):
+    cfg = os.path.join(TOPOLOGIES, "mesh8x8.toml")
+    res = CliRunner().invoke(main, ["run", cfg, "--set", "network.vcs=0"])
+    assert res.exit_code != 0
+    assert "network.vcs = 0" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["run", str(tmp_path / "nope.toml")])
+    assert res.exit_code != 0 and "not found" in res.output
+    res = CliRunner().invoke(main, ["run", cfg, "--set", "bogus"])
+    assert res.exit_code != 0 and "KEY=VALUE" in res.output
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(TOPOLOGIES)))
+def test_every_shipped_topology_runs(name):
+    cfg = load(os.path.join(TOPOLOGIES, name),
+               {"simulation.warmup_cycles": 200, "simulation.measure_cycles": 500,
+                "traffic.injection_rate": 0.01})
+    r = simulate(cfg)
+    assert r.packets_delivered == r.packets_measured > 0
