@@ -2,7 +2,7 @@
 # run() steps cycles without the GIL and touches no Python object.
 cimport numpy as cnp
 import numpy as np
-from libc.stdlib cimport free
+from libc.stdlib cimport calloc, free
 from csim._types cimport *
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
@@ -24,30 +24,22 @@ STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
 
 cdef inline void _deliver(State* s) noexcept nogil:
     """Process every event due this cycle: flit arrivals and credit returns."""
-    cdef int32_t slot = <int32_t>(s.now % s.wheel_size)
-    cdef int32_t e = s.wh_head[slot]
-    cdef int32_t nxt, c, v, seq
-    s.wh_head[slot] = -1
-    s.wh_tail[slot] = -1
-    while e >= 0:
-        nxt = s.ev_next[e]
-        c = s.ev_ch[e]
-        v = s.ev_vc[e]
-        seq = s.ev_seq[e]
-        if seq >= 0:
-            if s.ch_kind[c] == CH_EJECT:
-                nic_receive(s, s.ch_dst[c], s.ev_pkt[e], seq)
+    cdef int32_t slot = s.wheel_now
+    cdef int32_t k, n = s.wh_len[slot]
+    cdef Event* ev = s.wh_buf[slot]
+    s.wh_len[slot] = 0
+    s.n_events -= n
+    for k in range(n):
+        if ev[k].seq >= 0:
+            if s.ch_kind[ev[k].ch] == CH_EJECT:
+                nic_receive(s, s.ch_dst[ev[k].ch], ev[k].pkt, ev[k].seq)
             else:
-                buffer_write(s, c, v, s.ev_pkt[e], seq)
+                buffer_write(s, ev[k].ch, ev[k].vc, ev[k].pkt, ev[k].seq)
                 s.last_progress = s.now
         else:
-            s.ovc_credits[c * s.V + v] += 1
-            if seq == EV_TAIL_CREDIT:
-                s.ovc_owner[c * s.V + v] = OVC_FREE
-        s.ev_next[e] = s.ev_free
-        s.ev_free = e
-        s.n_events -= 1
-        e = nxt
+            s.ovc_credits[ev[k].ch * s.V + ev[k].vc] += 1
+            if ev[k].seq == EV_TAIL_CREDIT:
+                s.ovc_owner[ev[k].ch * s.V + ev[k].vc] = OVC_FREE
 
 
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
@@ -64,9 +56,11 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             if t > s.now:
                 if t >= until:
                     s.now = until
+                    s.wheel_now = <int32_t>(until % s.wheel_size)
                     s.last_progress = until
                     break
                 s.now = t
+                s.wheel_now = <int32_t>(t % s.wheel_size)
             s.last_progress = s.now
         _deliver(s)
         if generate(s) != 0:
@@ -79,7 +73,8 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
         if s.nbuf_total > 0:
             for r in range(s.n_nodes):
                 if s.r_nbuf[r] > 0:
-                    vc_allocate(s, r)
+                    if s.r_va_wait[r] > 0:
+                        vc_allocate(s, r)
                     if sw_allocate(s, r) != 0:
                         return ST_NOMEM
         if s.buf_overflow or s.bad_front or s.bad_eject:
@@ -92,6 +87,9 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             s.deadlock_t = s.now
             return ST_DEADLOCK
         s.now += 1
+        s.wheel_now += 1
+        if s.wheel_now == s.wheel_size:
+            s.wheel_now = 0
     return ST_UNTIL
 
 
@@ -115,11 +113,8 @@ cdef class Engine:
     cdef int _mode
 
     def __cinit__(self):
-        self.s.ev_next = NULL
-        self.s.ev_ch = NULL
-        self.s.ev_vc = NULL
-        self.s.ev_pkt = NULL
-        self.s.ev_seq = NULL
+        self.s.wh_buf = NULL
+        self.s.wheel_size = 0
         self.s.pk_src = NULL
         self.s.pk_dst = NULL
         self.s.pk_len = NULL
@@ -136,8 +131,11 @@ cdef class Engine:
         self.s.hist_net = NULL
 
     def __dealloc__(self):
-        free(self.s.ev_next); free(self.s.ev_ch); free(self.s.ev_vc)
-        free(self.s.ev_pkt); free(self.s.ev_seq)
+        cdef int32_t i
+        if self.s.wh_buf != NULL:
+            for i in range(self.s.wheel_size):
+                free(self.s.wh_buf[i])
+            free(self.s.wh_buf)
         free(self.s.pk_src); free(self.s.pk_dst); free(self.s.pk_len)
         free(self.s.pk_create); free(self.s.pk_inject); free(self.s.pk_hops)
         free(self.s.pk_class); free(self.s.pk_dim); free(self.s.pk_next)
@@ -216,6 +214,7 @@ cdef class Engine:
         s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
         s.ch_local_in = <int32_t*>_ptr(self._own("ch_local_in", local, np.int32))
         s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
+        s.r_va_wait = <int32_t*>_ptr(self._own("r_va_wait", None, np.int32, 0, n))
         rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
         if rt.size != n * n:
             raise ValueError("rt must have n_nodes * n_nodes entries")
@@ -225,9 +224,7 @@ cdef class Engine:
         nivc = C * V
         s.ivc_cnt = <int32_t*>_ptr(self._own("ivc_cnt", None, np.int32, 0, nivc))
         s.ivc_head = <int32_t*>_ptr(self._own("ivc_head", None, np.int32, 0, nivc))
-        s.buf_pkt = <int32_t*>_ptr(self._own("buf_pkt", None, np.int32, -1, nivc * D))
-        s.buf_seq = <int32_t*>_ptr(self._own("buf_seq", None, np.int32, -1, nivc * D))
-        s.buf_arr = <cycle_t*>_ptr(self._own("buf_arr", None, np.int64, 0, nivc * D))
+        s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
         s.ivc_state = <int8_t*>_ptr(self._own("ivc_state", None, np.int8, VC_IDLE, nivc))
         s.ivc_ready = <cycle_t*>_ptr(self._own("ivc_ready", None, np.int64, 0, nivc))
         s.ivc_out_ch = <int32_t*>_ptr(self._own("ivc_out_ch", None, np.int32, -1, nivc))
@@ -246,10 +243,12 @@ cdef class Engine:
         # the wheel spans the longest delay an event can be scheduled with
         maxdelay = int(lat.max(initial=1)) + s.sa_delay + s.st_delay + 1
         s.wheel_size = maxdelay + 1
-        s.wh_head = <int32_t*>_ptr(self._own("wh_head", None, np.int32, -1, s.wheel_size))
-        s.wh_tail = <int32_t*>_ptr(self._own("wh_tail", None, np.int32, -1, s.wheel_size))
-        s.ev_cap = 0
-        s.ev_free = -1
+        s.wheel_now = 0
+        s.wh_len = <int32_t*>_ptr(self._own("wh_len", None, np.int32, 0, s.wheel_size))
+        s.wh_cap = <int32_t*>_ptr(self._own("wh_cap", None, np.int32, 0, s.wheel_size))
+        s.wh_buf = <Event**>calloc(s.wheel_size, sizeof(Event*))
+        if s.wh_buf == NULL:
+            raise MemoryError()
         s.n_events = 0
         s.pk_cap = 0
         s.pk_free = -1
@@ -429,20 +428,26 @@ cdef class Engine:
     def snapshot(self):
         """The buffer, VC and credit state, and everything in flight, as numpy arrays."""
         cdef State* s = &self.s
-        cdef int32_t slot, e, k = 0
+        cdef int32_t slot, k, m = 0
+        cdef int64_t i, nbuf = <int64_t>s.n_ivc * s.D
+        cdef Event* ev
         ne = s.n_events
-        ev = np.zeros((ne, 5), dtype=np.int64)   # cycle, channel, vc, pkt, seq
+        events = np.zeros((ne, 5), dtype=np.int64)   # cycle, channel, vc, pkt, seq
         for i in range(s.wheel_size):
-            slot = (s.now + i) % s.wheel_size
-            e = s.wh_head[slot]
-            while e >= 0 and k < ne:
-                ev[k, 0] = s.now + i
-                ev[k, 1] = s.ev_ch[e]
-                ev[k, 2] = s.ev_vc[e]
-                ev[k, 3] = s.ev_pkt[e]
-                ev[k, 4] = s.ev_seq[e]
-                k += 1
-                e = s.ev_next[e]
+            slot = (s.wheel_now + i) % s.wheel_size
+            ev = s.wh_buf[slot]
+            for k in range(s.wh_len[slot]):
+                events[m, 0] = s.now + i
+                events[m, 1] = ev[k].ch
+                events[m, 2] = ev[k].vc
+                events[m, 3] = ev[k].pkt
+                events[m, 4] = ev[k].seq
+                m += 1
+        buf_pkt = np.zeros(nbuf, dtype=np.int32)
+        buf_seq = np.zeros(nbuf, dtype=np.int32)
+        for i in range(nbuf):
+            buf_pkt[i] = s.buf[i].pkt
+            buf_seq[i] = s.buf[i].seq
         nivc = s.n_ivc
         return dict(
             vcs=s.V, buffer_flits=s.D,
@@ -452,9 +457,8 @@ cdef class Engine:
             ivc_out_vc=self._arr["ivc_out_vc"][:nivc].copy(),
             ovc_owner=self._arr["ovc_owner"][:nivc].copy(),
             ovc_credits=self._arr["ovc_credits"][:nivc].copy(),
-            buf_pkt=self._arr["buf_pkt"][:nivc * s.D].copy(),
-            buf_seq=self._arr["buf_seq"][:nivc * s.D].copy(),
+            buf_pkt=buf_pkt, buf_seq=buf_seq,
             ivc_head=self._arr["ivc_head"][:nivc].copy(),
-            events=ev[:k],
+            events=events[:m],
             nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),
             nic_cur=self._arr["nic_cur"][:s.n_nodes].copy())

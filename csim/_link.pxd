@@ -36,54 +36,28 @@ cdef inline void link_take(State* s, int32_t c) noexcept nogil:
     s.ch_flits[c] += 1
 
 
-cdef inline int _grow_events(State* s) noexcept nogil:
-    cdef int32_t old = s.ev_cap
-    cdef int32_t cap = old * 2 if old > 0 else 1024
-    cdef int32_t i
-    cdef void* p
-    p = realloc(s.ev_next, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.ev_next = <int32_t*>p
-    p = realloc(s.ev_ch, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.ev_ch = <int32_t*>p
-    p = realloc(s.ev_vc, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.ev_vc = <int32_t*>p
-    p = realloc(s.ev_pkt, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.ev_pkt = <int32_t*>p
-    p = realloc(s.ev_seq, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.ev_seq = <int32_t*>p
-    for i in range(old, cap - 1):
-        s.ev_next[i] = i + 1
-    s.ev_next[cap - 1] = s.ev_free
-    s.ev_free = old
-    s.ev_cap = cap
-    return 0
-
-
 cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t pkt,
                          int32_t seq) noexcept nogil:
     """Queue an event `delay` cycles from now (1 <= delay < wheel_size). FIFO per cycle."""
-    cdef int32_t e, slot
-    if s.ev_free < 0:
-        if _grow_events(s) != 0:
+    cdef int32_t slot = s.wheel_now + <int32_t>delay
+    cdef int32_t cap
+    cdef Event* e
+    cdef void* p
+    if slot >= s.wheel_size:
+        slot -= s.wheel_size
+    if s.wh_len[slot] == s.wh_cap[slot]:
+        cap = s.wh_cap[slot] * 2 if s.wh_cap[slot] > 0 else 64
+        p = realloc(s.wh_buf[slot], cap * sizeof(Event))
+        if p == NULL:
             return -1
-    e = s.ev_free
-    s.ev_free = s.ev_next[e]
-    s.ev_ch[e] = c
-    s.ev_vc[e] = vc
-    s.ev_pkt[e] = pkt
-    s.ev_seq[e] = seq
-    s.ev_next[e] = -1
-    slot = <int32_t>((s.now + delay) % s.wheel_size)
-    if s.wh_tail[slot] < 0:
-        s.wh_head[slot] = e
-    else:
-        s.ev_next[s.wh_tail[slot]] = e
-    s.wh_tail[slot] = e
+        s.wh_buf[slot] = <Event*>p
+        s.wh_cap[slot] = cap
+    e = s.wh_buf[slot] + s.wh_len[slot]
+    e.ch = c
+    e.vc = vc
+    e.pkt = pkt
+    e.seq = seq
+    s.wh_len[slot] += 1
     s.n_events += 1
     return 0
 

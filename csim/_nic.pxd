@@ -191,11 +191,15 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
             return 0
         # choose an injection VC for the packet at the head of the source queue
         v = -1
-        for k in range(V):
-            ovc = c * V + (s.nic_rr[n] + k) % V
+        k = s.nic_rr[n]
+        for seq in range(V):
+            ovc = c * V + k
             if s.ovc_owner[ovc] == OVC_FREE and s.ovc_credits[ovc] > 0:
-                v = (s.nic_rr[n] + k) % V
+                v = k
                 break
+            k += 1
+            if k == V:
+                k = 0
         if v < 0 or not link_can_send(s, c):
             return 0
         p = s.nic_qhead[n]
@@ -207,7 +211,7 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
         s.nic_cur[n] = p
         s.nic_seq[n] = 0
         s.nic_vc[n] = v
-        s.nic_rr[n] = (v + 1) % V
+        s.nic_rr[n] = v + 1 if v + 1 < V else 0
         s.ovc_owner[c * V + v] = n
         s.pk_inject[p] = s.now
     v = s.nic_vc[n]

@@ -18,10 +18,15 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     if s.ivc_cnt[ivc] >= s.D:
         s.buf_overflow += 1
         return
-    slot = ivc * s.D + (s.ivc_head[ivc] + s.ivc_cnt[ivc]) % s.D
-    s.buf_pkt[slot] = pkt
-    s.buf_seq[slot] = seq
-    s.buf_arr[slot] = s.now
+    slot = s.ivc_head[ivc] + s.ivc_cnt[ivc]
+    if slot >= s.D:
+        slot -= s.D
+    slot += ivc * s.D
+    if s.ivc_cnt[ivc] == 0 and s.ivc_state[ivc] != VC_ACTIVE:
+        s.r_va_wait[s.ch_dst[c]] += 1
+    s.buf[slot].pkt = pkt
+    s.buf[slot].seq = seq
+    s.buf[slot].arr = s.now
     s.ivc_cnt[ivc] += 1
     s.ch_nbuf[c] += 1
     s.r_nbuf[s.ch_dst[c]] += 1
@@ -53,7 +58,7 @@ cdef inline void route(State* s, int32_t r, int32_t ivc, int32_t p) noexcept nog
 
 cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
     cdef int32_t V = s.V
-    cdef int32_t i, c, v, ivc, front, p, lo, n, k, o, ovc, dist, ntouched = 0
+    cdef int32_t i, c, v, ivc, front, p, lo, n, k, o, ovc, dist, j, ntouched = 0
     cdef cycle_t ready
     # requests: each routed head asks for one free output VC of its class
     for i in range(s.r_in_ptr[r], s.r_in_ptr[r + 1]):
@@ -66,12 +71,12 @@ cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
                 continue
             front = ivc * s.D + s.ivc_head[ivc]
             if s.ivc_state[ivc] == VC_IDLE:
-                if s.buf_seq[front] != 0:
+                if s.buf[front].seq != 0:
                     s.bad_front += 1
                     continue
-                p = s.buf_pkt[front]
+                p = s.buf[front].pkt
                 route(s, r, ivc, p)
-                ready = s.buf_arr[front]
+                ready = s.buf[front].arr
                 if s.ivc_free_t[ivc] > ready:
                     ready = s.ivc_free_t[ivc]
                 s.ivc_ready[ivc] = ready + s.routing_delay
@@ -81,10 +86,16 @@ cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
             o = s.ivc_out_ch[ivc]
             lo = s.ivc_lo[ivc]
             n = s.ivc_hi[ivc] - lo
+            j = 0 if n == 1 else ivc % n       # first candidate: lo + (ivc + k) mod n
             for k in range(n):
-                ovc = o * V + lo + (ivc + k) % n
+                ovc = o * V + lo + j
+                j += 1
+                if j == n:
+                    j = 0
                 if s.ovc_owner[ovc] == OVC_FREE:
-                    dist = (ivc - s.ovc_va_ptr[ovc] + s.n_ivc) % s.n_ivc
+                    dist = ivc - s.ovc_va_ptr[ovc]
+                    if dist < 0:
+                        dist += s.n_ivc
                     if s.ovc_best[ovc] < 0:
                         s.touched[ntouched] = ovc
                         ntouched += 1
@@ -100,9 +111,10 @@ cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
         ivc = s.ovc_best[ovc]
         s.ovc_best[ovc] = -1
         s.ovc_owner[ovc] = ivc
-        s.ovc_va_ptr[ovc] = (ivc + 1) % s.n_ivc
-        s.ivc_out_vc[ivc] = ovc % V
+        s.ovc_va_ptr[ovc] = ivc + 1 if ivc + 1 < s.n_ivc else 0
+        s.ivc_out_vc[ivc] = ovc - s.ivc_out_ch[ivc] * V
         s.ivc_state[ivc] = VC_ACTIVE
+        s.r_va_wait[r] -= 1
         s.ivc_ready[ivc] = s.now + s.va_delay
 
 
@@ -116,20 +128,25 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         c = s.r_in_ch[i]
         if s.ch_nbuf[c] == 0:
             continue
+        v = s.sa_in_ptr[c] - 1
         for k in range(V):
-            v = (s.sa_in_ptr[c] + k) % V
+            v += 1
+            if v == V:
+                v = 0
             ivc = c * V + v
             if s.ivc_cnt[ivc] == 0 or s.ivc_state[ivc] != VC_ACTIVE:
                 continue
             front = ivc * s.D + s.ivc_head[ivc]
-            if s.buf_seq[front] == 0 and s.ivc_ready[ivc] > s.now:
+            if s.buf[front].seq == 0 and s.ivc_ready[ivc] > s.now:
                 continue
             o = s.ivc_out_ch[ivc]
             if s.ch_kind[o] != CH_EJECT and s.ovc_credits[o * V + s.ivc_out_vc[ivc]] <= 0:
                 continue
             if not link_can_send(s, o):
                 continue
-            dist = (i - base - s.sa_out_ptr[o] + nin) % nin
+            dist = i - base - s.sa_out_ptr[o]
+            if dist < 0:
+                dist += nin
             if s.out_best[o] < 0:
                 s.touched[ntouched] = o
                 ntouched += 1
@@ -147,15 +164,17 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         c = ivc // V
         v = ivc - c * V
         front = ivc * s.D + s.ivc_head[ivc]
-        p = s.buf_pkt[front]
-        seq = s.buf_seq[front]
-        s.ivc_head[ivc] = (s.ivc_head[ivc] + 1) % s.D
+        p = s.buf[front].pkt
+        seq = s.buf[front].seq
+        s.ivc_head[ivc] += 1
+        if s.ivc_head[ivc] == s.D:
+            s.ivc_head[ivc] = 0
         s.ivc_cnt[ivc] -= 1
         s.ch_nbuf[c] -= 1
         s.r_nbuf[r] -= 1
         s.nbuf_total -= 1
-        s.sa_in_ptr[c] = (v + 1) % V
-        s.sa_out_ptr[o] = (s.ch_local_in[c] + 1) % nin
+        s.sa_in_ptr[c] = v + 1 if v + 1 < V else 0
+        s.sa_out_ptr[o] = s.ch_local_in[c] + 1 if s.ch_local_in[c] + 1 < nin else 0
         ovc = o * V + s.ivc_out_vc[ivc]
         link_take(s, o)
         if s.ch_kind[o] != CH_EJECT:
@@ -173,5 +192,7 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
                 else OVC_FREE
             s.ivc_state[ivc] = VC_IDLE
             s.ivc_free_t[ivc] = s.now + 1
+            if s.ivc_cnt[ivc] > 0:
+                s.r_va_wait[r] += 1
         s.last_progress = s.now
     return 0

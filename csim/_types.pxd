@@ -53,6 +53,17 @@ cdef enum:
 cdef extern from "_consts.h":
     cycle_t NEVER "CSIM_NEVER"
 
+cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning (seq < 0)
+    int32_t ch
+    int32_t vc
+    int32_t pkt
+    int32_t seq
+
+cdef struct Flit:            # one buffer slot
+    int32_t pkt
+    int32_t seq
+    cycle_t arr              # cycle the flit was written into the buffer
+
 cdef struct State:
     # ---- sizes and router parameters
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
@@ -86,15 +97,14 @@ cdef struct State:
     int32_t* r_in_ptr
     int32_t* r_in_ch
     int32_t* r_nbuf
+    int32_t* r_va_wait    # input VCs holding flits but no output VC (need VA)
     int32_t* rt           # [node * n_nodes + dst] -> output channel
     int64_t nbuf_total
 
     # ---- input VCs (index c * V + v) and their buffers (index ivc * D + slot)
     int32_t* ivc_cnt
     int32_t* ivc_head
-    int32_t* buf_pkt
-    int32_t* buf_seq
-    cycle_t* buf_arr
+    Flit* buf
     int8_t* ivc_state
     cycle_t* ivc_ready
     int32_t* ivc_out_ch
@@ -113,17 +123,13 @@ cdef struct State:
     # ---- scratch lists
     int32_t* touched
 
-    # ---- event wheel (flit arrivals and credit returns), pooled nodes
+    # ---- event wheel (flit arrivals and credit returns): one growable array per cycle slot
     int32_t wheel_size
-    int32_t* wh_head
-    int32_t* wh_tail
-    int32_t ev_cap, ev_free
+    int32_t wheel_now         # now % wheel_size
+    Event** wh_buf
+    int32_t* wh_len
+    int32_t* wh_cap
     int64_t n_events
-    int32_t* ev_next
-    int32_t* ev_ch
-    int32_t* ev_vc
-    int32_t* ev_pkt
-    int32_t* ev_seq
 
     # ---- packets, pooled
     int32_t pk_cap, pk_free

@@ -1,0 +1,78 @@
+"""Speed and scale benchmark (not a test): uniform traffic, 4-flit packets, 0.1 flits/node/cycle
+on 8x8, 16x16 and 32x32 meshes. Prints wall seconds, simulated cycles/s, flit-hops/s and peak
+memory per case, and writes JSON.
+
+    python bench/speed.py [--out bench/results/speed.json] [--cycles 20000] [--only 16x16]
+
+Each case runs in a fresh process so that its peak memory (ru_maxrss) is its own.
+Targets (issue 2): >= 100,000 cycles/s and >= 20M flit-hops/s on the 16x16 mesh on one core;
+the 32x32 mesh under 200 MB.
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+CASES = {"8x8": [8, 8], "16x16": [16, 16], "32x32": [32, 32]}
+
+
+def one(name, cycles, rate):
+    import pysim
+    from pysim.config import from_dict
+    cfg = from_dict({
+        "simulation": {"seed": 1, "warmup_cycles": 0, "measure_cycles": cycles,
+                       "drain_cycles": 100000},
+        "topology": {"kind": "mesh", "dims": CASES[name]},
+        "traffic": {"pattern": "uniform", "injection_rate": rate, "packet_flits": 4},
+    })
+    t = time.perf_counter()
+    r = pysim.simulate(cfg)
+    wall = time.perf_counter() - t
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return dict(case=f"mesh{name}", nodes=CASES[name][0] * CASES[name][1], injection_rate=rate,
+                packet_flits=4, cycles=r.cycles, wall_seconds=wall,
+                engine_seconds=r.run_seconds, cycles_per_second=r.cycles_per_second,
+                flit_hops=r.flit_hops, flit_hops_per_second=r.flit_hops_per_second,
+                cycles_skipped=0, peak_memory_mb=rss_kb / 1024.0,
+                avg_packet_latency=r.avg_packet_latency, accepted_rate=r.accepted_rate,
+                saturated=r.saturated)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                  "speed.json"))
+    ap.add_argument("--cycles", type=int, default=20000)
+    ap.add_argument("--rate", type=float, default=0.1)
+    ap.add_argument("--only", choices=sorted(CASES), default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(one(a.child, a.cycles, a.rate)))
+        return
+    rows = []
+    for name in ([a.only] if a.only else list(CASES)):
+        out = subprocess.run([sys.executable, __file__, "--child", name, "--cycles",
+                              str(a.cycles), "--rate", str(a.rate)],
+                             capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"{row['case']:>10}: {row['wall_seconds']:7.2f} s wall  "
+              f"{row['cycles_per_second']:>12,.0f} cycles/s  "
+              f"{row['flit_hops_per_second'] / 1e6:7.1f} M flit-hops/s  "
+              f"peak {row['peak_memory_mb']:6.1f} MB  latency {row['avg_packet_latency']:.1f}")
+    import pysim
+    doc = dict(benchmark="speed", version=pysim.__version__, python=platform.python_version(),
+               machine=platform.machine(), processor=platform.processor(), rows=rows)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"written {a.out}")
+
+
+if __name__ == "__main__":
+    main()
