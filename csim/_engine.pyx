@@ -27,24 +27,27 @@ cdef inline void _deliver(State* s) noexcept nogil:
     cdef int32_t slot = s.wheel_now
     cdef int32_t k, n = s.wh_len[slot]
     cdef Event* ev = s.wh_buf[slot]
+    cdef OVC* o
     s.wh_len[slot] = 0
     s.n_events -= n
     for k in range(n):
         if ev[k].seq >= 0:
-            if s.ch_kind[ev[k].ch] == CH_EJECT:
-                nic_receive(s, s.ch_dst[ev[k].ch], ev[k].pkt, ev[k].seq)
+            if s.ch[ev[k].ch].kind == CH_EJECT:
+                nic_receive(s, s.ch[ev[k].ch].dst, ev[k].pkt, ev[k].seq)
             else:
                 buffer_write(s, ev[k].ch, ev[k].vc, ev[k].pkt, ev[k].seq)
                 s.last_progress = s.now
         else:
-            s.ovc_credits[ev[k].ch * s.V + ev[k].vc] += 1
+            o = &s.ovc[ev[k].ch * s.V + ev[k].vc]
+            o.credits += 1
             if ev[k].seq == EV_TAIL_CREDIT:
-                s.ovc_owner[ev[k].ch * s.V + ev[k].vc] = OVC_FREE
+                o.owner = OVC_FREE
 
 
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     cdef cycle_t t
-    cdef int32_t n, r
+    cdef int64_t i
+    cdef int32_t r
     while s.now < until:
         if stop == STOP_MEASURED and s.meas_done == s.meas_created and s.now >= s.meas_end:
             return ST_DONE
@@ -65,18 +68,21 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
         _deliver(s)
         if generate(s) != 0:
             return ST_NOMEM
-        if s.nic_busy > 0:
-            for n in range(s.n_nodes):
-                if s.nic_inj_ch[n] >= 0 and (s.nic_cur[n] >= 0 or s.nic_qlen[n] > 0):
-                    if nic_inject(s, n) != 0:
-                        return ST_NOMEM
-        if s.nbuf_total > 0:
-            for r in range(s.n_nodes):
-                if s.r_nbuf[r] > 0:
-                    if s.r_va_wait[r] > 0:
-                        vc_allocate(s, r)
-                    if sw_allocate(s, r) != 0:
-                        return ST_NOMEM
+        # active lists, walked from the end: an entry removed while being processed is
+        # replaced by one already processed. Within a cycle NICs and routers do not interact.
+        i = s.nic_busy - 1
+        while i >= 0:
+            if nic_inject(s, s.act_n[i]) != 0:
+                return ST_NOMEM
+            i -= 1
+        i = s.n_act_r - 1
+        while i >= 0:
+            r = s.act_r[i]
+            if s.r_va_wait[r] > 0:
+                vc_allocate(s, r)
+            if sw_allocate(s, r) != 0:
+                return ST_NOMEM
+            i -= 1
         if s.buf_overflow or s.bad_front or s.bad_eject:
             return ST_PROTOCOL
         if s.pk_alive > s.max_packets:
@@ -115,18 +121,7 @@ cdef class Engine:
     def __cinit__(self):
         self.s.wh_buf = NULL
         self.s.wheel_size = 0
-        self.s.pk_src = NULL
-        self.s.pk_dst = NULL
-        self.s.pk_len = NULL
-        self.s.pk_create = NULL
-        self.s.pk_inject = NULL
-        self.s.pk_hops = NULL
-        self.s.pk_class = NULL
-        self.s.pk_dim = NULL
-        self.s.pk_next = NULL
-        self.s.pk_ej = NULL
-        self.s.pk_tag = NULL
-        self.s.pk_meas = NULL
+        self.s.pk = NULL
         self.s.hist_lat = NULL
         self.s.hist_net = NULL
 
@@ -136,11 +131,9 @@ cdef class Engine:
             for i in range(self.s.wheel_size):
                 free(self.s.wh_buf[i])
             free(self.s.wh_buf)
-        free(self.s.pk_src); free(self.s.pk_dst); free(self.s.pk_len)
-        free(self.s.pk_create); free(self.s.pk_inject); free(self.s.pk_hops)
-        free(self.s.pk_class); free(self.s.pk_dim); free(self.s.pk_next)
-        free(self.s.pk_ej); free(self.s.pk_tag); free(self.s.pk_meas)
-        free(self.s.hist_lat); free(self.s.hist_net)
+        free(self.s.pk)
+        free(self.s.hist_lat)
+        free(self.s.hist_net)
 
     def _own(self, name, values, dtype, fill=None, size=None):
         """Keep a contiguous numpy array alive for the engine's lifetime; return it."""
@@ -183,23 +176,10 @@ cdef class Engine:
         s.now = 0
 
         lat = np.asarray(net["ch_lat_cycles"], dtype=np.int32)
-        s.ch_src = <int32_t*>_ptr(self._own("ch_src", ch_src, np.int32))
-        s.ch_dst = <int32_t*>_ptr(self._own("ch_dst", ch_dst, np.int32))
-        s.ch_kind = <int8_t*>_ptr(self._own("ch_kind", ch_kind, np.int8))
-        s.ch_lat = <int32_t*>_ptr(self._own("ch_lat", lat, np.int32))
+        num = np.asarray(net["ch_num"], dtype=np.int64)
         den = np.asarray(net["ch_den"], dtype=np.int64)
-        s.ch_num = <int64_t*>_ptr(self._own("ch_num", net["ch_num"], np.int64))
-        s.ch_den = <int64_t*>_ptr(self._own("ch_den", den, np.int64))
-        s.ch_acc = <int64_t*>_ptr(self._own("ch_acc", den.copy(), np.int64))
-        s.ch_acc_t = <cycle_t*>_ptr(self._own("ch_acc_t", None, np.int64, 0, C))
-        s.ch_dim = <int32_t*>_ptr(self._own("ch_dim", net["ch_dim"], np.int32))
-        s.ch_dateline = <uint8_t*>_ptr(self._own("ch_dateline", net["ch_dateline"], np.uint8))
-        s.ch_nbuf = <int32_t*>_ptr(self._own("ch_nbuf", None, np.int32, 0, C))
-        s.ch_flits = <int64_t*>_ptr(self._own("ch_flits", None, np.int64, 0, C))
-        s.sa_in_ptr = <int32_t*>_ptr(self._own("sa_in_ptr", None, np.int32, 0, C))
-        s.sa_out_ptr = <int32_t*>_ptr(self._own("sa_out_ptr", None, np.int32, 0, C))
-        s.out_best = <int32_t*>_ptr(self._own("out_best", None, np.int32, -1, C))
-        s.out_best_dist = <int32_t*>_ptr(self._own("out_best_dist", None, np.int32, 0, C))
+        dim = np.asarray(net["ch_dim"], dtype=np.int32)
+        dateline = np.asarray(net["ch_dateline"], dtype=np.uint8)
 
         # router input ports: channels that end at a router (net and inject), in channel order
         has_buf = ch_kind != CH_EJECT
@@ -212,32 +192,58 @@ cdef class Engine:
         local[order] = np.arange(order.size, dtype=np.int32) - r_in_ptr[ch_dst[order]]
         s.r_in_ptr = <int32_t*>_ptr(self._own("r_in_ptr", r_in_ptr, np.int32))
         s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
-        s.ch_local_in = <int32_t*>_ptr(self._own("ch_local_in", local, np.int32))
         s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
         s.r_va_wait = <int32_t*>_ptr(self._own("r_va_wait", None, np.int32, 0, n))
+        s.act_r = <int32_t*>_ptr(self._own("act_r", None, np.int32, -1, n))
+        s.act_r_pos = <int32_t*>_ptr(self._own("act_r_pos", None, np.int32, -1, n))
+        s.n_act_r = 0
         rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
         if rt.size != n * n:
             raise ValueError("rt must have n_nodes * n_nodes entries")
         s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32))
         s.nbuf_total = 0
 
+        cdef int64_t i
+        s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
+        for i in range(C):
+            s.ch[i].src = ch_src[i]
+            s.ch[i].dst = ch_dst[i]
+            s.ch[i].kind = ch_kind[i]
+            s.ch[i].lat = lat[i]
+            s.ch[i].num = num[i]
+            s.ch[i].den = den[i]
+            s.ch[i].acc = den[i]
+            s.ch[i].acc_t = 0
+            s.ch[i].dim = dim[i]
+            s.ch[i].dateline = dateline[i]
+            s.ch[i].local_in = local[i]
+            s.ch[i].nbuf = 0
+            s.ch[i].flits = 0
+            s.ch[i].sa_in_ptr = 0
+            s.ch[i].sa_out_ptr = 0
+            s.ch[i].out_best = -1
+            s.ch[i].out_best_dist = 0
+
         nivc = C * V
-        s.ivc_cnt = <int32_t*>_ptr(self._own("ivc_cnt", None, np.int32, 0, nivc))
-        s.ivc_head = <int32_t*>_ptr(self._own("ivc_head", None, np.int32, 0, nivc))
         s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
-        s.ivc_state = <int8_t*>_ptr(self._own("ivc_state", None, np.int8, VC_IDLE, nivc))
-        s.ivc_ready = <cycle_t*>_ptr(self._own("ivc_ready", None, np.int64, 0, nivc))
-        s.ivc_out_ch = <int32_t*>_ptr(self._own("ivc_out_ch", None, np.int32, -1, nivc))
-        s.ivc_out_vc = <int32_t*>_ptr(self._own("ivc_out_vc", None, np.int32, -1, nivc))
-        s.ivc_lo = <int32_t*>_ptr(self._own("ivc_lo", None, np.int32, 0, nivc))
-        s.ivc_hi = <int32_t*>_ptr(self._own("ivc_hi", None, np.int32, 0, nivc))
-        s.ivc_free_t = <cycle_t*>_ptr(self._own("ivc_free_t", None, np.int64, 0, nivc))
-        credits = np.where(np.repeat(ch_kind, V) == CH_EJECT, 0, D).astype(np.int32)
-        s.ovc_owner = <int32_t*>_ptr(self._own("ovc_owner", None, np.int32, OVC_FREE, nivc))
-        s.ovc_credits = <int32_t*>_ptr(self._own("ovc_credits", credits, np.int32))
-        s.ovc_va_ptr = <int32_t*>_ptr(self._own("ovc_va_ptr", None, np.int32, 0, nivc))
-        s.ovc_best = <int32_t*>_ptr(self._own("ovc_best", None, np.int32, -1, nivc))
-        s.ovc_best_dist = <int32_t*>_ptr(self._own("ovc_best_dist", None, np.int32, 0, nivc))
+        s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
+        s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
+        for i in range(nivc):
+            s.ivc[i].cnt = 0
+            s.ivc[i].head = 0
+            s.ivc[i].out_ch = -1
+            s.ivc[i].out_vc = -1
+            s.ivc[i].lo = 0
+            s.ivc[i].hi = 0
+            s.ivc[i].state = VC_IDLE
+            s.ivc[i].ready = 0
+            s.ivc[i].free_t = 0
+            s.ivc[i].arr = 0
+            s.ovc[i].owner = OVC_FREE
+            s.ovc[i].credits = 0 if ch_kind[i // V] == CH_EJECT else D
+            s.ovc[i].va_ptr = 0
+            s.ovc[i].best = -1
+            s.ovc[i].best_dist = 0
         s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
         # the wheel spans the longest delay an event can be scheduled with
@@ -268,6 +274,8 @@ cdef class Engine:
         s.nic_seq = <int32_t*>_ptr(self._own("nic_seq", None, np.int32, 0, n))
         s.nic_vc = <int32_t*>_ptr(self._own("nic_vc", None, np.int32, 0, n))
         s.nic_rr = <int32_t*>_ptr(self._own("nic_rr", None, np.int32, 0, n))
+        s.act_n = <int32_t*>_ptr(self._own("act_n", None, np.int32, -1, n))
+        s.act_n_pos = <int32_t*>_ptr(self._own("act_n_pos", None, np.int32, -1, n))
         s.nic_busy = 0
 
         s.gen_mode = GEN_NONE
@@ -396,15 +404,19 @@ cdef class Engine:
         for n in range(s.n_nodes):
             p = s.nic_qhead[n]
             while p >= 0:
-                total += s.pk_len[p]
-                p = s.pk_next[p]
+                total += s.pk[p].length
+                p = s.pk[p].next
             if s.nic_cur[n] >= 0:
-                total += s.pk_len[s.nic_cur[n]] - s.nic_seq[n]
+                total += s.pk[s.nic_cur[n]].length - s.nic_seq[n]
         return total
 
     def channel_flits(self):
         """Flits sent on each channel since the start (a copy)."""
-        return self._arr["ch_flits"][:self.s.n_ch].copy()
+        cdef int32_t c
+        out = np.zeros(self.s.n_ch, dtype=np.int64)
+        for c in range(self.s.n_ch):
+            out[c] = self.s.ch[c].flits
+        return out
 
     def latency_histograms(self):
         """Counts of measured packets by packet latency and by network latency (cycles)."""
@@ -449,16 +461,18 @@ cdef class Engine:
             buf_pkt[i] = s.buf[i].pkt
             buf_seq[i] = s.buf[i].seq
         nivc = s.n_ivc
+        cols = {k: np.zeros(nivc, dtype=np.int64) for k in
+                ("ivc_cnt", "ivc_state", "ivc_out_ch", "ivc_out_vc", "ivc_head",
+                 "ovc_owner", "ovc_credits")}
+        for i in range(nivc):
+            cols["ivc_cnt"][i] = s.ivc[i].cnt
+            cols["ivc_state"][i] = s.ivc[i].state
+            cols["ivc_out_ch"][i] = s.ivc[i].out_ch
+            cols["ivc_out_vc"][i] = s.ivc[i].out_vc
+            cols["ivc_head"][i] = s.ivc[i].head
+            cols["ovc_owner"][i] = s.ovc[i].owner
+            cols["ovc_credits"][i] = s.ovc[i].credits
         return dict(
-            vcs=s.V, buffer_flits=s.D,
-            ivc_cnt=self._arr["ivc_cnt"][:nivc].copy(),
-            ivc_state=self._arr["ivc_state"][:nivc].copy(),
-            ivc_out_ch=self._arr["ivc_out_ch"][:nivc].copy(),
-            ivc_out_vc=self._arr["ivc_out_vc"][:nivc].copy(),
-            ovc_owner=self._arr["ovc_owner"][:nivc].copy(),
-            ovc_credits=self._arr["ovc_credits"][:nivc].copy(),
-            buf_pkt=buf_pkt, buf_seq=buf_seq,
-            ivc_head=self._arr["ivc_head"][:nivc].copy(),
-            events=events[:m],
+            vcs=s.V, buffer_flits=s.D, buf_pkt=buf_pkt, buf_seq=buf_seq, events=events[:m],
             nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),
-            nic_cur=self._arr["nic_cur"][:s.n_nodes].copy())
+            nic_cur=self._arr["nic_cur"][:s.n_nodes].copy(), **cols)

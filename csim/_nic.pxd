@@ -9,34 +9,51 @@ from csim._link cimport link_can_send, link_take, schedule, packet_alloc, packet
 
 # ------------------------------------------------------------------ packet creation
 
+cdef inline void nic_activate(State* s, int32_t n) noexcept nogil:
+    s.act_n_pos[n] = <int32_t>s.nic_busy
+    s.act_n[s.nic_busy] = n
+    s.nic_busy += 1
+
+
+cdef inline void nic_deactivate(State* s, int32_t n) noexcept nogil:
+    cdef int32_t i = s.act_n_pos[n]
+    cdef int32_t last = s.act_n[s.nic_busy - 1]
+    s.act_n[i] = last
+    s.act_n_pos[last] = i
+    s.act_n_pos[n] = -1
+    s.nic_busy -= 1
+
+
 cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t length,
                                   int64_t tag) noexcept nogil:
     """Make a packet at node src for node dst and queue it at src's NIC. -1 on failure."""
     cdef int32_t p = packet_alloc(s)
+    cdef Packet* pk
     if p < 0:
         return -1
-    s.pk_src[p] = src
-    s.pk_dst[p] = dst
-    s.pk_len[p] = length
-    s.pk_create[p] = s.now
-    s.pk_inject[p] = -1
-    s.pk_hops[p] = 0
-    s.pk_class[p] = 0
-    s.pk_dim[p] = -1
-    s.pk_ej[p] = 0
-    s.pk_tag[p] = tag
-    s.pk_meas[p] = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0
-    if s.pk_meas[p]:
+    pk = &s.pk[p]
+    pk.src = src
+    pk.dst = dst
+    pk.length = length
+    pk.create = s.now
+    pk.inject = -1
+    pk.hops = 0
+    pk.cls = 0
+    pk.dim = -1
+    pk.ej = 0
+    pk.tag = tag
+    pk.meas = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0
+    if pk.meas:
         s.meas_created += 1
         s.meas_created_flits += length
     s.flits_created += length
     s.packets_created += 1
     if s.nic_qlen[src] == 0 and s.nic_cur[src] < 0:
-        s.nic_busy += 1
+        nic_activate(s, src)
     if s.nic_qtail[src] < 0:
         s.nic_qhead[src] = p
     else:
-        s.pk_next[s.nic_qtail[src]] = p
+        s.pk[s.nic_qtail[src]].next = p
     s.nic_qtail[src] = p
     s.nic_qlen[src] += 1
     return p
@@ -183,8 +200,10 @@ cdef inline int generate(State* s) noexcept nogil:
 cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
     """Node n's NIC sends at most one flit into its router's injection port."""
     cdef int32_t c = s.nic_inj_ch[n]
+    cdef Chan* ch = &s.ch[c]
     cdef int32_t V = s.V
-    cdef int32_t p, k, v, ovc, seq
+    cdef int32_t p, k, i, v, seq
+    cdef OVC* o
     p = s.nic_cur[n]
     if p < 0:
         if s.nic_qlen[n] == 0:
@@ -192,45 +211,45 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
         # choose an injection VC for the packet at the head of the source queue
         v = -1
         k = s.nic_rr[n]
-        for seq in range(V):
-            ovc = c * V + k
-            if s.ovc_owner[ovc] == OVC_FREE and s.ovc_credits[ovc] > 0:
+        for i in range(V):
+            o = &s.ovc[c * V + k]
+            if o.owner == OVC_FREE and o.credits > 0:
                 v = k
                 break
             k += 1
             if k == V:
                 k = 0
-        if v < 0 or not link_can_send(s, c):
+        if v < 0 or not link_can_send(s, ch):
             return 0
         p = s.nic_qhead[n]
-        s.nic_qhead[n] = s.pk_next[p]
+        s.nic_qhead[n] = s.pk[p].next
         if s.nic_qhead[n] < 0:
             s.nic_qtail[n] = -1
-        s.pk_next[p] = -1
+        s.pk[p].next = -1
         s.nic_qlen[n] -= 1
         s.nic_cur[n] = p
         s.nic_seq[n] = 0
         s.nic_vc[n] = v
         s.nic_rr[n] = v + 1 if v + 1 < V else 0
-        s.ovc_owner[c * V + v] = n
-        s.pk_inject[p] = s.now
+        s.ovc[c * V + v].owner = n
+        s.pk[p].inject = s.now
     v = s.nic_vc[n]
-    ovc = c * V + v
-    if s.ovc_credits[ovc] <= 0 or not link_can_send(s, c):
+    o = &s.ovc[c * V + v]
+    if o.credits <= 0 or not link_can_send(s, ch):
         return 0
     seq = s.nic_seq[n]
-    if schedule(s, s.ch_lat[c], c, v, p, seq) != 0:
+    if schedule(s, ch.lat, c, v, p, seq) != 0:
         return -1
-    link_take(s, c)
-    s.ovc_credits[ovc] -= 1
+    link_take(ch)
+    o.credits -= 1
     s.flits_injected += 1
     s.last_progress = s.now
     seq += 1
-    if seq == s.pk_len[p]:
-        s.ovc_owner[ovc] = OVC_TAIL_PENDING if s.wait_tail else OVC_FREE
+    if seq == s.pk[p].length:
+        o.owner = OVC_TAIL_PENDING if s.wait_tail else OVC_FREE
         s.nic_cur[n] = -1
         if s.nic_qlen[n] == 0:
-            s.nic_busy -= 1
+            nic_deactivate(s, n)
     else:
         s.nic_seq[n] = seq
     return 0
@@ -263,29 +282,30 @@ cdef inline int _hist_add(State* s, cycle_t lat, cycle_t net) noexcept nogil:
 cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcept nogil:
     """A flit of packet p arrives at node n's NIC."""
     cdef cycle_t lat, net
-    if s.pk_dst[p] != n or s.pk_ej[p] != seq:
+    cdef Packet* pk = &s.pk[p]
+    if pk.dst != n or pk.ej != seq:
         s.bad_eject += 1
-    s.pk_ej[p] += 1
+    pk.ej += 1
     s.flits_ejected += 1
     s.last_progress = s.now
     if s.now >= s.meas_start and s.now < s.meas_end:
         s.win_ejected_flits += 1
-    if seq != s.pk_len[p] - 1:
+    if seq != pk.length - 1:
         return 0
     # tail: the packet is delivered
     s.packets_done += 1
-    if s.pk_tag[p] >= 0 and s.tr_deliver != NULL:
-        s.tr_deliver[s.pk_tag[p]] = s.now
-        s.tr_inject[s.pk_tag[p]] = s.pk_inject[p]
-        s.tr_hops[s.pk_tag[p]] = s.pk_hops[p]
-    if s.pk_meas[p]:
-        lat = s.now - s.pk_create[p]
-        net = s.now - s.pk_inject[p]
+    if pk.tag >= 0 and s.tr_deliver != NULL:
+        s.tr_deliver[pk.tag] = s.now
+        s.tr_inject[pk.tag] = pk.inject
+        s.tr_hops[pk.tag] = pk.hops
+    if pk.meas:
+        lat = s.now - pk.create
+        net = s.now - pk.inject
         s.meas_done += 1
         s.sum_lat += lat
         s.sum_lat_sq += <double>lat * lat
         s.sum_netlat += net
-        s.sum_hops += s.pk_hops[p]
+        s.sum_hops += pk.hops
         if lat > s.max_lat: s.max_lat = lat
         if net > s.max_netlat: s.max_netlat = net
         if _hist_add(s, lat, net) != 0:

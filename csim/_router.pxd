@@ -11,188 +11,224 @@ from csim._types cimport *
 from csim._link cimport link_can_send, link_take, schedule
 
 
+cdef inline void router_activate(State* s, int32_t r) noexcept nogil:
+    s.act_r_pos[r] = s.n_act_r
+    s.act_r[s.n_act_r] = r
+    s.n_act_r += 1
+
+
+cdef inline void router_deactivate(State* s, int32_t r) noexcept nogil:
+    cdef int32_t i = s.act_r_pos[r]
+    cdef int32_t last = s.act_r[s.n_act_r - 1]
+    s.act_r[i] = last
+    s.act_r_pos[last] = i
+    s.act_r_pos[r] = -1
+    s.n_act_r -= 1
+
+
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
-    cdef int32_t ivc = c * s.V + v
-    cdef int32_t slot
-    if s.ivc_cnt[ivc] >= s.D:
+    cdef Chan* ch = &s.ch[c]
+    cdef int32_t iv = c * s.V + v
+    cdef IVC* q = &s.ivc[iv]
+    cdef int32_t slot, r
+    if q.cnt >= s.D:
         s.buf_overflow += 1
         return
-    slot = s.ivc_head[ivc] + s.ivc_cnt[ivc]
+    slot = q.head + q.cnt
     if slot >= s.D:
         slot -= s.D
-    slot += ivc * s.D
-    if s.ivc_cnt[ivc] == 0 and s.ivc_state[ivc] != VC_ACTIVE:
-        s.r_va_wait[s.ch_dst[c]] += 1
+    slot += iv * s.D
+    r = ch.dst
+    if q.cnt == 0:
+        q.arr = s.now
+        if q.state != VC_ACTIVE:
+            s.r_va_wait[r] += 1
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
-    s.buf[slot].arr = s.now
-    s.ivc_cnt[ivc] += 1
-    s.ch_nbuf[c] += 1
-    s.r_nbuf[s.ch_dst[c]] += 1
+    q.cnt += 1
+    ch.nbuf += 1
+    if s.r_nbuf[r] == 0:
+        router_activate(s, r)
+    s.r_nbuf[r] += 1
     s.nbuf_total += 1
 
 
-cdef inline void route(State* s, int32_t r, int32_t ivc, int32_t p) noexcept nogil:
+cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     """Route computation for packet p's head at router r: output channel and VC class."""
-    cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + s.pk_dst[p]]
+    cdef Packet* pk = &s.pk[p]
+    cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
+    cdef Chan* o = &s.ch[oc]
     cdef int32_t cls
-    s.ivc_out_ch[ivc] = oc
-    if s.ch_kind[oc] == CH_EJECT:
-        s.ivc_lo[ivc] = 0
-        s.ivc_hi[ivc] = s.V
+    q.out_ch = oc
+    if o.kind == CH_EJECT:
+        q.lo = 0
+        q.hi = <int16_t>s.V
         return
-    if s.ch_dim[oc] != s.pk_dim[p]:
+    if o.dim != pk.dim:
         cls = 0
-        s.pk_dim[p] = s.ch_dim[oc]
+        pk.dim = o.dim
     else:
-        cls = s.pk_class[p]
-    if s.ch_dateline[oc]:
+        cls = pk.cls
+    if o.dateline:
         cls += 1
     if cls >= s.n_classes:
         cls = s.n_classes - 1
-    s.pk_class[p] = cls
-    s.ivc_lo[ivc] = cls * s.vpc
-    s.ivc_hi[ivc] = cls * s.vpc + s.vpc
+    pk.cls = cls
+    q.lo = <int16_t>(cls * s.vpc)
+    q.hi = <int16_t>(cls * s.vpc + s.vpc)
 
 
 cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
+    """Separable input-first VC allocation at router r (requests, then round-robin grants)."""
     cdef int32_t V = s.V
-    cdef int32_t i, c, v, ivc, front, p, lo, n, k, o, ovc, dist, j, ntouched = 0
+    cdef int32_t i, c, v, iv, p, lo, n, k, j, ov, dist, ntouched = 0
     cdef cycle_t ready
-    # requests: each routed head asks for one free output VC of its class
+    cdef IVC* q
+    cdef OVC* o
     for i in range(s.r_in_ptr[r], s.r_in_ptr[r + 1]):
         c = s.r_in_ch[i]
-        if s.ch_nbuf[c] == 0:
+        if s.ch[c].nbuf == 0:
             continue
         for v in range(V):
-            ivc = c * V + v
-            if s.ivc_cnt[ivc] == 0 or s.ivc_state[ivc] == VC_ACTIVE:
+            iv = c * V + v
+            q = &s.ivc[iv]
+            if q.cnt == 0 or q.state == VC_ACTIVE:
                 continue
-            front = ivc * s.D + s.ivc_head[ivc]
-            if s.ivc_state[ivc] == VC_IDLE:
-                if s.buf[front].seq != 0:
+            if q.state == VC_IDLE:
+                if s.buf[iv * s.D + q.head].seq != 0:
                     s.bad_front += 1
                     continue
-                p = s.buf[front].pkt
-                route(s, r, ivc, p)
-                ready = s.buf[front].arr
-                if s.ivc_free_t[ivc] > ready:
-                    ready = s.ivc_free_t[ivc]
-                s.ivc_ready[ivc] = ready + s.routing_delay
-                s.ivc_state[ivc] = VC_ROUTING
-            if s.ivc_ready[ivc] > s.now:
+                p = s.buf[iv * s.D + q.head].pkt
+                route(s, r, q, p)
+                ready = q.arr if q.arr > q.free_t else q.free_t
+                q.ready = ready + s.routing_delay
+                q.state = VC_ROUTING
+            if q.ready > s.now:
                 continue
-            o = s.ivc_out_ch[ivc]
-            lo = s.ivc_lo[ivc]
-            n = s.ivc_hi[ivc] - lo
-            j = 0 if n == 1 else ivc % n       # first candidate: lo + (ivc + k) mod n
+            lo = q.lo
+            n = q.hi - lo
+            j = 0 if n == 1 else iv % n       # candidates lo + (iv + k) mod n, k = 0..n-1
             for k in range(n):
-                ovc = o * V + lo + j
+                ov = q.out_ch * V + lo + j
                 j += 1
                 if j == n:
                     j = 0
-                if s.ovc_owner[ovc] == OVC_FREE:
-                    dist = ivc - s.ovc_va_ptr[ovc]
+                o = &s.ovc[ov]
+                if o.owner == OVC_FREE:
+                    dist = iv - o.va_ptr
                     if dist < 0:
                         dist += s.n_ivc
-                    if s.ovc_best[ovc] < 0:
-                        s.touched[ntouched] = ovc
+                    if o.best < 0:
+                        s.touched[ntouched] = ov
                         ntouched += 1
-                        s.ovc_best[ovc] = ivc
-                        s.ovc_best_dist[ovc] = dist
-                    elif dist < s.ovc_best_dist[ovc]:
-                        s.ovc_best[ovc] = ivc
-                        s.ovc_best_dist[ovc] = dist
+                        o.best = iv
+                        o.best_dist = dist
+                    elif dist < o.best_dist:
+                        o.best = iv
+                        o.best_dist = dist
                     break
-    # grants: each requested output VC goes to the requester next in round-robin order
     for k in range(ntouched):
-        ovc = s.touched[k]
-        ivc = s.ovc_best[ovc]
-        s.ovc_best[ovc] = -1
-        s.ovc_owner[ovc] = ivc
-        s.ovc_va_ptr[ovc] = ivc + 1 if ivc + 1 < s.n_ivc else 0
-        s.ivc_out_vc[ivc] = ovc - s.ivc_out_ch[ivc] * V
-        s.ivc_state[ivc] = VC_ACTIVE
+        ov = s.touched[k]
+        o = &s.ovc[ov]
+        iv = o.best
+        o.best = -1
+        o.owner = iv
+        o.va_ptr = iv + 1 if iv + 1 < s.n_ivc else 0
+        q = &s.ivc[iv]
+        q.out_vc = ov - q.out_ch * V
+        q.state = VC_ACTIVE
+        q.ready = s.now + s.va_delay
         s.r_va_wait[r] -= 1
-        s.ivc_ready[ivc] = s.now + s.va_delay
 
 
 cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
+    """Separable input-first switch allocation at router r; winners traverse the switch."""
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
-    cdef int32_t i, c, k, v, ivc, front, o, ovc, dist, ntouched = 0, seq, p, up
+    cdef int32_t i, c, k, v, iv, oc, dist, ntouched = 0, seq, p, up
+    cdef Chan* ch
+    cdef Chan* o
+    cdef IVC* q
+    cdef OVC* ov
+    cdef Flit* f
     # stage 1: every input port picks one ready VC (round robin); it requests that VC's output
     for i in range(base, base + nin):
         c = s.r_in_ch[i]
-        if s.ch_nbuf[c] == 0:
+        ch = &s.ch[c]
+        if ch.nbuf == 0:
             continue
-        v = s.sa_in_ptr[c] - 1
+        v = ch.sa_in_ptr - 1
         for k in range(V):
             v += 1
             if v == V:
                 v = 0
-            ivc = c * V + v
-            if s.ivc_cnt[ivc] == 0 or s.ivc_state[ivc] != VC_ACTIVE:
+            iv = c * V + v
+            q = &s.ivc[iv]
+            if q.cnt == 0 or q.state != VC_ACTIVE:
                 continue
-            front = ivc * s.D + s.ivc_head[ivc]
-            if s.buf[front].seq == 0 and s.ivc_ready[ivc] > s.now:
+            if q.ready > s.now and s.buf[iv * s.D + q.head].seq == 0:
                 continue
-            o = s.ivc_out_ch[ivc]
-            if s.ch_kind[o] != CH_EJECT and s.ovc_credits[o * V + s.ivc_out_vc[ivc]] <= 0:
+            oc = q.out_ch
+            o = &s.ch[oc]
+            if o.kind != CH_EJECT and s.ovc[oc * V + q.out_vc].credits <= 0:
                 continue
             if not link_can_send(s, o):
                 continue
-            dist = i - base - s.sa_out_ptr[o]
+            dist = i - base - o.sa_out_ptr
             if dist < 0:
                 dist += nin
-            if s.out_best[o] < 0:
-                s.touched[ntouched] = o
+            if o.out_best < 0:
+                s.touched[ntouched] = oc
                 ntouched += 1
-                s.out_best[o] = ivc
-                s.out_best_dist[o] = dist
-            elif dist < s.out_best_dist[o]:
-                s.out_best[o] = ivc
-                s.out_best_dist[o] = dist
+                o.out_best = iv
+                o.out_best_dist = dist
+            elif dist < o.out_best_dist:
+                o.out_best = iv
+                o.out_best_dist = dist
             break
     # stage 2: every requested output grants one input; the winner traverses the switch
     for k in range(ntouched):
-        o = s.touched[k]
-        ivc = s.out_best[o]
-        s.out_best[o] = -1
-        c = ivc // V
-        v = ivc - c * V
-        front = ivc * s.D + s.ivc_head[ivc]
-        p = s.buf[front].pkt
-        seq = s.buf[front].seq
-        s.ivc_head[ivc] += 1
-        if s.ivc_head[ivc] == s.D:
-            s.ivc_head[ivc] = 0
-        s.ivc_cnt[ivc] -= 1
-        s.ch_nbuf[c] -= 1
+        oc = s.touched[k]
+        o = &s.ch[oc]
+        iv = o.out_best
+        o.out_best = -1
+        c = iv // V
+        v = iv - c * V
+        ch = &s.ch[c]
+        q = &s.ivc[iv]
+        f = &s.buf[iv * s.D + q.head]
+        p = f.pkt
+        seq = f.seq
+        q.head += 1
+        if q.head == s.D:
+            q.head = 0
+        q.cnt -= 1
+        ch.nbuf -= 1
         s.r_nbuf[r] -= 1
         s.nbuf_total -= 1
-        s.sa_in_ptr[c] = v + 1 if v + 1 < V else 0
-        s.sa_out_ptr[o] = s.ch_local_in[c] + 1 if s.ch_local_in[c] + 1 < nin else 0
-        ovc = o * V + s.ivc_out_vc[ivc]
-        link_take(s, o)
-        if s.ch_kind[o] != CH_EJECT:
-            s.ovc_credits[ovc] -= 1
+        ch.sa_in_ptr = v + 1 if v + 1 < V else 0
+        o.sa_out_ptr = ch.local_in + 1 if ch.local_in + 1 < nin else 0
+        ov = &s.ovc[oc * V + q.out_vc]
+        link_take(o)
+        if o.kind != CH_EJECT:
+            ov.credits -= 1
             s.flit_hops += 1
             if seq == 0:
-                s.pk_hops[p] += 1
-        if schedule(s, s.sa_delay + s.st_delay + s.ch_lat[o], o, s.ivc_out_vc[ivc], p, seq) != 0:
+                s.pk[p].hops += 1
+        if schedule(s, s.sa_delay + s.st_delay + o.lat, oc, q.out_vc, p, seq) != 0:
             return -1
-        up = EV_TAIL_CREDIT if (seq == s.pk_len[p] - 1 and s.wait_tail) else EV_CREDIT
-        if schedule(s, s.sa_delay + s.ch_lat[c], c, v, -1, up) != 0:
+        up = EV_TAIL_CREDIT if (seq == s.pk[p].length - 1 and s.wait_tail) else EV_CREDIT
+        if schedule(s, s.sa_delay + ch.lat, c, v, -1, up) != 0:
             return -1
-        if seq == s.pk_len[p] - 1:
-            s.ovc_owner[ovc] = OVC_TAIL_PENDING if (s.wait_tail and s.ch_kind[o] != CH_EJECT) \
-                else OVC_FREE
-            s.ivc_state[ivc] = VC_IDLE
-            s.ivc_free_t[ivc] = s.now + 1
-            if s.ivc_cnt[ivc] > 0:
+        if seq == s.pk[p].length - 1:
+            ov.owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) else OVC_FREE
+            q.state = VC_IDLE
+            q.free_t = s.now + 1
+            if q.cnt > 0:
                 s.r_va_wait[r] += 1
         s.last_progress = s.now
+    if s.r_nbuf[r] == 0:
+        router_deactivate(s, r)
     return 0

@@ -1,6 +1,6 @@
 # C typedefs, constants and the engine's state, shared by every csim module.
 # Units are in the names: *_cycles are network-clock cycles, *_t are absolute cycle stamps.
-from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, int64_t, uint64_t
 
 ctypedef int64_t cycle_t
 
@@ -62,7 +62,51 @@ cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning 
 cdef struct Flit:            # one buffer slot
     int32_t pkt
     int32_t seq
-    cycle_t arr              # cycle the flit was written into the buffer
+
+cdef struct Chan:            # a directed channel: its link, and both of its ports
+    int32_t src, dst         # upstream router (or NIC's node), downstream router (or NIC's node)
+    int32_t lat              # link latency, cycles
+    int32_t dim              # dimension it moves in (-1: none), for VC classes
+    int32_t local_in         # index among the downstream router's input ports
+    int32_t nbuf             # flits buffered at the downstream input port
+    int32_t sa_in_ptr        # input port: round-robin VC pointer
+    int32_t sa_out_ptr       # output port: round-robin input pointer
+    int32_t out_best         # scratch (-1 between uses): switch allocation winner
+    int32_t out_best_dist
+    int8_t kind
+    uint8_t dateline
+    int64_t num              # serialisation credit earned per cycle (fixed point)
+    int64_t den              # credit one flit costs (fixed point)
+    int64_t acc              # credit held
+    cycle_t acc_t            # cycle at which acc was last brought up to date
+    int64_t flits            # flits sent, ever
+
+cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping
+    int32_t cnt
+    int32_t head             # buffer slot of the front flit
+    int32_t out_ch
+    int32_t out_vc
+    int16_t lo, hi           # VC range of the packet's class on out_ch
+    int8_t state
+    cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
+    cycle_t free_t           # cycle after the previous tail left
+    cycle_t arr              # arrival cycle of the last flit written into an empty buffer
+
+cdef struct OVC:             # an output virtual channel, held at the channel's upstream end
+    int32_t owner
+    int32_t credits
+    int32_t va_ptr
+    int32_t best             # scratch (-1 between uses): VC allocation winner
+    int32_t best_dist
+
+cdef struct Packet:
+    int32_t src, dst, length
+    int32_t hops, cls, dim
+    int32_t next             # source-queue / free-list link
+    int32_t ej               # flits ejected so far
+    cycle_t create, inject
+    int64_t tag              # trace index, or -1
+    uint8_t meas
 
 cdef struct State:
     # ---- sizes and router parameters
@@ -74,78 +118,36 @@ cdef struct State:
     cycle_t watchdog_cycles
     int64_t max_packets
 
-    # ---- channels (directed; net, inject and eject)
-    int32_t* ch_src
-    int32_t* ch_dst
-    int8_t* ch_kind
-    int32_t* ch_lat
-    int64_t* ch_num       # serialisation credit earned per cycle (fixed point)
-    int64_t* ch_den       # credit one flit costs (fixed point)
-    int64_t* ch_acc       # earned credit, capped at ch_den
-    cycle_t* ch_acc_t     # cycle at which ch_acc was last brought up to date
-    int32_t* ch_dim
-    uint8_t* ch_dateline
-    int32_t* ch_local_in  # index of the channel among its destination router's inputs
-    int32_t* ch_nbuf      # flits buffered at the channel's downstream input port
-    int64_t* ch_flits     # flits sent on the channel, ever
-    int32_t* sa_in_ptr    # per input port: round-robin VC pointer
-    int32_t* sa_out_ptr   # per output port: round-robin input pointer
-    int32_t* out_best     # scratch, -1 between uses
-    int32_t* out_best_dist
+    Chan* ch
+    IVC* ivc
+    OVC* ovc
+    Flit* buf                # [ivc * D + slot]
 
     # ---- routers
     int32_t* r_in_ptr
     int32_t* r_in_ch
     int32_t* r_nbuf
-    int32_t* r_va_wait    # input VCs holding flits but no output VC (need VA)
-    int32_t* rt           # [node * n_nodes + dst] -> output channel
+    int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA)
+    int32_t* rt              # [node * n_nodes + dst] -> output channel
     int64_t nbuf_total
+    int32_t* act_r           # routers with buffered flits (unordered), and positions
+    int32_t* act_r_pos
+    int32_t n_act_r
 
-    # ---- input VCs (index c * V + v) and their buffers (index ivc * D + slot)
-    int32_t* ivc_cnt
-    int32_t* ivc_head
-    Flit* buf
-    int8_t* ivc_state
-    cycle_t* ivc_ready
-    int32_t* ivc_out_ch
-    int32_t* ivc_out_vc
-    int32_t* ivc_lo
-    int32_t* ivc_hi
-    cycle_t* ivc_free_t
-
-    # ---- output VCs (index c * V + v, held at the channel's upstream end)
-    int32_t* ovc_owner
-    int32_t* ovc_credits
-    int32_t* ovc_va_ptr
-    int32_t* ovc_best
-    int32_t* ovc_best_dist
-
-    # ---- scratch lists
-    int32_t* touched
+    int32_t* touched         # scratch list
 
     # ---- event wheel (flit arrivals and credit returns): one growable array per cycle slot
     int32_t wheel_size
-    int32_t wheel_now         # now % wheel_size
+    int32_t wheel_now        # now % wheel_size
     Event** wh_buf
     int32_t* wh_len
     int32_t* wh_cap
     int64_t n_events
 
     # ---- packets, pooled
+    Packet* pk
     int32_t pk_cap, pk_free
     int64_t pk_alive
-    int32_t* pk_src
-    int32_t* pk_dst
-    int32_t* pk_len
-    cycle_t* pk_create
-    cycle_t* pk_inject
-    int32_t* pk_hops
-    int32_t* pk_class
-    int32_t* pk_dim
-    int32_t* pk_next
-    int32_t* pk_ej
-    int64_t* pk_tag
-    uint8_t* pk_meas
 
     # ---- NICs (index: node), endpoints (index: ep)
     int32_t* ep_node
@@ -158,7 +160,9 @@ cdef struct State:
     int32_t* nic_seq
     int32_t* nic_vc
     int32_t* nic_rr
-    int64_t nic_busy        # NICs with a queued or partly sent packet
+    int32_t* act_n           # NICs with a queued or partly sent packet (unordered)
+    int32_t* act_n_pos
+    int64_t nic_busy
 
     # ---- generation
     int32_t gen_mode
