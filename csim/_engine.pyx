@@ -461,7 +461,7 @@ cdef class Engine:
             buf_pkt[i] = s.buf[i].pkt
             buf_seq[i] = s.buf[i].seq
         nivc = s.n_ivc
-        cols = {k: np.zeros(nivc, dtype=np.int64) for k in
+        cols = {name: np.zeros(nivc, dtype=np.int64) for name in
                 ("ivc_cnt", "ivc_state", "ivc_out_ch", "ivc_out_vc", "ivc_head",
                  "ovc_owner", "ovc_credits")}
         for i in range(nivc):
