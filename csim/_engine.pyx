@@ -40,6 +40,8 @@ cdef inline void _deliver(State* s) noexcept nogil:
         else:
             o = &s.ovc[ev[k].ch * s.V + ev[k].vc]
             o.credits += 1
+            if s.ch[ev[k].ch].kind == CH_NET:
+                s.r_wake[s.ch[ev[k].ch].src] = s.now
             if ev[k].seq == EV_TAIL_CREDIT:
                 o.owner = OVC_FREE
 
@@ -78,11 +80,12 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
         i = s.n_act_r - 1
         while i >= 0:
             r = s.act_r[i]
-            if s.r_va_wait[r] > 0:
-                vc_allocate(s, r)
-            if sw_allocate(s, r) != 0:
-                return ST_NOMEM
             i -= 1
+            if s.r_wake[r] > s.now:
+                continue
+            t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
+            if sw_allocate(s, r, t) != 0:
+                return ST_NOMEM
         if s.buf_overflow or s.bad_front or s.bad_eject:
             return ST_PROTOCOL
         if s.pk_alive > s.max_packets:
@@ -194,6 +197,9 @@ cdef class Engine:
         s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
         s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
         s.r_va_wait = <int32_t*>_ptr(self._own("r_va_wait", None, np.int32, 0, n))
+        s.r_wake = <cycle_t*>_ptr(self._own("r_wake", None, np.int64, 0, n))
+        s.va_list = <int32_t*>_ptr(self._own("va_list", None, np.int32, -1, C * V))
+        s.va_pos = <int32_t*>_ptr(self._own("va_pos", None, np.int32, -1, C * V))
         s.act_r = <int32_t*>_ptr(self._own("act_r", None, np.int32, -1, n))
         s.act_r_pos = <int32_t*>_ptr(self._own("act_r_pos", None, np.int32, -1, n))
         s.n_act_r = 0

@@ -26,6 +26,22 @@ cdef inline void router_deactivate(State* s, int32_t r) noexcept nogil:
     s.n_act_r -= 1
 
 
+cdef inline void va_wait_add(State* s, int32_t r, int32_t iv) noexcept nogil:
+    cdef int32_t k = s.r_in_ptr[r] * s.V + s.r_va_wait[r]
+    s.va_list[k] = iv
+    s.va_pos[iv] = k
+    s.r_va_wait[r] += 1
+
+
+cdef inline void va_wait_remove(State* s, int32_t r, int32_t iv) noexcept nogil:
+    cdef int32_t last = s.r_in_ptr[r] * s.V + s.r_va_wait[r] - 1
+    cdef int32_t k = s.va_pos[iv]
+    s.va_list[k] = s.va_list[last]
+    s.va_pos[s.va_list[k]] = k
+    s.va_pos[iv] = -1
+    s.r_va_wait[r] -= 1
+
+
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
     cdef Chan* ch = &s.ch[c]
@@ -40,10 +56,11 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
         slot -= s.D
     slot += iv * s.D
     r = ch.dst
+    s.r_wake[r] = s.now
     if q.cnt == 0:
         q.arr = s.now
         if q.state != VC_ACTIVE:
-            s.r_va_wait[r] += 1
+            va_wait_add(s, r, iv)
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
     q.cnt += 1
@@ -79,55 +96,57 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     q.hi = <int16_t>(cls * s.vpc + s.vpc)
 
 
-cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
-    """Separable input-first VC allocation at router r (requests, then round-robin grants)."""
+cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
+    """Separable input-first VC allocation at router r (requests, then round-robin grants).
+    Returns the earliest cycle at which a head here could next get a VC without an outside
+    event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
     cdef int32_t V = s.V
-    cdef int32_t i, c, v, iv, p, lo, n, k, j, ov, dist, ntouched = 0
+    cdef int32_t i, base, iv, p, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
+    cdef cycle_t wake = NEVER
     cdef cycle_t ready
     cdef IVC* q
     cdef OVC* o
-    for i in range(s.r_in_ptr[r], s.r_in_ptr[r + 1]):
-        c = s.r_in_ch[i]
-        if s.ch[c].nbuf == 0:
+    # the order of requests does not matter: each output VC keeps its best requester
+    base = s.r_in_ptr[r] * V
+    for i in range(base, base + s.r_va_wait[r]):
+        iv = s.va_list[i]
+        q = &s.ivc[iv]
+        if q.state == VC_IDLE:
+            if s.buf[iv * s.D + q.head].seq != 0:
+                s.bad_front += 1
+                continue
+            p = s.buf[iv * s.D + q.head].pkt
+            route(s, r, q, p)
+            ready = q.arr if q.arr > q.free_t else q.free_t
+            q.ready = ready + s.routing_delay
+            q.state = VC_ROUTING
+        if q.ready > s.now:
+            if q.ready < wake:
+                wake = q.ready
             continue
-        for v in range(V):
-            iv = c * V + v
-            q = &s.ivc[iv]
-            if q.cnt == 0 or q.state == VC_ACTIVE:
-                continue
-            if q.state == VC_IDLE:
-                if s.buf[iv * s.D + q.head].seq != 0:
-                    s.bad_front += 1
-                    continue
-                p = s.buf[iv * s.D + q.head].pkt
-                route(s, r, q, p)
-                ready = q.arr if q.arr > q.free_t else q.free_t
-                q.ready = ready + s.routing_delay
-                q.state = VC_ROUTING
-            if q.ready > s.now:
-                continue
-            lo = q.lo
-            n = q.hi - lo
-            j = 0 if n == 1 else iv % n       # candidates lo + (iv + k) mod n, k = 0..n-1
-            for k in range(n):
-                ov = q.out_ch * V + lo + j
-                j += 1
-                if j == n:
-                    j = 0
-                o = &s.ovc[ov]
-                if o.owner == OVC_FREE:
-                    dist = iv - o.va_ptr
-                    if dist < 0:
-                        dist += s.n_ivc
-                    if o.best < 0:
-                        s.touched[ntouched] = ov
-                        ntouched += 1
-                        o.best = iv
-                        o.best_dist = dist
-                    elif dist < o.best_dist:
-                        o.best = iv
-                        o.best_dist = dist
-                    break
+        lo = q.lo
+        n = q.hi - lo
+        j = 0 if n == 1 else iv % n       # candidates lo + (iv + k) mod n, k = 0..n-1
+        for k in range(n):
+            ov = q.out_ch * V + lo + j
+            j += 1
+            if j == n:
+                j = 0
+            o = &s.ovc[ov]
+            if o.owner == OVC_FREE:
+                nreq += 1
+                dist = iv - o.va_ptr
+                if dist < 0:
+                    dist += s.n_ivc
+                if o.best < 0:
+                    s.touched[ntouched] = ov
+                    ntouched += 1
+                    o.best = iv
+                    o.best_dist = dist
+                elif dist < o.best_dist:
+                    o.best = iv
+                    o.best_dist = dist
+                break
     for k in range(ntouched):
         ov = s.touched[k]
         o = &s.ovc[ov]
@@ -139,11 +158,17 @@ cdef inline void vc_allocate(State* s, int32_t r) noexcept nogil:
         q.out_vc = ov - q.out_ch * V
         q.state = VC_ACTIVE
         q.ready = s.now + s.va_delay
-        s.r_va_wait[r] -= 1
+        va_wait_remove(s, r, iv)
+    if nreq > ntouched:          # some requests lost: retry next cycle
+        wake = s.now + 1
+    return wake
 
 
-cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
-    """Separable input-first switch allocation at router r; winners traverse the switch."""
+cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
+    """Separable input-first switch allocation at router r; winners traverse the switch.
+    Sets r_wake[r]: the earliest cycle at which the router could act again by itself, given
+    `wake` from VC allocation (arrivals and returning credits wake it earlier)."""
+    cdef cycle_t t
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
@@ -169,13 +194,19 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
             if q.cnt == 0 or q.state != VC_ACTIVE:
                 continue
             if q.ready > s.now and s.buf[iv * s.D + q.head].seq == 0:
+                if q.ready < wake:
+                    wake = q.ready
                 continue
             oc = q.out_ch
             o = &s.ch[oc]
             if o.kind != CH_EJECT and s.ovc[oc * V + q.out_vc].credits <= 0:
-                continue
+                continue                 # a returning credit wakes the router
             if not link_can_send(s, o):
+                t = s.now + (o.den - o.acc + o.num - 1) // o.num
+                if t < wake:
+                    wake = t
                 continue
+            wake = s.now + 1
             dist = i - base - o.sa_out_ptr
             if dist < 0:
                 dist += nin
@@ -227,8 +258,9 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
             q.state = VC_IDLE
             q.free_t = s.now + 1
             if q.cnt > 0:
-                s.r_va_wait[r] += 1
+                va_wait_add(s, r, iv)
         s.last_progress = s.now
+    s.r_wake[r] = wake
     if s.r_nbuf[r] == 0:
         router_deactivate(s, r)
     return 0

@@ -127,7 +127,10 @@ cdef struct State:
     int32_t* r_in_ptr
     int32_t* r_in_ch
     int32_t* r_nbuf
-    int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA)
+    int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA): count
+    int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
+    int32_t* va_pos          # position of an input VC in va_list, or -1
+    cycle_t* r_wake          # earliest cycle at which the router can do anything
     int32_t* rt              # [node * n_nodes + dst] -> output channel
     int64_t nbuf_total
     int32_t* act_r           # routers with buffered flits (unordered), and positions

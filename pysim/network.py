@@ -1,7 +1,8 @@
 """Compile a topology, its routing and the router parameters into the engine's flat arrays.
 
-Channel numbering handed to csim: first the topology's channels (router to router), then one
-injection channel (NIC -> router) and one ejection channel (router -> NIC) per endpoint.
+Channels handed to csim: the topology's channels (router to router), one injection channel
+(NIC -> router) and one ejection channel (router -> NIC) per endpoint, numbered so that the
+channels entering each router are contiguous (`Network.topo_channel` maps back).
 Bandwidths become exact integer serialisation credits: a channel earns `num` per cycle and a
 flit costs `den = flit_bytes * 2**20`, so rates are exact to 2**-20 bytes/cycle.
 """
@@ -24,6 +25,7 @@ class Network:
     topo: topology_mod.Topology
     routing: routing_mod.Routing
     arrays: dict            # what csim.Engine takes
+    topo_channel: np.ndarray  # engine channel -> topology channel id (-1: NIC channels)
     ch_kind: np.ndarray     # per engine channel
     ch_src: np.ndarray      # node ids (upstream router, or the NIC's node for injection)
     ch_dst: np.ndarray
@@ -110,6 +112,24 @@ def compile_network(cfg, topo=None) -> Network:
     if np.any(np.diag(rt)[[i for i in range(n) if topo.node_kinds[i] == "switch"]] >= 0):
         raise AssertionError("switch nodes cannot be destinations")
 
+    # Renumber channels so that those entering one router are contiguous (the engine's VC
+    # state and buffers are indexed by channel: a router's inputs then share cache lines).
+    kinds_a = np.array(kinds)
+    dst_a = np.array(dst)
+    src_a = np.array(src)
+    key_router = np.where(kinds_a == CH_EJECT, src_a, dst_a)
+    perm = np.lexsort((src_a, kinds_a == CH_EJECT, key_router))   # new -> old
+    new_of = np.empty_like(perm)
+    new_of[perm] = np.arange(perm.size)
+    rt = np.where(rt >= 0, new_of[np.maximum(rt, 0)], -1).astype(np.int32)
+    inj_ch = np.where(inj_ch >= 0, new_of[np.maximum(inj_ch, 0)], -1).astype(np.int32)
+    ej_ch = np.where(ej_ch >= 0, new_of[np.maximum(ej_ch, 0)], -1).astype(np.int32)
+    kinds, src, dst = kinds_a[perm], src_a[perm], dst_a[perm]
+    nums, dens = np.array(nums)[perm], np.array(dens)[perm]
+    lat, dim, dateline = np.array(lat)[perm], np.array(dim)[perm], np.array(dateline)[perm]
+    topo_channel = perm.copy()
+    topo_channel[kinds != CH_NET] = -1
+
     if route.n_classes > net.vcs:
         raise ConfigError(f"network.vcs = {net.vcs}: routing {route.name!r} needs at least "
                           f"{route.n_classes} VCs")
@@ -125,7 +145,8 @@ def compile_network(cfg, topo=None) -> Network:
         ch_dim=np.array(dim, np.int32), ch_dateline=np.array(dateline, np.uint8),
         rt=rt.reshape(-1), ep_node=np.array(eps, np.int32), nic_inj_ch=inj_ch,
     )
-    return Network(topo=topo, routing=route, arrays=arrays, ch_kind=arrays["ch_kind"],
+    return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
+                   ch_kind=arrays["ch_kind"],
                    ch_src=arrays["ch_src"], ch_dst=arrays["ch_dst"], ch_num=arrays["ch_num"],
                    ch_den=arrays["ch_den"], ch_lat=arrays["ch_lat_cycles"], inj_ch=inj_ch,
                    ej_ch=ej_ch)
