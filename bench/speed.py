@@ -25,7 +25,7 @@ def one(name, cycles, rate):
     from pysim.config import from_dict
     cfg = from_dict({
         "simulation": {"seed": 1, "warmup_cycles": 0, "measure_cycles": cycles,
-                       "drain_cycles": 100000},
+                       "drain_cycles": 10000},
         "topology": {"kind": "mesh", "dims": CASES[name]},
         "traffic": {"pattern": "uniform", "injection_rate": rate, "packet_flits": 4},
     })

@@ -71,42 +71,47 @@ def zero_load_latency(network, cfg, src, dst, length):
     return w_nic + (hops + 1) * per_router + lat + tail
 
 
-def mean_zero_load(network, cfg, pattern, sizes, cdf):
-    """Zero-load latency averaged over the pattern's pairs and the packet-size mix."""
-    eps = np.asarray(network.topo.endpoints())
+def _uniform_pairs(eps, pattern, chunk):
+    """Yield (src nodes, dst nodes, weights) for the uniform / hotspot pattern, a few source
+    rows at a time (memory stays O(chunk * n))."""
     n = eps.size
-    probs = np.diff(np.concatenate(([0.0], cdf)))
-    if pattern.mode == "perm":
-        pairs_s, pairs_d, w = eps, eps[np.asarray(pattern.perm)], np.full(n, 1.0 / n)
-    else:
-        s, d = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    hot_w = np.zeros(n)
+    if pattern.hot:
+        hot_w[pattern.hot] = 1.0 / len(pattern.hot)
+    base = 1.0 / (n * n) if pattern.include_self else 1.0 / (n * (n - 1))
+    for lo in range(0, n, chunk):
+        s, d = np.meshgrid(np.arange(lo, min(n, lo + chunk)), np.arange(n), indexing="ij")
         s, d = s.ravel(), d.ravel()
-        w = np.full(s.size, 1.0)
+        w = np.full(s.size, base)
         if not pattern.include_self:
             w[s == d] = 0.0
-        w /= w.sum()
         if pattern.hot:
-            hot_w = np.zeros(n)
-            hot_w[pattern.hot] = 1.0 / len(pattern.hot)
             w = (1 - pattern.hot_frac) * w + pattern.hot_frac * hot_w[d] / n
-        pairs_s, pairs_d = eps[s], eps[d]
+        yield eps[s], eps[d], w
+
+
+def _pairs(network, pattern):
+    eps = np.asarray(network.topo.endpoints())
+    if pattern.mode == "perm":
+        yield eps, eps[np.asarray(pattern.perm)], np.full(eps.size, 1.0 / eps.size)
+    else:
+        yield from _uniform_pairs(eps, pattern, max(1, 65536 // max(eps.size, 1)))
+
+
+def mean_zero_load(network, cfg, pattern, sizes, cdf):
+    """Zero-load latency averaged over the pattern's pairs and the packet-size mix."""
+    probs = np.diff(np.concatenate(([0.0], cdf)))
     total = 0.0
-    for size, p in zip(sizes, probs):
-        t = zero_load_latency(network, cfg, pairs_s, pairs_d, np.full(pairs_s.size, size))
-        total += p * float((w * t).sum())    # not np.dot: keep BLAS threads idle
+    for src, dst, w in _pairs(network, pattern):
+        for size, p in zip(sizes, probs):
+            t = zero_load_latency(network, cfg, src, dst, np.full(src.size, size))
+            total += p * float((w * t).sum())    # not np.dot: keep BLAS threads idle
     return total
 
 
 def mean_hops(network, pattern):
     """Average router-to-router hops under the pattern (unweighted by packet size)."""
-    eps = np.asarray(network.topo.endpoints())
-    n = eps.size
-    if pattern.mode == "perm":
-        h = path_arrays(network, eps, eps[np.asarray(pattern.perm)])[0]
-        return float(h.mean())
-    s, d = np.meshgrid(eps, eps, indexing="ij")
-    h = path_arrays(network, s.ravel(), d.ravel())[0]
-    h = h.reshape(n, n).astype(float)
-    if not pattern.include_self:
-        return float(h.sum() / (n * (n - 1)))
-    return float(h.mean())
+    total = 0.0
+    for src, dst, w in _pairs(network, pattern):
+        total += float((w * path_arrays(network, src, dst)[0]).sum())
+    return total
