@@ -86,7 +86,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
             if sw_allocate(s, r, t) != 0:
                 return ST_NOMEM
-        if s.buf_overflow or s.bad_front or s.bad_eject:
+        if s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class:
             return ST_PROTOCOL
         if s.pk_alive > s.max_packets:
             return ST_BACKLOG
@@ -113,7 +113,7 @@ cdef class Engine:
     vc_alloc_delay, sw_alloc_delay, st_delay, wait_for_tail_credit, n_classes,
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
-    ch_dim, ch_dateline; rt (n_nodes * n_nodes output channel per (node, destination));
+    ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node) and nic_inj_ch (node -> injection channel or -1).
     """
     cdef State s
@@ -173,7 +173,11 @@ cdef class Engine:
         s.st_delay = int(net["st_delay"])
         s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
         s.n_classes = int(net["n_classes"])
-        s.vpc = V // s.n_classes
+        if not 1 <= s.n_classes <= V:
+            raise ValueError("need 1 <= n_classes <= vcs")
+        k = np.arange(s.n_classes + 1) * V // s.n_classes
+        s.class_lo = <int32_t*>_ptr(self._own("class_lo", k[:-1], np.int32))
+        s.class_hi = <int32_t*>_ptr(self._own("class_hi", k[1:], np.int32))
         s.watchdog_cycles = int(net["watchdog_cycles"])
         s.max_packets = int(net["max_packets"])
         s.now = 0
@@ -181,8 +185,8 @@ cdef class Engine:
         lat = np.asarray(net["ch_lat_cycles"], dtype=np.int32)
         num = np.asarray(net["ch_num"], dtype=np.int64)
         den = np.asarray(net["ch_den"], dtype=np.int64)
-        dim = np.asarray(net["ch_dim"], dtype=np.int32)
-        dateline = np.asarray(net["ch_dateline"], dtype=np.uint8)
+        group = np.asarray(net["ch_group"], dtype=np.int32)
+        order_ = np.asarray(net["ch_order"], dtype=np.int32)
 
         # router input ports: channels that end at a router (net and inject), in channel order
         has_buf = ch_kind != CH_EJECT
@@ -220,8 +224,8 @@ cdef class Engine:
             s.ch[i].den = den[i]
             s.ch[i].acc = den[i]
             s.ch[i].acc_t = 0
-            s.ch[i].dim = dim[i]
-            s.ch[i].dateline = dateline[i]
+            s.ch[i].group = group[i]
+            s.ch[i].order = order_[i]
             s.ch[i].local_in = local[i]
             s.ch[i].nbuf = 0
             s.ch[i].flits = 0
@@ -304,7 +308,7 @@ cdef class Engine:
         s.max_lat = s.max_netlat = 0
         s.flits_created = s.flits_injected = s.flits_ejected = 0
         s.packets_created = s.packets_done = s.flit_hops = 0
-        s.bad_eject = s.buf_overflow = s.bad_front = 0
+        s.bad_eject = s.buf_overflow = s.bad_front = s.bad_class = 0
         s.last_progress = 0
         s.deadlock_t = -1
         rng_seed(s.rng, 0)
@@ -399,6 +403,7 @@ cdef class Engine:
             sum_lat=s.sum_lat, sum_lat_sq=s.sum_lat_sq, sum_netlat=s.sum_netlat,
             sum_hops=s.sum_hops, max_lat=s.max_lat, max_netlat=s.max_netlat,
             bad_eject=s.bad_eject, buf_overflow=s.buf_overflow, bad_front=s.bad_front,
+            bad_class=s.bad_class,
             events_pending=s.n_events, flits_buffered=s.nbuf_total,
             unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
             deadlock_cycle=s.deadlock_t)

@@ -39,7 +39,8 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     pk.inject = -1
     pk.hops = 0
     pk.cls = 0
-    pk.dim = -1
+    pk.group = -1
+    pk.last_order = -1
     pk.ej = 0
     pk.tag = tag
     pk.meas = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0

@@ -72,7 +72,13 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
 
 
 cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
-    """Route computation for packet p's head at router r: output channel and VC class."""
+    """Route computation for packet p's head at router r: output channel and VC class.
+
+    VC classes: a packet is in class 0 on the first channel of a group (a dimension of a
+    torus, or the whole of an arbitrary graph) and moves to the next class whenever it takes a
+    channel of lower order than the previous one, so its (class, order) only increases within
+    a group: the channel-dependency graph over (channel, class) is acyclic (routing.py checks
+    it for the actual routes and computes how many classes they need)."""
     cdef Packet* pk = &s.pk[p]
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
@@ -82,18 +88,20 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
         q.lo = 0
         q.hi = <int16_t>s.V
         return
-    if o.dim != pk.dim:
+    if o.group != pk.group:
         cls = 0
-        pk.dim = o.dim
+        pk.group = o.group
     else:
         cls = pk.cls
-    if o.dateline:
-        cls += 1
-    if cls >= s.n_classes:
+        if o.order < pk.last_order:
+            cls += 1
+    pk.last_order = o.order
+    if cls >= s.n_classes:        # routing.py proves this cannot happen; count it if it does
         cls = s.n_classes - 1
+        s.bad_class += 1
     pk.cls = cls
-    q.lo = <int16_t>(cls * s.vpc)
-    q.hi = <int16_t>(cls * s.vpc + s.vpc)
+    q.lo = <int16_t>s.class_lo[cls]
+    q.hi = <int16_t>s.class_hi[cls]
 
 
 cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:

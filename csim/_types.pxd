@@ -66,7 +66,8 @@ cdef struct Flit:            # one buffer slot
 cdef struct Chan:            # a directed channel: its link, and both of its ports
     int32_t src, dst         # upstream router (or NIC's node), downstream router (or NIC's node)
     int32_t lat              # link latency, cycles
-    int32_t dim              # dimension it moves in (-1: none), for VC classes
+    int32_t group            # VC-class group (a dimension); entering a new group -> class 0
+    int32_t order            # VC-class order: taking a channel of lower order -> next class
     int32_t local_in         # index among the downstream router's input ports
     int32_t nbuf             # flits buffered at the downstream input port
     int32_t sa_in_ptr        # input port: round-robin VC pointer
@@ -74,7 +75,6 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t out_best         # scratch (-1 between uses): switch allocation winner
     int32_t out_best_dist
     int8_t kind
-    uint8_t dateline
     int64_t num              # serialisation credit earned per cycle (fixed point)
     int64_t den              # credit one flit costs (fixed point)
     int64_t acc              # credit held
@@ -101,7 +101,7 @@ cdef struct OVC:             # an output virtual channel, held at the channel's 
 
 cdef struct Packet:
     int32_t src, dst, length
-    int32_t hops, cls, dim
+    int32_t hops, cls, group, last_order
     int32_t next             # source-queue / free-list link
     int32_t ej               # flits ejected so far
     cycle_t create, inject
@@ -113,7 +113,9 @@ cdef struct State:
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
     int32_t routing_delay, va_delay, sa_delay, st_delay
     int32_t wait_tail
-    int32_t n_classes, vpc
+    int32_t n_classes
+    int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
+    int32_t* class_hi
     cycle_t now
     cycle_t watchdog_cycles
     int64_t max_packets
@@ -206,6 +208,6 @@ cdef struct State:
     cycle_t max_lat, max_netlat
     int64_t flits_created, flits_injected, flits_ejected, packets_created, packets_done
     int64_t flit_hops
-    int64_t bad_eject, buf_overflow, bad_front
+    int64_t bad_eject, buf_overflow, bad_front, bad_class
     cycle_t last_progress
     cycle_t deadlock_t

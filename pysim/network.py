@@ -84,8 +84,8 @@ def compile_network(cfg, topo=None) -> Network:
         nums.append(a)
         dens.append(b)
     lat = list(topo.ch_latency_cycles)
-    dim = list(topo.ch_dim)
-    dateline = [1 if w else 0 for w in topo.ch_wrap]
+    group = list(route.ch_group)
+    order = list(route.ch_order)
 
     inj_bpc = F if net.injection_gbps is None else net.injection_gbps / net.clock_ghz
     ej_bpc = F if net.ejection_gbps is None else net.ejection_gbps / net.clock_ghz
@@ -100,11 +100,11 @@ def compile_network(cfg, topo=None) -> Network:
         inj_ch[node] = len(kinds)
         kinds.append(CH_INJECT); src.append(node); dst.append(node)
         nums.append(inj_num); dens.append(inj_den); lat.append(nic_lat)
-        dim.append(-1); dateline.append(0)
+        group.append(-1); order.append(0)
         ej_ch[node] = len(kinds)
         kinds.append(CH_EJECT); src.append(node); dst.append(node)
         nums.append(ej_num); dens.append(ej_den); lat.append(nic_lat)
-        dim.append(-1); dateline.append(0)
+        group.append(-1); order.append(0)
 
     rt = route.table.astype(np.int32).copy()
     eps = topo.endpoints()
@@ -126,13 +126,10 @@ def compile_network(cfg, topo=None) -> Network:
     ej_ch = np.where(ej_ch >= 0, new_of[np.maximum(ej_ch, 0)], -1).astype(np.int32)
     kinds, src, dst = kinds_a[perm], src_a[perm], dst_a[perm]
     nums, dens = np.array(nums)[perm], np.array(dens)[perm]
-    lat, dim, dateline = np.array(lat)[perm], np.array(dim)[perm], np.array(dateline)[perm]
+    lat, group, order = np.array(lat)[perm], np.array(group)[perm], np.array(order)[perm]
     topo_channel = perm.copy()
     topo_channel[kinds != CH_NET] = -1
 
-    if route.n_classes > net.vcs:
-        raise ConfigError(f"network.vcs = {net.vcs}: routing {route.name!r} needs at least "
-                          f"{route.n_classes} VCs")
     arrays = dict(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
@@ -142,7 +139,7 @@ def compile_network(cfg, topo=None) -> Network:
         ch_src=np.array(src, np.int32), ch_dst=np.array(dst, np.int32),
         ch_kind=np.array(kinds, np.int8), ch_lat_cycles=np.array(lat, np.int32),
         ch_num=np.array(nums, np.int64), ch_den=np.array(dens, np.int64),
-        ch_dim=np.array(dim, np.int32), ch_dateline=np.array(dateline, np.uint8),
+        ch_group=np.array(group, np.int32), ch_order=np.array(order, np.int32),
         rt=rt.reshape(-1), ep_node=np.array(eps, np.int32), nic_inj_ch=inj_ch,
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,

@@ -1,14 +1,28 @@
-"""Routing functions: per (node, destination) output channel tables, and VC classes.
+"""Routing: per (node, destination) output-channel tables, VC classes, and the proof that the
+configured routing cannot deadlock.
 
-Registered by name in ROUTINGS. Each returns a `Routing`: `table[node, dst]` is the topology
-channel a packet at `node` bound for `dst` takes next (-1 when node == dst: eject), and
-`n_classes`, the number of VC classes the engine must split each port's VCs into.
+Routing functions are registered by name in ROUTINGS. Each returns a `Routing`: `table[node,
+dst]` is the topology channel a packet at `node` bound for `dst` takes next (-1 when node ==
+dst: eject), and, per topology channel, a VC-class `group` and `order`.
 
-VC classes in the engine: a packet starts each dimension in class 0 and moves to class 1 when
-it crosses a dateline (wrap-around) channel; `dor_dateline` needs 2 classes, `dor` 1.
+VC classes (what csim's route computation does, _router.route): a packet is in class 0 on the
+first channel of a group and moves to the next class whenever it takes a channel of lower
+order than the one before, within the same group. On a torus a group is a dimension and the
+order runs along each direction with the wrap-around channel lowest, which is the dateline
+scheme: a packet moves to class 1 when it crosses the dateline. On an arbitrary graph there is
+one group, and the order is chosen from the channel-dependency graph (CDG) of the routes: a
+topological order when the CDG is acyclic (one class suffices), else depth-first reverse
+postorder, so that only the CDG's back edges cost a class.
+
+`build()` first checks the one-class CDG of the routes: if it is acyclic, one class will do
+(one group, topological order), whatever the topology. Otherwise the routing's own groups and
+order are used. `analyse()` follows every route, builds the CDG over (channel, class),
+checks that it is acyclic and counts the classes needed; `check()` refuses a configuration
+whose routes need more classes than there are VCs, naming a cycle of the one-class CDG.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +34,13 @@ from pysim.config import ConfigError
 class Routing:
     name: str
     table: np.ndarray      # (n_nodes, n_nodes) int32 topology channel ids, -1 on the diagonal
-    n_classes: int
+    ch_group: np.ndarray   # per topology channel
+    ch_order: np.ndarray
+    n_classes: int = 1     # VC classes the routes need (set by analyse)
+    cdg_edges: int = 0
 
+
+# ------------------------------------------------------------------ dimension order
 
 def _channel_index(topo):
     """chan[node, dim, 0 for +1 / 1 for -1] -> channel id, or -1."""
@@ -34,7 +53,7 @@ def _channel_index(topo):
     return chan
 
 
-def _dimension_order(topo, ring_dims):
+def _dimension_order(topo, wrap_dims):
     """Dimension-order routing (lowest dimension first) on a regular topology.
 
     In a dimension with wrap-around links the shorter way round is taken; at distance exactly
@@ -50,14 +69,14 @@ def _dimension_order(topo, ring_dims):
     rows = np.arange(n)
     for src in range(n):                        # one row at a time: memory stays O(n * dims)
         cur = coords[src]
-        diff = coords - cur                     # (n, nd): destination minus current
+        diff = coords - cur
         moving = diff != 0
         has = moving.any(axis=1)
-        first = np.argmax(moving, axis=1)       # first differing dimension
+        first = np.argmax(moving, axis=1)
         delta = diff[rows, first]
         k = dims[first]
         direction = np.sign(delta)
-        if ring_dims:
+        if wrap_dims:
             off = np.mod(delta, k)
             wrap = np.array(topo.wrap)[first]
             plus = np.where(off * 2 < k, True,
@@ -65,35 +84,262 @@ def _dimension_order(topo, ring_dims):
             if not topo.bidirectional:
                 plus = np.ones_like(plus)
             direction = np.where(wrap, np.where(plus, 1, -1), direction)
-        idx = np.where(direction > 0, 0, 1)
-        ch = chan[src, first, idx]
+        ch = chan[src, first, np.where(direction > 0, 0, 1)]
         table[src] = np.where(has, ch, -1)
         if np.any(has & (ch < 0)):
             raise ConfigError(f"routing: no channel from {topo.node_names[src]} in "
                               "dimension order (the topology lacks a link)")
-    return table
+    # classes: a group per dimension; along each direction the order rises with the
+    # position travelled, and the wrap-around channel is lowest (the dateline)
+    group = np.array(topo.ch_dim, np.int32)
+    order = np.zeros(topo.n_channels, np.int32)
+    for c in range(topo.n_channels):
+        d = topo.ch_dim[c]
+        k = topo.dims[d]
+        x = int(topo.coords[topo.ch_src[c], d])
+        if topo.ch_wrap[c]:
+            order[c] = 0
+        elif topo.ch_dir[c] > 0:
+            order[c] = x + 1
+        else:
+            order[c] = k - x
+    return table, group, order
 
 
 def route_dor(topo, cfg):
     if topo.coords is None:
-        raise ConfigError("network routing 'dor' needs a regular (mesh) topology")
-    return Routing("dor", _dimension_order(topo, ring_dims=False), 1)
+        raise ConfigError("routing 'dor' needs a regular (mesh) topology")
+    return Routing("dor", *_dimension_order(topo, wrap_dims=False))
 
 
 def route_dor_dateline(topo, cfg):
     if topo.coords is None:
         raise ConfigError("routing 'dor_dateline' needs a regular (ring or torus) topology")
-    vcs = cfg.network.vcs
-    if vcs < 2 or vcs % 2:
-        raise ConfigError(f"network.vcs = {vcs}: dimension-order routing on a "
-                          f"{topo.name} uses dateline VC classes (2 classes), so it needs an "
-                          f"even number of VCs >= 2")
-    return Routing("dor_dateline", _dimension_order(topo, ring_dims=True), 2)
+    return Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+
+
+# ------------------------------------------------------------------ shortest paths, any graph
+
+def _weights(topo, how):
+    if how == "hops":
+        return np.ones(topo.n_channels)
+    if how == "latency":
+        return np.asarray(topo.ch_latency_cycles, float)
+    if how == "bandwidth":
+        bw = np.asarray(topo.ch_bytes_per_cycle, float)
+        return bw.max() / bw
+    raise ConfigError(f"topology.route_weight = {how!r}: expected 'hops', 'latency' or "
+                      f"'bandwidth'")
+
+
+def shortest_path_table(topo, how="hops"):
+    """table[u, d]: the channel u takes towards d on a shortest path (Dijkstra from every
+    destination over reversed channels; weights: 1 per hop, link latency, or inverse
+    bandwidth; ties go to the neighbour with the lowest node id, then to the parallel
+    channel chosen by the destination id so that parallel links share the destinations).
+    Every destination's next hops form a tree, so routes are loop-free. Switches are not
+    destinations."""
+    n = topo.n_nodes
+    w = _weights(topo, how)
+    into = [[] for _ in range(n)]           # channels entering each node
+    for c in range(topo.n_channels):
+        into[topo.ch_dst[c]].append(c)
+    table = np.full((n, n), -1, dtype=np.int32)
+    for d in range(n):
+        if topo.node_kinds[d] == "switch":
+            continue
+        dist = np.full(n, np.inf)
+        dist[d] = 0.0
+        heap = [(0.0, d)]
+        while heap:
+            du, u = heapq.heappop(heap)
+            if du > dist[u]:
+                continue
+            for c in into[u]:
+                v = topo.ch_src[c]
+                nd = du + w[c]
+                if nd < dist[v] - 1e-12:
+                    dist[v] = nd
+                    heapq.heappush(heap, (nd, v))
+        # next hop of u: among channels u -> v with dist[v] + w = dist[u], lowest v, then
+        # the parallel channel picked by destination id
+        best = {}
+        for c in range(topo.n_channels):
+            u, v = topo.ch_src[c], topo.ch_dst[c]
+            if u == d or not np.isfinite(dist[u]):
+                continue
+            if abs(dist[v] + w[c] - dist[u]) <= 1e-9:
+                best.setdefault(u, {}).setdefault(v, []).append(c)
+        for u, by_v in best.items():
+            v = min(by_v)
+            par = by_v[v]
+            table[u, d] = par[d % len(par)]
+        unreachable = [topo.node_names[u] for u in range(n)
+                       if u != d and table[u, d] < 0 and topo.node_kinds[u] != "switch"]
+        if unreachable:
+            raise ConfigError(f"topology: {topo.node_names[d]} cannot be reached from "
+                              f"{', '.join(unreachable[:5])} (the graph is not connected)")
+    return table
+
+
+def route_table(topo, cfg):
+    """Shortest paths on any graph; classes from the CDG order (see the module docstring)."""
+    table = shortest_path_table(topo, cfg.topology.route_weight)
+    deps = channel_dependencies(topo, table)
+    return Routing("table", table, np.zeros(topo.n_channels, np.int32),
+                   _cdg_order(topo.n_channels, deps))
+
+
+# ------------------------------------------------------------------ channel dependencies
+
+def _walk(topo, table, group, order, chunk=1 << 18):
+    """Follow every endpoint-to-endpoint route with its VC class, vectorised over up to
+    `chunk` routes at a time. Yields arrays (prev channel, prev class, channel, class) of
+    consecutive channels of the routes."""
+    eps = np.asarray(topo.endpoints())
+    n = eps.size
+    rows = max(1, chunk // max(n, 1))
+    for lo in range(0, n, rows):
+        s, d = np.meshgrid(eps[lo:lo + rows], eps, indexing="ij")
+        s, d = s.ravel(), d.ravel()
+        keep = s != d
+        dst = d[keep]
+        cur = s[keep].copy()
+        grp = np.full(dst.size, -1, np.int64)
+        last = np.full(dst.size, -1, np.int64)
+        cls = np.zeros(dst.size, np.int64)
+        prev = np.full(dst.size, -1, np.int64)
+        for _ in range(topo.n_nodes + 1):
+            act = np.flatnonzero(cur != dst)
+            if act.size == 0:
+                break
+            c = table[cur[act], dst[act]].astype(np.int64)
+            if np.any(c < 0):
+                raise ConfigError("routing: a route ends before its destination")
+            same = grp[act] == group[c]
+            new_cls = np.where(same, cls[act] + (order[c] < last[act]), 0)
+            had = prev[act] >= 0
+            yield prev[act][had], cls[act][had], c[had], new_cls[had]
+            prev[act], cls[act], grp[act], last[act] = c, new_cls, group[c], order[c]
+            cur[act] = np.asarray(topo.ch_dst)[c]
+        else:
+            raise ConfigError("routing: the routing tables loop")
+
+
+def channel_dependencies(topo, table):
+    """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2."""
+    zeros = np.zeros(topo.n_channels, np.int64)
+    C = np.int64(topo.n_channels)
+    keys = [np.unique(p * C + c) for p, _, c, _ in _walk(topo, table, zeros, zeros)]
+    k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    return np.stack([k // C, k % C], axis=1)
+
+
+def _find_cycle(n_vertices, edges):
+    """A cycle (list of vertices) in a directed graph, or None. Iterative DFS."""
+    adj = [[] for _ in range(n_vertices)]
+    for a, b in edges:
+        adj[a].append(b)
+    color = [0] * n_vertices          # 0 new, 1 on stack, 2 done
+    parent = [-1] * n_vertices
+    for root in range(n_vertices):
+        if color[root]:
+            continue
+        stack = [(root, 0)]
+        color[root] = 1
+        while stack:
+            u, i = stack[-1]
+            if i < len(adj[u]):
+                stack[-1] = (u, i + 1)
+                v = adj[u][i]
+                if color[v] == 0:
+                    color[v] = 1
+                    parent[v] = u
+                    stack.append((v, 0))
+                elif color[v] == 1:
+                    cyc = [u]
+                    while cyc[-1] != v:
+                        cyc.append(parent[cyc[-1]])
+                    return cyc[::-1]
+            else:
+                color[u] = 2
+                stack.pop()
+    return None
+
+
+def _cdg_order(n_channels, deps):
+    """Channel order for VC classes: reverse postorder of a DFS of the one-class CDG (a
+    topological order when it is acyclic), so descents happen only on back edges."""
+    adj = [[] for _ in range(n_channels)]
+    for a, b in deps.tolist():
+        adj[a].append(b)
+    seen = [False] * n_channels
+    post = []
+    for root in range(n_channels):
+        if seen[root]:
+            continue
+        seen[root] = True
+        stack = [(root, iter(adj[root]))]
+        while stack:
+            u, it = stack[-1]
+            for v in it:
+                if not seen[v]:
+                    seen[v] = True
+                    stack.append((v, iter(adj[v])))
+                    break
+            else:
+                post.append(u)
+                stack.pop()
+    order = np.zeros(n_channels, np.int32)
+    for rank, c in enumerate(reversed(post)):
+        order[c] = rank
+    return order
+
+
+def analyse(topo, routing):
+    """Follow all routes with their classes: set routing.n_classes and check that the CDG over
+    (channel, class) is acyclic (raises ConfigError naming a cycle if not)."""
+    group = np.asarray(routing.ch_group, np.int64)
+    order = np.asarray(routing.ch_order, np.int64)
+    C = np.int64(topo.n_channels)
+    M = np.int64(1 << 16)                     # classes per channel, as a key field
+    keys = []
+    for p, pc, c, cc in _walk(topo, routing.table, group, order):
+        keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
+    k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    a, b = k // (C * M), k % (C * M)
+    K = int(max((a % M).max(initial=0), (b % M).max(initial=0))) + 1
+    edges = np.stack([(a // M) * K + a % M, (b // M) * K + b % M], axis=1).tolist()
+    cyc = _find_cycle(topo.n_channels * K, edges)
+    if cyc is not None:
+        names = " -> ".join(f"{topo.channel_name(v // K)} (class {v % K})" for v in cyc)
+        raise ConfigError(f"routing {routing.name!r} could deadlock: its channel-dependency "
+                          f"graph has the cycle {names}")
+    routing.n_classes = K
+    routing.cdg_edges = len(edges)
+    return routing
+
+
+def check(topo, routing, vcs):
+    """Refuse a configuration whose routes need more VC classes than there are VCs."""
+    if routing.n_classes <= vcs:
+        return
+    plain = channel_dependencies(topo, routing.table)
+    cyc = _find_cycle(topo.n_channels, plain.tolist())
+    where = ""
+    if cyc is not None:
+        where = (" The channel-dependency graph with one VC class has the cycle "
+                 + " -> ".join(topo.channel_name(c) for c in cyc[:12])
+                 + (" -> ..." if len(cyc) > 12 else "") + ".")
+    raise ConfigError(f"network.vcs = {vcs}: routing {routing.name!r} on {topo.name} needs "
+                      f"{routing.n_classes} VC classes to be deadlock-free, so at least "
+                      f"{routing.n_classes} VCs.{where} Set network.vcs >= {routing.n_classes}.")
 
 
 ROUTINGS = {
     "dor": route_dor,
     "dor_dateline": route_dor_dateline,
+    "table": route_table,
 }
 
 
@@ -101,7 +347,15 @@ def build(topo, cfg) -> Routing:
     name = topo.routing
     if name not in ROUTINGS:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
-    return ROUTINGS[name](topo, cfg)
+    r = ROUTINGS[name](topo, cfg)
+    deps = channel_dependencies(topo, r.table)
+    if _find_cycle(topo.n_channels, deps.tolist()) is None:
+        # the routes cannot deadlock even in one class: use every VC for every packet
+        r.ch_group = np.zeros(topo.n_channels, np.int32)
+        r.ch_order = _cdg_order(topo.n_channels, deps)
+    analyse(topo, r)
+    check(topo, r, cfg.network.vcs)
+    return r
 
 
 def path(topo, routing, src, dst):

@@ -75,7 +75,8 @@ def _check(status, network, engine):
     c = engine.counters()
     raise SimulationError(f"engine invariant broken ({status}): buffer overflows "
                           f"{c['buf_overflow']}, misdelivered flits {c['bad_eject']}, "
-                          f"non-head flits at an idle VC {c['bad_front']}")
+                          f"non-head flits at an idle VC {c['bad_front']}, packets beyond "
+                          f"the last VC class {c['bad_class']}")
 
 
 def prepare(cfg):

@@ -34,7 +34,8 @@ class InputVC:
 class Packet:
     def __init__(self, idx, t, src, dst, length):
         self.idx, self.create, self.src, self.dst, self.len = idx, t, src, dst, length
-        self.cls, self.dim, self.hops, self.inject, self.ejected = 0, -1, 0, -1, 0
+        self.cls, self.group, self.last_order = 0, -1, -1
+        self.hops, self.inject, self.ejected = 0, -1, 0
 
 
 def simulate(a, packets, max_cycles=200000):
@@ -44,15 +45,16 @@ def simulate(a, packets, max_cycles=200000):
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
     wait_tail = bool(a["wait_for_tail_credit"])
     n_classes = a["n_classes"]
-    vpc = V // n_classes
+    class_lo = [k * V // n_classes for k in range(n_classes)]
+    class_hi = [(k + 1) * V // n_classes for k in range(n_classes)]
     kind = [int(x) for x in a["ch_kind"]]
     src = [int(x) for x in a["ch_src"]]
     dst = [int(x) for x in a["ch_dst"]]
     lat = [int(x) for x in a["ch_lat_cycles"]]
     num = [int(x) for x in a["ch_num"]]
     den = [int(x) for x in a["ch_den"]]
-    dim = [int(x) for x in a["ch_dim"]]
-    dateline = [int(x) for x in a["ch_dateline"]]
+    group = [int(x) for x in a["ch_group"]]
+    ch_order = [int(x) for x in a["ch_order"]]
     rt = [int(x) for x in a["rt"]]
     inj_ch = [int(x) for x in a["nic_inj_ch"]]
     C = len(kind)
@@ -164,11 +166,14 @@ def simulate(a, packets, max_cycles=200000):
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V
                         else:
-                            cls = 0 if dim[o] != p.dim else p.cls
-                            p.dim = dim[o]
-                            cls = min(cls + dateline[o], n_classes - 1)
-                            p.cls = cls
-                            q.lo, q.hi = cls * vpc, cls * vpc + vpc
+                            # class 0 entering a group; next class on a drop in order
+                            if group[o] != p.group:
+                                cls = 0
+                            else:
+                                cls = p.cls + (1 if ch_order[o] < p.last_order else 0)
+                            assert cls < n_classes, "more VC classes than routing.py allowed"
+                            p.group, p.last_order, p.cls = group[o], ch_order[o], cls
+                            q.lo, q.hi = class_lo[cls], class_hi[cls]
                         q.ready = max(arr, q.free_t) + R
                         q.state = ROUTING
                     if q.ready > t:
