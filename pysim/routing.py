@@ -227,10 +227,21 @@ def _walk(topo, table, group, order, chunk=1 << 18):
 
 
 def channel_dependencies(topo, table):
-    """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2."""
-    zeros = np.zeros(topo.n_channels, np.int64)
+    """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
+
+    Routes are destination-based, so the pairs are, for every destination d and every node u
+    with a route to d, (table[u, d], table[v, d]) where v is where the first channel leads
+    (counting switches no route passes through errs on the safe side)."""
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
     C = np.int64(topo.n_channels)
-    keys = [np.unique(p * C + c) for p, _, c, _ in _walk(topo, table, zeros, zeros)]
+    keys = []
+    for d in range(topo.n_nodes):
+        c1 = table[:, d].astype(np.int64)
+        c1 = c1[c1 >= 0]
+        v = ch_dst[c1]
+        c1 = c1[v != d]
+        c2 = table[ch_dst[c1], d].astype(np.int64)
+        keys.append(c1 * C + c2)
     k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     return np.stack([k // C, k % C], axis=1)
 
@@ -350,10 +361,14 @@ def build(topo, cfg) -> Routing:
     r = ROUTINGS[name](topo, cfg)
     deps = channel_dependencies(topo, r.table)
     if _find_cycle(topo.n_channels, deps.tolist()) is None:
-        # the routes cannot deadlock even in one class: use every VC for every packet
+        # the routes cannot deadlock even in one class: every VC serves every packet, and
+        # with a topological order no route ever drops in order
         r.ch_group = np.zeros(topo.n_channels, np.int32)
         r.ch_order = _cdg_order(topo.n_channels, deps)
-    analyse(topo, r)
+        r.n_classes = 1
+        r.cdg_edges = len(deps)
+    else:
+        analyse(topo, r)
     check(topo, r, cfg.network.vcs)
     return r
 
