@@ -114,7 +114,8 @@ cdef class Engine:
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
     ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
-    ep_node (endpoint index -> node) and nic_inj_ch (node -> injection channel or -1).
+    ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
+    channels, contiguous ids), ch_par_base and ch_par_n (groups of parallel channels).
     """
     cdef State s
     cdef list _keep
@@ -187,6 +188,8 @@ cdef class Engine:
         den = np.asarray(net["ch_den"], dtype=np.int64)
         group = np.asarray(net["ch_group"], dtype=np.int32)
         order_ = np.asarray(net["ch_order"], dtype=np.int32)
+        par_base = np.asarray(net["ch_par_base"], dtype=np.int32)
+        par_n = np.asarray(net["ch_par_n"], dtype=np.int32)
 
         # router input ports: channels that end at a router (net and inject), in channel order
         has_buf = ch_kind != CH_EJECT
@@ -233,6 +236,12 @@ cdef class Engine:
             s.ch[i].sa_out_ptr = 0
             s.ch[i].out_best = -1
             s.ch[i].out_best_dist = 0
+            s.ch[i].par_base = par_base[i]
+            s.ch[i].par_n = par_n[i]
+            s.ch[i].cur_pkt = -1
+            s.ch[i].cur_seq = 0
+            s.ch[i].cur_vc = 0
+            s.ch[i].vc_rr = 0
 
         nivc = C * V
         s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
@@ -276,14 +285,12 @@ cdef class Engine:
         node_ep[ep_node] = np.arange(ep_node.size, dtype=np.int32)
         s.ep_node = <int32_t*>_ptr(self._own("ep_node", ep_node, np.int32))
         s.node_ep = <int32_t*>_ptr(self._own("node_ep", node_ep, np.int32))
-        s.nic_inj_ch = <int32_t*>_ptr(self._own("nic_inj_ch", net["nic_inj_ch"], np.int32))
+        s.nic_inj_base = <int32_t*>_ptr(self._own("nic_inj_base", net["nic_inj_base"], np.int32))
+        s.nic_inj_n = <int32_t*>_ptr(self._own("nic_inj_n", net["nic_inj_n"], np.int32))
         s.nic_qhead = <int32_t*>_ptr(self._own("nic_qhead", None, np.int32, -1, n))
         s.nic_qtail = <int32_t*>_ptr(self._own("nic_qtail", None, np.int32, -1, n))
         s.nic_qlen = <int32_t*>_ptr(self._own("nic_qlen", None, np.int32, 0, n))
-        s.nic_cur = <int32_t*>_ptr(self._own("nic_cur", None, np.int32, -1, n))
-        s.nic_seq = <int32_t*>_ptr(self._own("nic_seq", None, np.int32, 0, n))
-        s.nic_vc = <int32_t*>_ptr(self._own("nic_vc", None, np.int32, 0, n))
-        s.nic_rr = <int32_t*>_ptr(self._own("nic_rr", None, np.int32, 0, n))
+        s.nic_sending = <int32_t*>_ptr(self._own("nic_sending", None, np.int32, 0, n))
         s.act_n = <int32_t*>_ptr(self._own("act_n", None, np.int32, -1, n))
         s.act_n_pos = <int32_t*>_ptr(self._own("act_n_pos", None, np.int32, -1, n))
         s.nic_busy = 0
@@ -411,14 +418,15 @@ cdef class Engine:
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s
         cdef int64_t total = 0
-        cdef int32_t n, p
+        cdef int32_t n, p, c
         for n in range(s.n_nodes):
             p = s.nic_qhead[n]
             while p >= 0:
                 total += s.pk[p].length
                 p = s.pk[p].next
-            if s.nic_cur[n] >= 0:
-                total += s.pk[s.nic_cur[n]].length - s.nic_seq[n]
+        for c in range(s.n_ch):
+            if s.ch[c].kind == CH_INJECT and s.ch[c].cur_pkt >= 0:
+                total += s.pk[s.ch[c].cur_pkt].length - s.ch[c].cur_seq
         return total
 
     def channel_flits(self):
@@ -486,4 +494,4 @@ cdef class Engine:
         return dict(
             vcs=s.V, buffer_flits=s.D, buf_pkt=buf_pkt, buf_seq=buf_seq, events=events[:m],
             nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),
-            nic_cur=self._arr["nic_cur"][:s.n_nodes].copy(), **cols)
+            **cols)

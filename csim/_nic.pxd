@@ -43,13 +43,14 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     pk.last_order = -1
     pk.ej = 0
     pk.tag = tag
+    pk.serial = s.packets_created
     pk.meas = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0
     if pk.meas:
         s.meas_created += 1
         s.meas_created_flits += length
     s.flits_created += length
     s.packets_created += 1
-    if s.nic_qlen[src] == 0 and s.nic_cur[src] < 0:
+    if s.nic_qlen[src] == 0 and s.nic_sending[src] == 0:
         nic_activate(s, src)
     if s.nic_qtail[src] < 0:
         s.nic_qhead[src] = p
@@ -198,20 +199,20 @@ cdef inline int generate(State* s) noexcept nogil:
 
 # ------------------------------------------------------------------ injection
 
-cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
-    """Node n's NIC sends at most one flit into its router's injection port."""
-    cdef int32_t c = s.nic_inj_ch[n]
+cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
+    """Injection channel c of node n's NIC sends at most one flit; an idle channel first takes
+    the packet at the head of the source queue and claims a free VC with a credit for it
+    (round-robin from the VC after the last one it used)."""
     cdef Chan* ch = &s.ch[c]
     cdef int32_t V = s.V
     cdef int32_t p, k, i, v, seq
     cdef OVC* o
-    p = s.nic_cur[n]
+    p = ch.cur_pkt
     if p < 0:
         if s.nic_qlen[n] == 0:
             return 0
-        # choose an injection VC for the packet at the head of the source queue
         v = -1
-        k = s.nic_rr[n]
+        k = ch.vc_rr
         for i in range(V):
             o = &s.ovc[c * V + k]
             if o.owner == OVC_FREE and o.credits > 0:
@@ -228,17 +229,18 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
             s.nic_qtail[n] = -1
         s.pk[p].next = -1
         s.nic_qlen[n] -= 1
-        s.nic_cur[n] = p
-        s.nic_seq[n] = 0
-        s.nic_vc[n] = v
-        s.nic_rr[n] = v + 1 if v + 1 < V else 0
+        s.nic_sending[n] += 1
+        ch.cur_pkt = p
+        ch.cur_seq = 0
+        ch.cur_vc = v
+        ch.vc_rr = v + 1 if v + 1 < V else 0
         s.ovc[c * V + v].owner = n
         s.pk[p].inject = s.now
-    v = s.nic_vc[n]
+    v = ch.cur_vc
     o = &s.ovc[c * V + v]
     if o.credits <= 0 or not link_can_send(s, ch):
         return 0
-    seq = s.nic_seq[n]
+    seq = ch.cur_seq
     if schedule(s, ch.lat, c, v, p, seq) != 0:
         return -1
     link_take(ch)
@@ -248,11 +250,22 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
     seq += 1
     if seq == s.pk[p].length:
         o.owner = OVC_TAIL_PENDING if s.wait_tail else OVC_FREE
-        s.nic_cur[n] = -1
-        if s.nic_qlen[n] == 0:
-            nic_deactivate(s, n)
+        ch.cur_pkt = -1
+        s.nic_sending[n] -= 1
     else:
-        s.nic_seq[n] = seq
+        ch.cur_seq = seq
+    return 0
+
+
+cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
+    """Node n's NIC: each of its injection channels sends at most one flit."""
+    cdef int32_t j
+    cdef int32_t base = s.nic_inj_base[n]
+    for j in range(s.nic_inj_n[n]):
+        if _nic_send(s, n, base + j) != 0:
+            return -1
+    if s.nic_qlen[n] == 0 and s.nic_sending[n] == 0:
+        nic_deactivate(s, n)
     return 0
 
 

@@ -83,6 +83,9 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
     cdef int32_t cls
+    if o.par_n > 1:              # parallel channels share the packets by creation order
+        oc = o.par_base + <int32_t>(pk.serial % o.par_n)
+        o = &s.ch[oc]
     q.out_ch = oc
     if o.kind == CH_EJECT:
         q.lo = 0

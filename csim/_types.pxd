@@ -74,6 +74,11 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t sa_out_ptr       # output port: round-robin input pointer
     int32_t out_best         # scratch (-1 between uses): switch allocation winner
     int32_t out_best_dist
+    int32_t par_base, par_n  # parallel channels (same ends): ids par_base .. par_base+par_n-1
+    int32_t cur_pkt          # injection channels: packet being sent (-1: none),
+    int32_t cur_seq          #   its next flit, its VC,
+    int32_t cur_vc
+    int32_t vc_rr            #   and the round-robin pointer for the next packet's VC
     int8_t kind
     int64_t num              # serialisation credit earned per cycle (fixed point)
     int64_t den              # credit one flit costs (fixed point)
@@ -102,6 +107,7 @@ cdef struct OVC:             # an output virtual channel, held at the channel's 
 cdef struct Packet:
     int32_t src, dst, length
     int32_t hops, cls, group, last_order
+    int64_t serial           # creation order: picks among parallel channels
     int32_t next             # source-queue / free-list link
     int32_t ej               # flits ejected so far
     cycle_t create, inject
@@ -157,14 +163,12 @@ cdef struct State:
     # ---- NICs (index: node), endpoints (index: ep)
     int32_t* ep_node
     int32_t* node_ep
-    int32_t* nic_inj_ch
+    int32_t* nic_inj_base    # a NIC's injection channels: nic_inj_base .. + nic_inj_n - 1
+    int32_t* nic_inj_n
     int32_t* nic_qhead
     int32_t* nic_qtail
     int32_t* nic_qlen
-    int32_t* nic_cur
-    int32_t* nic_seq
-    int32_t* nic_vc
-    int32_t* nic_rr
+    int32_t* nic_sending     # injection channels with a packet under way
     int32_t* act_n           # NICs with a queued or partly sent packet (unordered)
     int32_t* act_n_pos
     int64_t nic_busy

@@ -1,13 +1,20 @@
 """Compile a topology, its routing and the router parameters into the engine's flat arrays.
 
-Channels handed to csim: the topology's channels (router to router), one injection channel
-(NIC -> router) and one ejection channel (router -> NIC) per endpoint, numbered so that the
-channels entering each router are contiguous (`Network.topo_channel` maps back).
+Engine channels: every topology channel (one direction of a link), one or more injection
+channels (NIC -> router) and ejection channels (router -> NIC) per endpoint. A channel moves
+at most one flit per cycle, so a link faster than that (say 50 GB/s with 32-byte flits at
+1 GHz) becomes ceil(bandwidth / (flit_bytes x clock)) parallel channels sharing its bandwidth,
+and a NIC faster than that gets as many injection (ejection) channels. Channels with the same
+ends, bandwidth and latency form a parallel group: the route table names the group and the
+engine spreads packets over its members by creation order (a packet keeps one member).
+
 Bandwidths become exact integer serialisation credits: a channel earns `num` per cycle and a
-flit costs `den = flit_bytes * 2**20`, so rates are exact to 2**-20 bytes/cycle.
+flit costs `den = flit_bytes * 2**20`, so rates are exact to 2**-20 bytes/cycle. Channels are
+numbered so that those entering one router are contiguous, and a group's members adjacent.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,20 +31,16 @@ SCALE = 1 << 20
 class Network:
     topo: topology_mod.Topology
     routing: routing_mod.Routing
-    arrays: dict            # what csim.Engine takes
+    arrays: dict              # what csim.Engine takes
     topo_channel: np.ndarray  # engine channel -> topology channel id (-1: NIC channels)
-    ch_kind: np.ndarray     # per engine channel
-    ch_src: np.ndarray      # node ids (upstream router, or the NIC's node for injection)
+    ch_kind: np.ndarray       # per engine channel
+    ch_src: np.ndarray        # node ids (upstream router, or the NIC's node for injection)
     ch_dst: np.ndarray
     ch_num: np.ndarray
     ch_den: np.ndarray
     ch_lat: np.ndarray
-    inj_ch: np.ndarray      # per node: its injection channel, -1 for switches
-    ej_ch: np.ndarray
-
-    @property
-    def n_net_channels(self):
-        return self.topo.n_channels
+    inj_ch: np.ndarray        # per node: its first injection channel, -1 for switches
+    ej_ch: np.ndarray         # per node: its first ejection channel, -1 for switches
 
     def flits_per_cycle(self, c):
         return self.ch_num[c] / self.ch_den[c]
@@ -52,18 +55,37 @@ class Network:
         return f"{names[self.ch_src[c]]}->nic:{names[self.ch_dst[c]]}"
 
 
+def lanes(bytes_per_cycle: float, flit_bytes: int) -> int:
+    """Parallel channels needed to carry a bandwidth at one flit per cycle each."""
+    return max(1, math.ceil(bytes_per_cycle / flit_bytes - 1e-9))
+
+
 def rate(bytes_per_cycle: float, flit_bytes: int, what: str):
-    """(num, den) integer serialisation credits for a bandwidth in bytes/cycle."""
+    """(num, den) integer serialisation credits for at most one flit per cycle."""
     den = flit_bytes * SCALE
     num = int(round(bytes_per_cycle * SCALE))
     if num < 1:
         raise ConfigError(f"{what}: {bytes_per_cycle:g} bytes/cycle is too small to simulate")
     if num > den:
-        raise ConfigError(
-            f"{what}: {bytes_per_cycle:g} bytes/cycle is more than one {flit_bytes}-byte flit "
-            f"per cycle; a channel moves at most one flit per cycle, so raise "
-            f"network.flit_bytes or network.clock_ghz (or lower the bandwidth)")
+        raise AssertionError("a channel carries at most one flit per cycle")
     return num, den
+
+
+def nic_bandwidths(topo, cfg):
+    """(injection, ejection) bytes per cycle of every node's NIC (0 for switches): the
+    node's own value, else its kind's default, else network.injection_gbps /
+    ejection_gbps, else one flit per cycle."""
+    net = cfg.network
+    inj = np.zeros(topo.n_nodes)
+    ej = np.zeros(topo.n_nodes)
+    for i in topo.endpoints():
+        a = topo.node_injection_gbps[i] if topo.node_injection_gbps else None
+        b = topo.node_ejection_gbps[i] if topo.node_ejection_gbps else None
+        a = a if a is not None else net.injection_gbps
+        b = b if b is not None else net.ejection_gbps
+        inj[i] = net.flit_bytes if a is None else a / net.clock_ghz
+        ej[i] = net.flit_bytes if b is None else b / net.clock_ghz
+    return inj, ej
 
 
 def compile_network(cfg, topo=None) -> Network:
@@ -72,78 +94,85 @@ def compile_network(cfg, topo=None) -> Network:
     net = cfg.network
     F = net.flit_bytes
     n = topo.n_nodes
-    C0 = topo.n_channels
 
-    kinds = [CH_NET] * C0
-    src = list(topo.ch_src)
-    dst = list(topo.ch_dst)
-    nums, dens = [], []
-    for c in range(C0):
-        a, b = rate(topo.ch_bytes_per_cycle[c], F, f"link {topo.channel_name(c)} "
-                    f"(topology.link_gbps)")
-        nums.append(a)
-        dens.append(b)
-    lat = list(topo.ch_latency_cycles)
-    group = list(route.ch_group)
-    order = list(route.ch_order)
-
-    inj_bpc = F if net.injection_gbps is None else net.injection_gbps / net.clock_ghz
-    ej_bpc = F if net.ejection_gbps is None else net.ejection_gbps / net.clock_ghz
+    # engine channels, unsorted: (router key, kind, src, dst, bpc, lat, topo id, group key)
+    rows = []
+    for c in range(topo.n_channels):
+        bpc = topo.ch_bytes_per_cycle[c]
+        m = lanes(bpc, F)
+        for _ in range(m):
+            rows.append((topo.ch_dst[c], CH_NET, topo.ch_src[c], topo.ch_dst[c], bpc / m,
+                         topo.ch_latency_cycles[c], c))
+    inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
     nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
         net.nic_latency_ns, net.clock_ghz)
-    inj_num, inj_den = rate(inj_bpc, F, "network.injection_gbps")
-    ej_num, ej_den = rate(ej_bpc, F, "network.ejection_gbps")
-
-    inj_ch = np.full(n, -1, dtype=np.int32)
-    ej_ch = np.full(n, -1, dtype=np.int32)
     for node in topo.endpoints():
-        inj_ch[node] = len(kinds)
-        kinds.append(CH_INJECT); src.append(node); dst.append(node)
-        nums.append(inj_num); dens.append(inj_den); lat.append(nic_lat)
-        group.append(-1); order.append(0)
-        ej_ch[node] = len(kinds)
-        kinds.append(CH_EJECT); src.append(node); dst.append(node)
-        nums.append(ej_num); dens.append(ej_den); lat.append(nic_lat)
-        group.append(-1); order.append(0)
+        m = lanes(inj_bpc[node], F)
+        for _ in range(m):
+            rows.append((node, CH_INJECT, node, node, inj_bpc[node] / m, nic_lat, -1))
+        m = lanes(ej_bpc[node], F)
+        for _ in range(m):
+            rows.append((node, CH_EJECT, node, node, ej_bpc[node] / m, nic_lat, -1))
+    # channels entering a router contiguous (ejection channels after, by source router);
+    # within that, by kind and upstream node, then bandwidth and latency: groups adjacent
+    key = [(r if k != CH_EJECT else r, k == CH_EJECT, s, k, bpc, lat)
+           for (r, k, s, d, bpc, lat, tc) in rows]
+    perm = sorted(range(len(rows)), key=lambda i: (key[i], i))
+    rows = [rows[i] for i in perm]
+    C = len(rows)
+    kinds = np.array([r[1] for r in rows], np.int8)
+    src = np.array([r[2] for r in rows], np.int32)
+    dst = np.array([r[3] for r in rows], np.int32)
+    lat = np.array([r[5] for r in rows], np.int32)
+    topo_channel = np.array([r[6] for r in rows], np.int64)
+    nums = np.zeros(C, np.int64)
+    dens = np.zeros(C, np.int64)
+    for i, r in enumerate(rows):
+        what = (f"link {topo.channel_name(r[6])}" if r[1] == CH_NET else
+                f"NIC of {topo.node_names[r[2]]}")
+        nums[i], dens[i] = rate(r[4], F, what)
 
-    rt = route.table.astype(np.int32).copy()
-    eps = topo.endpoints()
+    # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)
+    par_base = np.arange(C, dtype=np.int32)
+    for i in range(1, C):
+        if (kinds[i], src[i], dst[i], nums[i], lat[i]) == \
+                (kinds[i - 1], src[i - 1], dst[i - 1], nums[i - 1], lat[i - 1]):
+            par_base[i] = par_base[i - 1]
+    par_n = np.bincount(par_base, minlength=C)[par_base].astype(np.int32)
+
+    # topology channel -> its group's first engine channel
+    first_of_topo = np.full(max(topo.n_channels, 1), -1, np.int64)
+    for i in range(C - 1, -1, -1):
+        if topo_channel[i] >= 0:
+            first_of_topo[topo_channel[i]] = par_base[i]
+    inj_ch = np.full(n, -1, np.int32)
+    ej_ch = np.full(n, -1, np.int32)
+    inj_n = np.zeros(n, np.int32)
+    for i in range(C - 1, -1, -1):
+        if kinds[i] == CH_INJECT:
+            inj_ch[src[i]] = i
+            inj_n[src[i]] += 1
+        elif kinds[i] == CH_EJECT:
+            ej_ch[dst[i]] = i
+    table = route.table
+    rt = np.where(table >= 0, first_of_topo[np.maximum(table, 0)], -1).astype(np.int32)
+    eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt[eps, eps] = ej_ch[eps]
-    if np.any(np.diag(rt)[[i for i in range(n) if topo.node_kinds[i] == "switch"]] >= 0):
-        raise AssertionError("switch nodes cannot be destinations")
 
-    # Renumber channels so that those entering one router are contiguous (the engine's VC
-    # state and buffers are indexed by channel: a router's inputs then share cache lines).
-    kinds_a = np.array(kinds)
-    dst_a = np.array(dst)
-    src_a = np.array(src)
-    key_router = np.where(kinds_a == CH_EJECT, src_a, dst_a)
-    perm = np.lexsort((src_a, kinds_a == CH_EJECT, key_router))   # new -> old
-    new_of = np.empty_like(perm)
-    new_of[perm] = np.arange(perm.size)
-    rt = np.where(rt >= 0, new_of[np.maximum(rt, 0)], -1).astype(np.int32)
-    inj_ch = np.where(inj_ch >= 0, new_of[np.maximum(inj_ch, 0)], -1).astype(np.int32)
-    ej_ch = np.where(ej_ch >= 0, new_of[np.maximum(ej_ch, 0)], -1).astype(np.int32)
-    kinds, src, dst = kinds_a[perm], src_a[perm], dst_a[perm]
-    nums, dens = np.array(nums)[perm], np.array(dens)[perm]
-    lat, group, order = np.array(lat)[perm], np.array(group)[perm], np.array(order)[perm]
-    topo_channel = perm.copy()
-    topo_channel[kinds != CH_NET] = -1
-
+    group = np.where(topo_channel >= 0, route.ch_group[np.maximum(topo_channel, 0)], -1)
+    order = np.where(topo_channel >= 0, route.ch_order[np.maximum(topo_channel, 0)], 0)
     arrays = dict(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
         wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
         watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
-        ch_src=np.array(src, np.int32), ch_dst=np.array(dst, np.int32),
-        ch_kind=np.array(kinds, np.int8), ch_lat_cycles=np.array(lat, np.int32),
-        ch_num=np.array(nums, np.int64), ch_den=np.array(dens, np.int64),
-        ch_group=np.array(group, np.int32), ch_order=np.array(order, np.int32),
-        rt=rt.reshape(-1), ep_node=np.array(eps, np.int32), nic_inj_ch=inj_ch,
+        ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
+        ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
+        ch_par_base=par_base, ch_par_n=par_n,
+        rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
+        nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
-                   ch_kind=arrays["ch_kind"],
-                   ch_src=arrays["ch_src"], ch_dst=arrays["ch_dst"], ch_num=arrays["ch_num"],
-                   ch_den=arrays["ch_den"], ch_lat=arrays["ch_lat_cycles"], inj_ch=inj_ch,
-                   ej_ch=ej_ch)
+                   ch_kind=kinds, ch_src=src, ch_dst=dst, ch_num=nums, ch_den=dens,
+                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch)

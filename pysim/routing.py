@@ -135,8 +135,8 @@ def _weights(topo, how):
 def shortest_path_table(topo, how="hops"):
     """table[u, d]: the channel u takes towards d on a shortest path (Dijkstra from every
     destination over reversed channels; weights: 1 per hop, link latency, or inverse
-    bandwidth; ties go to the neighbour with the lowest node id, then to the parallel
-    channel chosen by the destination id so that parallel links share the destinations).
+    bandwidth; ties go to the neighbour with the lowest node id, and among parallel channels
+    to the lowest channel id: the engine spreads packets over a group of parallel channels).
     Every destination's next hops form a tree, so routes are loop-free. Switches are not
     destinations."""
     n = topo.n_nodes
@@ -173,7 +173,7 @@ def shortest_path_table(topo, how="hops"):
         for u, by_v in best.items():
             v = min(by_v)
             par = by_v[v]
-            table[u, d] = par[d % len(par)]
+            table[u, d] = par[0]          # parallel channels: the engine spreads packets
         unreachable = [topo.node_names[u] for u in range(n)
                        if u != d and table[u, d] < 0 and topo.node_kinds[u] != "switch"]
         if unreachable:

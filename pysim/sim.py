@@ -17,7 +17,7 @@ import numpy as np
 
 from csim import _engine
 from pysim import __version__, theory, traffic
-from pysim.network import CH_NET, compile_network
+from pysim.network import CH_NET, compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 
 
@@ -83,10 +83,10 @@ def prepare(cfg):
     """Compile cfg and return (network, engine) with its synthetic traffic set up."""
     network = compile_network(cfg)
     topo = network.topo
-    first = network.inj_ch[topo.endpoints()[0]]
-    inj_rate = float(network.ch_num[first] / network.ch_den[first])
+    inj_bpc, _ = nic_bandwidths(topo, cfg)
+    slowest = float(min(inj_bpc[i] for i in topo.endpoints())) / cfg.network.flit_bytes
     eng = _engine.Engine(network.arrays)
-    eng.set_synthetic(**traffic.engine_args(topo, cfg, inj_rate))
+    eng.set_synthetic(**traffic.engine_args(topo, cfg, slowest))
     return network, eng
 
 

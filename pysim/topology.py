@@ -34,6 +34,8 @@ class Topology:
     ch_dim: list = field(default_factory=list)   # dimension the channel moves in (-1: none)
     ch_dir: list = field(default_factory=list)   # +1 / -1 along its dimension (0: none)
     ch_wrap: list = field(default_factory=list)  # True for wrap-around (dateline) channels
+    node_injection_gbps: list = field(default_factory=list)  # per node override, or None
+    node_ejection_gbps: list = field(default_factory=list)
 
     @property
     def n_nodes(self):

@@ -161,8 +161,9 @@ def engine_args(topo, cfg, inj_flits_per_cycle=1.0):
     pat = pattern(topo, cfg)
     sizes, cdf, mean = packet_sizes(cfg)
     if t.injection_rate > inj_flits_per_cycle + 1e-12:
-        raise ConfigError(f"traffic.injection_rate = {t.injection_rate}: more than the NIC's "
-                          f"injection bandwidth of {inj_flits_per_cycle:g} flits/cycle")
+        raise ConfigError(f"traffic.injection_rate = {t.injection_rate}: more than the "
+                          f"injection bandwidth of the slowest NIC, {inj_flits_per_cycle:g} "
+                          f"flits/cycle")
     p = t.injection_rate / mean           # packets per endpoint per cycle
     duty = t.burst_on_cycles / (t.burst_on_cycles + t.burst_off_cycles)
     p_on = p / duty

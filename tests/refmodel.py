@@ -56,7 +56,10 @@ def simulate(a, packets, max_cycles=200000):
     group = [int(x) for x in a["ch_group"]]
     ch_order = [int(x) for x in a["ch_order"]]
     rt = [int(x) for x in a["rt"]]
-    inj_ch = [int(x) for x in a["nic_inj_ch"]]
+    inj_base = [int(x) for x in a["nic_inj_base"]]
+    inj_n = [int(x) for x in a["nic_inj_n"]]
+    par_base = [int(x) for x in a["ch_par_base"]]
+    par_n = [int(x) for x in a["ch_par_n"]]
     C = len(kind)
     n_ivc = C * V
 
@@ -74,9 +77,11 @@ def simulate(a, packets, max_cycles=200000):
 
     pk = [Packet(i, *p) for i, p in enumerate(packets)]
     pending = sorted(pk, key=lambda p: (p.create, p.idx))
+    for serial, p in enumerate(pending):
+        p.serial = serial
     queue = [deque() for _ in range(n)]
-    cur = [None] * n                 # (packet, next seq, vc)
-    nic_rr = [0] * n
+    cur = {}                         # injection channel -> [packet, next seq, vc]
+    vc_rr = defaultdict(int)         # injection channel -> next VC to try
     deliver = [-1] * len(pk)
     done = 0
     gi = 0
@@ -114,38 +119,36 @@ def simulate(a, packets, max_cycles=200000):
             p = pending[gi]
             queue[p.src].append(p)
             gi += 1
-        # 3. NIC injection
+        # 3. NIC injection: each injection channel sends at most one flit
         for node in range(n):
-            c = inj_ch[node]
-            if c < 0:
-                continue
-            if cur[node] is None:
-                if not queue[node]:
+            for c in range(inj_base[node], inj_base[node] + inj_n[node]):
+                if cur.get(c) is None:
+                    if not queue[node]:
+                        continue
+                    v = None
+                    for k in range(V):
+                        cand = (vc_rr[c] + k) % V
+                        if owner[(c, cand)] == FREE and credits[(c, cand)] > 0:
+                            v = cand
+                            break
+                    if v is None or acc[c] < den[c]:
+                        continue
+                    p = queue[node].popleft()
+                    cur[c] = [p, 0, v]
+                    vc_rr[c] = (v + 1) % V
+                    owner[(c, v)] = node
+                    p.inject = t
+                p, seq, v = cur[c]
+                if credits[(c, v)] <= 0 or acc[c] < den[c]:
                     continue
-                v = None
-                for k in range(V):
-                    cand = (nic_rr[node] + k) % V
-                    if owner[(c, cand)] == FREE and credits[(c, cand)] > 0:
-                        v = cand
-                        break
-                if v is None or acc[c] < den[c]:
-                    continue
-                p = queue[node].popleft()
-                cur[node] = [p, 0, v]
-                nic_rr[node] = (v + 1) % V
-                owner[(c, v)] = node
-                p.inject = t
-            p, seq, v = cur[node]
-            if credits[(c, v)] <= 0 or acc[c] < den[c]:
-                continue
-            events[t + lat[c]].append(("flit", c, v, p, seq))
-            acc[c] -= den[c]
-            credits[(c, v)] -= 1
-            if seq + 1 == p.len:
-                owner[(c, v)] = TAIL_PENDING if wait_tail else FREE
-                cur[node] = None
-            else:
-                cur[node][1] = seq + 1
+                events[t + lat[c]].append(("flit", c, v, p, seq))
+                acc[c] -= den[c]
+                credits[(c, v)] -= 1
+                if seq + 1 == p.len:
+                    owner[(c, v)] = TAIL_PENDING if wait_tail else FREE
+                    cur[c] = None
+                else:
+                    cur[c][1] = seq + 1
         # 4. routers
         for r in range(n):
             if not any(ivc[(c, v)].buf for c in inputs[r] for v in range(V)):
@@ -162,6 +165,8 @@ def simulate(a, packets, max_cycles=200000):
                     if q.state == IDLE:
                         assert seq == 0, "non-head flit at the front of an idle VC"
                         o = rt[r * n + p.dst]
+                        if par_n[o] > 1:         # parallel channels: by creation order
+                            o = par_base[o] + p.serial % par_n[o]
                         q.out_ch = o
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V

@@ -44,8 +44,6 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
      ["topology.dims is not used by topology.kind = 'ring'"]),
     ({"topology": {"kind": "torus", "dims": [6, 6]}, "network": {"vcs": 1}},
      ["network.vcs = 1", "needs 2 VC classes", "cycle", "n0_0->n1_0", "network.vcs >= 2"]),
-    ({"topology": {"kind": "mesh", "dims": [4, 4], "link_gbps": 64.0}},
-     ["64 bytes/cycle is more than one 32-byte flit per cycle", "network.flit_bytes"]),
     ({"traffic": {"injection_rate": 1.5}}, ["traffic.injection_rate = 1.5", "injection bandwidth"]),
     ({"traffic": {"pattern": "bitrev"}, "topology": {"kind": "mesh", "dims": [3, 3]}},
      ["'bitrev'", "power-of-two"]),

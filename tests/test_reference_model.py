@@ -36,12 +36,14 @@ def random_case(seed):
         "wait_for_tail_credit": bool(rng.integers(0, 2)),
         "flit_bytes": 16,
     }
-    if rng.random() < 0.5:
-        network["injection_gbps"] = float(rng.choice([8.0, 12.0]))
+    if rng.random() < 0.6:     # slow NICs, or NICs with two injection/ejection channels
+        network["injection_gbps"] = float(rng.choice([8.0, 12.0, 24.0, 32.0]))
+    if rng.random() < 0.3:
+        network["ejection_gbps"] = float(rng.choice([12.0, 32.0]))
     cfg = make_cfg(topology=topo, network=network)
     topo_obj = topology.build(cfg)
-    for c in range(topo_obj.n_channels):     # heterogeneous links
-        topo_obj.ch_bytes_per_cycle[c] = float(rng.choice([16.0, 16.0, 10.0, 5.5]))
+    for c in range(topo_obj.n_channels):     # heterogeneous links, some of two lanes
+        topo_obj.ch_bytes_per_cycle[c] = float(rng.choice([16.0, 16.0, 10.0, 5.5, 32.0, 27.0]))
         topo_obj.ch_latency_cycles[c] = int(rng.integers(1, 4))
     net = compile_network(cfg, topo=topo_obj)
     n = topo_obj.n_nodes

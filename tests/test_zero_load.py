@@ -147,3 +147,23 @@ def test_reported_zero_load_reference_matches_simulation(topo, length):
     d = np.array([p[1] for p in pairs])
     np.testing.assert_array_equal(theory.zero_load_latency(net, cfg, s, d, np.full(s.size, length)),
                                   latency)
+
+
+def test_fast_links_and_nics_become_parallel_channels():
+    """A 64 GB/s link with 32-byte flits at 1 GHz is two channels of one flit per cycle; a
+    64 GB/s NIC has two injection and two ejection channels. 400 packets of 4 flits then cross
+    in about half the time they take at 32 GB/s, and packets keep to one channel each."""
+    def finish(gbps):
+        cfg = make_cfg(topology={"kind": "mesh", "dims": [2], "link_gbps": gbps},
+                       network={"injection_gbps": gbps, "ejection_gbps": gbps})
+        net = compile_network(cfg)
+        P = 400
+        _, eng, deliver, _, _ = run_packets(cfg, np.zeros(P, int), np.zeros(P, int),
+                                            np.ones(P, int), np.full(P, 4), network=net)
+        lanes = (net.ch_kind == 0).sum() // 2
+        return int(deliver.max()), lanes
+    t1, lanes1 = finish(32.0)
+    t2, lanes2 = finish(64.0)
+    assert (lanes1, lanes2) == (1, 2)
+    assert 1600 <= t1 <= 1620            # 1600 flits at one flit per cycle, plus the pipeline
+    assert 800 <= t2 <= 820
