@@ -154,8 +154,9 @@ def test_fast_links_and_nics_become_parallel_channels():
     64 GB/s NIC has two injection and two ejection channels. 400 packets of 4 flits then cross
     in about half the time they take at 32 GB/s, and packets keep to one channel each."""
     def finish(gbps):
+        # enough VCs that one stream is not limited by VC turnaround
         cfg = make_cfg(topology={"kind": "mesh", "dims": [2], "link_gbps": gbps},
-                       network={"injection_gbps": gbps, "ejection_gbps": gbps})
+                       network={"injection_gbps": gbps, "ejection_gbps": gbps, "vcs": 4})
         net = compile_network(cfg)
         P = 400
         _, eng, deliver, _, _ = run_packets(cfg, np.zeros(P, int), np.zeros(P, int),
