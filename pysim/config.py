@@ -120,10 +120,28 @@ KEYS = [
         _topology_kinds),
     Key("topology", "dims", "ints", [8, 8], "nodes", "Nodes per dimension (mesh, torus).",
         (_all_positive, "a non-empty list of integers > 0")),
-    Key("topology", "nodes", "int", 8, "nodes", "Number of nodes (ring).", (lambda x: x >= 2,
-                                                                           "an integer >= 2")),
+    Key("topology", "size", "int", 8, "nodes",
+        "Number of nodes (ring, switch, fully_connected).", (lambda x: x >= 2, "an integer >= 2")),
     Key("topology", "bidirectional", "bool", True, "-",
         "Ring: links in both directions (else one direction only).", None),
+    Key("topology", "dim_link_gbps", "floats", None, "GB/s",
+        "Mesh, torus: bandwidth of the links of each dimension (overrides link_gbps).",
+        (_all_positive, "a list of numbers > 0, one per dimension")),
+    Key("topology", "file", "str", None, "path",
+        "Take the [topology] table of this TOML file (relative to the config naming it); "
+        "keys given here as well override the file's.", None),
+    Key("topology", "nodes", "tables", None, "-",
+        "Graph: [[topology.nodes]] with name, kind (npu, mem, host, switch), and optional "
+        "injection_gbps, ejection_gbps.", None),
+    Key("topology", "links", "tables", None, "-",
+        "Graph: [[topology.links]] with a, b (node names), and optional gbps, latency_ns "
+        "(default link_gbps, link_latency_ns), count (parallel links, default 1), "
+        "directed (a to b only, default false).", None),
+    Key("topology", "nic", "table", None, "-",
+        "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.", None),
+    Key("topology", "route_weight", "str", "hops", "-",
+        "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
+        None, lambda: ["hops", "latency", "bandwidth"]),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),
@@ -177,12 +195,17 @@ def _type_ok(kind, v):
                                            not isinstance(x, bool) for x in v)
     if kind == "int|ints":
         return _type_ok("int", v) or (_type_ok("ints", v) and len(v) > 0)
+    if kind == "tables":
+        return isinstance(v, list) and all(isinstance(x, dict) for x in v)
+    if kind == "table":
+        return isinstance(v, dict)
     raise AssertionError(kind)
 
 
 _KIND_TEXT = {"int": "an integer", "float": "a number", "bool": "true or false",
               "str": "a string", "ints": "a list of integers", "floats": "a list of numbers",
-              "int|ints": "an integer or a list of integers"}
+              "int|ints": "an integer or a list of integers",
+              "tables": "an array of tables ([[...]])", "table": "a table"}
 
 
 def _suggest(name, options):
@@ -319,6 +342,7 @@ def load(path, overrides: dict | None = None) -> Config:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     base = os.path.dirname(os.path.abspath(path))
+    raw = _include_topology(raw, base, overrides or {})
     for p, v in (overrides or {}).items():
         section, dot, name = p.partition(".")
         if not dot or not name:
@@ -331,6 +355,37 @@ def load(path, overrides: dict | None = None) -> Config:
         return from_dict(raw, base_dir=base)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+
+
+def _include_topology(raw, base, overrides):
+    """Resolve topology.file: the named file's [topology] table, with this config's own
+    [topology] keys (and overrides) on top. The path is relative to the naming config."""
+    topo = raw.get("topology")
+    name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
+    if name is None:
+        return raw
+    if not isinstance(name, str):
+        raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
+    path = name if os.path.isabs(name) else os.path.join(base, name)
+    try:
+        with open(path, "rb") as f:
+            included = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"topology.file = {name!r}: no such file {path} (paths are "
+                          f"relative to the config that names them)") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"topology.file = {name!r}: {path} is not valid TOML: {e}") from None
+    t = included.get("topology")
+    if not isinstance(t, dict):
+        raise ConfigError(f"topology.file = {name!r}: {path} has no [topology] table")
+    if "file" in t:
+        raise ConfigError(f"topology.file = {name!r}: {path} names another topology.file; "
+                          f"one level of inclusion only")
+    merged = dict(t)
+    merged.update({k: v for k, v in topo.items() if k != "file"})
+    out = dict(raw)
+    out["topology"] = merged
+    return out
 
 
 def parse_override(text: str):
@@ -352,6 +407,8 @@ def markdown_table() -> str:
     lines = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
     for k in KEYS:
         d = "(see meaning)" if k.default is None else repr(k.default).replace("'", '"')
+        if k.kind in ("tables", "table"):
+            d = "-"
         d = d.replace("True", "true").replace("False", "false")
         lines.append(f"| `{k.path}` | {k.kind} | {k.unit} | {d} | {k.doc} |")
     return "\n".join(lines)

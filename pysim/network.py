@@ -159,8 +159,16 @@ def compile_network(cfg, topo=None) -> Network:
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt[eps, eps] = ej_ch[eps]
 
-    group = np.where(topo_channel >= 0, route.ch_group[np.maximum(topo_channel, 0)], -1)
-    order = np.where(topo_channel >= 0, route.ch_order[np.maximum(topo_channel, 0)], 0)
+    # VC-class group and order: every member of a parallel group takes those of the topology
+    # channel the routes name for the group (the others are interchangeable with it)
+    rep = topo_channel.copy()
+    used = np.unique(table[table >= 0])
+    rep_of_base = {int(first_of_topo[tc]): int(tc) for tc in used}
+    for i in range(C):
+        if kinds[i] == CH_NET:
+            rep[i] = rep_of_base.get(int(par_base[i]), topo_channel[i])
+    group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
+    order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
     arrays = dict(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,

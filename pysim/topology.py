@@ -7,6 +7,7 @@ error rather than silently ignored.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,16 +71,56 @@ def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     return max(1, int(math.ceil(cycles - 1e-9)))
 
 
+def _gbps_to_bpc(gbps, cfg):
+    return gbps / cfg.network.clock_ghz
+
+
 def link_params(cfg):
-    """(bytes per cycle, latency in cycles) of every link of a regular topology."""
+    """(bytes per cycle, latency in cycles) of the links of a generated topology."""
     net, topo = cfg.network, cfg.topology
-    if topo.link_gbps is None:
-        bpc = float(net.flit_bytes)
-    else:
-        bpc = topo.link_gbps / net.clock_ghz
+    bpc = float(net.flit_bytes) if topo.link_gbps is None else _gbps_to_bpc(topo.link_gbps, cfg)
     lat = 1 if topo.link_latency_ns is None else ns_to_cycles(topo.link_latency_ns,
                                                              net.clock_ghz)
     return bpc, lat
+
+
+NIC_FIELDS = ("injection_gbps", "ejection_gbps")
+
+
+def _nic_defaults(cfg):
+    """topology.nic: {kind: {injection_gbps, ejection_gbps}}, validated."""
+    table = cfg.topology.nic or {}
+    out = {}
+    for kind, fields in table.items():
+        where = f"topology.nic.{kind}"
+        if kind not in NODE_KINDS or kind == "switch":
+            raise ConfigError(f"{where}: unknown node kind {kind!r}; expected one of npu, mem, "
+                              f"host (switches have no NIC)")
+        if not isinstance(fields, dict):
+            raise ConfigError(f"{where} = {fields!r}: expected a table")
+        for k, v in fields.items():
+            if k not in NIC_FIELDS:
+                raise ConfigError(f"{where}.{k}: unknown field; expected {', '.join(NIC_FIELDS)}")
+            _positive_number(f"{where}.{k}", v)
+        out[kind] = fields
+    return out
+
+
+def _positive_number(where, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ConfigError(f"{where} = {v!r}: expected a number > 0")
+    return float(v)
+
+
+def _apply_nic_defaults(t, cfg, per_node=None):
+    defaults = _nic_defaults(cfg)
+    per_node = per_node or [{} for _ in t.node_names]
+    t.node_injection_gbps = []
+    t.node_ejection_gbps = []
+    for kind, own in zip(t.node_kinds, per_node):
+        d = defaults.get(kind, {})
+        t.node_injection_gbps.append(own.get("injection_gbps", d.get("injection_gbps")))
+        t.node_ejection_gbps.append(own.get("ejection_gbps", d.get("ejection_gbps")))
 
 
 def _regular(name, dims, wrap, bidirectional, cfg, routing):
@@ -93,21 +134,26 @@ def _regular(name, dims, wrap, bidirectional, cfg, routing):
     t = Topology(name=name, node_names=names, node_kinds=["npu"] * n, dims=dims,
                  coords=coords, wrap=tuple(wrap), bidirectional=bidirectional, routing=routing)
     bpc, lat = link_params(cfg)
+    per_dim = cfg.topology.dim_link_gbps
+    if per_dim is not None and len(per_dim) != len(dims):
+        raise ConfigError(f"topology.dim_link_gbps = {per_dim}: expected {len(dims)} values, "
+                          f"one per dimension of {list(dims)}")
     strides = np.cumprod((1,) + dims[:-1])
     for i in range(n):
         for d, k in enumerate(dims):
             if k == 1:
                 continue
             x = coords[i, d]
-            directions = (+1, -1) if bidirectional else (+1,)
-            for s in directions:
+            for s in ((+1, -1) if bidirectional else (+1,)):
                 y = x + s
                 is_wrap = y < 0 or y >= k
                 if is_wrap and not wrap[d]:
                     continue
                 y %= k
                 j = i + (y - x) * int(strides[d])
-                t.add_channel(i, j, bpc, lat, dim=d, direction=s, wrap=is_wrap)
+                b = bpc if per_dim is None else _gbps_to_bpc(per_dim[d], cfg)
+                t.add_channel(i, j, b, lat, dim=d, direction=s, wrap=is_wrap)
+    _apply_nic_defaults(t, cfg)
     return t
 
 
@@ -124,25 +170,153 @@ def build_torus(cfg):
 
 
 def build_ring(cfg):
-    k = cfg.topology.nodes
+    k = cfg.topology.size
     bi = cfg.topology.bidirectional
     return _regular(("ring" if bi else "uniring") + str(k), [k], [True], bi, cfg,
                     "dor_dateline")
 
 
-# name -> (builder, topology.* keys it reads besides kind and the link keys)
+def _graph(name, nodes, links, cfg):
+    """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
+    t = Topology(name=name, node_names=[x[0] for x in nodes],
+                 node_kinds=[x[1] for x in nodes], routing="table")
+    index = {x[0]: i for i, x in enumerate(nodes)}
+    for a, b, bpc, lat, count, directed in links:
+        for _ in range(count):
+            t.add_channel(index[a], index[b], bpc, lat)
+            if not directed:
+                t.add_channel(index[b], index[a], bpc, lat)
+    _apply_nic_defaults(t, cfg, [x[2] for x in nodes])
+    _check_graph(t)
+    return t
+
+
+def _check_graph(t):
+    if not t.endpoints():
+        raise ConfigError("topology: the graph has no node with a NIC (all are switches)")
+    touched = set(t.ch_src) | set(t.ch_dst)
+    for i, kind in enumerate(t.node_kinds):
+        if i not in touched:
+            what = "a switch" if kind == "switch" else "a node"
+            raise ConfigError(f"topology: node {t.node_names[i]!r} is {what} with no links")
+    # connectivity, ignoring direction (direction is checked by the routing)
+    adj = [[] for _ in t.node_names]
+    for a, b in zip(t.ch_src, t.ch_dst):
+        adj[a].append(b)
+        adj[b].append(a)
+    seen = {0}
+    stack = [0]
+    while stack:
+        for v in adj[stack.pop()]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    if len(seen) != t.n_nodes:
+        lost = [t.node_names[i] for i in range(t.n_nodes) if i not in seen]
+        raise ConfigError(f"topology: the graph is not connected: {', '.join(lost[:6])}"
+                          f"{' ...' if len(lost) > 6 else ''} cannot be reached from "
+                          f"{t.node_names[0]!r}")
+
+
+def build_switch(cfg):
+    """`size` NPUs, each linked to one central switch (an NVSwitch-like star)."""
+    k = cfg.topology.size
+    bpc, lat = link_params(cfg)
+    nodes = [(f"npu{i}", "npu", {}) for i in range(k)] + [("sw0", "switch", {})]
+    links = [(f"npu{i}", "sw0", bpc, lat, 1, False) for i in range(k)]
+    return _graph(f"switch{k}", nodes, links, cfg)
+
+
+def build_fully_connected(cfg):
+    """`size` NPUs with a direct link between every pair."""
+    k = cfg.topology.size
+    bpc, lat = link_params(cfg)
+    nodes = [(f"npu{i}", "npu", {}) for i in range(k)]
+    links = [(f"npu{i}", f"npu{j}", bpc, lat, 1, False) for i in range(k)
+             for j in range(i + 1, k)]
+    return _graph(f"fully-connected{k}", nodes, links, cfg)
+
+
+NODE_FIELDS = ("name", "kind") + NIC_FIELDS
+LINK_FIELDS = ("a", "b", "gbps", "latency_ns", "count", "directed")
+
+
+def build_graph(cfg):
+    """An explicit graph: [[topology.nodes]] and [[topology.links]]."""
+    tp = cfg.topology
+    if not tp.nodes:
+        raise ConfigError("topology.kind = 'graph' needs [[topology.nodes]] entries "
+                          "(name, kind)")
+    if not tp.links:
+        raise ConfigError("topology.kind = 'graph' needs [[topology.links]] entries (a, b)")
+    nodes, names = [], set()
+    for i, e in enumerate(tp.nodes):
+        where = f"topology.nodes[{i}]"
+        for k in e:
+            if k not in NODE_FIELDS:
+                raise ConfigError(f"{where}.{k}: unknown field; expected "
+                                  f"{', '.join(NODE_FIELDS)}")
+        name = e.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}.name = {name!r}: expected a non-empty string")
+        if name in names:
+            raise ConfigError(f"{where}.name = {name!r}: duplicate node name")
+        names.add(name)
+        kind = e.get("kind", "npu")
+        if kind not in NODE_KINDS:
+            raise ConfigError(f"{where}.kind = {kind!r}: expected one of "
+                              f"{', '.join(NODE_KINDS)}")
+        nic = {k: _positive_number(f"{where}.{k}", e[k]) for k in NIC_FIELDS if k in e}
+        if nic and kind == "switch":
+            raise ConfigError(f"{where}: a switch has no NIC, so no {', '.join(nic)}")
+        nodes.append((name, kind, nic))
+    bpc0, lat0 = link_params(cfg)
+    links = []
+    for i, e in enumerate(tp.links):
+        where = f"topology.links[{i}]"
+        for k in e:
+            if k not in LINK_FIELDS:
+                raise ConfigError(f"{where}.{k}: unknown field; expected "
+                                  f"{', '.join(LINK_FIELDS)}")
+        for end in ("a", "b"):
+            if end not in e:
+                raise ConfigError(f"{where}: missing {end} (a node name)")
+            if e[end] not in names:
+                raise ConfigError(f"{where}.{end} = {e[end]!r}: no node of that name")
+        if e["a"] == e["b"]:
+            raise ConfigError(f"{where}: a link from {e['a']!r} to itself")
+        bpc = bpc0 if "gbps" not in e else _gbps_to_bpc(
+            _positive_number(f"{where}.gbps", e["gbps"]), cfg)
+        lat = lat0 if "latency_ns" not in e else ns_to_cycles(
+            _positive_number(f"{where}.latency_ns", e["latency_ns"]), cfg.network.clock_ghz)
+        count = e.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"{where}.count = {count!r}: expected an integer >= 1")
+        directed = e.get("directed", False)
+        if not isinstance(directed, bool):
+            raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
+        links.append((e["a"], e["b"], bpc, lat, count, directed))
+    name = os.path.splitext(os.path.basename(tp.file))[0] if tp.file else "graph"
+    return _graph(name, nodes, links, cfg)
+
+
+# name -> (builder, topology.* keys it reads besides the common ones)
 BUILDERS = {
-    "mesh": (build_mesh, {"dims"}),
-    "torus": (build_torus, {"dims"}),
-    "ring": (build_ring, {"nodes", "bidirectional"}),
+    "mesh": (build_mesh, {"dims", "dim_link_gbps"}),
+    "torus": (build_torus, {"dims", "dim_link_gbps"}),
+    "ring": (build_ring, {"size", "bidirectional"}),
+    "switch": (build_switch, {"size", "route_weight"}),
+    "fully_connected": (build_fully_connected, {"size", "route_weight"}),
+    "graph": (build_graph, {"nodes", "links", "route_weight"}),
 }
-_COMMON = {"kind", "link_gbps", "link_latency_ns"}
+_COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic"}
 
 
 def build(cfg) -> Topology:
     kind = cfg.topology.kind
     if kind not in BUILDERS:
-        raise ConfigError(f"topology.kind = {kind!r}: unknown; known: {', '.join(sorted(BUILDERS))}")
+        raise ConfigError(f"topology.kind = {kind!r}: unknown; known: "
+                          f"{', '.join(sorted(BUILDERS))}")
     builder, uses = BUILDERS[kind]
     for path in cfg.explicit:
         section, name = path.split(".", 1)

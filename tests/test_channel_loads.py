@@ -47,7 +47,7 @@ def test_bidirectional_ring_16_every_link():
     one VC per class and wait_for_tail_credit the ring saturates near 0.04 for 1-flit packets.
     """
     k, lam, T = 16, 0.05, 30000
-    r = simulate(make_cfg(topology={"kind": "ring", "nodes": k}, network={"vcs": 4},
+    r = simulate(make_cfg(topology={"kind": "ring", "size": k}, network={"vcs": 4},
                           simulation={"warmup_cycles": 2000, "measure_cycles": T},
                           traffic={"injection_rate": lam, "packet_flits": 1}))
     assert not r.saturated

@@ -25,7 +25,7 @@ from pysim.sim import DeadlockError, run_packets, simulate
     ({"network": {"vcs": 0}}, ["network.vcs = 0", "expected a number > 0"]),
     ({"traffic": {"injection_rate": -0.1}}, ["traffic.injection_rate = -0.1", ">= 0"]),
     ({"traffic": {"injection_rate": True}}, ["traffic.injection_rate = True", "a number"]),
-    ({"topology": {"kind": "hypercube"}}, ["topology.kind = 'hypercube'", "known: mesh, ring, torus"]),
+    ({"topology": {"kind": "hypercube"}}, ["topology.kind = 'hypercube'", "known: fully_connected, graph, mesh, ring, switch, torus"]),
     ({"traffic": {"pattern": "unifrom"}}, ["traffic.pattern = 'unifrom'", "did you mean 'uniform'"]),
     ({"topology": {"dims": []}}, ["topology.dims = []", "non-empty list"]),
     ({"traffic": {"packet_flits": [4, 8], "packet_weights": [1.0]}},
@@ -87,7 +87,7 @@ def test_readme_reference_table_is_current():
 def test_deadlock_is_reported_not_hung():
     """A ring whose dateline is removed (all traffic in one VC class) deadlocks under a
     heavy tornado-like load; the watchdog stops the run and names the routers."""
-    cfg = make_cfg(topology={"kind": "ring", "nodes": 4, "bidirectional": False},
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "bidirectional": False},
                    network={"vc_buffer_flits": 2}, simulation={"watchdog_cycles": 300})
     net = compile_network(cfg)
     net.arrays["ch_order"][:] = 0          # no drop in order: every packet stays in class 0

@@ -48,7 +48,7 @@ def check_state(network, eng):
     ({"kind": "mesh", "dims": [4, 4]}, {"vcs": 3, "vc_buffer_flits": 2}, 0.3, "transpose"),
     ({"kind": "torus", "dims": [4, 4]}, {"vcs": 4, "wait_for_tail_credit": False}, 0.6,
      "uniform"),
-    ({"kind": "ring", "nodes": 8, "link_gbps": 21.0}, {}, 0.3, "tornado"),
+    ({"kind": "ring", "size": 8, "link_gbps": 21.0}, {}, 0.3, "tornado"),
 ])
 def test_conservation_and_credits_during_a_loaded_run(topo, network, rate, pattern):
     cfg = make_cfg(topology=topo, network=network,
@@ -102,7 +102,7 @@ def test_littles_law_and_accepted_equals_offered_below_saturation():
 @pytest.mark.parametrize("topo,expected", [
     ({"kind": "mesh", "dims": [8, 8]}, 2 * (8 * 8 - 1) / (3 * 8)),   # n(k^2-1)/(3k) = 5.25
     ({"kind": "torus", "dims": [8, 8]}, 2 * 8 / 4),                  # n k / 4
-    ({"kind": "ring", "nodes": 16}, 16 / 4),                         # k / 4
+    ({"kind": "ring", "size": 16}, 16 / 4),                         # k / 4
 ])
 def test_average_hops_under_uniform_traffic(topo, expected):
     cfg = make_cfg(topology=topo, network={"vcs": 4},

@@ -16,8 +16,8 @@ TOPOS = [
     {"kind": "mesh", "dims": [2, 2, 2]},
     {"kind": "torus", "dims": [3, 3]},
     {"kind": "torus", "dims": [4, 2]},
-    {"kind": "ring", "nodes": 5},
-    {"kind": "ring", "nodes": 6, "bidirectional": False},
+    {"kind": "ring", "size": 5},
+    {"kind": "ring", "size": 6, "bidirectional": False},
 ]
 
 

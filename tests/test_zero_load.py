@@ -65,12 +65,12 @@ CASES = [
     ({"kind": "mesh", "dims": [4, 3], "link_latency_ns": 3.0}, {"sw_alloc_delay": 2}, 4),
     ({"kind": "torus", "dims": [4, 4]}, {}, 4),
     ({"kind": "torus", "dims": [5, 3], "link_latency_ns": 2.0}, {"vcs": 4}, 2),
-    ({"kind": "ring", "nodes": 8}, {}, 4),
-    ({"kind": "ring", "nodes": 7, "bidirectional": False}, {}, 3),
+    ({"kind": "ring", "size": 8}, {}, 4),
+    ({"kind": "ring", "size": 7, "bidirectional": False}, {}, 3),
     # links slower than one flit per cycle (32-byte flits, 1 GHz)
     ({"kind": "mesh", "dims": [4, 4], "link_gbps": 20.0}, {}, 6),        # 0.625 flits/cycle
     ({"kind": "torus", "dims": [4, 3], "link_gbps": 12.5}, {}, 5),       # 0.390625
-    ({"kind": "ring", "nodes": 6, "link_gbps": 8.0, "link_latency_ns": 4.0}, {}, 4),
+    ({"kind": "ring", "size": 6, "link_gbps": 8.0, "link_latency_ns": 4.0}, {}, 4),
 ]
 
 
@@ -84,7 +84,7 @@ def test_zero_load_latency_every_pair(topo, network, length):
     r = Fraction(1) if "link_gbps" not in topo else \
         Fraction(topo["link_gbps"]) / n.flit_bytes          # flits per cycle
     kind = topo["kind"]
-    dims = topo.get("dims", [topo.get("nodes")])
+    dims = topo.get("dims", [topo.get("size")])
     bi = topo.get("bidirectional", True)
     pairs, latency, hop = all_pairs_alone(cfg, net, length)
     for (s, d), got, h_sim in zip(pairs, latency, hop):
