@@ -257,10 +257,11 @@ class Section:
 class Config:
     """A validated configuration: `cfg.traffic.injection_rate`, `cfg.to_dict()`."""
 
-    def __init__(self, values: dict, explicit: set, base_dir: str):
+    def __init__(self, values: dict, explicit: set, base_dir: str, source: str | None = None):
         self._values = values          # {section: {name: value}} with defaults filled
         self.explicit = frozenset(explicit)   # keys the user gave
         self.base_dir = base_dir       # files named in the config resolve against this
+        self.source = source           # the file it was read from, if any
         for s in SECTIONS:
             setattr(self, s, Section(s, values[s]))
 
@@ -283,13 +284,13 @@ class Config:
             if section not in raw:
                 raw[section] = {}
             raw[section][name] = v
-        return from_dict(raw, base_dir=self.base_dir)
+        return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
     def __repr__(self):
         return f"Config({self._values!r})"
 
 
-def from_dict(raw: dict, base_dir: str = ".") -> Config:
+def from_dict(raw: dict, base_dir: str = ".", source: str | None = None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config."""
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
@@ -312,7 +313,7 @@ def from_dict(raw: dict, base_dir: str = ".") -> Config:
     for k in KEYS:
         if k.name not in values[k.section]:
             values[k.section][k.name] = copy.deepcopy(k.default)
-    cfg = Config(values, explicit, base_dir)
+    cfg = Config(values, explicit, base_dir, source)
     _cross_checks(cfg)
     return cfg
 
@@ -352,7 +353,7 @@ def load(path, overrides: dict | None = None) -> Config:
             raise ConfigError(f"override {p!r}: [{section}] is not a table")
         raw[section][name] = v
     try:
-        return from_dict(raw, base_dir=base)
+        return from_dict(raw, base_dir=base, source=path)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
 

@@ -296,7 +296,8 @@ def build_graph(cfg):
         if not isinstance(directed, bool):
             raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
         links.append((e["a"], e["b"], bpc, lat, count, directed))
-    name = os.path.splitext(os.path.basename(tp.file))[0] if tp.file else "graph"
+    named = tp.file or cfg.source
+    name = os.path.splitext(os.path.basename(named))[0] if named else "graph"
     return _graph(name, nodes, links, cfg)
 
 
