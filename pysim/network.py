@@ -184,3 +184,127 @@ def compile_network(cfg, topo=None) -> Network:
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
                    ch_kind=kinds, ch_src=src, ch_dst=dst, ch_num=nums, ch_den=dens,
                    ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch)
+
+
+# ------------------------------------------------------------------ describing a system
+
+def _undirected_bandwidth(topo, cfg):
+    """{(a, b): GB/s per direction summed over parallel links} for a < b, and the directed
+    sums {(a, b): GB/s}."""
+    directed = {}
+    for c in range(topo.n_channels):
+        key = (topo.ch_src[c], topo.ch_dst[c])
+        directed[key] = directed.get(key, 0.0) + topo.ch_bytes_per_cycle[c] * cfg.network.clock_ghz
+    pairs = {}
+    for (a, b), g in directed.items():
+        k = (min(a, b), max(a, b))
+        pairs[k] = max(pairs.get(k, 0.0), g)
+    return pairs, directed
+
+
+def bisection(topo, cfg):
+    """Bandwidth (GB/s, one direction) across the best balanced cut found, and the cut.
+
+    Balanced: each side holds half of the endpoints (switches go where they fall). Exact
+    minimum bisection is NP-hard in general; this tries the halving cuts of every dimension
+    of a regular topology and a spectral cut (Fiedler vector of the bandwidth-weighted
+    Laplacian), so the value is an upper bound, and exact for meshes and tori."""
+    n = topo.n_nodes
+    _, directed = _undirected_bandwidth(topo, cfg)
+    eps = np.asarray(topo.endpoints())
+    cuts = []
+    if topo.coords is not None:
+        for d, k in enumerate(topo.dims):
+            if k > 1:
+                cuts.append(topo.coords[:, d] < k // 2)
+    W = np.zeros((n, n))
+    for (a, b), g in directed.items():
+        W[a, b] += g
+        W[b, a] += g
+    L = np.diag(W.sum(axis=1)) - W
+    if n >= 2:
+        _, vecs = np.linalg.eigh(L)
+        fiedler = vecs[:, 1]
+        order = np.argsort(fiedler[eps], kind="stable")
+        side = np.zeros(n, bool)
+        side[eps[order[: eps.size // 2]]] = True
+        sw = [i for i in range(n) if topo.node_kinds[i] == "switch"]
+        med = np.median(fiedler[eps]) if eps.size else 0.0
+        for i in sw:
+            side[i] = fiedler[i] < med
+        cuts.append(side)
+    if 2 <= n <= 64 and cuts:                  # refine the spectral cut by greedy swaps
+        cuts.append(_refine_cut(cuts[-1].copy(), directed, topo))
+    best, best_cut = float("inf"), None
+    for side in cuts:
+        if side[eps].sum() != eps.size // 2:
+            continue
+        a2b = sum(g for (a, b), g in directed.items() if side[a] and not side[b])
+        b2a = sum(g for (a, b), g in directed.items() if side[b] and not side[a])
+        bw = min(a2b, b2a)
+        if bw < best:
+            best, best_cut = bw, side
+    return best, best_cut
+
+
+def _cut_bw(side, directed):
+    a2b = sum(g for (a, b), g in directed.items() if side[a] and not side[b])
+    b2a = sum(g for (a, b), g in directed.items() if side[b] and not side[a])
+    return min(a2b, b2a)
+
+
+def _refine_cut(side, directed, topo):
+    """Swap endpoint pairs across the cut (and move switches) while the cut shrinks."""
+    eps = topo.endpoints()
+    sw = [i for i in range(topo.n_nodes) if topo.node_kinds[i] == "switch"]
+    cur = _cut_bw(side, directed)
+    improved = True
+    while improved:
+        improved = False
+        for i in sw:
+            side[i] = not side[i]
+            v = _cut_bw(side, directed)
+            if v < cur - 1e-9:
+                cur, improved = v, True
+            else:
+                side[i] = not side[i]
+        for i in eps:
+            for j in eps:
+                if side[i] and not side[j]:
+                    side[i], side[j] = False, True
+                    v = _cut_bw(side, directed)
+                    if v < cur - 1e-9:
+                        cur, improved = v, True
+                    else:
+                        side[i], side[j] = True, False
+    return side
+
+
+def describe(network, cfg):
+    """A dict describing the compiled system: nodes by kind, links, diameter, average hops,
+    bisection bandwidth, VC classes."""
+    from pysim import theory, traffic
+    topo = network.topo
+    pairs, _ = _undirected_bandwidth(topo, cfg)
+    eps = np.asarray(topo.endpoints())
+    s, d = np.meshgrid(eps, eps, indexing="ij")
+    mask = s != d
+    hops = theory.path_arrays(network, s[mask], d[mask])[0] if mask.any() else np.zeros(1)
+    kinds = {}
+    for name, kind in zip(topo.node_names, topo.node_kinds):
+        kinds.setdefault(kind, []).append(name)
+    links = []
+    for (a, b), g in sorted(pairs.items()):
+        fwd = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (a, b)]
+        back = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (b, a)]
+        lat = topo.ch_latency_cycles[(fwd or back)[0]]
+        links.append(dict(a=topo.node_names[a], b=topo.node_names[b], gbps=g,
+                          parallel=max(len(fwd), len(back)), latency_cycles=int(lat),
+                          directed=not (fwd and back)))
+    bis, _ = bisection(topo, cfg)
+    return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
+                diameter=int(hops.max()) if hops.size else 0,
+                avg_hops=float(hops.mean()) if hops.size else 0.0,
+                bisection_gbps=bis, routing=network.routing.name,
+                vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
+                engine_channels=int(len(network.ch_kind)))
