@@ -383,7 +383,7 @@ def _include_topology(raw, base, overrides):
         raise ConfigError(f"topology.file = {name!r}: {path} names another topology.file; "
                           f"one level of inclusion only")
     merged = dict(t)
-    merged.update({k: v for k, v in topo.items() if k != "file"})
+    merged.update(topo)                       # keeps topology.file: it names the system
     out = dict(raw)
     out["topology"] = merged
     return out

@@ -7,6 +7,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from pysim.config import from_dict  # noqa: E402
+from pysim.network import CH_EJECT  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = os.path.join(ROOT, "topologies")
@@ -20,3 +21,37 @@ def make_cfg(**sections):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+def check_state(network, eng):
+    """Conservation of flits and of credits, and packet order inside every buffer."""
+    c = eng.counters()
+    snap = eng.snapshot()
+    V, D = snap["vcs"], snap["buffer_flits"]
+    ev = snap["events"]
+    wire = ev[ev[:, 4] >= 0]
+    cred = ev[ev[:, 4] < 0]
+    # every flit created is unsent, on a wire, in a buffer, or ejected
+    assert c["flits_created"] == (c["unsent_flits"] + len(wire) + snap["ivc_cnt"].sum() +
+                                  c["flits_ejected"])
+    assert len(wire) + snap["ivc_cnt"].sum() == c["flits_injected"] - c["flits_ejected"]
+    # credits: upstream credits + flits on the wire + flits buffered + credits returning = depth
+    C = len(network.ch_kind)
+    on_wire = np.zeros(C * V, np.int64)
+    np.add.at(on_wire, wire[:, 1] * V + wire[:, 2], 1)
+    returning = np.zeros(C * V, np.int64)
+    np.add.at(returning, cred[:, 1] * V + cred[:, 2], 1)
+    total = snap["ovc_credits"] + on_wire + snap["ivc_cnt"] + returning
+    buffered = np.repeat(network.ch_kind != CH_EJECT, V)
+    assert (total[buffered] == D).all()
+    # inside a VC buffer, flits of one packet are consecutive and in order
+    for ivc in np.flatnonzero(snap["ivc_cnt"]):
+        slots = [(ivc * D + (snap["ivc_head"][ivc] + k) % D) for k in range(snap["ivc_cnt"][ivc])]
+        pk = snap["buf_pkt"][slots]
+        sq = snap["buf_seq"][slots]
+        for k in range(1, len(slots)):
+            if pk[k] == pk[k - 1]:
+                assert sq[k] == sq[k - 1] + 1
+            else:
+                assert sq[k] == 0
+    assert c["bad_eject"] == 0 and c["buf_overflow"] == 0 and c["bad_front"] == 0

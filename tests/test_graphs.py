@@ -1,0 +1,183 @@
+"""Arbitrary graphs: random connected graphs never deadlock with the VCs the check asks for,
+fewer VCs are refused rather than run, csim matches the reference model on them, and bad
+graphs are answered with clear errors."""
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import refmodel
+from conftest import TOPOLOGIES, make_cfg
+from pysim.cli import main
+from pysim.config import ConfigError, load
+from pysim.network import compile_network, describe
+from pysim.sim import run_packets
+
+
+@st.composite
+def connected_graphs(draw):
+    """A random connected graph: a random spanning tree plus extra links, some parallel,
+    some switches (never leaves, so every switch forwards), mixed bandwidths/latencies."""
+    n = draw(st.integers(3, 9))
+    kinds = ["npu"] * n
+    for i in range(n):
+        kinds[i] = draw(st.sampled_from(["npu", "npu", "mem", "host", "switch"]))
+    if all(k == "switch" for k in kinds):
+        kinds[0] = "npu"
+    links = []
+    for v in range(1, n):
+        links.append((draw(st.integers(0, v - 1)), v))
+    for _ in range(draw(st.integers(0, 2 * n))):
+        a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+        if a != b:
+            links.append((a, b))
+    degree = np.zeros(n, int)
+    for a, b in links:
+        degree[a] += 1
+        degree[b] += 1
+    for i in range(n):                      # a switch needs two links to be useful
+        if kinds[i] == "switch" and degree[i] < 2:
+            kinds[i] = "npu"
+    nodes = [{"name": f"v{i}", "kind": kinds[i]} for i in range(n)]
+    ls = [{"a": f"v{a}", "b": f"v{b}",
+           "gbps": draw(st.sampled_from([8.0, 16.0, 32.0, 48.0])),
+           "latency_ns": float(draw(st.integers(1, 4))),
+           "count": draw(st.sampled_from([1, 1, 1, 2]))} for a, b in links]
+    return nodes, ls
+
+
+def graph_cfg(nodes, links, vcs=8, **network):
+    return make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links},
+                    network={"vcs": vcs, "vc_buffer_flits": 2, "flit_bytes": 16, **network},
+                    simulation={"watchdog_cycles": 3000})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(connected_graphs(), st.integers(0, 2 ** 31 - 1))
+def test_random_graphs_never_deadlock_with_the_vcs_the_check_asks_for(graph, seed):
+    nodes, links = graph
+    need = compile_network(graph_cfg(nodes, links)).routing.n_classes
+    cfg = graph_cfg(nodes, links, vcs=need)       # exactly as many VCs as classes
+    net = compile_network(cfg)
+    eps = np.array(net.topo.endpoints())
+    rng = np.random.default_rng(seed)
+    P = 40 * eps.size                              # all-to-all storm, tiny buffers
+    src = rng.choice(eps, P)
+    dst = rng.choice(eps, P)
+    length = rng.integers(1, 12, P)
+    _, eng, deliver, _, _ = run_packets(cfg, rng.integers(0, 50, P), src, dst, length,
+                                        network=net)
+    assert (deliver >= 0).all()
+    assert eng.counters()["bad_class"] == 0
+    if need > 1:                                   # one VC fewer is refused, not run
+        with pytest.raises(ConfigError, match=f"needs {need} VC classes"):
+            compile_network(graph_cfg(nodes, links, vcs=need - 1))
+
+
+@settings(max_examples=15, deadline=None)
+@given(connected_graphs(), st.integers(0, 2 ** 31 - 1))
+def test_csim_matches_reference_model_on_random_graphs(graph, seed):
+    nodes, links = graph
+    need = compile_network(graph_cfg(nodes, links)).routing.n_classes
+    cfg = graph_cfg(nodes, links, vcs=need + (seed % 2), wait_for_tail_credit=bool(seed % 3),
+                    injection_gbps=32.0)
+    net = compile_network(cfg)
+    eps = np.array(net.topo.endpoints())
+    rng = np.random.default_rng(seed)
+    P = 60
+    t = np.sort(rng.integers(0, 60, P))
+    s, d, L = rng.choice(eps, P), rng.choice(eps, P), rng.integers(1, 6, P)
+    _, _, deliver, _, _ = run_packets(cfg, t, s, d, L, network=net)
+    ref = refmodel.simulate(net.arrays, list(zip(t.tolist(), s.tolist(), d.tolist(),
+                                                 L.tolist())))
+    np.testing.assert_array_equal(deliver, np.array(ref))
+
+
+def test_a_ring_graph_needs_two_classes_and_one_vc_is_refused_naming_a_cycle():
+    n = 7
+    nodes = [{"name": f"v{i}"} for i in range(n)]
+    links = [{"a": f"v{i}", "b": f"v{(i + 1) % n}"} for i in range(n)]
+    assert compile_network(graph_cfg(nodes, links)).routing.n_classes == 2
+    with pytest.raises(ConfigError) as e:
+        compile_network(graph_cfg(nodes, links, vcs=1))
+    msg = str(e.value)
+    assert "needs 2 VC classes" in msg and "cycle" in msg and "v0->v1" in msg.replace(" ", "")
+
+
+@pytest.mark.parametrize("nodes,links,fragment", [
+    ([{"name": "a"}, {"name": "b"}, {"name": "c"}], [{"a": "a", "b": "b"}],
+     "node 'c' is a node with no links"),
+    ([{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}],
+     [{"a": "a", "b": "b"}, {"a": "c", "b": "d"}], "not connected"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "x"}],
+     "topology.links[0].b = 'x': no node of that name"),
+    ([{"name": "a"}, {"name": "a"}], [{"a": "a", "b": "a"}],
+     "topology.nodes[1].name = 'a': duplicate node name"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "gbps": 0}],
+     "topology.links[0].gbps = 0: expected a number > 0"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "gbps": -25.0}],
+     "topology.links[0].gbps = -25.0: expected a number > 0"),
+    ([{"name": "a"}, {"name": "b"}, {"name": "s", "kind": "switch"}], [{"a": "a", "b": "b"}],
+     "node 's' is a switch with no links"),
+    ([{"name": "a", "kind": "gpu"}, {"name": "b"}], [{"a": "a", "b": "b"}],
+     "topology.nodes[0].kind = 'gpu': expected one of npu, mem, host, switch"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "bw": 3}],
+     "topology.links[0].bw: unknown field"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "a"}], "a link from 'a' to itself"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "count": 0}],
+     "topology.links[0].count = 0"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "directed": True}],
+     "cannot be reached"),
+])
+def test_bad_graphs_give_clear_errors(nodes, links, fragment):
+    with pytest.raises(ConfigError) as e:
+        compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links}))
+    assert fragment in str(e.value)
+
+
+def test_topology_file_is_resolved_relative_to_the_config(tmp_path, monkeypatch):
+    sub = tmp_path / "configs"
+    sub.mkdir()
+    (sub / "my.toml").write_text('[topology]\nfile = "../systems/two.toml"\nlink_gbps = 8.0\n')
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "two.toml").write_text(
+        '[topology]\nkind = "graph"\nlink_gbps = 16.0\n'
+        '[[topology.nodes]]\nname = "x"\n[[topology.nodes]]\nname = "y"\n'
+        '[[topology.links]]\na = "x"\nb = "y"\n')
+    monkeypatch.chdir(os.path.dirname(TOPOLOGIES))     # not where the files are
+    cfg = load(sub / "my.toml")
+    assert cfg.topology.kind == "graph" and cfg.topology.link_gbps == 8.0  # own key wins
+    net = compile_network(cfg)
+    assert net.topo.name == "two" and net.topo.node_names == ["x", "y"]
+    with pytest.raises(ConfigError, match="no such file"):
+        load(sub / "my.toml", {"topology.file": "missing.toml"})
+
+
+def test_topo_reports_known_bisections_and_draws(tmp_path):
+    """Bisection per direction: 8x8 mesh of 32 GB/s links, 8 links cut: 256 GB/s; DGX-1
+    V100 between its sockets: NVLinks 0-4 and 1-5 (double), 2-6 and 3-7 (single) = 150 GB/s,
+    plus the 19.2 GB/s socket link; MC-DLA: a ring cut twice, 3 x 25 GB/s each: 150 GB/s."""
+    for name, gbps, diameter in (("mesh8x8.toml", 256.0, 14), ("dgx1-v100.toml", 169.2, 3),
+                                 ("mcdla-8.toml", 150.0, 8)):
+        cfg = load(os.path.join(TOPOLOGIES, name))
+        d = describe(compile_network(cfg), cfg)
+        assert d["bisection_gbps"] == pytest.approx(gbps)
+        assert d["diameter"] == diameter
+    png = tmp_path / "dgx.png"
+    out = tmp_path / "dgx.json"
+    res = CliRunner().invoke(main, ["topo", os.path.join(TOPOLOGIES, "dgx1-v100.toml"),
+                                    "--draw", str(png), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "npu" in res.output and "gpu0 <-> gpu3: 50 GB/s x2" in res.output
+    assert "needs 2 VC class" in res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+    d = json.loads(out.read_text())
+    assert d["nodes"]["npu"] == [f"gpu{i}" for i in range(8)] and len(d["nodes"]["switch"]) == 4
+    for ext in ("svg", "pdf"):
+        res = CliRunner().invoke(main, ["topo", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
+                                        "--draw", str(tmp_path / f"m.{ext}")])
+        assert res.exit_code == 0 and (tmp_path / f"m.{ext}").stat().st_size > 1000

@@ -1,0 +1,179 @@
+"""Common checks run for every registered topology builder and every shipped system file: a
+builder is tested the moment it is registered, a file the moment it is added.
+
+For each: the routing passes the deadlock check; a random permutation is delivered in full;
+flits and credits are conserved mid-run; zero-load latency matches the per-flit recurrence
+below for every pair; same seed, same result."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+from conftest import TOPOLOGIES, check_state, make_cfg
+from pysim import routing, topology
+from pysim.config import load
+from pysim.network import CH_NET, compile_network
+from pysim.sim import prepare, run_packets, simulate
+
+SMALL = {   # a small instance of every registered builder (keys it reads)
+    "mesh": {"dims": [3, 4], "dim_link_gbps": [32.0, 20.0]},
+    "torus": {"dims": [5, 3]},
+    "ring": {"size": 6, "bidirectional": True},
+    "switch": {"size": 5, "link_gbps": 64.0, "link_latency_ns": 3.0},
+    "fully_connected": {"size": 5, "link_gbps": 12.5},
+    "graph": {"nodes": [{"name": "a", "kind": "npu"}, {"name": "m", "kind": "mem"},
+                        {"name": "s", "kind": "switch"}, {"name": "h", "kind": "host",
+                                                           "injection_gbps": 16.0}],
+              "links": [{"a": "a", "b": "s", "gbps": 40.0}, {"a": "m", "b": "s", "count": 2},
+                        {"a": "s", "b": "h", "gbps": 16.0, "latency_ns": 5.0},
+                        {"a": "a", "b": "m", "gbps": 8.0}]},
+}
+
+
+def test_every_builder_has_a_small_case():
+    assert set(SMALL) == set(topology.BUILDERS)
+
+
+def builder_cfg(kind):
+    return make_cfg(topology={"kind": kind, **SMALL[kind]},
+                    network={"vcs": 2, "vc_buffer_flits": 8},
+                    simulation={"warmup_cycles": 200, "measure_cycles": 1500, "seed": 3},
+                    traffic={"injection_rate": 0.05})
+
+
+def file_cfg(name):
+    return load(os.path.join(TOPOLOGIES, name),
+                {"simulation.warmup_cycles": 200, "simulation.measure_cycles": 1500,
+                 "traffic.injection_rate": 0.05})
+
+
+CASES = [pytest.param(lambda k=k: builder_cfg(k), id=f"builder-{k}") for k in sorted(SMALL)] + \
+        [pytest.param(lambda f=f: file_cfg(f), id=f"file-{f}")
+         for f in sorted(os.listdir(TOPOLOGIES)) if f.endswith(".toml")]
+
+
+def zero_load_recurrence(net, cfg, src, dst, length):
+    """Tail delivery time of one packet alone in the network, from the model's definition:
+    flit i leaves a channel at the first cycle at which (a) it is there: the head R + VA
+    cycles after reaching a router, body flits on arrival; (b) the flit before it left at
+    least a cycle earlier; (c) the channel has a flit of serialisation credit, credit
+    accruing num per cycle and a flit costing den, starting full. It then reaches the next
+    router SA + ST + latency later (a NIC channel: its latency)."""
+    n = cfg.network
+    rt = net.arrays["rt"].reshape(net.topo.n_nodes, -1)
+    chans = [int(net.inj_ch[src])]
+    node = src
+    while True:
+        c = int(rt[node, dst])
+        chans.append(c)
+        if c == int(net.ej_ch[dst]):
+            break
+        node = int(net.ch_dst[c])
+    avail = list(range(length))     # flits ready at the NIC at 0, 1, ... (it makes one a cycle)
+    head_extra = 0                  # the NIC does no route or VC allocation
+    for j, c in enumerate(chans):
+        num, den = int(net.ch_num[c]), int(net.ch_den[c])
+        out = []
+        acc, last = den, None
+        for i, a in enumerate(avail):
+            t = a + (head_extra if i == 0 else 0)
+            if last is not None:
+                t = max(t, last + 1)
+                # credit needed: acc + (t - last) * num >= den
+                t = max(t, last + math.ceil((den - acc) / num))
+                raw = acc + (t - last) * num
+                acc = den if raw >= den + num else raw
+            acc -= den
+            last = t
+            out.append(t)
+        delay = int(net.ch_lat[c]) + (0 if j == 0 else n.sw_alloc_delay + n.st_delay)
+        avail = [t + delay for t in out]
+        head_extra = n.routing_delay + n.vc_alloc_delay
+    return avail[-1]
+
+
+@pytest.mark.parametrize("make", CASES)
+def test_common_checks(make):
+    cfg = make()
+    net = compile_network(cfg)
+    topo = net.topo
+    # deadlock check: the routes' dependency graph over (channel, class) is acyclic
+    routing.analyse(topo, net.routing)
+    assert net.routing.n_classes <= cfg.network.vcs
+    eps = np.array(topo.endpoints())
+    rng = np.random.default_rng(5)
+
+    # a random permutation, 6 rounds, all at once: every flit delivered, in order
+    P = 6 * eps.size
+    src = np.tile(eps, 6)
+    dst = np.concatenate([rng.permutation(eps) for _ in range(6)])
+    length = rng.integers(1, 9, P)
+    _, eng, deliver, _, _ = run_packets(cfg, np.zeros(P, int), src, dst, length, network=net)
+    assert (deliver >= 0).all()
+    c = eng.counters()
+    assert c["flits_ejected"] == length.sum() and c["bad_eject"] == 0
+
+    # conservation and credits mid-run under synthetic load
+    net2, eng2 = prepare(cfg.with_overrides({"traffic.injection_rate": 0.3}))
+    for until in (50, 333, 1000):
+        eng2.run(until)
+        check_state(net2, eng2)
+
+    # zero-load latency of every pair (of 400 random pairs on big systems), one at a time
+    pairs = [(s, d) for s in eps for d in eps]
+    if len(pairs) > 400:
+        pairs = [pairs[i] for i in rng.choice(len(pairs), 400, replace=False)]
+    L = 5
+    times = np.arange(len(pairs)) * 2000
+    _, _, deliver, _, _ = run_packets(cfg, times, [p[0] for p in pairs], [p[1] for p in pairs],
+                                      np.full(len(pairs), L), network=net)
+    for (s, d), got in zip(pairs, deliver - times):
+        assert got == zero_load_recurrence(net, cfg, s, d, L), (topo.node_names[s],
+                                                                topo.node_names[d])
+
+    # determinism
+    a = simulate(cfg).to_dict()
+    b = simulate(cfg).to_dict()
+    for k in ("latency_histogram", "links", "accepted_rate", "avg_packet_latency"):
+        assert a[k] == b[k]
+
+
+def test_routes_are_shortest_paths_on_graphs():
+    """Table routing takes a minimal number of hops (breadth-first distances computed here)."""
+    for name in ("dgx1-v100.toml", "mcdla-8.toml", "hcdla-8.toml"):
+        cfg = file_cfg(name)
+        net = compile_network(cfg)
+        topo = net.topo
+        adj = {i: set() for i in range(topo.n_nodes)}
+        for a, b in zip(topo.ch_src, topo.ch_dst):
+            adj[a].add(b)
+        for s in topo.endpoints():
+            dist = {s: 0}
+            frontier = [s]
+            while frontier:
+                nxt = []
+                for u in frontier:
+                    for v in adj[u]:
+                        if v not in dist:
+                            dist[v] = dist[u] + 1
+                            nxt.append(v)
+                frontier = nxt
+            for d in topo.endpoints():
+                assert len(routing.path(topo, net.routing, s, d)) == dist[d]
+
+
+def test_parallel_links_share_packets():
+    """A double link (count = 2) carries about half of the packets on each channel."""
+    cfg = file_cfg("dgx1-v100.toml")
+    net = compile_network(cfg)
+    names = net.topo.node_names
+    g0, g3 = names.index("gpu0"), names.index("gpu3")
+    P = 200
+    _, eng, deliver, _, _ = run_packets(cfg, np.arange(P), np.full(P, g0), np.full(P, g3),
+                                        np.full(P, 4), network=net)
+    flits = eng.channel_flits()
+    lanes = [c for c in range(len(net.ch_kind))
+             if net.ch_kind[c] == CH_NET and (net.ch_src[c], net.ch_dst[c]) == (g0, g3)]
+    assert len(lanes) == 2
+    assert sorted(flits[lanes].tolist()) == [400, 400]
