@@ -134,9 +134,9 @@ KEYS = [
         "Graph: [[topology.nodes]] with name, kind (npu, mem, host, switch), and optional "
         "injection_gbps, ejection_gbps.", None),
     Key("topology", "links", "tables", None, "-",
-        "Graph: [[topology.links]] with a, b (node names), and optional gbps, latency_ns "
-        "(default link_gbps, link_latency_ns), count (parallel links, default 1), "
-        "directed (a to b only, default false).", None),
+        "Graph: [[topology.links]] with a, b (node names), and optional gbps or "
+        "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
+        "count (parallel links, default 1), directed (a to b only, default false).", None),
     Key("topology", "nic", "table", None, "-",
         "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.", None),
     Key("topology", "route_weight", "str", "hops", "-",

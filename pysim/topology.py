@@ -238,7 +238,8 @@ def build_fully_connected(cfg):
 
 
 NODE_FIELDS = ("name", "kind") + NIC_FIELDS
-LINK_FIELDS = ("a", "b", "gbps", "latency_ns", "count", "directed")
+LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
+               "directed")
 
 
 def build_graph(cfg):
@@ -285,10 +286,23 @@ def build_graph(cfg):
                 raise ConfigError(f"{where}.{end} = {e[end]!r}: no node of that name")
         if e["a"] == e["b"]:
             raise ConfigError(f"{where}: a link from {e['a']!r} to itself")
-        bpc = bpc0 if "gbps" not in e else _gbps_to_bpc(
-            _positive_number(f"{where}.gbps", e["gbps"]), cfg)
-        lat = lat0 if "latency_ns" not in e else ns_to_cycles(
-            _positive_number(f"{where}.latency_ns", e["latency_ns"]), cfg.network.clock_ghz)
+        if "gbps" in e and "bytes_per_cycle" in e:
+            raise ConfigError(f"{where}: give gbps or bytes_per_cycle, not both")
+        if "latency_ns" in e and "latency_cycles" in e:
+            raise ConfigError(f"{where}: give latency_ns or latency_cycles, not both")
+        bpc = bpc0
+        if "gbps" in e:
+            bpc = _gbps_to_bpc(_positive_number(f"{where}.gbps", e["gbps"]), cfg)
+        elif "bytes_per_cycle" in e:
+            bpc = _positive_number(f"{where}.bytes_per_cycle", e["bytes_per_cycle"])
+        lat = lat0
+        if "latency_ns" in e:
+            lat = ns_to_cycles(_positive_number(f"{where}.latency_ns", e["latency_ns"]),
+                               cfg.network.clock_ghz)
+        elif "latency_cycles" in e:
+            lat = e["latency_cycles"]
+            if isinstance(lat, bool) or not isinstance(lat, int) or lat < 1:
+                raise ConfigError(f"{where}.latency_cycles = {lat!r}: expected an integer >= 1")
         count = e.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ConfigError(f"{where}.count = {count!r}: expected an integer >= 1")

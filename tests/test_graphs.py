@@ -132,7 +132,22 @@ def test_a_ring_graph_needs_two_classes_and_one_vc_is_refused_naming_a_cycle():
      "topology.links[0].count = 0"),
     ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "directed": True}],
      "cannot be reached"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "gbps": 8.0, "bytes_per_cycle": 8}],
+     "give gbps or bytes_per_cycle, not both"),
+    ([{"name": "a"}, {"name": "b"}], [{"a": "a", "b": "b", "latency_cycles": 0}],
+     "topology.links[0].latency_cycles = 0"),
 ])
+
+
+def test_links_in_bytes_per_cycle_and_cycles_equal_gbps_and_ns():
+    nodes = [{"name": "a"}, {"name": "b"}]
+    a = compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": [
+        {"a": "a", "b": "b", "gbps": 40.0, "latency_ns": 6.0}]}, network={"clock_ghz": 2.0}))
+    b = compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": [
+        {"a": "a", "b": "b", "bytes_per_cycle": 20.0, "latency_cycles": 12}]},
+        network={"clock_ghz": 2.0}))
+    for k in ("ch_num", "ch_den", "ch_lat_cycles"):
+        np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
 def test_bad_graphs_give_clear_errors(nodes, links, fragment):
     with pytest.raises(ConfigError) as e:
         compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links}))
