@@ -138,6 +138,11 @@ def test_a_ring_graph_needs_two_classes_and_one_vc_is_refused_naming_a_cycle():
      "topology.links[0].latency_cycles = 0"),
 ])
 
+def test_bad_graphs_give_clear_errors(nodes, links, fragment):
+    with pytest.raises(ConfigError) as e:
+        compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links}))
+    assert fragment in str(e.value)
+
 
 def test_links_in_bytes_per_cycle_and_cycles_equal_gbps_and_ns():
     nodes = [{"name": "a"}, {"name": "b"}]
@@ -148,10 +153,6 @@ def test_links_in_bytes_per_cycle_and_cycles_equal_gbps_and_ns():
         network={"clock_ghz": 2.0}))
     for k in ("ch_num", "ch_den", "ch_lat_cycles"):
         np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
-def test_bad_graphs_give_clear_errors(nodes, links, fragment):
-    with pytest.raises(ConfigError) as e:
-        compile_network(make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links}))
-    assert fragment in str(e.value)
 
 
 def test_topology_file_is_resolved_relative_to_the_config(tmp_path, monkeypatch):
