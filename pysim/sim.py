@@ -144,6 +144,7 @@ def simulate(cfg) -> Result:
         r = network.ch_num[c] / network.ch_den[c]
         links.append(dict(src=topo.node_names[network.ch_src[c]],
                           dst=topo.node_names[network.ch_dst[c]],
+                          lane=int(c - network.arrays["ch_par_base"][c]),
                           bandwidth_gbps=float(r * cfg.network.flit_bytes *
                                                cfg.network.clock_ghz),
                           latency_cycles=int(network.ch_lat[c]),
