@@ -112,5 +112,161 @@ def topo(config, sets, draw_path, json_path, force):
         click.echo(f"drawn to {draw_path}")
 
 
+SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",
+                   "avg_hops", "saturated", "cycles_per_second")
+
+
+def _format(v):
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _print_table(rows, columns):
+    widths = [max(len(c), *(len(_format(r.get(c, ""))) for r in rows)) for c in columns]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        click.echo("  ".join(_format(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+
+
+@main.command(name="sweep")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--param", "params", multiple=True, metavar="KEY=V1,V2|START:STOP:STEP",
+              help="A swept key: a list of values, or a range with STOP included "
+                   "(repeatable; the grid is their cross product).")
+@click.option("--zip", "zipped", is_flag=True, help="Pair the --param lists instead of "
+                                                    "crossing them.")
+@click.option("--db", default="results.sqlite", show_default=True,
+              type=click.Path(dir_okay=False),
+              help="SQLite file the results go to; points already in it are skipped.")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Local worker processes (default: the number of cores).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run the points on this Dask distributed scheduler instead.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
+def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
+    """Run CONFIG over a grid of parameters, in parallel, resumably."""
+    from pysim.sweep import parse_param, sweep, tidy
+    try:
+        grid = dict(parse_param(p) for p in params)
+        if jobs is not None and jobs < 1:
+            raise ConfigError(f"--jobs {jobs}: expected at least 1")
+        rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
+                     progress=not quiet)
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: finished points are in {db}; run the same command to "
+                   f"resume", err=True)
+        sys.exit(130)
+    if not quiet:
+        t = tidy(rows)
+        _print_table(t, list(grid) + ["status"] + [m for m in SUMMARY_METRICS
+                                                  if any(m in r for r in t)])
+        click.echo(f"{len(rows)} points in {db}")
+    if any(r["status"] == "failed" for r in rows):
+        for r in rows:
+            if r["status"] == "failed":
+                click.echo(f"failed {r['params']}: {r['error']}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Export the tidy table (one row per point, one column per swept key and "
+                   "per scalar metric).")
+@click.option("--force", is_flag=True, help="Overwrite the CSV file if it exists.")
+def results(db, csv_path, force):
+    """Print or export the results stored in DB."""
+    import csv
+    from pysim.sweep import Store, tidy
+    _refuse_overwrite(csv_path, force)
+    store = Store(db)
+    rows = store.rows()
+    store.close()
+    t = tidy(rows)
+    swept = sorted({k for r in rows for k in r["params"]})
+    if csv_path:
+        cols = swept + ["status", "error"] + sorted({k for r in t for k in r} - set(swept) -
+                                                   {"status", "error"})
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            for r in t:
+                w.writerow({k: r.get(k) for k in cols})
+        click.echo(f"{len(t)} rows written to {csv_path}")
+        return
+    _print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
+
+
+PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
+              "timeline", "topology")
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
+              help="latency-load, throughput, collective, speedup (from a sweep DB); "
+                   "link-utilisation (a run's --json); timeline (a --trace file); topology "
+                   "(a config).")
+@click.option("--x", "x", default=None, help="Key on the x axis.")
+@click.option("--y", "y", default=None, help="Metric on the y axis.")
+@click.option("--series", default=None, help="Key whose values make the series.")
+@click.option("--group", default=None, help="speedup: key whose values make the groups.")
+@click.option("--baseline", default=None, help="speedup: the series value to compare with.")
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Output file: .png, .pdf or .svg.")
+@click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
+def plot(source, kind, x, y, series, group, baseline, out, force):
+    """Draw a figure from a sweep database, a run result, a trace or a config."""
+    from pysim import plot as P
+    _refuse_overwrite(out, force)
+    if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
+        raise click.ClickException(f"-o {out}: expected a .png, .pdf or .svg file")
+    try:
+        if kind in ("latency-load", "throughput", "collective", "speedup"):
+            from pysim.sweep import Store
+            store = Store(source)
+            rows = store.rows()
+            store.close()
+            if not rows:
+                raise click.ClickException(f"{source} holds no results")
+            if kind == "latency-load":
+                P.latency_load(rows, out, x=x or "traffic.injection_rate", series=series,
+                               y=y or "avg_packet_latency")
+            elif kind == "throughput":
+                P.throughput(rows, out, x=x or "offered_rate", series=series,
+                             y=y or "accepted_rate")
+            elif kind == "collective":
+                P.collective(rows, out, x=x or "workload.bytes", y=y or "busbw_gbps",
+                             series=series or "workload.algorithm")
+            else:
+                if not (group and series and baseline is not None and y):
+                    raise click.ClickException("--kind speedup needs --group, --series, "
+                                               "--baseline and --y (the metric)")
+                base = parse_override(f"v={baseline}")[1]
+                P.speedup_bars(rows, out, group, series, y, base)
+        elif kind == "link-utilisation":
+            from pysim.config import from_resolved
+            from pysim.network import compile_network
+            with open(source) as f:
+                result = json.load(f)
+            cfg = from_resolved(result["config"])
+            P.link_utilisation(compile_network(cfg), cfg, result, out)
+        elif kind == "timeline":
+            with open(source) as f:
+                P.timeline(json.load(f), out)
+        else:
+            from pysim.network import compile_network
+            cfg = load(source)
+            P.draw_topology(compile_network(cfg), cfg, out)
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except (KeyError, ValueError, json.JSONDecodeError) as e:
+        raise click.ClickException(f"{source}: not usable for --kind {kind}: {e}") from None
+    click.echo(f"written {out}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

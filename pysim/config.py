@@ -318,6 +318,21 @@ def from_dict(raw: dict, base_dir: str = ".", source: str | None = None) -> Conf
     return cfg
 
 
+def from_resolved(resolved: dict) -> Config:
+    """A Config from a resolved config (as a Result carries it: every key, defaults filled
+    in): keys at their default value are taken as not given."""
+    raw = {}
+    for section, body in resolved.items():
+        if section.startswith("_") or not isinstance(body, dict):
+            continue
+        for name, v in body.items():
+            key = KEY_MAP.get(f"{section}.{name}")
+            if key is None or v is None or v == key.default:
+                continue
+            raw.setdefault(section, {})[name] = v
+    return from_dict(raw)
+
+
 def _cross_checks(cfg: Config):
     t = cfg.traffic
     if cfg.traffic.packet_weights is not None:

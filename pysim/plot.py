@@ -86,3 +86,235 @@ def draw_topology(network, cfg, path, title=None):
     fig.savefig(path, format=fmt, dpi=150)
     plt.close(fig)
     return path
+
+
+# ------------------------------------------------------------------ sweep figures
+
+def _get(row, key):
+    """A value of a tidy row: a swept key ('traffic.injection_rate'), a metric, or a key of
+    the resolved config stored with the result."""
+    if key in row:
+        return row[key]
+    cfg = row.get("_config") or {}
+    s, _, k = key.partition(".")
+    return cfg.get(s, {}).get(k)
+
+
+def _tidy_with_config(rows):
+    from pysim.sweep import tidy
+    out = tidy(rows)
+    for t, r in zip(out, rows):
+        t["_config"] = (r.get("result") or {}).get("config", {})
+    return out
+
+
+def series_data(rows, x, y, series=None):
+    """{series value: (xs, ys, saturated flags)} from stored sweep rows, sorted by x; failed
+    points are left out."""
+    data = {}
+    for t in _tidy_with_config(rows):
+        if t["status"] == "failed":
+            continue
+        key = _get(t, series) if series else None
+        data.setdefault(key, []).append((_get(t, x), _get(t, y), bool(t.get("saturated"))))
+    return {k: tuple(map(list, zip(*sorted(v, key=lambda p: p[0])))) for k, v in data.items()}
+
+
+def _finish(fig, ax, path, title):
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    fig.savefig(path, format=fmt, dpi=150)
+
+
+def _label(key, series):
+    if key is None:
+        return None
+    return f"{series.split('.')[-1]} = {key}"
+
+
+def latency_load(rows, path, x="traffic.injection_rate", series=None,
+                 y="avg_packet_latency", title=None):
+    """Latency against offered load, one line per series value; saturated points drawn
+    hollow with a dotted line at the first of them; the zero-load latency as a dashed line.
+    Returns the plotted data."""
+    plt = _figure()
+    data = series_data(rows, x, y, series)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    zl = series_data(rows, x, "zero_load_latency", series)
+    for i, (key, (xs, ys, sat)) in enumerate(sorted(data.items(), key=lambda kv: str(kv[0]))):
+        color = f"C{i}"
+        ok = [j for j, s in enumerate(sat) if not s]
+        bad = [j for j, s in enumerate(sat) if s]
+        ax.plot([xs[j] for j in ok], [ys[j] for j in ok], "o-", color=color,
+                label=_label(key, series))
+        if bad:
+            ax.plot([xs[j] for j in bad], [ys[j] for j in bad], "o", mfc="none", color=color)
+            ax.axvline(xs[bad[0]], color=color, linestyle=":", linewidth=1)
+        z = [v for v in zl.get(key, ([], [], []))[1] if v is not None]
+        if z:
+            ax.axhline(z[0], color=color, linestyle="--", linewidth=0.8, alpha=0.7)
+    ax.set_xlabel("offered load (flits/node/cycle)" if x == "traffic.injection_rate" else x)
+    ax.set_ylabel("average packet latency (cycles)" if y == "avg_packet_latency" else y)
+    ymax = max((max(v[1]) for v in data.values() if v[1]), default=1)
+    zmax = max((v for s in zl.values() for v in s[1] if v), default=0)
+    ax.set_ylim(0, min(ymax, max(8 * zmax, 1)) * 1.1 if zmax else None)
+    if series:
+        ax.legend(fontsize=8, frameon=False)
+    _finish(fig, ax, path, title or _system_title(rows, "latency vs offered load "
+                                                        "(hollow: saturated; dashed: zero-load)"))
+    plt.close(fig)
+    return data
+
+
+def throughput(rows, path, x="offered_rate", series=None, y="accepted_rate", title=None):
+    """Accepted against offered throughput, with the accepted = offered line."""
+    plt = _figure()
+    data = series_data(rows, x, y, series)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    top = 0.0
+    for i, (key, (xs, ys, sat)) in enumerate(sorted(data.items(), key=lambda kv: str(kv[0]))):
+        ax.plot(xs, ys, "o-", color=f"C{i}", label=_label(key, series))
+        top = max(top, max(xs))
+    ax.plot([0, top], [0, top], "--", color="gray", linewidth=0.8, label="accepted = offered")
+    ax.set_xlabel("offered load (flits/node/cycle)")
+    ax.set_ylabel("accepted throughput (flits/node/cycle)")
+    ax.legend(fontsize=8, frameon=False)
+    _finish(fig, ax, path, title or _system_title(rows, "accepted vs offered throughput"))
+    plt.close(fig)
+    return data
+
+
+def collective(rows, path, x="workload.bytes", y="busbw_gbps", series="workload.algorithm",
+               title=None):
+    """Collective time or bus bandwidth against message size per algorithm (log axes)."""
+    plt = _figure()
+    data = series_data(rows, x, y, series)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for i, (key, (xs, ys, _)) in enumerate(sorted(data.items(), key=lambda kv: str(kv[0]))):
+        ax.plot(xs, ys, "o-", color=f"C{i}", label=_label(key, series))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)" if x == "workload.bytes" else x)
+    ax.set_ylabel({"busbw_gbps": "bus bandwidth (GB/s)", "algbw_gbps": "algorithm bandwidth "
+                   "(GB/s)", "collective_cycles": "time (cycles)"}.get(y, y))
+    ax.legend(fontsize=8, frameon=False)
+    _finish(fig, ax, path, title or _system_title(rows, f"{y} vs message size"))
+    plt.close(fig)
+    return data
+
+
+def speedup_bars(rows, path, group, series, metric, baseline, title=None):
+    """Grouped bars: metric(baseline series value) / metric(series value) per group, i.e.
+    speed-up over the baseline (> 1 is faster for a time-like metric)."""
+    plt = _figure()
+    table = {}
+    for t in _tidy_with_config(rows):
+        if t["status"] != "failed":
+            table[(_get(t, group), _get(t, series))] = _get(t, metric)
+    groups = sorted({g for g, _ in table}, key=str)
+    kinds = sorted({s for _, s in table}, key=str)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    width = 0.8 / max(len(kinds), 1)
+    data = {}
+    for i, s in enumerate(kinds):
+        vals = [table[(g, baseline)] / table[(g, s)]
+                if (g, s) in table and (g, baseline) in table and table[(g, s)] else np.nan
+                for g in groups]
+        data[s] = vals
+        ax.bar(np.arange(len(groups)) + i * width, vals, width, label=_label(s, series))
+    ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_xticks(np.arange(len(groups)) + width * (len(kinds) - 1) / 2)
+    ax.set_xticklabels([str(g) for g in groups])
+    ax.set_xlabel(group)
+    ax.set_ylabel(f"speed-up over {series.split('.')[-1]} = {baseline} ({metric})")
+    ax.legend(fontsize=8, frameon=False)
+    _finish(fig, ax, path, title or _system_title(rows, "speed-up"))
+    plt.close(fig)
+    return groups, data
+
+
+def link_utilisation(network, cfg, result, path, title=None):
+    """A run's per-link utilisation drawn on the topology, links coloured by heat."""
+    plt = _figure()
+    import matplotlib as mpl
+    topo = network.topo
+    pos = layout(topo)
+    index = {n: i for i, n in enumerate(topo.node_names)}
+    util = {}
+    for link in result["links"]:
+        k = (index[link["src"]], index[link["dst"]])
+        util[k] = max(util.get(k, 0.0), link["utilization"])
+    fig, ax = plt.subplots(figsize=(7, 6))
+    cmap = mpl.colormaps["inferno_r"]
+    vmax = max(max(util.values(), default=0.0), 1e-9)
+    for (a, b), u in util.items():
+        # draw each direction offset a little so both are visible
+        d = pos[b] - pos[a]
+        nrm = np.array([-d[1], d[0]]) / max(np.linalg.norm(d), 1e-9) * 0.04
+        ax.plot(*np.stack([pos[a] + nrm, pos[b] + nrm]).T, color=cmap(u / vmax), linewidth=2.5)
+    for kind, (color, marker, label) in KIND_STYLE.items():
+        idx = [i for i, k in enumerate(topo.node_kinds) if k == kind]
+        if idx:
+            ax.scatter(*pos[idx].T, s=80, c="white", marker=marker, edgecolors=color,
+                       zorder=3, label=label)
+    sm = mpl.cm.ScalarMappable(cmap=cmap, norm=mpl.colors.Normalize(0, vmax))
+    fig.colorbar(sm, ax=ax, label="link utilisation (fraction of bandwidth)")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.axis("off")
+    ax.legend(fontsize=8, frameon=False, loc="upper right")
+    ax.set_title(title or f"{topo.name}: link utilisation (each direction drawn on its "
+                          f"right)", fontsize=10)
+    fig.tight_layout()
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    fig.savefig(path, format=fmt, dpi=150)
+    plt.close(fig)
+    return util
+
+
+def timeline(trace, path, title=None):
+    """A Gantt chart per node and resource from a Chrome/Perfetto trace (events with
+    ph = "X": pid = node, tid = resource, ts and dur in microseconds = cycles)."""
+    plt = _figure()
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    spans = [e for e in events if e.get("ph") == "X"]
+    names = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = \
+                e["args"]["name"]
+    tracks = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
+    row = {t: i for i, t in enumerate(tracks)}
+    cats = sorted({e.get("cat", e.get("name", "")) for e in spans})
+    color = {c: f"C{i % 10}" for i, c in enumerate(cats)}
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.35 * max(len(tracks), 1)))
+    for e in spans:
+        c = e.get("cat", e.get("name", ""))
+        ax.barh(row[(e["pid"], e.get("tid", 0))], e["dur"], left=e["ts"], height=0.7,
+                color=color[c])
+    ax.set_yticks(range(len(tracks)))
+    ax.set_yticklabels([f"{names.get((p, None), p)} / {names.get((p, t), t)}"
+                        for p, t in tracks], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (cycles)")
+    handles = [mpl_patch(color[c], c) for c in cats]
+    ax.legend(handles=handles, fontsize=7, frameon=False, loc="upper right")
+    _finish(fig, ax, path, title or "timeline per node and resource")
+    plt.close(fig)
+    return {t: [(e["ts"], e["dur"]) for e in spans if (e["pid"], e.get("tid", 0)) == t]
+            for t in tracks}
+
+
+def mpl_patch(color, label):
+    from matplotlib.patches import Patch
+    return Patch(color=color, label=label)
+
+
+def _system_title(rows, what):
+    for r in rows:
+        res = r.get("result") or {}
+        name = (res.get("config") or {}).get("_system")
+        if name:
+            return f"{name}: {what}"
+    return what

@@ -1,0 +1,345 @@
+"""Parameter sweeps: a grid of runs, in parallel, stored in SQLite as each point finishes.
+
+A point is one set of overrides of a base config. Its identity is a hash of its resolved
+config (every key, defaults included), so re-running a sweep skips the points already done,
+and a sweep interrupted (Ctrl-C, or the process killed) loses no finished point: each is
+committed on its own, in a database in WAL mode. Points run in local worker processes or on
+a Dask distributed cluster; only the submitting process writes the database.
+
+    rows = pysim.sweep("topologies/mesh8x8.toml",
+                       {"traffic.injection_rate": [0.05, 0.1, 0.15]}, jobs=2,
+                       db="results.sqlite")
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import sqlite3
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+from pysim import __version__
+from pysim.config import ConfigError, Config, from_dict, load, parse_override
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS points (
+    hash TEXT PRIMARY KEY,      -- sha256 of the resolved config
+    params TEXT NOT NULL,       -- the swept keys and their values (JSON)
+    status TEXT NOT NULL,       -- done | saturated | failed
+    result TEXT,                -- the full Result.to_dict() (JSON), NULL if failed
+    error TEXT,                 -- what went wrong, NULL unless failed
+    wall_seconds REAL,
+    version TEXT,
+    finished TEXT               -- UTC time the point was stored
+);
+"""
+
+
+# ------------------------------------------------------------------ grids
+
+def parse_param(text: str):
+    """'key=v1,v2,...' or 'key=start:stop:step' (stop included) -> (key, [values])."""
+    key, eq, spec = text.partition("=")
+    key = key.strip()
+    if not eq or not key or not spec.strip():
+        raise ConfigError(f"--param {text!r}: expected KEY=V1,V2,... or KEY=START:STOP:STEP")
+    spec = spec.strip()
+    if ":" in spec and not spec.startswith(("[", '"', "'")):
+        parts = spec.split(":")
+        try:
+            start, stop, step = (float(p) for p in parts)
+        except ValueError:
+            raise ConfigError(f"--param {text!r}: START:STOP:STEP must be three numbers") from None
+        if len(parts) != 3 or step <= 0 or stop < start:
+            raise ConfigError(f"--param {text!r}: expected START <= STOP and STEP > 0")
+        n = int(math.floor((stop - start) / step + 1e-9)) + 1
+        vals = [start + i * step for i in range(n)]
+        if all(float(p).is_integer() for p in parts):
+            vals = [int(round(v)) for v in vals]
+        else:
+            vals = [round(v, 12) for v in vals]
+        return key, vals
+    values = []
+    for item in _split_top_level(spec):
+        values.append(parse_override(f"{key}={item}")[1])
+    return key, values
+
+
+def _split_top_level(spec):
+    """Split on commas that are not inside brackets or quotes (lists as values)."""
+    out, depth, cur, quote = [], 0, "", None
+    for ch in spec:
+        if quote:
+            cur += ch
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            cur += ch
+        elif ch == "[":
+            depth += 1
+            cur += ch
+        elif ch == "]":
+            depth -= 1
+            cur += ch
+        elif ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def expand(grid: dict, zipped: bool = False):
+    """{key: [values]} -> list of {key: value}: the cross product, or paired lists."""
+    keys = list(grid)
+    if not keys:
+        return [{}]
+    lists = [list(grid[k]) for k in keys]
+    if zipped:
+        if len({len(v) for v in lists}) != 1:
+            raise ConfigError("--zip: every --param needs the same number of values, got "
+                              + ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, lists)))
+        combos = zip(*lists)
+    else:
+        combos = itertools.product(*lists)
+    return [dict(zip(keys, c)) for c in combos]
+
+
+# ------------------------------------------------------------------ one point
+
+def _base(config):
+    """(raw dict of the user's keys, base dir, source) from a path or a Config."""
+    if isinstance(config, Config):
+        raw = {}
+        for path in config.explicit:
+            s, k = path.split(".", 1)
+            raw.setdefault(s, {})[k] = config.get(path)
+        return raw, config.base_dir, config.source
+    path = os.fspath(config)
+    cfg = load(path)           # validates, resolves topology.file
+    return _base(cfg)
+
+
+def resolve(base, overrides):
+    raw, base_dir, source = base
+    merged = json.loads(json.dumps(raw))
+    for path, v in overrides.items():
+        s, dot, k = path.partition(".")
+        if not dot:
+            raise ConfigError(f"--param {path!r}: expected section.key")
+        merged.setdefault(s, {})[k] = v
+    return from_dict(merged, base_dir=base_dir, source=source)
+
+
+def config_hash(cfg) -> str:
+    text = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_point(base, overrides):
+    """Run one point; never raises: returns (status, result dict or None, error, wall)."""
+    from pysim.sim import simulate
+    t = time.perf_counter()
+    try:
+        cfg = resolve(base, overrides)
+        result = simulate(cfg).to_dict()
+        status = "saturated" if result["saturated"] else "done"
+        return status, result, None, time.perf_counter() - t
+    except Exception as e:     # a failing point is recorded, the sweep goes on
+        return "failed", None, f"{type(e).__name__}: {e}", time.perf_counter() - t
+
+
+# ------------------------------------------------------------------ the store
+
+class Store:
+    """The SQLite results file: one row per point, committed as each finishes."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.db = sqlite3.connect(self.path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self.db.commit()
+
+    def finished(self):
+        """Hashes of the points already stored (failed ones are retried)."""
+        return {h for (h,) in self.db.execute(
+            "SELECT hash FROM points WHERE status != 'failed'")}
+
+    def put(self, h, params, status, result, error, wall):
+        self.db.execute(
+            "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
+            "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+            (h, json.dumps(params), status, None if result is None else json.dumps(result),
+             error, wall, __version__))
+        self.db.commit()
+
+    def rows(self):
+        return [row_dict(*r) for r in self.db.execute(
+            "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
+            "ORDER BY rowid")]
+
+    def close(self):
+        self.db.close()
+
+
+def row_dict(h, params, status, result, error, wall, version):
+    params = json.loads(params)
+    res = json.loads(result) if result else None
+    return dict(hash=h, params=params, status=status, result=res, error=error,
+                wall_seconds=wall, version=version)
+
+
+def scalar_metrics(result):
+    """The top-level numbers, booleans and strings of a result (no lists or dicts)."""
+    if not result:
+        return {}
+    return {k: v for k, v in result.items()
+            if isinstance(v, (int, float, bool, str)) or v is None}
+
+
+def tidy(rows):
+    """One flat dict per point: the swept keys, then status, error and the scalar metrics."""
+    out = []
+    for r in rows:
+        d = dict(r["params"])
+        d.update(scalar_metrics(r["result"]))
+        d["status"] = r["status"]          # done | saturated | failed (the store's word)
+        d["error"] = r["error"]
+        out.append(d)
+    return out
+
+
+def to_pandas(rows):
+    """The tidy table as a pandas DataFrame (pandas is optional)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_pandas needs pandas: pip install pandas") from None
+    return pd.DataFrame(tidy(rows))
+
+
+# ------------------------------------------------------------------ running
+
+class _Progress:
+    def __init__(self, total, enabled):
+        self.total, self.enabled = total, enabled
+        self.done = self.failed = 0
+        self.t0 = time.perf_counter()
+
+    def update(self, status):
+        if status == "failed":
+            self.failed += 1
+        else:
+            self.done += 1
+        if not self.enabled:
+            return
+        n = self.done + self.failed
+        el = time.perf_counter() - self.t0
+        eta = el / n * (self.total - n) if n else float("nan")
+        width = 30
+        bar = "#" * int(width * n / max(self.total, 1))
+        sys.stderr.write(f"\r[{bar:<{width}}] {n}/{self.total}  done {self.done}  "
+                         f"failed {self.failed}  elapsed {el:.1f}s  eta {eta:.1f}s ")
+        sys.stderr.flush()
+        if n == self.total:
+            sys.stderr.write("\n")
+
+
+def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progress=False):
+    """Run every point of `grid` ({key: [values]}) over the base `config` (a path or a
+    Config). Points already in `db` are skipped; each finished point is stored at once.
+    Returns all rows of the points of this grid (stored ones included), in grid order.
+
+    jobs: local worker processes (default: the machine's cores). scheduler: the address of a
+    Dask distributed scheduler ("tcp://host:port"), or a dask.distributed.Client, instead of
+    local processes."""
+    base = _base(config)
+    points = expand(grid, zipped)
+    store = Store(db if db is not None else ":memory:")
+    try:
+        seen = store.finished()
+        todo, hashes, queued = [], [], set()
+        for p in points:
+            try:
+                h = config_hash(resolve(base, p))
+            except ConfigError as e:
+                # a bad value for one point: recorded as failed, the others run
+                h = hashlib.sha256(json.dumps([base[0], p], sort_keys=True,
+                                              default=str).encode()).hexdigest()
+                store.put(h, p, "failed", None, f"ConfigError: {e}", 0.0)
+                hashes.append(h)
+                continue
+            hashes.append(h)
+            if h not in seen and h not in queued:
+                todo.append((p, h))
+                queued.add(h)
+        bar = _Progress(len(todo), progress)
+        if todo:
+            if scheduler is not None:
+                _run_dask(scheduler, base, todo, store, bar)
+            else:
+                _run_local(jobs, base, todo, store, bar)
+        by_hash = {r["hash"]: r for r in store.rows()}
+        return [by_hash[h] for h in hashes if h in by_hash]
+    finally:
+        store.close()
+
+
+def _run_local(jobs, base, todo, store, bar):
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1:
+        for p, h in todo:
+            status, result, error, wall = run_point(base, p)
+            store.put(h, p, status, result, error, wall)
+            bar.update(status)
+        return
+    import multiprocessing as mp
+    # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if the
+    # calling process runs threads that must not be forked
+    method = os.environ.get("PYSIM_MP_START",
+                            "fork" if sys.platform.startswith("linux") else "spawn")
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                               mp_context=mp.get_context(method))
+    try:
+        futures = {pool.submit(run_point, base, p): (p, h) for p, h in todo}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                p, h = futures[f]
+                status, result, error, wall = f.result()
+                store.put(h, p, status, result, error, wall)
+                bar.update(status)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_dask(scheduler, base, todo, store, bar):
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("--scheduler needs Dask: pip install 'pysim[dask]'") from None
+    own = not hasattr(scheduler, "submit")
+    client = Client(scheduler) if own else scheduler
+    try:
+        futures = [client.submit(run_point, base, p, pure=False) for p, _ in todo]
+        point_of = {f.key: ph for f, ph in zip(futures, todo)}
+        for f in as_completed(futures):
+            p, h = point_of[f.key]
+            status, result, error, wall = f.result()
+            store.put(h, p, status, result, error, wall)
+            bar.update(status)
+    finally:
+        if own:
+            client.close()

@@ -1,0 +1,214 @@
+"""Sweeps: the right rows, resumable (re-running skips finished points; a killed sweep
+resumes without losing or repeating any), failures recorded, the same results on a Dask
+cluster, and figures whose data are the stored results."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import importlib
+
+import pysim
+from conftest import TOPOLOGIES
+from pysim import plot
+from pysim.cli import main
+from pysim.config import load
+from pysim.sim import simulate
+
+sw = importlib.import_module("pysim.sweep")   # pysim.sweep is also the function
+MESH = os.path.join(TOPOLOGIES, "mesh8x8.toml")
+SHORT = {"simulation.warmup_cycles": [300], "simulation.measure_cycles": [1500]}
+TIMING = ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second")
+
+
+def same(a, b):
+    return {k: v for k, v in a.items() if k not in TIMING} == \
+        {k: v for k, v in b.items() if k not in TIMING}
+
+
+def test_grid_parsing():
+    assert sw.parse_param("traffic.injection_rate=0.05:0.2:0.05") == \
+        ("traffic.injection_rate", [0.05, 0.1, 0.15, 0.2])
+    assert sw.parse_param("network.vcs=2,4,8") == ("network.vcs", [2, 4, 8])
+    assert sw.parse_param("topology.dims=[4,4],[8,8]") == ("topology.dims", [[4, 4], [8, 8]])
+    assert sw.parse_param("traffic.pattern=uniform,transpose")[1] == ["uniform", "transpose"]
+    assert sw.parse_param("network.vcs=2:8:2")[1] == [2, 4, 6, 8]
+    assert len(sw.expand({"a.b": [1, 2], "c.d": [3, 4, 5]})) == 6
+    assert sw.expand({"a.b": [1, 2], "c.d": [3, 4]}, zipped=True) == \
+        [{"a.b": 1, "c.d": 3}, {"a.b": 2, "c.d": 4}]
+    with pytest.raises(pysim.ConfigError, match="same number of values"):
+        sw.expand({"a.b": [1, 2], "c.d": [3]}, zipped=True)
+    with pytest.raises(pysim.ConfigError, match="START:STOP:STEP"):
+        sw.parse_param("x.y=1:b:2")
+
+
+def test_sweep_on_processes_gives_the_rows_and_resumes(tmp_path, monkeypatch):
+    db = tmp_path / "r.sqlite"
+    grid = {"traffic.injection_rate": [0.05, 0.1], "network.vcs": [2, 4], **SHORT}
+    rows = pysim.sweep(MESH, grid, jobs=2, db=db)
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
+    for r in rows:       # each stored result is what simulate gives for that point
+        direct = simulate(load(MESH, {k: v for k, v in r["params"].items()})).to_dict()
+        assert same(r["result"], direct)
+        assert r["result"]["config"]["traffic"]["injection_rate"] == \
+            r["params"]["traffic.injection_rate"]
+    # re-running runs nothing
+    monkeypatch.setattr(sw, "run_point", lambda *a: (_ for _ in ()).throw(AssertionError))
+    again = pysim.sweep(MESH, grid, jobs=1, db=db)
+    assert [r["hash"] for r in again] == [r["hash"] for r in rows]
+
+
+def test_a_failing_point_is_recorded_and_the_others_finish(tmp_path):
+    db = tmp_path / "r.sqlite"
+    rows = pysim.sweep(MESH, {"network.vcs": [2, 0, 4], **SHORT}, jobs=2, db=db)
+    status = {r["params"]["network.vcs"]: r["status"] for r in rows}
+    assert status == {2: "done", 0: "failed", 4: "done"}
+    bad = [r for r in rows if r["status"] == "failed"][0]
+    assert "network.vcs = 0" in bad["error"]
+    res = CliRunner().invoke(main, ["results", str(db)])
+    assert res.exit_code == 0 and "failed" in res.output
+
+
+def test_a_killed_sweep_resumes_without_losing_or_repeating_points(tmp_path, monkeypatch):
+    db = tmp_path / "r.sqlite"
+    args = [sys.executable, "-m", "pysim.cli", "sweep", MESH, "--db", str(db), "-j", "1",
+            "-q", "--param", "traffic.injection_rate=0.01:0.08:0.01",
+            "--param", "simulation.measure_cycles=4000"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    stored = 0
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists():
+            try:
+                con = sqlite3.connect(db, timeout=5)
+                stored = con.execute("SELECT count(*) FROM points").fetchone()[0]
+                con.close()
+            except sqlite3.OperationalError:
+                stored = 0
+        if stored >= 2:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert stored >= 2
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    before = {h for (h,) in con.execute("SELECT hash FROM points")}
+    con.close()
+    calls = []
+    real = sw.run_point
+
+    def counting(base, p):
+        calls.append(p)
+        return real(base, p)
+    monkeypatch.setattr(sw, "run_point", counting)
+    grid = {"traffic.injection_rate": sw.parse_param("x.y=0.01:0.08:0.01")[1],
+            "simulation.measure_cycles": [4000]}
+    rows = pysim.sweep(MESH, grid, jobs=1, db=db)
+    assert len(rows) == 8 and len({r["hash"] for r in rows}) == 8
+    assert len(calls) == 8 - len(before)
+    assert before <= {r["hash"] for r in rows}
+
+
+def test_dask_local_cluster_gives_identical_results(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    grid = {"traffic.injection_rate": [0.05, 0.15], **SHORT}
+    local = pysim.sweep(MESH, grid, jobs=1, db=tmp_path / "a.sqlite")
+    with distributed.LocalCluster(n_workers=2, processes=False, protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = pysim.sweep(MESH, grid, db=tmp_path / "b.sqlite", scheduler=client)
+        by_address = pysim.sweep(MESH, {**grid, "traffic.injection_rate": [0.1]},
+                                 db=tmp_path / "b.sqlite", scheduler=cluster.scheduler_address)
+    assert [r["hash"] for r in local] == [r["hash"] for r in remote]
+    for a, b in zip(local, remote):
+        assert same(a["result"], b["result"])
+    assert len(by_address) == 1 and by_address[0]["status"] == "done"
+
+
+def test_figures_plot_the_stored_results_in_every_format(tmp_path):
+    db = tmp_path / "r.sqlite"
+    rows = pysim.sweep(MESH, {"traffic.injection_rate": [0.05, 0.15, 0.3],
+                              "network.vcs": [2, 4], **SHORT}, jobs=2, db=db)
+    data = plot.latency_load(rows, str(tmp_path / "ll.png"), series="network.vcs")
+    for vcs in (2, 4):
+        xs, ys, sat = data[vcs]
+        mine = sorted((r["params"]["traffic.injection_rate"], r["result"]["avg_packet_latency"],
+                       r["result"]["saturated"]) for r in rows
+                      if r["params"]["network.vcs"] == vcs)
+        assert list(zip(xs, ys, sat)) == mine
+    tdata = plot.throughput(rows, str(tmp_path / "tp.svg"), series="network.vcs")
+    assert sorted(tdata[2][1]) == sorted(r["result"]["accepted_rate"] for r in rows
+                                         if r["params"]["network.vcs"] == 2)
+    groups, bars = plot.speedup_bars(rows, str(tmp_path / "sp.pdf"), "traffic.injection_rate",
+                                     "network.vcs", "avg_packet_latency", 2)
+    lat = {(r["params"]["traffic.injection_rate"], r["params"]["network.vcs"]):
+           r["result"]["avg_packet_latency"] for r in rows}
+    assert bars[4] == [lat[(g, 2)] / lat[(g, 4)] for g in groups]
+    assert bars[2] == [1.0] * len(groups)
+    magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
+    for name, ext in (("ll", "png"), ("tp", "svg"), ("sp", "pdf")):
+        assert (tmp_path / f"{name}.{ext}").read_bytes()[:len(magic[ext])] == magic[ext]
+    # the same through the CLI, with the data coming from the database
+    for kind in ("latency-load", "throughput"):
+        out = tmp_path / f"cli-{kind}.png"
+        res = CliRunner().invoke(main, ["plot", str(db), "--kind", kind, "--series",
+                                        "network.vcs", "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        assert out.read_bytes()[:4] == magic["png"]
+    res = CliRunner().invoke(main, ["plot", str(db), "--kind", "latency-load", "-o",
+                                    str(tmp_path / "cli-latency-load.png")])
+    assert res.exit_code != 0 and "--force" in res.output
+
+
+def test_link_utilisation_and_timeline_figures(tmp_path):
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "torus4x4.toml"),
+                                    "--set", "simulation.measure_cycles=1000", "--json",
+                                    str(out), "-q"])
+    assert res.exit_code == 0
+    result = json.loads(out.read_text())
+    from pysim.network import compile_network
+    cfg = load(os.path.join(TOPOLOGIES, "torus4x4.toml"))
+    util = plot.link_utilisation(compile_network(cfg), cfg, result, str(tmp_path / "u.png"))
+    names = {n: i for i, n in enumerate(compile_network(cfg).topo.node_names)}
+    for link in result["links"]:
+        assert util[(names[link["src"]], names[link["dst"]])] == link["utilization"]
+    res = CliRunner().invoke(main, ["plot", str(out), "--kind", "link-utilisation", "-o",
+                                    str(tmp_path / "u2.png")])
+    assert res.exit_code == 0, res.output
+    trace = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "npu0"}},
+        {"ph": "X", "name": "compute", "cat": "compute", "pid": 0, "tid": 0, "ts": 0,
+         "dur": 100},
+        {"ph": "X", "name": "send", "cat": "comm", "pid": 0, "tid": 1, "ts": 50, "dur": 80},
+        {"ph": "X", "name": "compute", "cat": "compute", "pid": 1, "tid": 0, "ts": 10,
+         "dur": 30}]}
+    spans = plot.timeline(trace, str(tmp_path / "t.png"))
+    assert spans == {(0, 0): [(0, 100)], (0, 1): [(50, 80)], (1, 0): [(10, 30)]}
+
+
+def test_tidy_table_and_csv(tmp_path):
+    db = tmp_path / "r.sqlite"
+    rows = pysim.sweep(MESH, {"traffic.injection_rate": [0.05, 0.1], **SHORT}, jobs=1, db=db)
+    table = sw.tidy(rows)
+    assert [t["traffic.injection_rate"] for t in table] == [0.05, 0.1]
+    assert all(t["status"] == "done" and "avg_packet_latency" in t for t in table)
+    csv_path = tmp_path / "r.csv"
+    res = CliRunner().invoke(main, ["results", str(db), "--csv", str(csv_path)])
+    assert res.exit_code == 0
+    lines = csv_path.read_text().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("simulation.measure_cycles,")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install pandas"):
+            pysim.to_pandas(rows)
+    else:
+        assert len(pysim.to_pandas(rows)) == 2
