@@ -212,3 +212,18 @@ def test_tidy_table_and_csv(tmp_path):
             pysim.to_pandas(rows)
     else:
         assert len(pysim.to_pandas(rows)) == 2
+
+
+def test_collective_figure_plots_its_rows(tmp_path):
+    """Rows shaped as collective sweeps store them (message size, algorithm, bus bandwidth)."""
+    rows = []
+    for alg, scale in (("ring", 1.0), ("halving_doubling", 0.8)):
+        for size in (1024, 65536, 1 << 20):
+            rows.append(dict(hash=f"{alg}{size}", status="done", error=None,
+                             params={"workload.bytes": size, "workload.algorithm": alg},
+                             result={"busbw_gbps": scale * np.log2(size), "saturated": False,
+                                     "config": {"_system": "ring8"}}))
+    data = plot.collective(rows, str(tmp_path / "c.png"))
+    assert data["ring"][0] == [1024, 65536, 1 << 20]
+    assert data["halving_doubling"][1] == [0.8 * np.log2(s) for s in (1024, 65536, 1 << 20)]
+    assert (tmp_path / "c.png").stat().st_size > 5000
