@@ -54,8 +54,13 @@ class Result:
     build: dict = field(default_factory=dict)
 
     def to_dict(self):
+        """Plain JSON-able data; a number that could not be measured (no packet delivered)
+        is None rather than NaN."""
         d = dict(self.__dict__)
         d["config"] = dict(self.config)
+        for k, v in d.items():
+            if isinstance(v, float) and v != v:
+                d[k] = None
         return d
 
     def to_json(self, **kw):
