@@ -8,6 +8,7 @@ from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate
+from csim._dag cimport start_op, finish_op, ops_due, next_op_event
 
 cnp.import_array()
 
@@ -48,16 +49,19 @@ cdef inline void _deliver(State* s) noexcept nogil:
 
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     cdef cycle_t t
-    cdef int64_t i
+    cdef int64_t i, k
     cdef int32_t r
     while s.now < until:
         if stop == STOP_MEASURED and s.meas_done == s.meas_created and s.now >= s.meas_end:
             return ST_DONE
-        if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER:
+        if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER and \
+                s.ops_done == s.n_ops:
             return ST_DONE
         if s.n_events == 0 and s.nbuf_total == 0 and s.nic_busy == 0:
-            # nothing in flight: jump to the next packet creation
+            # nothing in flight: jump to the next packet creation or op finish
             t = next_generation(s)
+            if next_op_event(s) < t:
+                t = next_op_event(s)
             if t > s.now:
                 if t >= until:
                     s.now = until
@@ -68,6 +72,13 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 s.wheel_now = <int32_t>(t % s.wheel_size)
             s.last_progress = s.now
         _deliver(s)
+        if s.n_ops:
+            for k in range(s.op_done_n):
+                if finish_op(s, s.op_done_q[k]) != 0:
+                    return ST_NOMEM
+            s.op_done_n = 0
+            if ops_due(s) != 0:
+                return ST_NOMEM
         if generate(s) != 0:
             return ST_NOMEM
         # active lists, walked from the end: an entry removed while being processed is
@@ -297,6 +308,10 @@ cdef class Engine:
 
         s.gen_mode = GEN_NONE
         s.gen_stop = NEVER
+        s.n_ops = 0
+        s.ops_done = 0
+        s.oh_n = 0
+        s.op_done_n = 0
         s.n_hot = 0
         s.n_sizes = 0
         s.hp_n = 0
@@ -373,6 +388,48 @@ cdef class Engine:
         s.tr_deliver = <cycle_t*>_ptr(self._own("tr_deliver", None, np.int64, -1, t.size))
         s.tr_inject = <cycle_t*>_ptr(self._own("tr_inject", None, np.int64, -1, t.size))
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
+
+    def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
+                  int flit_bytes):
+        """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
+        (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
+        successors as CSR. Ops without dependencies start at the current cycle."""
+        cdef State* s = &self.s
+        cdef int32_t op
+        k = np.asarray(kind, dtype=np.int8)
+        n_ops = k.size
+        s.n_ops = n_ops
+        s.ops_done = 0
+        s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8))
+        s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32))
+        s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32))
+        s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64))
+        s.op_deps = <int32_t*>_ptr(self._own("op_deps", np.array(deps, np.int32), np.int32))
+        s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64))
+        s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32))
+        s.op_start = <cycle_t*>_ptr(self._own("op_start", None, np.int64, -1, n_ops))
+        s.op_finish = <cycle_t*>_ptr(self._own("op_finish", None, np.int64, -1, n_ops))
+        s.op_left = <int64_t*>_ptr(self._own("op_left", None, np.int64, 0, n_ops))
+        s.op_next = <int32_t*>_ptr(self._own("op_next", None, np.int32, -1, n_ops))
+        s.op_done_q = <int32_t*>_ptr(self._own("op_done_q", None, np.int32, -1, n_ops))
+        s.oh_time = <cycle_t*>_ptr(self._own("oh_time", None, np.int64, 0, n_ops))
+        s.oh_op = <int32_t*>_ptr(self._own("oh_op", None, np.int32, 0, n_ops))
+        s.cq_head = <int32_t*>_ptr(self._own("cq_head", None, np.int32, -1, s.n_nodes))
+        s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes))
+        s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0, s.n_nodes))
+        s.packet_flits_max = packet_flits
+        s.flit_bytes = flit_bytes
+        s.oh_n = 0
+        s.op_done_n = 0
+        for op in range(n_ops):
+            if s.op_deps[op] == 0:
+                if start_op(s, op) != 0:
+                    raise MemoryError()
+
+    def op_times(self):
+        """Per op: (start cycle, finish cycle), -1 where it has not happened."""
+        n = self.s.n_ops
+        return self._arr["op_start"][:n].copy(), self._arr["op_finish"][:n].copy()
 
     def set_window(self, cycle_t start, cycle_t end):
         """Packets created in [start, end) are measured; flits ejected in it are accepted."""

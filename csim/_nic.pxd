@@ -43,6 +43,7 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     pk.last_order = -1
     pk.ej = 0
     pk.tag = tag
+    pk.op = -1
     pk.serial = s.packets_created
     pk.meas = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0
     if pk.meas:
@@ -308,6 +309,11 @@ cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcep
         return 0
     # tail: the packet is delivered
     s.packets_done += 1
+    if pk.op >= 0:
+        s.op_left[pk.op] -= 1
+        if s.op_left[pk.op] == 0:            # the message is complete: the op finishes
+            s.op_done_q[s.op_done_n] = pk.op
+            s.op_done_n += 1
     if pk.tag >= 0 and s.tr_deliver != NULL:
         s.tr_deliver[pk.tag] = s.now
         s.tr_inject[pk.tag] = pk.inject

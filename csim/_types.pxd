@@ -31,6 +31,9 @@ cdef enum:
     GEN_NONE = 0
     GEN_SYNTHETIC = 1
     GEN_TRACE = 2
+    OP_COMPUTE = 0           # op kinds of an op graph
+    OP_SEND = 1
+    OP_DELAY = 2
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -112,6 +115,7 @@ cdef struct Packet:
     int32_t ej               # flits ejected so far
     cycle_t create, inject
     int64_t tag              # trace index, or -1
+    int32_t op               # the send op it belongs to, or -1
     uint8_t meas
 
 cdef struct State:
@@ -199,6 +203,31 @@ cdef struct State:
     cycle_t* tr_deliver
     cycle_t* tr_inject
     int32_t* tr_hops
+
+    # ---- op graph (csim/_dag.pxd)
+    int32_t n_ops
+    int64_t ops_done
+    int8_t* op_kind
+    int32_t* op_node         # compute: the node; send: the source
+    int32_t* op_dst
+    int64_t* op_size         # compute, delay: cycles; send: bytes
+    int32_t* op_deps         # dependencies not yet finished
+    int64_t* succ_ptr        # successors, CSR
+    int32_t* succ
+    cycle_t* op_start
+    cycle_t* op_finish
+    int64_t* op_left         # send: packets not yet delivered
+    int32_t* op_next         # per-node compute queue links
+    int32_t* cq_head
+    int32_t* cq_tail
+    uint8_t* node_busy       # the node's compute unit is running an op
+    cycle_t* oh_time         # heap of (finish cycle, op) for compute and delay ops
+    int32_t* oh_op
+    int32_t oh_n
+    int32_t packet_flits_max
+    int32_t flit_bytes
+    int32_t* op_done_q       # sends whose last packet arrived this cycle
+    int32_t op_done_n
 
     # ---- statistics
     cycle_t meas_start, meas_end

@@ -40,14 +40,29 @@ def main():
               help="Override a config key, e.g. --set traffic.injection_rate=0.2 (repeatable).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the full result (with the resolved config) as JSON to this file.")
-@click.option("--force", is_flag=True, help="Overwrite the --json file if it exists.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
+                   "ui.perfetto.dev).")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --trace files if they "
+                                            "exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-def run(config, sets, json_path, force, quiet):
+def run(config, sets, json_path, trace_path, force, quiet):
     """Simulate CONFIG (a TOML file) and print a summary."""
     try:
         _refuse_overwrite(json_path, force)
+        _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        result = simulate(cfg)
+        if cfg.workload.kind == "graph":
+            from pysim.workload import run_graph
+            result = run_graph(cfg)
+            if trace_path:
+                with open(trace_path, "w") as f:
+                    json.dump(result.trace(), f)
+        else:
+            if trace_path:
+                raise ConfigError("--trace: only op graphs (workload.kind = 'graph') have "
+                                  "ops to trace")
+            result = simulate(cfg)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except DeadlockError as e:
@@ -62,6 +77,8 @@ def run(config, sets, json_path, force, quiet):
         click.echo(result.summary())
         if json_path:
             click.echo(f"result written to {json_path}")
+        if trace_path:
+            click.echo(f"trace written to {trace_path}")
 
 
 @main.command()

@@ -148,6 +148,17 @@ KEYS = [
     Key("topology", "link_latency_ns", "float", None, "ns",
         "Latency of every link; default one cycle.", POS),
     # ------------------------------------------------------------------ traffic
+    # ------------------------------------------------------------------ workload
+    Key("workload", "kind", "str", "synthetic", "-",
+        "What runs: 'synthetic' traffic ([traffic]) or an op 'graph' (workload.file).", None,
+        lambda: ["synthetic", "graph"]),
+    Key("workload", "file", "str", None, "path",
+        "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
+    Key("workload", "packet_flits", "int", 16, "flits",
+        "Op graphs: messages are cut into packets of at most this many flits.", POS),
+    Key("workload", "max_cycles", "int", 1000000000000, "cycles",
+        "Op graphs: give up (an error) if the graph has not finished by then.", POS),
+    # ------------------------------------------------------------------ traffic
     Key("traffic", "pattern", "str", "uniform", "-", "Destination pattern (see Traffic).",
         None, _patterns),
     Key("traffic", "injection_rate", "float", 0.1, "flits/node/cycle",

@@ -90,8 +90,12 @@ def prepare(cfg):
     return network, eng
 
 
-def simulate(cfg) -> Result:
-    """Run one synthetic-traffic configuration and return its Result."""
+def simulate(cfg):
+    """Run one configuration: synthetic traffic (a Result) or, with workload.kind = 'graph',
+    an op graph (a pysim.workload.GraphResult)."""
+    if cfg.workload.kind == "graph":
+        from pysim.workload import run_graph
+        return run_graph(cfg)
     t_start = time.perf_counter()
     network, eng = prepare(cfg)
     topo = network.topo

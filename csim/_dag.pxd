@@ -1,0 +1,138 @@
+# The op scheduler for workload graphs: compute, send and delay ops with dependencies.
+#
+# An op starts the cycle its last dependency finishes (ops without dependencies at cycle 0):
+# a compute op when its node's compute unit is free (one at a time per node, in the order
+# they became ready), a delay at once, a send by queueing its message at the source NIC as
+# packets of at most packet_flits flits. A compute or delay op finishes `size` cycles after it
+# starts; a send when the tail of its last packet is delivered. No Python runs per op.
+from csim._types cimport *
+from csim._nic cimport create_packet
+
+
+cdef inline void _oh_push(State* s, cycle_t t, int32_t op) noexcept nogil:
+    cdef int32_t i = s.oh_n
+    cdef int32_t parent
+    s.oh_n += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if s.oh_time[parent] < t or (s.oh_time[parent] == t and s.oh_op[parent] < op):
+            break
+        s.oh_time[i] = s.oh_time[parent]
+        s.oh_op[i] = s.oh_op[parent]
+        i = parent
+    s.oh_time[i] = t
+    s.oh_op[i] = op
+
+
+cdef inline void _oh_pop(State* s) noexcept nogil:
+    cdef int32_t n = s.oh_n - 1
+    cdef cycle_t t = s.oh_time[n]
+    cdef int32_t op = s.oh_op[n]
+    cdef int32_t i = 0
+    cdef int32_t child
+    s.oh_n = n
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and (s.oh_time[child + 1] < s.oh_time[child] or
+                              (s.oh_time[child + 1] == s.oh_time[child] and
+                               s.oh_op[child + 1] < s.oh_op[child])):
+            child += 1
+        if t < s.oh_time[child] or (t == s.oh_time[child] and op < s.oh_op[child]):
+            break
+        s.oh_time[i] = s.oh_time[child]
+        s.oh_op[i] = s.oh_op[child]
+        i = child
+    if n > 0:
+        s.oh_time[i] = t
+        s.oh_op[i] = op
+
+
+cdef inline cycle_t next_op_event(State* s) noexcept nogil:
+    return s.oh_time[0] if s.oh_n > 0 else NEVER
+
+
+cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
+    cdef int32_t n = s.op_node[op]
+    s.node_busy[n] = 1
+    s.op_start[op] = s.now
+    _oh_push(s, s.now + s.op_size[op], op)
+    return 0
+
+
+cdef inline int start_op(State* s, int32_t op) noexcept nogil:
+    """An op whose dependencies have all finished (now) begins, or queues for its node."""
+    cdef int32_t n, k, np_
+    cdef int64_t left, flits, bytes_per_packet
+    cdef int32_t p
+    cdef int8_t kind = s.op_kind[op]
+    if kind == OP_COMPUTE:
+        n = s.op_node[op]
+        if s.node_busy[n]:
+            s.op_next[op] = -1
+            if s.cq_tail[n] < 0:
+                s.cq_head[n] = op
+            else:
+                s.op_next[s.cq_tail[n]] = op
+            s.cq_tail[n] = op
+            return 0
+        return _start_compute(s, op)
+    s.op_start[op] = s.now
+    if kind == OP_DELAY:
+        _oh_push(s, s.now + s.op_size[op], op)
+        return 0
+    # send: cut the message into packets at the source NIC
+    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
+    left = s.op_size[op]
+    np_ = <int32_t>((left + bytes_per_packet - 1) // bytes_per_packet)
+    if np_ == 0:
+        _oh_push(s, s.now, op)          # an empty message is delivered at once
+        return 0
+    s.op_left[op] = np_
+    for k in range(np_):
+        flits = bytes_per_packet if left > bytes_per_packet else left
+        flits = (flits + s.flit_bytes - 1) // s.flit_bytes
+        left -= bytes_per_packet
+        p = create_packet(s, s.op_node[op], s.op_dst[op], <int32_t>flits, -1)
+        if p < 0:
+            return -1
+        s.pk[p].op = op
+    return 0
+
+
+cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
+    """op finished now: free its node (compute) and start the successors it was the last
+    dependency of."""
+    cdef int64_t k
+    cdef int32_t n, nxt, q
+    s.op_finish[op] = s.now
+    s.ops_done += 1
+    if s.op_kind[op] == OP_COMPUTE:
+        n = s.op_node[op]
+        s.node_busy[n] = 0
+        q = s.cq_head[n]
+        if q >= 0:
+            s.cq_head[n] = s.op_next[q]
+            if s.cq_head[n] < 0:
+                s.cq_tail[n] = -1
+            if _start_compute(s, q) != 0:
+                return -1
+    for k in range(s.succ_ptr[op], s.succ_ptr[op + 1]):
+        nxt = s.succ[k]
+        s.op_deps[nxt] -= 1
+        if s.op_deps[nxt] == 0:
+            if start_op(s, nxt) != 0:
+                return -1
+    return 0
+
+
+cdef inline int ops_due(State* s) noexcept nogil:
+    """Finish every compute and delay op due this cycle."""
+    cdef int32_t op
+    while s.oh_n > 0 and s.oh_time[0] <= s.now:
+        op = s.oh_op[0]
+        _oh_pop(s)
+        if finish_op(s, op) != 0:
+            return -1
+    return 0

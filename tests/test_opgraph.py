@@ -1,0 +1,185 @@
+"""Op graphs executed inside csim: exact timing of compute, delay and send ops, dependency
+semantics on random DAGs, sends timed exactly as the network delivers their packets, errors,
+and the CLI with a trace."""
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import TOPOLOGIES, make_cfg
+from pysim.cli import main
+from pysim.network import compile_network
+from pysim.sim import run_packets
+from pysim.workload import GraphError, OpGraph, load_graph, run_graph
+
+MESH = dict(topology={"kind": "mesh", "dims": [4, 4]})
+
+
+def test_compute_send_compute_chain_has_the_closed_form_time():
+    """compute(100) at n0_0, a 1-packet message of L flits to n3_2, compute(50) there:
+    100 + T0 + 50, T0 = 1 + (H + 1) * 4 + H + 1 + (L - 1) on unit links, H = 5."""
+    cfg = make_cfg(**MESH, workload={"packet_flits": 8})
+    L = 5
+    g = OpGraph()
+    a = g.compute("n0_0", 100)
+    b = g.send("n0_0", "n3_2", L * 32, after=[a])
+    c = g.compute("n3_2", 50, after=[b])
+    r = run_graph(cfg, g)
+    H = 5
+    t0 = 1 + (H + 1) * 4 + H + 1 + (L - 1)
+    assert [(op["start"], op["finish"]) for op in r.ops] == \
+        [(0, 100), (100, 100 + t0), (100 + t0, 150 + t0)]
+    assert r.makespan_cycles == 150 + t0 and r.packets == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_dags_respect_dependencies_and_node_compute_units(seed):
+    rng = np.random.default_rng(seed)
+    cfg = make_cfg(**MESH, workload={"packet_flits": 4})
+    names = compile_network(cfg).topo.node_names
+    g = OpGraph()
+    for i in range(60):
+        after = sorted(set(rng.integers(0, i, rng.integers(0, 3)).tolist())) if i else []
+        k = rng.choice(["compute", "compute", "send", "delay"])
+        if k == "compute":
+            g.compute(str(rng.choice(names)), int(rng.integers(0, 200)), after)
+        elif k == "delay":
+            g.delay(int(rng.integers(0, 100)), after)
+        else:
+            s, d = rng.choice(len(names), 2, replace=False)
+            g.send(names[s], names[d], int(rng.integers(0, 4000)), after)
+    r = run_graph(cfg, g)
+    ops = r.ops
+    for i, op in enumerate(ops):
+        ready = max([ops[d]["finish"] for d in g.after[i]], default=0)
+        assert op["start"] >= ready
+        if op["kind"] in ("compute", "delay"):
+            assert op["finish"] - op["start"] == op["size"]
+        if op["kind"] in ("send", "delay"):
+            assert op["start"] == ready            # nothing to wait for but dependencies
+        if op["kind"] == "send" and op["size"] == 0:
+            assert op["finish"] == op["start"]
+    by_node = {}
+    for i, op in enumerate(ops):
+        if op["kind"] == "compute":
+            by_node.setdefault(op["node"], []).append((op["start"], op["finish"], i))
+    for node, spans in by_node.items():
+        spans.sort()
+        for (s0, f0, _), (s1, f1, i1) in zip(spans, spans[1:]):
+            assert s1 >= f0                         # one compute op at a time per node
+        for s, f, i in spans:                       # a compute op waits only for its node
+            ready = max([ops[d]["finish"] for d in g.after[i]], default=0)
+            assert s == ready or any(f0 == s for _, f0, _ in spans)
+    assert run_graph(cfg, g).ops == ops             # deterministic
+
+
+def test_a_send_finishes_when_the_network_delivers_its_last_packet():
+    """The same packets injected as a trace (csim's trace mode matches the reference model)
+    arrive when the op graph says the send finished."""
+    cfg = make_cfg(topology={"kind": "torus", "dims": [4, 4]}, workload={"packet_flits": 6})
+    g = OpGraph()
+    sends = [g.send("n0_0", "n2_3", 1000), g.send("n1_1", "n2_3", 333),
+             g.send("n0_0", "n3_0", 64)]
+    r = run_graph(cfg, g)
+    net = compile_network(cfg)
+    names = net.topo.node_names
+    times, src, dst, length, owner = [], [], [], [], []
+    for i in sends:
+        left = g.size[i]
+        while left > 0:
+            flits = -(-min(left, 6 * 32) // 32)
+            times.append(0)
+            src.append(names.index(g.node[i]))
+            dst.append(names.index(g.dst[i]))
+            length.append(flits)
+            owner.append(i)
+            left -= 6 * 32
+    _, _, deliver, _, _ = run_packets(cfg, times, src, dst, length, network=net)
+    for i in sends:
+        assert r.ops[i]["finish"] == max(d for d, o in zip(deliver, owner) if o == i)
+
+
+def test_a_large_message_moves_at_the_link_bandwidth():
+    """1 MiB over one link of one flit per cycle (32 B at 1 GHz) takes 32768 cycles plus the
+    pipeline: within 0.5% (enough VCs and VC reuse after the tail, 16-flit packets)."""
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [2]},
+                   network={"vcs": 4, "wait_for_tail_credit": False, "vc_buffer_flits": 16},
+                   workload={"packet_flits": 16})
+    g = OpGraph()
+    g.send("n0", "n1", 1 << 20)
+    r = run_graph(cfg, g)
+    assert 32768 <= r.makespan_cycles <= 32768 * 1.005
+
+
+@pytest.mark.parametrize("build,fragment", [
+    (lambda g: g.compute("nowhere", 5), "'nowhere': no node of that name"),
+    (lambda g: g.send("n0_0", "n0_0", 5), "a send from 'n0_0' to itself"),
+    (lambda g: g.compute("n0_0", -1), "cycles = -1"),
+    (lambda g: g.compute("n0_0", 5, after=["later"]), "'later': no op of that name"),
+    (lambda g: g.compute("n0_0", 5, after=[7]), "dependency 7: no such op"),
+])
+def test_bad_graphs_are_refused(build, fragment):
+    g = OpGraph()
+    with pytest.raises(GraphError) as e:
+        build(g)
+        run_graph(make_cfg(**MESH), g)
+    assert fragment in str(e.value)
+
+
+def test_switches_have_no_compute_unit():
+    g = OpGraph()
+    g.compute("sw0", 5)
+    with pytest.raises(GraphError, match="is a switch"):
+        run_graph(make_cfg(topology={"kind": "switch", "size": 4}), g)
+
+
+def test_graph_file_and_cli_with_trace(tmp_path):
+    ops = tmp_path / "ops.toml"
+    ops.write_text('''
+[[ops]]
+name = "fwd"
+kind = "compute"
+node = "gpu0"
+cycles = 2000
+
+[[ops]]
+name = "grad"
+kind = "send"
+src = "gpu0"
+dst = "gpu5"
+bytes = 65536
+after = ["fwd"]
+
+[[ops]]
+name = "upd"
+kind = "compute"
+node = "gpu5"
+cycles = 700
+after = ["grad"]
+''')
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'[topology]\nfile = "{os.path.join(TOPOLOGIES, "dgx1-v100.toml")}"\n'
+                   f'[network]\nvc_buffer_flits = 128\nwait_for_tail_credit = false\n'
+                   f'[workload]\nkind = "graph"\nfile = "ops.toml"\n')
+    out, trace = tmp_path / "r.json", tmp_path / "t.json"
+    res = CliRunner().invoke(main, ["run", str(cfg), "--json", str(out), "--trace", str(trace)])
+    assert res.exit_code == 0, res.output
+    assert "makespan" in res.output
+    d = json.loads(out.read_text())
+    t = json.loads(trace.read_text())
+    spans = {e["name"]: (e["ts"], e["dur"]) for e in t["traceEvents"] if e["ph"] == "X"}
+    for op in d["ops"]:
+        assert spans[op["name"]] == (op["start"], op["finish"] - op["start"])
+    assert d["ops"][0]["finish"] == 2000 and d["ops"][2]["start"] == d["ops"][1]["finish"]
+    png = tmp_path / "t.png"
+    res = CliRunner().invoke(main, ["plot", str(trace), "--kind", "timeline", "-o", str(png)])
+    assert res.exit_code == 0 and png.stat().st_size > 5000
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[ops]]\nkind = "compute"\nnode = "gpu0"\n')
+    with pytest.raises(GraphError, match="needs cycles"):
+        load_graph(bad)
+    res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mesh8x8.toml"),
+                                    "--trace", str(tmp_path / "x.json")])
+    assert res.exit_code != 0 and "only op graphs" in res.output
