@@ -2,11 +2,12 @@
 #
 # An op starts the cycle its last dependency finishes (ops without dependencies at cycle 0):
 # a compute op when its node's compute unit is free (one at a time per node, in the order
-# they became ready), a delay at once, a send by queueing its message at the source NIC as
-# packets of at most packet_flits flits. A compute or delay op finishes `size` cycles after it
-# starts; a send when the tail of its last packet is delivered. No Python runs per op.
+# they became ready), a delay at once, a send by handing its message to the source NIC, which
+# cuts it into packets of at most packet_flits flits as its injection channels take them,
+# serving its messages in turn. A compute or delay op finishes `size` cycles after it starts;
+# a send when the tail of its last packet is delivered. No Python runs per op.
 from csim._types cimport *
-from csim._nic cimport create_packet
+from csim._nic cimport nic_add_message
 
 
 cdef inline void _oh_push(State* s, cycle_t t, int32_t op) noexcept nogil:
@@ -63,9 +64,8 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
 
 cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     """An op whose dependencies have all finished (now) begins, or queues for its node."""
-    cdef int32_t n, k, np_
-    cdef int64_t left, flits, bytes_per_packet
-    cdef int32_t p
+    cdef int32_t n
+    cdef int64_t left, bytes_per_packet
     cdef int8_t kind = s.op_kind[op]
     if kind == OP_COMPUTE:
         n = s.op_node[op]
@@ -82,22 +82,15 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     if kind == OP_DELAY:
         _oh_push(s, s.now + s.op_size[op], op)
         return 0
-    # send: cut the message into packets at the source NIC
+    # send: the message joins the source NIC, which cuts it into packets as it goes
     bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
     left = s.op_size[op]
-    np_ = <int32_t>((left + bytes_per_packet - 1) // bytes_per_packet)
-    if np_ == 0:
+    if left == 0:
         _oh_push(s, s.now, op)          # an empty message is delivered at once
         return 0
-    s.op_left[op] = np_
-    for k in range(np_):
-        flits = bytes_per_packet if left > bytes_per_packet else left
-        flits = (flits + s.flit_bytes - 1) // s.flit_bytes
-        left -= bytes_per_packet
-        p = create_packet(s, s.op_node[op], s.op_dst[op], <int32_t>flits, -1)
-        if p < 0:
-            return -1
-        s.pk[p].op = op
+    s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
+    s.msg_bytes[op] = left
+    nic_add_message(s, s.op_node[op], op)
     return 0
 
 

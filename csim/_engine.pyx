@@ -417,6 +417,10 @@ cdef class Engine:
         s.cq_head = <int32_t*>_ptr(self._own("cq_head", None, np.int32, -1, s.n_nodes))
         s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes))
         s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0, s.n_nodes))
+        s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
+        s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
+        s.nic_msg_cur = <int32_t*>_ptr(self._own("nic_msg_cur", None, np.int32, -1, s.n_nodes))
+        s.nic_msg_prev = <int32_t*>_ptr(self._own("nic_msg_prev", None, np.int32, -1, s.n_nodes))
         s.packet_flits_max = packet_flits
         s.flit_bytes = flit_bytes
         s.oh_n = 0
@@ -475,12 +479,15 @@ cdef class Engine:
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s
         cdef int64_t total = 0
-        cdef int32_t n, p, c
+        cdef int32_t n, p, c, k
         for n in range(s.n_nodes):
             p = s.nic_qhead[n]
             while p >= 0:
                 total += s.pk[p].length
                 p = s.pk[p].next
+        for k in range(s.n_ops):
+            if s.op_kind[k] == OP_SEND and s.op_start[k] >= 0 and s.msg_bytes[k] > 0:
+                total += (s.msg_bytes[k] + s.flit_bytes - 1) // s.flit_bytes
         for c in range(s.n_ch):
             if s.ch[c].kind == CH_INJECT and s.ch[c].cur_pkt >= 0:
                 total += s.pk[s.ch[c].cur_pkt].length - s.ch[c].cur_seq

@@ -24,6 +24,11 @@ cdef inline void nic_deactivate(State* s, int32_t n) noexcept nogil:
     s.nic_busy -= 1
 
 
+cdef inline bint nic_idle(State* s, int32_t n) noexcept nogil:
+    return s.nic_qlen[n] == 0 and s.nic_sending[n] == 0 and \
+        (s.n_ops == 0 or s.nic_msg_cur[n] < 0)
+
+
 cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t length,
                                   int64_t tag) noexcept nogil:
     """Make a packet at node src for node dst and queue it at src's NIC. -1 on failure."""
@@ -51,7 +56,7 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
         s.meas_created_flits += length
     s.flits_created += length
     s.packets_created += 1
-    if s.nic_qlen[src] == 0 and s.nic_sending[src] == 0:
+    if nic_idle(s, src):
         nic_activate(s, src)
     if s.nic_qtail[src] < 0:
         s.nic_qhead[src] = p
@@ -200,6 +205,71 @@ cdef inline int generate(State* s) noexcept nogil:
 
 # ------------------------------------------------------------------ injection
 
+cdef inline bint _dst_full(State* s, int32_t n, int32_t dst) noexcept nogil:
+    """Are as many of node n's injection channels sending to dst as the first link towards
+    it has parallel channels?"""
+    cdef int32_t j, c, k = 0
+    cdef int32_t first = s.rt[<int64_t>n * s.n_nodes + dst]
+    for j in range(s.nic_inj_n[n]):
+        c = s.nic_inj_base[n] + j
+        if s.ch[c].cur_pkt >= 0 and s.pk[s.ch[c].cur_pkt].dst == dst:
+            k += 1
+    return k >= s.ch[first].par_n
+
+
+cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
+    """Queue the next packet of the message whose turn it is at node n's NIC, and pass the
+    turn on: concurrent messages share the NIC packet by packet (like a DMA engine serving
+    several queues). A NIC with several injection channels sends no more packets at once to
+    one destination than the first link towards it has channels (a message waits its next
+    turn; if every message waits, the channel stays idle this cycle). Returns the packet,
+    -1 if none was cut, -2 when out of memory."""
+    cdef int32_t m = s.nic_msg_cur[n]
+    cdef int32_t prev = s.nic_msg_prev[n]
+    cdef int32_t first = m
+    cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
+    cdef int64_t b
+    cdef int32_t p
+    if s.nic_inj_n[n] > 1:
+        while _dst_full(s, n, s.op_dst[m]):
+            prev = m
+            m = s.msg_next[m]
+            if m == first:
+                return -1
+    b = s.msg_bytes[m] if s.msg_bytes[m] < bpp else bpp
+    p = create_packet(s, n, s.op_dst[m], <int32_t>((b + s.flit_bytes - 1) // s.flit_bytes),
+                      -1)
+    if p < 0:
+        return -2
+    s.pk[p].op = m
+    s.msg_bytes[m] -= b
+    if s.msg_bytes[m] == 0:           # fully cut: leave the circle
+        if s.msg_next[m] == m:
+            s.nic_msg_cur[n] = -1
+        else:
+            s.msg_next[prev] = s.msg_next[m]
+            s.nic_msg_cur[n] = s.msg_next[m]
+            s.nic_msg_prev[n] = prev
+    else:
+        s.nic_msg_prev[n] = m
+        s.nic_msg_cur[n] = s.msg_next[m]
+    return p
+
+
+cdef inline void nic_add_message(State* s, int32_t n, int32_t m) noexcept nogil:
+    """Message (send op) m joins node n's NIC, last in turn."""
+    if nic_idle(s, n):
+        nic_activate(s, n)
+    if s.nic_msg_cur[n] < 0:
+        s.nic_msg_cur[n] = m
+        s.nic_msg_prev[n] = m
+        s.msg_next[m] = m
+    else:
+        s.msg_next[s.nic_msg_prev[n]] = m
+        s.msg_next[m] = s.nic_msg_cur[n]
+        s.nic_msg_prev[n] = m
+
+
 cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     """Injection channel c of node n's NIC sends at most one flit; an idle channel first takes
     the packet at the head of the source queue and claims a free VC with a credit for it
@@ -211,7 +281,14 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     p = ch.cur_pkt
     if p < 0:
         if s.nic_qlen[n] == 0:
-            return 0
+            if s.n_ops == 0 or s.nic_msg_cur[n] < 0:
+                return 0
+            p = _cut_packet(s, n)
+            if p == -2:
+                return -1
+            if p < 0:
+                return 0
+            p = -1
         v = -1
         k = ch.vc_rr
         for i in range(V):
@@ -265,7 +342,7 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
     for j in range(s.nic_inj_n[n]):
         if _nic_send(s, n, base + j) != 0:
             return -1
-    if s.nic_qlen[n] == 0 and s.nic_sending[n] == 0:
+    if nic_idle(s, n):
         nic_deactivate(s, n)
     return 0
 

@@ -83,10 +83,7 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
     cdef int32_t cls
-    if o.par_n > 1:              # parallel channels share the packets by creation order
-        oc = o.par_base + <int32_t>(pk.serial % o.par_n)
-        o = &s.ch[oc]
-    q.out_ch = oc
+    q.out_ch = oc                # a parallel group's first channel: VA picks the member
     if o.kind == CH_EJECT:
         q.lo = 0
         q.hi = <int16_t>s.V
@@ -113,6 +110,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
     cdef int32_t V = s.V
     cdef int32_t i, base, iv, p, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
+    cdef int32_t npar, m, mi, mch, fewest, held, free
     cdef cycle_t wake = NEVER
     cdef cycle_t ready
     cdef IVC* q
@@ -137,9 +135,36 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
             continue
         lo = q.lo
         n = q.hi - lo
-        j = 0 if n == 1 else iv % n       # candidates lo + (iv + k) mod n, k = 0..n-1
+        # among the members of the output's parallel group (usually one), the one with a free
+        # VC of the class where the fewest VCs carry packets of other inputs (so streams keep
+        # to their own channel; ties: in turn from the packet's creation order); in it, the
+        # class's VCs lo + (iv + k) mod n, k = 0..n-1
+        mch = q.out_ch
+        npar = s.ch[q.out_ch].par_n
+        if npar > 1:
+            m = <int32_t>(s.pk[s.buf[iv * s.D + q.head].pkt].serial % npar)
+            mch = -1
+            fewest = V + 1
+            for mi in range(npar):
+                held = 0                 # VCs carrying another input's packet right now
+                free = 0
+                for k in range(V):
+                    o = &s.ovc[(q.out_ch + m) * V + k]
+                    if o.owner >= 0 and o.owner // V != iv // V:
+                        held += 1
+                    elif o.owner == OVC_FREE and lo <= k < lo + n:
+                        free += 1
+                if free and held < fewest:
+                    fewest = held
+                    mch = q.out_ch + m
+                m += 1
+                if m == npar:
+                    m = 0
+            if mch < 0:
+                continue                 # nothing free: a freed VC wakes the router
+        j = 0 if n == 1 else iv % n
         for k in range(n):
-            ov = q.out_ch * V + lo + j
+            ov = mch * V + lo + j
             j += 1
             if j == n:
                 j = 0
@@ -166,6 +191,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         o.owner = iv
         o.va_ptr = iv + 1 if iv + 1 < s.n_ivc else 0
         q = &s.ivc[iv]
+        q.out_ch = ov // V           # the member of the group it got
         q.out_vc = ov - q.out_ch * V
         q.state = VC_ACTIVE
         q.ready = s.now + s.va_delay

@@ -228,6 +228,10 @@ cdef struct State:
     int32_t flit_bytes
     int32_t* op_done_q       # sends whose last packet arrived this cycle
     int32_t op_done_n
+    int64_t* msg_bytes       # send: bytes not yet cut into packets
+    int32_t* msg_next        # a NIC's messages being sent: a circular list, served in turn
+    int32_t* nic_msg_cur     # per node: the message whose turn it is (-1: none)
+    int32_t* nic_msg_prev    # per node: the one before it in the circle
 
     # ---- statistics
     cycle_t meas_start, meas_end

@@ -52,16 +52,15 @@ def run(config, sets, json_path, trace_path, force, quiet):
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if cfg.workload.kind == "graph":
-            from pysim.workload import run_graph
-            result = run_graph(cfg)
+        if cfg.workload.kind in ("graph", "collective"):
+            result = simulate(cfg)
             if trace_path:
                 with open(trace_path, "w") as f:
                     json.dump(result.trace(), f)
         else:
             if trace_path:
-                raise ConfigError("--trace: only op graphs (workload.kind = 'graph') have "
-                                  "ops to trace")
+                raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
+                                  "'graph' or 'collective') have ops to trace")
             result = simulate(cfg)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None

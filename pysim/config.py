@@ -150,8 +150,26 @@ KEYS = [
     # ------------------------------------------------------------------ traffic
     # ------------------------------------------------------------------ workload
     Key("workload", "kind", "str", "synthetic", "-",
-        "What runs: 'synthetic' traffic ([traffic]) or an op 'graph' (workload.file).", None,
-        lambda: ["synthetic", "graph"]),
+        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file) or a "
+        "'collective'.", None, lambda: ["synthetic", "graph", "collective"]),
+    Key("workload", "collective", "str", "all_reduce", "-",
+        "Collective: all_reduce, reduce_scatter, all_gather, all_to_all.", None,
+        lambda: ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]),
+    Key("workload", "algorithm", "str", "ring", "-",
+        "Collective algorithm: ring, bidir_ring, direct, halving_doubling.", None,
+        lambda: ["ring", "bidir_ring", "direct", "halving_doubling"]),
+    Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
+        NONNEG),
+    Key("workload", "chunks", "int", 4, "-",
+        "Collective: pieces the data is split into, pipelined through the steps.", POS),
+    Key("workload", "group", "strs", None, "node names",
+        "Collective participants (default: every NPU, or every endpoint if there is none).",
+        None),
+    Key("workload", "ring_order", "strs", None, "node names",
+        "Ring order of the participants (default: a ring over direct links if the topology "
+        "has one, widest first; else node order).", None),
+    Key("workload", "reduce_gbps", "float", None, "GB/s",
+        "Reduction throughput at each node (default: reductions take no time).", POS),
     Key("workload", "file", "str", None, "path",
         "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
     Key("workload", "packet_flits", "int", 16, "flits",
@@ -206,6 +224,8 @@ def _type_ok(kind, v):
                                            not isinstance(x, bool) for x in v)
     if kind == "int|ints":
         return _type_ok("int", v) or (_type_ok("ints", v) and len(v) > 0)
+    if kind == "strs":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
     if kind == "tables":
         return isinstance(v, list) and all(isinstance(x, dict) for x in v)
     if kind == "table":
@@ -216,7 +236,8 @@ def _type_ok(kind, v):
 _KIND_TEXT = {"int": "an integer", "float": "a number", "bool": "true or false",
               "str": "a string", "ints": "a list of integers", "floats": "a list of numbers",
               "int|ints": "an integer or a list of integers",
-              "tables": "an array of tables ([[...]])", "table": "a table"}
+              "tables": "an array of tables ([[...]])", "table": "a table",
+              "strs": "a list of strings"}
 
 
 def _suggest(name, options):

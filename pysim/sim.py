@@ -96,6 +96,9 @@ def simulate(cfg):
     if cfg.workload.kind == "graph":
         from pysim.workload import run_graph
         return run_graph(cfg)
+    if cfg.workload.kind == "collective":
+        from pysim.workload.collectives import run_collective
+        return run_collective(cfg)
     t_start = time.perf_counter()
     network, eng = prepare(cfg)
     topo = network.topo

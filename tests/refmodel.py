@@ -164,9 +164,7 @@ def simulate(a, packets, max_cycles=200000):
                     p, seq, arr = q.buf[0]
                     if q.state == IDLE:
                         assert seq == 0, "non-head flit at the front of an idle VC"
-                        o = rt[r * n + p.dst]
-                        if par_n[o] > 1:         # parallel channels: by creation order
-                            o = par_base[o] + p.serial % par_n[o]
+                        o = rt[r * n + p.dst]     # a parallel group's first channel
                         q.out_ch = o
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V
@@ -185,22 +183,40 @@ def simulate(a, packets, max_cycles=200000):
                         continue
                     me = c * V + v
                     span = q.hi - q.lo
-                    for k in range(span):
-                        ov = q.lo + (me + k) % span
-                        if owner[(q.out_ch, ov)] == FREE:
-                            key = (q.out_ch, ov)
-                            d = (me - va_ptr[key]) % n_ivc
-                            if key not in best:
-                                order.append(key)
-                                best[key] = (d, c, v)
-                            elif d < best[key][0]:
-                                best[key] = (d, c, v)
-                            break
+                    # the member of the output's parallel group with a free VC of the
+                    # class where the fewest VCs carry other inputs' packets (ties: in turn
+                    # from the packet's creation order); in it, the first free VC of the
+                    # class from `me`
+                    npar = par_n[q.out_ch]
+                    member, fewest = None, V + 1
+                    for mi in range(npar):
+                        cand = q.out_ch + (p.serial + mi) % npar
+                        held = sum(owner[(cand, k)] >= 0 and owner[(cand, k)] // V != c
+                                   for k in range(V))
+                        free = any(owner[(cand, k)] == FREE for k in range(q.lo, q.hi))
+                        if free and held < fewest:
+                            member, fewest = cand, held
+                    chosen = None
+                    if member is not None:
+                        for k in range(span):
+                            ov = q.lo + (me + k) % span
+                            if owner[(member, ov)] == FREE:
+                                chosen = (member, ov)
+                                break
+                    if chosen:
+                        key = chosen
+                        d = (me - va_ptr[key]) % n_ivc
+                        if key not in best:
+                            order.append(key)
+                            best[key] = (d, c, v)
+                        elif d < best[key][0]:
+                            best[key] = (d, c, v)
             for key in order:
                 _, c, v = best[key]
                 q = ivc[(c, v)]
                 owner[key] = c * V + v
                 va_ptr[key] = (c * V + v + 1) % n_ivc
+                q.out_ch = key[0]
                 q.out_vc = key[1]
                 q.state = ACTIVE
                 q.ready = t + VA

@@ -76,12 +76,13 @@ def test_random_dags_respect_dependencies_and_node_compute_units(seed):
 
 
 def test_a_send_finishes_when_the_network_delivers_its_last_packet():
-    """The same packets injected as a trace (csim's trace mode matches the reference model)
-    arrive when the op graph says the send finished."""
+    """The same packets injected as a trace at cycle 0 (csim's trace mode matches the
+    reference model) arrive when the op graph says the send finished."""
     cfg = make_cfg(topology={"kind": "torus", "dims": [4, 4]}, workload={"packet_flits": 6})
     g = OpGraph()
+    # one message per source: its NIC sends its packets back to back, as a trace would
     sends = [g.send("n0_0", "n2_3", 1000), g.send("n1_1", "n2_3", 333),
-             g.send("n0_0", "n3_0", 64)]
+             g.send("n3_3", "n3_0", 64)]
     r = run_graph(cfg, g)
     net = compile_network(cfg)
     names = net.topo.node_names
@@ -182,4 +183,4 @@ after = ["grad"]
         load_graph(bad)
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mesh8x8.toml"),
                                     "--trace", str(tmp_path / "x.json")])
-    assert res.exit_code != 0 and "only op graphs" in res.output
+    assert res.exit_code != 0 and "only op graphs and collectives" in res.output

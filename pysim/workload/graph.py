@@ -189,11 +189,13 @@ class GraphResult:
     seed: int = 0
     version: str = ""
     build: dict = field(default_factory=dict)
+    collective: dict = field(default_factory=dict)   # set for collective workloads
 
     def to_dict(self):
         d = dict(self.__dict__)
         if d["avg_packet_latency"] != d["avg_packet_latency"]:
             d["avg_packet_latency"] = None
+        d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
         return d
 
     def busy_cycles(self):
@@ -234,7 +236,17 @@ class GraphResult:
 
     def summary(self):
         busy = self.busy_cycles()
-        rows = [("makespan", f"{self.makespan_cycles} cycles"),
+        rows = []
+        c = self.collective
+        if c:
+            rows += [("collective", f"{c['collective']} / {c['algorithm']}, {c['bytes']} bytes "
+                                    f"per node, {len(c['participants'])} participants, "
+                                    f"{c['chunks']} chunks"),
+                     ("ring order", " ".join(c["order"])),
+                     ("time", f"{c['collective_cycles']} cycles"),
+                     ("bandwidth", f"algbw {c['algbw_gbps']:.2f} GB/s, busbw "
+                                   f"{c['busbw_gbps']:.2f} GB/s (nccl-tests conventions)")]
+        rows += [("makespan", f"{self.makespan_cycles} cycles"),
                 ("ops", f"{len(self.ops)} ({', '.join(f'{k} {v}' for k, v in sorted(self._count().items()))})"),
                 ("packets", f"{self.packets}, avg latency "
                             + (f"{self.avg_packet_latency:.1f}" if self.packets else "n/a")

@@ -1,0 +1,301 @@
+"""Collectives expanded into op graphs (sends and reductions with dependencies).
+
+Every participant holds N bytes. A collective is split into `chunks` independent pieces that
+pipeline through the steps; within a chunk, the algorithms are the textbook ones:
+
+- ring: p - 1 steps around a ring (reduce-scatter, all-gather; all-reduce = both);
+- bidir_ring: each chunk halved, one half around the ring each way;
+- direct: every node sends each other node its share at once;
+- halving_doubling: recursive halving (reduce-scatter) and doubling (all-gather), p = 2^k.
+
+A reduction of b bytes at a node is a compute op of ceil(b / reduce_bytes_per_cycle) cycles
+on that node (0 when the reduction rate is not modelled); the next step's send of that data
+depends on it. Collectives registered here: see ALGORITHMS.
+"""
+from __future__ import annotations
+
+import math
+
+from pysim.config import ConfigError
+from pysim.workload.graph import OpGraph
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+
+
+class _Builder:
+    def __init__(self, order, nbytes, chunks, reduce_bpc):
+        self.g = OpGraph()
+        self.order = list(order)
+        self.p = len(order)
+        self.N = int(nbytes)
+        self.C = int(chunks)
+        self.reduce_bpc = reduce_bpc
+
+    def send(self, a, b, nbytes, after):
+        return self.g.send(self.order[a], self.order[b], int(nbytes), after=after)
+
+    def reduce(self, node, nbytes, after):
+        cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
+        return self.g.compute(self.order[node], cycles, after=after)
+
+    def chunk_sizes(self):
+        base, extra = divmod(self.N, self.C)
+        return [base + (1 if c < extra else 0) for c in range(self.C)]
+
+
+def _split(total, parts):
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+# ------------------------------------------------------------------ ring
+
+def _ring_reduce_scatter(b, size, direction, after_all, done):
+    """One chunk of `size` bytes around the ring (direction +1 or -1). done[i] collects, per
+    node, the op after which its block is fully reduced."""
+    p = b.p
+    blocks = _split(size, p)
+    # step s: node i sends block (i - s*dir) mod p to node i + dir, which reduces it
+    last = {i: list(after_all) for i in range(p)}       # what node i's next send waits for
+    for s in range(p - 1):
+        new = {}
+        for i in range(p):
+            j = (i + direction) % p
+            blk = (i - s * direction) % p
+            snd = b.send(i, j, blocks[blk], last[i])
+            red = b.reduce(j, blocks[blk], [snd])
+            new[j] = [red]
+        last = new
+    for i in range(p):
+        done[i] = last[i]
+    return blocks
+
+
+def _ring_all_gather(b, size, direction, start, finish):
+    """All-gather of one chunk: node i starts owning block (i + dir) mod p (the one the
+    reduce-scatter leaves it); start[i] = what its first send waits for."""
+    p = b.p
+    blocks = _split(size, p)
+    last = {i: list(start[i]) for i in range(p)}
+    for s in range(p - 1):
+        new = {}
+        for i in range(p):
+            j = (i + direction) % p
+            blk = (i + direction - s * direction) % p
+            snd = b.send(i, j, blocks[blk], last[i])
+            new[j] = [snd]
+        last = new
+    for i in range(p):
+        finish.extend(last[i])
+
+
+def ring(b, collective, bidirectional=False):
+    for size in b.chunk_sizes():
+        halves = [(size, +1)] if not bidirectional else \
+            list(zip(_split(size, 2), (+1, -1)))
+        for part, direction in halves:
+            if part == 0:
+                continue
+            if collective in ("all_reduce", "reduce_scatter"):
+                done = {}
+                _ring_reduce_scatter(b, part, direction, [], done)
+                if collective == "all_reduce":
+                    _ring_all_gather(b, part, direction, done, [])
+            elif collective == "all_gather":
+                _ring_all_gather(b, part, direction, {i: [] for i in range(b.p)}, [])
+            else:
+                raise ConfigError(f"workload.algorithm = 'ring' does not do {collective}")
+
+
+# ------------------------------------------------------------------ direct
+
+def direct(b, collective):
+    """Each node sends every other node its share at once. Node i's messages are issued to
+    i + 1, i + 2, ... in turn, so at any moment the nodes send to a permutation of each other
+    rather than all to the same one."""
+    p = b.p
+    for size in b.chunk_sizes():
+        blocks = _split(size, p)
+        if collective == "all_to_all":
+            for k in range(1, p):
+                for i in range(p):
+                    j = (i + k) % p
+                    b.send(i, j, blocks[j], [])
+            continue
+        owned = {j: [] for j in range(p)}
+        if collective in ("all_reduce", "reduce_scatter"):
+            for k in range(1, p):          # everyone sends node j its block j; j reduces
+                for i in range(p):
+                    j = (i + k) % p
+                    snd = b.send(i, j, blocks[j], [])
+                    owned[j].append(b.reduce(j, blocks[j], [snd]))
+        if collective in ("all_reduce", "all_gather"):
+            for k in range(1, p):
+                for j in range(p):
+                    i = (j + k) % p
+                    b.send(j, i, blocks[j], owned[j])
+
+
+# ------------------------------------------------------------------ halving-doubling
+
+def halving_doubling(b, collective):
+    p = b.p
+    if p & (p - 1):
+        raise ConfigError(f"workload.algorithm = 'halving_doubling' needs a power-of-two "
+                          f"number of participants, got {p}")
+    steps = p.bit_length() - 1
+    for size in b.chunk_sizes():
+        last = {i: [] for i in range(p)}
+        held = {i: size for i in range(p)}
+        if collective in ("all_reduce", "reduce_scatter"):
+            for k in range(steps):            # recursive halving: partner at distance p/2^(k+1)
+                d = p >> (k + 1)
+                new = {}
+                for i in range(p):
+                    j = i ^ d
+                    half = held[i] // 2 if i < j else held[i] - held[i] // 2
+                    snd = b.send(i, j, held[i] - half, last[i])
+                    new.setdefault(j, []).append(b.reduce(j, held[i] - half, [snd]))
+                for i in range(p):
+                    j = i ^ d
+                    held[i] = held[i] // 2 if i < j else held[i] - held[i] // 2
+                last = new
+        if collective in ("all_reduce", "all_gather"):
+            if collective == "all_gather":
+                held = {i: _split(size, p)[i] for i in range(p)}
+            for k in reversed(range(steps)):  # recursive doubling
+                d = p >> (k + 1)
+                new = {}
+                for i in range(p):
+                    j = i ^ d
+                    snd = b.send(i, j, held[i], last[i])
+                    new.setdefault(j, []).append(snd)
+                grown = {i: held[i] + held[i ^ d] for i in range(p)}
+                held, last = grown, new
+        elif collective not in ("reduce_scatter",):
+            raise ConfigError(f"workload.algorithm = 'halving_doubling' does not do "
+                              f"{collective}")
+
+
+ALGORITHMS = {
+    "ring": (lambda b, c: ring(b, c), {"all_reduce", "reduce_scatter", "all_gather"}),
+    "bidir_ring": (lambda b, c: ring(b, c, bidirectional=True),
+                   {"all_reduce", "reduce_scatter", "all_gather"}),
+    "direct": (direct, {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}),
+    "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
+}
+
+
+def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None):
+    """The op graph of one collective over the nodes `order` (names, in ring order)."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
+                          f"{', '.join(sorted(ALGORITHMS))}")
+    fn, supported = ALGORITHMS[algorithm]
+    if collective not in supported:
+        raise ConfigError(f"workload.algorithm = {algorithm!r} does not implement "
+                          f"workload.collective = {collective!r} (it does: "
+                          f"{', '.join(sorted(supported))})")
+    if len(order) < 2:
+        raise ConfigError(f"a collective needs at least 2 participants, got {len(order)}")
+    if len(set(order)) != len(order):
+        raise ConfigError("workload.group names a node twice")
+    if nbytes < 0 or chunks < 1:
+        raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
+    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle)
+    fn(b, collective)
+    return b.g
+
+
+def bus_factor(collective, p):
+    """nccl-tests convention: busbw = algbw x factor."""
+    if collective == "all_reduce":
+        return 2 * (p - 1) / p
+    if collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (p - 1) / p
+    return 1.0
+
+
+# ------------------------------------------------------------------ running one
+
+def participants(cfg, topo):
+    names = topo.node_names
+    group = cfg.workload.group
+    if group is None:
+        npus = [n for n, k in zip(names, topo.node_kinds) if k == "npu"]
+        group = npus or [names[i] for i in topo.endpoints()]
+    for n in group:
+        if n not in names:
+            raise ConfigError(f"workload.group: {n!r} is not a node of {topo.name}")
+        if topo.node_kinds[names.index(n)] == "switch":
+            raise ConfigError(f"workload.group: {n!r} is a switch")
+    return list(group)
+
+
+def ring_order(cfg, topo, group):
+    """The ring the collective uses: workload.ring_order, else a Hamiltonian cycle through
+    direct links (widest bottleneck first, then lowest names), else the group's order."""
+    if cfg.workload.ring_order is not None:
+        order = list(cfg.workload.ring_order)
+        if sorted(order) != sorted(group):
+            raise ConfigError(f"workload.ring_order = {order}: expected the participants "
+                              f"{group} in some order")
+        return order
+    idx = {n: i for i, n in enumerate(topo.node_names)}
+    bw = {}
+    for c in range(topo.n_channels):
+        key = (topo.ch_src[c], topo.ch_dst[c])
+        bw[key] = bw.get(key, 0.0) + topo.ch_bytes_per_cycle[c]
+    ids = [idx[n] for n in group]
+    p = len(ids)
+    if p > 16:
+        return list(group)
+    best = [None, -1.0]
+
+    def extend(path, used, bottleneck, budget):
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
+        if len(path) == p:
+            back = bw.get((path[-1], path[0]), 0.0)
+            if back > 0 and min(bottleneck, back) > best[1]:
+                best[0], best[1] = list(path), min(bottleneck, back)
+            return
+        cands = [v for v in ids if v not in used and bw.get((path[-1], v), 0.0) > 0]
+        cands.sort(key=lambda v: (-bw[(path[-1], v)], v))
+        for v in cands:
+            b = min(bottleneck, bw[(path[-1], v)])
+            if b <= best[1]:
+                continue
+            used.add(v)
+            path.append(v)
+            extend(path, used, b, budget)
+            path.pop()
+            used.discard(v)
+
+    extend([ids[0]], {ids[0]}, float("inf"), [200000])
+    if best[0] is None:
+        return list(group)
+    return [topo.node_names[i] for i in best[0]]
+
+
+def run_collective(cfg):
+    """Expand workload.* into an op graph, run it, and report collective time and bandwidth."""
+    from pysim.network import compile_network
+    from pysim.workload.graph import run_graph
+    topo = compile_network(cfg).topo
+    group = participants(cfg, topo)
+    order = ring_order(cfg, topo, group)
+    w = cfg.workload
+    reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / cfg.network.clock_ghz
+    graph = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc)
+    result = run_graph(cfg, graph)
+    cycles = result.makespan_cycles
+    p = len(order)
+    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("inf")
+    result.collective = dict(
+        collective=w.collective, algorithm=w.algorithm, bytes=w.bytes, chunks=w.chunks,
+        participants=group, order=order, collective_cycles=cycles,
+        collective_seconds=cycles / (cfg.network.clock_ghz * 1e9),
+        algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(w.collective, p))
+    return result

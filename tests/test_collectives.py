@@ -1,0 +1,119 @@
+"""Collectives against the alpha-beta closed forms (VALIDATION.md section 4): p
+participants, N bytes each, link bandwidth B, per-step latency alpha.
+
+    ring reduce-scatter / all-gather    (p-1) alpha + (p-1)/p N/B
+    ring all-reduce                    2(p-1) alpha + 2(p-1)/p N/B
+    bidirectional-ring all-reduce      2(p-1) alpha + (p-1)/p N/B
+    halving-doubling all-reduce        2 log2(p) alpha + 2(p-1)/p N/B
+
+Small N: the latency terms, exactly (alpha = the zero-load time of a one-flit message to the
+neighbour). Large N: within 3% of the bandwidth term plus the latency terms."""
+import math
+
+import pytest
+
+from conftest import make_cfg
+from pysim.config import ConfigError
+from pysim.sim import simulate
+from pysim.workload import collectives
+
+# a network that lets one stream use a whole link: enough VCs, VC reuse after the tail,
+# buffers over the credit round trip, long packets
+FAST = {"vcs": 4, "wait_for_tail_credit": False, "vc_buffer_flits": 16}
+
+
+def ring8(**net):
+    return {"topology": {"kind": "ring", "size": 8}, "network": {**FAST, **net}}
+
+
+def star8(**net):
+    return {"topology": {"kind": "switch", "size": 8}, "network": {**FAST, **net}}
+
+
+def run(system, **workload):
+    cfg = make_cfg(**system, workload={"kind": "collective", "packet_flits": 16, **workload})
+    return simulate(cfg).to_dict()
+
+
+def alpha_one_flit_one_hop():
+    # NIC -> router, two routers of 4 cycles, one link, router -> NIC: 1 + 8 + 1 + 1
+    return 11
+
+
+@pytest.mark.parametrize("collective,steps", [("all_reduce", 14), ("reduce_scatter", 7),
+                                              ("all_gather", 7)])
+def test_small_ring_collectives_cost_their_latency_terms_exactly(collective, steps):
+    r = run(ring8(), collective=collective, algorithm="ring", bytes=8 * 32, chunks=1)
+    assert r["collective_cycles"] == steps * alpha_one_flit_one_hop()
+
+
+@pytest.mark.parametrize("collective,algorithm,factor,system,net", [
+    ("all_reduce", "ring", 2 * 7 / 8, ring8, {}),
+    ("reduce_scatter", "ring", 7 / 8, ring8, {}),
+    ("all_gather", "ring", 7 / 8, ring8, {}),
+    # both directions at once: the NIC must inject two flits per cycle
+    ("all_reduce", "bidir_ring", 7 / 8, ring8, {"injection_gbps": 64.0, "ejection_gbps": 64.0}),
+    ("all_reduce", "halving_doubling", 2 * 7 / 8, star8, {}),
+    ("all_reduce", "direct", 2 * 7 / 8, star8, {}),
+])
+def test_large_collectives_reach_the_bandwidth_term(collective, algorithm, factor, system, net):
+    N = 4 << 20
+    r = run(system(**net), collective=collective, algorithm=algorithm, bytes=N, chunks=4)
+    bandwidth_term = factor * N / 32            # B = 32 bytes/cycle
+    steps = {"ring": 2 * 7, "bidir_ring": 2 * 7, "halving_doubling": 2 * 3, "direct": 2}
+    latency = steps[algorithm] * 30             # generous per-step latency allowance
+    t = r["collective_cycles"]
+    assert bandwidth_term <= t <= 1.03 * bandwidth_term + latency, (t, bandwidth_term)
+
+
+def test_algbw_and_busbw_follow_nccl_tests_conventions():
+    r = run(ring8(), collective="all_reduce", algorithm="ring", bytes=1 << 20)
+    t_s = r["collective_cycles"] / 1e9                     # 1 GHz
+    assert r["algbw_gbps"] == pytest.approx((1 << 20) / t_s / 1e9)
+    assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 7 / 8)
+    g = run(ring8(), collective="all_gather", algorithm="ring", bytes=1 << 20)
+    assert g["busbw_gbps"] == pytest.approx(g["algbw_gbps"] * 7 / 8)
+
+
+def test_every_node_sends_what_the_algorithm_says():
+    """Bytes on the wire per node: ring all-reduce 2(p-1)/p N, halving-doubling the same,
+    all-to-all (p-1)/p N."""
+    for alg in ("ring", "halving_doubling", "direct", "bidir_ring"):
+        g = collectives.build("all_reduce", alg, [f"n{i}" for i in range(8)], 8000, chunks=2)
+        sent = {}
+        for k, node, size in zip(g.kind, g.node, g.size):
+            if k == "send":
+                sent[node] = sent.get(node, 0) + size
+        assert set(sent.values()) == {2 * 7 * 1000}, alg
+    g = collectives.build("all_to_all", "direct", [f"n{i}" for i in range(8)], 8000)
+    assert {sum(s for k, n, s in zip(g.kind, g.node, g.size) if n == f"n{i}")
+            for i in range(8)} == {7000}
+
+
+def test_the_dgx1_ring_follows_nvlinks():
+    from pysim import load
+    import os
+    from conftest import TOPOLOGIES
+    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"), {"workload.kind": "collective"})
+    from pysim.network import compile_network
+    topo = compile_network(cfg).topo
+    order = collectives.ring_order(cfg, topo, collectives.participants(cfg, topo))
+    idx = {n: i for i, n in enumerate(topo.node_names)}
+    pairs = {(topo.ch_src[c], topo.ch_dst[c]) for c in range(topo.n_channels)}
+    assert sorted(order) == [f"gpu{i}" for i in range(8)]
+    for a, b in zip(order, order[1:] + order[:1]):
+        assert (idx[a], idx[b]) in pairs            # every ring hop is a direct NVLink
+
+
+@pytest.mark.parametrize("workload,fragment", [
+    ({"algorithm": "halving_doubling", "group": ["n0", "n1", "n2", "n3", "n4", "n5"]},
+     "power-of-two"),
+    ({"algorithm": "ring", "collective": "all_to_all"}, "does not implement"),
+    ({"group": ["n0", "n9"]}, "'n9' is not a node"),
+    ({"ring_order": ["n0", "n1"]}, "expected the participants"),
+    ({"algorithm": "tree"}, "workload.algorithm = 'tree'"),
+])
+def test_bad_collectives_are_refused(workload, fragment):
+    with pytest.raises(ConfigError) as e:
+        run(ring8(), **workload)
+    assert fragment in str(e.value)
