@@ -1,0 +1,90 @@
+"""Collective benchmark (not a test): collective time against message size for ring,
+bidirectional ring and halving-doubling all-reduce on several systems, written as JSON with
+wall times; and the issue's target case, a 256 MB ring all-reduce on 8 NPUs over 50 GB/s
+links with 32-byte flits (target: <= 10 s wall).
+
+    python bench/collectives.py [--max-bytes 16777216] [--target] [--out ...]
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import pysim
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOPO = os.path.join(HERE, "..", "topologies")
+SYSTEMS = {  # config, overrides that let one stream fill a link
+    "ring8": ("ring8.toml", {"network.vcs": 4, "network.wait_for_tail_credit": False,
+                             "network.vc_buffer_flits": 16, "network.injection_gbps": 64.0,
+                             "network.ejection_gbps": 64.0}),
+    "switch8": ("switch8.toml", {}),
+    "dgx1-v100": ("dgx1-v100.toml", {}),
+    "torus4x4x4": ("torus4x4x4.toml", {}),
+}
+
+
+def one(system, algorithm, nbytes):
+    path, over = SYSTEMS[system]
+    cfg = pysim.load(os.path.join(TOPO, path), {
+        **over, "workload.kind": "collective", "workload.collective": "all_reduce",
+        "workload.algorithm": algorithm, "workload.bytes": nbytes,
+        "workload.packet_flits": 16})
+    t = time.perf_counter()
+    r = pysim.simulate(cfg).to_dict()
+    return dict(system=system, algorithm=algorithm, bytes=nbytes,
+                collective_cycles=r["collective_cycles"], algbw_gbps=r["algbw_gbps"],
+                busbw_gbps=r["busbw_gbps"], wall_seconds=time.perf_counter() - t,
+                simulated_cycles_per_second=r["cycles_per_second"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-bytes", type=int, default=16 << 20)
+    ap.add_argument("--target", action="store_true",
+                    help="also run the 256 MB ring all-reduce of the issue's target")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "collectives.json"))
+    a = ap.parse_args()
+    rows = []
+    for system in SYSTEMS:
+        for algorithm in ("ring", "bidir_ring", "halving_doubling"):
+            if system == "torus4x4x4" and algorithm == "halving_doubling":
+                pass
+            size = 1024
+            while size <= a.max_bytes:
+                try:
+                    row = one(system, algorithm, size)
+                except pysim.ConfigError as e:
+                    print(f"{system:>11} {algorithm:>16}: skipped ({e})")
+                    break
+                rows.append(row)
+                print(f"{system:>11} {algorithm:>16} {size:>10} B: "
+                      f"{row['collective_cycles']:>10} cycles  busbw "
+                      f"{row['busbw_gbps']:7.2f} GB/s  {row['wall_seconds']:6.2f} s wall")
+                size *= 4
+    target = None
+    if a.target:
+        cfg = pysim.load(os.path.join(TOPO, "ring8.toml"), {
+            "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
+            "network.ejection_gbps": 100.0, "network.vcs": 4,
+            "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
+            "workload.kind": "collective", "workload.bytes": 256 << 20,
+            "workload.packet_flits": 16})
+        t = time.perf_counter()
+        r = pysim.simulate(cfg).to_dict()
+        wall = time.perf_counter() - t
+        target = dict(case="256 MB ring all-reduce, 8 NPUs, 50 GB/s links, 32-byte flits",
+                      collective_cycles=r["collective_cycles"], busbw_gbps=r["busbw_gbps"],
+                      wall_seconds=wall, target_wall_seconds=10.0)
+        print(f"target: {target['case']}: {wall:.1f} s wall (target <= 10 s), busbw "
+              f"{r['busbw_gbps']:.1f} GB/s")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(dict(benchmark="collectives", version=pysim.__version__,
+                       machine=platform.machine(), rows=rows, target=target), f, indent=1)
+    print(f"written {a.out}")
+
+
+if __name__ == "__main__":
+    main()
