@@ -283,7 +283,7 @@ def _refine_cut(side, directed, topo):
 def describe(network, cfg):
     """A dict describing the compiled system: nodes by kind, links, diameter, average hops,
     bisection bandwidth, VC classes."""
-    from pysim import theory, traffic
+    from pysim import theory
     topo = network.topo
     pairs, _ = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())

@@ -48,7 +48,7 @@ def simulate(a, packets, max_cycles=200000):
     class_lo = [k * V // n_classes for k in range(n_classes)]
     class_hi = [(k + 1) * V // n_classes for k in range(n_classes)]
     kind = [int(x) for x in a["ch_kind"]]
-    src = [int(x) for x in a["ch_src"]]
+    [int(x) for x in a["ch_src"]]
     dst = [int(x) for x in a["ch_dst"]]
     lat = [int(x) for x in a["ch_lat_cycles"]]
     num = [int(x) for x in a["ch_num"]]
@@ -58,7 +58,7 @@ def simulate(a, packets, max_cycles=200000):
     rt = [int(x) for x in a["rt"]]
     inj_base = [int(x) for x in a["nic_inj_base"]]
     inj_n = [int(x) for x in a["nic_inj_n"]]
-    par_base = [int(x) for x in a["ch_par_base"]]
+    [int(x) for x in a["ch_par_base"]]
     par_n = [int(x) for x in a["ch_par_n"]]
     C = len(kind)
     n_ivc = C * V

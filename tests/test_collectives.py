@@ -8,7 +8,6 @@ participants, N bytes each, link bandwidth B, per-step latency alpha.
 
 Small N: the latency terms, exactly (alpha = the zero-load time of a one-flit message to the
 neighbour). Large N: within 3% of the bandwidth term plus the latency terms."""
-import math
 
 import pytest
 

@@ -2,7 +2,6 @@
 runs real simulations and never overwrites a file without being asked."""
 import json
 import os
-import re
 
 import numpy as np
 import pytest

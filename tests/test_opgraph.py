@@ -25,7 +25,7 @@ def test_compute_send_compute_chain_has_the_closed_form_time():
     g = OpGraph()
     a = g.compute("n0_0", 100)
     b = g.send("n0_0", "n3_2", L * 32, after=[a])
-    c = g.compute("n3_2", 50, after=[b])
+    g.compute("n3_2", 50, after=[b])
     r = run_graph(cfg, g)
     H = 5
     t0 = 1 + (H + 1) * 4 + H + 1 + (L - 1)

@@ -18,7 +18,6 @@ with `name` (optional, unique), `kind` (compute, send, delay), `node` and `cycle
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
