@@ -139,6 +139,10 @@ KEYS = [
         "count (parallel links, default 1), directed (a to b only, default false).", None),
     Key("topology", "nic", "table", None, "-",
         "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.", None),
+    Key("topology", "mem", "table", None, "-",
+        "Memory-node defaults: [topology.mem] gbps (default 100), latency_ns (50), "
+        "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
+        "capacity_gb.", None),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
@@ -174,6 +178,9 @@ KEYS = [
         "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
     Key("workload", "packet_flits", "int", 16, "flits",
         "Op graphs: messages are cut into packets of at most this many flits.", POS),
+    Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
+        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
+        "access overlap.", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
     # ------------------------------------------------------------------ traffic

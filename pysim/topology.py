@@ -37,6 +37,7 @@ class Topology:
     ch_wrap: list = field(default_factory=list)  # True for wrap-around (dateline) channels
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
+    node_mem: list = field(default_factory=list)   # per node: memory-node overrides (dict)
 
     @property
     def n_nodes(self):
@@ -179,7 +180,8 @@ def build_ring(cfg):
 def _graph(name, nodes, links, cfg):
     """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
     t = Topology(name=name, node_names=[x[0] for x in nodes],
-                 node_kinds=[x[1] for x in nodes], routing="table")
+                 node_kinds=[x[1] for x in nodes], routing="table",
+                 node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS} for x in nodes])
     index = {x[0]: i for i, x in enumerate(nodes)}
     for a, b, bpc, lat, count, directed in links:
         for _ in range(count):
@@ -237,7 +239,8 @@ def build_fully_connected(cfg):
     return _graph(f"fully-connected{k}", nodes, links, cfg)
 
 
-NODE_FIELDS = ("name", "kind") + NIC_FIELDS
+MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
+NODE_FIELDS = ("name", "kind") + NIC_FIELDS + MEM_FIELDS
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
                "directed")
 
@@ -270,7 +273,11 @@ def build_graph(cfg):
         nic = {k: _positive_number(f"{where}.{k}", e[k]) for k in NIC_FIELDS if k in e}
         if nic and kind == "switch":
             raise ConfigError(f"{where}: a switch has no NIC, so no {', '.join(nic)}")
-        nodes.append((name, kind, nic))
+        memp = {k: _positive_number(f"{where}.{k}", e[k]) for k in MEM_FIELDS if k in e}
+        if memp and kind != "mem":
+            raise ConfigError(f"{where}: {', '.join(memp)} only apply to memory nodes "
+                              f"(kind = 'mem')")
+        nodes.append((name, kind, {**nic, **memp}))
     bpc0, lat0 = link_params(cfg)
     links = []
     for i, e in enumerate(tp.links):
@@ -324,7 +331,7 @@ BUILDERS = {
     "fully_connected": (build_fully_connected, {"size", "route_weight"}),
     "graph": (build_graph, {"nodes", "links", "route_weight"}),
 }
-_COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic"}
+_COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic", "mem"}
 
 
 def build(cfg) -> Topology:

@@ -184,3 +184,43 @@ after = ["grad"]
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mesh8x8.toml"),
                                     "--trace", str(tmp_path / "x.json")])
     assert res.exit_code != 0 and "only op graphs and collectives" in res.output
+
+
+def mem_system(mem_gbps):
+    nodes = [{"name": "npu", "kind": "npu"},
+             {"name": "m", "kind": "mem", "mem_gbps": mem_gbps, "mem_latency_ns": 40.0,
+              "capacity_gb": 0.004}]
+    return make_cfg(topology={"kind": "graph", "nodes": nodes,
+                              "links": [{"a": "npu", "b": "m", "gbps": 32.0}]},
+                    network={"vcs": 4, "wait_for_tail_credit": False, "vc_buffer_flits": 16},
+                    workload={"packet_flits": 16, "mem_piece_bytes": 32768})
+
+
+@pytest.mark.parametrize("mem_gbps", [16.0, 64.0])
+def test_memory_node_write_then_read_takes_the_bandwidth_time(mem_gbps):
+    """A write then a read of 1 MiB through a 32 GB/s link to a memory node of mem_gbps and
+    40 ns access latency: each takes bytes / min(link, memory) plus one piece at the faster
+    rate and the latencies (1 GHz: GB/s = bytes/cycle)."""
+    N, piece = 1 << 20, 32768
+    g = OpGraph()
+    w = g.mem_write("npu", "m", N)
+    g.mem_read("npu", "m", N, after=[w])
+    r = run_graph(mem_system(mem_gbps), g)
+    slow, fast = min(32.0, mem_gbps), max(32.0, mem_gbps)
+    ideal = N / slow + piece / fast + 40
+    for op in r.ops:
+        t = op["finish"] - op["start"]
+        assert ideal <= t <= ideal * 1.02 + 60, (op["kind"], t, ideal)
+
+
+def test_writing_past_a_memory_nodes_capacity_is_refused():
+    g = OpGraph()
+    g.mem_write("npu", "m", 3_000_000, name="a")
+    g.mem_write("npu", "m", 3_000_000, name="b")
+    with pytest.raises(GraphError, match="op b: writing 3000000 bytes to m passes its "
+                                         "capacity of 4000000 bytes"):
+        run_graph(mem_system(16.0), g)
+    g = OpGraph()
+    g.compute("m", 10)
+    with pytest.raises(GraphError, match="is a mem node"):
+        run_graph(mem_system(16.0), g)

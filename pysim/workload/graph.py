@@ -18,6 +18,7 @@ with `name` (optional, unique), `kind` (compute, send, delay), `node` and `cycle
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -32,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KINDS = {"compute": 0, "send": 1, "delay": 2}
+KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
 
 
 class GraphError(ConfigError):
@@ -81,6 +82,16 @@ class OpGraph:
     def delay(self, cycles, after=None, name=None):
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
 
+    def mem_write(self, npu, mem, bytes, after=None, name=None):
+        """npu writes `bytes` into memory node `mem`: the data crosses the network and the
+        node's memory controller stores it as it arrives (see compile_graph)."""
+        return self._add("mem_write", npu, mem, _size(bytes, "bytes", name), after, name)
+
+    def mem_read(self, npu, mem, bytes, after=None, name=None):
+        """npu reads `bytes` from memory node `mem`: a request, the controller's access, the
+        data back as it is read."""
+        return self._add("mem_read", npu, mem, _size(bytes, "bytes", name), after, name)
+
     def label(self, i):
         return self.names[i] if self.names[i] is not None else f"op{i}"
 
@@ -105,12 +116,14 @@ def load_graph(path) -> OpGraph:
         raise GraphError(f"{path}: expected an array of tables [[ops]]")
     g = OpGraph()
     fields = {"compute": {"node", "cycles"}, "send": {"src", "dst", "bytes"},
-              "delay": {"cycles"}}
+              "delay": {"cycles"}, "mem_write": {"npu", "mem", "bytes"},
+              "mem_read": {"npu", "mem", "bytes"}}
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
         if kind not in fields:
-            raise GraphError(f"{where}.kind = {kind!r}: expected compute, send or delay")
+            raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
+                             f"mem_write or mem_read")
         extra = set(op) - fields[kind] - {"kind", "name", "after"}
         if extra:
             raise GraphError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a "
@@ -124,6 +137,10 @@ def load_graph(path) -> OpGraph:
                 g.compute(op["node"], op["cycles"], op.get("after"), op.get("name"))
             elif kind == "send":
                 g.send(op["src"], op["dst"], op["bytes"], op.get("after"), op.get("name"))
+            elif kind == "mem_write":
+                g.mem_write(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
+            elif kind == "mem_read":
+                g.mem_read(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
             else:
                 g.delay(op["cycles"], op.get("after"), op.get("name"))
         except GraphError as e:
@@ -131,46 +148,134 @@ def load_graph(path) -> OpGraph:
     return g
 
 
-def compile_graph(g: OpGraph, topo):
-    """Check the graph against the topology and turn it into csim's arrays."""
+REQUEST_BYTES = 64          # a memory read request
+
+
+def compile_graph(g: OpGraph, topo, cfg=None):
+    """Check the graph against the topology and turn it into csim's arrays.
+
+    Memory ops become primitive ops on the memory node's controller (its compute unit, one
+    access at a time, in order), in pieces of workload.mem_piece_bytes so that transfer and
+    access overlap: a write of b bytes is, per piece, a send npu -> mem then an access of
+    piece / bandwidth cycles (the first also pays the access latency); a read is a request
+    send npu -> mem, then per piece an access and a send mem -> npu. A memory op starts with
+    its first piece and finishes with its last. Memory nodes cannot run compute ops; writing
+    more than a node's capacity (writes add up; nothing is freed) is an error naming it.
+    Returns the arrays and, per op of `g`, its (first, last) primitive op."""
     index = {name: i for i, name in enumerate(topo.node_names)}
 
-    def node_id(name, i, what):
+    def node_id(name, i, what, kinds=None):
         if name not in index:
             known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
             raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
                              f"(nodes: {known})")
         n = index[name]
-        if topo.node_kinds[n] == "switch":
+        kind = topo.node_kinds[n]
+        if kind == "switch":
             raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a switch, which has no "
                              f"compute unit or NIC")
+        if kinds and kind not in kinds:
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a {kind} node; expected "
+                             f"{' or '.join(kinds)}")
         return n
 
-    n_ops = len(g)
-    if n_ops == 0:
+    if len(g) == 0:
         raise GraphError("the op graph is empty")
-    node = np.full(n_ops, -1, np.int32)
-    dst = np.full(n_ops, -1, np.int32)
-    for i in range(n_ops):
+    mem = memory_params(topo, cfg)
+    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
+    kind, node, dst, size, after = [], [], [], [], []
+    span = []                           # per op of g: (first primitive, last primitive)
+    stored = {}
+
+    def prim(k, n, d, s, deps):
+        kind.append(KINDS[k])
+        node.append(n)
+        dst.append(d)
+        size.append(int(s))
+        after.append(sorted(set(deps)))
+        return len(kind) - 1
+
+    for i in range(len(g)):
         k = g.kind[i]
+        deps = [span[d][1] for d in g.after[i]]
         if k == "compute":
-            node[i] = node_id(g.node[i], i, "node")
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            p = prim("compute", n, -1, g.size[i], deps)
+            span.append((p, p))
+        elif k == "delay":
+            p = prim("delay", -1, -1, g.size[i], deps)
+            span.append((p, p))
         elif k == "send":
-            node[i] = node_id(g.node[i], i, "src")
-            dst[i] = node_id(g.dst[i], i, "dst")
-            if node[i] == dst[i]:
+            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
+            if a == b:
                 raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
-    deps = np.array([len(set(a)) for a in g.after], np.int32)
+            p = prim("send", a, b, g.size[i], deps)
+            span.append((p, p))
+        else:
+            a = node_id(g.node[i], i, "npu", ("npu", "host"))
+            m = node_id(g.dst[i], i, "mem", ("mem",))
+            bpc, lat, cap = mem[m]
+            total = g.size[i]
+            pieces = [min(piece, total - o) for o in range(0, total, piece)] or [0]
+            if k == "mem_write":
+                stored[m] = stored.get(m, 0) + total
+                if stored[m] > cap:
+                    raise GraphError(f"op {g.label(i)}: writing {total} bytes to "
+                                     f"{topo.node_names[m]} passes its capacity of {cap} "
+                                     f"bytes ({stored[m]} written in all)")
+                first = last = snd = None
+                for j, b in enumerate(pieces):       # pieces leave in order, one after another
+                    snd = prim("send", a, m, b, deps if snd is None else [snd])
+                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
+                               [snd] + ([last] if last is not None else []))
+                    first = snd if first is None else first
+                    last = acc
+                span.append((first, last))
+            else:
+                req = prim("send", a, m, REQUEST_BYTES, deps)
+                last_acc = None
+                last = None
+                for j, b in enumerate(pieces):
+                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
+                               [req] + ([last_acc] if last_acc is not None else []))
+                    last = prim("send", m, a, b, [acc]) if b else acc
+                    last_acc = acc
+                span.append((req, last))
+    n_ops = len(kind)
     succ_lists = [[] for _ in range(n_ops)]
-    for i, a in enumerate(g.after):
-        for d in set(a):
+    for i, a in enumerate(after):
+        for d in a:
             succ_lists[d].append(i)
     succ_ptr = np.zeros(n_ops + 1, np.int64)
     succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
     succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
     # dependencies only point backwards (an op names ops given before it), so no cycles
-    return dict(kind=np.array([KINDS[k] for k in g.kind], np.int8), node=node, dst=dst,
-                size=np.array(g.size, np.int64), deps=deps, succ_ptr=succ_ptr, succ=succ)
+    arrays = dict(kind=np.array(kind, np.int8), node=np.array(node, np.int32),
+                  dst=np.array(dst, np.int32), size=np.array(size, np.int64),
+                  deps=np.array([len(a) for a in after], np.int32), succ_ptr=succ_ptr,
+                  succ=succ)
+    return arrays, span
+
+
+def _ceil(b, bpc):
+    return int(math.ceil(b / bpc - 1e-9)) if b else 0
+
+
+def memory_params(topo, cfg):
+    """Per memory node: (bytes per cycle, access latency in cycles, capacity in bytes)."""
+    from pysim.topology import ns_to_cycles
+    out = {}
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    d = (cfg.topology.mem or {}) if cfg is not None else {}
+    for i, k in enumerate(topo.node_kinds):
+        if k != "mem":
+            continue
+        own = topo.node_mem[i] if topo.node_mem else {}
+        gbps = own.get("mem_gbps", d.get("gbps", 100.0))
+        lat = own.get("mem_latency_ns", d.get("latency_ns", 50.0))
+        cap = own.get("capacity_gb", d.get("capacity_gb", 128.0))
+        out[i] = (gbps / clock, ns_to_cycles(lat, clock), int(cap * 1e9))
+    return out
 
 
 @dataclass
@@ -280,7 +385,7 @@ def run_graph(cfg, graph=None) -> GraphResult:
             path = os.path.join(cfg.base_dir, path)
         graph = load_graph(path)
     network = compile_network(cfg)
-    arrays = compile_graph(graph, network.topo)
+    arrays, span = compile_graph(graph, network.topo, cfg)
     eng = _engine.Engine(network.arrays)
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
                   arrays["deps"], arrays["succ_ptr"], arrays["succ"],
@@ -289,7 +394,9 @@ def run_graph(cfg, graph=None) -> GraphResult:
     st = eng.run(cfg.workload.max_cycles, stop="all")
     run_s = time.perf_counter() - t_run
     _check(st, network, eng)
-    start, finish = eng.op_times()
+    pstart, pfinish = eng.op_times()
+    start = np.array([pstart[a] for a, _ in span], np.int64)
+    finish = np.array([pfinish[b] for _, b in span], np.int64)
     if st != "done":
         unfinished = [graph.label(i) for i in np.flatnonzero(finish < 0)[:5]]
         raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles}: the graph did not "
