@@ -143,6 +143,12 @@ KEYS = [
         "Memory-node defaults: [topology.mem] gbps (default 100), latency_ns (50), "
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
         "capacity_gb.", None),
+    Key("topology", "npu", "table", None, "-",
+        "NPU roofline: [topology.npu] tflops (default 100), hbm_gbps (900); graph nodes may "
+        "override.", None),
+    Key("topology", "host", "table", None, "-",
+        "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
+        "override.", None),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),

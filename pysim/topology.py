@@ -37,7 +37,7 @@ class Topology:
     ch_wrap: list = field(default_factory=list)  # True for wrap-around (dateline) channels
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
-    node_mem: list = field(default_factory=list)   # per node: memory-node overrides (dict)
+    node_mem: list = field(default_factory=list)   # per node: memory / roofline overrides
 
     @property
     def n_nodes(self):
@@ -181,7 +181,8 @@ def _graph(name, nodes, links, cfg):
     """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
     t = Topology(name=name, node_names=[x[0] for x in nodes],
                  node_kinds=[x[1] for x in nodes], routing="table",
-                 node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS} for x in nodes])
+                 node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS + CPU_FIELDS}
+                           for x in nodes])
     index = {x[0]: i for i, x in enumerate(nodes)}
     for a, b, bpc, lat, count, directed in links:
         for _ in range(count):
@@ -240,7 +241,8 @@ def build_fully_connected(cfg):
 
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
-NODE_FIELDS = ("name", "kind") + NIC_FIELDS + MEM_FIELDS
+CPU_FIELDS = ("tflops", "hbm_gbps", "dram_gbps")
+NODE_FIELDS = ("name", "kind") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
                "directed")
 
@@ -277,7 +279,12 @@ def build_graph(cfg):
         if memp and kind != "mem":
             raise ConfigError(f"{where}: {', '.join(memp)} only apply to memory nodes "
                               f"(kind = 'mem')")
-        nodes.append((name, kind, {**nic, **memp}))
+        cpu = {k: _positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
+        allowed = {"npu": {"tflops", "hbm_gbps"}, "host": {"tflops", "dram_gbps"}}.get(kind, ())
+        if set(cpu) - set(allowed):
+            raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))} do not "
+                              f"apply to a {kind} node")
+        nodes.append((name, kind, {**nic, **memp, **cpu}))
     bpc0, lat0 = link_params(cfg)
     links = []
     for i, e in enumerate(tp.links):
@@ -331,7 +338,7 @@ BUILDERS = {
     "fully_connected": (build_fully_connected, {"size", "route_weight"}),
     "graph": (build_graph, {"nodes", "links", "route_weight"}),
 }
-_COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic", "mem"}
+_COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic", "mem", "npu", "host"}
 
 
 def build(cfg) -> Topology:

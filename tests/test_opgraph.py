@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
+from pysim.config import ConfigError
 from pysim.network import compile_network
 from pysim.sim import run_packets
 from pysim.workload import GraphError, OpGraph, load_graph, run_graph
@@ -179,7 +180,7 @@ after = ["grad"]
     assert res.exit_code == 0 and png.stat().st_size > 5000
     bad = tmp_path / "bad.toml"
     bad.write_text('[[ops]]\nkind = "compute"\nnode = "gpu0"\n')
-    with pytest.raises(GraphError, match="needs cycles"):
+    with pytest.raises(GraphError, match="needs cycles, or flops"):
         load_graph(bad)
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mesh8x8.toml"),
                                     "--trace", str(tmp_path / "x.json")])
@@ -224,3 +225,31 @@ def test_writing_past_a_memory_nodes_capacity_is_refused():
     g.compute("m", 10)
     with pytest.raises(GraphError, match="is a mem node"):
         run_graph(mem_system(16.0), g)
+
+
+def test_compute_ops_timed_by_the_roofline():
+    """cycles = max(ceil(flops / peak), ceil(bytes / bandwidth)), per node kind and node."""
+    nodes = [{"name": "a", "kind": "npu"}, {"name": "b", "kind": "npu", "tflops": 50.0,
+                                            "hbm_gbps": 400.0},
+             {"name": "h", "kind": "host"}]
+    links = [{"a": "a", "b": "b"}, {"a": "b", "b": "h"}]
+    cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links,
+                             "npu": {"tflops": 200.0, "hbm_gbps": 1000.0},
+                             "host": {"tflops": 1.0, "dram_gbps": 64.0}},
+                   network={"clock_ghz": 2.0})
+    g = OpGraph()
+    g.compute("a", flops=10**9, bytes=10**6)         # 1e9 / 1e5 per cycle = 10000 cycles
+    g.compute("a", flops=10**6, bytes=10**8)         # 1e8 / 500 bytes per cycle = 200000
+    g.compute("b", flops=10**9 + 1, bytes=0)         # 1e9+1 / 25000 per cycle -> 40001
+    g.compute("h", bytes=3200)                       # 3200 / 32 bytes per cycle = 100
+    r = run_graph(cfg, g)
+    assert [op["finish"] - op["start"] for op in r.ops] == [10000, 200000, 40001, 100]
+    with pytest.raises(GraphError, match="not both"):
+        OpGraph().compute("a", 5, flops=3)
+    with pytest.raises(GraphError, match="needs cycles, or flops"):
+        OpGraph().compute("a")
+    bad = make_cfg(topology={"kind": "graph", "links": [{"a": "h", "b": "x"}],
+                             "nodes": [{"name": "h", "kind": "host", "hbm_gbps": 1.0},
+                                       {"name": "x"}]})
+    with pytest.raises(ConfigError, match="hbm_gbps do not apply to a host node"):
+        compile_network(bad)

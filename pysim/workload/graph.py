@@ -45,6 +45,7 @@ class OpGraph:
 
     def __init__(self):
         self.kind, self.node, self.dst, self.size, self.after, self.names = [], [], [], [], [], []
+        self.work = []                  # compute ops given as (flops, bytes): the roofline
 
     def __len__(self):
         return len(self.kind)
@@ -59,6 +60,7 @@ class OpGraph:
         self.size.append(size)
         self.after.append(after)
         self.names.append(name)
+        self.work.append(None)
         return len(self.kind) - 1
 
     def _ref(self, a):
@@ -73,8 +75,21 @@ class OpGraph:
             return self.names.index(a)
         raise GraphError(f"dependency {a!r}: expected an op id or name")
 
-    def compute(self, node, cycles, after=None, name=None):
-        return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
+    def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None):
+        """A compute op: `cycles` on the node's compute unit, or `flops` and/or `bytes` (of
+        memory traffic) timed by the node's roofline: max(flops / peak, bytes / bandwidth)."""
+        what = f"op {name!r}" if name else f"op {len(self.kind)}"
+        if cycles is None and flops is None and bytes is None:
+            raise GraphError(f"{what}: a compute op needs cycles, or flops and/or bytes (a "
+                             f"roofline)")
+        if cycles is not None and (flops is not None or bytes is not None):
+            raise GraphError(f"{what}: a compute op takes cycles, or flops and/or bytes (a "
+                             f"roofline), not both")
+        if cycles is not None:
+            return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
+        i = self._add("compute", node, None, -1, after, name)
+        self.work[i] = (_size(flops or 0, "flops", name), _size(bytes or 0, "bytes", name))
+        return i
 
     def send(self, src, dst, bytes, after=None, name=None):
         return self._add("send", src, dst, _size(bytes, "bytes", name), after, name)
@@ -115,7 +130,7 @@ def load_graph(path) -> OpGraph:
     if not isinstance(ops, list) or not ops:
         raise GraphError(f"{path}: expected an array of tables [[ops]]")
     g = OpGraph()
-    fields = {"compute": {"node", "cycles"}, "send": {"src", "dst", "bytes"},
+    fields = {"compute": {"node"}, "send": {"src", "dst", "bytes"},
               "delay": {"cycles"}, "mem_write": {"npu", "mem", "bytes"},
               "mem_read": {"npu", "mem", "bytes"}}
     for i, op in enumerate(ops):
@@ -124,7 +139,8 @@ def load_graph(path) -> OpGraph:
         if kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
                              f"mem_write or mem_read")
-        extra = set(op) - fields[kind] - {"kind", "name", "after"}
+        extra = set(op) - fields[kind] - {"kind", "name", "after"} - \
+            ({"cycles", "flops", "bytes"} if kind == "compute" else set())
         if extra:
             raise GraphError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a "
                              f"{kind} op (it takes {', '.join(sorted(fields[kind]))}, name, "
@@ -134,7 +150,8 @@ def load_graph(path) -> OpGraph:
             raise GraphError(f"{where}: a {kind} op needs {', '.join(sorted(missing))}")
         try:
             if kind == "compute":
-                g.compute(op["node"], op["cycles"], op.get("after"), op.get("name"))
+                g.compute(op["node"], op.get("cycles"), op.get("after"), op.get("name"),
+                          flops=op.get("flops"), bytes=op.get("bytes"))
             elif kind == "send":
                 g.send(op["src"], op["dst"], op["bytes"], op.get("after"), op.get("name"))
             elif kind == "mem_write":
@@ -200,7 +217,11 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         deps = [span[d][1] for d in g.after[i]]
         if k == "compute":
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            p = prim("compute", n, -1, g.size[i], deps)
+            cycles = g.size[i]
+            if g.work[i] is not None:
+                flops_pc, bytes_pc = compute_params(topo, cfg)[n]
+                cycles = max(_ceil(g.work[i][0], flops_pc), _ceil(g.work[i][1], bytes_pc))
+            p = prim("compute", n, -1, cycles, deps)
             span.append((p, p))
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
@@ -259,6 +280,24 @@ def compile_graph(g: OpGraph, topo, cfg=None):
 
 def _ceil(b, bpc):
     return int(math.ceil(b / bpc - 1e-9)) if b else 0
+
+
+def compute_params(topo, cfg):
+    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline, from
+    [topology.npu] (tflops, hbm_gbps) and [topology.host] (tflops, dram_gbps), or the node's
+    own values."""
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    out = {}
+    for i, k in enumerate(topo.node_kinds):
+        if k not in ("npu", "host"):
+            continue
+        d = ((cfg.topology.npu if k == "npu" else cfg.topology.host) or {}) if cfg else {}
+        own = topo.node_mem[i] if topo.node_mem else {}
+        mem_key = "hbm_gbps" if k == "npu" else "dram_gbps"
+        tflops = own.get("tflops", d.get("tflops", 100.0 if k == "npu" else 2.0))
+        gbps = own.get(mem_key, d.get(mem_key, 900.0 if k == "npu" else 100.0))
+        out[i] = (tflops * 1e3 / clock, gbps / clock)
+    return out
 
 
 def memory_params(topo, cfg):
@@ -330,7 +369,8 @@ class GraphResult:
                 continue
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0}[op["kind"]]
-            args = {"size": op["size"]}
+            args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
+                                                                  "bytes": op["bytes"]}
             if op["kind"] == "send":
                 args["dst"] = op["dst"]
             events.append({"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid,
@@ -404,9 +444,12 @@ def run_graph(cfg, graph=None) -> GraphResult:
     names = network.topo.node_names
     ops = []
     for i in range(len(graph)):
-        ops.append(dict(name=graph.label(i), kind=graph.kind[i],
-                        node=graph.node[i], dst=graph.dst[i], size=graph.size[i],
-                        start=int(start[i]), finish=int(finish[i])))
+        op = dict(name=graph.label(i), kind=graph.kind[i], node=graph.node[i],
+                  dst=graph.dst[i], size=graph.size[i], start=int(start[i]),
+                  finish=int(finish[i]))
+        if graph.work[i] is not None:
+            op["flops"], op["bytes"] = graph.work[i]
+        ops.append(op)
     c = eng.counters()
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
