@@ -1,7 +1,8 @@
 # The op scheduler for workload graphs: compute, send and delay ops with dependencies.
 #
 # An op starts the cycle its last dependency finishes (ops without dependencies at cycle 0):
-# a compute op when its node's compute unit is free (one at a time per node, in the order
+# a compute-like op when its unit of its node (compute, memory or collectives engine) is free
+# (one op at a time per unit, in the order
 # they became ready), a delay at once, a send by handing its message to the source NIC, which
 # cuts it into packets of at most packet_flits flits as its injection channels take them,
 # serving its messages in turn. A compute or delay op finishes `size` cycles after it starts;
@@ -55,7 +56,7 @@ cdef inline cycle_t next_op_event(State* s) noexcept nogil:
 
 
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
-    cdef int32_t n = s.op_node[op]
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
     s.node_busy[n] = 1
     s.op_start[op] = s.now
     _oh_push(s, s.now + s.op_size[op], op)
@@ -68,7 +69,7 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     cdef int64_t left, bytes_per_packet
     cdef int8_t kind = s.op_kind[op]
     if kind == OP_COMPUTE:
-        n = s.op_node[op]
+        n = s.op_node[op] * N_UNITS + s.op_unit[op]
         if s.node_busy[n]:
             s.op_next[op] = -1
             if s.cq_tail[n] < 0:
@@ -102,7 +103,7 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     s.op_finish[op] = s.now
     s.ops_done += 1
     if s.op_kind[op] == OP_COMPUTE:
-        n = s.op_node[op]
+        n = s.op_node[op] * N_UNITS + s.op_unit[op]
         s.node_busy[n] = 0
         q = s.cq_head[n]
         if q >= 0:

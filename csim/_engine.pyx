@@ -390,7 +390,7 @@ cdef class Engine:
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                  int flit_bytes):
+                  int flit_bytes, unit=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle."""
@@ -414,9 +414,12 @@ cdef class Engine:
         s.op_done_q = <int32_t*>_ptr(self._own("op_done_q", None, np.int32, -1, n_ops))
         s.oh_time = <cycle_t*>_ptr(self._own("oh_time", None, np.int64, 0, n_ops))
         s.oh_op = <int32_t*>_ptr(self._own("oh_op", None, np.int32, 0, n_ops))
-        s.cq_head = <int32_t*>_ptr(self._own("cq_head", None, np.int32, -1, s.n_nodes))
-        s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes))
-        s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0, s.n_nodes))
+        s.op_unit = <int8_t*>_ptr(self._own("op_unit", np.zeros(n_ops, np.int8) if unit is None
+                                            else unit, np.int8))
+        s.cq_head = <int32_t*>_ptr(self._own("cq_head", None, np.int32, -1, s.n_nodes * N_UNITS))
+        s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes * N_UNITS))
+        s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0,
+                                               s.n_nodes * N_UNITS))
         s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
         s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
         s.nic_msg_cur = <int32_t*>_ptr(self._own("nic_msg_cur", None, np.int32, -1, s.n_nodes))

@@ -34,6 +34,7 @@ cdef enum:
     OP_COMPUTE = 0           # op kinds of an op graph
     OP_SEND = 1
     OP_DELAY = 2
+    N_UNITS = 3              # per node: 0 compute, 1 memory (HBM), 2 collectives engine
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -218,9 +219,10 @@ cdef struct State:
     cycle_t* op_finish
     int64_t* op_left         # send: packets not yet delivered
     int32_t* op_next         # per-node compute queue links
-    int32_t* cq_head
+    int8_t* op_unit          # compute-like ops: which of the node's units they occupy
+    int32_t* cq_head         # per (node, unit): queue of ready ops waiting for the unit
     int32_t* cq_tail
-    uint8_t* node_busy       # the node's compute unit is running an op
+    uint8_t* node_busy       # per (node, unit): the unit is running an op
     cycle_t* oh_time         # heap of (finish cycle, op) for compute and delay ops
     int32_t* oh_op
     int32_t oh_n

@@ -144,8 +144,9 @@ KEYS = [
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
         "capacity_gb.", None),
     Key("topology", "npu", "table", None, "-",
-        "NPU roofline: [topology.npu] tflops (default 100), hbm_gbps (900); graph nodes may "
-        "override.", None),
+        "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), reduce_gbps (reduction "
+        "rate of the NPU's own cores, 450), offload_gbps (its collectives engine's, 256), "
+        "offload_sram_mb (8); graph nodes may override.", None),
     Key("topology", "host", "table", None, "-",
         "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
         "override.", None),
@@ -184,6 +185,13 @@ KEYS = [
         "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
     Key("workload", "packet_flits", "int", 16, "flits",
         "Op graphs: messages are cut into packets of at most this many flits.", POS),
+    Key("workload", "engine", "str", None, "-",
+        "Collectives: where reductions run: 'npu' (its cores, through HBM) or 'offload' (a "
+        "collectives engine); default: not modelled, reductions at workload.reduce_gbps.",
+        None, lambda: ["npu", "offload"]),
+    Key("workload", "slice_cycles", "int", 1000, "cycles",
+        "Roofline compute ops run in slices of at most this many cycles, so that memory "
+        "traffic of other ops can interleave with theirs.", POS),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
         "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
         "access overlap.", POS),

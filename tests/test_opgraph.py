@@ -238,12 +238,24 @@ def test_compute_ops_timed_by_the_roofline():
                              "host": {"tflops": 1.0, "dram_gbps": 64.0}},
                    network={"clock_ghz": 2.0})
     g = OpGraph()
-    g.compute("a", flops=10**9, bytes=10**6)         # 1e9 / 1e5 per cycle = 10000 cycles
-    g.compute("a", flops=10**6, bytes=10**8)         # 1e8 / 500 bytes per cycle = 200000
+    a = g.compute("a", flops=10**9, bytes=10**6)     # 1e9 / 1e5 per cycle = 10000 cycles
+    g.compute("a", flops=10**6, bytes=10**8, after=[a])   # 1e8 / 500 per cycle = 200000
     g.compute("b", flops=10**9 + 1, bytes=0)         # 1e9+1 / 25000 per cycle -> 40001
     g.compute("h", bytes=3200)                       # 3200 / 32 bytes per cycle = 100
     r = run_graph(cfg, g)
     assert [op["finish"] - op["start"] for op in r.ops] == [10000, 200000, 40001, 100]
+    # at the same time on one node, a compute-bound and a memory-bound op overlap (each
+    # uses the unit the other leaves idle) but a second memory stream slows the first
+    g = OpGraph()
+    g.compute("a", flops=10**9, bytes=10**6, name="cpu-bound")
+    g.compute("a", flops=10**6, bytes=10**7, name="mem-bound")
+    r = run_graph(cfg, g)
+    assert max(op["finish"] for op in r.ops) < 10000 + 20000
+    g = OpGraph()
+    g.compute("a", flops=10**6, bytes=10**7)
+    g.memory("a", 10**7)
+    r = run_graph(cfg, g)
+    assert r.ops[0]["finish"] - r.ops[0]["start"] > 20000 * 1.3
     with pytest.raises(GraphError, match="not both"):
         OpGraph().compute("a", 5, flops=3)
     with pytest.raises(GraphError, match="needs cycles, or flops"):

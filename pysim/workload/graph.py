@@ -97,6 +97,17 @@ class OpGraph:
     def delay(self, cycles, after=None, name=None):
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
 
+    def memory(self, node, bytes, after=None, name=None):
+        """Memory traffic of `bytes` at an NPU's HBM (a host's DRAM): it holds the node's
+        memory unit for bytes / bandwidth cycles, in turn with other memory traffic there
+        (the memory parts of roofline compute ops among them)."""
+        return self._add("memory", node, None, _size(bytes, "bytes", name), after, name)
+
+    def engine(self, node, bytes, after=None, name=None):
+        """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
+        [topology.npu] offload_gbps)."""
+        return self._add("engine", node, None, _size(bytes, "bytes", name), after, name)
+
     def mem_write(self, npu, mem, bytes, after=None, name=None):
         """npu writes `bytes` into memory node `mem`: the data crosses the network and the
         node's memory controller stores it as it arrives (see compile_graph)."""
@@ -200,12 +211,14 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
-    kind, node, dst, size, after = [], [], [], [], []
+    kind, node, dst, size, after, unit = [], [], [], [], [], []
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
     span = []                           # per op of g: (first primitive, last primitive)
     stored = {}
 
-    def prim(k, n, d, s, deps):
+    def prim(k, n, d, s, deps, u=0):
         kind.append(KINDS[k])
+        unit.append(u)
         node.append(n)
         dst.append(d)
         size.append(int(s))
@@ -215,13 +228,38 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     for i in range(len(g)):
         k = g.kind[i]
         deps = [span[d][1] for d in g.after[i]]
-        if k == "compute":
+        if k == "compute" and g.work[i] is None:
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            cycles = g.size[i]
-            if g.work[i] is not None:
-                flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-                cycles = max(_ceil(g.work[i][0], flops_pc), _ceil(g.work[i][1], bytes_pc))
-            p = prim("compute", n, -1, cycles, deps)
+            p = prim("compute", n, -1, g.size[i], deps)
+            span.append((p, p))
+        elif k == "compute":
+            # roofline: slices of at most slice_cycles, each a compute part on the compute
+            # unit beside a memory part on the memory unit; the next slice waits for both
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
+            C = _ceil(g.work[i][0], flops_pc)
+            H = _ceil(g.work[i][1], bytes_pc)
+            S = max(1, -(-max(C, H) // slice_cycles))
+            first, prev = None, deps
+            for s_ in range(S):
+                c = (s_ + 1) * C // S - s_ * C // S
+                h = (s_ + 1) * H // S - s_ * H // S
+                parts = []
+                if c or not h:
+                    parts.append(prim("compute", n, -1, c, prev, 0))
+                if h:
+                    parts.append(prim("compute", n, -1, h, prev, 1))
+                first = parts[0] if first is None else first
+                if len(parts) == 2:
+                    prev = [prim("delay", -1, -1, 0, parts)]     # joins the two parts
+                else:
+                    prev = parts
+            span.append((first, prev[0]))
+        elif k in ("memory", "engine"):
+            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
+            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
+            rate = bytes_pc if k == "memory" else engine_params(topo, cfg)[n][0]
+            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
             span.append((p, p))
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
@@ -271,7 +309,8 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
     succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
     # dependencies only point backwards (an op names ops given before it), so no cycles
-    arrays = dict(kind=np.array(kind, np.int8), node=np.array(node, np.int32),
+    arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
+                  node=np.array(node, np.int32),
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
                   deps=np.array([len(a) for a in after], np.int32), succ_ptr=succ_ptr,
                   succ=succ)
@@ -297,6 +336,20 @@ def compute_params(topo, cfg):
         tflops = own.get("tflops", d.get("tflops", 100.0 if k == "npu" else 2.0))
         gbps = own.get(mem_key, d.get(mem_key, 900.0 if k == "npu" else 100.0))
         out[i] = (tflops * 1e3 / clock, gbps / clock)
+    return out
+
+
+def engine_params(topo, cfg):
+    """Per NPU: (collectives-engine reduction bytes per cycle, its SRAM bytes), from
+    [topology.npu] offload_gbps (default 256) and offload_sram_mb (default 8)."""
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    d = (cfg.topology.npu or {}) if cfg is not None else {}
+    out = {}
+    for i, k in enumerate(topo.node_kinds):
+        if k == "npu":
+            own = topo.node_mem[i] if topo.node_mem else {}
+            out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
+                      int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20))
     return out
 
 
@@ -362,13 +415,18 @@ class GraphResult:
                            "args": {"name": "compute"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 1,
                            "args": {"name": "send"}})
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 2,
+                           "args": {"name": "memory"}})
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
+                           "args": {"name": "collectives engine"}})
         events.append({"ph": "M", "name": "process_name", "pid": delay_pid,
                        "args": {"name": "delays"}})
         for op in self.ops:
             if op["start"] < 0:
                 continue
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
-            tid = {"compute": 0, "send": 1, "delay": 0}[op["kind"]]
+            tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
+                   "mem_write": 1, "mem_read": 1}[op["kind"]]
             args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
                                                                   "bytes": op["bytes"]}
             if op["kind"] == "send":
@@ -429,7 +487,7 @@ def run_graph(cfg, graph=None) -> GraphResult:
     eng = _engine.Engine(network.arrays)
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
                   arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes)
+                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"])
     t_run = time.perf_counter()
     st = eng.run(cfg.workload.max_cycles, stop="all")
     run_s = time.perf_counter() - t_run
