@@ -23,20 +23,77 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 
 
 class _Builder:
-    def __init__(self, order, nbytes, chunks, reduce_bpc):
-        self.g = OpGraph()
+    """Adds a collective's ops to an op graph. engine: None (reductions at reduce_bpc, no
+    endpoint model), 'npu' (the NPU's own cores, through HBM) or 'offload' (a collectives
+    engine beside the NPU)."""
+
+    def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, npu_reduce_bpc=None,
+                 sram_bytes=None, graph=None):
+        self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
         self.N = int(nbytes)
         self.C = int(chunks)
         self.reduce_bpc = reduce_bpc
+        self.engine = engine
+        self.npu_reduce_bpc = npu_reduce_bpc
+        self.sram = sram_bytes
+        self.loads = {}                 # offload: per node, the load of this chunk's input
+        self.last_at = {}               # per node: its latest op in this chunk
+        self.chunk_bytes = 0
+        self.stores = []                # offload: per chunk, the ops storing its result
+
+    def _note(self, node, op):
+        self.last_at[node] = op
+        return op
 
     def send(self, a, b, nbytes, after):
+        after = list(after)
+        if self.engine == "npu":        # what is sent is read from HBM first
+            after = [self.g.memory(self.order[a], int(nbytes), after=after)]
+        elif self.engine == "offload" and not after:
+            after = [self._load(a)]     # the engine streams the input in from HBM once
         return self.g.send(self.order[a], self.order[b], int(nbytes), after=after)
 
+    def _load(self, a):
+        if a not in self.loads:
+            deps = []
+            if self.sram is not None and self.stores:
+                k = max(1, self.sram // max(self.chunk_bytes, 1))
+                if len(self.stores) >= k:            # SRAM holds k chunks at a time
+                    deps = self.stores[-k]
+            self.loads[a] = self.g.memory(self.order[a], self.chunk_bytes, after=deps)
+        return self.loads[a]
+
     def reduce(self, node, nbytes, after):
+        """The received block is reduced into the local one."""
+        n = self.order[node]
+        if self.engine == "npu":
+            # received block written to HBM, read back with the local block, result written
+            # (it is read again when sent): 4 x bytes here; the NPU's cores do the reduction
+            mem = self.g.memory(n, 4 * int(nbytes), after=after)
+            red = self.g.compute(n, math.ceil(nbytes / self.npu_reduce_bpc), after=after)
+            return self._note(node, self.g.delay(0, after=[mem, red]))
+        if self.engine == "offload":
+            return self._note(node, self.g.engine(n, int(nbytes), after=after))
         cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
-        return self.g.compute(self.order[node], cycles, after=after)
+        return self._note(node, self.g.compute(n, cycles, after=after))
+
+    def received(self, node, nbytes, snd):
+        """A block received without reduction (all-gather): on the NPU it is written to HBM
+        before it can be forwarded."""
+        if self.engine == "npu":
+            return self._note(node, self.g.memory(self.order[node], int(nbytes), after=[snd]))
+        return self._note(node, snd)
+
+    def begin_chunk(self, size):
+        self.loads, self.last_at, self.chunk_bytes = {}, {}, size
+
+    def end_chunk(self):
+        if self.engine == "offload":    # each node stores its share of the result
+            self.stores.append([self.g.memory(self.order[i], self.chunk_bytes,
+                                              after=[self.last_at[i]])
+                                for i in sorted(self.last_at)])
 
     def chunk_sizes(self):
         base, extra = divmod(self.N, self.C)
@@ -83,7 +140,7 @@ def _ring_all_gather(b, size, direction, start, finish):
             j = (i + direction) % p
             blk = (i + direction - s * direction) % p
             snd = b.send(i, j, blocks[blk], last[i])
-            new[j] = [snd]
+            new[j] = [b.received(j, blocks[blk], snd)]
         last = new
     for i in range(p):
         finish.extend(last[i])
@@ -91,6 +148,7 @@ def _ring_all_gather(b, size, direction, start, finish):
 
 def ring(b, collective, bidirectional=False):
     for size in b.chunk_sizes():
+        b.begin_chunk(size)
         halves = [(size, +1)] if not bidirectional else \
             list(zip(_split(size, 2), (+1, -1)))
         for part, direction in halves:
@@ -105,6 +163,7 @@ def ring(b, collective, bidirectional=False):
                 _ring_all_gather(b, part, direction, {i: [] for i in range(b.p)}, [])
             else:
                 raise ConfigError(f"workload.algorithm = 'ring' does not do {collective}")
+        b.end_chunk()
 
 
 # ------------------------------------------------------------------ direct
@@ -115,12 +174,14 @@ def direct(b, collective):
     rather than all to the same one."""
     p = b.p
     for size in b.chunk_sizes():
+        b.begin_chunk(size)
         blocks = _split(size, p)
         if collective == "all_to_all":
             for k in range(1, p):
                 for i in range(p):
                     j = (i + k) % p
-                    b.send(i, j, blocks[j], [])
+                    b.received(j, blocks[j], b.send(i, j, blocks[j], []))
+            b.end_chunk()
             continue
         owned = {j: [] for j in range(p)}
         if collective in ("all_reduce", "reduce_scatter"):
@@ -133,7 +194,8 @@ def direct(b, collective):
             for k in range(1, p):
                 for j in range(p):
                     i = (j + k) % p
-                    b.send(j, i, blocks[j], owned[j])
+                    b.received(i, blocks[j], b.send(j, i, blocks[j], owned[j]))
+        b.end_chunk()
 
 
 # ------------------------------------------------------------------ halving-doubling
@@ -145,6 +207,7 @@ def halving_doubling(b, collective):
                           f"number of participants, got {p}")
     steps = p.bit_length() - 1
     for size in b.chunk_sizes():
+        b.begin_chunk(size)
         last = {i: [] for i in range(p)}
         held = {i: size for i in range(p)}
         if collective in ("all_reduce", "reduce_scatter"):
@@ -169,12 +232,13 @@ def halving_doubling(b, collective):
                 for i in range(p):
                     j = i ^ d
                     snd = b.send(i, j, held[i], last[i])
-                    new.setdefault(j, []).append(snd)
+                    new.setdefault(j, []).append(b.received(j, held[i], snd))
                 grown = {i: held[i] + held[i ^ d] for i in range(p)}
                 held, last = grown, new
         elif collective not in ("reduce_scatter",):
             raise ConfigError(f"workload.algorithm = 'halving_doubling' does not do "
                               f"{collective}")
+        b.end_chunk()
 
 
 ALGORITHMS = {
@@ -186,8 +250,10 @@ ALGORITHMS = {
 }
 
 
-def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None):
-    """The op graph of one collective over the nodes `order` (names, in ring order)."""
+def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
+          engine=None, npu_reduce_bytes_per_cycle=None, sram_bytes=None, graph=None):
+    """The op graph of one collective over the nodes `order` (names, in ring order); added
+    to `graph` if given (so that other ops can run beside it)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -202,7 +268,10 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
         raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
-    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle)
+    if engine == "npu" and not npu_reduce_bytes_per_cycle:
+        raise ConfigError("engine 'npu' needs the NPU's reduction rate")
+    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine,
+                 npu_reduce_bytes_per_cycle, sram_bytes, graph)
     fn(b, collective)
     return b.g
 
@@ -279,23 +348,72 @@ def ring_order(cfg, topo, group):
     return [topo.node_names[i] for i in best[0]]
 
 
-def run_collective(cfg):
-    """Expand workload.* into an op graph, run it, and report collective time and bandwidth."""
-    from pysim.network import compile_network
-    from pysim.workload.graph import run_graph
-    topo = compile_network(cfg).topo
+def collective_graph(cfg, topo, graph=None):
+    """The op graph of the configured collective (workload.*), and what describes it."""
+    from pysim.workload.graph import compute_params, engine_params
     group = participants(cfg, topo)
     order = ring_order(cfg, topo, group)
     w = cfg.workload
-    reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / cfg.network.clock_ghz
-    graph = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc)
+    clock = cfg.network.clock_ghz
+    reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / clock
+    npu_rate = sram = None
+    if w.engine is not None:
+        idx = {n: i for i, n in enumerate(topo.node_names)}
+        kinds = {topo.node_kinds[idx[n]] for n in order}
+        if kinds != {"npu"}:
+            raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
+                              f"NPUs, got {', '.join(sorted(kinds))}")
+        first = idx[order[0]]
+        own = topo.node_mem[first] if topo.node_mem else {}
+        npu_rate = own.get("reduce_gbps", (cfg.topology.npu or {}).get("reduce_gbps", 450.0)) \
+            / clock
+        sram = engine_params(topo, cfg)[first][1]
+        compute_params(topo, cfg)                       # checks the NPU parameters
+    g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
+              npu_rate, sram, graph)
+    return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
+                   chunks=w.chunks, engine=w.engine, participants=group, order=order)
+
+
+def endpoint_report(graph, result, order, clock_ghz):
+    """Per participant: HBM bytes moved for communication, network bytes sent, their ratio,
+    the achieved send bandwidth, and how much longer its roofline compute ops took than
+    alone."""
+    t = max(result.makespan_cycles, 1)
+    rows = {}
+    for n in order:
+        rows[n] = dict(hbm_bytes=0, network_bytes=0, compute_slowdown_cycles=0)
+    for k, node, size in zip(graph.kind, graph.node, graph.size):
+        if node in rows and k == "memory":
+            rows[node]["hbm_bytes"] += size
+        elif node in rows and k == "send":
+            rows[node]["network_bytes"] += size
+    for op in result.ops:
+        if op["kind"] == "compute" and op["node"] in rows and "isolated_cycles" in op:
+            rows[op["node"]]["compute_slowdown_cycles"] += \
+                op["finish"] - op["start"] - op["isolated_cycles"]
+    for r in rows.values():
+        r["hbm_bytes_per_network_byte"] = r["hbm_bytes"] / r["network_bytes"] \
+            if r["network_bytes"] else 0.0
+        r["network_gbps"] = r["network_bytes"] * clock_ghz / t
+    return rows
+
+
+def run_collective(cfg):
+    """Expand workload.* into an op graph, run it, and report collective time and bandwidth,
+    and per NPU its HBM traffic per network byte."""
+    from pysim.network import compile_network
+    from pysim.workload.graph import run_graph
+    topo = compile_network(cfg).topo
+    graph, meta = collective_graph(cfg, topo)
     result = run_graph(cfg, graph)
     cycles = result.makespan_cycles
-    p = len(order)
+    p = len(meta["order"])
+    w = cfg.workload
     algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("inf")
+    per_npu = endpoint_report(graph, result, meta["order"], cfg.network.clock_ghz)
     result.collective = dict(
-        collective=w.collective, algorithm=w.algorithm, bytes=w.bytes, chunks=w.chunks,
-        participants=group, order=order, collective_cycles=cycles,
+        **meta, collective_cycles=cycles,
         collective_seconds=cycles / (cfg.network.clock_ghz * 1e9),
-        algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(w.collective, p))
+        algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(w.collective, p), per_npu=per_npu)
     return result

@@ -214,6 +214,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     kind, node, dst, size, after, unit = [], [], [], [], [], []
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
     span = []                           # per op of g: (first primitive, last primitive)
+    isolated = {}                       # roofline ops: their time alone
     stored = {}
 
     def prim(k, n, d, s, deps, u=0):
@@ -239,6 +240,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             flops_pc, bytes_pc = compute_params(topo, cfg)[n]
             C = _ceil(g.work[i][0], flops_pc)
             H = _ceil(g.work[i][1], bytes_pc)
+            isolated[i] = max(C, H)
             S = max(1, -(-max(C, H) // slice_cycles))
             first, prev = None, deps
             for s_ in range(S):
@@ -314,6 +316,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
                   deps=np.array([len(a) for a in after], np.int32), succ_ptr=succ_ptr,
                   succ=succ)
+    arrays["isolated"] = isolated
     return arrays, span
 
 
@@ -443,11 +446,17 @@ class GraphResult:
         if c:
             rows += [("collective", f"{c['collective']} / {c['algorithm']}, {c['bytes']} bytes "
                                     f"per node, {len(c['participants'])} participants, "
-                                    f"{c['chunks']} chunks"),
+                                    f"{c['chunks']} chunks, reductions on "
+                                    f"{c['engine'] or 'no modelled endpoint'}"),
                      ("ring order", " ".join(c["order"])),
                      ("time", f"{c['collective_cycles']} cycles"),
                      ("bandwidth", f"algbw {c['algbw_gbps']:.2f} GB/s, busbw "
                                    f"{c['busbw_gbps']:.2f} GB/s (nccl-tests conventions)")]
+            per = c.get("per_npu") or {}
+            if per and c.get("engine"):
+                ratio = sum(v["hbm_bytes"] for v in per.values()) / max(
+                    1, sum(v["network_bytes"] for v in per.values()))
+                rows.append(("HBM per network byte", f"{ratio:.2f} (all NPUs)"))
         rows += [("makespan", f"{self.makespan_cycles} cycles"),
                 ("ops", f"{len(self.ops)} ({', '.join(f'{k} {v}' for k, v in sorted(self._count().items()))})"),
                 ("packets", f"{self.packets}, avg latency "
@@ -507,6 +516,7 @@ def run_graph(cfg, graph=None) -> GraphResult:
                   finish=int(finish[i]))
         if graph.work[i] is not None:
             op["flops"], op["bytes"] = graph.work[i]
+            op["isolated_cycles"] = int(arrays["isolated"][i])
         ops.append(op)
     c = eng.counters()
     cfg_dict = cfg.to_dict()
