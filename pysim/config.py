@@ -164,8 +164,10 @@ KEYS = [
         "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file) or a "
         "'collective'.", None, lambda: ["synthetic", "graph", "collective"]),
     Key("workload", "collective", "str", "all_reduce", "-",
-        "Collective: all_reduce, reduce_scatter, all_gather, all_to_all.", None,
-        lambda: ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]),
+        "Collective: all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce "
+        "(the root is the first participant).", None,
+        lambda: ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+                 "reduce"]),
     Key("workload", "algorithm", "str", "ring", "-",
         "Collective algorithm: ring, bidir_ring, direct, halving_doubling.", None,
         lambda: ["ring", "bidir_ring", "direct", "halving_doubling"]),
@@ -173,6 +175,9 @@ KEYS = [
         NONNEG),
     Key("workload", "chunks", "int", 4, "-",
         "Collective: pieces the data is split into, pipelined through the steps.", POS),
+    Key("workload", "chunks_in_flight", "int", 0, "-",
+        "Collective: at most this many chunks under way at a node at once (0: no bound).",
+        NONNEG),
     Key("workload", "group", "strs", None, "node names",
         "Collective participants (default: every NPU, or every endpoint if there is none).",
         None),

@@ -173,3 +173,28 @@ def test_collective_json_reports_per_npu_hbm_per_network_byte(tmp_path):
     assert set(d["per_npu"]) == {f"n{i}" for i in range(8)}
     assert all(v["hbm_bytes_per_network_byte"] == pytest.approx(3.5)
                for v in d["per_npu"].values())
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_pipelined_broadcast_and_reduce_take_the_pipeline_time(collective):
+    """Along a ring of p, C chunks of N/C bytes each move hop by hop: the last chunk arrives
+    after (C + p - 2) chunk times of N / (C B), within 3% plus the per-hop latencies."""
+    N, C, p = 4 << 20, 16, 8
+    r = run(ring8(), collective=collective, algorithm="ring", bytes=N, chunks=C)
+    ideal = (C + p - 2) * (N / C) / 32
+    assert ideal <= r["collective_cycles"] <= 1.03 * ideal + (C + p) * 30
+    assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"])
+
+
+def test_chunks_in_flight_bounds_the_pipeline():
+    """One chunk in flight at a time: a ring reduce-scatter of C chunks takes about C times
+    its per-chunk time instead of overlapping them."""
+    free = run(ring8(), collective="reduce_scatter", algorithm="ring", bytes=1 << 20, chunks=8)
+    one = run(ring8(), collective="reduce_scatter", algorithm="ring", bytes=1 << 20, chunks=8,
+              chunks_in_flight=1)
+    assert one["collective_cycles"] > free["collective_cycles"]
+    g = collectives.build("reduce_scatter", "ring", [f"n{i}" for i in range(4)], 4000,
+                          chunks=3, chunks_in_flight=1)
+    # every first send of chunk c waits for its node's last op of chunk c - 1
+    firsts = [i for i, (k, a) in enumerate(zip(g.kind, g.after)) if k == "send" and a]
+    assert len(firsts) > 0

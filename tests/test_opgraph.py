@@ -265,3 +265,20 @@ def test_compute_ops_timed_by_the_roofline():
                                        {"name": "x"}]})
     with pytest.raises(ConfigError, match="hbm_gbps do not apply to a host node"):
         compile_network(bad)
+
+
+def test_reduce_ops_on_the_npu_and_on_the_offload_engine():
+    """reduce(b) on the NPU: 4b of HBM traffic beside b / reduce_gbps on the compute unit,
+    whichever is longer; on the offload engine: b / offload_gbps on the engine alone."""
+    nodes = [{"name": "a", "kind": "npu", "hbm_gbps": 100.0, "reduce_gbps": 50.0,
+              "offload_gbps": 200.0}, {"name": "b", "kind": "npu"}]
+    cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": [{"a": "a", "b": "b"}]})
+    g = OpGraph()
+    r1 = g.reduce("a", 10000, "npu")              # max(40000 / 100, 10000 / 50) = 400
+    g.reduce("a", 10000, "offload", after=[r1])   # 10000 / 200 = 50
+    g.compute("a", 70, after=[r1])                # the compute unit is free again after r1
+    r = run_graph(cfg, g)
+    assert [op["finish"] - op["start"] for op in r.ops] == [400, 50, 70]
+    assert r.ops[1]["start"] == r.ops[2]["start"] == 400     # different units, in parallel
+    with pytest.raises(GraphError, match="expected 'npu' or 'offload'"):
+        g.reduce("a", 5, "gpu")

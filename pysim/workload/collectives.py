@@ -6,7 +6,9 @@ pipeline through the steps; within a chunk, the algorithms are the textbook ones
 - ring: p - 1 steps around a ring (reduce-scatter, all-gather; all-reduce = both);
 - bidir_ring: each chunk halved, one half around the ring each way;
 - direct: every node sends each other node its share at once;
-- halving_doubling: recursive halving (reduce-scatter) and doubling (all-gather), p = 2^k.
+- halving_doubling: recursive halving (reduce-scatter) and doubling (all-gather), p = 2^k;
+- broadcast (from the first participant) and reduce (to it): a pipeline along the ring, or
+  direct sends.
 
 A reduction of b bytes at a node is a compute op of ceil(b / reduce_bytes_per_cycle) cycles
 on that node (0 when the reduction rate is not modelled); the next step's send of that data
@@ -19,7 +21,8 @@ import math
 from pysim.config import ConfigError
 from pysim.workload.graph import OpGraph
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+               "reduce")
 
 
 class _Builder:
@@ -28,7 +31,7 @@ class _Builder:
     engine beside the NPU)."""
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, npu_reduce_bpc=None,
-                 sram_bytes=None, graph=None):
+                 sram_bytes=None, graph=None, in_flight=0):
         self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
@@ -42,6 +45,8 @@ class _Builder:
         self.last_at = {}               # per node: its latest op in this chunk
         self.chunk_bytes = 0
         self.stores = []                # offload: per chunk, the ops storing its result
+        self.in_flight = in_flight      # at most this many chunks under way per node (0: all)
+        self.ends = []                  # per chunk: {node: its last op in the chunk}
 
     def _note(self, node, op):
         self.last_at[node] = op
@@ -49,6 +54,10 @@ class _Builder:
 
     def send(self, a, b, nbytes, after):
         after = list(after)
+        if not after and self.in_flight and len(self.ends) >= self.in_flight:
+            prev = self.ends[-self.in_flight].get(a)        # the window of chunks in flight
+            if prev is not None:
+                after = [prev]
         if self.engine == "npu":        # what is sent is read from HBM first
             after = [self.g.memory(self.order[a], int(nbytes), after=after)]
         elif self.engine == "offload" and not after:
@@ -68,14 +77,11 @@ class _Builder:
     def reduce(self, node, nbytes, after):
         """The received block is reduced into the local one."""
         n = self.order[node]
-        if self.engine == "npu":
-            # received block written to HBM, read back with the local block, result written
-            # (it is read again when sent): 4 x bytes here; the NPU's cores do the reduction
-            mem = self.g.memory(n, 4 * int(nbytes), after=after)
-            red = self.g.compute(n, math.ceil(nbytes / self.npu_reduce_bpc), after=after)
-            return self._note(node, self.g.delay(0, after=[mem, red]))
-        if self.engine == "offload":
-            return self._note(node, self.g.engine(n, int(nbytes), after=after))
+        if self.engine in ("npu", "offload"):
+            # npu: the received block is written to HBM, read back with the local block, the
+            # result written (it is read again when sent), the cores reduce it; offload: the
+            # engine reduces it in its SRAM (OpGraph.reduce)
+            return self._note(node, self.g.reduce(n, int(nbytes), self.engine, after=after))
         cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
         return self._note(node, self.g.compute(n, cycles, after=after))
 
@@ -90,6 +96,7 @@ class _Builder:
         self.loads, self.last_at, self.chunk_bytes = {}, {}, size
 
     def end_chunk(self):
+        self.ends.append(dict(self.last_at))
         if self.engine == "offload":    # each node stores its share of the result
             self.stores.append([self.g.memory(self.order[i], self.chunk_bytes,
                                               after=[self.last_at[i]])
@@ -166,6 +173,26 @@ def ring(b, collective, bidirectional=False):
         b.end_chunk()
 
 
+def ring_pipeline(b, collective):
+    """broadcast from order[0] along the ring, or reduce to order[0] against it: each chunk
+    moves one hop at a time, a node forwarding (or reducing and forwarding) a chunk as soon
+    as it has it and has sent the chunk before, so chunks pipeline: the last arrives after
+    (chunks + p - 2) chunk-times."""
+    p = b.p
+    sent = {}                           # per node: its send of the previous chunk
+    for size in b.chunk_sizes():
+        b.begin_chunk(size)
+        after = []
+        hops = range(p - 1) if collective == "broadcast" else range(p - 1, 0, -1)
+        for i in hops:
+            j = i + 1 if collective == "broadcast" else i - 1
+            snd = b.send(i, j, size, after + ([sent[i]] if i in sent else []))
+            sent[i] = snd
+            after = [b.received(j, size, snd) if collective == "broadcast"
+                     else b.reduce(j, size, [snd])]
+        b.end_chunk()
+
+
 # ------------------------------------------------------------------ direct
 
 def direct(b, collective):
@@ -181,6 +208,16 @@ def direct(b, collective):
                 for i in range(p):
                     j = (i + k) % p
                     b.received(j, blocks[j], b.send(i, j, blocks[j], []))
+            b.end_chunk()
+            continue
+        if collective == "broadcast":            # the root sends everyone the chunk
+            for j in range(1, p):
+                b.received(j, size, b.send(0, j, size, []))
+            b.end_chunk()
+            continue
+        if collective == "reduce":               # everyone sends the root its chunk
+            for k in range(1, p):
+                b.reduce(0, size, [b.send(k, 0, size, [])])
             b.end_chunk()
             continue
         owned = {j: [] for j in range(p)}
@@ -242,16 +279,19 @@ def halving_doubling(b, collective):
 
 
 ALGORITHMS = {
-    "ring": (lambda b, c: ring(b, c), {"all_reduce", "reduce_scatter", "all_gather"}),
+    "ring": (lambda b, c: ring_pipeline(b, c) if c in ("broadcast", "reduce") else ring(b, c),
+             {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}),
     "bidir_ring": (lambda b, c: ring(b, c, bidirectional=True),
                    {"all_reduce", "reduce_scatter", "all_gather"}),
-    "direct": (direct, {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}),
+    "direct": (direct, {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                        "broadcast", "reduce"}),
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
 }
 
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
-          engine=None, npu_reduce_bytes_per_cycle=None, sram_bytes=None, graph=None):
+          engine=None, npu_reduce_bytes_per_cycle=None, sram_bytes=None, graph=None,
+          chunks_in_flight=0):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it)."""
     if algorithm not in ALGORITHMS:
@@ -268,10 +308,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
         raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
-    if engine == "npu" and not npu_reduce_bytes_per_cycle:
-        raise ConfigError("engine 'npu' needs the NPU's reduction rate")
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine,
-                 npu_reduce_bytes_per_cycle, sram_bytes, graph)
+                 npu_reduce_bytes_per_cycle, sram_bytes, graph, chunks_in_flight)
     fn(b, collective)
     return b.g
 
@@ -370,7 +408,7 @@ def collective_graph(cfg, topo, graph=None):
         sram = engine_params(topo, cfg)[first][1]
         compute_params(topo, cfg)                       # checks the NPU parameters
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
-              npu_rate, sram, graph)
+              npu_rate, sram, graph, w.chunks_in_flight)
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 
@@ -386,6 +424,8 @@ def endpoint_report(graph, result, order, clock_ghz):
     for k, node, size in zip(graph.kind, graph.node, graph.size):
         if node in rows and k == "memory":
             rows[node]["hbm_bytes"] += size
+        elif node in rows and k == "reduce_npu":      # see OpGraph.reduce
+            rows[node]["hbm_bytes"] += 4 * size
         elif node in rows and k == "send":
             rows[node]["network_bytes"] += size
     for op in result.ops:

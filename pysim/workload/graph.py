@@ -103,6 +103,16 @@ class OpGraph:
         (the memory parts of roofline compute ops among them)."""
         return self._add("memory", node, None, _size(bytes, "bytes", name), after, name)
 
+    def reduce(self, node, bytes, engine="npu", after=None, name=None):
+        """Reduce `bytes` of received data into local data at an NPU: on its own cores
+        (engine 'npu': 4 bytes of HBM traffic per byte, and the compute unit for bytes /
+        reduce_gbps) or on its collectives offload engine ('offload')."""
+        if engine not in ("npu", "offload"):
+            raise GraphError(f"op {name or len(self.kind)}: engine = {engine!r}: expected "
+                             f"'npu' or 'offload'")
+        return self._add("reduce_" + engine, node, None, _size(bytes, "bytes", name), after,
+                         name)
+
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
         [topology.npu] offload_gbps)."""
@@ -142,16 +152,18 @@ def load_graph(path) -> OpGraph:
         raise GraphError(f"{path}: expected an array of tables [[ops]]")
     g = OpGraph()
     fields = {"compute": {"node"}, "send": {"src", "dst", "bytes"},
-              "delay": {"cycles"}, "mem_write": {"npu", "mem", "bytes"},
+              "delay": {"cycles"}, "reduce": {"node", "bytes"},
+              "mem_write": {"npu", "mem", "bytes"},
               "mem_read": {"npu", "mem", "bytes"}}
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
         if kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
-                             f"mem_write or mem_read")
+                             f"reduce, mem_write or mem_read")
         extra = set(op) - fields[kind] - {"kind", "name", "after"} - \
-            ({"cycles", "flops", "bytes"} if kind == "compute" else set())
+            ({"cycles", "flops", "bytes"} if kind == "compute" else set()) - \
+            ({"engine"} if kind == "reduce" else set())
         if extra:
             raise GraphError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a "
                              f"{kind} op (it takes {', '.join(sorted(fields[kind]))}, name, "
@@ -165,6 +177,9 @@ def load_graph(path) -> OpGraph:
                           flops=op.get("flops"), bytes=op.get("bytes"))
             elif kind == "send":
                 g.send(op["src"], op["dst"], op["bytes"], op.get("after"), op.get("name"))
+            elif kind == "reduce":
+                g.reduce(op["node"], op["bytes"], op.get("engine", "npu"), op.get("after"),
+                         op.get("name"))
             elif kind == "mem_write":
                 g.mem_write(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
             elif kind == "mem_read":
@@ -257,6 +272,19 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                 else:
                     prev = parts
             span.append((first, prev[0]))
+        elif k == "reduce_npu":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            _, bytes_pc = compute_params(topo, cfg)[n]
+            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
+            red = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][2]),
+                       deps, 0)
+            p = prim("delay", -1, -1, 0, [mem_, red])
+            span.append((mem_, p))
+        elif k == "reduce_offload":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][0]), deps,
+                     2)
+            span.append((p, p))
         elif k in ("memory", "engine"):
             n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
             flops_pc, bytes_pc = compute_params(topo, cfg)[n]
@@ -343,8 +371,9 @@ def compute_params(topo, cfg):
 
 
 def engine_params(topo, cfg):
-    """Per NPU: (collectives-engine reduction bytes per cycle, its SRAM bytes), from
-    [topology.npu] offload_gbps (default 256) and offload_sram_mb (default 8)."""
+    """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
+    reduction bytes per cycle), from [topology.npu] offload_gbps (default 256),
+    offload_sram_mb (8) and reduce_gbps (450), or the node's own."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.npu or {}) if cfg is not None else {}
     out = {}
@@ -352,7 +381,8 @@ def engine_params(topo, cfg):
         if k == "npu":
             own = topo.node_mem[i] if topo.node_mem else {}
             out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
-                      int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20))
+                      int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
+                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock)
     return out
 
 
@@ -429,7 +459,8 @@ class GraphResult:
                 continue
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
-                   "mem_write": 1, "mem_read": 1}[op["kind"]]
+                   "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
+                   "reduce_offload": 3}[op["kind"]]
             args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
                                                                   "bytes": op["bytes"]}
             if op["kind"] == "send":
