@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pysim.config import ConfigError
 from pysim.workload.graph import OpGraph
 
@@ -47,6 +49,7 @@ class _Builder:
         self.stores = []                # offload: per chunk, the ops storing its result
         self.in_flight = in_flight      # at most this many chunks under way per node (0: all)
         self.ends = []                  # per chunk: {node: its last op in the chunk}
+        self.io = True                  # offload: load inputs and store results here
 
     def _note(self, node, op):
         self.last_at[node] = op
@@ -60,7 +63,7 @@ class _Builder:
                 after = [prev]
         if self.engine == "npu":        # what is sent is read from HBM first
             after = [self.g.memory(self.order[a], int(nbytes), after=after)]
-        elif self.engine == "offload" and not after:
+        elif self.engine == "offload" and not after and self.io:
             after = [self._load(a)]     # the engine streams the input in from HBM once
         return self.g.send(self.order[a], self.order[b], int(nbytes), after=after)
 
@@ -97,7 +100,7 @@ class _Builder:
 
     def end_chunk(self):
         self.ends.append(dict(self.last_at))
-        if self.engine == "offload":    # each node stores its share of the result
+        if self.engine == "offload" and self.io:    # each node stores its share of the result
             self.stores.append([self.g.memory(self.order[i], self.chunk_bytes,
                                               after=[self.last_at[i]])
                                 for i in sorted(self.last_at)])
@@ -120,7 +123,9 @@ def _ring_reduce_scatter(b, size, direction, after_all, done):
     p = b.p
     blocks = _split(size, p)
     # step s: node i sends block (i - s*dir) mod p to node i + dir, which reduces it
-    last = {i: list(after_all) for i in range(p)}       # what node i's next send waits for
+    # what node i's next send waits for: the same for all, or per node (a dict)
+    last = {i: list(after_all[i] if isinstance(after_all, dict) else after_all)
+            for i in range(p)}
     for s in range(p - 1):
         new = {}
         for i in range(p):
@@ -278,6 +283,92 @@ def halving_doubling(b, collective):
         b.end_chunk()
 
 
+# ------------------------------------------------------------------ hierarchical
+
+def hierarchical(b, collective, dims):
+    """All-reduce on a multi-dimensional topology (participants in coordinate order, dims =
+    sizes, dimension 0 innermost): reduce-scatter along dimensions 0 .. n-2 in turn (each
+    ring of a dimension works on the shard the previous dimensions left), all-reduce along
+    the last, all-gather back along n-2 .. 0. A node's work in one phase waits for its last
+    op of the previous phase; rings use the + direction."""
+    if collective != "all_reduce":
+        raise ConfigError("workload.algorithm = 'hierarchical' does all_reduce only")
+    p = b.p
+    if int(np.prod(dims)) != p or len(dims) < 2:
+        raise ConfigError(f"workload.algorithm = 'hierarchical' needs the participants to "
+                          f"fill a topology of two or more dimensions, got {p} nodes for "
+                          f"dims {list(dims)}")
+    strides = np.cumprod([1] + list(dims[:-1]))
+    coord = [tuple((i // strides[d]) % dims[d] for d in range(len(dims))) for i in range(p)]
+
+    def rings(d):
+        """Lists of participant indices forming the rings of dimension d, by coordinate."""
+        groups = {}
+        for i in range(p):
+            key = tuple(c for e, c in enumerate(coord[i]) if e != d)
+            groups.setdefault(key, []).append(i)
+        return [sorted(g, key=lambda i: coord[i][d]) for _, g in sorted(groups.items())]
+
+    def sub(members):
+        s = _Builder([b.order[i] for i in members], 0, 1, b.reduce_bpc, b.engine,
+                     b.npu_reduce_bpc, b.sram, b.g)
+        s.io = False
+        return s
+
+    n = len(dims)
+    for size in b.chunk_sizes():
+        b.begin_chunk(size)
+        ready = {i: ([b._load(i)] if b.engine == "offload" else []) for i in range(p)}
+        shard = size
+        for d in range(n - 1):                               # reduce-scatter inward
+            for ring_ in rings(d):
+                s = sub(ring_)
+                done = {}
+                _ring_reduce_scatter(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
+                                     done)
+                for k, m in enumerate(ring_):
+                    ready[m] = done[k]
+            shard = -(-shard // dims[d])
+        for ring_ in rings(n - 1):                           # all-reduce on the last
+            s = sub(ring_)
+            done = {}
+            _ring_reduce_scatter(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)}, done)
+            fin = {}
+            _ring_all_gather_to(s, shard, +1, done, fin)
+            for k, m in enumerate(ring_):
+                ready[m] = fin[k]
+        for d in range(n - 2, -1, -1):                       # all-gather back
+            shard = shard * dims[d]
+            for ring_ in rings(d):
+                s = sub(ring_)
+                fin = {}
+                _ring_all_gather_to(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
+                                    fin)
+                for k, m in enumerate(ring_):
+                    ready[m] = fin[k]
+        for i in range(p):
+            if ready[i]:
+                b.last_at[i] = ready[i][-1]
+        b.end_chunk()
+
+
+def _ring_all_gather_to(b, size, direction, start, fin):
+    """_ring_all_gather, returning per node (a dict) what its last receive was."""
+    p = b.p
+    blocks = _split(size, p)
+    last = {i: list(start[i]) for i in range(p)}
+    for s in range(p - 1):
+        new = {}
+        for i in range(p):
+            j = (i + direction) % p
+            blk = (i + direction - s * direction) % p
+            snd = b.send(i, j, blocks[blk], last[i])
+            new[j] = [b.received(j, blocks[blk], snd)]
+        last = new
+    for i in range(p):
+        fin[i] = last[i]
+
+
 ALGORITHMS = {
     "ring": (lambda b, c: ring_pipeline(b, c) if c in ("broadcast", "reduce") else ring(b, c),
              {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}),
@@ -286,12 +377,13 @@ ALGORITHMS = {
     "direct": (direct, {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                         "broadcast", "reduce"}),
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
+    "hierarchical": (None, {"all_reduce"}),
 }
 
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, npu_reduce_bytes_per_cycle=None, sram_bytes=None, graph=None,
-          chunks_in_flight=0):
+          chunks_in_flight=0, dims=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it)."""
     if algorithm not in ALGORITHMS:
@@ -310,7 +402,13 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine,
                  npu_reduce_bytes_per_cycle, sram_bytes, graph, chunks_in_flight)
-    fn(b, collective)
+    if algorithm == "hierarchical":
+        if dims is None:
+            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
+                              "dimensions (a torus or mesh)")
+        hierarchical(b, collective, dims)
+    else:
+        fn(b, collective)
     return b.g
 
 
@@ -407,8 +505,18 @@ def collective_graph(cfg, topo, graph=None):
             / clock
         sram = engine_params(topo, cfg)[first][1]
         compute_params(topo, cfg)                       # checks the NPU parameters
+    dims = None
+    if w.algorithm == "hierarchical":
+        if topo.coords is None or len(topo.dims) < 2:
+            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with two "
+                              "or more dimensions (a torus or mesh)")
+        if sorted(order) != sorted(topo.node_names):
+            raise ConfigError("workload.algorithm = 'hierarchical' runs over every node of "
+                              "the topology (leave workload.group unset)")
+        order = list(topo.node_names)          # coordinate order, dimension 0 innermost
+        dims = list(topo.dims)
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
-              npu_rate, sram, graph, w.chunks_in_flight)
+              npu_rate, sram, graph, w.chunks_in_flight, dims)
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 
