@@ -169,8 +169,9 @@ KEYS = [
         lambda: ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                  "reduce"]),
     Key("workload", "algorithm", "str", "ring", "-",
-        "Collective algorithm: ring, bidir_ring, direct, halving_doubling, hierarchical.",
-        None, lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "hierarchical"]),
+        "Collective algorithm: ring, bidir_ring, direct, halving_doubling, tree (double "
+        "binary tree), hierarchical.", None,
+        lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
         NONNEG),
     Key("workload", "chunks", "int", 4, "-",

@@ -110,7 +110,8 @@ def test_the_dgx1_ring_follows_nvlinks():
     ({"algorithm": "ring", "collective": "all_to_all"}, "does not implement"),
     ({"group": ["n0", "n9"]}, "'n9' is not a node"),
     ({"ring_order": ["n0", "n1"]}, "expected the participants"),
-    ({"algorithm": "tree"}, "workload.algorithm = 'tree'"),
+    ({"algorithm": "butterfly"}, "workload.algorithm = 'butterfly'"),
+    ({"algorithm": "tree", "collective": "all_gather"}, "does not implement"),
 ])
 def test_bad_collectives_are_refused(workload, fragment):
     with pytest.raises(ConfigError) as e:
@@ -219,3 +220,23 @@ def test_hierarchical_all_reduce_on_a_ring_of_rings():
     assert r["collective_cycles"] < flat["collective_cycles"]
     with pytest.raises(ConfigError, match="two or more dimensions"):
         run(star8(), algorithm="hierarchical")
+
+
+def test_double_binary_tree_all_reduce():
+    """Two mirrored heap-shaped binary trees over 8 NPUs on a switch: every node is interior
+    in at most one tree; each tree moves N/2 up p-1 edges and down p-1 edges, so 2(p-1)N
+    bytes cross the network; a 1-flit-per-tree all-reduce takes 2 x depth (3) message
+    latencies, a message being 1 + 3 routers x 4 + 2 links + 1 = 16 cycles."""
+    p = 8
+    parents = [[collectives._tree_parent(i, p, m) for i in range(p)] for m in (False, True)]
+    interior = [{q for q in par if q >= 0} for par in parents]
+    assert not (interior[0] & interior[1])
+    N = 4000
+    g = collectives.build("all_reduce", "tree", [f"n{i}" for i in range(p)], N, chunks=3)
+    assert sum(s for k, s in zip(g.kind, g.size) if k == "send") == 2 * (p - 1) * N
+    r = run(star8(), collective="all_reduce", algorithm="tree", bytes=2 * 32, chunks=1)
+    assert 6 * 16 <= r["collective_cycles"] <= 6 * 16 + 6
+    big = run(star8(), collective="all_reduce", algorithm="tree", bytes=4 << 20, chunks=16)
+    # each node sends at most 2N (interior: N/2 up, N down; leaf: N/2 up) at 32 B/cycle,
+    # and the pipeline of 16 chunks fills 6 levels: (16 + 6) / 16 x 2N / 32
+    assert 2 * (4 << 20) / 32 <= big["collective_cycles"] <= 1.03 * 22 / 16 * 2 * (4 << 20) / 32
