@@ -488,8 +488,15 @@ class GraphResult:
                 ratio = sum(v["hbm_bytes"] for v in per.values()) / max(
                     1, sum(v["network_bytes"] for v in per.values()))
                 rows.append(("HBM per network byte", f"{ratio:.2f} (all NPUs)"))
+                for n, v in list(per.items())[:8]:
+                    rows.append((f"  {n}",
+                                 f"HBM {v['hbm_bytes']} B, "
+                                 f"{v['hbm_bytes_per_network_byte']:.2f} per network byte, "
+                                 f"{v['network_gbps']:.1f} GB/s sent, compute slowed "
+                                 f"{v['compute_slowdown_cycles']} cycles"))
         rows += [("makespan", f"{self.makespan_cycles} cycles"),
-                ("ops", f"{len(self.ops)} ({', '.join(f'{k} {v}' for k, v in sorted(self._count().items()))})"),
+                ("ops", f"{len(self.ops)} (" + ", ".join(
+                    f"{k} {v}" for k, v in sorted(self._count().items())) + ")"),
                 ("packets", f"{self.packets}, avg latency "
                             + (f"{self.avg_packet_latency:.1f}" if self.packets else "n/a")
                             + " cycles"),
