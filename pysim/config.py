@@ -144,7 +144,8 @@ KEYS = [
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
         "capacity_gb.", None),
     Key("topology", "npu", "table", None, "-",
-        "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), reduce_gbps (reduction "
+        "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), hbm_gb (32: a collective's "
+        "data must fit), reduce_gbps (reduction "
         "rate of the NPU's own cores, 450), offload_gbps (its collectives engine's, 256), "
         "offload_sram_mb (8); graph nodes may override.", None),
     Key("topology", "host", "table", None, "-",

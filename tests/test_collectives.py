@@ -111,6 +111,7 @@ def test_the_dgx1_ring_follows_nvlinks():
     ({"group": ["n0", "n9"]}, "'n9' is not a node"),
     ({"ring_order": ["n0", "n1"]}, "expected the participants"),
     ({"algorithm": "butterfly"}, "workload.algorithm = 'butterfly'"),
+    ({"engine": "npu", "bytes": 40 * 10**9}, "more than the HBM of n0"),
     ({"algorithm": "tree", "collective": "all_gather"}, "does not implement"),
 ])
 def test_bad_collectives_are_refused(workload, fragment):

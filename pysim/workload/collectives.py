@@ -563,7 +563,12 @@ def collective_graph(cfg, topo, graph=None):
         npu_rate = own.get("reduce_gbps", (cfg.topology.npu or {}).get("reduce_gbps", 450.0)) \
             / clock
         sram = engine_params(topo, cfg)[first][1]
-        compute_params(topo, cfg)                       # checks the NPU parameters
+        for n in order:                                  # the data must fit in HBM
+            own = topo.node_mem[idx[n]] if topo.node_mem else {}
+            cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
+            if w.bytes > cap:
+                raise ConfigError(f"workload.bytes = {w.bytes}: more than the HBM of {n} "
+                                  f"({cap:.0f} bytes)")
     dims = None
     if w.algorithm == "hierarchical":
         if topo.coords is None or len(topo.dims) < 2:
