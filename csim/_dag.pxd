@@ -9,46 +9,7 @@
 # a send when the tail of its last packet is delivered. No Python runs per op.
 from csim._types cimport *
 from csim._nic cimport nic_add_message
-
-
-cdef inline void _oh_push(State* s, cycle_t t, int32_t op) noexcept nogil:
-    cdef int32_t i = s.oh_n
-    cdef int32_t parent
-    s.oh_n += 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if s.oh_time[parent] < t or (s.oh_time[parent] == t and s.oh_op[parent] < op):
-            break
-        s.oh_time[i] = s.oh_time[parent]
-        s.oh_op[i] = s.oh_op[parent]
-        i = parent
-    s.oh_time[i] = t
-    s.oh_op[i] = op
-
-
-cdef inline void _oh_pop(State* s) noexcept nogil:
-    cdef int32_t n = s.oh_n - 1
-    cdef cycle_t t = s.oh_time[n]
-    cdef int32_t op = s.oh_op[n]
-    cdef int32_t i = 0
-    cdef int32_t child
-    s.oh_n = n
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and (s.oh_time[child + 1] < s.oh_time[child] or
-                              (s.oh_time[child + 1] == s.oh_time[child] and
-                               s.oh_op[child + 1] < s.oh_op[child])):
-            child += 1
-        if t < s.oh_time[child] or (t == s.oh_time[child] and op < s.oh_op[child]):
-            break
-        s.oh_time[i] = s.oh_time[child]
-        s.oh_op[i] = s.oh_op[child]
-        i = child
-    if n > 0:
-        s.oh_time[i] = t
-        s.oh_op[i] = op
+from csim._heap cimport heap_push, heap_pop
 
 
 cdef inline cycle_t next_op_event(State* s) noexcept nogil:
@@ -59,7 +20,7 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
     cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
     s.node_busy[n] = 1
     s.op_start[op] = s.now
-    _oh_push(s, s.now + s.op_size[op], op)
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
     return 0
 
 
@@ -81,13 +42,13 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
         return _start_compute(s, op)
     s.op_start[op] = s.now
     if kind == OP_DELAY:
-        _oh_push(s, s.now + s.op_size[op], op)
+        heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
         return 0
     # send: the message joins the source NIC, which cuts it into packets as it goes
     bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
     left = s.op_size[op]
     if left == 0:
-        _oh_push(s, s.now, op)          # an empty message is delivered at once
+        heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)   # an empty message: delivered now
         return 0
     s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
     s.msg_bytes[op] = left
@@ -126,7 +87,7 @@ cdef inline int ops_due(State* s) noexcept nogil:
     cdef int32_t op
     while s.oh_n > 0 and s.oh_time[0] <= s.now:
         op = s.oh_op[0]
-        _oh_pop(s)
+        heap_pop(s.oh_time, s.oh_op, &s.oh_n)
         if finish_op(s, op) != 0:
             return -1
     return 0

@@ -4,6 +4,7 @@ from libc.stdlib cimport realloc
 from libc.string cimport memset
 from csim._types cimport *
 from csim._rng cimport rng_uniform, rng_below, rng_geometric
+from csim._heap cimport heap_push, heap_pop
 from csim._link cimport link_can_send, link_take, schedule, packet_alloc, packet_free
 
 
@@ -69,46 +70,6 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
 
 # ------------------------------------------------------------------ synthetic generation
 
-cdef inline void _heap_push(State* s, cycle_t t, int32_t ep) noexcept nogil:
-    cdef int32_t i = s.hp_n
-    cdef int32_t parent
-    s.hp_n += 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if s.hp_time[parent] < t or (s.hp_time[parent] == t and s.hp_ep[parent] < ep):
-            break
-        s.hp_time[i] = s.hp_time[parent]
-        s.hp_ep[i] = s.hp_ep[parent]
-        i = parent
-    s.hp_time[i] = t
-    s.hp_ep[i] = ep
-
-
-cdef inline void _heap_pop(State* s) noexcept nogil:
-    cdef int32_t n = s.hp_n - 1
-    cdef cycle_t t = s.hp_time[n]
-    cdef int32_t ep = s.hp_ep[n]
-    cdef int32_t i = 0
-    cdef int32_t child
-    s.hp_n = n
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and (s.hp_time[child + 1] < s.hp_time[child] or
-                              (s.hp_time[child + 1] == s.hp_time[child] and
-                               s.hp_ep[child + 1] < s.hp_ep[child])):
-            child += 1
-        if t < s.hp_time[child] or (t == s.hp_time[child] and ep < s.hp_ep[child]):
-            break
-        s.hp_time[i] = s.hp_time[child]
-        s.hp_ep[i] = s.hp_ep[child]
-        i = child
-    if n > 0:
-        s.hp_time[i] = t
-        s.hp_ep[i] = ep
-
-
 cdef inline cycle_t next_arrival(State* s, int32_t ep, cycle_t after) noexcept nogil:
     """Cycle of endpoint ep's next packet, strictly after `after`."""
     cdef cycle_t t, on_start
@@ -137,7 +98,7 @@ cdef inline void start_synthetic(State* s, cycle_t start) noexcept nogil:
                 s.on_end[ep] = start
         t = next_arrival(s, ep, start - 1)
         if t < NEVER:
-            _heap_push(s, t, ep)
+            heap_push(s.hp_time, s.hp_ep, &s.hp_n, t, ep)
 
 
 cdef inline int32_t _draw_dest(State* s, int32_t src_ep) noexcept nogil:
@@ -187,13 +148,13 @@ cdef inline int generate(State* s) noexcept nogil:
     if s.gen_mode == GEN_SYNTHETIC:
         while s.hp_n > 0 and s.hp_time[0] <= s.now:
             ep = s.hp_ep[0]
-            _heap_pop(s)
+            heap_pop(s.hp_time, s.hp_ep, &s.hp_n)
             dst = _draw_dest(s, ep)
             if create_packet(s, s.ep_node[ep], s.ep_node[dst], _draw_size(s), -1) < 0:
                 return -1
             t = next_arrival(s, ep, s.now)
             if t < NEVER:
-                _heap_push(s, t, ep)
+                heap_push(s.hp_time, s.hp_ep, &s.hp_n, t, ep)
     elif s.gen_mode == GEN_TRACE:
         while s.tr_pos < s.tr_n and s.tr_time[s.tr_pos] <= s.now:
             if create_packet(s, s.tr_src[s.tr_pos], s.tr_dst[s.tr_pos], s.tr_len[s.tr_pos],

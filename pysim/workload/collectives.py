@@ -140,9 +140,10 @@ def _ring_reduce_scatter(b, size, direction, after_all, done):
     return blocks
 
 
-def _ring_all_gather(b, size, direction, start, finish):
-    """All-gather of one chunk: node i starts owning block (i + dir) mod p (the one the
-    reduce-scatter leaves it); start[i] = what its first send waits for."""
+def _ring_all_gather(b, size, direction, start, fin):
+    """All-gather of one chunk around the ring: node i starts owning block (i + dir) mod p
+    (the one a ring reduce-scatter leaves it); start[i] = what its first send waits for.
+    fin[i] is set to what its last receive was."""
     p = b.p
     blocks = _split(size, p)
     last = {i: list(start[i]) for i in range(p)}
@@ -155,7 +156,7 @@ def _ring_all_gather(b, size, direction, start, finish):
             new[j] = [b.received(j, blocks[blk], snd)]
         last = new
     for i in range(p):
-        finish.extend(last[i])
+        fin[i] = last[i]
 
 
 def ring(b, collective, bidirectional=False):
@@ -170,9 +171,9 @@ def ring(b, collective, bidirectional=False):
                 done = {}
                 _ring_reduce_scatter(b, part, direction, [], done)
                 if collective == "all_reduce":
-                    _ring_all_gather(b, part, direction, done, [])
+                    _ring_all_gather(b, part, direction, done, {})
             elif collective == "all_gather":
-                _ring_all_gather(b, part, direction, {i: [] for i in range(b.p)}, [])
+                _ring_all_gather(b, part, direction, {i: [] for i in range(b.p)}, {})
             else:
                 raise ConfigError(f"workload.algorithm = 'ring' does not do {collective}")
         b.end_chunk()
@@ -392,7 +393,7 @@ def hierarchical(b, collective, dims):
             done = {}
             _ring_reduce_scatter(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)}, done)
             fin = {}
-            _ring_all_gather_to(s, shard, +1, done, fin)
+            _ring_all_gather(s, shard, +1, done, fin)
             for k, m in enumerate(ring_):
                 ready[m] = fin[k]
         for d in range(n - 2, -1, -1):                       # all-gather back
@@ -400,7 +401,7 @@ def hierarchical(b, collective, dims):
             for ring_ in rings(d):
                 s = sub(ring_)
                 fin = {}
-                _ring_all_gather_to(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
+                _ring_all_gather(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
                                     fin)
                 for k, m in enumerate(ring_):
                     ready[m] = fin[k]
@@ -408,23 +409,6 @@ def hierarchical(b, collective, dims):
             if ready[i]:
                 b.last_at[i] = ready[i][-1]
         b.end_chunk()
-
-
-def _ring_all_gather_to(b, size, direction, start, fin):
-    """_ring_all_gather, returning per node (a dict) what its last receive was."""
-    p = b.p
-    blocks = _split(size, p)
-    last = {i: list(start[i]) for i in range(p)}
-    for s in range(p - 1):
-        new = {}
-        for i in range(p):
-            j = (i + direction) % p
-            blk = (i + direction - s * direction) % p
-            snd = b.send(i, j, blocks[blk], last[i])
-            new[j] = [b.received(j, blocks[blk], snd)]
-        last = new
-    for i in range(p):
-        fin[i] = last[i]
 
 
 ALGORITHMS = {
@@ -545,7 +529,7 @@ def ring_order(cfg, topo, group):
 
 def collective_graph(cfg, topo, graph=None):
     """The op graph of the configured collective (workload.*), and what describes it."""
-    from pysim.workload.graph import compute_params, engine_params
+    from pysim.workload.graph import engine_params
     group = participants(cfg, topo)
     order = ring_order(cfg, topo, group)
     w = cfg.workload
