@@ -103,7 +103,8 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             return ST_BACKLOG
         if s.now >= s.meas_start and s.now < s.meas_end:
             s.occ_sum += s.pk_alive
-        if s.nbuf_total > 0 and s.now - s.last_progress >= s.watchdog_cycles:
+        if (s.nbuf_total > 0 or s.nic_busy > 0) and \
+                s.now - s.last_progress >= s.watchdog_cycles:
             s.deadlock_t = s.now
             return ST_DEADLOCK
         s.now += 1
@@ -303,6 +304,9 @@ cdef class Engine:
         s.nic_qlen = <int32_t*>_ptr(self._own("nic_qlen", None, np.int32, 0, n))
         s.nic_sending = <int32_t*>_ptr(self._own("nic_sending", None, np.int32, 0, n))
         s.act_n = <int32_t*>_ptr(self._own("act_n", None, np.int32, -1, n))
+        s.nic_msg_cur = <int32_t*>_ptr(self._own("nic_msg_cur", None, np.int32, -1, n))
+        s.nic_msg_prev = <int32_t*>_ptr(self._own("nic_msg_prev", None, np.int32, -1, n))
+        s.nic_cut_blocked = <uint8_t*>_ptr(self._own("nic_cut_blocked", None, np.uint8, 0, n))
         s.act_n_pos = <int32_t*>_ptr(self._own("act_n_pos", None, np.int32, -1, n))
         s.nic_busy = 0
 
@@ -422,8 +426,7 @@ cdef class Engine:
                                                s.n_nodes * N_UNITS))
         s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
         s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
-        s.nic_msg_cur = <int32_t*>_ptr(self._own("nic_msg_cur", None, np.int32, -1, s.n_nodes))
-        s.nic_msg_prev = <int32_t*>_ptr(self._own("nic_msg_prev", None, np.int32, -1, s.n_nodes))
+
         s.packet_flits_max = packet_flits
         s.flit_bytes = flit_bytes
         s.oh_n = 0

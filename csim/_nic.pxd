@@ -192,10 +192,13 @@ cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
     cdef int64_t b
     cdef int32_t p
     if s.nic_inj_n[n] > 1:
+        if s.nic_cut_blocked[n]:
+            return -1
         while _dst_full(s, n, s.op_dst[m]):
             prev = m
             m = s.msg_next[m]
             if m == first:
+                s.nic_cut_blocked[n] = 1     # until a packet is sent or a message arrives
                 return -1
     b = s.msg_bytes[m] if s.msg_bytes[m] < bpp else bpp
     p = create_packet(s, n, s.op_dst[m], <int32_t>((b + s.flit_bytes - 1) // s.flit_bytes),
@@ -219,6 +222,7 @@ cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
 
 cdef inline void nic_add_message(State* s, int32_t n, int32_t m) noexcept nogil:
     """Message (send op) m joins node n's NIC, last in turn."""
+    s.nic_cut_blocked[n] = 0
     if nic_idle(s, n):
         nic_activate(s, n)
     if s.nic_msg_cur[n] < 0:
@@ -291,6 +295,7 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
         o.owner = OVC_TAIL_PENDING if s.wait_tail else OVC_FREE
         ch.cur_pkt = -1
         s.nic_sending[n] -= 1
+        s.nic_cut_blocked[n] = 0             # a channel is free: a message may go now
     else:
         ch.cur_seq = seq
     return 0

@@ -234,6 +234,7 @@ cdef struct State:
     int32_t* msg_next        # a NIC's messages being sent: a circular list, served in turn
     int32_t* nic_msg_cur     # per node: the message whose turn it is (-1: none)
     int32_t* nic_msg_prev    # per node: the one before it in the circle
+    uint8_t* nic_cut_blocked # per node: no message could be cut, and nothing changed since
 
     # ---- statistics
     cycle_t meas_start, meas_end
