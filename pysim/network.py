@@ -42,9 +42,6 @@ class Network:
     inj_ch: np.ndarray        # per node: its first injection channel, -1 for switches
     ej_ch: np.ndarray         # per node: its first ejection channel, -1 for switches
 
-    def flits_per_cycle(self, c):
-        return self.ch_num[c] / self.ch_den[c]
-
     def channel_label(self, c):
         names = self.topo.node_names
         kind = self.ch_kind[c]
@@ -307,4 +304,5 @@ def describe(network, cfg):
                 avg_hops=float(hops.mean()) if hops.size else 0.0,
                 bisection_gbps=bis, routing=network.routing.name,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
+                dependency_edges=int(network.routing.cdg_edges),
                 engine_channels=int(len(network.ch_kind)))
