@@ -198,7 +198,10 @@ def results(db, csv_path, force):
     import csv
     from pysim.sweep import Store, tidy
     _refuse_overwrite(csv_path, force)
-    store = Store(db)
+    try:
+        store = Store(db)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
     rows = store.rows()
     store.close()
     t = tidy(rows)

@@ -163,6 +163,12 @@ class Store:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+        if self.path != ":memory:" and os.path.exists(self.path) and \
+                os.path.getsize(self.path) > 0:
+            with open(self.path, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise ConfigError(f"{self.path} exists and is not a pysim results "
+                                      f"database (SQLite); not touching it")
         self.db = sqlite3.connect(self.path, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")

@@ -227,3 +227,17 @@ def test_collective_figure_plots_its_rows(tmp_path):
     assert data["ring"][0] == [1024, 65536, 1 << 20]
     assert data["halving_doubling"][1] == [0.8 * np.log2(s) for s in (1024, 65536, 1 << 20)]
     assert (tmp_path / "c.png").stat().st_size > 5000
+
+
+def test_a_file_that_is_not_a_results_database_is_never_touched(tmp_path):
+    f = tmp_path / "notes.toml"
+    f.write_text("[mine]\nkeep = true\n")
+    before = f.read_bytes()
+    with pytest.raises(pysim.ConfigError, match="not a pysim results database"):
+        pysim.sweep(MESH, {"traffic.injection_rate": [0.05], **SHORT}, db=f)
+    for args in (["results", str(f)], ["plot", str(f), "--kind", "latency-load", "-o",
+                                         str(tmp_path / "x.png")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code != 0 and "not a pysim results database" in res.output
+        assert "Traceback" not in res.output
+    assert f.read_bytes() == before
