@@ -37,7 +37,7 @@ def one(name, cycles, rate):
                 packet_flits=4, cycles=r.cycles, wall_seconds=wall,
                 engine_seconds=r.run_seconds, cycles_per_second=r.cycles_per_second,
                 flit_hops=r.flit_hops, flit_hops_per_second=r.flit_hops_per_second,
-                cycles_skipped=0, peak_memory_mb=rss_kb / 1024.0,
+                cycles_skipped=r.cycles_skipped, peak_memory_mb=rss_kb / 1024.0,
                 avg_packet_latency=r.avg_packet_latency, accepted_rate=r.accepted_rate,
                 saturated=r.saturated)
 
@@ -64,7 +64,8 @@ def main():
         print(f"{row['case']:>10}: {row['wall_seconds']:7.2f} s wall  "
               f"{row['cycles_per_second']:>12,.0f} cycles/s  "
               f"{row['flit_hops_per_second'] / 1e6:7.1f} M flit-hops/s  "
-              f"peak {row['peak_memory_mb']:6.1f} MB  latency {row['avg_packet_latency']:.1f}")
+              f"peak {row['peak_memory_mb']:6.1f} MB  skipped {row['cycles_skipped']} cycles  "
+              f"latency {row['avg_packet_latency']:.1f}")
     import pysim
     doc = dict(benchmark="speed", version=pysim.__version__, python=platform.python_version(),
                machine=platform.machine(), processor=platform.processor(), rows=rows)

@@ -64,10 +64,12 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 t = next_op_event(s)
             if t > s.now:
                 if t >= until:
+                    s.skipped += until - s.now
                     s.now = until
                     s.wheel_now = <int32_t>(until % s.wheel_size)
                     s.last_progress = until
                     break
+                s.skipped += t - s.now
                 s.now = t
                 s.wheel_now = <int32_t>(t % s.wheel_size)
             s.last_progress = s.now
@@ -336,6 +338,7 @@ cdef class Engine:
         s.packets_created = s.packets_done = s.flit_hops = 0
         s.bad_eject = s.buf_overflow = s.bad_front = s.bad_class = 0
         s.last_progress = 0
+        s.skipped = 0
         s.deadlock_t = -1
         rng_seed(s.rng, 0)
 
@@ -480,6 +483,7 @@ cdef class Engine:
             bad_class=s.bad_class,
             events_pending=s.n_events, flits_buffered=s.nbuf_total,
             unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
+            cycles_skipped=s.skipped,
             deadlock_cycle=s.deadlock_t)
 
     cdef int64_t _unsent_flits(self):

@@ -250,4 +250,5 @@ cdef struct State:
     int64_t flit_hops
     int64_t bad_eject, buf_overflow, bad_front, bad_class
     cycle_t last_progress
+    cycle_t skipped          # cycles jumped over with nothing in flight
     cycle_t deadlock_t

@@ -184,7 +184,7 @@ def simulate(cfg):
         zero_load_latency=theory.mean_zero_load(network, cfg, pattern, sizes, cdf),
         wall_seconds=wall, run_seconds=run_seconds,
         cycles_per_second=cycles / run_seconds if run_seconds > 0 else nan,
-        flit_hops=int(c2["flit_hops"]),
+        flit_hops=int(c2["flit_hops"]), cycles_skipped=int(c2["cycles_skipped"]),
         flit_hops_per_second=c2["flit_hops"] / run_seconds if run_seconds > 0 else nan,
         links=links,
         latency_histogram=[[int(i), int(hist_lat[i])] for i in nz],

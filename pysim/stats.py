@@ -46,6 +46,7 @@ class Result:
     cycles_per_second: float
     flit_hops: int
     flit_hops_per_second: float
+    cycles_skipped: int             # jumped over by fast-forward (nothing in flight)
     links: list = field(default_factory=list)
     latency_histogram: list = field(default_factory=list)   # [[cycles, count], ...]
     config: dict = field(default_factory=dict)

@@ -97,3 +97,15 @@ def test_saturation_verdict_and_throughput_under_the_channel_load_bound():
                             simulation={"warmup_cycles": 1000, "measure_cycles": 4000},
                             traffic={"injection_rate": 0.05}))
     assert not low.saturated
+
+
+def test_fast_forward_skips_exactly_the_empty_cycles():
+    """Packets alone in the network, far apart: every cycle between one delivery and the next
+    creation is skipped, and only those (the busy cycles are each packet's latency)."""
+    from pysim.sim import run_packets
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [3, 3]})
+    times = [0, 1000, 5000]
+    _, eng, deliver, _, _ = run_packets(cfg, times, [0, 4, 8], [8, 0, 4], [3, 3, 3])
+    c = eng.counters()
+    busy = sum(int(d) - t + 1 for d, t in zip(deliver, times))   # creation .. delivery
+    assert c["cycles_skipped"] == c["now"] - busy

@@ -413,6 +413,7 @@ class GraphResult:
     flit_hops: int
     wall_seconds: float
     cycles_per_second: float
+    cycles_skipped: int
     node_names: list
     config: dict = field(default_factory=dict)
     seed: int = 0
@@ -563,7 +564,8 @@ def run_graph(cfg, graph=None) -> GraphResult:
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
-        flit_hops=int(c["flit_hops"]), wall_seconds=time.perf_counter() - t0,
+        flit_hops=int(c["flit_hops"]), cycles_skipped=int(c["cycles_skipped"]),
+        wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(_engine.BUILD))
