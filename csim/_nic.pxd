@@ -5,24 +5,18 @@ from libc.string cimport memset
 from csim._types cimport *
 from csim._rng cimport rng_uniform, rng_below, rng_geometric
 from csim._heap cimport heap_push, heap_pop
+from csim._iset cimport iset_add, iset_remove
 from csim._link cimport link_can_send, link_take, schedule, packet_alloc, packet_free
 
 
 # ------------------------------------------------------------------ packet creation
 
 cdef inline void nic_activate(State* s, int32_t n) noexcept nogil:
-    s.act_n_pos[n] = <int32_t>s.nic_busy
-    s.act_n[s.nic_busy] = n
-    s.nic_busy += 1
+    iset_add(s.act_n, s.act_n_pos, &s.nic_busy, n)
 
 
 cdef inline void nic_deactivate(State* s, int32_t n) noexcept nogil:
-    cdef int32_t i = s.act_n_pos[n]
-    cdef int32_t last = s.act_n[s.nic_busy - 1]
-    s.act_n[i] = last
-    s.act_n_pos[last] = i
-    s.act_n_pos[n] = -1
-    s.nic_busy -= 1
+    iset_remove(s.act_n, s.act_n_pos, &s.nic_busy, n)
 
 
 cdef inline bint nic_idle(State* s, int32_t n) noexcept nogil:

@@ -9,37 +9,24 @@
 #   The buffer slot's credit reaches the upstream router at c + sw_alloc_delay + link latency.
 from csim._types cimport *
 from csim._link cimport link_can_send, link_take, schedule
+from csim._iset cimport iset_add, iset_remove
 
 
 cdef inline void router_activate(State* s, int32_t r) noexcept nogil:
-    s.act_r_pos[r] = s.n_act_r
-    s.act_r[s.n_act_r] = r
-    s.n_act_r += 1
+    iset_add(s.act_r, s.act_r_pos, &s.n_act_r, r)
 
 
 cdef inline void router_deactivate(State* s, int32_t r) noexcept nogil:
-    cdef int32_t i = s.act_r_pos[r]
-    cdef int32_t last = s.act_r[s.n_act_r - 1]
-    s.act_r[i] = last
-    s.act_r_pos[last] = i
-    s.act_r_pos[r] = -1
-    s.n_act_r -= 1
+    iset_remove(s.act_r, s.act_r_pos, &s.n_act_r, r)
 
 
 cdef inline void va_wait_add(State* s, int32_t r, int32_t iv) noexcept nogil:
-    cdef int32_t k = s.r_in_ptr[r] * s.V + s.r_va_wait[r]
-    s.va_list[k] = iv
-    s.va_pos[iv] = k
-    s.r_va_wait[r] += 1
+    """Router r's input VCs awaiting VC allocation live at va_list[r_in_ptr[r] * V ...]."""
+    iset_add(s.va_list + s.r_in_ptr[r] * s.V, s.va_pos, &s.r_va_wait[r], iv)
 
 
 cdef inline void va_wait_remove(State* s, int32_t r, int32_t iv) noexcept nogil:
-    cdef int32_t last = s.r_in_ptr[r] * s.V + s.r_va_wait[r] - 1
-    cdef int32_t k = s.va_pos[iv]
-    s.va_list[k] = s.va_list[last]
-    s.va_pos[s.va_list[k]] = k
-    s.va_pos[iv] = -1
-    s.r_va_wait[r] -= 1
+    iset_remove(s.va_list + s.r_in_ptr[r] * s.V, s.va_pos, &s.r_va_wait[r], iv)
 
 
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,

@@ -176,7 +176,7 @@ cdef struct State:
     int32_t* nic_sending     # injection channels with a packet under way
     int32_t* act_n           # NICs with a queued or partly sent packet (unordered)
     int32_t* act_n_pos
-    int64_t nic_busy
+    int32_t nic_busy
 
     # ---- generation
     int32_t gen_mode
