@@ -407,16 +407,22 @@ def _cross_checks(cfg: Config):
         raise ConfigError(f"network.vcs = {cfg.network.vcs}: expected at least 1")
 
 
+def read_toml(path, what, error=ConfigError):
+    """Parse a TOML file; `what` says which file it is in the error if it is missing or not
+    valid TOML."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise error(f"{what}: no such file {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{what}: {path} is not valid TOML: {e}") from None
+
+
 def load(path, overrides: dict | None = None) -> Config:
     """Read a TOML file into a validated Config; `overrides` maps "section.key" to values."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
     raw = _include_topology(raw, base, overrides or {})
     for p, v in (overrides or {}).items():
@@ -443,14 +449,7 @@ def _include_topology(raw, base, overrides):
     if not isinstance(name, str):
         raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
     path = name if os.path.isabs(name) else os.path.join(base, name)
-    try:
-        with open(path, "rb") as f:
-            included = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"topology.file = {name!r}: no such file {path} (paths are "
-                          f"relative to the config that names them)") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"topology.file = {name!r}: {path} is not valid TOML: {e}") from None
+    included = read_toml(path, f"topology.file = {name!r} (relative to the config naming it)")
     t = included.get("topology")
     if not isinstance(t, dict):
         raise ConfigError(f"topology.file = {name!r}: {path} has no [topology] table")

@@ -248,6 +248,12 @@ LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycle
                "directed")
 
 
+def _check_fields(where, entry, allowed):
+    for k in entry:
+        if k not in allowed:
+            raise ConfigError(f"{where}.{k}: unknown field; expected {', '.join(allowed)}")
+
+
 def build_graph(cfg):
     """An explicit graph: [[topology.nodes]] and [[topology.links]]."""
     tp = cfg.topology
@@ -259,10 +265,7 @@ def build_graph(cfg):
     nodes, names = [], set()
     for i, e in enumerate(tp.nodes):
         where = f"topology.nodes[{i}]"
-        for k in e:
-            if k not in NODE_FIELDS:
-                raise ConfigError(f"{where}.{k}: unknown field; expected "
-                                  f"{', '.join(NODE_FIELDS)}")
+        _check_fields(where, e, NODE_FIELDS)
         name = e.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}.name = {name!r}: expected a non-empty string")
@@ -292,10 +295,7 @@ def build_graph(cfg):
     links = []
     for i, e in enumerate(tp.links):
         where = f"topology.links[{i}]"
-        for k in e:
-            if k not in LINK_FIELDS:
-                raise ConfigError(f"{where}.{k}: unknown field; expected "
-                                  f"{', '.join(LINK_FIELDS)}")
+        _check_fields(where, e, LINK_FIELDS)
         for end in ("a", "b"):
             if end not in e:
                 raise ConfigError(f"{where}: missing {end} (a node name)")

@@ -61,7 +61,7 @@ def test_bad_combinations_are_refused_before_running(raw, fragments):
 
 
 def test_files_and_overrides(tmp_path):
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="config file: no such file"):
         load(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("[network\nvcs = 2")
@@ -137,7 +137,7 @@ def test_cli_errors_are_clear(tmp_path):
     assert res.exit_code != 0
     assert "network.vcs = 0" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(main, ["run", str(tmp_path / "nope.toml")])
-    assert res.exit_code != 0 and "not found" in res.output
+    assert res.exit_code != 0 and "no such file" in res.output
     res = CliRunner().invoke(main, ["run", cfg, "--set", "bogus"])
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
 

@@ -32,8 +32,8 @@ class _Builder:
     endpoint model), 'npu' (the NPU's own cores, through HBM) or 'offload' (a collectives
     engine beside the NPU)."""
 
-    def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, npu_reduce_bpc=None,
-                 sram_bytes=None, graph=None, in_flight=0):
+    def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
+                 graph=None, in_flight=0):
         self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
@@ -41,7 +41,6 @@ class _Builder:
         self.C = int(chunks)
         self.reduce_bpc = reduce_bpc
         self.engine = engine
-        self.npu_reduce_bpc = npu_reduce_bpc
         self.sram = sram_bytes
         self.loads = {}                 # offload: per node, the load of this chunk's input
         self.last_at = {}               # per node: its latest op in this chunk
@@ -369,10 +368,27 @@ def hierarchical(b, collective, dims):
         return [sorted(g, key=lambda i: coord[i][d]) for _, g in sorted(groups.items())]
 
     def sub(members):
-        s = _Builder([b.order[i] for i in members], 0, 1, b.reduce_bpc, b.engine,
-                     b.npu_reduce_bpc, b.sram, b.g)
+        s = _Builder([b.order[i] for i in members], 0, 1, b.reduce_bpc, b.engine, b.sram,
+                     b.g)
         s.io = False
         return s
+
+    def phase(d, shard, op):
+        """Run op (reduce-scatter, all-gather, or both) on every ring of dimension d, each
+        node starting from `ready` and leaving there what its last step was."""
+        for ring_ in rings(d):
+            s = sub(ring_)
+            start = {k: ready[m] for k, m in enumerate(ring_)}
+            if op in ("rs", "ar"):
+                done = {}
+                _ring_reduce_scatter(s, shard, +1, start, done)
+                start = done
+            if op in ("ag", "ar"):
+                fin = {}
+                _ring_all_gather(s, shard, +1, start, fin)
+                start = fin
+            for k, m in enumerate(ring_):
+                ready[m] = start[k]
 
     n = len(dims)
     for size in b.chunk_sizes():
@@ -380,31 +396,12 @@ def hierarchical(b, collective, dims):
         ready = {i: ([b._load(i)] if b.engine == "offload" else []) for i in range(p)}
         shard = size
         for d in range(n - 1):                               # reduce-scatter inward
-            for ring_ in rings(d):
-                s = sub(ring_)
-                done = {}
-                _ring_reduce_scatter(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
-                                     done)
-                for k, m in enumerate(ring_):
-                    ready[m] = done[k]
+            phase(d, shard, "rs")
             shard = -(-shard // dims[d])
-        for ring_ in rings(n - 1):                           # all-reduce on the last
-            s = sub(ring_)
-            done = {}
-            _ring_reduce_scatter(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)}, done)
-            fin = {}
-            _ring_all_gather(s, shard, +1, done, fin)
-            for k, m in enumerate(ring_):
-                ready[m] = fin[k]
+        phase(n - 1, shard, "ar")                            # all-reduce on the last
         for d in range(n - 2, -1, -1):                       # all-gather back
             shard = shard * dims[d]
-            for ring_ in rings(d):
-                s = sub(ring_)
-                fin = {}
-                _ring_all_gather(s, shard, +1, {k: ready[m] for k, m in enumerate(ring_)},
-                                    fin)
-                for k, m in enumerate(ring_):
-                    ready[m] = fin[k]
+            phase(d, shard, "ag")
         for i in range(p):
             if ready[i]:
                 b.last_at[i] = ready[i][-1]
@@ -425,8 +422,7 @@ ALGORITHMS = {
 
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
-          engine=None, npu_reduce_bytes_per_cycle=None, sram_bytes=None, graph=None,
-          chunks_in_flight=0, dims=None):
+          engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it)."""
     if algorithm not in ALGORITHMS:
@@ -443,8 +439,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
         raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
-    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine,
-                 npu_reduce_bytes_per_cycle, sram_bytes, graph, chunks_in_flight)
+    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
+                 chunks_in_flight)
     if algorithm == "hierarchical":
         if dims is None:
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
@@ -535,18 +531,14 @@ def collective_graph(cfg, topo, graph=None):
     w = cfg.workload
     clock = cfg.network.clock_ghz
     reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / clock
-    npu_rate = sram = None
+    sram = None
     if w.engine is not None:
         idx = {n: i for i, n in enumerate(topo.node_names)}
         kinds = {topo.node_kinds[idx[n]] for n in order}
         if kinds != {"npu"}:
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
-        first = idx[order[0]]
-        own = topo.node_mem[first] if topo.node_mem else {}
-        npu_rate = own.get("reduce_gbps", (cfg.topology.npu or {}).get("reduce_gbps", 450.0)) \
-            / clock
-        sram = engine_params(topo, cfg)[first][1]
+        sram = engine_params(topo, cfg)[idx[order[0]]][1]
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
@@ -564,7 +556,7 @@ def collective_graph(cfg, topo, graph=None):
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
-              npu_rate, sram, graph, w.chunks_in_flight, dims)
+              sram, graph, w.chunks_in_flight, dims)
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 

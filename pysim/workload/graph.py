@@ -20,18 +20,12 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from pysim.config import ConfigError, read_toml
 
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
 
@@ -140,13 +134,7 @@ def _size(v, what, name):
 
 def load_graph(path) -> OpGraph:
     """Read an op-graph TOML file ([[ops]])."""
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except FileNotFoundError:
-        raise GraphError(f"workload.file: no such file {path}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise GraphError(f"{path}: not valid TOML: {e}") from None
+    raw = read_toml(path, "workload.file", GraphError)
     ops = raw.get("ops")
     if not isinstance(ops, list) or not ops:
         raise GraphError(f"{path}: expected an array of tables [[ops]]")
