@@ -195,11 +195,22 @@ def test_chunks_in_flight_bounds_the_pipeline():
     one = run(ring8(), collective="reduce_scatter", algorithm="ring", bytes=1 << 20, chunks=8,
               chunks_in_flight=1)
     assert one["collective_cycles"] > free["collective_cycles"]
-    g = collectives.build("reduce_scatter", "ring", [f"n{i}" for i in range(4)], 4000,
-                          chunks=3, chunks_in_flight=1)
-    # every first send of chunk c waits for its node's last op of chunk c - 1
-    firsts = [i for i, (k, a) in enumerate(zip(g.kind, g.after)) if k == "send" and a]
-    assert len(firsts) > 0
+    # structure: without a bound every chunk's first step starts at once (p x C sends wait
+    # for nothing); with one chunk in flight only chunk 0's do, and each later first send
+    # waits for exactly one op: its own node's last reduction of the chunk before
+    names = [f"n{i}" for i in range(4)]
+    free_g = collectives.build("reduce_scatter", "ring", names, 4000, chunks=3)
+    one_g = collectives.build("reduce_scatter", "ring", names, 4000, chunks=3,
+                              chunks_in_flight=1)
+    assert sum(k == "send" and not a for k, a in zip(free_g.kind, free_g.after)) == 4 * 3
+    assert sum(k == "send" and not a for k, a in zip(one_g.kind, one_g.after)) == 4
+    sends = [i for i, k in enumerate(one_g.kind) if k == "send"]
+    per_chunk = 4 * 3                       # p nodes x (p - 1) steps, step 0 first
+    for c in (1, 2):
+        for i in sends[c * per_chunk: c * per_chunk + 4]:
+            (dep,) = one_g.after[i]
+            assert one_g.kind[dep] == "compute" and one_g.node[dep] == one_g.node[i]
+            assert sends[(c - 1) * per_chunk] < dep < sends[c * per_chunk]
 
 
 def test_hierarchical_all_reduce_on_a_ring_of_rings():
