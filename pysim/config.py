@@ -106,9 +106,10 @@ KEYS = [
         "Switch allocation grant to switch traversal (also delays the credit).", POS),
     Key("network", "st_delay", "int", 1, "cycles",
         "Switch traversal: crossbar to the output link.", NONNEG),
-    Key("network", "wait_for_tail_credit", "bool", True, "-",
-        "An output VC is reallocated only after the credit of the previous packet's tail "
-        "returns (BookSim's default), so a VC buffer holds one packet at a time.", None),
+    Key("network", "wait_for_tail_credit", "bool", False, "-",
+        "true: an output VC is reallocated only after the credit of the previous packet's "
+        "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
+        "as soon as the tail has left.", None),
     Key("network", "injection_gbps", "float", None, "GB/s",
         "NIC injection bandwidth; default one flit per cycle.", POS),
     Key("network", "ejection_gbps", "float", None, "GB/s",

@@ -83,9 +83,10 @@ def test_average_hops_under_uniform_traffic(topo, expected):
 
 def test_saturation_verdict_and_throughput_under_the_channel_load_bound():
     """8x8 mesh, DOR, uniform: the bound is 4/k = 0.5 flits/node/cycle. Offered 0.8 must be
-    declared saturated with accepted throughput below the bound; with 8 VCs this router
-    reaches at least 70% of it."""
-    for vcs, floor in ((2, 0.3), (8, 0.7)):
+    declared saturated with accepted throughput below the bound; with the defaults (2 VCs,
+    VCs reused once the tail has left, as BookSim's defaults) this router reaches at least 60%
+    of it (measured about 72%), with 8 VCs at least 70%."""
+    for vcs, floor in ((2, 0.6), (8, 0.7)):
         cfg = make_cfg(topology={"kind": "mesh", "dims": [8, 8]}, network={"vcs": vcs},
                        simulation={"warmup_cycles": 1000, "measure_cycles": 4000,
                                    "drain_cycles": 4000},
