@@ -2,4 +2,6 @@
 #ifndef CSIM_CONSTS_H
 #define CSIM_CONSTS_H
 #define CSIM_NEVER 0x3FFFFFFFFFFFFFFFLL
+#define CSIM_CTZ64(x) __builtin_ctzll(x)
+#define CSIM_EJECT_CREDITS (1 << 30)
 #endif

@@ -39,12 +39,16 @@ cdef inline void _deliver(State* s) noexcept nogil:
                 buffer_write(s, ev[k].ch, ev[k].vc, ev[k].pkt, ev[k].seq)
                 s.last_progress = s.now
         else:
+            # a credit can unblock the upstream router only if the VC had none, or if it
+            # frees the VC (its tail's credit): only then is the router woken
             o = &s.ovc[ev[k].ch * s.V + ev[k].vc]
             o.credits += 1
-            if s.ch[ev[k].ch].kind == CH_NET:
-                s.r_wake[s.ch[ev[k].ch].src] = s.now
             if ev[k].seq == EV_TAIL_CREDIT:
                 o.owner = OVC_FREE
+            elif o.credits > 1:
+                continue
+            if s.ch[ev[k].ch].kind == CH_NET:
+                s.r_wake[s.ch[ev[k].ch].src] = s.now
 
 
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
@@ -217,6 +221,18 @@ cdef class Engine:
         s.r_in_ptr = <int32_t*>_ptr(self._own("r_in_ptr", r_in_ptr, np.int32))
         s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
         s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
+        if V > 64:
+            raise ValueError("at most 64 VCs per port")
+        Vp = 1
+        while Vp < V:
+            Vp *= 2
+        s.Vp = Vp
+        s.vshift = Vp.bit_length() - 1
+        s.vpmask = (1 << Vp) - 1 if Vp < 64 else 0xFFFFFFFFFFFFFFFF
+        r_mw = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum((counts * Vp + 63) // 64, out=r_mw[1:])
+        s.r_mw = <int32_t*>_ptr(self._own("r_mw", r_mw, np.int32))
+        s.sa_mask = <uint64_t*>_ptr(self._own("sa_mask", None, np.uint64, 0, max(int(r_mw[n]), 1)))
         s.r_va_wait = <int32_t*>_ptr(self._own("r_va_wait", None, np.int32, 0, n))
         s.r_wake = <cycle_t*>_ptr(self._own("r_wake", None, np.int64, 0, n))
         s.va_list = <int32_t*>_ptr(self._own("va_list", None, np.int32, -1, C * V))
@@ -244,7 +260,6 @@ cdef class Engine:
             s.ch[i].group = group[i]
             s.ch[i].order = order_[i]
             s.ch[i].local_in = local[i]
-            s.ch[i].nbuf = 0
             s.ch[i].flits = 0
             s.ch[i].sa_in_ptr = 0
             s.ch[i].sa_out_ptr = 0
@@ -261,11 +276,19 @@ cdef class Engine:
         s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
         s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
         s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
+        cdef int64_t bit
         for i in range(nivc):
             s.ivc[i].cnt = 0
             s.ivc[i].head = 0
             s.ivc[i].out_ch = -1
             s.ivc[i].out_vc = -1
+            s.ivc[i].out_ov = -1
+            s.ivc[i].mw = -1
+            s.ivc[i].mb = 0
+            if ch_kind[i // V] != CH_EJECT:
+                bit = local[i // V] * Vp + i % V
+                s.ivc[i].mw = r_mw[ch_dst[i // V]] + bit // 64
+                s.ivc[i].mb = bit % 64
             s.ivc[i].lo = 0
             s.ivc[i].hi = 0
             s.ivc[i].state = VC_IDLE
@@ -273,7 +296,7 @@ cdef class Engine:
             s.ivc[i].free_t = 0
             s.ivc[i].arr = 0
             s.ovc[i].owner = OVC_FREE
-            s.ovc[i].credits = 0 if ch_kind[i // V] == CH_EJECT else D
+            s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
             s.ovc[i].va_ptr = 0
             s.ovc[i].best = -1
             s.ovc[i].best_dist = 0
@@ -564,7 +587,7 @@ cdef class Engine:
             cols["ivc_out_vc"][i] = s.ivc[i].out_vc
             cols["ivc_head"][i] = s.ivc[i].head
             cols["ovc_owner"][i] = s.ovc[i].owner
-            cols["ovc_credits"][i] = s.ovc[i].credits
+            cols["ovc_credits"][i] = s.ovc[i].credits if s.ch[i // s.V].kind != CH_EJECT else 0
         return dict(
             vcs=s.V, buffer_flits=s.D, buf_pkt=buf_pkt, buf_seq=buf_seq, events=events[:m],
             nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),

@@ -25,11 +25,16 @@ cdef inline int64_t link_credit(State* s, Chan* ch) noexcept nogil:
 
 
 cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
+    """A channel of at least one flit per cycle can always send: its users (one switch output,
+    one NIC lane) send at most one flit per cycle on it, so its credit is not kept."""
+    if ch.num >= ch.den:
+        return True
     return link_credit(s, ch) >= ch.den
 
 
 cdef inline void link_take(Chan* ch) noexcept nogil:
-    ch.acc -= ch.den
+    if ch.num < ch.den:
+        ch.acc -= ch.den
     ch.flits += 1
 
 

@@ -29,6 +29,14 @@ cdef inline void va_wait_remove(State* s, int32_t r, int32_t iv) noexcept nogil:
     iset_remove(s.va_list + s.r_in_ptr[r] * s.V, s.va_pos, &s.r_va_wait[r], iv)
 
 
+cdef inline void sa_cand_set(State* s, IVC* q) noexcept nogil:
+    s.sa_mask[q.mw] |= (<uint64_t>1) << q.mb
+
+
+cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
+    s.sa_mask[q.mw] &= ~((<uint64_t>1) << q.mb)
+
+
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
     cdef Chan* ch = &s.ch[c]
@@ -48,10 +56,11 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
         q.arr = s.now
         if q.state != VC_ACTIVE:
             va_wait_add(s, r, iv)
+        else:
+            sa_cand_set(s, q)
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
     q.cnt += 1
-    ch.nbuf += 1
     if s.r_nbuf[r] == 0:
         router_activate(s, r)
     s.r_nbuf[r] += 1
@@ -180,7 +189,9 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         q = &s.ivc[iv]
         q.out_ch = ov // V           # the member of the group it got
         q.out_vc = ov - q.out_ch * V
+        q.out_ov = ov
         q.state = VC_ACTIVE
+        sa_cand_set(s, q)
         q.ready = s.now + s.va_delay
         va_wait_remove(s, r, iv)
     if nreq > ntouched:          # some requests lost: retry next cycle
@@ -196,53 +207,64 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
-    cdef int32_t i, c, k, v, iv, oc, dist, ntouched = 0, seq, p, up
+    cdef int32_t w0 = s.r_mw[r]
+    cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p, up
+    cdef uint64_t m, pm, hi, lo
     cdef Chan* ch
     cdef Chan* o
     cdef IVC* q
     cdef OVC* ov
     cdef Flit* f
-    # stage 1: every input port picks one ready VC (round robin); it requests that VC's output
-    for i in range(base, base + nin):
-        c = s.r_in_ch[i]
-        ch = &s.ch[c]
-        if ch.nbuf == 0:
-            continue
-        v = ch.sa_in_ptr - 1
-        for k in range(V):
-            v += 1
-            if v == V:
-                v = 0
-            iv = c * V + v
-            q = &s.ivc[iv]
-            if q.cnt == 0 or q.state != VC_ACTIVE:
-                continue
-            if q.ready > s.now and s.buf[iv * s.D + q.head].seq == 0:
-                if q.ready < wake:
-                    wake = q.ready
-                continue
-            oc = q.out_ch
-            o = &s.ch[oc]
-            if o.kind != CH_EJECT and s.ovc[oc * V + q.out_vc].credits <= 0:
-                continue                 # a returning credit wakes the router
-            if not link_can_send(s, o):
-                t = s.now + (o.den - o.acc + o.num - 1) // o.num
-                if t < wake:
-                    wake = t
-                continue
-            wake = s.now + 1
-            dist = i - base - o.sa_out_ptr
-            if dist < 0:
-                dist += nin
-            if o.out_best < 0:
-                s.touched[ntouched] = oc
-                ntouched += 1
-                o.out_best = iv
-                o.out_best_dist = dist
-            elif dist < o.out_best_dist:
-                o.out_best = iv
-                o.out_best_dist = dist
-            break
+    # stage 1: every input port picks one ready VC (round robin from the one after its last
+    # grant) among its candidates (VCs holding an output VC and flits: bits of sa_mask);
+    # it requests that VC's output
+    for w in range(w0, s.r_mw[r + 1]):
+        m = s.sa_mask[w]
+        while m:
+            b = ctz64(m)
+            pb = b & ~(s.Vp - 1)         # the port's first bit in this word
+            pm = (m >> pb) & s.vpmask
+            m &= ~(s.vpmask << pb)
+            i = base + ((((w - w0) << 6) + pb) >> s.vshift)
+            c = s.r_in_ch[i]
+            ch = &s.ch[c]
+            hi = pm & ((~(<uint64_t>0)) << ch.sa_in_ptr)
+            lo = pm ^ hi
+            while hi or lo:
+                if hi:
+                    v = ctz64(hi)
+                    hi &= hi - 1
+                else:
+                    v = ctz64(lo)
+                    lo &= lo - 1
+                iv = c * V + v
+                q = &s.ivc[iv]
+                if q.ready > s.now:      # only a head can be not ready yet
+                    if q.ready < wake:
+                        wake = q.ready
+                    continue
+                if s.ovc[q.out_ov].credits <= 0:
+                    continue                 # a returning credit wakes the router
+                oc = q.out_ch
+                o = &s.ch[oc]
+                if not link_can_send(s, o):
+                    t = s.now + (o.den - o.acc + o.num - 1) // o.num
+                    if t < wake:
+                        wake = t
+                    continue
+                wake = s.now + 1
+                dist = i - base - o.sa_out_ptr
+                if dist < 0:
+                    dist += nin
+                if o.out_best < 0:
+                    s.touched[ntouched] = oc
+                    ntouched += 1
+                    o.out_best = iv
+                    o.out_best_dist = dist
+                elif dist < o.out_best_dist:
+                    o.out_best = iv
+                    o.out_best_dist = dist
+                break
     # stage 2: every requested output grants one input; the winner traverses the switch
     for k in range(ntouched):
         oc = s.touched[k]
@@ -260,7 +282,6 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         if q.head == s.D:
             q.head = 0
         q.cnt -= 1
-        ch.nbuf -= 1
         s.r_nbuf[r] -= 1
         s.nbuf_total -= 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
@@ -281,8 +302,11 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             ov.owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) else OVC_FREE
             q.state = VC_IDLE
             q.free_t = s.now + 1
+            sa_cand_clear(s, q)
             if q.cnt > 0:
                 va_wait_add(s, r, iv)
+        elif q.cnt == 0:
+            sa_cand_clear(s, q)
         s.last_progress = s.now
     s.r_wake[r] = wake
     if s.r_nbuf[r] == 0:

@@ -56,6 +56,8 @@ cdef enum:
 
 cdef extern from "_consts.h":
     cycle_t NEVER "CSIM_NEVER"
+    int32_t EJECT_CREDITS "CSIM_EJECT_CREDITS"   # an ejection VC never runs out of credits
+    int32_t ctz64 "CSIM_CTZ64"(uint64_t x) nogil  # index of the lowest set bit (x != 0)
 
 cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning (seq < 0)
     int32_t ch
@@ -73,7 +75,6 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t group            # VC-class group (a dimension); entering a new group -> class 0
     int32_t order            # VC-class order: taking a channel of lower order -> next class
     int32_t local_in         # index among the downstream router's input ports
-    int32_t nbuf             # flits buffered at the downstream input port
     int32_t sa_in_ptr        # input port: round-robin VC pointer
     int32_t sa_out_ptr       # output port: round-robin input pointer
     int32_t out_best         # scratch (-1 between uses): switch allocation winner
@@ -95,6 +96,9 @@ cdef struct IVC:             # an input virtual channel and its buffer's bookkee
     int32_t head             # buffer slot of the front flit
     int32_t out_ch
     int32_t out_vc
+    int32_t out_ov           # out_ch * V + out_vc
+    int32_t mw               # its bit in the router's switch-allocation candidates:
+    int32_t mb               #   word sa_mask[mw], bit mb
     int16_t lo, hi           # VC range of the packet's class on out_ch
     int8_t state
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
@@ -140,6 +144,11 @@ cdef struct State:
     int32_t* r_in_ptr
     int32_t* r_in_ch
     int32_t* r_nbuf
+    int32_t Vp, vshift       # V rounded up to a power of two, and its log2
+    uint64_t vpmask          # Vp low bits set
+    uint64_t* sa_mask        # input VCs holding an output VC and flits (switch allocation
+    int32_t* r_mw            #   candidates): router r's words r_mw[r] .. r_mw[r + 1] - 1,
+                             #   input port k's VCs at bits k * Vp ... of them
     int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA): count
     int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
     int32_t* va_pos          # position of an input VC in va_list, or -1
