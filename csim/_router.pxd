@@ -106,7 +106,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
     cdef int32_t V = s.V
     cdef int32_t i, base, iv, p, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
-    cdef int32_t npar, m, mi, mch, fewest, held, free
+    cdef int32_t npar, m, mi, mch, fewest, held, free, civ
     cdef cycle_t wake = NEVER
     cdef cycle_t ready
     cdef IVC* q
@@ -141,12 +141,13 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
             m = <int32_t>(s.pk[s.buf[iv * s.D + q.head].pkt].serial % npar)
             mch = -1
             fewest = V + 1
+            civ = iv - iv % V             # this input channel's first VC
             for mi in range(npar):
                 held = 0                 # VCs carrying another input's packet right now
                 free = 0
                 for k in range(V):
                     o = &s.ovc[(q.out_ch + m) * V + k]
-                    if o.owner >= 0 and o.owner // V != iv // V:
+                    if o.owner >= 0 and <uint32_t>(o.owner - civ) >= <uint32_t>V:
                         held += 1
                     elif o.owner == OVC_FREE and lo <= k < lo + n:
                         free += 1

@@ -1,6 +1,6 @@
 # C typedefs, constants and the engine's state, shared by every csim module.
 # Units are in the names: *_cycles are network-clock cycles, *_t are absolute cycle stamps.
-from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t, uint64_t
 
 ctypedef int64_t cycle_t
 
