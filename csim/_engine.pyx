@@ -120,6 +120,13 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     return ST_UNTIL
 
 
+def _check_lengths(lengths):
+    """Packets of 1 .. 2^30 - 1 flits (a flit's position and its tail mark share an int32)."""
+    a = np.asarray(lengths, dtype=np.int64)
+    if a.size and (a.min() < 1 or a.max() >= FLIT_TAIL):
+        raise ValueError(f"packet lengths must be 1 .. {FLIT_TAIL - 1} flits")
+
+
 cdef inline void* _ptr(object a):
     return cnp.PyArray_DATA(<cnp.ndarray>a)
 
@@ -390,6 +397,7 @@ cdef class Engine:
         s.hot = <int32_t*>_ptr(hot_a)
         s.n_hot = len(hot)
         s.hot_frac = hot_frac
+        _check_lengths(sizes)
         sz = self._own("size_val", sizes, np.int32)
         s.size_val = <int32_t*>_ptr(sz)
         s.size_cdf = <double*>_ptr(self._own("size_cdf", size_cdf, np.float64))
@@ -407,6 +415,7 @@ cdef class Engine:
         t = np.asarray(times, dtype=np.int64)
         if t.size and np.any(np.diff(t) < 0):
             raise ValueError("trace times must be sorted")
+        _check_lengths(lengths)
         s.gen_mode = GEN_TRACE
         self._mode = GEN_TRACE
         s.tr_n = t.size
@@ -426,6 +435,7 @@ cdef class Engine:
         successors as CSR. Ops without dependencies start at the current cycle."""
         cdef State* s = &self.s
         cdef int32_t op
+        _check_lengths([packet_flits])
         k = np.asarray(kind, dtype=np.int8)
         n_ops = k.size
         s.n_ops = n_ops
@@ -569,13 +579,13 @@ cdef class Engine:
                 events[m, 1] = ev[k].ch
                 events[m, 2] = ev[k].vc
                 events[m, 3] = ev[k].pkt
-                events[m, 4] = ev[k].seq
+                events[m, 4] = ev[k].seq & ~FLIT_TAIL if ev[k].seq >= 0 else ev[k].seq
                 m += 1
         buf_pkt = np.zeros(nbuf, dtype=np.int32)
         buf_seq = np.zeros(nbuf, dtype=np.int32)
         for i in range(nbuf):
             buf_pkt[i] = s.buf[i].pkt
-            buf_seq[i] = s.buf[i].seq
+            buf_seq[i] = s.buf[i].seq & ~FLIT_TAIL
         nivc = s.n_ivc
         cols = {name: np.zeros(nivc, dtype=np.int64) for name in
                 ("ivc_cnt", "ivc_state", "ivc_out_ch", "ivc_out_vc", "ivc_head",

@@ -278,7 +278,8 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     if o.credits <= 0 or not link_can_send(s, ch):
         return 0
     seq = ch.cur_seq
-    if schedule(s, ch.lat, c, v, p, seq) != 0:
+    if schedule(s, ch.lat, c, v, p,
+                seq | FLIT_TAIL if seq == s.pk[p].length - 1 else seq) != 0:
         return -1
     link_take(ch)
     o.credits -= 1
@@ -335,6 +336,7 @@ cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcep
     """A flit of packet p arrives at node n's NIC."""
     cdef cycle_t lat, net
     cdef Packet* pk = &s.pk[p]
+    seq &= ~FLIT_TAIL
     if pk.dst != n or pk.ej != seq:
         s.bad_eject += 1
     pk.ej += 1

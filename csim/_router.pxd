@@ -117,7 +117,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         iv = s.va_list[i]
         q = &s.ivc[iv]
         if q.state == VC_IDLE:
-            if s.buf[iv * s.D + q.head].seq != 0:
+            if s.buf[iv * s.D + q.head].seq & ~FLIT_TAIL != 0:
                 s.bad_front += 1
                 continue
             p = s.buf[iv * s.D + q.head].pkt
@@ -292,14 +292,14 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         if o.kind != CH_EJECT:
             ov.credits -= 1
             s.flit_hops += 1
-            if seq == 0:
+            if seq & ~FLIT_TAIL == 0:
                 s.pk[p].hops += 1
         if schedule(s, s.sa_delay + s.st_delay + o.lat, oc, q.out_vc, p, seq) != 0:
             return -1
-        up = EV_TAIL_CREDIT if (seq == s.pk[p].length - 1 and s.wait_tail) else EV_CREDIT
+        up = EV_TAIL_CREDIT if (seq & FLIT_TAIL and s.wait_tail) else EV_CREDIT
         if schedule(s, s.sa_delay + ch.lat, c, v, -1, up) != 0:
             return -1
-        if seq == s.pk[p].length - 1:
+        if seq & FLIT_TAIL:
             ov.owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) else OVC_FREE
             q.state = VC_IDLE
             q.free_t = s.now + 1

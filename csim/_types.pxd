@@ -56,6 +56,7 @@ cdef enum:
 
 cdef extern from "_consts.h":
     cycle_t NEVER "CSIM_NEVER"
+    int32_t FLIT_TAIL "CSIM_FLIT_TAIL"  # set in a flit's seq when it is its packet's last
     int32_t EJECT_CREDITS "CSIM_EJECT_CREDITS"   # an ejection VC never runs out of credits
     int32_t ctz64 "CSIM_CTZ64"(uint64_t x) nogil  # index of the lowest set bit (x != 0)
 
@@ -67,7 +68,7 @@ cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning 
 
 cdef struct Flit:            # one buffer slot
     int32_t pkt
-    int32_t seq
+    int32_t seq              # position in its packet, | FLIT_TAIL on the last flit
 
 cdef struct Chan:            # a directed channel: its link, and both of its ports
     int32_t src, dst         # upstream router (or NIC's node), downstream router (or NIC's node)
