@@ -61,6 +61,8 @@ def _all_nonneg(xs):
 
 
 POS = (_positive, "a number > 0")
+MAX_PACKET_FLITS = 2 ** 30 - 1       # csim keeps a flit's position and tail mark in an int32
+PACKET = (lambda x: 1 <= x <= MAX_PACKET_FLITS, f"an integer in 1 .. {MAX_PACKET_FLITS}")
 NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
@@ -95,7 +97,8 @@ KEYS = [
     Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.", POS),
     Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
         POS),
-    Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.", POS),
+    Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
+        (lambda x: 1 <= x <= 64, "an integer in 1 .. 64")),
     Key("network", "vc_buffer_flits", "int", 8, "flits", "Buffer depth of each virtual channel.",
         POS),
     Key("network", "routing_delay", "int", 1, "cycles",
@@ -192,7 +195,7 @@ KEYS = [
     Key("workload", "file", "str", None, "path",
         "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
     Key("workload", "packet_flits", "int", 16, "flits",
-        "Op graphs: messages are cut into packets of at most this many flits.", POS),
+        "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
     Key("workload", "engine", "str", None, "-",
         "Collectives: where reductions run: 'npu' (its cores, through HBM) or 'offload' (a "
         "collectives engine); default: not modelled, reductions at workload.reduce_gbps.",
@@ -212,8 +215,9 @@ KEYS = [
         "Offered load per endpoint.", NONNEG),
     Key("traffic", "packet_flits", "int|ints", 4, "flits",
         "Packet length, or a list of lengths for a mix.",
-        (lambda x: (x > 0) if isinstance(x, int) else _all_positive(x),
-         "an integer > 0 or a non-empty list of them")),
+        (lambda x: PACKET[0](x) if isinstance(x, int) else
+         (len(x) > 0 and all(PACKET[0](v) for v in x)),
+         f"an integer in 1 .. {MAX_PACKET_FLITS} or a non-empty list of them")),
     Key("traffic", "packet_weights", "floats", None, "-",
         "Relative frequency of each length in packet_flits (default equal).",
         (_all_nonneg, "a list of numbers >= 0")),
