@@ -260,6 +260,8 @@ cdef class Engine:
             s.ch[i].dst = ch_dst[i]
             s.ch[i].kind = ch_kind[i]
             s.ch[i].lat = lat[i]
+            s.ch[i].fdelay = lat[i] + (0 if ch_kind[i] == CH_INJECT else s.sa_delay + s.st_delay)
+            s.ch[i].cdelay = lat[i] + s.sa_delay
             s.ch[i].num = num[i]
             s.ch[i].den = den[i]
             s.ch[i].acc = den[i]

@@ -278,7 +278,7 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     if o.credits <= 0 or not link_can_send(s, ch):
         return 0
     seq = ch.cur_seq
-    if schedule(s, ch.lat, c, v, p,
+    if schedule(s, ch.fdelay, c, v, p,
                 seq | FLIT_TAIL if seq == s.pk[p].length - 1 else seq) != 0:
         return -1
     link_take(ch)

@@ -209,12 +209,12 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
     cdef int32_t w0 = s.r_mw[r]
-    cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p, up
+    cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p
+    cdef int32_t moved = 0, hops = 0
     cdef uint64_t m, pm, hi, lo
     cdef Chan* ch
     cdef Chan* o
     cdef IVC* q
-    cdef OVC* ov
     cdef Flit* f
     # stage 1: every input port picks one ready VC (round robin from the one after its last
     # grant) among its candidates (VCs holding an output VC and flits: bits of sa_mask);
@@ -260,11 +260,11 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                 if o.out_best < 0:
                     s.touched[ntouched] = oc
                     ntouched += 1
-                    o.out_best = iv
-                    o.out_best_dist = dist
-                elif dist < o.out_best_dist:
-                    o.out_best = iv
-                    o.out_best_dist = dist
+                elif dist >= o.out_best_dist:
+                    break
+                o.out_best = iv
+                o.out_best_dist = dist
+                o.out_best_in = i - base
                 break
     # stage 2: every requested output grants one input; the winner traverses the switch
     for k in range(ntouched):
@@ -272,7 +272,8 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         o = &s.ch[oc]
         iv = o.out_best
         o.out_best = -1
-        c = iv // V
+        i = o.out_best_in
+        c = s.r_in_ch[base + i]
         v = iv - c * V
         ch = &s.ch[c]
         q = &s.ivc[iv]
@@ -283,31 +284,37 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         if q.head == s.D:
             q.head = 0
         q.cnt -= 1
-        s.r_nbuf[r] -= 1
-        s.nbuf_total -= 1
+        moved += 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
-        o.sa_out_ptr = ch.local_in + 1 if ch.local_in + 1 < nin else 0
-        ov = &s.ovc[oc * V + q.out_vc]
+        o.sa_out_ptr = i + 1 if i + 1 < nin else 0
         link_take(o)
         if o.kind != CH_EJECT:
-            ov.credits -= 1
-            s.flit_hops += 1
+            s.ovc[q.out_ov].credits -= 1
+            hops += 1
             if seq & ~FLIT_TAIL == 0:
                 s.pk[p].hops += 1
-        if schedule(s, s.sa_delay + s.st_delay + o.lat, oc, q.out_vc, p, seq) != 0:
-            return -1
-        up = EV_TAIL_CREDIT if (seq & FLIT_TAIL and s.wait_tail) else EV_CREDIT
-        if schedule(s, s.sa_delay + ch.lat, c, v, -1, up) != 0:
+        if schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0:
             return -1
         if seq & FLIT_TAIL:
-            ov.owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) else OVC_FREE
+            if schedule(s, ch.cdelay, c, v, -1,
+                        EV_TAIL_CREDIT if s.wait_tail else EV_CREDIT) != 0:
+                return -1
+            s.ovc[q.out_ov].owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) \
+                else OVC_FREE
             q.state = VC_IDLE
             q.free_t = s.now + 1
             sa_cand_clear(s, q)
             if q.cnt > 0:
                 va_wait_add(s, r, iv)
-        elif q.cnt == 0:
-            sa_cand_clear(s, q)
+        else:
+            if schedule(s, ch.cdelay, c, v, -1, EV_CREDIT) != 0:
+                return -1
+            if q.cnt == 0:
+                sa_cand_clear(s, q)
+    if moved:
+        s.r_nbuf[r] -= moved
+        s.nbuf_total -= moved
+        s.flit_hops += hops
         s.last_progress = s.now
     s.r_wake[r] = wake
     if s.r_nbuf[r] == 0:

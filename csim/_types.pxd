@@ -78,8 +78,11 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t local_in         # index among the downstream router's input ports
     int32_t sa_in_ptr        # input port: round-robin VC pointer
     int32_t sa_out_ptr       # output port: round-robin input pointer
-    int32_t out_best         # scratch (-1 between uses): switch allocation winner
-    int32_t out_best_dist
+    int32_t out_best         # scratch (-1 between uses): switch allocation winner,
+    int32_t out_best_dist    #   its round-robin distance
+    int32_t out_best_in      #   and its input port (index among the router's inputs)
+    int32_t fdelay           # switch allocation to the flit's arrival downstream, cycles
+    int32_t cdelay           # a buffer slot freed downstream to its credit upstream, cycles
     int32_t par_base, par_n  # parallel channels (same ends): ids par_base .. par_base+par_n-1
     int32_t cur_pkt          # injection channels: packet being sent (-1: none),
     int32_t cur_seq          #   its next flit, its VC,
