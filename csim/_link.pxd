@@ -26,15 +26,19 @@ cdef inline int64_t link_credit(State* s, Chan* ch) noexcept nogil:
 
 cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
     """A channel of at least one flit per cycle can always send: its users (one switch output,
-    one NIC lane) send at most one flit per cycle on it, so its credit is not kept."""
-    if ch.num >= ch.den:
-        return True
-    return link_credit(s, ch) >= ch.den
+    one NIC lane) send at most one flit per cycle on it, so its credit is not kept. A slower
+    one can from the cycle its credit is back to one flit, computed when it last sent (the
+    credit is a function of the time since then: see link_credit)."""
+    return ch.num >= ch.den or s.now >= ch.next_ok
 
 
-cdef inline void link_take(Chan* ch) noexcept nogil:
+cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
     if ch.num < ch.den:
-        ch.acc -= ch.den
+        ch.acc = link_credit(s, ch) - ch.den
+        if ch.acc >= ch.den:
+            ch.next_ok = s.now + 1
+        else:
+            ch.next_ok = s.now + (ch.den - ch.acc + ch.num - 1) // ch.num
     ch.flits += 1
 
 

@@ -281,7 +281,7 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     if schedule(s, ch.fdelay, c, v, p,
                 seq | FLIT_TAIL if seq == s.pk[p].length - 1 else seq) != 0:
         return -1
-    link_take(ch)
+    link_take(s, ch)
     o.credits -= 1
     s.flits_injected += 1
     s.last_progress = s.now

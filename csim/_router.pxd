@@ -204,7 +204,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
     Sets r_wake[r]: the earliest cycle at which the router could act again by itself, given
     `wake` from VC allocation (arrivals and returning credits wake it earlier)."""
-    cdef cycle_t t
+
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
@@ -249,9 +249,8 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                 oc = q.out_ch
                 o = &s.ch[oc]
                 if not link_can_send(s, o):
-                    t = s.now + (o.den - o.acc + o.num - 1) // o.num
-                    if t < wake:
-                        wake = t
+                    if o.next_ok < wake:
+                        wake = o.next_ok
                     continue
                 wake = s.now + 1
                 dist = i - base - o.sa_out_ptr
@@ -287,7 +286,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         moved += 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
         o.sa_out_ptr = i + 1 if i + 1 < nin else 0
-        link_take(o)
+        link_take(s, o)
         if o.kind != CH_EJECT:
             s.ovc[q.out_ov].credits -= 1
             hops += 1

@@ -93,6 +93,7 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int64_t den              # credit one flit costs (fixed point)
     int64_t acc              # credit held
     cycle_t acc_t            # cycle at which acc was last brought up to date
+    cycle_t next_ok          # first cycle at which the credit is back to one flit
     int64_t flits            # flits sent, ever
 
 cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping
