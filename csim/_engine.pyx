@@ -309,7 +309,7 @@ cdef class Engine:
             s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
             s.ovc[i].va_ptr = 0
             s.ovc[i].best = -1
-            s.ovc[i].best_dist = 0
+        s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
         s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
         # the wheel spans the longest delay an event can be scheduled with

@@ -175,10 +175,10 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
                     s.touched[ntouched] = ov
                     ntouched += 1
                     o.best = iv
-                    o.best_dist = dist
-                elif dist < o.best_dist:
+                    s.va_best_dist[ov] = dist
+                elif dist < s.va_best_dist[ov]:
                     o.best = iv
-                    o.best_dist = dist
+                    s.va_best_dist[ov] = dist
                 break
     for k in range(ntouched):
         ov = s.touched[k]

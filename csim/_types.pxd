@@ -114,8 +114,8 @@ cdef struct OVC:             # an output virtual channel, held at the channel's 
     int32_t owner
     int32_t credits
     int32_t va_ptr
-    int32_t best             # scratch (-1 between uses): VC allocation winner
-    int32_t best_dist
+    int32_t best             # scratch (-1 between uses): VC allocation winner (its round-robin
+                             #   distance in State.va_best_dist; OVC stays 16 bytes)
 
 cdef struct Packet:
     int32_t src, dst, length
@@ -165,6 +165,7 @@ cdef struct State:
     int32_t n_act_r
 
     int32_t* touched         # scratch list
+    int32_t* va_best_dist    # per output VC: scratch, the VC allocation winner's distance
 
     # ---- event wheel (flit arrivals and credit returns): one growable array per cycle slot
     int32_t wheel_size
