@@ -419,6 +419,8 @@ cdef class Engine:
         if t.size and np.any(np.diff(t) < 0):
             raise ValueError("trace times must be sorted")
         _check_lengths(lengths)
+        if t.size >= 2 ** 31:
+            raise ValueError("a trace holds at most 2^31 - 1 packets")
         s.gen_mode = GEN_TRACE
         self._mode = GEN_TRACE
         s.tr_n = t.size

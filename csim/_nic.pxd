@@ -32,7 +32,6 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     if p < 0:
         return -1
     pk = &s.pk[p]
-    pk.src = src
     pk.dst = dst
     pk.length = length
     pk.create = s.now
@@ -42,7 +41,7 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     pk.group = -1
     pk.last_order = -1
     pk.ej = 0
-    pk.tag = tag
+    pk.tag = <int32_t>tag
     pk.op = -1
     pk.serial = s.packets_created
     pk.meas = 1 if (s.now >= s.meas_start and s.now < s.meas_end) else 0

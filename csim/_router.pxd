@@ -95,7 +95,7 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     if cls >= s.n_classes:        # routing.py proves this cannot happen; count it if it does
         cls = s.n_classes - 1
         s.bad_class += 1
-    pk.cls = cls
+    pk.cls = <int8_t>cls
     q.lo = <int16_t>s.class_lo[cls]
     q.hi = <int16_t>s.class_hi[cls]
 

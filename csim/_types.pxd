@@ -117,16 +117,17 @@ cdef struct OVC:             # an output virtual channel, held at the channel's 
     int32_t best             # scratch (-1 between uses): VC allocation winner (its round-robin
                              #   distance in State.va_best_dist; OVC stays 16 bytes)
 
-cdef struct Packet:
-    int32_t src, dst, length
-    int32_t hops, cls, group, last_order
+cdef struct Packet:           # 64 bytes: one cache line
+    int32_t dst, length
+    int32_t hops, group, last_order
+    int8_t cls               # VC class (< n_classes <= 64)
+    uint8_t meas             # created in the measurement window
     int64_t serial           # creation order: picks among parallel channels
     int32_t next             # source-queue / free-list link
     int32_t ej               # flits ejected so far
-    cycle_t create, inject
-    int64_t tag              # trace index, or -1
+    int32_t tag              # trace index, or -1
     int32_t op               # the send op it belongs to, or -1
-    uint8_t meas
+    cycle_t create, inject
 
 cdef struct State:
     # ---- sizes and router parameters
