@@ -295,13 +295,31 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     return 0
 
 
+cdef inline bint _nic_can_start(State* s, int32_t n) noexcept nogil:
+    """Could an idle injection channel of node n's NIC take a packet now? (Else _nic_send
+    does nothing on it.)"""
+    return s.nic_qlen[n] > 0 or (s.n_ops != 0 and s.nic_msg_cur[n] >= 0 and
+                                 not s.nic_cut_blocked[n])
+
+
 cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
-    """Node n's NIC: each of its injection channels sends at most one flit."""
+    """Node n's NIC: each of its injection channels sends at most one flit. Channels that
+    can do nothing this cycle are passed over: an idle one when no packet can start, a busy
+    one still serialising its previous flit."""
     cdef int32_t j
     cdef int32_t base = s.nic_inj_base[n]
+    cdef bint start = _nic_can_start(s, n)
+    cdef Chan* ch
     for j in range(s.nic_inj_n[n]):
+        ch = &s.ch[base + j]
+        if ch.cur_pkt < 0:
+            if not start:
+                continue
+        elif not link_can_send(s, ch):
+            continue
         if _nic_send(s, n, base + j) != 0:
             return -1
+        start = _nic_can_start(s, n)
     if nic_idle(s, n):
         nic_deactivate(s, n)
     return 0
