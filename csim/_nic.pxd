@@ -306,7 +306,7 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
     """Node n's NIC: each of its injection channels sends at most one flit. Channels that
     can do nothing this cycle are passed over: an idle one when no packet can start, a busy
     one still serialising its previous flit."""
-    cdef int32_t j
+    cdef int32_t j, p
     cdef int32_t base = s.nic_inj_base[n]
     cdef bint start = _nic_can_start(s, n)
     cdef Chan* ch
@@ -317,9 +317,11 @@ cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
                 continue
         elif not link_can_send(s, ch):
             continue
+        p = ch.cur_pkt
         if _nic_send(s, n, base + j) != 0:
             return -1
-        start = _nic_can_start(s, n)
+        if ch.cur_pkt != p:                  # a packet started or ended: look again
+            start = _nic_can_start(s, n)
     if nic_idle(s, n):
         nic_deactivate(s, n)
     return 0
