@@ -267,6 +267,7 @@ cdef class Engine:
             s.ch[i].acc = den[i]
             s.ch[i].acc_t = 0
             s.ch[i].next_ok = 0
+            s.ch[i].full_rate = 1 if num[i] >= den[i] else 0
             s.ch[i].group = group[i]
             s.ch[i].order = order_[i]
             s.ch[i].local_in = local[i]

@@ -29,11 +29,11 @@ cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
     one NIC lane) send at most one flit per cycle on it, so its credit is not kept. A slower
     one can from the cycle its credit is back to one flit, computed when it last sent (the
     credit is a function of the time since then: see link_credit)."""
-    return ch.num >= ch.den or s.now >= ch.next_ok
+    return ch.full_rate or s.now >= ch.next_ok
 
 
 cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
-    if ch.num < ch.den:
+    if not ch.full_rate:
         ch.acc = link_credit(s, ch) - ch.den
         if ch.acc + ch.num >= ch.den:        # (acc >= 0 and num >= 1, never < now + 1)
             ch.next_ok = s.now + 1

@@ -70,31 +70,35 @@ cdef struct Flit:            # one buffer slot
     int32_t pkt
     int32_t seq              # position in its packet, | FLIT_TAIL on the last flit
 
-cdef struct Chan:            # a directed channel: its link, and both of its ports
-    int32_t src, dst         # upstream router (or NIC's node), downstream router (or NIC's node)
-    int32_t lat              # link latency, cycles
-    int32_t group            # VC-class group (a dimension); entering a new group -> class 0
-    int32_t order            # VC-class order: taking a channel of lower order -> next class
-    int32_t local_in         # index among the downstream router's input ports
+cdef struct Chan:            # a directed channel: its link, and both of its ports (128 bytes;
+                             # what switch allocation touches is in the first 64)
+    cycle_t next_ok          # first cycle at which the serialisation credit is back to a flit
+    int64_t flits            # flits sent, ever
     int32_t sa_in_ptr        # input port: round-robin VC pointer
+    int32_t cdelay           # a buffer slot freed downstream to its credit upstream, cycles
     int32_t sa_out_ptr       # output port: round-robin input pointer
     int32_t out_best         # scratch (-1 between uses): switch allocation winner,
     int32_t out_best_dist    #   its round-robin distance
     int32_t out_best_in      #   and its input port (index among the router's inputs)
     int32_t fdelay           # switch allocation to the flit's arrival downstream, cycles
-    int32_t cdelay           # a buffer slot freed downstream to its credit upstream, cycles
-    int32_t par_base, par_n  # parallel channels (same ends): ids par_base .. par_base+par_n-1
+    int32_t dst              # downstream router (or NIC's node)
+    int32_t par_n            # parallel channels (same ends): ids par_base .. par_base+par_n-1
+    int8_t kind
+    int8_t full_rate         # at least one flit per cycle: no serialisation credit kept
+    int32_t src              # upstream router (or NIC's node)
+    int32_t par_base
+    int32_t lat              # link latency, cycles
+    int32_t group            # VC-class group (a dimension); entering a new group -> class 0
+    int32_t order            # VC-class order: taking a channel of lower order -> next class
+    int32_t local_in         # index among the downstream router's input ports
     int32_t cur_pkt          # injection channels: packet being sent (-1: none),
     int32_t cur_seq          #   its next flit, its VC,
     int32_t cur_vc
     int32_t vc_rr            #   and the round-robin pointer for the next packet's VC
-    int8_t kind
     int64_t num              # serialisation credit earned per cycle (fixed point)
     int64_t den              # credit one flit costs (fixed point)
     int64_t acc              # credit held
     cycle_t acc_t            # cycle at which acc was last brought up to date
-    cycle_t next_ok          # first cycle at which the credit is back to one flit
-    int64_t flits            # flits sent, ever
 
 cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping
     int32_t cnt
