@@ -6,7 +6,7 @@ simulator waits, at most `simulation.drain_cycles`, for every measured packet to
 Accepted throughput counts flits ejected during the window. A run is *saturated* when the
 measured packets do not all arrive within the drain bound, when more than
 `simulation.max_packets` packets are alive at once, or when the flits in the system (queued at
-sources or in the network) grew during the window by more than 5% of the flits offered in it
+sources or in the network) grew during the window by more than 2% of the flits offered in it
 plus two packets per endpoint: below saturation that backlog is stationary.
 """
 from __future__ import annotations
@@ -130,7 +130,7 @@ def simulate(cfg):
     backlog0 = c0["flits_created"] - c0["flits_ejected"]
     backlog1 = c1["flits_created"] - c1["flits_ejected"]
     sizes, cdf, mean_len = traffic.packet_sizes(cfg)
-    growth_limit = 0.05 * created_window + 2 * mean_len * n_ep
+    growth_limit = 0.02 * created_window + 2 * mean_len * n_ep
     reason = ""
     if st == "backlog":
         reason = f"more than {sim.max_packets} packets alive"

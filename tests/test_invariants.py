@@ -100,6 +100,26 @@ def test_saturation_verdict_and_throughput_under_the_channel_load_bound():
     assert not low.saturated
 
 
+def test_saturation_verdict_agrees_with_the_measured_throughput():
+    """Around the knee of the 8x8 mesh with 2 VCs (it carries about 0.36): a run that carries
+    clearly less than it is offered is declared saturated, and a run declared saturated does
+    carry less than it is offered."""
+    for seed in (1, 2):
+        for rate in (0.30, 0.34, 0.38, 0.42):
+            r = simulate(make_cfg(topology={"kind": "mesh", "dims": [8, 8]},
+                                  simulation={"seed": seed, "warmup_cycles": 1000,
+                                              "measure_cycles": 4000},
+                                  traffic={"injection_rate": rate}))
+            if r.accepted_rate < 0.97 * r.offered_rate:
+                assert r.saturated, (seed, rate, r.accepted_rate, r.offered_rate)
+            if r.saturated:
+                assert r.accepted_rate < 0.99 * r.offered_rate, (seed, rate, r.accepted_rate)
+            if rate == 0.30:
+                assert not r.saturated, (seed, rate)
+            if rate == 0.42:
+                assert r.saturated, (seed, rate)
+
+
 def test_fast_forward_skips_exactly_the_empty_cycles():
     """Packets alone in the network, far apart: every cycle between one delivery and the next
     creation is skipped, and only those (the busy cycles are each packet's latency)."""
