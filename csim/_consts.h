@@ -4,6 +4,5 @@
 #define CSIM_NEVER 0x3FFFFFFFFFFFFFFFLL
 #define CSIM_CTZ64(x) __builtin_ctzll(x)
 #define CSIM_EJECT_CREDITS (1 << 30)
-#define CSIM_CTZ64(x) __builtin_ctzll(x)
 #define CSIM_FLIT_TAIL (1 << 30)
 #endif

@@ -35,8 +35,8 @@ cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
 cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
     if not ch.full_rate:
         ch.acc = link_credit(s, ch) - ch.den
-        if ch.acc + ch.num >= ch.den:        # (acc >= 0 and num >= 1, never < now + 1)
-            ch.next_ok = s.now + 1
+        if ch.acc + ch.num >= ch.den:        # back to a flit next cycle (the common case:
+            ch.next_ok = s.now + 1           #   no division)
         else:
             ch.next_ok = s.now + (ch.den - ch.acc + ch.num - 1) // ch.num
     ch.flits += 1

@@ -204,7 +204,6 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
     Sets r_wake[r]: the earliest cycle at which the router could act again by itself, given
     `wake` from VC allocation (arrivals and returning credits wake it earlier)."""
-
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base

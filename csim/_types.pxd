@@ -82,7 +82,7 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t out_best_in      #   and its input port (index among the router's inputs)
     int32_t fdelay           # switch allocation to the flit's arrival downstream, cycles
     int32_t dst              # downstream router (or NIC's node)
-    int32_t par_n            # parallel channels (same ends): ids par_base .. par_base+par_n-1
+    int32_t par_n            # parallel channels with the same ends: par_base .. + par_n - 1
     int8_t kind
     int8_t full_rate         # at least one flit per cycle: no serialisation credit kept
     int32_t src              # upstream router (or NIC's node)
