@@ -54,7 +54,8 @@ cdef inline void _deliver(State* s) noexcept nogil:
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     cdef cycle_t t
     cdef int64_t i, k
-    cdef int32_t r
+    cdef int32_t r, w
+    cdef uint64_t m
     while s.now < until:
         if stop == STOP_MEASURED and s.meas_done == s.meas_created and s.now >= s.meas_end:
             return ST_DONE
@@ -87,22 +88,26 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 return ST_NOMEM
         if generate(s) != 0:
             return ST_NOMEM
-        # active lists, walked from the end: an entry removed while being processed is
+        # active NICs, walked from the end: an entry removed while being processed is
         # replaced by one already processed. Within a cycle NICs and routers do not interact.
         i = s.nic_busy - 1
         while i >= 0:
             if nic_inject(s, s.act_n[i]) != 0:
                 return ST_NOMEM
             i -= 1
-        i = s.n_act_r - 1
-        while i >= 0:
-            r = s.act_r[i]
-            i -= 1
-            if s.r_wake[r] > s.now:
-                continue
-            t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
-            if sw_allocate(s, r, t) != 0:
-                return ST_NOMEM
+        # routers with buffered flits, in router order (a router's input channels, VCs and
+        # buffers are contiguous, so the walk goes through memory in order); the word is read
+        # once, so a router leaving the set while it is processed is no matter
+        for w in range(s.act_r_words):
+            m = s.act_r[w]
+            while m:
+                r = (w << 6) + ctz64(m)
+                m &= m - 1
+                if s.r_wake[r] > s.now:
+                    continue
+                t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
+                if sw_allocate(s, r, t) != 0:
+                    return ST_NOMEM
         if s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class:
             return ST_PROTOCOL
         if s.pk_alive > s.max_packets:
@@ -244,9 +249,8 @@ cdef class Engine:
         s.r_wake = <cycle_t*>_ptr(self._own("r_wake", None, np.int64, 0, n))
         s.va_list = <int32_t*>_ptr(self._own("va_list", None, np.int32, -1, C * V))
         s.va_pos = <int32_t*>_ptr(self._own("va_pos", None, np.int32, -1, C * V))
-        s.act_r = <int32_t*>_ptr(self._own("act_r", None, np.int32, -1, n))
-        s.act_r_pos = <int32_t*>_ptr(self._own("act_r_pos", None, np.int32, -1, n))
-        s.n_act_r = 0
+        s.act_r_words = (n + 63) // 64
+        s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
         rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
         if rt.size != n * n:
             raise ValueError("rt must have n_nodes * n_nodes entries")

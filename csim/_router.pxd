@@ -13,11 +13,11 @@ from csim._iset cimport iset_add, iset_remove
 
 
 cdef inline void router_activate(State* s, int32_t r) noexcept nogil:
-    iset_add(s.act_r, s.act_r_pos, &s.n_act_r, r)
+    s.act_r[r >> 6] |= (<uint64_t>1) << (r & 63)
 
 
 cdef inline void router_deactivate(State* s, int32_t r) noexcept nogil:
-    iset_remove(s.act_r, s.act_r_pos, &s.n_act_r, r)
+    s.act_r[r >> 6] &= ~((<uint64_t>1) << (r & 63))
 
 
 cdef inline void va_wait_add(State* s, int32_t r, int32_t iv) noexcept nogil:

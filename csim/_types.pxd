@@ -165,9 +165,8 @@ cdef struct State:
     cycle_t* r_wake          # earliest cycle at which the router can do anything
     int32_t* rt              # [node * n_nodes + dst] -> output channel
     int64_t nbuf_total
-    int32_t* act_r           # routers with buffered flits (unordered), and positions
-    int32_t* act_r_pos
-    int32_t n_act_r
+    uint64_t* act_r          # routers with buffered flits: a bitmap (bit r % 64 of word
+    int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are
 
     int32_t* touched         # scratch list
     int32_t* va_best_dist    # per output VC: scratch, the VC allocation winner's distance
