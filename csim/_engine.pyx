@@ -33,11 +33,11 @@ cdef inline void _deliver(State* s) noexcept nogil:
     s.n_events -= n
     for k in range(n):
         if ev[k].seq >= 0:
-            if s.ch[ev[k].ch].kind == CH_EJECT:
-                nic_receive(s, s.ch[ev[k].ch].dst, ev[k].pkt, ev[k].seq)
-            else:
+            if ev[k].vc >= 0:
                 buffer_write(s, ev[k].ch, ev[k].vc, ev[k].pkt, ev[k].seq)
                 s.last_progress = s.now
+            else:                        # a flit reaching its NIC carries no VC
+                nic_receive(s, s.ch[ev[k].ch].dst, ev[k].pkt, ev[k].seq)
         else:
             # a credit can unblock the upstream router only if the VC had none, or if it
             # frees the VC (its tail's credit): only then is the router woken
@@ -300,6 +300,7 @@ cdef class Engine:
             s.ivc[i].out_ov = -1
             s.ivc[i].mw = -1
             s.ivc[i].mb = 0
+            s.ivc[i].r = ch_dst[i // V]
             if ch_kind[i // V] != CH_EJECT:
                 bit = local[i // V] * Vp + i % V
                 s.ivc[i].mw = r_mw[ch_dst[i // V]] + bit // 64
@@ -587,7 +588,7 @@ cdef class Engine:
             for k in range(s.wh_len[slot]):
                 events[m, 0] = s.now + i
                 events[m, 1] = ev[k].ch
-                events[m, 2] = ev[k].vc
+                events[m, 2] = ev[k].vc if ev[k].vc >= 0 else 0    # to a NIC: any VC
                 events[m, 3] = ev[k].pkt
                 events[m, 4] = ev[k].seq & ~FLIT_TAIL if ev[k].seq >= 0 else ev[k].seq
                 m += 1

@@ -39,10 +39,10 @@ cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
 
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
-    cdef Chan* ch = &s.ch[c]
     cdef int32_t iv = c * s.V + v
     cdef IVC* q = &s.ivc[iv]
-    cdef int32_t slot, r
+    cdef int32_t slot
+    cdef int32_t r = q.r
     if q.cnt >= s.D:
         s.buf_overflow += 1
         return
@@ -50,7 +50,6 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     if slot >= s.D:
         slot -= s.D
     slot += iv * s.D
-    r = ch.dst
     s.r_wake[r] = s.now
     if q.cnt == 0:
         q.arr = s.now
@@ -291,7 +290,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             hops += 1
             if seq & ~FLIT_TAIL == 0:
                 s.pk[p].hops += 1
-        if schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0:
+        if schedule(s, o.fdelay, oc, q.out_vc if o.kind != CH_EJECT else -1, p, seq) != 0:
             return -1
         if seq & FLIT_TAIL:
             if schedule(s, ch.cdelay, c, v, -1,

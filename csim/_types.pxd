@@ -62,7 +62,7 @@ cdef extern from "_consts.h":
 
 cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning (seq < 0)
     int32_t ch
-    int32_t vc
+    int32_t vc               # (-1 for a flit reaching its NIC)
     int32_t pkt
     int32_t seq
 
@@ -107,8 +107,9 @@ cdef struct IVC:             # an input virtual channel and its buffer's bookkee
     int32_t out_vc
     int32_t out_ov           # out_ch * V + out_vc
     int32_t mw               # its bit in the router's switch-allocation candidates:
-    int32_t mb               #   word sa_mask[mw], bit mb
+    int32_t r                #   (the router it belongs to)
     int16_t lo, hi           # VC range of the packet's class on out_ch
+    int8_t mb                #   word sa_mask[mw], bit mb
     int8_t state
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
