@@ -263,7 +263,6 @@ cdef class Engine:
             s.ch[i].src = ch_src[i]
             s.ch[i].dst = ch_dst[i]
             s.ch[i].kind = ch_kind[i]
-            s.ch[i].lat = lat[i]
             s.ch[i].fdelay = lat[i] + (0 if ch_kind[i] == CH_INJECT else s.sa_delay + s.st_delay)
             s.ch[i].cdelay = lat[i] + s.sa_delay
             s.ch[i].num = num[i]
@@ -272,15 +271,18 @@ cdef class Engine:
             s.ch[i].acc_t = 0
             s.ch[i].next_ok = 0
             s.ch[i].full_rate = 1 if num[i] >= den[i] else 0
+            s.ch[i].gap_k = 1
+            s.ch[i].gap_thr = 0
+            if num[i] < den[i]:          # k = ceil((den - acc) / num) for acc in [0, num)
+                s.ch[i].gap_k = -(-den[i] // num[i])
+                s.ch[i].gap_thr = den[i] - (s.ch[i].gap_k - 1) * num[i]
             s.ch[i].group = group[i]
             s.ch[i].order = order_[i]
-            s.ch[i].local_in = local[i]
             s.ch[i].flits = 0
             s.ch[i].sa_in_ptr = 0
             s.ch[i].sa_out_ptr = 0
             s.ch[i].out_best = -1
             s.ch[i].out_best_dist = 0
-            s.ch[i].par_base = par_base[i]
             s.ch[i].par_n = par_n[i]
             s.ch[i].cur_pkt = -1
             s.ch[i].cur_seq = 0

@@ -34,11 +34,10 @@ cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
 
 cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
     if not ch.full_rate:
+        # the credit left is in [0, num): the next send is ceil((den - acc) / num) cycles
+        # away, which is gap_k or gap_k - 1 (precomputed, so no division here)
         ch.acc = link_credit(s, ch) - ch.den
-        if ch.acc + ch.num >= ch.den:        # back to a flit next cycle (the common case:
-            ch.next_ok = s.now + 1           #   no division)
-        else:
-            ch.next_ok = s.now + (ch.den - ch.acc + ch.num - 1) // ch.num
+        ch.next_ok = s.now + ch.gap_k - (ch.acc >= ch.gap_thr)
     ch.flits += 1
 
 

@@ -82,19 +82,19 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t out_best_in      #   and its input port (index among the router's inputs)
     int32_t fdelay           # switch allocation to the flit's arrival downstream, cycles
     int32_t dst              # downstream router (or NIC's node)
-    int32_t par_n            # parallel channels with the same ends: par_base .. + par_n - 1
+    int32_t par_n            # parallel channels with the same ends (consecutive ids)
     int8_t kind
     int8_t full_rate         # at least one flit per cycle: no serialisation credit kept
     int32_t src              # upstream router (or NIC's node)
-    int32_t par_base
-    int32_t lat              # link latency, cycles
+    int32_t gap_k            # slower channels: from a send to the next, gap_k cycles, or
+                             #   gap_k - 1 when the credit left is at least gap_thr
     int32_t group            # VC-class group (a dimension); entering a new group -> class 0
     int32_t order            # VC-class order: taking a channel of lower order -> next class
-    int32_t local_in         # index among the downstream router's input ports
     int32_t cur_pkt          # injection channels: packet being sent (-1: none),
     int32_t cur_seq          #   its next flit, its VC,
     int32_t cur_vc
     int32_t vc_rr            #   and the round-robin pointer for the next packet's VC
+    int64_t gap_thr          #   (see gap_k)
     int64_t num              # serialisation credit earned per cycle (fixed point)
     int64_t den              # credit one flit costs (fixed point)
     int64_t acc              # credit held
