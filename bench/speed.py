@@ -6,8 +6,8 @@ memory per case, and writes JSON.
                           [--repeat 3]
 
 Each case runs in a fresh process so that its peak memory (ru_maxrss) is its own, --repeat
-times (wall time on a shared VM varies by +-15%): the row reported is the run with the median
-engine time, and every run's cycles/s is kept in the JSON.
+times (wall time on this shared VM varies by up to a third): the row reported is the run with
+the median engine time, and every run's cycles/s is kept in the JSON.
 Targets (issue 2): >= 100,000 cycles/s and >= 20M flit-hops/s on the 16x16 mesh on one core;
 the 32x32 mesh under 200 MB.
 """
