@@ -1,0 +1,116 @@
+"""What the engine costs, counted rather than timed (not a test): runs one benchmark case under
+valgrind's cachegrind and prints, for the compiled engine only, the instructions, L1 data-cache
+misses and mispredicted branches it executed, and a cycle estimate from them.
+
+    python bench/cost.py mesh [--dims 16x16] [--rate 0.1] [--cycles 2000]
+    python bench/cost.py collective [--mb 2]
+    python bench/cost.py ... [--json PATH]
+
+Wall time on a shared virtual machine moves by a third from one minute to the next; these counts
+do not move (same build, same case, same numbers), so they are what to compare two versions of
+csim with. The estimate is instructions / 2 + 12 per L1 miss + 15 per mispredict (an out-of-order
+core retiring about two instructions a cycle, L1 misses served by L2): a yardstick for
+comparing versions, not a prediction of wall time. Needs valgrind (Debian: apt install valgrind).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CHILD = """
+import sys
+sys.path.insert(0, {root!r})
+import pysim
+from pysim.config import from_dict
+kind = {kind!r}
+if kind == "mesh":
+    cfg = from_dict({{"simulation": {{"seed": 1, "warmup_cycles": 0, "measure_cycles": {cycles},
+                                     "drain_cycles": 10000}},
+                     "topology": {{"kind": "mesh", "dims": {dims}}},
+                     "traffic": {{"pattern": "uniform", "injection_rate": {rate},
+                                 "packet_flits": 4}}}})
+else:
+    cfg = pysim.load({ring8!r}, {{
+        "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
+        "network.ejection_gbps": 100.0, "network.vcs": 4,
+        "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
+        "workload.kind": "collective", "workload.bytes": {mb} << 20,
+        "workload.packet_flits": 16}})
+r = pysim.simulate(cfg).to_dict()
+print("CYCLES", r["cycles"] if "cycles" in r else r["makespan_cycles"])
+"""
+
+
+def engine_counts(annotated: str):
+    """Sum cg_annotate's per-function rows that belong to the engine's compiled module."""
+    totals = dict(Ir=0, D1mr=0, D1mw=0, Bcm=0, Bim=0)
+    header = None
+    for line in annotated.splitlines():
+        if line.startswith("Events shown:"):
+            header = line.split(":", 1)[1].split()
+        if "_engine.c:" not in line or header is None or line.startswith("--"):
+            continue
+        nums = re.sub(r"\([^)]*\)", "", line).replace(",", "").split()
+        vals = [int(x) if x.isdigit() else 0 for x in nums[:len(header)]]
+        for name, v in zip(header, vals):
+            if name in totals:
+                totals[name] += v
+    return totals
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case", choices=["mesh", "collective"])
+    ap.add_argument("--dims", default="16x16")
+    ap.add_argument("--rate", type=float, default=0.1)
+    ap.add_argument("--cycles", type=int, default=2000)
+    ap.add_argument("--mb", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("cg_annotate") is None:
+        sys.exit("bench/cost.py needs valgrind and cg_annotate on PATH")
+    root = os.path.dirname(HERE)
+    dims = [int(x) for x in a.dims.split("x")]
+    code = CHILD.format(root=root, kind=a.case, cycles=a.cycles, dims=dims, rate=a.rate,
+                        ring8=os.path.join(root, "topologies", "ring8.toml"), mb=a.mb)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        script = os.path.join(tmp, "case.py")    # (a file: cg_annotate reads the command line)
+        with open(script, "w") as f:
+            f.write(code)
+        run = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes",
+                              "--branch-sim=yes", f"--cachegrind-out-file={out}",
+                              os.path.realpath(sys.executable), script],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"the case failed under valgrind:\n{run.stderr[-2000:]}")
+        cycles = int(re.search(r"CYCLES (\d+)", run.stdout).group(1))
+        ann = subprocess.run(["cg_annotate", out], capture_output=True, text=True)
+        if ann.returncode != 0:
+            sys.exit(f"cg_annotate failed: {ann.stderr.strip()}")
+        ann = ann.stdout
+    t = engine_counts(ann)
+    d1 = t["D1mr"] + t["D1mw"]
+    br = t["Bcm"] + t["Bim"]
+    est = t["Ir"] / 2 + 12 * d1 + 15 * br
+    row = dict(case=a.case, dims=a.dims if a.case == "mesh" else None,
+               rate=a.rate if a.case == "mesh" else None,
+               megabytes=a.mb if a.case == "collective" else None, simulated_cycles=cycles,
+               instructions=t["Ir"], l1d_misses=d1, mispredicts=br, estimated_cpu_cycles=est,
+               per_simulated_cycle=est / cycles)
+    print(f"{a.case}: {cycles} simulated cycles; engine: {t['Ir'] / 1e6:.1f} M instructions, "
+          f"{d1 / 1e6:.2f} M L1D misses, {br / 1e6:.2f} M mispredicts; "
+          f"estimate {est / 1e6:.1f} M CPU cycles ({est / cycles:,.0f} per simulated cycle)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(row, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
