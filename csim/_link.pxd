@@ -4,39 +4,31 @@ from libc.stdlib cimport realloc
 from csim._types cimport *
 
 
-cdef inline int64_t link_credit(State* s, Chan* ch) noexcept nogil:
-    """Serialisation credit the channel holds at s.now (brought up to date lazily).
-
-    A channel earns num per cycle and a flit costs den. While flits keep coming the credit is
-    carried exactly, so a backlogged channel sends exactly num/den flits per cycle on average.
-    Credit is not banked across idle time: once it reaches one flit plus one cycle's earnings
-    (the channel could have sent a cycle ago and did not), it restarts at one flit.
-    """
-    cdef cycle_t dt = s.now - ch.acc_t
-    if dt > 0:
-        if dt > ch.den:          # num >= 1, so acc + dt * num > den + num
-            ch.acc = ch.den
-        else:
-            ch.acc += dt * ch.num
-            if ch.acc >= ch.den + ch.num:
-                ch.acc = ch.den
-        ch.acc_t = s.now
-    return ch.acc
-
+# Serialisation of a channel slower than one flit per cycle: it earns num credit per cycle
+# and a flit costs den. While flits keep coming the credit is carried exactly, so a
+# backlogged channel sends exactly num/den flits per cycle on average; credit is not banked
+# across idle time: once it reaches one flit plus one cycle's earnings (the channel could have
+# sent a cycle ago and did not), it restarts at one flit. After a send at cycle t leaving
+# credit acc (in [0, num)), the credit is back to a flit at next_ok = t + ceil((den - acc) / num)
+# and it is capped from next_ok + 1 on, so a send at cycle u >= next_ok leaves
+# acc + (u - t) * num - den if u == next_ok, else 0.
 
 cdef inline bint link_can_send(State* s, Chan* ch) noexcept nogil:
     """A channel of at least one flit per cycle can always send: its users (one switch output,
     one NIC lane) send at most one flit per cycle on it, so its credit is not kept. A slower
-    one can from the cycle its credit is back to one flit, computed when it last sent (the
-    credit is a function of the time since then: see link_credit)."""
+    one can from next_ok on."""
     return ch.full_rate or s.now >= ch.next_ok
 
 
 cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
+    """A flit leaves on the channel this cycle (link_can_send said it may)."""
     if not ch.full_rate:
-        # the credit left is in [0, num): the next send is ceil((den - acc) / num) cycles
-        # away, which is gap_k or gap_k - 1 (precomputed, so no division here)
-        ch.acc = link_credit(s, ch) - ch.den
+        if s.now == ch.next_ok:
+            ch.acc = ch.acc + (s.now - ch.acc_t) * ch.num - ch.den
+        else:                    # idle since it could send: the credit restarted at a flit
+            ch.acc = 0
+        ch.acc_t = s.now
+        # ceil((den - acc) / num) is gap_k or gap_k - 1 (precomputed: no division here)
         ch.next_ok = s.now + ch.gap_k - (ch.acc >= ch.gap_thr)
     ch.flits += 1
 
