@@ -228,6 +228,13 @@ cdef inline void nic_add_message(State* s, int32_t n, int32_t m) noexcept nogil:
         s.nic_msg_prev[n] = m
 
 
+cdef inline bint _nic_can_start(State* s, int32_t n) noexcept nogil:
+    """Could an idle injection channel of node n's NIC take a packet now: one is queued, or a
+    message may be cut (cut_blocked is only ever set on NICs with several channels)?"""
+    return s.nic_qlen[n] > 0 or (s.n_ops != 0 and s.nic_msg_cur[n] >= 0 and
+                                 not s.nic_cut_blocked[n])
+
+
 cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     """Injection channel c of node n's NIC sends at most one flit; an idle channel first takes
     the packet at the head of the source queue and claims a free VC with a credit for it
@@ -238,9 +245,9 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     cdef OVC* o
     p = ch.cur_pkt
     if p < 0:
+        if not _nic_can_start(s, n):
+            return 0
         if s.nic_qlen[n] == 0:
-            if s.n_ops == 0 or s.nic_msg_cur[n] < 0:
-                return 0
             p = _cut_packet(s, n)
             if p == -2:
                 return -1
@@ -293,13 +300,6 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     else:
         ch.cur_seq = seq
     return 0
-
-
-cdef inline bint _nic_can_start(State* s, int32_t n) noexcept nogil:
-    """Could an idle injection channel of node n's NIC take a packet now? (Else _nic_send
-    does nothing on it.)"""
-    return s.nic_qlen[n] > 0 or (s.n_ops != 0 and s.nic_msg_cur[n] >= 0 and
-                                 not s.nic_cut_blocked[n])
 
 
 cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
