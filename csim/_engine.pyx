@@ -18,6 +18,8 @@ cdef extern from *:
 BUILD = {"debug": bool(CSIM_DEBUG_FLAG), "cython_directives": "boundscheck=%s" % bool(CSIM_DEBUG_FLAG)}
 
 NEVER_CYCLE = 0x3FFFFFFFFFFFFFFF
+MAX_VCS = 64                       # a port's VCs are bits of one 64-bit candidate mask word
+MAX_PACKET_FLITS = FLIT_TAIL - 1   # a flit's position and its tail mark share an int32
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
 STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
@@ -128,8 +130,8 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
 def _check_lengths(lengths):
     """Packets of 1 .. 2^30 - 1 flits (a flit's position and its tail mark share an int32)."""
     a = np.asarray(lengths, dtype=np.int64)
-    if a.size and (a.min() < 1 or a.max() >= FLIT_TAIL):
-        raise ValueError(f"packet lengths must be 1 .. {FLIT_TAIL - 1} flits")
+    if a.size and (a.min() < 1 or a.max() > MAX_PACKET_FLITS):
+        raise ValueError(f"packet lengths must be 1 .. {MAX_PACKET_FLITS} flits")
 
 
 cdef inline void* _ptr(object a):
@@ -233,8 +235,8 @@ cdef class Engine:
         s.r_in_ptr = <int32_t*>_ptr(self._own("r_in_ptr", r_in_ptr, np.int32))
         s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
         s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
-        if V > 64:
-            raise ValueError("at most 64 VCs per port")
+        if not 1 <= V <= MAX_VCS:
+            raise ValueError(f"vcs must be 1 .. {MAX_VCS}")
         Vp = 1
         while Vp < V:
             Vp *= 2
@@ -336,10 +338,7 @@ cdef class Engine:
 
         ep_node = np.asarray(net["ep_node"], dtype=np.int32)
         s.n_ep = ep_node.size
-        node_ep = np.full(n, -1, dtype=np.int32)
-        node_ep[ep_node] = np.arange(ep_node.size, dtype=np.int32)
         s.ep_node = <int32_t*>_ptr(self._own("ep_node", ep_node, np.int32))
-        s.node_ep = <int32_t*>_ptr(self._own("node_ep", node_ep, np.int32))
         s.nic_inj_base = <int32_t*>_ptr(self._own("nic_inj_base", net["nic_inj_base"], np.int32))
         s.nic_inj_n = <int32_t*>_ptr(self._own("nic_inj_n", net["nic_inj_n"], np.int32))
         s.nic_qhead = <int32_t*>_ptr(self._own("nic_qhead", None, np.int32, -1, n))

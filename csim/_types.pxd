@@ -100,16 +100,16 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int64_t acc              # credit held
     cycle_t acc_t            # cycle at which acc was last brought up to date
 
-cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping
+cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping (64 B)
     int32_t cnt
     int32_t head             # buffer slot of the front flit
-    int32_t out_ch
+    int32_t out_ch           # the output VC it holds (VC_ACTIVE): its channel and VC,
     int32_t out_vc
-    int32_t out_ov           # out_ch * V + out_vc
-    int32_t mw               # its bit in the router's switch-allocation candidates:
-    int32_t r                #   (the router it belongs to)
+    int32_t out_ov           #   and its index out_ch * V + out_vc
+    int32_t mw               # its bit in the router's switch-allocation candidates: word
+    int32_t r                # (the router it belongs to)
     int16_t lo, hi           # VC range of the packet's class on out_ch
-    int8_t mb                #   word sa_mask[mw], bit mb
+    int8_t mb                # bit mb of sa_mask[mw]
     int8_t state
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
@@ -187,7 +187,6 @@ cdef struct State:
 
     # ---- NICs (index: node), endpoints (index: ep)
     int32_t* ep_node
-    int32_t* node_ep
     int32_t* nic_inj_base    # a NIC's injection channels: nic_inj_base .. + nic_inj_n - 1
     int32_t* nic_inj_n
     int32_t* nic_qhead

@@ -17,6 +17,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from csim._engine import MAX_PACKET_FLITS, MAX_VCS     # limits of the compiled core
+
 
 class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type or out of range."""
@@ -61,7 +63,6 @@ def _all_nonneg(xs):
 
 
 POS = (_positive, "a number > 0")
-MAX_PACKET_FLITS = 2 ** 30 - 1       # csim keeps a flit's position and tail mark in an int32
 PACKET = (lambda x: 1 <= x <= MAX_PACKET_FLITS, f"an integer in 1 .. {MAX_PACKET_FLITS}")
 NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
@@ -98,7 +99,7 @@ KEYS = [
     Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
         POS),
     Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
-        (lambda x: 1 <= x <= 64, "an integer in 1 .. 64")),
+        (lambda x: 1 <= x <= MAX_VCS, f"an integer in 1 .. {MAX_VCS}")),
     Key("network", "vc_buffer_flits", "int", 8, "flits", "Buffer depth of each virtual channel.",
         POS),
     Key("network", "routing_delay", "int", 1, "cycles",
