@@ -52,16 +52,13 @@ def run(config, sets, json_path, trace_path, force, quiet):
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if cfg.workload.kind in ("graph", "collective"):
-            result = simulate(cfg)
-            if trace_path:
-                with open(trace_path, "w") as f:
-                    json.dump(result.trace(), f)
-        else:
-            if trace_path:
-                raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
-                                  "'graph' or 'collective') have ops to trace")
-            result = simulate(cfg)
+        if trace_path and cfg.workload.kind not in ("graph", "collective"):
+            raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
+                              "'graph' or 'collective') have ops to trace")
+        result = simulate(cfg)
+        if trace_path:
+            with open(trace_path, "w") as f:
+                json.dump(result.trace(), f)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except DeadlockError as e:
