@@ -38,6 +38,14 @@ class Packet:
         self.hops, self.inject, self.ejected = 0, -1, 0
 
 
+def offer(grants, resource, dist, c, v):
+    """Separable round-robin allocation: a resource keeps the requester (input VC c, v) whose
+    distance after its round-robin pointer is smallest; resources are granted in the order
+    they were first requested (a dict keeps it)."""
+    if resource not in grants or dist < grants[resource][0]:
+        grants[resource] = (dist, c, v)
+
+
 def simulate(a, packets, max_cycles=200000):
     """a: Network.arrays; packets: list of (time, src, dst, length). -> delivery cycles."""
     n = a["n_nodes"]
@@ -154,8 +162,7 @@ def simulate(a, packets, max_cycles=200000):
             if not any(ivc[(c, v)].buf for c in inputs[r] for v in range(V)):
                 continue
             # VC allocation: requests
-            best = {}
-            order = []
+            best = {}                    # output VC -> (distance, c, v) of its best requester
             for c in inputs[r]:
                 for v in range(V):
                     q = ivc[(c, v)]
@@ -206,13 +213,8 @@ def simulate(a, packets, max_cycles=200000):
                     if chosen:
                         key = chosen
                         d = (me - va_ptr[key]) % n_ivc
-                        if key not in best:
-                            order.append(key)
-                            best[key] = (d, c, v)
-                        elif d < best[key][0]:
-                            best[key] = (d, c, v)
-            for key in order:
-                _, c, v = best[key]
+                        offer(best, key, d, c, v)
+            for key, (_, c, v) in best.items():
                 q = ivc[(c, v)]
                 owner[key] = c * V + v
                 va_ptr[key] = (c * V + v + 1) % n_ivc
@@ -222,8 +224,7 @@ def simulate(a, packets, max_cycles=200000):
                 q.ready = t + VA
             # switch allocation
             nin = len(inputs[r])
-            req = {}
-            order = []
+            req = {}                     # output channel -> (distance, c, v)
             for i, c in enumerate(inputs[r]):
                 for k in range(V):
                     v = (sa_in_ptr[c] + k) % V
@@ -239,14 +240,9 @@ def simulate(a, packets, max_cycles=200000):
                     if acc[o] < den[o]:
                         continue
                     d = (i - sa_out_ptr[o]) % nin
-                    if o not in req:
-                        order.append(o)
-                        req[o] = (d, c, v)
-                    elif d < req[o][0]:
-                        req[o] = (d, c, v)
+                    offer(req, o, d, c, v)
                     break
-            for o in order:
-                _, c, v = req[o]
+            for o, (_, c, v) in req.items():
                 q = ivc[(c, v)]
                 p, seq, arr = q.buf.popleft()
                 sa_in_ptr[c] = (v + 1) % V
