@@ -7,7 +7,7 @@ import pytest
 import refmodel
 from conftest import make_cfg
 from pysim import topology
-from pysim.network import compile_network
+from pysim.network import CH_EJECT, compile_network
 from pysim.sim import run_packets
 
 TOPOS = [
@@ -68,21 +68,32 @@ def test_csim_matches_reference_model(seed):
     assert c["bad_eject"] == 0 and c["buf_overflow"] == 0
 
 
-@pytest.mark.parametrize("seed", range(6))
+HIGH_RADIX = [   # (topology, VCs): routers of 6 to 12 ports
+    ({"kind": "fully_connected", "size": 10}, 7),
+    ({"kind": "switch", "size": 12}, 5),
+    ({"kind": "fully_connected", "size": 6}, 12),
+    ({"kind": "fully_connected", "size": 10}, 8),
+    ({"kind": "switch", "size": 12}, 12),
+    ({"kind": "fully_connected", "size": 6}, 5),
+]
+
+
+@pytest.mark.parametrize("seed", range(len(HIGH_RADIX)))
 def test_csim_matches_reference_model_on_high_radix_routers(seed):
     """Routers with many ports and VC counts that are not powers of two: switch allocation's
-    candidate bitmask spans several 64-bit words (a 10-node fully connected router with 12 VCs
-    has 10 ports x 16 bits)."""
+    candidate bitmask (each port's VCs rounded up to a power of two of bits) spans several
+    64-bit words on all but the last of these routers."""
+    topo, vcs = HIGH_RADIX[seed]
     rng = np.random.default_rng(1000 + seed)
-    topo = [{"kind": "fully_connected", "size": 10}, {"kind": "switch", "size": 12},
-            {"kind": "fully_connected", "size": 6}][seed % 3]
-    network = {"vcs": [3, 5, 12][seed % 3] if seed < 3 else [8, 12, 5][seed % 3],
-               "vc_buffer_flits": int(rng.integers(1, 5)),
+    network = {"vcs": vcs, "vc_buffer_flits": int(rng.integers(1, 5)),
                "routing_delay": int(rng.integers(0, 2)), "vc_alloc_delay": int(rng.integers(0, 2)),
                "st_delay": int(rng.integers(0, 2)),
                "wait_for_tail_credit": bool(rng.integers(0, 2)), "flit_bytes": 16}
     cfg = make_cfg(topology=topo, network=network)
     net = compile_network(cfg)
+    if seed < len(HIGH_RADIX) - 1:   # the premise: a router needs more than one mask word
+        ports = np.bincount(net.ch_dst[net.ch_kind != CH_EJECT]).max()
+        assert ports * (1 << (vcs - 1).bit_length()) > 64
     eps = np.array(net.topo.endpoints())
     P = int(rng.integers(60, 200))
     times = np.sort(rng.integers(0, 60, P))
