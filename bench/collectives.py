@@ -25,6 +25,17 @@ SYSTEMS = {  # config, overrides that let one stream fill a link
 }
 
 
+def target_config(nbytes=256 << 20):
+    """The issue's target case: ring all-reduce of nbytes on 8 NPUs over 50 GB/s links, 32-byte
+    flits (NICs at 100 GB/s, 4 VCs of 16 flits, so that one stream fills a link)."""
+    return pysim.load(os.path.join(TOPO, "ring8.toml"), {
+        "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
+        "network.ejection_gbps": 100.0, "network.vcs": 4,
+        "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
+        "workload.kind": "collective", "workload.bytes": nbytes,
+        "workload.packet_flits": 16})
+
+
 def one(system, algorithm, nbytes):
     path, over = SYSTEMS[system]
     cfg = pysim.load(os.path.join(TOPO, path), {
@@ -65,12 +76,7 @@ def main():
                 size *= 4
     target = None
     if a.target:
-        cfg = pysim.load(os.path.join(TOPO, "ring8.toml"), {
-            "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
-            "network.ejection_gbps": 100.0, "network.vcs": 4,
-            "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
-            "workload.kind": "collective", "workload.bytes": 256 << 20,
-            "workload.packet_flits": 16})
+        cfg = target_config()
         walls = []
         for _ in range(max(1, a.repeat)):
             t = time.perf_counter()

@@ -1,4 +1,5 @@
-"""What the engine costs, counted rather than timed (not a test): runs one benchmark case under
+"""What the engine costs, counted rather than timed (not a test): runs one benchmark case (the
+mesh of bench/speed.py, or the collective of bench/collectives.py's target, smaller) under
 valgrind's cachegrind and prints, for the compiled engine only, the instructions, L1 data-cache
 misses and mispredicted branches it executed, and a cycle estimate from them.
 
@@ -8,7 +9,10 @@ misses and mispredicted branches it executed, and a cycle estimate from them.
 
 Wall time on a shared virtual machine moves by a third from one minute to the next; these counts
 do not move (same build, same case, same numbers), so they are what to compare two versions of
-csim with. The estimate is instructions / 2 + 12 per L1 miss + 15 per mispredict (an out-of-order
+csim with. Instructions and mispredicts follow the code; the L1 miss count also follows where
+the allocator happens to place the arrays (cache-set conflicts): a change as small as dropping
+one State field, or running the same case from another script, moved it by up to 30%, so
+trust it only for large differences. The estimate is instructions / 2 + 12 per L1 miss + 15 per mispredict (an out-of-order
 core retiring about two instructions a cycle, L1 misses served by L2): a yardstick for
 comparing versions, not a prediction of wall time. Needs valgrind (Debian: apt install valgrind).
 """
@@ -25,23 +29,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 CHILD = """
 import sys
-sys.path.insert(0, {root!r})
+sys.path[:0] = [{root!r}, {bench!r}]
 import pysim
-from pysim.config import from_dict
-kind = {kind!r}
-if kind == "mesh":
-    cfg = from_dict({{"simulation": {{"seed": 1, "warmup_cycles": 0, "measure_cycles": {cycles},
-                                     "drain_cycles": 10000}},
-                     "topology": {{"kind": "mesh", "dims": {dims}}},
-                     "traffic": {{"pattern": "uniform", "injection_rate": {rate},
-                                 "packet_flits": 4}}}})
+if {kind!r} == "mesh":
+    from speed import mesh_config
+    cfg = mesh_config({dims}, {cycles}, {rate})
 else:
-    cfg = pysim.load({ring8!r}, {{
-        "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
-        "network.ejection_gbps": 100.0, "network.vcs": 4,
-        "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
-        "workload.kind": "collective", "workload.bytes": {mb} << 20,
-        "workload.packet_flits": 16}})
+    from collectives import target_config
+    cfg = target_config({mb} << 20)
 r = pysim.simulate(cfg).to_dict()
 print("CYCLES", r["cycles"] if "cycles" in r else r["makespan_cycles"])
 """
@@ -77,8 +72,8 @@ def main():
         sys.exit("bench/cost.py needs valgrind and cg_annotate on PATH")
     root = os.path.dirname(HERE)
     dims = [int(x) for x in a.dims.split("x")]
-    code = CHILD.format(root=root, kind=a.case, cycles=a.cycles, dims=dims, rate=a.rate,
-                        ring8=os.path.join(root, "topologies", "ring8.toml"), mb=a.mb)
+    code = CHILD.format(root=root, bench=HERE, kind=a.case, cycles=a.cycles, dims=dims,
+                        rate=a.rate, mb=a.mb)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         script = os.path.join(tmp, "case.py")    # (a file: cg_annotate reads the command line)

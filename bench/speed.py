@@ -23,15 +23,20 @@ import time
 CASES = {"8x8": [8, 8], "16x16": [16, 16], "32x32": [32, 32]}
 
 
-def one(name, cycles, rate):
-    import pysim
+def mesh_config(dims, cycles, rate):
+    """The benchmark's case: uniform traffic of 4-flit packets on a mesh, default router."""
     from pysim.config import from_dict
-    cfg = from_dict({
+    return from_dict({
         "simulation": {"seed": 1, "warmup_cycles": 0, "measure_cycles": cycles,
                        "drain_cycles": 10000},
-        "topology": {"kind": "mesh", "dims": CASES[name]},
+        "topology": {"kind": "mesh", "dims": list(dims)},
         "traffic": {"pattern": "uniform", "injection_rate": rate, "packet_flits": 4},
     })
+
+
+def one(name, cycles, rate):
+    import pysim
+    cfg = mesh_config(CASES[name], cycles, rate)
     t = time.perf_counter()
     r = pysim.simulate(cfg)
     wall = time.perf_counter() - t
