@@ -213,6 +213,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     cdef Chan* ch
     cdef Chan* o
     cdef IVC* q
+    cdef OVC* up
     cdef Flit* f
     # stage 1: every input port picks one ready VC (round robin from the one after its last
     # grant) among its candidates (VCs holding an output VC and flits: bits of sa_mask);
@@ -292,10 +293,17 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                 s.pk[p].hops += 1
         if schedule(s, o.fdelay, oc, q.out_vc if o.kind != CH_EJECT else -1, p, seq) != 0:
             return -1
+        # the buffer slot's credit, due upstream in cdelay cycles. The upstream end spends at
+        # most one credit of this VC per cycle, so if it holds at least cdelay now, it cannot
+        # run out before this one is due: then the credit is added at once (no event; nothing
+        # can tell the difference). A tail credit that frees the VC always travels.
+        up = &s.ovc[iv]
+        if up.credits >= ch.cdelay and not (s.wait_tail and seq & FLIT_TAIL):
+            up.credits += 1
+        elif schedule(s, ch.cdelay, c, v, -1,
+                      EV_TAIL_CREDIT if seq & FLIT_TAIL and s.wait_tail else EV_CREDIT) != 0:
+            return -1
         if seq & FLIT_TAIL:
-            if schedule(s, ch.cdelay, c, v, -1,
-                        EV_TAIL_CREDIT if s.wait_tail else EV_CREDIT) != 0:
-                return -1
             s.ovc[q.out_ov].owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) \
                 else OVC_FREE
             q.state = VC_IDLE
@@ -303,11 +311,8 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             sa_cand_clear(s, q)
             if q.cnt > 0:
                 va_wait_add(s, r, iv)
-        else:
-            if schedule(s, ch.cdelay, c, v, -1, EV_CREDIT) != 0:
-                return -1
-            if q.cnt == 0:
-                sa_cand_clear(s, q)
+        elif q.cnt == 0:
+            sa_cand_clear(s, q)
     if moved:
         s.r_nbuf[r] -= moved
         s.nbuf_total -= moved
