@@ -514,6 +514,9 @@ cdef class Engine:
     # ------------------------------------------------------------------ reading results
 
     def counters(self):
+        """Totals so far. flits_ejected counts a packet's last flit when it reaches the NIC and
+        its other flits when they leave the last router (their arrival is never an event);
+        win_ejected_flits counts flits by their arrival cycle either way."""
         cdef State* s = &self.s
         return dict(
             now=s.now, flits_created=s.flits_created, flits_injected=s.flits_injected,

@@ -351,21 +351,26 @@ cdef inline int _hist_add(State* s, cycle_t lat, cycle_t net) noexcept nogil:
     return 0
 
 
-cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcept nogil:
-    """A flit of packet p arrives at node n's NIC."""
-    cdef cycle_t lat, net
-    cdef Packet* pk = &s.pk[p]
-    seq &= ~FLIT_TAIL
+cdef inline void nic_count_flit(State* s, int32_t n, Packet* pk, int32_t seq,
+                                cycle_t arrive) noexcept nogil:
+    """Flit seq (tail mark cleared) of packet pk, for node n's NIC, arrives there at cycle
+    `arrive`: check its order and count it."""
     if pk.dst != n or pk.ej != seq:
         s.bad_eject += 1
     pk.ej += 1
     s.flits_ejected += 1
-    s.last_progress = s.now
-    if s.now >= s.meas_start and s.now < s.meas_end:
+    if arrive >= s.meas_start and arrive < s.meas_end:
         s.win_ejected_flits += 1
-    if seq != pk.length - 1:
-        return 0
-    # tail: the packet is delivered
+
+
+cdef inline int nic_receive(State* s, int32_t n, int32_t p, int32_t seq) noexcept nogil:
+    """A packet's last flit arrives at node n's NIC: the packet is delivered. (Its other
+    flits were counted by nic_count_flit when they left the router: nothing else in the
+    simulation depends on when they reach the NIC.)"""
+    cdef cycle_t lat, net
+    cdef Packet* pk = &s.pk[p]
+    nic_count_flit(s, n, pk, seq & ~FLIT_TAIL, s.now)
+    s.last_progress = s.now
     s.packets_done += 1
     if pk.op >= 0:
         s.op_left[pk.op] -= 1

@@ -10,6 +10,7 @@
 from csim._types cimport *
 from csim._link cimport link_can_send, link_take, schedule
 from csim._iset cimport iset_add, iset_remove
+from csim._nic cimport nic_count_flit
 
 
 cdef inline void router_activate(State* s, int32_t r) noexcept nogil:
@@ -291,8 +292,13 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             hops += 1
             if seq & ~FLIT_TAIL == 0:
                 s.pk[p].hops += 1
-        if schedule(s, o.fdelay, oc, q.out_vc if o.kind != CH_EJECT else -1, p, seq) != 0:
-            return -1
+            if schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0:
+                return -1
+        elif seq & FLIT_TAIL:    # only a packet's last flit travels to the NIC as an event
+            if schedule(s, o.fdelay, oc, -1, p, seq) != 0:
+                return -1
+        else:
+            nic_count_flit(s, o.dst, &s.pk[p], seq, s.now + o.fdelay)
         # the buffer slot's credit, due upstream in cdelay cycles. The upstream end spends at
         # most one credit of this VC per cycle, so if it holds at least cdelay now, it cannot
         # run out before this one is due: then the credit is added at once (no event; nothing
