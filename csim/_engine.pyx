@@ -5,7 +5,7 @@ import numpy as np
 from libc.stdlib cimport calloc, free
 from csim._types cimport *
 from csim._rng cimport rng_seed
-from csim._link cimport packet_free
+from csim._link cimport packet_free, events_pending
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
@@ -27,12 +27,11 @@ STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
 
 cdef inline void _deliver(State* s) noexcept nogil:
     """Process every event due this cycle: flit arrivals and credit returns."""
-    cdef int32_t slot = s.wheel_now
-    cdef int32_t k, n = s.wh_len[slot]
-    cdef Event* ev = s.wh_buf[slot]
+    cdef Slot* sl = &s.wh[s.wheel_now]
+    cdef int32_t k, n = sl.len
+    cdef Event* ev = sl.ev
     cdef OVC* o
-    s.wh_len[slot] = 0
-    s.n_events -= n
+    sl.len = 0
     for k in range(n):
         if ev[k].seq >= 0:
             if ev[k].vc >= 0:
@@ -64,7 +63,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
         if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER and \
                 s.ops_done == s.n_ops:
             return ST_DONE
-        if s.n_events == 0 and s.nbuf_total == 0 and s.nic_busy == 0:
+        if s.nbuf_total == 0 and s.nic_busy == 0 and events_pending(s) == 0:
             # nothing in flight: jump to the next packet creation or op finish
             t = next_generation(s)
             if next_op_event(s) < t:
@@ -73,12 +72,12 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 if t >= until:
                     s.skipped += until - s.now
                     s.now = until
-                    s.wheel_now = <int32_t>(until % s.wheel_size)
+                    s.wheel_now = <int32_t>(until & (s.wheel_size - 1))
                     s.last_progress = until
                     break
                 s.skipped += t - s.now
                 s.now = t
-                s.wheel_now = <int32_t>(t % s.wheel_size)
+                s.wheel_now = <int32_t>(t & (s.wheel_size - 1))
             s.last_progress = s.now
         _deliver(s)
         if s.n_ops:
@@ -121,9 +120,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             s.deadlock_t = s.now
             return ST_DEADLOCK
         s.now += 1
-        s.wheel_now += 1
-        if s.wheel_now == s.wheel_size:
-            s.wheel_now = 0
+        s.wheel_now = (s.wheel_now + 1) & (s.wheel_size - 1)
     return ST_UNTIL
 
 
@@ -155,7 +152,7 @@ cdef class Engine:
     cdef int _mode
 
     def __cinit__(self):
-        self.s.wh_buf = NULL
+        self.s.wh = NULL
         self.s.wheel_size = 0
         self.s.pk = NULL
         self.s.hist_lat = NULL
@@ -163,10 +160,10 @@ cdef class Engine:
 
     def __dealloc__(self):
         cdef int32_t i
-        if self.s.wh_buf != NULL:
+        if self.s.wh != NULL:
             for i in range(self.s.wheel_size):
-                free(self.s.wh_buf[i])
-            free(self.s.wh_buf)
+                free(self.s.wh[i].ev)
+            free(self.s.wh)
         free(self.s.pk)
         free(self.s.hist_lat)
         free(self.s.hist_net)
@@ -324,14 +321,13 @@ cdef class Engine:
 
         # the wheel spans the longest delay an event can be scheduled with
         maxdelay = int(lat.max(initial=1)) + s.sa_delay + s.st_delay + 1
-        s.wheel_size = maxdelay + 1
+        s.wheel_size = 1
+        while s.wheel_size <= maxdelay:
+            s.wheel_size *= 2
         s.wheel_now = 0
-        s.wh_len = <int32_t*>_ptr(self._own("wh_len", None, np.int32, 0, s.wheel_size))
-        s.wh_cap = <int32_t*>_ptr(self._own("wh_cap", None, np.int32, 0, s.wheel_size))
-        s.wh_buf = <Event**>calloc(s.wheel_size, sizeof(Event*))
-        if s.wh_buf == NULL:
+        s.wh = <Slot*>calloc(s.wheel_size, sizeof(Slot))
+        if s.wh == NULL:
             raise MemoryError()
-        s.n_events = 0
         s.pk_cap = 0
         s.pk_free = -1
         s.pk_alive = 0
@@ -529,7 +525,7 @@ cdef class Engine:
             sum_hops=s.sum_hops, max_lat=s.max_lat, max_netlat=s.max_netlat,
             bad_eject=s.bad_eject, buf_overflow=s.buf_overflow, bad_front=s.bad_front,
             bad_class=s.bad_class,
-            events_pending=s.n_events, flits_buffered=s.nbuf_total,
+            events_pending=events_pending(s), flits_buffered=s.nbuf_total,
             unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
             cycles_skipped=s.skipped,
             deadlock_cycle=s.deadlock_t)
@@ -584,12 +580,12 @@ cdef class Engine:
         cdef int32_t slot, k, m = 0
         cdef int64_t i, nbuf = <int64_t>s.n_ivc * s.D
         cdef Event* ev
-        ne = s.n_events
+        ne = events_pending(s)
         events = np.zeros((ne, 5), dtype=np.int64)   # cycle, channel, vc, pkt, seq
         for i in range(s.wheel_size):
             slot = (s.wheel_now + i) % s.wheel_size
-            ev = s.wh_buf[slot]
-            for k in range(s.wh_len[slot]):
+            ev = s.wh[slot].ev
+            for k in range(s.wh[slot].len):
                 events[m, 0] = s.now + i
                 events[m, 1] = ev[k].ch
                 events[m, 2] = ev[k].vc if ev[k].vc >= 0 else 0    # to a NIC: any VC

@@ -33,30 +33,39 @@ cdef inline void link_take(State* s, Chan* ch) noexcept nogil:
     ch.flits += 1
 
 
+cdef inline int wheel_grow(Slot* sl) noexcept nogil:
+    """Double a wheel slot's capacity (rare: slots keep what they grew to)."""
+    cdef int32_t cap = sl.cap * 2 if sl.cap > 0 else 64
+    cdef void* p = realloc(sl.ev, cap * sizeof(Event))
+    if p == NULL:
+        return -1
+    sl.ev = <Event*>p
+    sl.cap = cap
+    return 0
+
+
 cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t pkt,
                          int32_t seq) noexcept nogil:
     """Queue an event `delay` cycles from now (1 <= delay < wheel_size). FIFO per cycle."""
-    cdef int32_t slot = s.wheel_now + <int32_t>delay
-    cdef int32_t cap
+    cdef Slot* sl = &s.wh[(s.wheel_now + <int32_t>delay) & (s.wheel_size - 1)]
     cdef Event* e
-    cdef void* p
-    if slot >= s.wheel_size:
-        slot -= s.wheel_size
-    if s.wh_len[slot] == s.wh_cap[slot]:
-        cap = s.wh_cap[slot] * 2 if s.wh_cap[slot] > 0 else 64
-        p = realloc(s.wh_buf[slot], cap * sizeof(Event))
-        if p == NULL:
-            return -1
-        s.wh_buf[slot] = <Event*>p
-        s.wh_cap[slot] = cap
-    e = s.wh_buf[slot] + s.wh_len[slot]
+    if sl.len == sl.cap and wheel_grow(sl) != 0:
+        return -1
+    e = sl.ev + sl.len
     e.ch = c
     e.vc = vc
     e.pkt = pkt
     e.seq = seq
-    s.wh_len[slot] += 1
-    s.n_events += 1
+    sl.len += 1
     return 0
+
+
+cdef inline int64_t events_pending(State* s) noexcept nogil:
+    cdef int32_t i
+    cdef int64_t n = 0
+    for i in range(s.wheel_size):
+        n += s.wh[i].len
+    return n
 
 
 cdef inline int32_t packet_alloc(State* s) noexcept nogil:

@@ -66,6 +66,12 @@ cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning 
     int32_t pkt
     int32_t seq
 
+cdef struct Slot:            # the event wheel's bucket for one cycle
+    Event* ev
+    int32_t len
+    int32_t cap
+
+
 cdef struct Flit:            # one buffer slot
     int32_t pkt
     int32_t seq              # position in its packet, | FLIT_TAIL on the last flit
@@ -173,12 +179,9 @@ cdef struct State:
     int32_t* va_best_dist    # per output VC: scratch, the VC allocation winner's distance
 
     # ---- event wheel (flit arrivals and credit returns): one growable array per cycle slot
-    int32_t wheel_size
+    int32_t wheel_size       # a power of two
     int32_t wheel_now        # now % wheel_size
-    Event** wh_buf
-    int32_t* wh_len
-    int32_t* wh_cap
-    int64_t n_events
+    Slot* wh
 
     # ---- packets, pooled
     Packet* pk
