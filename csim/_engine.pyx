@@ -290,6 +290,7 @@ cdef class Engine:
 
         nivc = C * V
         s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
+        assert sizeof(IVC) == 64 and sizeof(Chan) == 128   # (cache lines; see _types.pxd)
         s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
         s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
         cdef int64_t bit
@@ -302,6 +303,8 @@ cdef class Engine:
             s.ivc[i].mw = -1
             s.ivc[i].mb = 0
             s.ivc[i].r = ch_dst[i // V]
+            s.ivc[i].c = i // V
+            s.ivc[i].v = i % V
             if ch_kind[i // V] != CH_EJECT:
                 bit = local[i // V] * Vp + i % V
                 s.ivc[i].mw = r_mw[ch_dst[i // V]] + bit // 64

@@ -141,7 +141,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
             m = <int32_t>(s.pk[s.buf[iv * s.D + q.head].pkt].serial % npar)
             mch = -1
             fewest = V + 1
-            civ = iv - iv % V             # this input channel's first VC
+            civ = iv - q.v                 # this input channel's first VC
             for mi in range(npar):
                 held = 0                 # VCs carrying another input's packet right now
                 free = 0
@@ -272,10 +272,10 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         iv = o.out_best
         o.out_best = -1
         i = o.out_best_in
-        c = s.r_in_ch[base + i]
-        v = iv - c * V
-        ch = &s.ch[c]
         q = &s.ivc[iv]
+        c = q.c
+        v = q.v
+        ch = &s.ch[c]
         f = &s.buf[iv * s.D + q.head]
         p = f.pkt
         seq = f.seq

@@ -117,6 +117,8 @@ cdef struct IVC:             # an input virtual channel and its buffer's bookkee
     int16_t lo, hi           # VC range of the packet's class on out_ch
     int8_t mb                # bit mb of sa_mask[mw]
     int8_t state
+    int16_t v                # (its VC on its channel,
+    int32_t c                #  and that channel: what was padding before `ready`)
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
     cycle_t arr              # arrival cycle of the last flit written into an empty buffer
