@@ -38,35 +38,6 @@ cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
     s.sa_mask[q.mw] &= ~((<uint64_t>1) << q.mb)
 
 
-cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
-                              int32_t seq) noexcept nogil:
-    cdef int32_t iv = c * s.V + v
-    cdef IVC* q = &s.ivc[iv]
-    cdef int32_t slot
-    cdef int32_t r = q.r
-    if q.cnt >= s.D:
-        s.buf_overflow += 1
-        return
-    slot = q.head + q.cnt
-    if slot >= s.D:
-        slot -= s.D
-    slot += iv * s.D
-    s.r_wake[r] = s.now
-    if q.cnt == 0:
-        q.arr = s.now
-        if q.state != VC_ACTIVE:
-            va_wait_add(s, r, iv)
-        else:
-            sa_cand_set(s, q)
-    s.buf[slot].pkt = pkt
-    s.buf[slot].seq = seq
-    q.cnt += 1
-    if s.r_nbuf[r] == 0:
-        router_activate(s, r)
-    s.r_nbuf[r] += 1
-    s.nbuf_total += 1
-
-
 cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     """Route computation for packet p's head at router r: output channel and VC class.
 
@@ -98,6 +69,48 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     pk.cls = <int8_t>cls
     q.lo = <int16_t>s.class_lo[cls]
     q.hi = <int16_t>s.class_hi[cls]
+
+
+cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
+                              int32_t seq) noexcept nogil:
+    """A flit arrives in input VC v of channel c. Only a flit that arrives at the front of its
+    VC can let the router do something new: then the router is woken, at once, or for a head
+    of an idle VC (routed here, on arrival), when its route is ready."""
+    cdef int32_t iv = c * s.V + v
+    cdef IVC* q = &s.ivc[iv]
+    cdef int32_t slot
+    cdef int32_t r = q.r
+    cdef cycle_t t
+    if q.cnt >= s.D:
+        s.buf_overflow += 1
+        return
+    slot = q.head + q.cnt
+    if slot >= s.D:
+        slot -= s.D
+    slot += iv * s.D
+    if q.cnt == 0:
+        q.arr = s.now
+        t = s.now
+        if q.state == VC_ACTIVE:
+            sa_cand_set(s, q)
+        else:
+            va_wait_add(s, r, iv)
+            if seq & ~FLIT_TAIL == 0:     # (anything else is counted as bad_front by VA)
+                route(s, r, q, pkt)
+                if q.free_t > t:
+                    t = q.free_t
+                t += s.routing_delay
+                q.ready = t
+                q.state = VC_ROUTING
+        if t < s.r_wake[r]:
+            s.r_wake[r] = t
+    s.buf[slot].pkt = pkt
+    s.buf[slot].seq = seq
+    q.cnt += 1
+    if s.r_nbuf[r] == 0:
+        router_activate(s, r)
+    s.r_nbuf[r] += 1
+    s.nbuf_total += 1
 
 
 cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
