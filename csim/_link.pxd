@@ -61,6 +61,7 @@ cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t
 
 
 cdef inline int64_t events_pending(State* s) noexcept nogil:
+    """Events on the wheel (summed over its slots: asked once a cycle at most)."""
     cdef int32_t i
     cdef int64_t n = 0
     for i in range(s.wheel_size):
