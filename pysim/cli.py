@@ -126,7 +126,8 @@ def topo(config, sets, draw_path, json_path, force):
 
 
 SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",
-                   "avg_hops", "saturated", "cycles_per_second")
+                   "avg_hops", "saturated", "collective_cycles", "algbw_gbps", "busbw_gbps",
+                   "makespan_cycles", "cycles_per_second")   # (those a row has are shown)
 
 
 def _format(v):

@@ -245,6 +245,9 @@ def test_a_collective_sweep_stores_its_points_and_plots_them(tmp_path):
         assert 0 < r["result"]["busbw_gbps"] <= 32.0 * (1 + 1e-9)
     big = [r for r in rows if r["params"]["workload.bytes"] == 1 << 20][0]
     assert big["result"]["busbw_gbps"] >= 0.9 * 32.0
+    res = CliRunner().invoke(main, ["results", str(tmp_path / "c.sqlite")])
+    header = res.output.splitlines()[0].split()
+    assert res.exit_code == 0 and {"collective_cycles", "busbw_gbps", "algbw_gbps"} <= set(header)
     res = CliRunner().invoke(main, ["plot", str(tmp_path / "c.sqlite"), "--kind",
                                     "collective", "-o", str(tmp_path / "c.png")])
     assert res.exit_code == 0, res.output
