@@ -188,19 +188,26 @@ def throughput(rows, path, x="offered_rate", series=None, y="accepted_rate", tit
 
 def collective(rows, path, x="workload.bytes", y="busbw_gbps", series="workload.algorithm",
                title=None):
-    """Collective time or bus bandwidth against message size per algorithm (log axes)."""
+    """Collective time or bandwidth against message size per algorithm: sizes on a log axis;
+    a bandwidth (`*_gbps`) on a linear axis from zero, anything else (a time) on a log axis."""
     plt = _figure()
     data = series_data(rows, x, y, series)
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(7.6, 4.4))      # (the legend sits to the right)
     for i, (key, (xs, ys, _)) in enumerate(sorted(data.items(), key=lambda kv: str(kv[0]))):
         ax.plot(xs, ys, "o-", color=f"C{i}", label=_label(key, series))
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    if y.endswith("_gbps"):
+        ax.set_ylim(bottom=0, top=1.08 * max((max(v[1]) for v in data.values() if v[1]),
+                                               default=1))
+    else:
+        ax.set_yscale("log")
+    name = {"busbw_gbps": "bus bandwidth (GB/s)", "algbw_gbps": "algorithm bandwidth (GB/s)",
+            "collective_cycles": "time (cycles)"}.get(y, y)
     ax.set_xlabel("message size (bytes)" if x == "workload.bytes" else x)
-    ax.set_ylabel({"busbw_gbps": "bus bandwidth (GB/s)", "algbw_gbps": "algorithm bandwidth "
-                   "(GB/s)", "collective_cycles": "time (cycles)"}.get(y, y))
-    ax.legend(fontsize=8, frameon=False)
-    _finish(fig, ax, path, title or _system_title(rows, f"{y} vs message size"))
+    ax.set_ylabel(name)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _finish(fig, ax, path, title or _system_title(rows, f"{name.split(' (')[0]} vs message "
+                                                        "size"))
     plt.close(fig)
     return data
 
