@@ -119,7 +119,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
     cdef int32_t V = s.V
     cdef int32_t i, base, iv, p, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
-    cdef int32_t npar, m, mi, mch, fewest, held, free, civ
+    cdef int32_t npar, m, mi, mch, fewest, held, free, civ, mine
     cdef cycle_t wake = NEVER
     cdef cycle_t ready
     cdef IVC* q
@@ -147,9 +147,12 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         # among the members of the output's parallel group (usually one), the one with a free
         # VC of the class where the fewest VCs carry packets of other inputs (so streams keep
         # to their own channel; ties: in turn from the packet's creation order); in it, the
-        # class's VCs lo + (iv + k) mod n, k = 0..n-1
+        # class's VCs lo + (iv + k) mod n, k = 0..n-1. An input port that holds a VC of the
+        # group already asks with lower priority than ports that do not: it can send only one
+        # flit a cycle, so a second member would serve it less than it would another port
         mch = q.out_ch
         npar = s.ch[q.out_ch].par_n
+        mine = 0
         if npar > 1:
             m = <int32_t>(s.pk[s.buf[iv * s.D + q.head].pkt].serial % npar)
             mch = -1
@@ -160,8 +163,11 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
                 free = 0
                 for k in range(V):
                     o = &s.ovc[(q.out_ch + m) * V + k]
-                    if o.owner >= 0 and <uint32_t>(o.owner - civ) >= <uint32_t>V:
-                        held += 1
+                    if o.owner >= 0:
+                        if <uint32_t>(o.owner - civ) >= <uint32_t>V:
+                            held += 1
+                        else:
+                            mine = 1     # this input port holds a VC of the group already
                     elif o.owner == OVC_FREE and lo <= k < lo + n:
                         free += 1
                 if free and held < fewest:
@@ -184,6 +190,8 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
                 dist = iv - o.va_ptr
                 if dist < 0:
                     dist += s.n_ivc
+                if mine:                 # a port holding a member already asks after the
+                    dist += s.n_ivc      # others (it sends one flit a cycle for both)
                 if o.best < 0:
                     s.touched[ntouched] = ov
                     ntouched += 1

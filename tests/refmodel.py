@@ -196,6 +196,11 @@ def simulate(a, packets, max_cycles=200000):
                     # class from `me`
                     npar = par_n[q.out_ch]
                     member, fewest = None, V + 1
+                    # an input port already holding a VC of a parallel group asks after the
+                    # other ports (it sends one flit a cycle for all the members it holds)
+                    mine = npar > 1 and any(owner[(q.out_ch + m, k)] >= 0 and
+                                            owner[(q.out_ch + m, k)] // V == c
+                                            for m in range(npar) for k in range(V))
                     for mi in range(npar):
                         cand = q.out_ch + (p.serial + mi) % npar
                         held = sum(owner[(cand, k)] >= 0 and owner[(cand, k)] // V != c
@@ -212,7 +217,7 @@ def simulate(a, packets, max_cycles=200000):
                                 break
                     if chosen:
                         key = chosen
-                        d = (me - va_ptr[key]) % n_ivc
+                        d = (me - va_ptr[key]) % n_ivc + (n_ivc if mine else 0)
                         offer(best, key, d, c, v)
             for key, (_, c, v) in best.items():
                 q = ivc[(c, v)]
