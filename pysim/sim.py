@@ -79,6 +79,22 @@ def _check(status, network, engine):
                           f"the last VC class {c['bad_class']}")
 
 
+def link_report(network, cfg, flits, cycles):
+    """Per router-to-router channel (each lane of a parallel link its own row): its ends,
+    bandwidth, latency, the flits it carried (`flits`, per channel) and its utilisation over
+    `cycles` cycles (carried / what its bandwidth allows)."""
+    names = network.topo.node_names
+    out = []
+    for c in np.flatnonzero(network.ch_kind == CH_NET):
+        r = network.ch_num[c] / network.ch_den[c]        # flits per cycle
+        out.append(dict(src=names[network.ch_src[c]], dst=names[network.ch_dst[c]],
+                        lane=int(c - network.arrays["ch_par_base"][c]),
+                        bandwidth_gbps=float(r * cfg.network.flit_bytes * cfg.network.clock_ghz),
+                        latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
+                        utilization=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
+    return out
+
+
 def prepare(cfg):
     """Compile cfg and return (network, engine) with its synthetic traffic set up."""
     network = compile_network(cfg)
@@ -145,18 +161,7 @@ def simulate(cfg):
     done = c2["meas_done"]
     nan = float("nan")
     pattern = traffic.pattern(topo, cfg)
-    window_flits = f1 - f0
-    links = []
-    for c in net_ch:
-        r = network.ch_num[c] / network.ch_den[c]
-        links.append(dict(src=topo.node_names[network.ch_src[c]],
-                          dst=topo.node_names[network.ch_dst[c]],
-                          lane=int(c - network.arrays["ch_par_base"][c]),
-                          bandwidth_gbps=float(r * cfg.network.flit_bytes *
-                                               cfg.network.clock_ghz),
-                          latency_cycles=int(network.ch_lat[c]),
-                          flits=int(window_flits[c]),
-                          utilization=float(window_flits[c] / (M * r))))
+    links = link_report(network, cfg, f1 - f0, M)
     nz = np.flatnonzero(hist_lat)
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = topo.name

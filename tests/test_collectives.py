@@ -65,6 +65,22 @@ def test_large_collectives_reach_the_bandwidth_term(collective, algorithm, facto
     assert bandwidth_term <= t <= 1.03 * bandwidth_term + latency, (t, bandwidth_term)
 
 
+def test_a_collective_reports_what_each_link_carried():
+    """Ring all-reduce of N bytes on a ring: each link in the ring's direction carries
+    2(p-1)/p N bytes, the other direction nothing; the per-link flits add up to the flit hops,
+    and the utilisation is carried / (makespan x bandwidth)."""
+    N = 1 << 20
+    r = run(ring8(), collective="all_reduce", algorithm="ring", bytes=N)
+    links = r["links"]
+    assert len(links) == 16
+    used = [l for l in links if l["flits"]]
+    assert len(used) == 8
+    assert {l["flits"] for l in used} == {2 * 7 * N // 8 // 32}
+    assert sum(l["flits"] for l in links) == r["flit_hops"]
+    for l in used:                     # 32 GB/s at 1 GHz: one flit per cycle
+        assert l["utilization"] == pytest.approx(l["flits"] / r["makespan_cycles"])
+
+
 def test_algbw_and_busbw_follow_nccl_tests_conventions():
     r = run(ring8(), collective="all_reduce", algorithm="ring", bytes=1 << 20)
     t_s = r["collective_cycles"] / 1e9                     # 1 GHz

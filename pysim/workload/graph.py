@@ -408,6 +408,7 @@ class GraphResult:
     version: str = ""
     build: dict = field(default_factory=dict)
     collective: dict = field(default_factory=dict)   # set for collective workloads
+    links: list = field(default_factory=list)        # per channel, over the makespan
 
     def to_dict(self):
         d = dict(self.__dict__)
@@ -491,11 +492,21 @@ class GraphResult:
                             + " cycles"),
                 ("compute busy", ", ".join(f"{n} {100 * b / max(self.makespan_cycles, 1):.0f}%"
                                            for n, b in sorted(busy.items())[:8]) or "none"),
+                ("link utilisation", self._link_line()),
                 ("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                           f"wall"),
                 ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def _link_line(self):
+        used = [l for l in self.links if l["flits"]]
+        if not used:
+            return "no router-to-router link used"
+        top = max(used, key=lambda l: l["utilization"])
+        mean = sum(l["utilization"] for l in used) / len(used)
+        return (f"max {top['utilization']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
+                f"over the {len(used)} of {len(self.links)} channels used (whole run)")
 
     def _count(self):
         c = {}
@@ -509,7 +520,7 @@ def run_graph(cfg, graph=None) -> GraphResult:
     from csim import _engine
     from pysim import __version__
     from pysim.network import compile_network
-    from pysim.sim import _check
+    from pysim.sim import _check, link_report
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -549,6 +560,7 @@ def run_graph(cfg, graph=None) -> GraphResult:
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
+    links = link_report(network, cfg, eng.channel_flits(), makespan)
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
@@ -556,4 +568,4 @@ def run_graph(cfg, graph=None) -> GraphResult:
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD))
+        version=__version__, build=dict(_engine.BUILD), links=links)
