@@ -120,6 +120,37 @@ def test_the_dgx1_ring_follows_nvlinks():
         assert (idx[a], idx[b]) in pairs            # every ring hop is a direct NVLink
 
 
+@pytest.mark.parametrize("topo,cycle", [
+    ({"kind": "mesh", "dims": [8, 8]}, True), ({"kind": "torus", "dims": [4, 4, 4]}, True),
+    ({"kind": "mesh", "dims": [6, 5]}, True), ({"kind": "torus", "dims": [3, 6]}, True),
+    ({"kind": "mesh", "dims": [2, 3, 3]}, True),
+    ({"kind": "mesh", "dims": [5, 5]}, False),     # bipartite, 25 nodes: no such cycle
+])
+def test_rings_of_more_than_16_on_grids_go_through_direct_links(topo, cycle):
+    from pysim.network import compile_network
+    cfg = make_cfg(topology=topo, workload={"kind": "collective"})
+    t = compile_network(cfg).topo
+    group = collectives.participants(cfg, t)
+    order = collectives.ring_order(cfg, t, group)
+    assert sorted(order) == sorted(group)
+    idx = {n: i for i, n in enumerate(t.node_names)}
+    pairs = {(t.ch_src[c], t.ch_dst[c]) for c in range(t.n_channels)}
+    direct = all((idx[a], idx[b]) in pairs for a, b in zip(order, order[1:] + order[:1]))
+    assert direct == cycle
+    if not cycle:
+        assert order == group                     # node order, as documented
+
+
+def test_a_bidirectional_ring_on_a_mesh_streams_at_the_nic_rate():
+    """Bidirectional-ring all-reduce on an 8x8 mesh through neighbour links: each node
+    sends one flit a cycle in all (its NIC's rate, 32 GB/s), so busbw -> 32 GB/s (the
+    ring in node order crosses the mesh at each row's end: 21 GB/s)."""
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [8, 8]}, network=FAST,
+                   workload={"kind": "collective", "algorithm": "bidir_ring",
+                             "bytes": 1 << 20, "packet_flits": 16})
+    assert simulate(cfg).to_dict()["busbw_gbps"] >= 0.95 * 32.0
+
+
 @pytest.mark.parametrize("nbytes", [256 << 10, 16 << 20])
 def test_the_dgx1_ring_uses_both_links_of_each_nvlink_pair(nbytes):
     """The DGX-1 ring runs over double NVLinks (two 25 GB/s channels per direction): a ring

@@ -476,9 +476,53 @@ def participants(cfg, topo):
     return list(group)
 
 
+def _snake(dims):
+    """Every point of a grid of sizes `dims`, consecutive ones one step apart in one
+    coordinate (a reflected mixed-radix Gray code, first coordinate fastest)."""
+    if not dims:
+        return [()]
+    rest = _snake(dims[1:])
+    out = []
+    for j, r in enumerate(rest):
+        xs = range(dims[0]) if j % 2 == 0 else range(dims[0] - 1, -1, -1)
+        out.extend((x,) + r for x in xs)
+    return out
+
+
+def grid_cycle(topo):
+    """A Hamiltonian cycle of a mesh or torus through neighbour links, as node indices, or
+    None: pick a dimension a of size >= 2 whose complement has an even number of points; the
+    'rows' are those points in snake order; go out along each row at coordinate a = 1 .. k-1
+    (alternating direction) and come back along a = 0. (A torus needs no wrap link for it;
+    the bottleneck of any Hamiltonian cycle of a grid is its narrowest dimension anyway.)"""
+    if topo.coords is None or not topo.dims:
+        return None
+    dims = list(topo.dims)
+    for a in range(len(dims)):
+        others = dims[:a] + dims[a + 1:]
+        if dims[a] < 2 or int(np.prod(others)) % 2:
+            continue
+        rows = _snake(others)
+        if len(rows) < 2:
+            continue
+        pos = {tuple(int(x) for x in c): i for i, c in enumerate(topo.coords)}
+
+        def node(x, row):
+            return pos[tuple(row[:a]) + (x,) + tuple(row[a:])]
+        path = []
+        for j, row in enumerate(rows):
+            xs = range(1, dims[a]) if j % 2 == 0 else range(dims[a] - 1, 0, -1)
+            path.extend(node(x, row) for x in xs)
+        path.extend(node(0, row) for row in reversed(rows))
+        return path
+    return None
+
+
 def ring_order(cfg, topo, group):
     """The ring the collective uses: workload.ring_order, else a Hamiltonian cycle through
-    direct links (widest bottleneck first, then lowest names), else the group's order."""
+    direct links (up to 16 participants: found by search, widest bottleneck first, then lowest
+    names; more: on a mesh or torus where every node takes part, grid_cycle), else the
+    group's order."""
     if cfg.workload.ring_order is not None:
         order = list(cfg.workload.ring_order)
         if sorted(order) != sorted(group):
@@ -493,6 +537,10 @@ def ring_order(cfg, topo, group):
     ids = [idx[n] for n in group]
     p = len(ids)
     if p > 16:
+        cycle = grid_cycle(topo) if sorted(ids) == list(range(topo.n_nodes)) else None
+        if cycle is not None and all(bw.get((a, b), 0.0) > 0
+                                     for a, b in zip(cycle, cycle[1:] + cycle[:1])):
+            return [topo.node_names[i] for i in cycle]
         return list(group)
     best = [None, -1.0]
 
