@@ -122,7 +122,6 @@ def simulate(cfg):
     W, M = sim.warmup_cycles, sim.measure_cycles
     eng.set_window(W, W + M)
     n_ep = len(topo.endpoints())
-    net_ch = np.flatnonzero(network.ch_kind == CH_NET)
 
     t_run = time.perf_counter()
     st = eng.run(W)
