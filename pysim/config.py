@@ -189,8 +189,9 @@ KEYS = [
         "Collective participants (default: every NPU, or every endpoint if there is none).",
         None),
     Key("workload", "ring_order", "strs", None, "node names",
-        "Ring order of the participants (default: a ring over direct links if the topology "
-        "has one, widest first; else node order).", None),
+        "Ring order of the participants, and their ranks for every algorithm (default: ring "
+        "algorithms go round a ring over direct links if the topology has one, widest first, "
+        "else node order; the others rank in workload.group order).", None),
     Key("workload", "reduce_gbps", "float", None, "GB/s",
         "Reduction throughput at each node (default: reductions take no time).", POS),
     Key("workload", "file", "str", None, "path",

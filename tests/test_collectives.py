@@ -151,6 +151,27 @@ def test_a_bidirectional_ring_on_a_mesh_streams_at_the_nic_rate():
     assert simulate(cfg).to_dict()["busbw_gbps"] >= 0.95 * 32.0
 
 
+@pytest.mark.parametrize("algorithm", ["halving_doubling"])
+def test_non_ring_algorithms_rank_the_dgx1_in_node_order(algorithm):
+    """Ranks follow the ring only for ring algorithms. In node order every halving-doubling
+    partner on a DGX-1 is an NVLink peer (the cube-mesh is built for it: XOR 1, 2, 4); in
+    ring order some were two hops away (busbw 18 GB/s at 1 MB, now 29)."""
+    from pysim import load
+    import os
+    from conftest import TOPOLOGIES
+    from pysim.network import compile_network
+    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"),
+               {"workload.kind": "collective", "workload.algorithm": algorithm,
+                "workload.bytes": 1 << 16})
+    t = compile_network(cfg).topo
+    g, meta = collectives.collective_graph(cfg, t)
+    assert meta["order"] == [f"gpu{i}" for i in range(8)]
+    idx = {n: i for i, n in enumerate(t.node_names)}
+    pairs = {(t.ch_src[c], t.ch_dst[c]) for c in range(t.n_channels)}
+    sends = [(a, b) for k, a, b in zip(g.kind, g.node, g.dst) if k == "send"]
+    assert sends and all((idx[a], idx[b]) in pairs for a, b in sends)
+
+
 @pytest.mark.parametrize("nbytes", [256 << 10, 16 << 20])
 def test_the_dgx1_ring_uses_both_links_of_each_nvlink_pair(nbytes):
     """The DGX-1 ring runs over double NVLinks (two 25 GB/s channels per direction): a ring

@@ -571,12 +571,22 @@ def ring_order(cfg, topo, group):
     return [topo.node_names[i] for i in best[0]]
 
 
+RING_ALGORITHMS = ("ring", "bidir_ring")
+
+
 def collective_graph(cfg, topo, graph=None):
     """The op graph of the configured collective (workload.*), and what describes it."""
     from pysim.workload.graph import engine_params
     group = participants(cfg, topo)
-    order = ring_order(cfg, topo, group)
     w = cfg.workload
+    # ranks: along the ring for the ring algorithms (a ring through direct links), else in
+    # the participants' order (on a mesh or torus, coordinate order: halving-doubling's
+    # partners then differ in one coordinate; on a DGX-1, node order pairs NVLink peers),
+    # unless workload.ring_order says
+    if w.algorithm in RING_ALGORITHMS or w.ring_order is not None:
+        order = ring_order(cfg, topo, group)
+    else:
+        order = list(group)
     clock = cfg.network.clock_ghz
     reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / clock
     sram = None
