@@ -465,10 +465,13 @@ class GraphResult:
         rows = []
         c = self.collective
         if c:
+            rgbps = (self.config.get("workload") or {}).get("reduce_gbps")
+            where = (f"reductions on the {'NPU' if c['engine'] == 'npu' else 'offload engine'}"
+                     if c["engine"] else f"reductions at {rgbps:g} GB/s" if rgbps
+                     else "reductions take no time")
             rows += [("collective", f"{c['collective']} / {c['algorithm']}, {c['bytes']} bytes "
                                     f"per node, {len(c['participants'])} participants, "
-                                    f"{c['chunks']} chunks, reductions on "
-                                    f"{c['engine'] or 'no modelled endpoint'}"),
+                                    f"{c['chunks']} chunks, {where}"),
                      ("ring order", " ".join(c["order"])),
                      ("time", f"{c['collective_cycles']} cycles"),
                      ("bandwidth", f"algbw {c['algbw_gbps']:.2f} GB/s, busbw "
