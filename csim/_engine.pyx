@@ -144,7 +144,8 @@ cdef class Engine:
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
     ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
-    channels, contiguous ids), ch_par_base and ch_par_n (groups of parallel channels).
+    channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
+    rt names the first).
     """
     cdef State s
     cdef list _keep
@@ -217,7 +218,6 @@ cdef class Engine:
         den = np.asarray(net["ch_den"], dtype=np.int64)
         group = np.asarray(net["ch_group"], dtype=np.int32)
         order_ = np.asarray(net["ch_order"], dtype=np.int32)
-        par_base = np.asarray(net["ch_par_base"], dtype=np.int32)
         par_n = np.asarray(net["ch_par_n"], dtype=np.int32)
 
         # router input ports: channels that end at a router (net and inject), in channel order

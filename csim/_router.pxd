@@ -71,6 +71,16 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     q.hi = <int16_t>s.class_hi[cls]
 
 
+cdef inline cycle_t route_head(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
+    """The head of packet p is at the front of idle VC q: route it; it may ask for a VC from
+    routing_delay after it arrived there (or after the VC's previous tail left, if later).
+    Returns that cycle."""
+    route(s, r, q, p)
+    q.ready = (q.arr if q.arr > q.free_t else q.free_t) + s.routing_delay
+    q.state = VC_ROUTING
+    return q.ready
+
+
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
     """A flit arrives in input VC v of channel c. Only a flit that arrives at the front of its
@@ -96,12 +106,7 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
         else:
             va_wait_add(s, r, iv)
             if seq & ~FLIT_TAIL == 0:     # (anything else is counted as bad_front by VA)
-                route(s, r, q, pkt)
-                if q.free_t > t:
-                    t = q.free_t
-                t += s.routing_delay
-                q.ready = t
-                q.state = VC_ROUTING
+                t = route_head(s, r, q, pkt)
         if t < s.r_wake[r]:
             s.r_wake[r] = t
     s.buf[slot].pkt = pkt
@@ -118,10 +123,9 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     Returns the earliest cycle at which a head here could next get a VC without an outside
     event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
     cdef int32_t V = s.V
-    cdef int32_t i, base, iv, p, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
+    cdef int32_t i, base, iv, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
     cdef int32_t npar, m, mi, mch, fewest, held, free, civ, mine
     cdef cycle_t wake = NEVER
-    cdef cycle_t ready
     cdef IVC* q
     cdef OVC* o
     # the order of requests does not matter: each output VC keeps its best requester
@@ -133,11 +137,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
             if s.buf[iv * s.D + q.head].seq & ~FLIT_TAIL != 0:
                 s.bad_front += 1
                 continue
-            p = s.buf[iv * s.D + q.head].pkt
-            route(s, r, q, p)
-            ready = q.arr if q.arr > q.free_t else q.free_t
-            q.ready = ready + s.routing_delay
-            q.state = VC_ROUTING
+            route_head(s, r, q, s.buf[iv * s.D + q.head].pkt)
         if q.ready > s.now:
             if q.ready < wake:
                 wake = q.ready
