@@ -410,8 +410,6 @@ def _cross_checks(cfg: Config):
         if sum(t.packet_weights) <= 0:
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
                               f"positive sum")
-    if cfg.network.vcs < 1:
-        raise ConfigError(f"network.vcs = {cfg.network.vcs}: expected at least 1")
 
 
 def read_toml(path, what, error=ConfigError):
