@@ -9,9 +9,13 @@ participants, N bytes each, link bandwidth B, per-step latency alpha.
 Small N: the latency terms, exactly (alpha = the zero-load time of a one-flit message to the
 neighbour). Large N: within 3% of the bandwidth term plus the latency terms."""
 
+import os
+
 import pytest
 
-from conftest import make_cfg
+from conftest import TOPOLOGIES, make_cfg
+from pysim import load
+from pysim.network import compile_network
 from pysim.config import ConfigError
 from pysim.sim import simulate
 from pysim.workload import collectives
@@ -32,6 +36,25 @@ def star8(**net):
 def run(system, **workload):
     cfg = make_cfg(**system, workload={"kind": "collective", "packet_flits": 16, **workload})
     return simulate(cfg).to_dict()
+
+
+def dgx1(**workload):
+    """The shipped DGX-1 config running a collective, and its topology."""
+    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"),
+               {"workload.kind": "collective", **{f"workload.{k}": v for k, v in
+                                                  workload.items()}})
+    return cfg, compile_network(cfg).topo
+
+
+def linked(topo, pairs):
+    """Is every (node name, node name) pair joined by a direct channel?"""
+    idx = {n: i for i, n in enumerate(topo.node_names)}
+    links = {(topo.ch_src[c], topo.ch_dst[c]) for c in range(topo.n_channels)}
+    return all((idx[a], idx[b]) in links for a, b in pairs)
+
+
+def cycle(order):
+    return list(zip(order, order[1:] + order[:1]))
 
 
 def alpha_one_flit_one_hop():
@@ -106,38 +129,26 @@ def test_every_node_sends_what_the_algorithm_says():
 
 
 def test_the_dgx1_ring_follows_nvlinks():
-    from pysim import load
-    import os
-    from conftest import TOPOLOGIES
-    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"), {"workload.kind": "collective"})
-    from pysim.network import compile_network
-    topo = compile_network(cfg).topo
+    cfg, topo = dgx1()
     order = collectives.ring_order(cfg, topo, collectives.participants(cfg, topo))
-    idx = {n: i for i, n in enumerate(topo.node_names)}
-    pairs = {(topo.ch_src[c], topo.ch_dst[c]) for c in range(topo.n_channels)}
     assert sorted(order) == [f"gpu{i}" for i in range(8)]
-    for a, b in zip(order, order[1:] + order[:1]):
-        assert (idx[a], idx[b]) in pairs            # every ring hop is a direct NVLink
+    assert linked(topo, cycle(order))              # every ring hop is a direct NVLink
 
 
-@pytest.mark.parametrize("topo,cycle", [
+@pytest.mark.parametrize("topo,has_cycle", [
     ({"kind": "mesh", "dims": [8, 8]}, True), ({"kind": "torus", "dims": [4, 4, 4]}, True),
     ({"kind": "mesh", "dims": [6, 5]}, True), ({"kind": "torus", "dims": [3, 6]}, True),
     ({"kind": "mesh", "dims": [2, 3, 3]}, True),
     ({"kind": "mesh", "dims": [5, 5]}, False),     # bipartite, 25 nodes: no such cycle
 ])
-def test_rings_of_more_than_16_on_grids_go_through_direct_links(topo, cycle):
-    from pysim.network import compile_network
+def test_rings_of_more_than_16_on_grids_go_through_direct_links(topo, has_cycle):
     cfg = make_cfg(topology=topo, workload={"kind": "collective"})
     t = compile_network(cfg).topo
     group = collectives.participants(cfg, t)
     order = collectives.ring_order(cfg, t, group)
     assert sorted(order) == sorted(group)
-    idx = {n: i for i, n in enumerate(t.node_names)}
-    pairs = {(t.ch_src[c], t.ch_dst[c]) for c in range(t.n_channels)}
-    direct = all((idx[a], idx[b]) in pairs for a, b in zip(order, order[1:] + order[:1]))
-    assert direct == cycle
-    if not cycle:
+    assert linked(t, cycle(order)) == has_cycle
+    if not has_cycle:
         assert order == group                     # node order, as documented
 
 
@@ -151,25 +162,15 @@ def test_a_bidirectional_ring_on_a_mesh_streams_at_the_nic_rate():
     assert simulate(cfg).to_dict()["busbw_gbps"] >= 0.95 * 32.0
 
 
-@pytest.mark.parametrize("algorithm", ["halving_doubling"])
-def test_non_ring_algorithms_rank_the_dgx1_in_node_order(algorithm):
+def test_halving_doubling_ranks_the_dgx1_in_node_order():
     """Ranks follow the ring only for ring algorithms. In node order every halving-doubling
     partner on a DGX-1 is an NVLink peer (the cube-mesh is built for it: XOR 1, 2, 4); in
     ring order some were two hops away (busbw 18 GB/s at 1 MB, now 29)."""
-    from pysim import load
-    import os
-    from conftest import TOPOLOGIES
-    from pysim.network import compile_network
-    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"),
-               {"workload.kind": "collective", "workload.algorithm": algorithm,
-                "workload.bytes": 1 << 16})
-    t = compile_network(cfg).topo
-    g, meta = collectives.collective_graph(cfg, t)
+    cfg, topo = dgx1(algorithm="halving_doubling", bytes=1 << 16)
+    g, meta = collectives.collective_graph(cfg, topo)
     assert meta["order"] == [f"gpu{i}" for i in range(8)]
-    idx = {n: i for i, n in enumerate(t.node_names)}
-    pairs = {(t.ch_src[c], t.ch_dst[c]) for c in range(t.n_channels)}
     sends = [(a, b) for k, a, b in zip(g.kind, g.node, g.dst) if k == "send"]
-    assert sends and all((idx[a], idx[b]) in pairs for a, b in sends)
+    assert sends and linked(topo, sends)
 
 
 @pytest.mark.parametrize("nbytes", [256 << 10, 16 << 20])
@@ -180,11 +181,7 @@ def test_the_dgx1_ring_uses_both_links_of_each_nvlink_pair(nbytes):
     if one port held both channels of the pair (its packets in two VCs), the pair would carry
     one flit a cycle (32 GB/s) for as long as that lasted (busbw was 32.7 at 16 MB, 38.6 at
     256 KB before a port holding one channel of a pair asked after the others)."""
-    from pysim import load
-    import os
-    from conftest import TOPOLOGIES
-    cfg = load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"),
-               {"workload.kind": "collective", "workload.bytes": nbytes})
+    cfg, _ = dgx1(bytes=nbytes)
     r = simulate(cfg).to_dict()
     assert 0.9 * 50.0 <= r["busbw_gbps"] <= 50.0
 
@@ -212,7 +209,6 @@ def test_offload_engine_moves_3x_less_hbm_and_spares_concurrent_compute():
     touches HBM only to load the input and store the result: 3.5 vs 1.14 bytes per network
     byte. The layer shares the HBM with the collective's traffic, so it slows under the NPU
     baseline and much less under the engine."""
-    from pysim.network import compile_network
     from pysim.workload import OpGraph, run_graph
     ratio, slow, isolated = {}, {}, None
     for engine in ("npu", "offload"):
@@ -243,9 +239,7 @@ def test_offload_engine_moves_3x_less_hbm_and_spares_concurrent_compute():
 
 def test_collective_json_reports_per_npu_hbm_per_network_byte(tmp_path):
     import json
-    import os
     from click.testing import CliRunner
-    from conftest import TOPOLOGIES
     from pysim.cli import main
     out = tmp_path / "o.json"
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "ring8.toml"),
@@ -303,9 +297,6 @@ def test_hierarchical_all_reduce_on_a_ring_of_rings():
     in the inner rings, all-reduce of the quarter across, all-gather back. One chunk, so the
     phases follow one another: 3/4 N/50 + 2 (3/4) (N/4)/25 + 3/4 N/50 cycles (1 GHz), within
     3% plus the latency of the 12 steps."""
-    import os
-    from conftest import TOPOLOGIES
-    from pysim import load
     N = 4 << 20
     cfg = load(os.path.join(TOPOLOGIES, "ring-of-rings4x4.toml"),
                {"workload.kind": "collective", "workload.algorithm": "hierarchical",
