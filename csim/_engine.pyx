@@ -5,7 +5,7 @@ import numpy as np
 from libc.stdlib cimport calloc, free
 from csim._types cimport *
 from csim._rng cimport rng_seed
-from csim._link cimport packet_free, events_pending
+from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
@@ -32,6 +32,7 @@ cdef inline void _deliver(State* s) noexcept nogil:
     cdef Event* ev = sl.ev
     cdef OVC* o
     sl.len = 0
+    s.n_events -= n
     for k in range(n):
         if ev[k].seq >= 0:
             if ev[k].vc >= 0:
@@ -63,7 +64,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
         if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER and \
                 s.ops_done == s.n_ops:
             return ST_DONE
-        if s.nbuf_total == 0 and s.nic_busy == 0 and events_pending(s) == 0:
+        if s.nbuf_total == 0 and s.nic_busy == 0 and s.n_events == 0:
             # nothing in flight: jump to the next packet creation or op finish
             t = next_generation(s)
             if next_op_event(s) < t:
@@ -329,6 +330,7 @@ cdef class Engine:
             s.wheel_size *= 2
         s.wheel_now = 0
         s.wh = <Slot*>calloc(s.wheel_size, sizeof(Slot))
+        s.n_events = 0
         if s.wh == NULL:
             raise MemoryError()
         s.pk_cap = 0
@@ -528,7 +530,7 @@ cdef class Engine:
             sum_hops=s.sum_hops, max_lat=s.max_lat, max_netlat=s.max_netlat,
             bad_eject=s.bad_eject, buf_overflow=s.buf_overflow, bad_front=s.bad_front,
             bad_class=s.bad_class,
-            events_pending=events_pending(s), flits_buffered=s.nbuf_total,
+            events_pending=s.n_events, flits_buffered=s.nbuf_total,
             unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
             cycles_skipped=s.skipped,
             deadlock_cycle=s.deadlock_t)
@@ -583,7 +585,7 @@ cdef class Engine:
         cdef int32_t slot, k, m = 0
         cdef int64_t i, nbuf = <int64_t>s.n_ivc * s.D
         cdef Event* ev
-        ne = events_pending(s)
+        ne = s.n_events
         events = np.zeros((ne, 5), dtype=np.int64)   # cycle, channel, vc, pkt, seq
         for i in range(s.wheel_size):
             slot = (s.wheel_now + i) % s.wheel_size

@@ -57,16 +57,8 @@ cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t
     e.pkt = pkt
     e.seq = seq
     sl.len += 1
+    s.n_events += 1
     return 0
-
-
-cdef inline int64_t events_pending(State* s) noexcept nogil:
-    """Events on the wheel (summed over its slots: asked once a cycle at most)."""
-    cdef int32_t i
-    cdef int64_t n = 0
-    for i in range(s.wheel_size):
-        n += s.wh[i].len
-    return n
 
 
 cdef inline int32_t packet_alloc(State* s) noexcept nogil:
