@@ -15,9 +15,11 @@ import pysim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOPO = os.path.join(HERE, "..", "topologies")
-SYSTEMS = {  # config, overrides that let one stream fill a link
-    "ring8": ("ring8.toml", {"network.vcs": 4, "network.wait_for_tail_credit": False,
-                             "network.vc_buffer_flits": 16, "network.injection_gbps": 64.0,
+# 4 VCs of 16 flits let one stream fill a link (VCs are reused once a tail has left, the
+# default)
+STREAM = {"network.vcs": 4, "network.vc_buffer_flits": 16}
+SYSTEMS = {  # config, overrides
+    "ring8": ("ring8.toml", {**STREAM, "network.injection_gbps": 64.0,
                              "network.ejection_gbps": 64.0}),
     "switch8": ("switch8.toml", {}),
     "dgx1-v100": ("dgx1-v100.toml", {}),
@@ -27,12 +29,10 @@ SYSTEMS = {  # config, overrides that let one stream fill a link
 
 def target_config(nbytes=256 << 20):
     """The issue's target case: ring all-reduce of nbytes on 8 NPUs over 50 GB/s links, 32-byte
-    flits (NICs at 100 GB/s, 4 VCs of 16 flits, so that one stream fills a link)."""
+    flits (NICs at 100 GB/s, STREAM's VCs)."""
     return pysim.load(os.path.join(TOPO, "ring8.toml"), {
-        "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
-        "network.ejection_gbps": 100.0, "network.vcs": 4,
-        "network.wait_for_tail_credit": False, "network.vc_buffer_flits": 16,
-        "workload.kind": "collective", "workload.bytes": nbytes,
+        **STREAM, "topology.link_gbps": 50.0, "network.injection_gbps": 100.0,
+        "network.ejection_gbps": 100.0, "workload.kind": "collective", "workload.bytes": nbytes,
         "workload.packet_flits": 16})
 
 
