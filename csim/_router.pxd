@@ -231,7 +231,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
     cdef int32_t w0 = s.r_mw[r]
     cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p
     cdef int32_t moved = 0, hops = 0
-    cdef uint64_t m, pm, hi, lo
+    cdef uint64_t m, pm, hi, rr
     cdef Chan* ch
     cdef Chan* o
     cdef IVC* q
@@ -250,15 +250,11 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             i = base + ((((w - w0) << 6) + pb) >> s.vshift)
             c = s.r_in_ch[i]
             ch = &s.ch[c]
-            hi = pm & ((~(<uint64_t>0)) << ch.sa_in_ptr)
-            lo = pm ^ hi
-            while hi or lo:
-                if hi:
-                    v = ctz64(hi)
-                    hi &= hi - 1
-                else:
-                    v = ctz64(lo)
-                    lo &= lo - 1
+            rr = (~(<uint64_t>0)) << ch.sa_in_ptr
+            while pm:
+                hi = pm & rr             # the first VC at or after the pointer, else the first
+                v = ctz64(hi if hi else pm)
+                pm &= ~((<uint64_t>1) << v)
                 iv = c * V + v
                 q = &s.ivc[iv]
                 if q.ready > s.now:      # only a head can be not ready yet
@@ -311,8 +307,7 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
         if o.kind != CH_EJECT:
             s.ovc[q.out_ov].credits -= 1
             hops += 1
-            if seq & ~FLIT_TAIL == 0:
-                s.pk[p].hops += 1
+            s.pk[p].hops += (seq & ~FLIT_TAIL) == 0
             if schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0:
                 return -1
         elif seq & FLIT_TAIL:    # only a packet's last flit travels to the NIC as an event
