@@ -5,4 +5,5 @@
 #define CSIM_CTZ64(x) __builtin_ctzll(x)
 #define CSIM_EJECT_CREDITS (1 << 30)
 #define CSIM_FLIT_TAIL (1 << 30)
+#define CSIM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #endif

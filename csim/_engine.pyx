@@ -108,11 +108,11 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 if s.r_wake[r] > s.now:
                     continue
                 t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
-                if sw_allocate(s, r, t) != 0:
+                if unlikely(sw_allocate(s, r, t) != 0):
                     return ST_NOMEM
-        if s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class:
+        if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
             return ST_PROTOCOL
-        if s.pk_alive > s.max_packets:
+        if unlikely(s.pk_alive > s.max_packets):
             return ST_BACKLOG
         if s.now >= s.meas_start and s.now < s.meas_end:
             s.occ_sum += s.pk_alive

@@ -49,7 +49,7 @@ cdef inline int schedule(State* s, cycle_t delay, int32_t c, int32_t vc, int32_t
     """Queue an event `delay` cycles from now (1 <= delay < wheel_size). FIFO per cycle."""
     cdef Slot* sl = &s.wh[(s.wheel_now + <int32_t>delay) & (s.wheel_size - 1)]
     cdef Event* e
-    if sl.len == sl.cap and wheel_grow(sl) != 0:
+    if unlikely(sl.len == sl.cap) and wheel_grow(sl) != 0:
         return -1
     e = sl.ev + sl.len
     e.ch = c

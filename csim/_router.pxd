@@ -91,7 +91,7 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     cdef int32_t slot
     cdef int32_t r = q.r
     cdef cycle_t t
-    if q.cnt >= s.D:
+    if unlikely(q.cnt >= s.D):
         s.buf_overflow += 1
         return
     slot = q.head + q.cnt
@@ -261,11 +261,11 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                     if q.ready < wake:
                         wake = q.ready
                     continue
-                if s.ovc[q.out_ov].credits <= 0:
+                if unlikely(s.ovc[q.out_ov].credits <= 0):
                     continue                 # a returning credit wakes the router
                 oc = q.out_ch
                 o = &s.ch[oc]
-                if not link_can_send(s, o):
+                if unlikely(not link_can_send(s, o)):
                     if o.next_ok < wake:
                         wake = o.next_ok
                     continue
@@ -308,10 +308,10 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             s.ovc[q.out_ov].credits -= 1
             hops += 1
             s.pk[p].hops += (seq & ~FLIT_TAIL) == 0
-            if schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0:
+            if unlikely(schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0):
                 return -1
         elif seq & FLIT_TAIL:    # only a packet's last flit travels to the NIC as an event
-            if schedule(s, o.fdelay, oc, -1, p, seq) != 0:
+            if unlikely(schedule(s, o.fdelay, oc, -1, p, seq) != 0):
                 return -1
         else:
             nic_count_flit(s, o.dst, &s.pk[p], seq, s.now + o.fdelay)

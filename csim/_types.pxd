@@ -59,6 +59,7 @@ cdef extern from "_consts.h":
     int32_t FLIT_TAIL "CSIM_FLIT_TAIL"  # set in a flit's seq when it is its packet's last
     int32_t EJECT_CREDITS "CSIM_EJECT_CREDITS"   # an ejection VC never runs out of credits
     int32_t ctz64 "CSIM_CTZ64"(uint64_t x) nogil  # index of the lowest set bit (x != 0)
+    bint unlikely "CSIM_UNLIKELY"(bint x) nogil   # x, hinted false (errors, rare paths)
 
 cdef struct Event:           # a flit arriving (seq >= 0) or a credit returning (seq < 0)
     int32_t ch
