@@ -97,9 +97,21 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             if nic_inject(s, s.act_n[i]) != 0:
                 return ST_NOMEM
             i -= 1
-        # routers with buffered flits, in router order (a router's input channels, VCs and
-        # buffers are contiguous, so the walk goes through memory in order); the word is read
-        # once, so a router leaving the set while it is processed is no matter
+        # routers, in router order (a router's input channels, VCs and buffers are
+        # contiguous, so the walks go through memory in order): VC allocation at those with
+        # heads waiting for it, then switch allocation at those with buffered flits. Routers
+        # do not interact within a cycle (what one does reaches another by an event, or as a
+        # credit it cannot run short of before its due cycle), so the two walks do what
+        # allocating both at each router in turn would, without asking at every router
+        # whether it has heads waiting. A word is read once: a router leaving a set while it
+        # is processed is no matter
+        for w in range(s.act_r_words):
+            m = s.va_r[w]
+            while m:
+                r = (w << 6) + ctz64(m)
+                m &= m - 1
+                if s.r_wake[r] <= s.now:
+                    s.va_t[r] = vc_allocate(s, r)
         for w in range(s.act_r_words):
             m = s.act_r[w]
             while m:
@@ -107,7 +119,8 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 m &= m - 1
                 if s.r_wake[r] > s.now:
                     continue
-                t = vc_allocate(s, r) if s.r_va_wait[r] > 0 else NEVER
+                t = s.va_t[r]
+                s.va_t[r] = NEVER
                 if unlikely(sw_allocate(s, r, t) != 0):
                     return ST_NOMEM
         if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
@@ -251,6 +264,8 @@ cdef class Engine:
         s.va_pos = <int32_t*>_ptr(self._own("va_pos", None, np.int32, -1, C * V))
         s.act_r_words = (n + 63) // 64
         s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
+        s.va_r = <uint64_t*>_ptr(self._own("va_r", None, np.uint64, 0, max(s.act_r_words, 1)))
+        s.va_t = <cycle_t*>_ptr(self._own("va_t", None, np.int64, NEVER_CYCLE, n))
         rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
         if rt.size != n * n:
             raise ValueError("rt must have n_nodes * n_nodes entries")

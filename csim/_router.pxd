@@ -22,12 +22,15 @@ cdef inline void router_deactivate(State* s, int32_t r) noexcept nogil:
 
 
 cdef inline void va_wait_add(State* s, int32_t r, int32_t iv) noexcept nogil:
-    """Router r's input VCs awaiting VC allocation live at va_list[r_in_ptr[r] * V ...]."""
+    """Router r's input VCs awaiting VC allocation live at va_list[r_in_ptr[r] * V ...]; the
+    router is in the va_r bitmap while there are any."""
     iset_add(s.va_list + s.r_in_ptr[r] * s.V, s.va_pos, &s.r_va_wait[r], iv)
+    s.va_r[r >> 6] |= (<uint64_t>1) << (r & 63)
 
 
 cdef inline void va_wait_remove(State* s, int32_t r, int32_t iv) noexcept nogil:
     iset_remove(s.va_list + s.r_in_ptr[r] * s.V, s.va_pos, &s.r_va_wait[r], iv)
+    s.va_r[r >> 6] &= ~((<uint64_t>(s.r_va_wait[r] == 0)) << (r & 63))
 
 
 cdef inline void sa_cand_set(State* s, IVC* q) noexcept nogil:

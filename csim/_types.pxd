@@ -177,6 +177,8 @@ cdef struct State:
     int64_t nbuf_total
     uint64_t* act_r          # routers with buffered flits: a bitmap (bit r % 64 of word
     int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are
+    uint64_t* va_r           # routers with input VCs awaiting VC allocation: a bitmap, alike
+    cycle_t* va_t            # per router: what VC allocation returned this cycle (else NEVER)
 
     int32_t* touched         # scratch list
     int32_t* va_best_dist    # per output VC: scratch, the VC allocation winner's distance
