@@ -7,7 +7,7 @@ from csim._types cimport *
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
-from csim._router cimport buffer_write, vc_allocate, sw_allocate
+from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_wait_add, sa_cand_set
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
 
 cnp.import_array()
@@ -53,6 +53,30 @@ cdef inline void _deliver(State* s) noexcept nogil:
                 s.r_wake[s.ch[ev[k].ch].src] = s.now
 
 
+cdef inline void _timers(State* s) noexcept nogil:
+    """Heads whose routing delay ends this cycle join VC allocation; heads whose VC
+    allocation delay ends become switch candidates. Either wakes the router."""
+    cdef int32_t k = <int32_t>(s.now & (s.tm_size - 1))
+    cdef int32_t iv, nxt
+    cdef IVC* q
+    iv = s.tm_va[k]
+    s.tm_va[k] = -1
+    while iv >= 0:
+        nxt = s.tm_next[iv]
+        q = &s.ivc[iv]
+        va_wait_add(s, q.r, iv)
+        s.r_wake[q.r] = s.now
+        iv = nxt
+    iv = s.tm_sa[k]
+    s.tm_sa[k] = -1
+    while iv >= 0:
+        nxt = s.tm_next[iv]
+        q = &s.ivc[iv]
+        sa_cand_set(s, q)
+        s.r_wake[q.r] = s.now
+        iv = nxt
+
+
 cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     cdef cycle_t t
     cdef int64_t i, k
@@ -81,6 +105,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 s.wheel_now = <int32_t>(t & (s.wheel_size - 1))
             s.last_progress = s.now
         _deliver(s)
+        _timers(s)
         if s.n_ops:
             for k in range(s.op_done_n):
                 if finish_op(s, s.op_done_q[k]) != 0:
@@ -336,6 +361,13 @@ cdef class Engine:
             s.ovc[i].va_ptr = 0
             s.ovc[i].best = -1
         s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
+        # timers span the longest pipeline delay a head can wait on
+        s.tm_size = 1
+        while s.tm_size <= max(s.routing_delay + 1, s.va_delay):
+            s.tm_size *= 2
+        s.tm_va = <int32_t*>_ptr(self._own("tm_va", None, np.int32, -1, s.tm_size))
+        s.tm_sa = <int32_t*>_ptr(self._own("tm_sa", None, np.int32, -1, s.tm_size))
+        s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
         s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
         # the wheel spans the longest delay an event can be scheduled with

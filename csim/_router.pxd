@@ -74,26 +74,42 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     q.hi = <int16_t>s.class_hi[cls]
 
 
-cdef inline cycle_t route_head(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
-    """The head of packet p is at the front of idle VC q: route it; it may ask for a VC from
-    routing_delay after it arrived there (or after the VC's previous tail left, if later).
-    Returns that cycle."""
-    route(s, r, q, p)
+cdef inline void timer_add(State* s, int32_t* wheel, cycle_t t, int32_t iv) noexcept nogil:
+    """Input VC iv's head is due at cycle t (now < t < now + tm_size) on this timer wheel."""
+    cdef int32_t k = <int32_t>(t & (s.tm_size - 1))
+    s.tm_next[iv] = wheel[k]
+    wheel[k] = iv
+
+
+cdef inline void route_head(State* s, int32_t r, int32_t iv, IVC* q) noexcept nogil:
+    """Input VC iv (q) is idle with a packet at its front: route the packet's head, which may
+    ask for a VC from routing_delay after it arrived there (or after the VC's previous tail
+    left, if later): then it joins VC allocation, at once or by a timer. A front flit that
+    is not a head is a protocol error (counted; the run stops)."""
+    cdef Flit* f = &s.buf[iv * s.D + q.head]
+    if unlikely(f.seq & ~FLIT_TAIL != 0):
+        s.bad_front += 1
+        return
+    route(s, r, q, f.pkt)
     q.ready = (q.arr if q.arr > q.free_t else q.free_t) + s.routing_delay
     q.state = VC_ROUTING
-    return q.ready
+    if q.ready <= s.now:
+        va_wait_add(s, r, iv)
+        if s.now < s.r_wake[r]:
+            s.r_wake[r] = s.now
+    else:
+        timer_add(s, s.tm_va, q.ready, iv)
 
 
 cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
                               int32_t seq) noexcept nogil:
     """A flit arrives in input VC v of channel c. Only a flit that arrives at the front of its
-    VC can let the router do something new: then the router is woken, at once, or for a head
-    of an idle VC (routed here, on arrival), when its route is ready."""
+    VC can let the router do something new: a flit of a packet holding an output VC becomes a
+    switch candidate and wakes the router; a head of an idle VC is routed (route_head)."""
     cdef int32_t iv = c * s.V + v
     cdef IVC* q = &s.ivc[iv]
     cdef int32_t slot
     cdef int32_t r = q.r
-    cdef cycle_t t
     if unlikely(q.cnt >= s.D):
         s.buf_overflow += 1
         return
@@ -101,20 +117,17 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     if slot >= s.D:
         slot -= s.D
     slot += iv * s.D
-    if q.cnt == 0:
-        q.arr = s.now
-        t = s.now
-        if q.state == VC_ACTIVE:
-            sa_cand_set(s, q)
-        else:
-            va_wait_add(s, r, iv)
-            if seq & ~FLIT_TAIL == 0:     # (anything else is counted as bad_front by VA)
-                t = route_head(s, r, q, pkt)
-        if t < s.r_wake[r]:
-            s.r_wake[r] = t
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
     q.cnt += 1
+    if q.cnt == 1:
+        q.arr = s.now
+        if q.state == VC_ACTIVE:
+            sa_cand_set(s, q)
+            if s.now < s.r_wake[r]:
+                s.r_wake[r] = s.now
+        else:
+            route_head(s, r, iv, q)
     if s.r_nbuf[r] == 0:
         router_activate(s, r)
     s.r_nbuf[r] += 1
@@ -122,9 +135,10 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
 
 
 cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
-    """Separable input-first VC allocation at router r (requests, then round-robin grants).
-    Returns the earliest cycle at which a head here could next get a VC without an outside
-    event (a freed VC at this router, or a returning tail credit, wakes the router anyway)."""
+    """Separable input-first VC allocation at router r (requests, then round-robin grants)
+    among its routed heads whose routing delay is over (timers add them to the list then).
+    Returns now + 1 if a request lost (it asks again), else NEVER (a freed VC at this
+    router, or a returning tail credit, wakes the router)."""
     cdef int32_t V = s.V
     cdef int32_t i, base, iv, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
     cdef int32_t npar, m, mi, mch, fewest, held, free, civ, mine
@@ -136,15 +150,6 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     for i in range(base, base + s.r_va_wait[r]):
         iv = s.va_list[i]
         q = &s.ivc[iv]
-        if q.state == VC_IDLE:
-            if s.buf[iv * s.D + q.head].seq & ~FLIT_TAIL != 0:
-                s.bad_front += 1
-                continue
-            route_head(s, r, q, s.buf[iv * s.D + q.head].pkt)
-        if q.ready > s.now:
-            if q.ready < wake:
-                wake = q.ready
-            continue
         lo = q.lo
         n = q.hi - lo
         # among the members of the output's parallel group (usually one), the one with a free
@@ -216,8 +221,11 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         q.out_vc = ov - q.out_ch * V
         q.out_ov = ov
         q.state = VC_ACTIVE
-        sa_cand_set(s, q)
         q.ready = s.now + s.va_delay
+        if s.va_delay == 0:
+            sa_cand_set(s, q)
+        else:
+            timer_add(s, s.tm_sa, q.ready, iv)
         va_wait_remove(s, r, iv)
     if nreq > ntouched:          # some requests lost: retry next cycle
         wake = s.now + 1
@@ -260,10 +268,6 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                 pm &= ~((<uint64_t>1) << v)
                 iv = c * V + v
                 q = &s.ivc[iv]
-                if q.ready > s.now:      # only a head can be not ready yet
-                    if q.ready < wake:
-                        wake = q.ready
-                    continue
                 if unlikely(s.ovc[q.out_ov].credits <= 0):
                     continue                 # a returning credit wakes the router
                 oc = q.out_ch
@@ -334,8 +338,8 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
             q.state = VC_IDLE
             q.free_t = s.now + 1
             sa_cand_clear(s, q)
-            if q.cnt > 0:
-                va_wait_add(s, r, iv)
+            if q.cnt > 0:                # the next packet's head is at the front
+                route_head(s, r, iv, q)
         elif q.cnt == 0:
             sa_cand_clear(s, q)
     if moved:

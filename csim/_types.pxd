@@ -179,6 +179,14 @@ cdef struct State:
     int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are
     uint64_t* va_r           # routers with input VCs awaiting VC allocation: a bitmap, alike
     cycle_t* va_t            # per router: what VC allocation returned this cycle (else NEVER)
+    # timers: a routed head joins VC allocation, and a head with an output VC joins switch
+    # allocation, at the cycle its pipeline delay ends (so neither allocator meets heads
+    # that are not ready yet). Per cycle slot, a list of input VCs linked through tm_next
+    # (an input VC waits on at most one timer at a time); -1 ends a list
+    int32_t tm_size          # a power of two, above the longest delay
+    int32_t* tm_va           # [tm_size]: heads that join VC allocation at that cycle
+    int32_t* tm_sa           # [tm_size]: heads that become switch candidates at that cycle
+    int32_t* tm_next         # [n_ivc]
 
     int32_t* touched         # scratch list
     int32_t* va_best_dist    # per output VC: scratch, the VC allocation winner's distance
