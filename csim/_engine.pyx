@@ -47,6 +47,8 @@ cdef inline void _deliver(State* s) noexcept nogil:
             o.credits += 1
             if ev[k].seq == EV_TAIL_CREDIT:
                 o.owner = OVC_FREE
+                if s.ch[ev[k].ch].kind == CH_NET:
+                    s.r_va_wake[s.ch[ev[k].ch].src] = s.now
             elif o.credits > 1:
                 continue
             if s.ch[ev[k].ch].kind == CH_NET:
@@ -65,7 +67,7 @@ cdef inline void _timers(State* s) noexcept nogil:
         nxt = s.tm_next[iv]
         q = &s.ivc[iv]
         va_wait_add(s, q.r, iv)
-        s.r_wake[q.r] = s.now
+        s.r_va_wake[q.r] = s.now
         iv = nxt
     iv = s.tm_sa[k]
     s.tm_sa[k] = -1
@@ -124,19 +126,19 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
             i -= 1
         # routers, in router order (a router's input channels, VCs and buffers are
         # contiguous, so the walks go through memory in order): VC allocation at those with
-        # heads waiting for it, then switch allocation at those with buffered flits. Routers
-        # do not interact within a cycle (what one does reaches another by an event, or as a
-        # credit it cannot run short of before its due cycle), so the two walks do what
-        # allocating both at each router in turn would, without asking at every router
-        # whether it has heads waiting. A word is read once: a router leaving a set while it
-        # is processed is no matter
+        # heads waiting for it, then switch allocation at those with buffered flits, each
+        # only where it could grant something (r_va_wake, r_wake). Routers do not interact
+        # within a cycle (what one does reaches another by an event, or as a credit it cannot
+        # run short of before its due cycle), so the two walks do what allocating both at
+        # each router in turn would, without asking at every router whether heads wait. A
+        # word is read once: a router leaving a set while it is processed is no matter
         for w in range(s.act_r_words):
             m = s.va_r[w]
             while m:
                 r = (w << 6) + ctz64(m)
                 m &= m - 1
-                if s.r_wake[r] <= s.now:
-                    s.va_t[r] = vc_allocate(s, r)
+                if s.r_va_wake[r] <= s.now:
+                    s.r_va_wake[r] = vc_allocate(s, r)
         for w in range(s.act_r_words):
             m = s.act_r[w]
             while m:
@@ -144,9 +146,7 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 m &= m - 1
                 if s.r_wake[r] > s.now:
                     continue
-                t = s.va_t[r]
-                s.va_t[r] = NEVER
-                if unlikely(sw_allocate(s, r, t) != 0):
+                if unlikely(sw_allocate(s, r) != 0):
                     return ST_NOMEM
         if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
             return ST_PROTOCOL
@@ -290,7 +290,7 @@ cdef class Engine:
         s.act_r_words = (n + 63) // 64
         s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
         s.va_r = <uint64_t*>_ptr(self._own("va_r", None, np.uint64, 0, max(s.act_r_words, 1)))
-        s.va_t = <cycle_t*>_ptr(self._own("va_t", None, np.int64, NEVER_CYCLE, n))
+        s.r_va_wake = <cycle_t*>_ptr(self._own("r_va_wake", None, np.int64, NEVER_CYCLE, n))
         rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
         if rt.size != n * n:
             raise ValueError("rt must have n_nodes * n_nodes entries")

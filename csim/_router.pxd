@@ -95,8 +95,7 @@ cdef inline void route_head(State* s, int32_t r, int32_t iv, IVC* q) noexcept no
     q.state = VC_ROUTING
     if q.ready <= s.now:
         va_wait_add(s, r, iv)
-        if s.now < s.r_wake[r]:
-            s.r_wake[r] = s.now
+        s.r_va_wake[r] = s.now
     else:
         timer_add(s, s.tm_va, q.ready, iv)
 
@@ -137,8 +136,8 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
 cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     """Separable input-first VC allocation at router r (requests, then round-robin grants)
     among its routed heads whose routing delay is over (timers add them to the list then).
-    Returns now + 1 if a request lost (it asks again), else NEVER (a freed VC at this
-    router, or a returning tail credit, wakes the router)."""
+    Returns now + 1 if a request lost (it asks again), else NEVER (heads joining, a VC freed
+    at this router or by a returning tail credit, set r_va_wake)."""
     cdef int32_t V = s.V
     cdef int32_t i, base, iv, lo, n, k, j, ov, dist, ntouched = 0, nreq = 0
     cdef int32_t npar, m, mi, mch, fewest, held, free, civ, mine
@@ -224,6 +223,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         q.ready = s.now + s.va_delay
         if s.va_delay == 0:
             sa_cand_set(s, q)
+            s.r_wake[r] = s.now
         else:
             timer_add(s, s.tm_sa, q.ready, iv)
         va_wait_remove(s, r, iv)
@@ -232,16 +232,17 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     return wake
 
 
-cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
+cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
-    Sets r_wake[r]: the earliest cycle at which the router could act again by itself, given
-    `wake` from VC allocation (arrivals and returning credits wake it earlier)."""
+    Sets r_wake[r]: the earliest cycle at which it could grant again by itself (arrivals,
+    timers and returning credits wake it earlier)."""
     cdef int32_t V = s.V
     cdef int32_t base = s.r_in_ptr[r]
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
     cdef int32_t w0 = s.r_mw[r]
     cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p
     cdef int32_t moved = 0, hops = 0
+    cdef cycle_t wake = NEVER
     cdef uint64_t m, pm, hi, rr
     cdef Chan* ch
     cdef Chan* o
@@ -333,8 +334,12 @@ cdef inline int sw_allocate(State* s, int32_t r, cycle_t wake) noexcept nogil:
                       EV_TAIL_CREDIT if seq & FLIT_TAIL and s.wait_tail else EV_CREDIT) != 0:
             return -1
         if seq & FLIT_TAIL:
-            s.ovc[q.out_ov].owner = OVC_TAIL_PENDING if (s.wait_tail and o.kind != CH_EJECT) \
-                else OVC_FREE
+            if s.wait_tail and o.kind != CH_EJECT:
+                s.ovc[q.out_ov].owner = OVC_TAIL_PENDING
+            else:                        # the output VC is free from next cycle on
+                s.ovc[q.out_ov].owner = OVC_FREE
+                if s.now + 1 < s.r_va_wake[r]:
+                    s.r_va_wake[r] = s.now + 1
             q.state = VC_IDLE
             q.free_t = s.now + 1
             sa_cand_clear(s, q)

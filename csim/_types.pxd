@@ -172,13 +172,14 @@ cdef struct State:
     int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA): count
     int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
     int32_t* va_pos          # position of an input VC in va_list, or -1
-    cycle_t* r_wake          # earliest cycle at which the router can do anything
+    cycle_t* r_wake          # earliest cycle at which the router's switch allocation can grant
     int32_t* rt              # [node * n_nodes + dst] -> output channel
     int64_t nbuf_total
     uint64_t* act_r          # routers with buffered flits: a bitmap (bit r % 64 of word
     int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are
     uint64_t* va_r           # routers with input VCs awaiting VC allocation: a bitmap, alike
-    cycle_t* va_t            # per router: what VC allocation returned this cycle (else NEVER)
+    cycle_t* r_va_wake       # per router: earliest cycle at which VC allocation could grant
+                             #   (heads joined, an output VC freed, or a request lost)
     # timers: a routed head joins VC allocation, and a head with an output VC joins switch
     # allocation, at the cycle its pipeline delay ends (so neither allocator meets heads
     # that are not ready yet). Per cycle slot, a list of input VCs linked through tm_next
