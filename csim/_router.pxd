@@ -279,8 +279,7 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
                     continue
                 wake = s.now + 1
                 dist = i - base - o.sa_out_ptr
-                if dist < 0:
-                    dist += nin
+                dist += nin & -(dist < 0)
                 if o.out_best < 0:
                     s.touched[ntouched] = oc
                     ntouched += 1
@@ -338,8 +337,7 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
                 s.ovc[q.out_ov].owner = OVC_TAIL_PENDING
             else:                        # the output VC is free from next cycle on
                 s.ovc[q.out_ov].owner = OVC_FREE
-                if s.now + 1 < s.r_va_wake[r]:
-                    s.r_va_wake[r] = s.now + 1
+                s.r_va_wake[r] = min(s.r_va_wake[r], s.now + 1)
             q.state = VC_IDLE
             q.free_t = s.now + 1
             sa_cand_clear(s, q)
