@@ -31,6 +31,7 @@ cdef inline void _deliver(State* s) noexcept nogil:
     cdef int32_t k, n = sl.len
     cdef Event* ev = sl.ev
     cdef OVC* o
+    cdef IVC* q
     sl.len = 0
     s.n_events -= n
     for k in range(n):
@@ -41,8 +42,9 @@ cdef inline void _deliver(State* s) noexcept nogil:
             else:                        # a flit reaching its NIC carries no VC
                 nic_receive(s, s.ch[ev[k].ch].dst, ev[k].pkt, ev[k].seq)
         else:
-            # a credit can unblock the upstream router only if the VC had none, or if it
-            # frees the VC (its tail's credit): only then is the router woken
+            # a credit can unblock the upstream router only if the VC had none (the input VC
+            # holding it becomes a switch candidate again, if it has flits and its head is
+            # ready), or if it frees the VC (its tail's credit): only then is the router woken
             o = &s.ovc[ev[k].ch * s.V + ev[k].vc]
             o.credits += 1
             if ev[k].seq == EV_TAIL_CREDIT:
@@ -53,6 +55,10 @@ cdef inline void _deliver(State* s) noexcept nogil:
                 continue
             if s.ch[ev[k].ch].kind == CH_NET:
                 s.r_wake[s.ch[ev[k].ch].src] = s.now
+                if o.owner >= 0:
+                    q = &s.ivc[o.owner]
+                    if q.state == VC_ACTIVE and q.cnt > 0 and q.ready <= s.now:
+                        sa_cand_set(s, q)
 
 
 cdef inline void _timers(State* s) noexcept nogil:

@@ -34,7 +34,9 @@ cdef inline void va_wait_remove(State* s, int32_t r, int32_t iv) noexcept nogil:
 
 
 cdef inline void sa_cand_set(State* s, IVC* q) noexcept nogil:
-    s.sa_mask[q.mw] |= (<uint64_t>1) << q.mb
+    """q holds flits and an output VC, its head ready: a switch candidate if that output VC
+    has a credit (else the credit's return makes it one)."""
+    s.sa_mask[q.mw] |= (<uint64_t>(s.ovc[q.out_ov].credits > 0)) << q.mb
 
 
 cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
@@ -269,8 +271,6 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
                 pm &= ~((<uint64_t>1) << v)
                 iv = c * V + v
                 q = &s.ivc[iv]
-                if unlikely(s.ovc[q.out_ov].credits <= 0):
-                    continue                 # a returning credit wakes the router
                 oc = q.out_ch
                 o = &s.ch[oc]
                 if unlikely(not link_can_send(s, o)):
@@ -343,8 +343,9 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
             sa_cand_clear(s, q)
             if q.cnt > 0:                # the next packet's head is at the front
                 route_head(s, r, iv, q)
-        elif q.cnt == 0:
-            sa_cand_clear(s, q)
+        else:                            # a candidate no more if empty or out of credits
+            s.sa_mask[q.mw] &= ~((<uint64_t>((q.cnt == 0) | (s.ovc[q.out_ov].credits == 0)))
+                                 << q.mb)
     if moved:
         s.r_nbuf[r] -= moved
         s.nbuf_total -= moved

@@ -166,9 +166,10 @@ cdef struct State:
     int32_t* r_nbuf
     int32_t Vp, vshift       # V rounded up to a power of two, and its log2
     uint64_t vpmask          # Vp low bits set
-    uint64_t* sa_mask        # input VCs holding an output VC and flits (switch allocation
-    int32_t* r_mw            #   candidates): router r's words r_mw[r] .. r_mw[r + 1] - 1,
-                             #   input port k's VCs at bits k * Vp ... of them
+    uint64_t* sa_mask        # switch allocation candidates: input VCs holding flits and an
+    int32_t* r_mw            #   output VC with a credit, the head's VC allocation delay over:
+                             #   router r's words r_mw[r] .. r_mw[r + 1] - 1, input port k's
+                             #   VCs at bits k * Vp ... of them
     int32_t* r_va_wait       # input VCs holding flits but no output VC (need VA): count
     int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
     int32_t* va_pos          # position of an input VC in va_list, or -1
