@@ -36,7 +36,7 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
     pk.length = length
     pk.create = s.now
     pk.inject = -1
-    pk.hops = 0
+    pk.hops = -1             # route() counts the routers the head is routed at: hops + 1
     pk.cls = 0
     pk.group = -1
     pk.last_order = -1

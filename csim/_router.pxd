@@ -55,6 +55,7 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
     cdef int32_t cls
+    pk.hops += 1                 # a head is routed once at every router on its path
     q.out_ch = oc                # a parallel group's first channel: VA picks the member
     if o.kind == CH_EJECT:
         q.lo = 0
@@ -314,7 +315,6 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         if o.kind != CH_EJECT:
             s.ovc[q.out_ov].credits -= 1
             hops += 1
-            s.pk[p].hops += (seq & ~FLIT_TAIL) == 0
             if unlikely(schedule(s, o.fdelay, oc, q.out_vc, p, seq) != 0):
                 return -1
         elif seq & FLIT_TAIL:    # only a packet's last flit travels to the NIC as an event

@@ -133,7 +133,7 @@ cdef struct OVC:             # an output virtual channel, held at the channel's 
 
 cdef struct Packet:           # 64 bytes: one cache line
     int32_t dst, length
-    int32_t hops, group, last_order
+    int32_t hops, group, last_order   # hops: router-to-router channels taken (by the head)
     int8_t cls               # VC class (< n_classes <= 64)
     uint8_t meas             # created in the measurement window
     int64_t serial           # creation order: picks among parallel channels

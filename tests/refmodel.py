@@ -46,8 +46,9 @@ def offer(grants, resource, dist, c, v):
         grants[resource] = (dist, c, v)
 
 
-def simulate(a, packets, max_cycles=200000):
-    """a: Network.arrays; packets: list of (time, src, dst, length). -> delivery cycles."""
+def simulate(a, packets, max_cycles=200000, hops=False):
+    """a: Network.arrays; packets: list of (time, src, dst, length). -> delivery cycles (and,
+    with hops=True, each packet's router-to-router hops as a second list)."""
     n = a["n_nodes"]
     V, D = a["vcs"], a["buffer_flits"]
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
@@ -56,7 +57,6 @@ def simulate(a, packets, max_cycles=200000):
     class_lo = [k * V // n_classes for k in range(n_classes)]
     class_hi = [(k + 1) * V // n_classes for k in range(n_classes)]
     kind = [int(x) for x in a["ch_kind"]]
-    [int(x) for x in a["ch_src"]]
     dst = [int(x) for x in a["ch_dst"]]
     lat = [int(x) for x in a["ch_lat_cycles"]]
     num = [int(x) for x in a["ch_num"]]
@@ -266,4 +266,4 @@ def simulate(a, packets, max_cycles=200000):
                     q.state = IDLE
                     q.free_t = t + 1
         t += 1
-    return deliver
+    return (deliver, [p.hops for p in pk]) if hops else deliver

@@ -56,12 +56,15 @@ def random_case(seed):
 
 
 def assert_matches_reference(cfg, net, times, src, dst, length):
-    """csim delivers every packet, each at the cycle the reference model does; the engine."""
+    """csim delivers every packet, each at the cycle the reference model does and after as
+    many router-to-router hops; returns the engine."""
     _, eng, deliver, inject, hops = run_packets(cfg, times, src, dst, length, network=net)
-    ref = refmodel.simulate(net.arrays, list(zip(times.tolist(), src.tolist(), dst.tolist(),
-                                                 length.tolist())))
+    ref, ref_hops = refmodel.simulate(net.arrays, list(zip(times.tolist(), src.tolist(),
+                                                           dst.tolist(), length.tolist())),
+                                      hops=True)
     assert (deliver >= 0).all()
     np.testing.assert_array_equal(deliver, np.array(ref))
+    np.testing.assert_array_equal(hops, np.array(ref_hops))
     return eng
 
 
