@@ -10,11 +10,15 @@ misses and mispredicted branches it executed, and a cycle estimate from them.
 Wall time on a shared virtual machine moves by a third from one minute to the next; these counts
 do not move (same build, same case, same numbers), so they are what to compare two versions of
 csim with. Instructions and mispredicts follow the code; the L1 miss count also follows where
-the allocator happens to place the arrays (cache-set conflicts): a change as small as dropping
-one State field, or running the same case from another script, moved it by up to 30%, so
-trust it only for large differences. The estimate is instructions / 2 + 12 per L1 miss + 15 per mispredict (an out-of-order
-core retiring about two instructions a cycle, L1 misses served by L2): a yardstick for
-comparing versions, not a prediction of wall time. Needs valgrind (Debian: apt install valgrind).
+the arrays fall in the cache (set conflicts; they start on 64-byte boundaries): a change as
+small as dropping one State field, or running the same case from another script, moved it by
+up to 30%, so trust it only for large differences. The estimate is instructions / 4 + 1 per
+L1 miss + 14 per mispredict, fitted to this project's machine (AMD Zen 4 VM) on the 16x16 case
+at the start and the end of the fourth session (it predicts 55.4k and 46.5k CPU cycles per
+simulated cycle where wall time gave 53.5-55k and 45.2k): the core retires about four
+instructions a cycle and hides most L2 hits, so mispredicted branches weigh far more than
+instructions. A yardstick for comparing versions, not a prediction of wall time elsewhere.
+Needs valgrind (Debian: apt install valgrind).
 """
 import argparse
 import json
@@ -93,7 +97,7 @@ def main():
     t = engine_counts(ann)
     d1 = t["D1mr"] + t["D1mw"]
     br = t["Bcm"] + t["Bim"]
-    est = t["Ir"] / 2 + 12 * d1 + 15 * br
+    est = t["Ir"] / 4 + d1 + 14 * br
     row = dict(case=a.case, dims=a.dims if a.case == "mesh" else None,
                rate=a.rate if a.case == "mesh" else None,
                megabytes=a.mb if a.case == "collective" else None, simulated_cycles=cycles,
