@@ -30,6 +30,7 @@ cdef inline void _deliver(State* s) noexcept nogil:
     cdef Slot* sl = &s.wh[s.wheel_now]
     cdef int32_t k, n = sl.len
     cdef Event* ev = sl.ev
+    cdef int32_t flits = 0
     cdef OVC* o
     cdef IVC* q
     sl.len = 0
@@ -38,7 +39,7 @@ cdef inline void _deliver(State* s) noexcept nogil:
         if ev[k].seq >= 0:
             if ev[k].vc >= 0:
                 buffer_write(s, ev[k].ch, ev[k].vc, ev[k].pkt, ev[k].seq)
-                s.last_progress = s.now
+                flits += 1
             else:                        # a flit reaching its NIC carries no VC
                 nic_receive(s, s.ch[ev[k].ch].dst, ev[k].pkt, ev[k].seq)
         else:
@@ -59,6 +60,8 @@ cdef inline void _deliver(State* s) noexcept nogil:
                     q = &s.ivc[o.owner]
                     if q.state == VC_ACTIVE and q.cnt > 0 and q.ready <= s.now:
                         sa_cand_set(s, q)
+    if flits:
+        s.last_progress = s.now
 
 
 cdef inline void _timers(State* s) noexcept nogil:

@@ -123,12 +123,12 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     s.buf[slot].seq = seq
     q.cnt += 1
     if q.cnt == 1:
-        q.arr = s.now
         if q.state == VC_ACTIVE:
             sa_cand_set(s, q)
             if s.now < s.r_wake[r]:
                 s.r_wake[r] = s.now
         else:
+            q.arr = s.now
             route_head(s, r, iv, q)
     if s.r_nbuf[r] == 0:
         router_activate(s, r)
