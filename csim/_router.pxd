@@ -198,8 +198,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
             if o.owner == OVC_FREE:
                 nreq += 1
                 dist = iv - o.va_ptr
-                if dist < 0:
-                    dist += s.n_ivc
+                dist += s.n_ivc & -(dist < 0)
                 if mine:                 # a port holding a member already asks after the
                     dist += s.n_ivc      # others (it sends one flit a cycle for both)
                 if o.best < 0:
