@@ -77,6 +77,34 @@ def test_csim_matches_reference_model(seed):
     assert c["bad_eject"] == 0 and c["buf_overflow"] == 0
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_csim_matches_reference_model_with_long_delays(seed):
+    """Pipeline delays of up to 8 cycles and links of up to 8: heads wait on the engine's
+    timers (which span the longest routing and VC-allocation delay) and on the event wheel
+    for many cycles, and wrap around both."""
+    rng = np.random.default_rng(2000 + seed)
+    topo = [{"kind": "mesh", "dims": [3, 3]}, {"kind": "torus", "dims": [4, 2]},
+            {"kind": "ring", "size": 5}][seed % 3]
+    dateline = topo["kind"] != "mesh"
+    network = {"vcs": int(rng.choice([2, 4])) if dateline else int(rng.choice([1, 2, 5])),
+               "vc_buffer_flits": int(rng.integers(1, 6)),
+               "routing_delay": int(rng.integers(3, 9)), "vc_alloc_delay": int(rng.integers(3, 9)),
+               "sw_alloc_delay": int(rng.integers(1, 4)), "st_delay": int(rng.integers(0, 3)),
+               "wait_for_tail_credit": bool(rng.integers(0, 2)), "flit_bytes": 16}
+    cfg = make_cfg(topology=topo, network=network)
+    topo_obj = topology.build(cfg)
+    for c in range(topo_obj.n_channels):
+        topo_obj.ch_bytes_per_cycle[c] = float(rng.choice([16.0, 10.0, 32.0]))
+        topo_obj.ch_latency_cycles[c] = int(rng.integers(1, 9))
+    net = compile_network(cfg, topo=topo_obj)
+    P = 100
+    times = np.sort(rng.integers(0, 60, P))
+    src = rng.integers(0, topo_obj.n_nodes, P)
+    dst = rng.integers(0, topo_obj.n_nodes, P)
+    length = rng.integers(1, 7, P)
+    assert_matches_reference(cfg, net, times, src, dst, length)
+
+
 HIGH_RADIX = [   # (topology, VCs): routers of 6 to 12 ports
     ({"kind": "fully_connected", "size": 10}, 7),
     ({"kind": "switch", "size": 12}, 5),
