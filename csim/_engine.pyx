@@ -7,7 +7,7 @@ from csim._types cimport *
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
-from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_wait_add, sa_cand_set
+from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
 
 cnp.import_array()
@@ -48,18 +48,16 @@ cdef inline void _deliver(State* s) noexcept nogil:
             # ready), or if it frees the VC (its tail's credit): only then is the router woken
             o = &s.ovc[ev[k].ch * s.V + ev[k].vc]
             o.credits += 1
-            if ev[k].seq == EV_TAIL_CREDIT:
+            if s.ch[ev[k].ch].kind != CH_NET:
+                if ev[k].seq == EV_TAIL_CREDIT:  # (an injection channel: its NIC looks)
+                    o.owner = OVC_FREE
+            elif ev[k].seq == EV_TAIL_CREDIT:
                 o.owner = OVC_FREE
-                if s.ch[ev[k].ch].kind == CH_NET:
-                    s.r_va_wake[s.ch[ev[k].ch].src] = s.now
-            elif o.credits > 1:
-                continue
-            if s.ch[ev[k].ch].kind == CH_NET:
-                s.r_wake[s.ch[ev[k].ch].src] = s.now
-                if o.owner >= 0:
-                    q = &s.ivc[o.owner]
-                    if q.state == VC_ACTIVE and q.cnt > 0 and q.ready <= s.now:
-                        sa_cand_set(s, q)
+                s.r_va_wake[s.ch[ev[k].ch].src] = s.now
+            elif o.credits == 1 and o.owner >= 0:
+                q = &s.ivc[o.owner]
+                if q.state == VC_ACTIVE and q.cnt > 0 and q.ready <= s.now:
+                    sa_join(s, q)
     if flits:
         s.last_progress = s.now
 
@@ -69,22 +67,17 @@ cdef inline void _timers(State* s) noexcept nogil:
     allocation delay ends become switch candidates. Either wakes the router."""
     cdef int32_t k = <int32_t>(s.now & (s.tm_size - 1))
     cdef int32_t iv, nxt
-    cdef IVC* q
     iv = s.tm_va[k]
     s.tm_va[k] = -1
     while iv >= 0:
         nxt = s.tm_next[iv]
-        q = &s.ivc[iv]
-        va_wait_add(s, q.r, iv)
-        s.r_va_wake[q.r] = s.now
+        va_join(s, s.ivc[iv].r, iv)
         iv = nxt
     iv = s.tm_sa[k]
     s.tm_sa[k] = -1
     while iv >= 0:
         nxt = s.tm_next[iv]
-        q = &s.ivc[iv]
-        sa_cand_set(s, q)
-        s.r_wake[q.r] = s.now
+        sa_join(s, &s.ivc[iv])
         iv = nxt
 
 
@@ -372,7 +365,7 @@ cdef class Engine:
             s.ivc[i].state = VC_IDLE
             s.ivc[i].ready = 0
             s.ivc[i].free_t = 0
-            s.ivc[i].arr = 0
+            s.ivc[i].spare = 0
             s.ovc[i].owner = OVC_FREE
             s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
             s.ovc[i].va_ptr = 0

@@ -39,6 +39,19 @@ cdef inline void sa_cand_set(State* s, IVC* q) noexcept nogil:
     s.sa_mask[q.mw] |= (<uint64_t>(s.ovc[q.out_ov].credits > 0)) << q.mb
 
 
+cdef inline void va_join(State* s, int32_t r, int32_t iv) noexcept nogil:
+    """Input VC iv's routed head is ready for VC allocation at router r: it asks this cycle."""
+    va_wait_add(s, r, iv)
+    s.r_va_wake[r] = s.now
+
+
+cdef inline void sa_join(State* s, IVC* q) noexcept nogil:
+    """q's front flit is ready for switch allocation: a candidate if its output VC has a
+    credit; its router allocates this cycle."""
+    sa_cand_set(s, q)
+    s.r_wake[q.r] = s.now
+
+
 cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
     s.sa_mask[q.mw] &= ~((<uint64_t>1) << q.mb)
 
@@ -85,20 +98,20 @@ cdef inline void timer_add(State* s, int32_t* wheel, cycle_t t, int32_t iv) noex
 
 
 cdef inline void route_head(State* s, int32_t r, int32_t iv, IVC* q) noexcept nogil:
-    """Input VC iv (q) is idle with a packet at its front: route the packet's head, which may
-    ask for a VC from routing_delay after it arrived there (or after the VC's previous tail
-    left, if later): then it joins VC allocation, at once or by a timer. A front flit that
-    is not a head is a protocol error (counted; the run stops)."""
+    """Input VC iv (q) is idle with a packet at its front, which arrived there now or, behind
+    a tail, earlier: route the packet's head, which may ask for a VC from routing_delay after
+    now or after the VC's previous tail left, whichever is later; then it joins VC allocation,
+    at once or by a timer. A front flit that is not a head is a protocol error (counted; the
+    run stops)."""
     cdef Flit* f = &s.buf[iv * s.D + q.head]
     if unlikely(f.seq & ~FLIT_TAIL != 0):
         s.bad_front += 1
         return
     route(s, r, q, f.pkt)
-    q.ready = (q.arr if q.arr > q.free_t else q.free_t) + s.routing_delay
+    q.ready = max(s.now, q.free_t) + s.routing_delay
     q.state = VC_ROUTING
     if q.ready <= s.now:
-        va_wait_add(s, r, iv)
-        s.r_va_wake[r] = s.now
+        va_join(s, r, iv)
     else:
         timer_add(s, s.tm_va, q.ready, iv)
 
@@ -124,11 +137,8 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     q.cnt += 1
     if q.cnt == 1:
         if q.state == VC_ACTIVE:
-            sa_cand_set(s, q)
-            if s.now < s.r_wake[r]:
-                s.r_wake[r] = s.now
+            sa_join(s, q)
         else:
-            q.arr = s.now
             route_head(s, r, iv, q)
     if s.r_nbuf[r] == 0:
         router_activate(s, r)
@@ -224,8 +234,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         q.state = VC_ACTIVE
         q.ready = s.now + s.va_delay
         if s.va_delay == 0:
-            sa_cand_set(s, q)
-            s.r_wake[r] = s.now
+            sa_join(s, q)
         else:
             timer_add(s, s.tm_sa, q.ready, iv)
         va_wait_remove(s, r, iv)

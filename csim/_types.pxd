@@ -122,7 +122,7 @@ cdef struct IVC:             # an input virtual channel and its buffer's bookkee
     int32_t c                #  and that channel: what was padding before `ready`)
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
-    cycle_t arr              # arrival cycle of the last head that arrived at the VC's front
+    int64_t spare            # (unused: keeps the record one cache line)
 
 cdef struct OVC:             # an output virtual channel, held at the channel's upstream end
     int32_t owner
