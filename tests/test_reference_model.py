@@ -21,18 +21,22 @@ TOPOS = [
 ]
 
 
-def random_case(seed):
+def random_case(seed, long_delays=False):
+    """A random small configuration and packet list. long_delays: routing and VC allocation
+    delays of 3 to 8 cycles (else 0 to 2), longer switch stages, links of 1 to 8 cycles (else
+    1 to 3)."""
     rng = np.random.default_rng(seed)
     topo = dict(TOPOS[seed % len(TOPOS)])
     dateline = topo["kind"] != "mesh"
     vcs = int(rng.choice([2, 4])) if dateline else int(rng.choice([1, 2, 3]))
+    d0, d1 = (3, 9) if long_delays else (0, 3)
     network = {
         "vcs": vcs,
         "vc_buffer_flits": int(rng.integers(1, 6)),
-        "routing_delay": int(rng.integers(0, 3)),
-        "vc_alloc_delay": int(rng.integers(0, 3)),
-        "sw_alloc_delay": int(rng.integers(1, 3)),
-        "st_delay": int(rng.integers(0, 2)),
+        "routing_delay": int(rng.integers(d0, d1)),
+        "vc_alloc_delay": int(rng.integers(d0, d1)),
+        "sw_alloc_delay": int(rng.integers(1, 4 if long_delays else 3)),
+        "st_delay": int(rng.integers(0, 3 if long_delays else 2)),
         "wait_for_tail_credit": bool(rng.integers(0, 2)),
         "flit_bytes": 16,
     }
@@ -44,7 +48,7 @@ def random_case(seed):
     topo_obj = topology.build(cfg)
     for c in range(topo_obj.n_channels):     # heterogeneous links, some of two lanes
         topo_obj.ch_bytes_per_cycle[c] = float(rng.choice([16.0, 16.0, 10.0, 5.5, 32.0, 27.0]))
-        topo_obj.ch_latency_cycles[c] = int(rng.integers(1, 4))
+        topo_obj.ch_latency_cycles[c] = int(rng.integers(1, 9 if long_delays else 4))
     net = compile_network(cfg, topo=topo_obj)
     n = topo_obj.n_nodes
     P = int(rng.integers(40, 120))
@@ -77,32 +81,12 @@ def test_csim_matches_reference_model(seed):
     assert c["bad_eject"] == 0 and c["buf_overflow"] == 0
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(100, 107))
 def test_csim_matches_reference_model_with_long_delays(seed):
     """Pipeline delays of up to 8 cycles and links of up to 8: heads wait on the engine's
     timers (which span the longest routing and VC-allocation delay) and on the event wheel
     for many cycles, and wrap around both."""
-    rng = np.random.default_rng(2000 + seed)
-    topo = [{"kind": "mesh", "dims": [3, 3]}, {"kind": "torus", "dims": [4, 2]},
-            {"kind": "ring", "size": 5}][seed % 3]
-    dateline = topo["kind"] != "mesh"
-    network = {"vcs": int(rng.choice([2, 4])) if dateline else int(rng.choice([1, 2, 5])),
-               "vc_buffer_flits": int(rng.integers(1, 6)),
-               "routing_delay": int(rng.integers(3, 9)), "vc_alloc_delay": int(rng.integers(3, 9)),
-               "sw_alloc_delay": int(rng.integers(1, 4)), "st_delay": int(rng.integers(0, 3)),
-               "wait_for_tail_credit": bool(rng.integers(0, 2)), "flit_bytes": 16}
-    cfg = make_cfg(topology=topo, network=network)
-    topo_obj = topology.build(cfg)
-    for c in range(topo_obj.n_channels):
-        topo_obj.ch_bytes_per_cycle[c] = float(rng.choice([16.0, 10.0, 32.0]))
-        topo_obj.ch_latency_cycles[c] = int(rng.integers(1, 9))
-    net = compile_network(cfg, topo=topo_obj)
-    P = 100
-    times = np.sort(rng.integers(0, 60, P))
-    src = rng.integers(0, topo_obj.n_nodes, P)
-    dst = rng.integers(0, topo_obj.n_nodes, P)
-    length = rng.integers(1, 7, P)
-    assert_matches_reference(cfg, net, times, src, dst, length)
+    assert_matches_reference(*random_case(seed, long_delays=True))
 
 
 HIGH_RADIX = [   # (topology, VCs): routers of 6 to 12 ports
