@@ -66,14 +66,18 @@ cdef inline int32_t create_packet(State* s, int32_t src, int32_t dst, int32_t le
 cdef inline cycle_t next_arrival(State* s, int32_t ep, cycle_t after) noexcept nogil:
     """Cycle of endpoint ep's next packet, strictly after `after`."""
     cdef cycle_t t, on_start
+    if s.p_inject <= 0.0:        # (then p_on, p_inject / duty, is 0 too)
+        return NEVER
     if s.proc == PROC_BERNOULLI:
-        if s.p_inject <= 0.0:
-            return NEVER
         return after + rng_geometric(s.rng, s.p_inject)
-    # on/off: Bernoulli(p_on) arrivals while on; on and off periods geometric
+    # on/off: Bernoulli(p_on) arrivals while on; on and off periods geometric. The periods
+    # are walked one by one, so not past the end of generation (rare arrivals would take
+    # the walk far beyond any horizon)
     t = after + rng_geometric(s.rng, s.p_on)
     while t >= s.on_end[ep]:
         on_start = s.on_end[ep] + rng_geometric(s.rng, s.q_off_end)
+        if on_start >= s.gen_stop:
+            return NEVER
         s.on_end[ep] = on_start + rng_geometric(s.rng, s.q_on_end)
         t = on_start - 1 + rng_geometric(s.rng, s.p_on)
     return t

@@ -45,6 +45,8 @@ cdef inline long rng_geometric(uint64_t* s, double p) noexcept nogil:
     """Trials up to and including the first success of a Bernoulli(p): support 1, 2, ..."""
     if p >= 1.0:
         return 1
+    if p <= 0.0:                 # never: as far off as a result can be
+        return <long>4000000000000000000
     cdef double u = 1.0 - rng_uniform(s)   # (0, 1]
     cdef double g = log(u) / log1p(-p)
     if g > 4.0e18:

@@ -95,14 +95,15 @@ def link_report(network, cfg, flits, cycles):
     return out
 
 
-def prepare(cfg):
-    """Compile cfg and return (network, engine) with its synthetic traffic set up."""
+def prepare(cfg, horizon=None):
+    """Compile cfg and return (network, engine) with its synthetic traffic set up, generated
+    up to cycle `horizon` (None: without end)."""
     network = compile_network(cfg)
     topo = network.topo
     inj_bpc, _ = nic_bandwidths(topo, cfg)
     slowest = float(min(inj_bpc[i] for i in topo.endpoints())) / cfg.network.flit_bytes
     eng = _engine.Engine(network.arrays)
-    eng.set_synthetic(**traffic.engine_args(topo, cfg, slowest))
+    eng.set_synthetic(**traffic.engine_args(topo, cfg, slowest), stop=horizon)
     return network, eng
 
 
@@ -116,10 +117,10 @@ def simulate(cfg):
         from pysim.workload.collectives import run_collective
         return run_collective(cfg)
     t_start = time.perf_counter()
-    network, eng = prepare(cfg)
-    topo = network.topo
     sim = cfg.simulation
     W, M = sim.warmup_cycles, sim.measure_cycles
+    network, eng = prepare(cfg, horizon=W + M + sim.drain_cycles)
+    topo = network.topo
     eng.set_window(W, W + M)
     n_ep = len(topo.endpoints())
 

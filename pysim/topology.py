@@ -16,6 +16,24 @@ from pysim.config import ConfigError
 
 NODE_KINDS = ("npu", "mem", "host", "switch")
 
+# The routing table is dense (one entry per pair of nodes, kept in memory by csim and walked by
+# the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
+MAX_NODES = 16384
+MAX_CHANNELS = 4_000_000
+
+
+def check_size(setting, nodes, channels):
+    """Refuse a network of fewer than two nodes or one too large to build, before anything is
+    allocated; `setting` names what set its size ("topology.size = 9", say)."""
+    if nodes < 2:
+        raise ConfigError(f"{setting}: a network of {nodes} node; expected at least 2")
+    if nodes > MAX_NODES:
+        raise ConfigError(f"{setting}: {nodes:,} nodes; at most {MAX_NODES:,} are supported "
+                          f"(the routing table holds an entry per pair of nodes)")
+    if channels > MAX_CHANNELS:
+        raise ConfigError(f"{setting}: {channels:,} channels; at most {MAX_CHANNELS:,} are "
+                          f"supported")
+
 
 @dataclass
 class Topology:
@@ -124,9 +142,11 @@ def _apply_nic_defaults(t, cfg, per_node=None):
         t.node_ejection_gbps.append(own.get("ejection_gbps", d.get("ejection_gbps")))
 
 
-def _regular(name, dims, wrap, bidirectional, cfg, routing):
+def _regular(name, dims, wrap, bidirectional, cfg, routing, key="topology.dims"):
     dims = tuple(int(k) for k in dims)
-    n = int(np.prod(dims))
+    n = math.prod(dims)
+    check_size(f"{key} = {list(dims) if key == 'topology.dims' else dims[0]}", n,
+               n * 2 * len(dims))
     coords = np.array(np.unravel_index(np.arange(n), dims, order="F")).T.reshape(n, len(dims))
     if len(dims) == 1:
         names = [f"n{i}" for i in range(n)]
@@ -174,7 +194,7 @@ def build_ring(cfg):
     k = cfg.topology.size
     bi = cfg.topology.bidirectional
     return _regular(("ring" if bi else "uniring") + str(k), [k], [True], bi, cfg,
-                    "dor_dateline")
+                    "dor_dateline", key="topology.size")
 
 
 def _graph(name, nodes, links, cfg):
@@ -224,6 +244,7 @@ def _check_graph(t):
 def build_switch(cfg):
     """`size` NPUs, each linked to one central switch (an NVSwitch-like star)."""
     k = cfg.topology.size
+    check_size(f"topology.size = {k}", k + 1, 2 * k)
     bpc, lat = link_params(cfg)
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)] + [("sw0", "switch", {})]
     links = [(f"npu{i}", "sw0", bpc, lat, 1, False) for i in range(k)]
@@ -233,6 +254,7 @@ def build_switch(cfg):
 def build_fully_connected(cfg):
     """`size` NPUs with a direct link between every pair."""
     k = cfg.topology.size
+    check_size(f"topology.size = {k}", k, k * (k - 1))
     bpc, lat = link_params(cfg)
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)]
     links = [(f"npu{i}", f"npu{j}", bpc, lat, 1, False) for i in range(k)
@@ -327,6 +349,9 @@ def build_graph(cfg):
         if not isinstance(directed, bool):
             raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
         links.append((e["a"], e["b"], bpc, lat, count, directed))
+    check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0)
+    check_size(f"topology.links ({len(links)} entries, with their counts)", 2,
+               sum(x[4] * (1 if x[5] else 2) for x in links))
     named = tp.file or cfg.source
     name = os.path.splitext(os.path.basename(named))[0] if named else "graph"
     return _graph(name, nodes, links, cfg)

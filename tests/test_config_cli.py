@@ -2,6 +2,8 @@
 runs real simulations and never overwrites a file without being asked."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -56,6 +58,18 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"traffic": {"hotspot_nodes": [1]}}, ["only used by traffic.pattern = 'hotspot'"]),
     ({"traffic": {"process": "onoff", "injection_rate": 0.9, "packet_flits": 1}},
      ["on/off bursts", "0.9"]),
+    # sizes: found by fuzzing (an IndexError, and a build that ran for hours)
+    ({"topology": {"kind": "torus", "dims": [1]}}, ["topology.dims = [1]", "at least 2"]),
+    ({"topology": {"kind": "mesh", "dims": [1, 1]}}, ["topology.dims = [1, 1]", "1 node"]),
+    ({"topology": {"kind": "mesh", "dims": [256, 256]}},
+     ["topology.dims = [256, 256]", "65,536 nodes", "at most 16,384"]),
+    ({"topology": {"kind": "switch", "size": 2 ** 63}},
+     ["topology.size = 9223372036854775808", "at most 16,384"]),
+    ({"topology": {"kind": "fully_connected", "size": 3000}},
+     ["topology.size = 3000", "8,997,000 channels", "at most 4,000,000"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "count": 10 ** 12}]}},
+     ["topology.links", "2,000,000,000,000 channels"]),
 ])
 def test_bad_combinations_are_refused_before_running(raw, fragments):
     with pytest.raises(ConfigError) as e:
@@ -102,6 +116,23 @@ def test_deadlock_is_reported_not_hung():
         run_packets(cfg, np.zeros(P, int), src, dst, np.full(P, 8), network=net)
     msg = str(e.value)
     assert "deadlock" in msg and "router n" in msg and "credits 0" in msg
+
+
+@pytest.mark.parametrize("rate", [0.0, 1e-12])
+def test_onoff_at_no_or_vanishing_load_ends(rate):
+    """On/off bursts at rate 0 (an on period would never see an arrival) or 1e-12 (the next
+    arrival lies ~1e13 cycles away): both once walked burst periods for ever while setting up.
+    Run in a child process so that a regression fails here instead of hanging the suite; the
+    oracle: nothing offered, nothing accepted."""
+    code = (f"import json, sys; sys.path[:0] = [{ROOT!r}]; "
+            "from conftest import make_cfg; from pysim.sim import simulate; "
+            f"r = simulate(make_cfg(traffic={{'process': 'onoff', 'injection_rate': {rate}}}, "
+            "simulation={'warmup_cycles': 100, 'measure_cycles': 500, 'drain_cycles': 500})); "
+            "print(json.dumps([r.offered_rate, r.accepted_rate, r.packets_measured]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == [0.0, 0.0, 0]
 
 
 def run_cli(args):
