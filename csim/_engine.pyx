@@ -675,3 +675,88 @@ cdef class Engine:
             vcs=s.V, buffer_flits=s.D, buf_pkt=buf_pkt, buf_seq=buf_seq, events=events[:m],
             nic_qlen=self._arr["nic_qlen"][:s.n_nodes].copy(),
             **cols)
+
+
+def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
+              const int32_t[::1] ch_lat, const int64_t[::1] num, const int64_t[::1] den,
+              const int32_t[::1] inj_ch, const int32_t[::1] ej_ch,
+              const int64_t[::1] src, const int64_t[::1] dst):
+    """Walk the routing table rt ([node * n + dst] -> channel) for pairs (src[i], dst[i]).
+
+    Returns per pair: router-to-router hops, the sum of their latencies, the slowest channel
+    on the path with the NIC channels (num / den flits per cycle; the last of equals), and
+    the number of routers after it (0 if it is the ejection channel). A path shares its tail
+    with every path to the same destination: the tails are kept while consecutive pairs have
+    one destination, so pairs grouped by destination cost O(1) each, not O(hops)."""
+    cdef int64_t m = src.shape[0], i, u, v, d, cur = -1, gen = 0, sp, c, w, ej
+    if dst.shape[0] != m:
+        raise ValueError("src and dst differ in length")
+    if rt.shape[0] != n * n:
+        raise ValueError(f"rt has {rt.shape[0]} entries for {n} nodes")
+    hops = np.zeros(m, np.int64)
+    lat = np.zeros(m, np.int64)
+    worst = np.zeros(m, np.int64)
+    after = np.zeros(m, np.int64)
+    cdef int64_t[::1] o_h = hops, o_l = lat, o_w = worst, o_a = after
+    # per node, for the current destination: hops and latency to it, the slowest router
+    # channel on the way (-1: none) and the channels after that one; valid where stamp is gen
+    memo = np.zeros((5, max(n, 1)), np.int64)
+    cdef int64_t[:, ::1] mm = memo
+    cdef int64_t[::1] m_h = mm[0], m_l = mm[1], m_w = mm[2], m_k = mm[3], stamp = mm[4]
+    stack_a = np.zeros(max(n, 1) + 1, np.int64)
+    cdef int64_t[::1] stack = stack_a
+    for i in range(m):
+        u = src[i]
+        d = dst[i]
+        if not (0 <= u < n and 0 <= d < n):
+            raise ValueError(f"pair {i}: node out of range")
+        if d != cur:                     # a new destination: forget the old tails
+            cur = d
+            gen += 1
+            stamp[d] = gen
+            m_h[d] = 0
+            m_l[d] = 0
+            m_w[d] = -1
+            m_k[d] = 0
+        sp = 0
+        v = u
+        while stamp[v] != gen:           # down to a node whose tail is known
+            if sp > n:
+                raise ValueError(f"routing loop from node {u} to node {d}")
+            stack[sp] = v
+            sp += 1
+            c = rt[v * n + d]
+            if c < 0:
+                raise ValueError(f"no route from node {v} to node {d}")
+            v = ch_dst[c]
+        while sp > 0:                    # and back up, each node from the one after it
+            sp -= 1
+            u = stack[sp]
+            c = rt[u * n + d]
+            v = ch_dst[c]
+            m_h[u] = m_h[v] + 1
+            m_l[u] = m_l[v] + ch_lat[c]
+            w = m_w[v]
+            if w >= 0 and num[w] * den[c] <= num[c] * den[w]:
+                m_w[u] = w               # a later channel is as slow or slower
+                m_k[u] = m_k[v]
+            else:
+                m_w[u] = c
+                m_k[u] = m_h[v]
+            stamp[u] = gen
+        u = src[i]
+        o_h[i] = m_h[u]
+        o_l[i] = m_l[u]
+        w = m_w[u]
+        c = inj_ch[u]
+        if w >= 0 and num[w] * den[c] <= num[c] * den[w]:
+            o_a[i] = m_k[u] + 1          # routers after it: the channels after it, + 1
+        else:
+            w = c                        # the injection channel: every router is after it
+            o_a[i] = m_h[u] + 1
+        ej = ej_ch[d]
+        if num[ej] * den[w] <= num[w] * den[ej]:
+            w = ej
+            o_a[i] = 0
+        o_w[i] = w
+    return hops, lat, worst, after

@@ -284,7 +284,7 @@ def describe(network, cfg):
     topo = network.topo
     pairs, _ = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
-    s, d = np.meshgrid(eps, eps, indexing="ij")
+    d, s = np.meshgrid(eps, eps, indexing="ij")     # grouped by destination (path_arrays)
     mask = s != d
     hops = theory.path_arrays(network, s[mask], d[mask])[0] if mask.any() else np.zeros(1)
     kinds = {}

@@ -18,44 +18,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from csim._engine import path_walk
+
 
 def path_arrays(network, src, dst):
-    """Vectorised walk of the routing table for pairs (src[i], dst[i]) of node ids.
+    """Walk the routing table for pairs (src[i], dst[i]) of node ids (compiled; pairs grouped
+    by destination share the walk of their common tails, so give them in that order).
 
     Returns hops, the sum of link latencies, the slowest rate on the path including the NIC
     channels as (num, den), and the number of routers after the last channel of that rate."""
     arr = network.arrays
-    rt = arr["rt"].reshape(arr["n_nodes"], arr["n_nodes"])
-    src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
-    num, den = network.ch_num, network.ch_den
-    cur = src.copy()
-    hops = np.zeros(src.size, np.int64)
-    lat = np.zeros(src.size, np.int64)
-    worst = network.inj_ch[src].astype(np.int64)
-    worst_at = np.zeros(src.size, np.int64)       # index of the router the channel enters
-
-    def not_faster(a, b):   # channel a at most as fast as channel b (cross-multiplied)
-        return num[a] * den[b] <= num[b] * den[a]
-
-    active = cur != dst
-    for _ in range(arr["n_nodes"] + 1):
-        if not active.any():
-            break
-        idx = np.flatnonzero(active)
-        c = rt[cur[idx], dst[idx]].astype(np.int64)
-        hops[idx] += 1
-        lat[idx] += network.ch_lat[c]
-        take = not_faster(c, worst[idx])
-        worst[idx] = np.where(take, c, worst[idx])
-        worst_at[idx] = np.where(take, hops[idx], worst_at[idx])
-        cur[idx] = network.ch_dst[c]
-        active = cur != dst
-    ej = network.ej_ch[dst].astype(np.int64)
-    take = not_faster(ej, worst)
-    worst = np.where(take, ej, worst)
-    after = np.where(take, 0, hops + 1 - worst_at)
-    return hops, lat, num[worst], den[worst], after
+    src = np.ascontiguousarray(src, np.int64).reshape(-1)
+    dst = np.ascontiguousarray(dst, np.int64).reshape(-1)
+    hops, lat, worst, after = path_walk(
+        np.ascontiguousarray(arr["rt"], np.int32).reshape(-1), int(arr["n_nodes"]),
+        network.ch_dst, network.ch_lat, network.ch_num, network.ch_den, network.inj_ch,
+        network.ej_ch, src, dst)
+    return hops, lat, network.ch_num[worst], network.ch_den[worst], after
 
 
 def zero_load_latency(network, cfg, src, dst, length):
@@ -72,15 +51,16 @@ def zero_load_latency(network, cfg, src, dst, length):
 
 
 def _uniform_pairs(eps, pattern, chunk):
-    """Yield (src nodes, dst nodes, weights) for the uniform / hotspot pattern, a few source
-    rows at a time (memory stays O(chunk * n))."""
+    """Yield (src nodes, dst nodes, weights) for the uniform / hotspot pattern, a few
+    destinations at a time, each with all its sources (memory stays O(chunk * n), and
+    path_arrays walks each destination's routing tree once)."""
     n = eps.size
     hot_w = np.zeros(n)
     if pattern.hot:
         hot_w[pattern.hot] = 1.0 / len(pattern.hot)
     base = 1.0 / (n * n) if pattern.include_self else 1.0 / (n * (n - 1))
     for lo in range(0, n, chunk):
-        s, d = np.meshgrid(np.arange(lo, min(n, lo + chunk)), np.arange(n), indexing="ij")
+        d, s = np.meshgrid(np.arange(lo, min(n, lo + chunk)), np.arange(n), indexing="ij")
         s, d = s.ravel(), d.ravel()
         w = np.full(s.size, base)
         if not pattern.include_self:

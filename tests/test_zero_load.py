@@ -149,6 +149,46 @@ def test_reported_zero_load_reference_matches_simulation(topo, length):
                                   latency)
 
 
+@pytest.mark.parametrize("name", ["hcdla-8.toml", "dgx1-v100.toml", "ring-of-rings4x4.toml"])
+def test_path_walk_equals_a_hop_by_hop_walk(name):
+    """theory.path_arrays (compiled, keeping the paths' common tails per destination) against
+    a walk of the routing table one channel at a time, on systems with links of several rates
+    and latencies, for every pair in a shuffled order (so destinations alternate and the kept
+    tails must be dropped) and grouped by destination."""
+    from conftest import TOPOLOGIES
+    from pysim import load, theory
+    net = compile_network(load(f"{TOPOLOGIES}/{name}"))
+    n = net.arrays["n_nodes"]
+    rt = net.arrays["rt"].reshape(n, n)
+    rate = [Fraction(int(a), int(b)) for a, b in zip(net.ch_num, net.ch_den)]
+
+    def walk(u, d):
+        worst, at, h, lat = int(net.inj_ch[u]), 0, 0, 0
+        while u != d:
+            c = int(rt[u, d])
+            h += 1
+            lat += int(net.ch_lat[c])
+            if rate[c] <= rate[worst]:
+                worst, at = c, h
+            u = int(net.ch_dst[c])
+        ej = int(net.ej_ch[d])
+        if rate[ej] <= rate[worst]:
+            return h, lat, rate[ej], 0
+        return h, lat, rate[worst], h + 1 - at
+
+    eps = net.topo.endpoints()
+    pairs = [(a, b) for b in eps for a in eps]
+    want = [walk(a, b) for a, b in pairs]
+    order = np.random.default_rng(5).permutation(len(pairs))
+    for idx in (np.arange(len(pairs)), order):
+        s = np.array([pairs[i][0] for i in idx])
+        d = np.array([pairs[i][1] for i in idx])
+        h, lat, num, den, after = theory.path_arrays(net, s, d)
+        got = [(int(h[k]), int(lat[k]), Fraction(int(num[k]), int(den[k])), int(after[k]))
+               for k in range(len(idx))]
+        assert got == [want[i] for i in idx]
+
+
 def test_fast_links_and_nics_become_parallel_channels():
     """A 64 GB/s link with 32-byte flits at 1 GHz is two channels of one flit per cycle; a
     64 GB/s NIC has two injection and two ejection channels. 400 packets of 4 flits then cross
