@@ -760,3 +760,24 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
             o_a[i] = 0
         o_w[i] = w
     return hops, lat, worst, after
+
+
+def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
+                      const int64_t[::1] first, const int64_t[::1] lo, uint8_t[::1] seen):
+    """For destination-based routes rt ([node * n + dst] -> channel), mark every channel
+    dependency (c1, c2): a route takes c1 into node v, then c2 out of it. c2 is one of v's
+    out-channels, lo[c2] its index among them, and first[c1] where c1's marks start in
+    seen (one per out-channel of the node c1 enters)."""
+    cdef int64_t u, d, v, c1, c2, row
+    for u in range(n):
+        row = u * n
+        for d in range(n):
+            c1 = rt[row + d]
+            if c1 < 0:
+                continue
+            v = ch_dst[c1]
+            if v == d:
+                continue
+            c2 = rt[v * n + d]
+            if c2 >= 0:
+                seen[first[c1] + lo[c2]] = 1

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from csim._engine import mark_dependencies
 from pysim.config import ConfigError
 
 
@@ -234,6 +235,25 @@ def channel_dependencies(topo, table):
     (counting switches no route passes through errs on the safe side)."""
     ch_dst = np.asarray(topo.ch_dst, np.int64)
     C = np.int64(topo.n_channels)
+    # compiled: one mark per possible pair (a channel, then one out of the node it enters),
+    # where that table is small enough; in order of (c1, c2) as np.unique gives them
+    src = np.asarray(topo.ch_src, np.int64)
+    by_src = np.lexsort((np.arange(C), src))                # out-channels, grouped by node
+    out_ptr = np.zeros(topo.n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=topo.n_nodes), out=out_ptr[1:])
+    lo = np.empty(C, np.int64)
+    lo[by_src] = np.arange(C) - out_ptr[src[by_src]]
+    width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
+    first = np.zeros(C + 1, np.int64)
+    np.cumsum(width, out=first[1:])
+    if first[-1] <= 1 << 27:
+        seen = np.zeros(max(int(first[-1]), 1), np.uint8)
+        mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
+                          np.asarray(topo.ch_dst, np.int32), first, lo, seen)
+        idx = np.flatnonzero(seen)
+        c1 = np.searchsorted(first, idx, side="right") - 1
+        c2 = by_src[out_ptr[ch_dst[c1]] + idx - first[c1]]
+        return np.stack([c1, c2], axis=1).astype(np.int64)
     keys = []
     for d in range(topo.n_nodes):
         c1 = table[:, d].astype(np.int64)
