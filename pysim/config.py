@@ -62,7 +62,13 @@ def _all_nonneg(xs):
     return all(x >= 0 for x in xs)
 
 
+MAX_INT = 10 ** 15          # integers (cycles, bytes, counts) above this are refused: cycle
+                            # stamps are 64-bit, and no run gets near 10^15 of anything
+MAX_DELAY_CYCLES = 10 ** 6  # a router stage or a link: the event wheel spans the longest
+
 POS = (_positive, "a number > 0")
+DELAY = (lambda x: 0 <= x <= MAX_DELAY_CYCLES, f"an integer in 0 .. {MAX_DELAY_CYCLES:,}")
+DELAY1 = (lambda x: 1 <= x <= MAX_DELAY_CYCLES, f"an integer in 1 .. {MAX_DELAY_CYCLES:,}")
 PACKET = (lambda x: 1 <= x <= MAX_PACKET_FLITS, f"an integer in 1 .. {MAX_PACKET_FLITS}")
 NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
@@ -103,13 +109,13 @@ KEYS = [
     Key("network", "vc_buffer_flits", "int", 8, "flits", "Buffer depth of each virtual channel.",
         POS),
     Key("network", "routing_delay", "int", 1, "cycles",
-        "Route computation: head arrival to first VC allocation.", NONNEG),
+        "Route computation: head arrival to first VC allocation.", DELAY),
     Key("network", "vc_alloc_delay", "int", 1, "cycles",
-        "VC allocation grant to first switch allocation.", NONNEG),
+        "VC allocation grant to first switch allocation.", DELAY),
     Key("network", "sw_alloc_delay", "int", 1, "cycles",
-        "Switch allocation grant to switch traversal (also delays the credit).", POS),
+        "Switch allocation grant to switch traversal (also delays the credit).", DELAY1),
     Key("network", "st_delay", "int", 1, "cycles",
-        "Switch traversal: crossbar to the output link.", NONNEG),
+        "Switch traversal: crossbar to the output link.", DELAY),
     Key("network", "wait_for_tail_credit", "bool", False, "-",
         "true: an output VC is reallocated only after the credit of the previous packet's "
         "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
@@ -283,9 +289,16 @@ def _suggest(name, options):
 def check_value(key: Key, v):
     """Validate one value for `key`; return it normalised (floats as float)."""
     if v is None:
-        return None
+        if key.default is None:          # an optional key, unset
+            return None
+        raise ConfigError(f"{key.path} = None: expected {_KIND_TEXT[key.kind]} (leave the key "
+                          f"out for its default, {key.default!r})")
     if not _type_ok(key.kind, v):
         raise ConfigError(f"{key.path} = {v!r}: expected {_KIND_TEXT[key.kind]}")
+    if key.kind in ("int", "ints", "int|ints"):
+        limit = 2 ** 64 - 1 if key.path == "simulation.seed" else MAX_INT
+        if any(abs(x) > limit for x in (v if isinstance(v, list) else [v])):
+            raise ConfigError(f"{key.path} = {v!r}: expected at most {limit:,}")
     if key.kind == "float":
         v = float(v)
         if not math.isfinite(v):

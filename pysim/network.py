@@ -21,7 +21,7 @@ import numpy as np
 
 from pysim import routing as routing_mod
 from pysim import topology as topology_mod
-from pysim.config import ConfigError
+from pysim.config import MAX_DELAY_CYCLES, ConfigError
 
 CH_NET, CH_INJECT, CH_EJECT = 0, 1, 2
 SCALE = 1 << 20
@@ -85,10 +85,47 @@ def nic_bandwidths(topo, cfg):
     return inj, ej
 
 
+MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC
+
+
+def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
+    """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
+    of a latency past MAX_DELAY_CYCLES, and a watchdog shorter than the longest step a flit
+    legitimately takes with nothing else moving (it would report deadlock where there is none)."""
+    F, clock = cfg.network.flit_bytes, cfg.network.clock_ghz
+    ends = [(f"link {topo.channel_name(c)}", topo.ch_bytes_per_cycle[c],
+             topo.ch_latency_cycles[c], "topology.link_latency_ns or the link's latency")
+            for c in range(topo.n_channels)]
+    for node in topo.endpoints():
+        for what, bpc in (("injection", inj_bpc[node]), ("ejection", ej_bpc[node])):
+            ends.append((f"NIC of {topo.node_names[node]} ({what})", bpc, nic_lat,
+                         "network.nic_latency_ns"))
+    longest = 0
+    for what, bpc, lat, lat_key in ends:
+        if lanes(bpc, F) > MAX_LANES:
+            raise ConfigError(f"{what}: {bpc * clock:g} GB/s is {lanes(bpc, F):,} flits per "
+                              f"cycle of {F} bytes; expected at most {MAX_LANES:,} (raise "
+                              f"network.flit_bytes, or lower the bandwidth)")
+        if lat > MAX_DELAY_CYCLES:
+            raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
+                              f"{MAX_DELAY_CYCLES:,} ({lat_key})")
+        longest = max(longest, lat)
+    net = cfg.network
+    longest += net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
+    if cfg.simulation.watchdog_cycles <= longest:
+        raise ConfigError(f"simulation.watchdog_cycles = {cfg.simulation.watchdog_cycles}: "
+                          f"expected more than {longest} cycles, the longest a flit takes "
+                          f"through one router and link with nothing else moving")
+
+
 def compile_network(cfg, topo=None) -> Network:
     topo = topo if topo is not None else topology_mod.build(cfg)
-    route = routing_mod.build(topo, cfg)
     net = cfg.network
+    inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
+    nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
+        net.nic_latency_ns, net.clock_ghz)
+    _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
+    route = routing_mod.build(topo, cfg)
     F = net.flit_bytes
     n = topo.n_nodes
 
@@ -100,9 +137,6 @@ def compile_network(cfg, topo=None) -> Network:
         for _ in range(m):
             rows.append((topo.ch_dst[c], CH_NET, topo.ch_src[c], topo.ch_dst[c], bpc / m,
                          topo.ch_latency_cycles[c], c))
-    inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
-    nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
-        net.nic_latency_ns, net.clock_ghz)
     for node in topo.endpoints():
         m = lanes(inj_bpc[node], F)
         for _ in range(m):

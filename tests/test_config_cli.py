@@ -36,6 +36,18 @@ from pysim.sim import DeadlockError, run_packets, simulate
     ({"traffic": {"packet_flits": [4, 8], "packet_weights": [1.0]}},
      ["traffic.packet_weights", "expected 2 weights"]),
     ({"traffic": {"hotspot_fraction": 1.5}}, ["traffic.hotspot_fraction = 1.5", "[0, 1]"]),
+    # found by fuzzing: None (from the Python API or JSON) for a key with a default, and
+    # integers past what the engine's 64-bit cycle stamps hold, once failed deep inside
+    ({"simulation": {"drain_cycles": None}},
+     ["simulation.drain_cycles = None", "expected an integer", "for its default, 50000"]),
+    ({"topology": {"dims": None}}, ["topology.dims = None", "a list of integers"]),
+    ({"simulation": {"measure_cycles": 2 ** 63}},
+     ["simulation.measure_cycles = 9223372036854775808", "at most 1,000,000,000,000,000"]),
+    ({"topology": {"size": 2 ** 63}}, ["topology.size = 9223372036854775808", "at most"]),
+    ({"simulation": {"seed": 2 ** 64}}, ["simulation.seed = 18446744073709551616",
+                                         "at most 18,446,744,073,709,551,615"]),
+    ({"network": {"sw_alloc_delay": 10 ** 9}},
+     ["network.sw_alloc_delay = 1000000000", "1 .. 1,000,000"]),
 ])
 def test_bad_values_name_key_value_and_expectation(raw, fragments):
     with pytest.raises(ConfigError) as e:
@@ -63,13 +75,23 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"topology": {"kind": "mesh", "dims": [1, 1]}}, ["topology.dims = [1, 1]", "1 node"]),
     ({"topology": {"kind": "mesh", "dims": [256, 256]}},
      ["topology.dims = [256, 256]", "65,536 nodes", "at most 16,384"]),
-    ({"topology": {"kind": "switch", "size": 2 ** 63}},
-     ["topology.size = 9223372036854775808", "at most 16,384"]),
+    ({"topology": {"kind": "switch", "size": 20000}},
+     ["topology.size = 20000", "20,001 nodes", "at most 16,384"]),
     ({"topology": {"kind": "fully_connected", "size": 3000}},
      ["topology.size = 3000", "8,997,000 channels", "at most 4,000,000"]),
     ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
                    "links": [{"a": "a", "b": "b", "count": 10 ** 12}]}},
      ["topology.links", "2,000,000,000,000 channels"]),
+    # links, NICs and the watchdog (fuzzing: a NIC of 2^63 GB/s built lanes for ever, a link
+    # latency of 2^63 ns overflowed, a stage delay past the watchdog reported deadlock)
+    ({"network": {"injection_gbps": 9.2e18}},
+     ["NIC of n0_0 (injection)", "287,500,000,000,000,000 flits per cycle", "at most 1,024"]),
+    ({"topology": {"link_gbps": 40000.0}}, ["link n0_0->n1_0", "1,250 flits per cycle"]),
+    ({"topology": {"link_latency_ns": 9.2e18}},
+     ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
+    ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
+    ({"network": {"sw_alloc_delay": 30000}},
+     ["simulation.watchdog_cycles = 20000", "more than 30004 cycles"]),
 ])
 def test_bad_combinations_are_refused_before_running(raw, fragments):
     with pytest.raises(ConfigError) as e:
