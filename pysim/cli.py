@@ -24,8 +24,16 @@ def _overrides(pairs):
 
 
 def _refuse_overwrite(path, force):
-    if path and os.path.exists(path) and not force:
+    """Checked before any work: an output file is not overwritten unless --force, and one
+    that could not be written at all (no such directory) stops the command at once, not
+    after a long run whose results would then be lost."""
+    if not path:
+        return
+    if os.path.exists(path) and not force:
         raise click.ClickException(f"{path} exists; pass --force to overwrite it")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise click.ClickException(f"cannot write {path}: no directory {folder}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -171,6 +171,9 @@ class Store:
                 if f.read(16) != b"SQLite format 3\x00":
                     raise ConfigError(f"{self.path} exists and is not a pysim results "
                                       f"database (SQLite); not touching it")
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if self.path != ":memory:" and not os.path.isdir(folder):
+            raise ConfigError(f"results database {self.path}: no directory {folder}")
         self.db = sqlite3.connect(self.path, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")

@@ -199,6 +199,26 @@ def test_cli_errors_are_clear(tmp_path):
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
 
 
+LONG = "simulation.measure_cycles=50000000"
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "{cfg}", "--set", LONG, "--json", "{missing}/r.json"],
+    ["run", "{cfg}", "--set", LONG, "--trace", "{missing}/t.json"],
+    ["sweep", "{cfg}", "--param", LONG, "--db", "{missing}/r.sqlite", "-q", "-j", "1"],
+])
+def test_an_output_that_cannot_be_written_stops_the_command_first(tmp_path, args):
+    """Found by trying: --json into a directory that does not exist ran the whole simulation,
+    then lost its result in a traceback. Now the command stops at once (the mesh runs 50,000
+    cycles of measurement; the error must come before any of them)."""
+    cfg = os.path.join(TOPOLOGIES, "mesh8x8.toml")
+    missing = tmp_path / "no" / "such"
+    args = [a.format(cfg=cfg, missing=missing) for a in args]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"no directory {missing}" in res.output
+
+
 @pytest.mark.parametrize("name", sorted(os.listdir(TOPOLOGIES)))
 def test_every_shipped_topology_runs(name):
     cfg = load(os.path.join(TOPOLOGIES, name),
