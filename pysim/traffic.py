@@ -64,7 +64,7 @@ def transpose(topo, cfg):
     coords, dims = _coords(topo, "transpose")
     if len(dims) != 2 or dims[0] != dims[1]:
         raise ConfigError(f"traffic.pattern = 'transpose': needs a square 2-D topology, "
-                          f"got dims {list(dims)}")
+                          f"got dims {[int(k) for k in dims]}")
     return Pattern("perm", perm=_from_coords(coords[:, ::-1], dims))
 
 

@@ -434,7 +434,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
                           f"workload.collective = {collective!r} (it does: "
                           f"{', '.join(sorted(supported))})")
     if len(order) < 2:
-        raise ConfigError(f"a collective needs at least 2 participants, got {len(order)}")
+        raise ConfigError(f"workload.group = {list(order)}: a collective needs at least 2 "
+                          f"participants (by default every NPU takes part, or every endpoint "
+                          f"if there is no NPU)")
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
