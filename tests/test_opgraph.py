@@ -121,13 +121,19 @@ def test_a_large_message_moves_at_the_link_bandwidth():
     (lambda g: g.compute("n0_0", -1), "cycles = -1"),
     (lambda g: g.compute("n0_0", 5, after=["later"]), "'later': no op of that name"),
     (lambda g: g.compute("n0_0", 5, after=[7]), "dependency 7: no such op"),
+    # found by trying: an unnamed op printed "op : cycles = ...", a float count was refused
+    # only if not whole, a petaflop-sized op built 10^22 slices for ever
+    (lambda g: g.compute("n0_0", 1.5), "cycles = 1.5: expected an integer >= 0"),
+    (lambda g: g.send("n0_0", "n1_1", 10 ** 20, name="big"),
+     "op 'big': bytes = 100000000000000000000: expected at most 1,000,000,000,000,000"),
+    (lambda g: g.compute("n0_0", flops=1e30), "slices of workload.slice_cycles = 1000"),
 ])
 def test_bad_graphs_are_refused(build, fragment):
     g = OpGraph()
     with pytest.raises(GraphError) as e:
         build(g)
         run_graph(make_cfg(**MESH), g)
-    assert fragment in str(e.value)
+    assert fragment in str(e.value) and "op :" not in str(e.value)
 
 
 def test_switches_have_no_compute_unit():
@@ -242,8 +248,9 @@ def test_compute_ops_timed_by_the_roofline():
     g.compute("a", flops=10**6, bytes=10**8, after=[a])   # 1e8 / 500 per cycle = 200000
     g.compute("b", flops=10**9 + 1, bytes=0)         # 1e9+1 / 25000 per cycle -> 40001
     g.compute("h", bytes=3200)                       # 3200 / 32 bytes per cycle = 100
+    g.compute("h", flops=2.5e6, bytes=32e2)          # as TOML writes them: 2.5e6 / 500 = 5000
     r = run_graph(cfg, g)
-    assert [op["finish"] - op["start"] for op in r.ops] == [10000, 200000, 40001, 100]
+    assert [op["finish"] - op["start"] for op in r.ops] == [10000, 200000, 40001, 100, 5000]
     # at the same time on one node, a compute-bound and a memory-bound op overlap (each
     # uses the unit the other leaves idle) but a second memory stream slows the first
     g = OpGraph()

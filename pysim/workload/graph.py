@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError, read_toml
+from pysim.config import MAX_INT, ConfigError, read_toml
 
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
 
@@ -82,7 +82,8 @@ class OpGraph:
         if cycles is not None:
             return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
         i = self._add("compute", node, None, -1, after, name)
-        self.work[i] = (_size(flops or 0, "flops", name), _size(bytes or 0, "bytes", name))
+        self.work[i] = (_size(flops or 0, "flops", name, real=True),
+                        _size(bytes or 0, "bytes", name))
         return i
 
     def send(self, src, dst, bytes, after=None, name=None):
@@ -126,10 +127,18 @@ class OpGraph:
         return self.names[i] if self.names[i] is not None else f"op{i}"
 
 
-def _size(v, what, name):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise GraphError(f"op {name or ''}: {what} = {v!r}: expected an integer >= 0")
-    return int(v)
+def _size(v, what, name, real=False):
+    """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
+    writes 1e6; with real, any finite number >= 0 (FLOPs)."""
+    where = f"op {name!r}: " if name else ""
+    ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
+          and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
+    if not ok:
+        raise GraphError(f"{where}{what} = {v!r}: expected {'a number' if real else 'an integer'}"
+                         f" >= 0")
+    if not real and v > MAX_INT:
+        raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
+    return float(v) if real else int(v)
 
 
 def load_graph(path) -> OpGraph:
@@ -245,6 +254,11 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             H = _ceil(g.work[i][1], bytes_pc)
             isolated[i] = max(C, H)
             S = max(1, -(-max(C, H) // slice_cycles))
+            if S > MAX_SLICES:
+                raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
+                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
+                                 f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
+                                 f"workload.slice_cycles)")
             first, prev = None, deps
             for s_ in range(S):
                 c = (s_ + 1) * C // S - s_ * C // S
@@ -334,6 +348,9 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                   succ=succ)
     arrays["isolated"] = isolated
     return arrays, span
+
+
+MAX_SLICES = 1_000_000     # a roofline op's slices: ops of the engine's graph, built here
 
 
 def _ceil(b, bpc):
