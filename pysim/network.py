@@ -93,23 +93,28 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     of a latency past MAX_DELAY_CYCLES, and a watchdog shorter than the longest step a flit
     legitimately takes with nothing else moving (it would report deadlock where there is none)."""
     F, clock = cfg.network.flit_bytes, cfg.network.clock_ghz
-    ends = [(f"link {topo.channel_name(c)}", topo.ch_bytes_per_cycle[c],
-             topo.ch_latency_cycles[c], "topology.link_latency_ns or the link's latency")
+    ends = [(c, topo.ch_bytes_per_cycle[c], topo.ch_latency_cycles[c])
             for c in range(topo.n_channels)]
     for node in topo.endpoints():
-        for what, bpc in (("injection", inj_bpc[node]), ("ejection", ej_bpc[node])):
-            ends.append((f"NIC of {topo.node_names[node]} ({what})", bpc, nic_lat,
-                         "network.nic_latency_ns"))
+        ends += [((node, "injection"), inj_bpc[node], nic_lat),
+                 ((node, "ejection"), ej_bpc[node], nic_lat)]
     longest = 0
-    for what, bpc, lat, lat_key in ends:
+    for end, bpc, lat in ends:
+        if lanes(bpc, F) <= MAX_LANES and lat <= MAX_DELAY_CYCLES:
+            longest = max(longest, lat)
+            continue
+        if isinstance(end, tuple):
+            what = f"NIC of {topo.node_names[end[0]]} ({end[1]})"
+            lat_key = "network.nic_latency_ns"
+        else:
+            what = f"link {topo.channel_name(end)}"
+            lat_key = "topology.link_latency_ns or the link's latency"
         if lanes(bpc, F) > MAX_LANES:
             raise ConfigError(f"{what}: {bpc * clock:g} GB/s is {lanes(bpc, F):,} flits per "
                               f"cycle of {F} bytes; expected at most {MAX_LANES:,} (raise "
                               f"network.flit_bytes, or lower the bandwidth)")
-        if lat > MAX_DELAY_CYCLES:
-            raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
-                              f"{MAX_DELAY_CYCLES:,} ({lat_key})")
-        longest = max(longest, lat)
+        raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
+                          f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network
     longest += net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
     if cfg.simulation.watchdog_cycles <= longest:
