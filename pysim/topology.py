@@ -303,15 +303,16 @@ def build_graph(cfg):
             raise ConfigError(f"{where}: a switch has no NIC, so no {', '.join(nic)}")
         memp = {k: _positive_number(f"{where}.{k}", e[k]) for k in MEM_FIELDS if k in e}
         if memp and kind != "mem":
-            raise ConfigError(f"{where}: {', '.join(memp)} only apply to memory nodes "
-                              f"(kind = 'mem')")
+            raise ConfigError(f"{where}: {', '.join(memp)}: only for memory nodes "
+                              f"(kind = 'mem'), and this node's kind is {kind!r}")
         cpu = {k: _positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
         allowed = {"npu": {"tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
                            "offload_sram_mb"},
                    "host": {"tflops", "dram_gbps"}}.get(kind, ())
         if set(cpu) - set(allowed):
-            raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))} do not "
-                              f"apply to a {kind} node")
+            raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "
+                              f"for a node of kind {kind!r} (it takes "
+                              f"{', '.join(sorted(allowed)) or 'none of these'})")
         nodes.append((name, kind, {**nic, **memp, **cpu}))
     bpc0, lat0 = link_params(cfg)
     links = []

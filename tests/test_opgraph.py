@@ -270,7 +270,8 @@ def test_compute_ops_timed_by_the_roofline():
     bad = make_cfg(topology={"kind": "graph", "links": [{"a": "h", "b": "x"}],
                              "nodes": [{"name": "h", "kind": "host", "hbm_gbps": 1.0},
                                        {"name": "x"}]})
-    with pytest.raises(ConfigError, match="hbm_gbps do not apply to a host node"):
+    with pytest.raises(ConfigError, match="hbm_gbps: not for a node of kind 'host' "
+                                          "\\(it takes dram_gbps, tflops\\)"):
         compile_network(bad)
 
 
