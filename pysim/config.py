@@ -74,6 +74,21 @@ NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
 
+def _fields(path, fields):
+    """Check of a table of per-kind defaults: only `fields`, each a finite number > 0 (the
+    predicate raises itself, to name the field)."""
+    def check(table):
+        for k, v in table.items():
+            if k not in fields:
+                raise ConfigError(f"{path}.{k}: unknown field{_suggest(k, fields)}; expected "
+                                  f"{', '.join(fields)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                    not 0 < v < math.inf:
+                raise ConfigError(f"{path}.{k} = {v!r}: expected a finite number > 0")
+        return True
+    return check, "a table"
+
+
 def _topology_kinds():
     from pysim.topology import BUILDERS
     return sorted(BUILDERS)
@@ -153,15 +168,17 @@ KEYS = [
     Key("topology", "mem", "table", None, "-",
         "Memory-node defaults: [topology.mem] gbps (default 100), latency_ns (50), "
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
-        "capacity_gb.", None),
+        "capacity_gb.", _fields("topology.mem", ("gbps", "latency_ns", "capacity_gb"))),
     Key("topology", "npu", "table", None, "-",
         "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), hbm_gb (32: a collective's "
         "data must fit), reduce_gbps (reduction "
         "rate of the NPU's own cores, 450), offload_gbps (its collectives engine's, 256), "
-        "offload_sram_mb (8); graph nodes may override.", None),
+        "offload_sram_mb (8); graph nodes may override.",
+        _fields("topology.npu", ("tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
+                                 "offload_sram_mb"))),
     Key("topology", "host", "table", None, "-",
         "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
-        "override.", None),
+        "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),

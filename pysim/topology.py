@@ -126,8 +126,8 @@ def _nic_defaults(cfg):
 
 
 def _positive_number(where, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-        raise ConfigError(f"{where} = {v!r}: expected a number > 0")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
     return float(v)
 
 

@@ -48,6 +48,14 @@ from pysim.sim import DeadlockError, run_packets, simulate
                                          "at most 18,446,744,073,709,551,615"]),
     ({"network": {"sw_alloc_delay": 10 ** 9}},
      ["network.sw_alloc_delay = 1000000000", "1 .. 1,000,000"]),
+    # the per-kind tables were not checked at all: a typo was ignored, a string or a zero
+    # failed inside the collective's arithmetic
+    ({"topology": {"npu": {"tflop": 50.0}}},
+     ["topology.npu.tflop: unknown field", "did you mean 'tflops'"]),
+    ({"topology": {"npu": {"hbm_gbps": 0.0}}},
+     ["topology.npu.hbm_gbps = 0.0", "a finite number > 0"]),
+    ({"topology": {"mem": {"gbps": "fast"}}}, ["topology.mem.gbps = 'fast'"]),
+    ({"topology": {"host": {"tflops": float("inf")}}}, ["topology.host.tflops = inf"]),
 ])
 def test_bad_values_name_key_value_and_expectation(raw, fragments):
     with pytest.raises(ConfigError) as e:
