@@ -23,7 +23,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
-from pysim.config import ConfigError, Config, from_dict, load, parse_override
+from pysim.config import KEY_MAP, ConfigError, Config, _suggest, from_dict, load, parse_override
+
+MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS points (
@@ -54,8 +56,14 @@ def parse_param(text: str):
             start, stop, step = (float(p) for p in parts)
         except ValueError:
             raise ConfigError(f"--param {text!r}: START:STOP:STEP must be three numbers") from None
-        if len(parts) != 3 or step <= 0 or stop < start:
-            raise ConfigError(f"--param {text!r}: expected START <= STOP and STEP > 0")
+        if len(parts) != 3 or not all(map(math.isfinite, (start, stop, step))) or \
+                step <= 0 or stop < start:
+            raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
+                              f"STEP > 0")
+        n = (stop - start) / step + 1
+        if n > MAX_POINTS:
+            raise ConfigError(f"--param {text!r}: {n:,.0f} values; a sweep has at most "
+                              f"{MAX_POINTS:,} points")
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         vals = [start + i * step for i in range(n)]
         if all(float(p).is_integer() for p in parts):
@@ -102,6 +110,14 @@ def expand(grid: dict, zipped: bool = False):
     if not keys:
         return [{}]
     lists = [list(grid[k]) for k in keys]
+    unknown = [k for k in keys if k not in KEY_MAP]
+    if unknown:
+        k = unknown[0]
+        raise ConfigError(f"--param {k}: not a configuration key"
+                          f"{_suggest(k, list(KEY_MAP))}")
+    size = len(lists[0]) if zipped else math.prod(len(v) for v in lists)
+    if size > MAX_POINTS:
+        raise ConfigError(f"the grid has {size:,} points; a sweep has at most {MAX_POINTS:,}")
     if zipped:
         if len({len(v) for v in lists}) != 1:
             raise ConfigError("--zip: every --param needs the same number of values, got "

@@ -39,13 +39,24 @@ def test_grid_parsing():
     assert sw.parse_param("topology.dims=[4,4],[8,8]") == ("topology.dims", [[4, 4], [8, 8]])
     assert sw.parse_param("traffic.pattern=uniform,transpose")[1] == ["uniform", "transpose"]
     assert sw.parse_param("network.vcs=2:8:2")[1] == [2, 4, 6, 8]
-    assert len(sw.expand({"a.b": [1, 2], "c.d": [3, 4, 5]})) == 6
-    assert sw.expand({"a.b": [1, 2], "c.d": [3, 4]}, zipped=True) == \
-        [{"a.b": 1, "c.d": 3}, {"a.b": 2, "c.d": 4}]
+    a, b = "network.vcs", "traffic.injection_rate"
+    assert len(sw.expand({a: [1, 2], b: [3, 4, 5]})) == 6
+    assert sw.expand({a: [1, 2], b: [3, 4]}, zipped=True) == [{a: 1, b: 3}, {a: 2, b: 4}]
     with pytest.raises(pysim.ConfigError, match="same number of values"):
-        sw.expand({"a.b": [1, 2], "c.d": [3]}, zipped=True)
+        sw.expand({a: [1, 2], b: [3]}, zipped=True)
     with pytest.raises(pysim.ConfigError, match="START:STOP:STEP"):
         sw.parse_param("x.y=1:b:2")
+    # refused before anything runs (a range of 10^18 values once filled memory; an unknown
+    # key failed every point one by one)
+    with pytest.raises(pysim.ConfigError, match="10,000,000,001 values; a sweep has at most"):
+        sw.parse_param("traffic.injection_rate=0:10:1e-9")
+    with pytest.raises(pysim.ConfigError, match="expected finite numbers"):
+        sw.parse_param("traffic.injection_rate=0:inf:1")
+    with pytest.raises(pysim.ConfigError, match="the grid has 1,000,000,000 points"):
+        sw.expand({a: list(range(1000)), b: list(range(1000)), "network.st_delay":
+                   list(range(1000))})
+    with pytest.raises(pysim.ConfigError, match="did you mean 'traffic.injection_rate'"):
+        sw.expand({"traffic.injection_rat": [0.1]})
 
 
 def test_sweep_on_processes_gives_the_rows_and_resumes(tmp_path, monkeypatch):
