@@ -229,6 +229,15 @@ PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utili
               "timeline", "topology")
 
 
+FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace file",
+              "topology": "a config"}
+
+
+def _is_sqlite(path):
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
 @main.command()
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
@@ -272,6 +281,9 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
                                                "--baseline and --y (the metric)")
                 base = parse_override(f"v={baseline}")[1]
                 P.speedup_bars(rows, out, group, series, y, base)
+        elif _is_sqlite(source):
+            raise click.ClickException(f"{source} is a results database; --kind {kind} "
+                                       f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":
             from pysim.config import from_resolved
             from pysim.network import compile_network

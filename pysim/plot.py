@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 
+from pysim.config import ConfigError
+
 KIND_STYLE = {   # colour, marker, label
     "npu": ("#1f77b4", "s", "NPU"),
     "mem": ("#2ca02c", "o", "memory node"),
@@ -108,11 +110,27 @@ def _tidy_with_config(rows):
     return out
 
 
+def _require(tidy_rows, **roles):
+    """Every key named for a role (x="traffic.injection_rate", ...) must have a value in some
+    point that did not fail, else the figure would be empty or fail deep inside matplotlib."""
+    ok = [t for t in tidy_rows if t["status"] != "failed"]
+    if not ok:
+        raise ConfigError("every point of the sweep failed: nothing to plot")
+    for role, key in roles.items():
+        if key is not None and all(_get(t, key) is None for t in ok):
+            names = sorted({k for t in ok for k in t if not k.startswith("_")})
+            raise ConfigError(f"--{role} {key}: no point has it; the rows have "
+                              f"{', '.join(names)}, and every configuration key "
+                              f"(section.key)")
+
+
 def series_data(rows, x, y, series=None):
     """{series value: (xs, ys, saturated flags)} from stored sweep rows, sorted by x; failed
     points are left out."""
     data = {}
-    for t in _tidy_with_config(rows):
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, y=y, series=series)
+    for t in tidy_rows:
         if t["status"] == "failed":
             continue
         key = _get(t, series) if series else None
@@ -217,7 +235,9 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None):
     speed-up over the baseline (> 1 is faster for a time-like metric)."""
     plt = _figure()
     table = {}
-    for t in _tidy_with_config(rows):
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, group=group, series=series, y=metric)
+    for t in tidy_rows:
         if t["status"] != "failed":
             table[(_get(t, group), _get(t, series))] = _get(t, metric)
     groups = sorted({g for g, _ in table}, key=str)

@@ -176,6 +176,18 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
     res = CliRunner().invoke(main, ["plot", str(db), "--kind", "latency-load", "-o",
                                     str(tmp_path / "cli-latency-load.png")])
     assert res.exit_code != 0 and "--force" in res.output
+    # a key no point has, or the database given to a kind that draws another file: a clear
+    # error (they were a TypeError inside the sort, an empty figure, a UTF-8 decode error)
+    for args, said in ((["--kind", "latency-load", "--x", "nosuch"], "--x nosuch: no point"),
+                       (["--kind", "throughput", "--y", "nosuch"], "--y nosuch: no point"),
+                       (["--kind", "latency-load", "--series", "nosuch"], "--series nosuch"),
+                       (["--kind", "speedup", "--group", "traffic.injection_rate", "--series",
+                         "network.vcs", "--baseline", "2", "--y", "nosuch"], "--y nosuch"),
+                       (["--kind", "timeline"], "is a results database; --kind timeline "
+                                                "takes a --trace file")):
+        res = CliRunner().invoke(main, ["plot", str(db), *args, "-o", str(tmp_path / "x.png")])
+        assert res.exit_code != 0 and said in res.output and "Traceback" not in res.output
+        assert not (tmp_path / "x.png").exists()
 
 
 def test_link_utilisation_and_timeline_figures(tmp_path):
