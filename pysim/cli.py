@@ -205,7 +205,7 @@ def results(db, csv_path, force):
     from pysim.sweep import Store, tidy
     _refuse_overwrite(csv_path, force)
     try:
-        store = Store(db)
+        store = Store(db, readonly=True)
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     rows = store.rows()
@@ -261,7 +261,7 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
     try:
         if kind in ("latency-load", "throughput", "collective", "speedup"):
             from pysim.sweep import Store
-            store = Store(source)
+            store = Store(source, readonly=True)
             rows = store.rows()
             store.close()
             if not rows:

@@ -450,6 +450,12 @@ def read_toml(path, what, error=ConfigError):
             return tomllib.load(f)
     except FileNotFoundError:
         raise error(f"{what}: no such file {path}") from None
+    except IsADirectoryError:
+        raise error(f"{what}: {path} is a directory, not a TOML file") from None
+    except OSError as e:
+        raise error(f"{what}: cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what}: {path} is not valid TOML: {e}") from None
 

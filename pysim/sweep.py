@@ -20,6 +20,7 @@ import os
 import sqlite3
 import sys
 import time
+import urllib.parse
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
@@ -39,6 +40,10 @@ CREATE TABLE IF NOT EXISTS points (
     finished TEXT               -- UTC time the point was stored
 );
 """
+
+
+COLUMNS = ["hash", "params", "status", "result", "error", "wall_seconds", "version",
+           "finished"]
 
 
 # ------------------------------------------------------------------ grids
@@ -179,7 +184,8 @@ def run_point(base, overrides):
 class Store:
     """The SQLite results file: one row per point, committed as each finishes."""
 
-    def __init__(self, path):
+    def __init__(self, path, readonly=False):
+        """readonly (results, plot): the file must exist and is never written."""
         self.path = os.fspath(path)
         if self.path != ":memory:" and os.path.exists(self.path) and \
                 os.path.getsize(self.path) > 0:
@@ -187,10 +193,28 @@ class Store:
                 if f.read(16) != b"SQLite format 3\x00":
                     raise ConfigError(f"{self.path} exists and is not a pysim results "
                                       f"database (SQLite); not touching it")
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if self.path != ":memory:" and not os.path.isdir(folder):
-            raise ConfigError(f"results database {self.path}: no directory {folder}")
-        self.db = sqlite3.connect(self.path, timeout=30)
+        if readonly:
+            if not os.path.isfile(self.path):
+                raise ConfigError(f"results database {self.path}: no such file")
+            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, timeout=30)
+        else:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if self.path != ":memory:" and not os.path.isdir(folder):
+                raise ConfigError(f"results database {self.path}: no directory {folder}")
+            self.db = sqlite3.connect(self.path, timeout=30)
+        tables = {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")}
+        columns = [c[1] for c in self.db.execute("PRAGMA table_info(points)")]
+        if ("points" in tables and columns != COLUMNS) or (tables and "points" not in tables):
+            self.db.close()
+            raise ConfigError(f"{self.path} is an SQLite database of something else than "
+                              f"pysim's results; not touching it")
+        if readonly:
+            if not tables:
+                self.db.close()
+                raise ConfigError(f"{self.path} holds no results")
+            return
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)

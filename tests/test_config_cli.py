@@ -121,6 +121,14 @@ def test_files_and_overrides(tmp_path):
     bad.write_text("[network\nvcs = 2")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load(bad)
+    # found by trying: a binary file and a directory named as the topology file were a
+    # UnicodeDecodeError and an IsADirectoryError
+    bad.write_bytes(b"\x7fELF\x02\x01\x01\x00\xd0\xd0\xff")
+    with pytest.raises(ConfigError, match="not valid TOML \\(not UTF-8 text\\)"):
+        load(bad)
+    bad.write_text(f"[topology]\nfile = {str(tmp_path)!r}\n")
+    with pytest.raises(ConfigError, match="is a directory, not a TOML file"):
+        load(bad)
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         config.parse_override("traffic.injection_rate")
     assert config.parse_override("traffic.injection_rate=0.2") == ("traffic.injection_rate", 0.2)

@@ -289,3 +289,22 @@ def test_a_file_that_is_not_a_results_database_is_never_touched(tmp_path):
         assert res.exit_code != 0 and "not a pysim results database" in res.output
         assert "Traceback" not in res.output
     assert f.read_bytes() == before
+    # nor is an SQLite database of something else (the sweep added its table to it), and
+    # reading commands never write: an empty file stays empty (results printed a TypeError)
+    import sqlite3
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE mine (x)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    with pytest.raises(pysim.ConfigError, match="of something else than pysim's results"):
+        pysim.sweep(MESH, {"traffic.injection_rate": [0.05], **SHORT}, db=other)
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    for db, said in ((other, "of something else"), (empty, "holds no results")):
+        for args in (["results", str(db)], ["plot", str(db), "--kind", "latency-load", "-o",
+                                              str(tmp_path / "x.png")]):
+            res = CliRunner().invoke(main, args)
+            assert res.exit_code != 0 and said in res.output and "Traceback" not in res.output
+    assert other.read_bytes() == before and empty.read_bytes() == b""
