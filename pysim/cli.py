@@ -74,6 +74,9 @@ def run(config, sets, json_path, trace_path, force, quiet):
         sys.exit(3)
     except SimulationError as e:
         raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: nothing written", err=True)
+        sys.exit(130)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result.to_dict(), f, indent=1)
