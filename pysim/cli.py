@@ -77,6 +77,8 @@ def run(config, sets, json_path, trace_path, force, quiet):
     except KeyboardInterrupt:
         click.echo("\ninterrupted: nothing written", err=True)
         sys.exit(130)
+    except MemoryError as e:
+        raise click.ClickException(f"out of memory: {e}") from None
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

@@ -86,6 +86,7 @@ def nic_bandwidths(topo, cfg):
 
 
 MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC
+MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
 
 
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
@@ -205,6 +206,11 @@ def compile_network(cfg, topo=None) -> Network:
             rep[i] = rep_of_base.get(int(par_base[i]), topo_channel[i])
     group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
+    buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
+    if buffer_bytes > MAX_BUFFER_BYTES:
+        raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
+                          f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
+                          f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB")
     arrays = dict(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
