@@ -12,7 +12,7 @@ from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
 from pysim.config import ConfigError
 from pysim.network import compile_network
-from pysim.sim import run_packets
+from pysim.sim import run_packets, simulate
 from pysim.workload import GraphError, OpGraph, load_graph, run_graph
 
 MESH = dict(topology={"kind": "mesh", "dims": [4, 4]})
@@ -134,6 +134,24 @@ def test_bad_graphs_are_refused(build, fragment):
         build(g)
         run_graph(make_cfg(**MESH), g)
     assert fragment in str(e.value) and "op :" not in str(e.value)
+
+
+def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
+    """At most MAX_OPS ops (a collective of 10^5 chunks built ops for minutes and gigabytes);
+    dependencies by name are looked up in a table (a list search made a file of 10^5 named
+    ops quadratic)."""
+    from pysim.workload import graph
+    monkeypatch.setattr(graph, "MAX_OPS", 1000)
+    g = OpGraph()
+    for i in range(1000):
+        g.delay(1, name=f"d{i}", after=[f"d{i - 1}"] if i else None)
+    assert g.after[999] == [998]
+    with pytest.raises(GraphError, match="passes 1,000 ops"):
+        g.delay(1)
+    cfg = make_cfg(topology={"kind": "ring", "size": 8},
+                   workload={"kind": "collective", "chunks": 100})
+    with pytest.raises(GraphError, match="fewer workload.chunks"):
+        simulate(cfg)
 
 
 def test_switches_have_no_compute_unit():

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from pysim.config import ConfigError
-from pysim.workload.graph import OpGraph
+from pysim.workload.graph import MAX_OPS, OpGraph
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -441,6 +441,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
         raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
+    if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
+        raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
+                          f"than the {MAX_OPS:,} ops a graph may have")
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight)
     if algorithm == "hierarchical":

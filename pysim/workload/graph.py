@@ -27,6 +27,8 @@ import numpy as np
 
 from pysim.config import MAX_INT, ConfigError, read_toml
 
+MAX_OPS = 2_000_000        # ops in one graph (built in Python: about 10 s and 2 GB at most)
+
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
 
 
@@ -39,6 +41,7 @@ class OpGraph:
 
     def __init__(self):
         self.kind, self.node, self.dst, self.size, self.after, self.names = [], [], [], [], [], []
+        self._by_name = {}
         self.work = []                  # compute ops given as (flops, bytes): the roofline
 
     def __len__(self):
@@ -46,8 +49,13 @@ class OpGraph:
 
     def _add(self, kind, node, dst, size, after, name):
         after = [self._ref(a) for a in (after or [])]
-        if name is not None and name in self.names:
+        if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
+        if len(self.kind) >= MAX_OPS:
+            raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
+                             f"participant, step and chunk: fewer workload.chunks make fewer)")
+        if name is not None:
+            self._by_name[name] = len(self.kind)
         self.kind.append(kind)
         self.node.append(node)
         self.dst.append(dst)
@@ -63,10 +71,10 @@ class OpGraph:
                 raise GraphError(f"dependency {a}: no such op (ops are 0..{len(self.kind) - 1})")
             return int(a)
         if isinstance(a, str):
-            if a not in self.names:
+            if a not in self._by_name:
                 raise GraphError(f"dependency {a!r}: no op of that name (an op can only "
                                  f"depend on ops given before it)")
-            return self.names.index(a)
+            return self._by_name[a]
         raise GraphError(f"dependency {a!r}: expected an op id or name")
 
     def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None):
