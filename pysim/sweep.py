@@ -65,10 +65,9 @@ def parse_param(text: str):
                 step <= 0 or stop < start:
             raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
                               f"STEP > 0")
-        n = (stop - start) / step + 1
-        if n > MAX_POINTS:
-            raise ConfigError(f"--param {text!r}: {n:,.0f} values; a sweep has at most "
-                              f"{MAX_POINTS:,} points")
+        if (stop - start) / step + 1 > MAX_POINTS:
+            raise ConfigError(f"--param {text!r}: {(stop - start) / step + 1:,.0f} values; a "
+                              f"sweep has at most {MAX_POINTS:,} points")
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         vals = [start + i * step for i in range(n)]
         if all(float(p).is_integer() for p in parts):
