@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
-from pysim.config import ConfigError
+from pysim.config import ConfigError, load
 from pysim.network import compile_network
 from pysim.sim import run_packets, simulate
 from pysim.workload import GraphError, OpGraph, load_graph, run_graph
@@ -152,6 +152,31 @@ def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
                    workload={"kind": "collective", "chunks": 100})
     with pytest.raises(GraphError, match="fewer workload.chunks"):
         simulate(cfg)
+
+
+@pytest.mark.parametrize("ops,said", [
+    ('[[ops]]\nname = "a"\nkind = "delay"\ncycles = 5\n'
+     '[[ops]]\nkind = "delay"\ncycles = 7\nafter = "a"', None),  # one bare dependency: 5 + 7
+    ("ops = []", "no ops; expected at least one [[ops]] table"),
+    ("ops = [1, 2]", "expected an array of tables [[ops]]"),          # (was an AttributeError)
+    ('[[ops]]\nname = 5\nkind = "delay"\ncycles = 5', "ops[0]: name = 5: expected a string"),
+    ('[[ops]]\nkind = "delay"\ncycles = 5\nafter = {x = 1}', "after = {'x': 1}: expected a list"),
+    ('[[ops]]\nkind = "delay"\ncycles = 5\nafter = [0]',
+     "dependency 0: no such op (an op can only depend on ops given before it)"),
+    ('[[ops]]\nkind = "compute"\nnode = "n0_0"\ncycle = 5',
+     "unknown field(s) cycle for a compute op (it takes after, bytes, cycles, flops, name, node)"),
+])
+def test_op_files_read_or_refused_clearly(tmp_path, ops, said):
+    (tmp_path / "ops.toml").write_text(ops)
+    (tmp_path / "c.toml").write_text('[topology]\nkind = "mesh"\ndims = [2, 2]\n'
+                                     '[workload]\nkind = "graph"\nfile = "ops.toml"\n')
+    cfg = load(tmp_path / "c.toml")
+    if said is None:
+        assert simulate(cfg).makespan_cycles == 12
+        return
+    with pytest.raises(GraphError) as e:
+        simulate(cfg)
+    assert said in str(e.value)
 
 
 def test_switches_have_no_compute_unit():

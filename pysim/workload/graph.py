@@ -48,6 +48,12 @@ class OpGraph:
         return len(self.kind)
 
     def _add(self, kind, node, dst, size, after, name):
+        if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
+            after = [after]                   # one dependency, given bare
+        if after is not None and not isinstance(after, (list, tuple)):
+            raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+        if name is not None and not isinstance(name, str):
+            raise GraphError(f"name = {name!r}: expected a string")
         after = [self._ref(a) for a in (after or [])]
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
@@ -68,7 +74,9 @@ class OpGraph:
     def _ref(self, a):
         if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
             if not 0 <= a < len(self.kind):
-                raise GraphError(f"dependency {a}: no such op (ops are 0..{len(self.kind) - 1})")
+                raise GraphError(f"dependency {a}: no such op (an op can only depend on ops "
+                                 f"given before it" +
+                                 (f": 0..{len(self.kind) - 1})" if self.kind else ")"))
             return int(a)
         if isinstance(a, str):
             if a not in self._by_name:
@@ -153,26 +161,27 @@ def load_graph(path) -> OpGraph:
     """Read an op-graph TOML file ([[ops]])."""
     raw = read_toml(path, "workload.file", GraphError)
     ops = raw.get("ops")
-    if not isinstance(ops, list) or not ops:
+    if ops == []:
+        raise GraphError(f"{path}: no ops; expected at least one [[ops]] table")
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
         raise GraphError(f"{path}: expected an array of tables [[ops]]")
     g = OpGraph()
     fields = {"compute": {"node"}, "send": {"src", "dst", "bytes"},
               "delay": {"cycles"}, "reduce": {"node", "bytes"},
               "mem_write": {"npu", "mem", "bytes"},
               "mem_read": {"npu", "mem", "bytes"}}
+    optional = {"compute": {"cycles", "flops", "bytes"}, "reduce": {"engine"}}
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
         if kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
                              f"reduce, mem_write or mem_read")
-        extra = set(op) - fields[kind] - {"kind", "name", "after"} - \
-            ({"cycles", "flops", "bytes"} if kind == "compute" else set()) - \
-            ({"engine"} if kind == "reduce" else set())
+        takes = fields[kind] | optional.get(kind, set()) | {"name", "after"}
+        extra = set(op) - takes - {"kind"}
         if extra:
             raise GraphError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a "
-                             f"{kind} op (it takes {', '.join(sorted(fields[kind]))}, name, "
-                             f"after)")
+                             f"{kind} op (it takes {', '.join(sorted(takes))})")
         missing = fields[kind] - set(op)
         if missing:
             raise GraphError(f"{where}: a {kind} op needs {', '.join(sorted(missing))}")
