@@ -77,6 +77,9 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
                    "links": [{"a": "a", "b": "m"}]}, "workload": {"kind": "collective"}},
      ["workload.group = ['a']", "at least 2 participants"]),
+    ({"topology": {"kind": "switch", "size": 4}, "workload": {"kind": "collective",
+                                                            "group": []}},
+     ["workload.group = []", "at least 2 participants"]),            # (was an IndexError)
     ({"topology": {"kind": "graph", "nodes": [{"name": "a", "capacity_gb": 4.0}, {"name": "b"}],
                    "links": [{"a": "a", "b": "b"}]}},
      ["topology.nodes[0]: capacity_gb: only for memory nodes", "this node's kind is 'npu'"]),

@@ -433,10 +433,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError(f"workload.algorithm = {algorithm!r} does not implement "
                           f"workload.collective = {collective!r} (it does: "
                           f"{', '.join(sorted(supported))})")
-    if len(order) < 2:
-        raise ConfigError(f"workload.group = {list(order)}: a collective needs at least 2 "
-                          f"participants (by default every NPU takes part, or every endpoint "
-                          f"if there is no NPU)")
+    _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
     if nbytes < 0 or chunks < 1:
@@ -478,7 +475,15 @@ def participants(cfg, topo):
             raise ConfigError(f"workload.group: {n!r} is not a node of {topo.name}")
         if topo.node_kinds[names.index(n)] == "switch":
             raise ConfigError(f"workload.group: {n!r} is a switch")
+    _at_least_two(group)
     return list(group)
+
+
+def _at_least_two(group):
+    if len(group) < 2:
+        raise ConfigError(f"workload.group = {list(group)}: a collective needs at least 2 "
+                          f"participants (by default every NPU takes part, or every endpoint "
+                          f"if there is no NPU)")
 
 
 def _snake(dims):
