@@ -377,10 +377,7 @@ class Config:
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in SECTIONS}
         for path, v in overrides.items():
-            section, _, name = path.partition(".")
-            if section not in raw:
-                raw[section] = {}
-            raw[section][name] = v
+            apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
     def __repr__(self):
@@ -460,6 +457,41 @@ def read_toml(path, what, error=ConfigError):
         raise error(f"{what}: {path} is not valid TOML: {e}") from None
 
 
+def is_key(path):
+    """A key that can be overridden: a declared 'section.key', or a field inside a table key
+    ('topology.npu.tflops', 'topology.nic.mem.injection_gbps')."""
+    parts = path.split(".")
+    head = KEY_MAP.get(".".join(parts[:2]))
+    return head is not None and (len(parts) == 2 or (head.kind == "table" and all(parts)))
+
+
+def apply_override(raw, path, value, what="override"):
+    """Set `path` to `value` in a raw config dict (as TOML parses one): 'section.key', or a
+    field inside a table key, which keeps the table's other fields."""
+    parts = path.split(".")
+    if len(parts) < 2 or not all(parts):
+        raise ConfigError(f"{what} {path!r}: expected section.key")
+    section, key, rest = parts[0], parts[1], parts[2:]
+    body = raw.setdefault(section, {})
+    if not isinstance(body, dict):
+        raise ConfigError(f"{what} {path!r}: [{section}] is not a table")
+    if not rest:
+        body[key] = value
+        return
+    head = KEY_MAP.get(f"{section}.{key}")
+    if head is None or head.kind != "table":
+        raise ConfigError(f"{what} {path!r}: {section}.{key} is not a table of fields")
+    node = copy.deepcopy(body.get(key)) if body.get(key) is not None else {}
+    body[key] = node
+    for i, p in enumerate(rest[:-1]):
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{what} {path!r}: {'.'.join(parts[:i + 3])} is not a table")
+    if not isinstance(node, dict):
+        raise ConfigError(f"{what} {path!r}: {section}.{key} is not a table")
+    node[rest[-1]] = value
+
+
 def load(path, overrides: dict | None = None) -> Config:
     """Read a TOML file into a validated Config; `overrides` maps "section.key" to values."""
     path = os.fspath(path)
@@ -467,13 +499,7 @@ def load(path, overrides: dict | None = None) -> Config:
     base = os.path.dirname(os.path.abspath(path))
     raw = _include_topology(raw, base, overrides or {})
     for p, v in (overrides or {}).items():
-        section, dot, name = p.partition(".")
-        if not dot or not name:
-            raise ConfigError(f"override {p!r}: expected section.key")
-        raw.setdefault(section, {})
-        if not isinstance(raw[section], dict):
-            raise ConfigError(f"override {p!r}: [{section}] is not a table")
-        raw[section][name] = v
+        apply_override(raw, p, v)
     try:
         return from_dict(raw, base_dir=base, source=path)
     except ConfigError as e:

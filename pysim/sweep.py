@@ -24,7 +24,8 @@ import urllib.parse
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
-from pysim.config import KEY_MAP, ConfigError, Config, _suggest, from_dict, load, parse_override
+from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, from_dict,
+                          is_key, load, parse_override)
 
 MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
 
@@ -114,7 +115,7 @@ def expand(grid: dict, zipped: bool = False):
     if not keys:
         return [{}]
     lists = [list(grid[k]) for k in keys]
-    unknown = [k for k in keys if k not in KEY_MAP]
+    unknown = [k for k in keys if not is_key(k)]
     if unknown:
         k = unknown[0]
         raise ConfigError(f"--param {k}: not a configuration key"
@@ -151,10 +152,7 @@ def resolve(base, overrides):
     raw, base_dir, source = base
     merged = json.loads(json.dumps(raw))
     for path, v in overrides.items():
-        s, dot, k = path.partition(".")
-        if not dot:
-            raise ConfigError(f"--param {path!r}: expected section.key")
-        merged.setdefault(s, {})[k] = v
+        apply_override(merged, path, v, "--param")
     return from_dict(merged, base_dir=base_dir, source=source)
 
 

@@ -1,5 +1,6 @@
 """Bad input gets a clear error naming the key, the value and what was expected; the CLI
 runs real simulations and never overwrites a file without being asked."""
+import copy
 import json
 import os
 import subprocess
@@ -146,6 +147,31 @@ def test_files_and_overrides(tmp_path):
     cfg = load(os.path.join(TOPOLOGIES, "mesh8x8.toml"), {"traffic.injection_rate": 0.3})
     assert cfg.traffic.injection_rate == 0.3
     assert cfg.topology.dims == [8, 8]
+
+
+def test_a_field_inside_a_table_key_can_be_overridden_alone():
+    """--set topology.nic.npu.injection_gbps=400 changes that field and keeps the table's
+    others (the file's ejection_gbps, the host entry); --set and sweeps take such paths."""
+    path = os.path.join(TOPOLOGIES, "dgx1-v100.toml")
+    base = load(path)
+    cfg = load(path, {"topology.nic.npu.injection_gbps": 400.0, "topology.npu.tflops": 50.0})
+    want = copy.deepcopy(base.topology.nic)
+    want["npu"]["injection_gbps"] = 400.0
+    assert cfg.topology.nic == want and cfg.topology.npu == {"tflops": 50.0}
+    assert base.with_overrides({"topology.nic.host.ejection_gbps": 8.0}).topology.nic == \
+        {"npu": base.topology.nic["npu"], "host": dict(base.topology.nic["host"],
+                                                         ejection_gbps=8.0)}
+    assert base.topology.nic == load(path).topology.nic          # the base is not touched
+    with pytest.raises(ConfigError, match="topology.dims is not a table of fields"):
+        load(path, {"topology.dims.x": 1})
+    with pytest.raises(ConfigError, match="topology.npu.tflop: unknown field"):
+        load(path, {"topology.npu.tflop": 1.0})
+    import importlib
+    sw = importlib.import_module("pysim.sweep")
+    assert sw.expand({"topology.npu.tflops": [50.0, 100.0]}) == \
+        [{"topology.npu.tflops": 50.0}, {"topology.npu.tflops": 100.0}]
+    assert sw.resolve(sw._base(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
+        {"hbm_gbps": 450.0}
 
 
 def test_readme_reference_table_is_current():

@@ -291,7 +291,6 @@ def test_a_file_that_is_not_a_results_database_is_never_touched(tmp_path):
     assert f.read_bytes() == before
     # nor is an SQLite database of something else (the sweep added its table to it), and
     # reading commands never write: an empty file stays empty (results printed a TypeError)
-    import sqlite3
     other = tmp_path / "other.sqlite"
     con = sqlite3.connect(other)
     con.execute("CREATE TABLE mine (x)")
