@@ -28,6 +28,7 @@ from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override
                           is_key, load, parse_override)
 
 MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
+SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS points (
@@ -379,7 +380,11 @@ def _run_dask(scheduler, base, todo, store, bar):
     except ImportError:
         raise ConfigError("--scheduler needs Dask: pip install 'pysim[dask]'") from None
     own = not hasattr(scheduler, "submit")
-    client = Client(scheduler) if own else scheduler
+    try:
+        client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) if own else scheduler
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError(f"--scheduler {scheduler!r}: cannot connect ({e}); expected the "
+                          f"address of a running Dask scheduler, tcp://HOST:PORT") from None
     try:
         futures = [client.submit(run_point, base, p, pure=False) for p, _ in todo]
         point_of = {f.key: ph for f, ph in zip(futures, todo)}

@@ -143,6 +143,17 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
     assert len(by_address) == 1 and by_address[0]["status"] == "done"
 
 
+def test_a_scheduler_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypatch):
+    """A malformed address or no scheduler listening: ConfigError naming --scheduler (they
+    were a ValueError and, after 30 s, an OSError traceback)."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1)
+    grid = {"traffic.injection_rate": [0.05], **SHORT}
+    for addr in ("notaurl", "tcp://127.0.0.1:1"):
+        with pytest.raises(pysim.ConfigError, match=f"--scheduler '{addr}': cannot connect"):
+            pysim.sweep(MESH, grid, db=tmp_path / "r.sqlite", scheduler=addr)
+
+
 def test_figures_plot_the_stored_results_in_every_format(tmp_path):
     db = tmp_path / "r.sqlite"
     rows = pysim.sweep(MESH, {"traffic.injection_rate": [0.05, 0.15, 0.3],
