@@ -11,12 +11,14 @@ plus two packets per endpoint: below saturation that backlog is stationary.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 from csim import _engine
 from pysim import __version__, theory, traffic
+from pysim.config import Config, from_dict, load
 from pysim.network import CH_NET, compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 
@@ -108,8 +110,15 @@ def prepare(cfg, horizon=None):
 
 
 def simulate(cfg):
-    """Run one configuration: synthetic traffic (a Result) or, with workload.kind = 'graph',
-    an op graph (a pysim.workload.GraphResult)."""
+    """Run one configuration -- a Config, a TOML file's path, or a dict shaped like one --:
+    synthetic traffic (a Result), an op graph or a collective (workload.kind)."""
+    if isinstance(cfg, (str, os.PathLike)):
+        cfg = load(cfg)
+    elif isinstance(cfg, dict):
+        cfg = from_dict(cfg)
+    elif not isinstance(cfg, Config):
+        raise TypeError(f"simulate() takes a Config, a path to a TOML file or a dict, not "
+                        f"{type(cfg).__name__}")
     if cfg.workload.kind == "graph":
         from pysim.workload import run_graph
         return run_graph(cfg)

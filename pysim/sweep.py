@@ -115,7 +115,8 @@ def expand(grid: dict, zipped: bool = False):
     keys = list(grid)
     if not keys:
         return [{}]
-    lists = [list(grid[k]) for k in keys]
+    lists = [list(grid[k]) if isinstance(grid[k], (list, tuple)) else [grid[k]]
+             for k in keys]                            # (a single value may be given bare)
     unknown = [k for k in keys if not is_key(k)]
     if unknown:
         k = unknown[0]

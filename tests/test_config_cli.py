@@ -174,6 +174,22 @@ def test_a_field_inside_a_table_key_can_be_overridden_alone():
         {"hbm_gbps": 450.0}
 
 
+def test_simulate_takes_a_config_a_path_or_a_dict():
+    """The same run three ways (an AttributeError on 'workload' for a path or a dict before);
+    anything else is a TypeError that says what simulate takes."""
+    raw = {"topology": {"kind": "mesh", "dims": [4, 4]},
+           "simulation": {"warmup_cycles": 100, "measure_cycles": 400, "drain_cycles": 2000}}
+    want = simulate(from_dict(raw)).to_dict()
+    assert simulate(raw).to_dict()["avg_packet_latency"] == want["avg_packet_latency"]
+    path = os.path.join(TOPOLOGIES, "ring8.toml")
+    short = {"simulation.measure_cycles": 400}
+    assert simulate(load(path, short)).avg_packet_latency == \
+        simulate(load(path).with_overrides(short)).avg_packet_latency
+    assert simulate(path).config["topology"] == load(path).to_dict()["topology"]
+    with pytest.raises(TypeError, match="takes a Config, a path to a TOML file or a dict"):
+        simulate(None)
+
+
 def test_readme_reference_table_is_current():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()

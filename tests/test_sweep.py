@@ -41,6 +41,8 @@ def test_grid_parsing():
     assert sw.parse_param("network.vcs=2:8:2")[1] == [2, 4, 6, 8]
     a, b = "network.vcs", "traffic.injection_rate"
     assert len(sw.expand({a: [1, 2], b: [3, 4, 5]})) == 6
+    assert sw.expand({a: 2, "traffic.pattern": "uniform"}) == \
+        [{a: 2, "traffic.pattern": "uniform"}]                  # single values given bare
     assert sw.expand({a: [1, 2], b: [3, 4]}, zipped=True) == [{a: 1, b: 3}, {a: 2, b: 4}]
     with pytest.raises(pysim.ConfigError, match="same number of values"):
         sw.expand({a: [1, 2], b: [3]}, zipped=True)
