@@ -559,13 +559,14 @@ cdef class Engine:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, cycle_t until, str stop="none"):
+    def run(self, cycle_t until, str stop="none", progress=None):
         """Step cycles until `until` (exclusive) or the stop condition; return the status.
 
         The cycles run without the GIL in slices of about a tenth of a second, and pending
         signals are handled between slices, so Ctrl-C stops a long run (KeyboardInterrupt)
-        with the engine at a cycle boundary. A slice ends like any call with an earlier
-        `until`, so slicing changes nothing in the simulation."""
+        with the engine at a cycle boundary; `progress`, if given, is called with the cycle
+        reached after each slice. A slice ends like any call with an earlier `until`, so
+        slicing changes nothing in the simulation."""
         cdef int code = STOP[stop]
         cdef int st = ST_UNTIL
         cdef cycle_t step = 4096, end
@@ -578,6 +579,8 @@ cdef class Engine:
             if st != ST_UNTIL or self.s.now >= until:
                 return STATUS[st]
             PyErr_CheckSignals()
+            if progress is not None:
+                progress(self.s.now)
             dt = perf_counter() - t0       # the next slice: about 0.1 s at this pace
             if dt < 0.025:
                 step = min(step * 4, <cycle_t>1 << 30)

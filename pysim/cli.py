@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import click
 
@@ -63,7 +64,12 @@ def run(config, sets, json_path, trace_path, force, quiet):
         if trace_path and cfg.workload.kind not in ("graph", "collective"):
             raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
                               "'graph' or 'collective') have ops to trace")
-        result = simulate(cfg)
+        progress = _Ticker() if not quiet and sys.stderr.isatty() else None
+        try:
+            result = simulate(cfg, progress=progress)
+        finally:
+            if progress is not None:
+                progress.clear()
         if trace_path:
             with open(trace_path, "w") as f:
                 json.dump(result.trace(), f)
@@ -232,6 +238,30 @@ def results(db, csv_path, force):
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
               "timeline", "topology")
+
+
+class _Ticker:
+    """A progress line on the terminal (stderr), redrawn at most once a second."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.shown = 0.0
+        self.width = 0
+
+    def __call__(self, now, last):
+        t = time.perf_counter() - self.t0
+        if t - self.shown < 1.0:
+            return
+        self.shown = t
+        text = f"cycle {now:,}" + (f" of at most {last:,}" if last else "") + f", {t:.0f} s"
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self):
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
 
 
 FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace file",

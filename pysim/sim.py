@@ -109,9 +109,13 @@ def prepare(cfg, horizon=None):
     return network, eng
 
 
-def simulate(cfg):
+def simulate(cfg, progress=None):
     """Run one configuration -- a Config, a TOML file's path, or a dict shaped like one --:
-    synthetic traffic (a Result), an op graph or a collective (workload.kind)."""
+    synthetic traffic (a Result), an op graph or a collective (workload.kind).
+
+    progress(cycle, last): called about ten times a second during the run with the cycle
+    reached and the last cycle the run can take (None for op graphs and collectives, which
+    end when their ops do)."""
     if isinstance(cfg, (str, os.PathLike)):
         cfg = load(cfg)
     elif isinstance(cfg, dict):
@@ -121,10 +125,10 @@ def simulate(cfg):
                         f"{type(cfg).__name__}")
     if cfg.workload.kind == "graph":
         from pysim.workload import run_graph
-        return run_graph(cfg)
+        return run_graph(cfg, progress=progress)
     if cfg.workload.kind == "collective":
         from pysim.workload.collectives import run_collective
-        return run_collective(cfg)
+        return run_collective(cfg, progress=progress)
     t_start = time.perf_counter()
     sim = cfg.simulation
     W, M = sim.warmup_cycles, sim.measure_cycles
@@ -133,19 +137,20 @@ def simulate(cfg):
     eng.set_window(W, W + M)
     n_ep = len(topo.endpoints())
 
+    tick = None if progress is None else (lambda now: progress(now, W + M + sim.drain_cycles))
     t_run = time.perf_counter()
-    st = eng.run(W)
+    st = eng.run(W, progress=tick)
     _check(st, network, eng)
     c0 = eng.counters()
     f0 = eng.channel_flits()
     if st != "backlog":
-        st = eng.run(W + M)
+        st = eng.run(W + M, progress=tick)
         _check(st, network, eng)
     c1 = eng.counters()
     f1 = eng.channel_flits()
     drained = False
     if st != "backlog":
-        st = eng.run(W + M + sim.drain_cycles, stop="measured")
+        st = eng.run(W + M + sim.drain_cycles, stop="measured", progress=tick)
         _check(st, network, eng)
         drained = st == "done"
     run_seconds = time.perf_counter() - t_run

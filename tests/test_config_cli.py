@@ -295,6 +295,31 @@ def test_ctrl_c_stops_a_long_run():
     assert p.returncode == 130 and "interrupted" in err, err[-2000:]
 
 
+def test_progress_is_reported_between_slices_and_changes_nothing(capsys):
+    """simulate(progress=...) is called with rising cycles up to the run's last possible
+    cycle, and the result is the one without it; the CLI's terminal line shows and clears."""
+    raw = {"topology": {"kind": "mesh", "dims": [4, 4]},
+           "simulation": {"warmup_cycles": 1000, "measure_cycles": 30000, "drain_cycles": 5000}}
+    calls = []
+    with_p = simulate(raw, progress=lambda now, last: calls.append((now, last))).to_dict()
+    plain = simulate(raw).to_dict()
+    assert calls and all(last == 36000 for _, last in calls)
+    seen = [now for now, _ in calls]
+    assert seen == sorted(seen) and 0 < seen[0] and seen[-1] <= with_p["cycles"]
+    for k in ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second"):
+        with_p.pop(k, None), plain.pop(k, None)
+    assert with_p == plain
+    from pysim.cli import _Ticker
+    t = _Ticker()
+    t(500, 5000)                                   # within the first second: nothing
+    t.t0 -= 5
+    t(1234, 5000)
+    t.clear()
+    err = capsys.readouterr().err
+    assert "cycle 500" not in err and "\rcycle 1,234 of at most 5,000, 5 s" in err
+    assert err.endswith("\r")
+
+
 LONG = "simulation.measure_cycles=50000000"
 
 

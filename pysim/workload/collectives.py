@@ -655,14 +655,14 @@ def endpoint_report(graph, result, order, clock_ghz):
     return rows
 
 
-def run_collective(cfg):
+def run_collective(cfg, progress=None):
     """Expand workload.* into an op graph, run it, and report collective time and bandwidth,
     and per NPU its HBM traffic per network byte."""
     from pysim.network import compile_network
     from pysim.workload.graph import run_graph
     topo = compile_network(cfg).topo
     graph, meta = collective_graph(cfg, topo)
-    result = run_graph(cfg, graph)
+    result = run_graph(cfg, graph, progress=progress)
     cycles = result.makespan_cycles
     p = len(meta["order"])
     w = cfg.workload

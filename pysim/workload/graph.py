@@ -552,8 +552,9 @@ class GraphResult:
         return c
 
 
-def run_graph(cfg, graph=None) -> GraphResult:
-    """Run an op graph (given, or read from workload.file) on cfg's network."""
+def run_graph(cfg, graph=None, progress=None) -> GraphResult:
+    """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
+    None) is called about ten times a second (see pysim.simulate)."""
     from csim import _engine
     from pysim import __version__
     from pysim.network import compile_network
@@ -573,7 +574,8 @@ def run_graph(cfg, graph=None) -> GraphResult:
                   arrays["deps"], arrays["succ_ptr"], arrays["succ"],
                   cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"])
     t_run = time.perf_counter()
-    st = eng.run(cfg.workload.max_cycles, stop="all")
+    st = eng.run(cfg.workload.max_cycles, stop="all",
+                 progress=None if progress is None else (lambda now: progress(now, None)))
     run_s = time.perf_counter() - t_run
     _check(st, network, eng)
     pstart, pfinish = eng.op_times()
