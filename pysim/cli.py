@@ -221,6 +221,8 @@ def results(db, csv_path, force):
         raise click.ClickException(str(e)) from None
     rows = store.rows()
     store.close()
+    if not rows:
+        raise click.ClickException(f"{db} holds no results")
     t = tidy(rows)
     swept = sorted({k for r in rows for k in r["params"]})
     if csv_path:

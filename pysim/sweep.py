@@ -370,6 +370,10 @@ def _run_local(jobs, base, todo, store, bar):
                 store.put(h, p, status, result, error, wall)
                 bar.update(status)
     except BaseException:
+        # interrupted (or failed): stop the workers now rather than let them finish the
+        # points already handed to them (their results could not be stored anyway)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import importlib
 
 import pysim
-from conftest import TOPOLOGIES
+from conftest import ROOT, TOPOLOGIES
 from pysim import plot
 from pysim.cli import main
 from pysim.config import load
@@ -143,6 +143,35 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
     for a, b in zip(local, remote):
         assert same(a["result"], b["result"])
     assert len(by_address) == 1 and by_address[0]["status"] == "done"
+
+
+def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a sweep on two
+    workers: the command exits 130 at once and the database stays readable. The workers used
+    to finish the points already handed to them first (16 s on this case)."""
+    import signal
+    db = tmp_path / "r.sqlite"
+    code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
+            "print('ready', flush=True); "
+            f"main(['sweep', {MESH!r}, '--param', 'traffic.injection_rate=0.05,0.1,0.15,0.2', "
+            f"'--param', 'simulation.measure_cycles=3000000', '--db', {str(db)!r}, "
+            "'-j', '2', '-q'])")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(2.0)                               # the workers are simulating
+        os.killpg(p.pid, signal.SIGINT)
+        t = time.perf_counter()
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 130 and "interrupted" in err, err[-2000:]
+        assert time.perf_counter() - t < 5
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
 
 
 def test_a_scheduler_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypatch):
@@ -314,7 +343,10 @@ def test_a_file_that_is_not_a_results_database_is_never_touched(tmp_path):
         pysim.sweep(MESH, {"traffic.injection_rate": [0.05], **SHORT}, db=other)
     empty = tmp_path / "empty.sqlite"
     empty.write_bytes(b"")
-    for db, said in ((other, "of something else"), (empty, "holds no results")):
+    no_rows = tmp_path / "no-rows.sqlite"            # a sweep interrupted before any point
+    sw.Store(no_rows).close()
+    for db, said in ((other, "of something else"), (empty, "holds no results"),
+                     (no_rows, "holds no results")):
         for args in (["results", str(db)], ["plot", str(db), "--kind", "latency-load", "-o",
                                               str(tmp_path / "x.png")]):
             res = CliRunner().invoke(main, args)
