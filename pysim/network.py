@@ -192,7 +192,9 @@ def compile_network(cfg, topo=None) -> Network:
         elif kinds[i] == CH_EJECT:
             ej_ch[dst[i]] = i
     table = route.table
-    rt = np.where(table >= 0, first_of_topo[np.maximum(table, 0)], -1).astype(np.int32)
+    # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
+    rt = first_of_topo.astype(np.int32)[table]        # (-1 entries take the last; reset)
+    rt[table < 0] = -1
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt[eps, eps] = ej_ch[eps]
 
