@@ -74,19 +74,41 @@ NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
 
-def _fields(path, fields):
-    """Check of a table of per-kind defaults: only `fields`, each a finite number > 0 (the
-    predicate raises itself, to name the field)."""
+def positive_number(where, v):
+    """A finite number > 0 given for `where` (a key or a table field), as a float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
+    return float(v)
+
+
+def _check_fields(path, table, fields):
+    for k, v in table.items():
+        if k not in fields:
+            raise ConfigError(f"{path}.{k}: unknown field{_suggest(k, fields)}; expected "
+                              f"{', '.join(fields)}")
+        positive_number(f"{path}.{k}", v)
+
+
+def _fields(path, fields, kinds=None):
+    """Check of a table of defaults: only `fields`, each a finite number > 0; with `kinds`,
+    a table of such tables, one per node kind named (the predicate raises itself, to name
+    the field)."""
     def check(table):
-        for k, v in table.items():
-            if k not in fields:
-                raise ConfigError(f"{path}.{k}: unknown field{_suggest(k, fields)}; expected "
-                                  f"{', '.join(fields)}")
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or \
-                    not 0 < v < math.inf:
-                raise ConfigError(f"{path}.{k} = {v!r}: expected a finite number > 0")
+        if kinds is None:
+            _check_fields(path, table, fields)
+            return True
+        for kind, sub in table.items():
+            if kind not in kinds:
+                raise ConfigError(f"{path}.{kind}: unknown node kind {kind!r}; expected one "
+                                  f"of {', '.join(kinds)}")
+            if not isinstance(sub, dict):
+                raise ConfigError(f"{path}.{kind} = {sub!r}: expected a table")
+            _check_fields(f"{path}.{kind}", sub, fields)
         return True
     return check, "a table"
+
+
+NIC_FIELDS = ("injection_gbps", "ejection_gbps")
 
 
 def _topology_kinds():
@@ -164,7 +186,8 @@ KEYS = [
         "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
         "count (parallel links, default 1), directed (a to b only, default false).", None),
     Key("topology", "nic", "table", None, "-",
-        "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.", None),
+        "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.",
+        _fields("topology.nic", NIC_FIELDS, kinds=("npu", "mem", "host"))),
     Key("topology", "mem", "table", None, "-",
         "Memory-node defaults: [topology.mem] gbps (default 100), latency_ns (50), "
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.config import NIC_FIELDS, ConfigError, positive_number
 
 NODE_KINDS = ("npu", "mem", "host", "switch")
 
@@ -103,36 +103,8 @@ def link_params(cfg):
     return bpc, lat
 
 
-NIC_FIELDS = ("injection_gbps", "ejection_gbps")
-
-
-def _nic_defaults(cfg):
-    """topology.nic: {kind: {injection_gbps, ejection_gbps}}, validated."""
-    table = cfg.topology.nic or {}
-    out = {}
-    for kind, fields in table.items():
-        where = f"topology.nic.{kind}"
-        if kind not in NODE_KINDS or kind == "switch":
-            raise ConfigError(f"{where}: unknown node kind {kind!r}; expected one of npu, mem, "
-                              f"host (switches have no NIC)")
-        if not isinstance(fields, dict):
-            raise ConfigError(f"{where} = {fields!r}: expected a table")
-        for k, v in fields.items():
-            if k not in NIC_FIELDS:
-                raise ConfigError(f"{where}.{k}: unknown field; expected {', '.join(NIC_FIELDS)}")
-            _positive_number(f"{where}.{k}", v)
-        out[kind] = fields
-    return out
-
-
-def _positive_number(where, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
-    return float(v)
-
-
 def _apply_nic_defaults(t, cfg, per_node=None):
-    defaults = _nic_defaults(cfg)
+    defaults = cfg.topology.nic or {}          # (checked with the config: config._fields)
     per_node = per_node or [{} for _ in t.node_names]
     t.node_injection_gbps = []
     t.node_ejection_gbps = []
@@ -298,14 +270,14 @@ def build_graph(cfg):
         if kind not in NODE_KINDS:
             raise ConfigError(f"{where}.kind = {kind!r}: expected one of "
                               f"{', '.join(NODE_KINDS)}")
-        nic = {k: _positive_number(f"{where}.{k}", e[k]) for k in NIC_FIELDS if k in e}
+        nic = {k: positive_number(f"{where}.{k}", e[k]) for k in NIC_FIELDS if k in e}
         if nic and kind == "switch":
             raise ConfigError(f"{where}: a switch has no NIC, so no {', '.join(nic)}")
-        memp = {k: _positive_number(f"{where}.{k}", e[k]) for k in MEM_FIELDS if k in e}
+        memp = {k: positive_number(f"{where}.{k}", e[k]) for k in MEM_FIELDS if k in e}
         if memp and kind != "mem":
             raise ConfigError(f"{where}: {', '.join(memp)}: only for memory nodes "
                               f"(kind = 'mem'), and this node's kind is {kind!r}")
-        cpu = {k: _positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
+        cpu = {k: positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
         allowed = {"npu": {"tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
                            "offload_sram_mb"},
                    "host": {"tflops", "dram_gbps"}}.get(kind, ())
@@ -332,12 +304,12 @@ def build_graph(cfg):
             raise ConfigError(f"{where}: give latency_ns or latency_cycles, not both")
         bpc = bpc0
         if "gbps" in e:
-            bpc = _gbps_to_bpc(_positive_number(f"{where}.gbps", e["gbps"]), cfg)
+            bpc = _gbps_to_bpc(positive_number(f"{where}.gbps", e["gbps"]), cfg)
         elif "bytes_per_cycle" in e:
-            bpc = _positive_number(f"{where}.bytes_per_cycle", e["bytes_per_cycle"])
+            bpc = positive_number(f"{where}.bytes_per_cycle", e["bytes_per_cycle"])
         lat = lat0
         if "latency_ns" in e:
-            lat = ns_to_cycles(_positive_number(f"{where}.latency_ns", e["latency_ns"]),
+            lat = ns_to_cycles(positive_number(f"{where}.latency_ns", e["latency_ns"]),
                                cfg.network.clock_ghz)
         elif "latency_cycles" in e:
             lat = e["latency_cycles"]

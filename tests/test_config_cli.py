@@ -57,6 +57,14 @@ from pysim.sim import DeadlockError, run_packets, simulate
      ["topology.npu.hbm_gbps = 0.0", "a finite number > 0"]),
     ({"topology": {"mem": {"gbps": "fast"}}}, ["topology.mem.gbps = 'fast'"]),
     ({"topology": {"host": {"tflops": float("inf")}}}, ["topology.host.tflops = inf"]),
+    # [topology.nic] is checked by the same code, one table per node kind
+    ({"topology": {"nic": {"switch": {"injection_gbps": 5.0}}}},
+     ["topology.nic.switch: unknown node kind 'switch'", "expected one of npu, mem, host"]),
+    ({"topology": {"nic": {"mem": 5.0}}}, ["topology.nic.mem = 5.0: expected a table"]),
+    ({"topology": {"nic": {"npu": {"injection_gpbs": 5.0}}}},
+     ["topology.nic.npu.injection_gpbs: unknown field", "did you mean 'injection_gbps'"]),
+    ({"topology": {"nic": {"npu": {"ejection_gbps": -1.0}}}},
+     ["topology.nic.npu.ejection_gbps = -1.0: expected a finite number > 0"]),
 ])
 def test_bad_values_name_key_value_and_expectation(raw, fragments):
     with pytest.raises(ConfigError) as e:
