@@ -270,11 +270,6 @@ FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace 
               "topology": "a config"}
 
 
-def _is_sqlite(path):
-    with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
-
-
 @main.command()
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
@@ -292,12 +287,12 @@ def _is_sqlite(path):
 def plot(source, kind, x, y, series, group, baseline, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     from pysim import plot as P
+    from pysim.sweep import Store, is_sqlite
     _refuse_overwrite(out, force)
     if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
         raise click.ClickException(f"-o {out}: expected a .png, .pdf or .svg file")
     try:
         if kind in ("latency-load", "throughput", "collective", "speedup"):
-            from pysim.sweep import Store
             store = Store(source, readonly=True)
             rows = store.rows()
             store.close()
@@ -318,7 +313,7 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
                                                "--baseline and --y (the metric)")
                 base = parse_override(f"v={baseline}")[1]
                 P.speedup_bars(rows, out, group, series, y, base)
-        elif _is_sqlite(source):
+        elif is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":

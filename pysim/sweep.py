@@ -44,8 +44,21 @@ CREATE TABLE IF NOT EXISTS points (
 """
 
 
-COLUMNS = ["hash", "params", "status", "result", "error", "wall_seconds", "version",
-           "finished"]
+def _schema_columns():
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    cols = [c[1] for c in db.execute("PRAGMA table_info(points)")]
+    db.close()
+    return cols
+
+
+COLUMNS = _schema_columns()    # what a pysim results database's table has
+
+
+def is_sqlite(path):
+    """The file starts as every SQLite database does."""
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
 
 
 # ------------------------------------------------------------------ grids
@@ -187,11 +200,9 @@ class Store:
         """readonly (results, plot): the file must exist and is never written."""
         self.path = os.fspath(path)
         if self.path != ":memory:" and os.path.exists(self.path) and \
-                os.path.getsize(self.path) > 0:
-            with open(self.path, "rb") as f:
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise ConfigError(f"{self.path} exists and is not a pysim results "
-                                      f"database (SQLite); not touching it")
+                os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
+            raise ConfigError(f"{self.path} exists and is not a pysim results database "
+                              f"(SQLite); not touching it")
         if readonly:
             if not os.path.isfile(self.path):
                 raise ConfigError(f"results database {self.path}: no such file")
