@@ -658,9 +658,9 @@ def endpoint_report(graph, result, order, clock_ghz):
 def run_collective(cfg, progress=None):
     """Expand workload.* into an op graph, run it, and report collective time and bandwidth,
     and per NPU its HBM traffic per network byte."""
-    from pysim.network import compile_network
+    from pysim.topology import build
     from pysim.workload.graph import run_graph
-    topo = compile_network(cfg).topo
+    topo = build(cfg)                  # (run_graph compiles the network, routes and all)
     graph, meta = collective_graph(cfg, topo)
     result = run_graph(cfg, graph, progress=progress)
     cycles = result.makespan_cycles
