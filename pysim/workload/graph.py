@@ -27,7 +27,7 @@ import numpy as np
 
 from pysim.config import MAX_INT, ConfigError, read_toml
 
-MAX_OPS = 2_000_000        # ops in one graph (built in Python: about 10 s and 2 GB at most)
+MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
 
