@@ -699,6 +699,12 @@ cdef class Engine:
             **cols)
 
 
+cdef inline bint _not_faster(const int64_t[::1] num, const int64_t[::1] den, int64_t a,
+                             int64_t b) noexcept nogil:
+    """Channel a carries at most as many flits per cycle as channel b (num / den each)."""
+    return num[a] * den[b] <= num[b] * den[a]
+
+
 def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
               const int32_t[::1] ch_lat, const int64_t[::1] num, const int64_t[::1] den,
               const int32_t[::1] inj_ch, const int32_t[::1] ej_ch,
@@ -759,7 +765,7 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
             m_h[u] = m_h[v] + 1
             m_l[u] = m_l[v] + ch_lat[c]
             w = m_w[v]
-            if w >= 0 and num[w] * den[c] <= num[c] * den[w]:
+            if w >= 0 and _not_faster(num, den, w, c):
                 m_w[u] = w               # a later channel is as slow or slower
                 m_k[u] = m_k[v]
             else:
@@ -771,13 +777,13 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
         o_l[i] = m_l[u]
         w = m_w[u]
         c = inj_ch[u]
-        if w >= 0 and num[w] * den[c] <= num[c] * den[w]:
+        if w >= 0 and _not_faster(num, den, w, c):
             o_a[i] = m_k[u] + 1          # routers after it: the channels after it, + 1
         else:
             w = c                        # the injection channel: every router is after it
             o_a[i] = m_h[u] + 1
         ej = ej_ch[d]
-        if num[ej] * den[w] <= num[w] * den[ej]:
+        if _not_faster(num, den, ej, w):
             w = ej
             o_a[i] = 0
         o_w[i] = w

@@ -227,6 +227,9 @@ def _walk(topo, table, group, order, chunk=1 << 18):
             raise ConfigError("routing: the routing tables loop")
 
 
+MARKS_MAX = 1 << 27     # bytes of marks channel_dependencies may use (else np.unique)
+
+
 def channel_dependencies(topo, table):
     """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
 
@@ -246,7 +249,7 @@ def channel_dependencies(topo, table):
     width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
     first = np.zeros(C + 1, np.int64)
     np.cumsum(width, out=first[1:])
-    if first[-1] <= 1 << 27:
+    if first[-1] <= MARKS_MAX:
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
         mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
                           np.asarray(topo.ch_dst, np.int32), first, lo, seen)
