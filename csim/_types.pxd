@@ -34,6 +34,8 @@ cdef enum:
     OP_COMPUTE = 0           # op kinds of an op graph
     OP_SEND = 1
     OP_DELAY = 2
+    OP_ROOF = 3              # a roofline op, run in slices: its compute parts (unit 0) ...
+    OP_ROOF_MEM = 4          # ... and, as the next op id, its memory parts (unit 1)
     N_UNITS = 3              # per node: 0 compute, 1 memory (HBM), 2 collectives engine
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
