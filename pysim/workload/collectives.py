@@ -48,7 +48,7 @@ class _Builder:
     steps like chunks do."""
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
-                 graph=None, in_flight=0, grain=512):
+                 graph=None, in_flight=0, grain=512, start=None, sram_state=None):
         self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
@@ -60,8 +60,11 @@ class _Builder:
         self.loads = {}                 # offload: per node, the load of this piece's input
         self.last_at = {}               # per node: its latest op in this piece
         self.chunk_bytes = 0            # bytes of the piece being built
-        self.held = {}                  # offload: per node, [bytes, store op] of pieces held
-        self.held_bytes = {}            # offload: per node, the bytes those pieces hold
+        # offload: per node name, [bytes, store op] of the pieces its SRAM holds, and their
+        # bytes (shared by the collectives of one graph when sram_state is given)
+        self.held, self.held_bytes = sram_state if sram_state is not None else ({}, {})
+        self.start = start or {}        # per participant: what its first ops wait for
+        self.node_last = {}             # per participant: the last ops of each piece there
         self.in_flight = in_flight      # at most this many chunks under way per node (0: all)
         self.ends = []                  # per piece: {node: its last op in the piece}
         self.chunk_of = []              # per piece: the chunk it belongs to
@@ -78,12 +81,13 @@ class _Builder:
 
     def send(self, a, b, nbytes, after):
         after = list(after)
-        if not after and self.in_flight:
-            c = self.chunk_of[len(self.ends)] - self.in_flight
+        if not after:                   # a first step: the participant's data is ready
+            after = list(self.start.get(a, ()))
+            c = self.chunk_of[len(self.ends)] - self.in_flight if self.in_flight else -1
             if c >= 0:                  # the window of chunks in flight
                 prev = self.ends[self.last_piece[c]].get(a)
                 if prev is not None:
-                    after = [prev]
+                    after.append(prev)
         if self.engine == "npu":        # what is sent is read from HBM first
             after = [self.g.memory(self.order[a], int(nbytes), after=after)]
         elif self._streams():
@@ -94,12 +98,14 @@ class _Builder:
         """The load of this piece's input at node a into its engine's SRAM: after the stores
         of the oldest pieces it holds, as many as must leave to make room."""
         if a not in self.loads:
-            deps = []
+            deps = list(self.start.get(a, ()))
             if self.sram is not None:
-                held = self.held.setdefault(a, [])
-                while held and self.held_bytes[a] + self.chunk_bytes > self.sram:
+                name = self.order[a]
+                held = self.held.setdefault(name, [])
+                self.held_bytes.setdefault(name, 0)
+                while held and self.held_bytes[name] + self.chunk_bytes > self.sram:
                     nb, store = held.pop(0)
-                    self.held_bytes[a] -= nb
+                    self.held_bytes[name] -= nb
                     deps.append(store)
             self.loads[a] = self.g.memory(self.order[a], self.chunk_bytes, after=deps)
         return self.loads[a]
@@ -107,6 +113,7 @@ class _Builder:
     def reduce(self, node, nbytes, after):
         """The received block is reduced into the local one."""
         n = self.order[node]
+        after = list(after) + list(self.start.get(node, ()))   # the local data is ready
         if self.engine in ("npu", "offload"):
             # npu: the received block is written to HBM, read back with the local block, the
             # result written (it is read again when sent), the cores reduce it; offload: the
@@ -143,12 +150,16 @@ class _Builder:
     def end_chunk(self):
         self.last_piece[self.chunk_of[len(self.ends)]] = len(self.ends)
         self.ends.append(dict(self.last_at))
+        for i, op in self.last_at.items():
+            self.node_last.setdefault(i, []).append(op)
         if self._streams():             # each node stores its share of the result
             for i in sorted(self.last_at):
                 st = self.g.memory(self.order[i], self.chunk_bytes, after=[self.last_at[i]])
+                self.node_last[i].append(st)
                 if self.sram is not None:
-                    self.held.setdefault(i, []).append([self.chunk_bytes, st])
-                    self.held_bytes[i] = self.held_bytes.get(i, 0) + self.chunk_bytes
+                    name = self.order[i]
+                    self.held.setdefault(name, []).append([self.chunk_bytes, st])
+                    self.held_bytes[name] = self.held_bytes.get(name, 0) + self.chunk_bytes
 
     def chunk_sizes(self):
         """The sizes of the pieces to build, in order: the chunks, each cut (offload engine)
@@ -449,7 +460,8 @@ def hierarchical(b, collective, dims):
     n = len(dims)
     for size in b.chunk_sizes():
         b.begin_chunk(size)
-        ready = {i: ([b._load(i)] if b.engine == "offload" else []) for i in range(p)}
+        ready = {i: ([b._load(i)] if b.engine == "offload" else list(b.start.get(i, ())))
+                 for i in range(p)}
         shard = size
         for d in range(n - 1):                               # reduce-scatter inward
             phase(d, shard, "rs")
@@ -479,9 +491,15 @@ ALGORITHMS = {
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
-          grain=512):
+          grain=512, after=None, done=None, sram_state=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
-    to `graph` if given (so that other ops can run beside it)."""
+    to `graph` if given (so that other ops can run beside it).
+
+    after: {node name: [op ids]}, what each participant's part waits for (its data being
+    ready; default: nothing). done: a dict, filled with {node name: op id} of an op that
+    finishes when the participant's part of the collective is complete. sram_state: the
+    offload engines' SRAM occupancy, shared by the collectives of one graph (an empty
+    tuple of two dicts to start; by default each collective has the SRAM to itself)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -498,8 +516,10 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
         raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
                           f"than the {MAX_OPS:,} ops a graph may have")
+    idx = {n: i for i, n in enumerate(order)}
+    start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
-                 chunks_in_flight, grain)
+                 chunks_in_flight, grain, start, sram_state)
     if algorithm == "hierarchical":
         if dims is None:
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
@@ -507,6 +527,10 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         hierarchical(b, collective, dims)
     else:
         fn(b, collective)
+    if done is not None:
+        for i, n in enumerate(order):
+            last = b.node_last.get(i) or list(b.start.get(i, ()))
+            done[n] = b.g.delay(0, after=last)
     return b.g
 
 
