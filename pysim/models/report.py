@@ -34,6 +34,12 @@ def _num(x, unit=""):
     return f"{x:.3g} {unit}".rstrip() if x else "0"
 
 
+def _short(v):
+    if isinstance(v, (list, tuple)) and len(v) > 6:
+        return f"[{', '.join(map(str, v[:3]))}, ... ({len(v)} values)]"
+    return str(v)
+
+
 def _table(header, rows, right=()):
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(header)]
@@ -81,6 +87,8 @@ def format_model(m, precision=None, batch=1):
                 "in-grad comm", "w-grad comm"]
         return "\n".join(lines) + "\n\n" + _table(head, rows, right={0, 2, 3, 4, 5})
     state = m.state_bytes(p, "adam")
+    if m.config:
+        lines.append("parameters  " + ", ".join(f"{k} {_short(v)}" for k, v in m.config.items()))
     lines += [
         f"input       {'x'.join(map(str, m.input_shape))} per sample; precision {p}; {per}",
         f"params      {m.params:,} ({_num(m.weight_bytes(p), 'B')} of weights; training "
