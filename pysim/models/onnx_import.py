@@ -160,7 +160,7 @@ def _linear(g, name, x, w_shape, w_names, bias, out, trans=False):
     return _scaled(_check_out(g, layer, out), div)
 
 
-def _matmul_acts(g, name, node, a_name, b_name, out):
+def _matmul_acts(g, name, a_name, b_name, out):
     a, b = list(g.shape(a_name)), list(g.shape(b_name))
     if len(a) == 1:
         a = [1] + a
@@ -197,7 +197,7 @@ def _handle(g, node, name, fused_bias):
         if ws is not None and x not in g.const and not a.get("transA", 0):
             bias = len(ins) > 2
             return _linear(g, name, x, ws, ins[1:], bias, out, a.get("transB", 0))
-        return _matmul_acts(g, name, node, ins[0], ins[1], out)
+        return _matmul_acts(g, name, ins[0], ins[1], out)
     if op == "MatMul":
         x, w = ins
         ws = g.weight_shape(w, 2)
@@ -205,7 +205,7 @@ def _handle(g, node, name, fused_bias):
             b = fused_bias.get(node.name or id(node))
             o = b[1] if b else out
             return _linear(g, name, x, ws, [w] + ([b[0]] if b else []), bool(b), o)
-        return _matmul_acts(g, name, node, x, w, out)
+        return _matmul_acts(g, name, x, w, out)
     if op in ("BatchNormalization", "LayerNormalization"):
         xs, div = g.per_sample(ins[0])
         layer = L.norm(name, xs, "batch" if op[0] == "B" else "layer")
