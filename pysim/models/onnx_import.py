@@ -247,6 +247,9 @@ def _handle(g, node, name, fused_bias):
         layer.params = g.weights([ins[0]])
         layer.out_shape, _ = g.per_sample(out)
         return _scaled(layer, div)
+    if not (op in UNARY or op in BINARY_OPS or op in REDUCES or op in COPIES or
+            op in ("Concat", "Gather")):
+        return None
     outs, div = g.per_sample(out)
     if op in UNARY:
         return _scaled(L.eltwise(name, outs, UNARY[op]), div)
@@ -393,12 +396,19 @@ def load_onnx(path, **dims):
                 msg = f"{path}: {g.where}: {msg[len(f'layer {name!r}: '):]}"
             raise ModelError(msg) from None
         if layer is None:
-            unsupported[op] = unsupported.get(op, 0) + 1
+            qualified = f"{node.domain}::{op}" if node.domain not in ("", "ai.onnx") else op
+            unsupported[qualified] = unsupported.get(qualified, 0) + 1
+            known = g.shapes.get(node.output[0])
+            if known is None or not all(known):
+                raise ModelError(f"{path}: {g.where}: operator {qualified} is not supported "
+                                 f"and ONNX infers no shape for its output "
+                                 f"{node.output[0]!r}, so the layers after it cannot be "
+                                 f"computed (export it as standard ONNX operators)")
             outs, div = g.per_sample(node.output[0])
             n_in = sum(prod(g.per_sample(i)[0]) for i in ins if i not in g.const)
             layer = _scaled(Layer(name, "eltwise", in_elems=n_in, out_elems=prod(outs),
                                   params=g.weights(ins), weight_elems=0, out_shape=outs,
-                                  op=f"unsupported {op}"), div)
+                                  op=f"unsupported {qualified}"), div)
         names.add(name)
         layers.append(layer)
         if layer.params or any(i in g.grad for i in ins):
