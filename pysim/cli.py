@@ -14,6 +14,7 @@ import click
 from pysim import __version__
 from pysim.config import ConfigError, load, parse_override
 from pysim.sim import DeadlockError, SimulationError, simulate
+from pysim.workload import WORKLOADS
 
 
 def _overrides(pairs):
@@ -61,9 +62,10 @@ def run(config, sets, json_path, trace_path, force, quiet):
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if trace_path and cfg.workload.kind not in ("graph", "collective"):
-            raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
-                              "'graph' or 'collective') have ops to trace")
+        if trace_path and not WORKLOADS[cfg.workload.kind].traces:
+            with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
+            raise ConfigError(f"--trace: workload.kind = {cfg.workload.kind!r} has no ops to "
+                              f"trace (these have: {with_ops})")
         progress = _Ticker() if not quiet and sys.stderr.isatty() else None
         try:
             result = simulate(cfg, progress=progress)

@@ -130,6 +130,11 @@ def _topology_kinds():
     return sorted(BUILDERS)
 
 
+def _workload_kinds():
+    from pysim.workload import WORKLOADS
+    return sorted(WORKLOADS)
+
+
 def _patterns():
     from pysim.traffic import PATTERNS
     return sorted(PATTERNS)
@@ -230,7 +235,7 @@ KEYS = [
     # ------------------------------------------------------------------ workload
     Key("workload", "kind", "str", "synthetic", "-",
         "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file) or a "
-        "'collective'.", None, lambda: ["synthetic", "graph", "collective"]),
+        "'collective' (the registered workload kinds).", None, _workload_kinds),
     Key("workload", "collective", "str", "all_reduce", "-",
         "Collective: all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce "
         "(the root is the first participant).", None,
