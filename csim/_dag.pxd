@@ -17,6 +17,12 @@
 # other ops takes turns with its memory parts. It starts when its first part starts and
 # finishes with its last slice; its companion never starts on its own (one dependency that
 # no op releases) and shares its times.
+#
+# A gate (a node's unit 3) orders work that no single op spans, as a scheduler's queue does:
+# an acquire op (OP_ACQUIRE, its size its priority) waits until the gate is free, takes it
+# and finishes at once, so its successors run while the gate stays taken; a release op
+# (OP_RELEASE) frees it, and the waiting acquire of highest priority takes it (the first
+# to wait among equals).
 from csim._types cimport *
 from csim._nic cimport nic_add_message
 from csim._heap cimport heap_push, heap_pop
@@ -63,6 +69,49 @@ cdef inline int _queue_part(State* s, int32_t op) noexcept nogil:
     return _start_compute(s, op)
 
 
+cdef inline void _grant(State* s, int32_t op) noexcept nogil:
+    """Acquire op takes its gate now and finishes this cycle."""
+    s.node_busy[s.op_node[op] * N_UNITS + s.op_unit[op]] = 1
+    s.op_start[op] = s.now
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)
+
+
+cdef inline int _acquire(State* s, int32_t op) noexcept nogil:
+    """Acquire op takes its gate, or waits for it behind the waiting acquires of higher or
+    equal priority."""
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    cdef int32_t q, prev = -1
+    if not s.node_busy[n]:
+        _grant(s, op)
+        return 0
+    q = s.cq_head[n]
+    while q >= 0 and s.op_size[q] >= s.op_size[op]:
+        prev = q
+        q = s.op_next[q]
+    s.op_next[op] = q
+    if prev < 0:
+        s.cq_head[n] = op
+    else:
+        s.op_next[prev] = op
+    if q < 0:
+        s.cq_tail[n] = op
+    return 0
+
+
+cdef inline void _release(State* s, int32_t op) noexcept nogil:
+    """Release op frees its gate for the first waiting acquire, and finishes this cycle."""
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    cdef int32_t q = s.cq_head[n]
+    s.node_busy[n] = 0
+    if q >= 0:
+        s.cq_head[n] = s.op_next[q]
+        if s.cq_head[n] < 0:
+            s.cq_tail[n] = -1
+        _grant(s, q)
+    s.op_start[op] = s.now
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)
+
+
 cdef inline int _roof_slice(State* s, int32_t r) noexcept nogil:
     """Start the current slice of roofline op r: its compute part, its memory part, or both
     (a slice with neither is a compute part of no cycles)."""
@@ -89,6 +138,11 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     if kind == OP_ROOF:
         s.op_left[op] = 0
         return _roof_slice(s, op)
+    if kind == OP_ACQUIRE:
+        return _acquire(s, op)
+    if kind == OP_RELEASE:
+        _release(s, op)
+        return 0
     s.op_start[op] = s.now
     if kind == OP_DELAY:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)

@@ -34,7 +34,9 @@ from pysim.workload.base import check_status, link_report, register
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
-KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4}  # csim's ops
+KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
+         "acquire": 5, "release": 6}     # csim's primitive ops
+GATE_UNIT = 3
 
 
 class GraphError(ConfigError):
@@ -136,6 +138,17 @@ class OpGraph:
                              f"'npu' or 'offload'")
         return self._add("reduce_" + engine, node, None, _size(bytes, "bytes", name), after,
                          name)
+
+    def acquire(self, node, priority=0, after=None, name=None):
+        """Take the node's gate: a queue that orders work no single op spans (one holder at
+        a time; waiting acquires take it highest `priority` first, the first to wait among
+        equals). Finishes when taken; the gate stays taken until a release op."""
+        return self._add("acquire", node, None, _size(priority, "priority", name), after,
+                         name)
+
+    def release(self, node, after=None, name=None):
+        """Free the node's gate (taken by an acquire op)."""
+        return self._add("release", node, None, 0, after, name)
 
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
@@ -319,6 +332,10 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
             span.append((p, p))
+        elif k in ("acquire", "release"):
+            n = node_id(g.node[i], i, "node")
+            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
+            span.append((p, p))
         elif k == "send":
             a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
             if a == b:
@@ -486,6 +503,8 @@ class GraphResult:
                            "args": {"name": "memory"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
                            "args": {"name": "collectives engine"}})
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 4,
+                           "args": {"name": "gate"}})
         events.append({"ph": "M", "name": "process_name", "pid": delay_pid,
                        "args": {"name": "delays"}})
         for op in self.ops:
@@ -494,7 +513,7 @@ class GraphResult:
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
-                   "reduce_offload": 3}[op["kind"]]
+                   "reduce_offload": 3, "acquire": 4, "release": 4}[op["kind"]]
             args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
                                                                   "bytes": op["bytes"]}
             if op["kind"] == "send":

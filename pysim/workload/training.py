@@ -902,14 +902,18 @@ class TrainingResult(GraphResult):
         where = ("on each NPU's collectives offload engine" if p["engine"] == "offload" else
                  "on the NPUs themselves (workload.engine = 'npu', the default for training)")
         rows = [("model", f"{p['model']}, {p['precision']}, optimizer {p['optimizer']}, "
-                          f"batch {p['batch']}"),
+                          f"batch {p['batch']}" if p["precision"] else
+                          f"{p['model']} (an ASTRA-sim {p['schedule'].split()[-1]} workload: "
+                          f"given cycles, run by ASTRA-sim's rules)"),
                 ("plan", f"dp {p['dp']} x tp {p['tp']} x pp {p['pp']} on {len(p['npus'])} "
                          f"NPUs" + (f", {p['micro_batches']} micro-batches ({p['schedule']})"
                                     if p["pp"] > 1 or p["micro_batches"] > 1 else "")),
                 ("collectives", f"{p['algorithm']}, reductions {where}"),
                 ("iteration", f"{t['iteration_cycles']:,} cycles = "
                               f"{t['iteration_seconds'] * 1e3:.3f} ms (the last of "
-                              f"{t['iterations']}), {t['samples_per_second']:,.1f} samples/s"),
+                              f"{t['iterations']})" +
+                              (f", {t['samples_per_second']:,.1f} samples/s"
+                               if t["samples_per_second"] is not None else "")),
                 ("compute", f"{t['compute_cycles']:,} cycles on {t['critical_npu']} (the "
                             f"busiest NPU)"),
                 ("communication", f"{t['comm_cycles']:,} cycles running there, "
@@ -1040,7 +1044,8 @@ def training_report(graph, plan, res, cfg):
     exp_c = _length(exposed[crit])
     return dict(
         iteration_cycles=cycles, iteration_seconds=seconds,
-        samples_per_second=plan.batch / seconds if seconds else float("inf"),
+        samples_per_second=(plan.batch / seconds if seconds else float("inf"))
+        if plan.batch else None,
         compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
         other_cycles=max(0, cycles - busy[crit] - exp_c), critical_npu=crit,
         iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
