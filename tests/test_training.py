@@ -469,3 +469,41 @@ def test_astra_sim_files_of_other_parallelisms_are_refused(tmp_path):
     text = "MODEL\n1\nl0 -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n"
     with pytest.raises(ConfigError, match="parallelism MODEL"):
         astra_run(tmp_path, text)
+
+
+def test_a_sweep_of_training_runs_draws_a_breakdown(tmp_path):
+    """pysim sweep over the engine, then pysim plot --kind breakdown: stacked compute,
+    exposed communication and other, which add up to the iteration."""
+    import os
+    from click.testing import CliRunner
+    from pysim.cli import main
+    from pysim import plot as P
+    from pysim.sweep import Store
+    from conftest import TOPOLOGIES
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(f'''[topology]
+file = "{os.path.join(TOPOLOGIES, "ring8.toml")}"
+[workload]
+kind = "training"
+model = "dlrm"
+model_params = {{tables = [1000, 2000], dim = 16, bottom = [32, 16], top = [32, 1]}}
+batch = 64
+iterations = 1
+''')
+    db = tmp_path / "s.sqlite"
+    r = CliRunner().invoke(main, ["sweep", str(cfg), "--param", "workload.engine=npu,offload",
+                                  "--db", str(db), "--jobs", "1", "-q"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "b.png"
+    r = CliRunner().invoke(main, ["plot", str(db), "--kind", "breakdown", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0
+    store = Store(str(db), readonly=True)
+    rows = store.rows()
+    store.close()
+    table = P.breakdown(rows, str(tmp_path / "c.svg"), x="workload.engine")
+    assert set(table) == {("npu", None), ("offload", None)}
+    for row in rows:
+        res = row["result"]
+        parts = table[(row["params"]["workload.engine"], None)]
+        assert sum(parts) == pytest.approx(res["iteration_seconds"] * 1e3)
