@@ -507,3 +507,35 @@ iterations = 1
         res = row["result"]
         parts = table[(row["params"]["workload.engine"], None)]
         assert sum(parts) == pytest.approx(res["iteration_seconds"] * 1e3)
+
+
+@pytest.mark.parametrize("order,neighbours", [(["tp", "dp", "pp"], "tp"),
+                                              (["dp", "tp", "pp"], "dp"),
+                                              (["pp", "tp", "dp"], "pp")])
+def test_hybrid_plans_lay_the_first_dimension_on_neighbouring_npus(order, neighbours):
+    """dp x tp x pp = 2 x 2 x 2 on a ring of 8: the first dimension of `order` varies
+    fastest over the NPUs (in rank order), so its groups are neighbours on the ring; every
+    NPU has one coordinate; tensor-parallel collectives stay in their tensor-parallel group,
+    gradients go to the same (tp, pp) place in every replica, activations to the next stage
+    of the same (dp, tp)."""
+    from pysim import models
+    m = models.get("transformer", layers=2, hidden=64, heads=4, seq=16, vocab=1000)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 4, "iterations": 1,
+                                        "parallel": {"dp": 2, "tp": 2, "pp": 2,
+                                                     "micro_batches": 2, "order": order}})
+    _, plan = training_graph(cfg, build_topology(cfg), m)
+    assert sorted(plan.coords.values()) == [(d, t, s) for d in range(2) for t in range(2)
+                                            for s in range(2)]
+    dim = {"dp": 0, "tp": 1, "pp": 2}[neighbours]
+    for r in range(0, 8, 2):               # ranks 2k and 2k+1 differ in that dimension only
+        a, b = plan.coords[f"n{r}"], plan.coords[f"n{r + 1}"]
+        assert [i for i in range(3) if a[i] != b[i]] == [dim]
+    for c in plan.collectives:
+        cs = [plan.coords[n] for n in c.group]
+        if c.what == "tp_all_reduce":
+            assert len({(x[0], x[2]) for x in cs}) == 1 and len({x[1] for x in cs}) == 2
+        if c.what == "dp_all_reduce":
+            assert len({(x[1], x[2]) for x in cs}) == 1 and len({x[0] for x in cs}) == 2
+    for sd in plan.sends:
+        a, b = plan.coords[sd["src"]], plan.coords[sd["dst"]]
+        assert a[:2] == b[:2] and abs(a[2] - b[2]) == 1

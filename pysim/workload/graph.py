@@ -55,13 +55,17 @@ class OpGraph:
         return len(self.kind)
 
     def _add(self, kind, node, dst, size, after, name):
-        if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
-            after = [after]                   # one dependency, given bare
-        if after is not None and not isinstance(after, (list, tuple)):
-            raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+        n = len(self.kind)
+        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
+            after = list(after)               # the common case: op ids, checked at once
+        else:
+            if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
+                after = [after]               # one dependency, given bare
+            if after is not None and not isinstance(after, (list, tuple)):
+                raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+            after = [self._ref(a) for a in (after or [])]
         if name is not None and not isinstance(name, str):
             raise GraphError(f"name = {name!r}: expected a string")
-        after = [self._ref(a) for a in (after or [])]
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
         if len(self.kind) >= MAX_OPS:
@@ -172,6 +176,8 @@ class OpGraph:
 def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
+    if type(v) is int and 0 <= v <= MAX_INT:          # the common case
+        return float(v) if real else v
     where = f"op {name!r}: " if name else ""
     ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
           and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
