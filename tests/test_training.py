@@ -539,3 +539,35 @@ def test_hybrid_plans_lay_the_first_dimension_on_neighbouring_npus(order, neighb
     for sd in plan.sends:
         a, b = plan.coords[sd["src"]], plan.coords[sd["dst"]]
         assert a[:2] == b[:2] and abs(a[2] - b[2]) == 1
+
+
+def test_hooks_let_a_memory_plan_add_ops_around_each_stash():
+    """A memory plan's hooks: after each forward op a write of its stash to HBM (an offload,
+    here a memory op), before each backward a read back that the backward waits for; the
+    backward ops start after the read-back, which follows the write."""
+    m = dp_model(n_layers=3, flops=1e7, params=1024)
+
+    class Offload:
+        def __init__(self):
+            self.out, self.back = {}, {}
+
+        def forward(self, g, plan, it, i, npu, j, op):
+            nbytes = plan.layer_ops[(it, i, npu, j)].stash_bytes
+            self.out[(it, i, npu, j)] = g.memory(npu, nbytes, after=[op])
+
+        def backward(self, g, plan, it, i, npu, j):
+            op = g.memory(npu, plan.layer_ops[(it, i, npu, j)].stash_bytes,
+                          after=[self.out[(it, i, npu, j)]])
+            self.back[(it, i, npu, j)] = op
+            return [op]
+
+    hooks = Offload()
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 16, "iterations": 1})
+    g, plan = training_graph(cfg, build_topology(cfg), m, hooks=hooks)
+    res = run_graph(cfg, g)
+    assert len(hooks.out) == len(hooks.back) == 3 * 8
+    for key, lo in plan.layer_ops.items():
+        back = res.ops[hooks.back[key]]
+        first = lo.bwd_input if lo.bwd_input is not None else lo.bwd_weight
+        assert res.ops[first]["start"] >= back["finish"] >= res.ops[hooks.out[key]]["finish"]
+        assert back["size"] == lo.stash_bytes == 2 * 4 * 256
