@@ -42,10 +42,11 @@ MODELS = {                     # per-NPU mini-batch
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}
 
 
-def run(plat, model, engine, npus, iterations=2):
+def run(plat, model, engine, npus, iterations=2, pieces=16):
     path, over = PLATFORMS[plat]
     cfg = pysim.load(os.path.join(TOPO, path), {
-        **over, "topology.npu.preset": "v100", "workload.kind": "training",
+        **over, "topology.npu.preset": "v100", "topology.npu.offload_pieces": pieces,
+        "workload.kind": "training",
         "workload.model": model, "workload.batch": MODELS[model] * npus,
         "workload.precision": "mixed", "workload.engine": engine,
         "workload.iterations": iterations})
@@ -56,7 +57,7 @@ def run(plat, model, engine, npus, iterations=2):
     s_per_cycle = d["iteration_seconds"] / d["iteration_cycles"]
     net = sum(v["network_bytes"] for v in per)
     hbm_comm = sum(v["hbm_comm_bytes"] for v in per)
-    return dict(platform=plat, model=model, engine=engine, npus=npus,
+    return dict(platform=plat, model=model, engine=engine, npus=npus, offload_pieces=pieces,
                 batch=MODELS[model] * npus,
                 iteration_cycles=d["iteration_cycles"],
                 iteration_ms=d["iteration_seconds"] * 1e3,
@@ -97,6 +98,8 @@ def main():
     ap.add_argument("--platform", default=",".join(PLATFORMS))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--offload-pieces", type=int, default=16,
+                    help="topology.npu.offload_pieces (fewer: larger pieces, smaller graphs)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "ace.json"))
     a = ap.parse_args()
     rows = []
@@ -104,7 +107,7 @@ def main():
         npus = 64 if plat == "torus4x4x4" else 8
         for model in a.models.split(","):
             for engine in ("npu", "offload"):
-                r = run(plat, model, engine, npus, a.iterations)
+                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces)
                 rows.append(r)
                 print(f"{plat:>11} {model:>9} {engine:>8}: iteration {r['iteration_ms']:8.3f} ms"
                       f" (compute {r['compute_cycles'] / 1e6:.3f} ms, exposed comm "

@@ -428,8 +428,9 @@ def compute_params(topo, cfg):
 
 def engine_params(topo, cfg):
     """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
-    reduction bytes per cycle), from [topology.npu] offload_gbps (default 256),
-    offload_sram_mb (8) and reduce_gbps (450), or the node's own."""
+    reduction bytes per cycle, the pieces the engine streams its SRAM in), from
+    [topology.npu] offload_gbps (default 256), offload_sram_mb (8), reduce_gbps (450) and
+    offload_pieces (16), or the node's own."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.npu or {}) if cfg is not None else {}
     out = {}
@@ -438,7 +439,8 @@ def engine_params(topo, cfg):
             own = topo.node_mem[i] if topo.node_mem else {}
             out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
                       int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
-                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock)
+                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
+                      max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
     return out
 
 

@@ -483,8 +483,9 @@ class _Builder:
         self.in_flight = cfg.workload.chunks_in_flight
         self.grain = cfg.workload.packet_flits * cfg.network.flit_bytes
         idx = {n: i for i, n in enumerate(lay.topo.node_names)}
-        self.sram = engine_params(lay.topo, cfg)[idx[lay.npus[0]]][1] \
-            if lay.engine == "offload" else None
+        ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
+        self.sram = ep[1] if lay.engine == "offload" else None
+        self.sram_pieces = ep[3]
         self.sram_state = ({}, {})
         self.orders = {}
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -531,7 +532,8 @@ class _Builder:
             coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
-                       sram_state=self.sram_state if self.sram is not None else None)
+                       sram_state=self.sram_state if self.sram is not None else None,
+                       sram_pieces=self.sram_pieces)
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
