@@ -98,15 +98,22 @@ def main():
     ap.add_argument("--platform", default=",".join(PLATFORMS))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--engines", default="npu,offload")
+    ap.add_argument("--merge", nargs="*", default=None,
+                    help="print the table of these earlier JSON outputs together, run nothing")
     ap.add_argument("--offload-pieces", type=int, default=16,
                     help="topology.npu.offload_pieces (fewer: larger pieces, smaller graphs)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "ace.json"))
     a = ap.parse_args()
+    if a.merge:
+        rows = [r for path in a.merge for r in json.load(open(path))["rows"]]
+        print(table(rows))
+        return
     rows = []
     for plat in a.platform.split(","):
         npus = 64 if plat == "torus4x4x4" else 8
         for model in a.models.split(","):
-            for engine in ("npu", "offload"):
+            for engine in a.engines.split(","):
                 r = run(plat, model, engine, npus, a.iterations, a.offload_pieces)
                 rows.append(r)
                 print(f"{plat:>11} {model:>9} {engine:>8}: iteration {r['iteration_ms']:8.3f} ms"
