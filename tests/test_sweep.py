@@ -226,7 +226,7 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
                        (["--kind", "speedup", "--group", "traffic.injection_rate", "--series",
                          "network.vcs", "--baseline", "2", "--y", "nosuch"], "--y nosuch"),
                        (["--kind", "timeline"], "is a results database; --kind timeline "
-                                                "takes a --trace file")):
+                                                "takes a trace (pysim run CONFIG --trace")):
         res = CliRunner().invoke(main, ["plot", str(db), *args, "-o", str(tmp_path / "x.png")])
         assert res.exit_code != 0 and said in res.output and "Traceback" not in res.output
         assert not (tmp_path / "x.png").exists()
@@ -273,7 +273,7 @@ def test_tidy_table_and_csv(tmp_path):
     try:
         import pandas  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match="pip install pandas"):
+        with pytest.raises(ImportError, match=r"pip install .pysim\[pandas\]."):
             pysim.to_pandas(rows)
     else:
         assert len(pysim.to_pandas(rows)) == 2

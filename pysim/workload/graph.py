@@ -461,7 +461,10 @@ class GraphResult:
 
     def trace(self):
         """A Chrome/Perfetto trace: a process per node, a track per resource (compute, send
-        from this node), plus one for delays; 1 cycle is shown as 1 microsecond."""
+        from this node, memory, collectives engine), plus one for delays. The format's `ts`
+        and `dur` are microseconds (cycles / clock_ghz / 1000); each event keeps its cycles
+        in `args` (`start_cycle`, `cycles`)."""
+        us_per_cycle = 1e-3 / float((self.config.get("network") or {}).get("clock_ghz") or 1.0)
         events = []
         pids = {name: i for i, name in enumerate(self.node_names)}
         delay_pid = len(self.node_names)
@@ -485,13 +488,14 @@ class GraphResult:
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
                    "reduce_offload": 3}[op["kind"]]
-            args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
-                                                                  "bytes": op["bytes"]}
+            args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
+            args.update({"size": op["size"]} if op["size"] >= 0 else
+                        {"flops": op["flops"], "bytes": op["bytes"]})
             if op["kind"] == "send":
                 args["dst"] = op["dst"]
             events.append({"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid,
-                           "tid": tid, "ts": op["start"], "dur": op["finish"] - op["start"],
-                           "args": args})
+                           "tid": tid, "ts": op["start"] * us_per_cycle,
+                           "dur": (op["finish"] - op["start"]) * us_per_cycle, "args": args})
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def summary(self):
