@@ -319,10 +319,18 @@ def _takes(source, kind, obj, expected):
 @click.option("--series", default=None, help="Key whose values make the series.")
 @click.option("--group", default=None, help="speedup: key whose values make the groups.")
 @click.option("--baseline", default=None, help="speedup: the series value to compare with.")
+@click.option("--title", default=None, help="The figure's title ('' for none; default: the "
+                                            "system and what ran).")
+@click.option("--xlim", type=float, nargs=2, default=None, metavar="LO HI",
+              help="Limits of the x axis.")
+@click.option("--ylim", type=float, nargs=2, default=None, metavar="LO HI",
+              help="Limits of the y axis (latency-load: points above HI are marked on the "
+                   "top edge).")
+@click.option("--logy", is_flag=True, help="A logarithmic y axis.")
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Output file: .png, .pdf or .svg.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
-def plot(source, kind, x, y, series, group, baseline, out, force):
+def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     from pysim import plot as P
     from pysim.sweep import Store, is_sqlite
@@ -338,21 +346,23 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
             store.close()
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
+            axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
             if kind == "latency-load":
                 P.latency_load(rows, out, x=x or "traffic.injection_rate", series=series,
-                               y=y or "avg_packet_latency")
+                               y=y or "avg_packet_latency", **axes)
             elif kind == "throughput":
                 P.throughput(rows, out, x=x or "offered_rate", series=series,
-                             y=y or "accepted_rate")
+                             y=y or "accepted_rate", **axes)
             elif kind == "collective":
                 P.collective(rows, out, x=x or "workload.bytes", y=y or "busbw_gbps",
-                             series=series or "workload.algorithm")
+                             series=series or "workload.algorithm", **axes)
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "
                                                "--baseline and --y (the metric)")
                 base = parse_override(f"v={baseline}")[1]
-                P.speedup_bars(rows, out, group, series, y, base)
+                P.speedup_bars(rows, out, group, series, y, base, title=title, ylim=ylim,
+                               logy=logy)
         elif is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
@@ -363,16 +373,16 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
                 result = json.load(f)
             _takes(source, kind, result, "result")
             cfg = from_resolved(result["config"])
-            P.link_utilisation(compile_network(cfg), cfg, result, out)
+            P.link_utilisation(compile_network(cfg), cfg, result, out, title=title)
         elif kind == "timeline":
             with open(source) as f:
                 trace = json.load(f)
             _takes(source, kind, trace, "trace")
-            P.timeline(trace, out)
+            P.timeline(trace, out, title=title, xlim=xlim)
         else:
             from pysim.network import compile_network
             cfg = load(source)
-            P.draw_topology(compile_network(cfg), cfg, out)
+            P.draw_topology(compile_network(cfg), cfg, out, title=title)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except (KeyError, ValueError, json.JSONDecodeError) as e:
