@@ -62,6 +62,8 @@ def main():
     if a.child:
         print(json.dumps(one(a.child, a.cycles, a.rate)))
         return
+    from provenance import provenance
+    started = provenance()                 # the load average as the runs begin
     rows = []
     for name in ([a.only] if a.only else list(CASES)):
         runs = []
@@ -79,8 +81,8 @@ def main():
               f"{row['flit_hops_per_second'] / 1e6:7.1f} M flit-hops/s  "
               f"peak {row['peak_memory_mb']:6.1f} MB  skipped {row['cycles_skipped']} cycles  "
               f"latency {row['avg_packet_latency']:.1f}")
-    from provenance import provenance
-    doc = dict(benchmark="speed", **provenance(), rows=rows)
+    doc = dict(benchmark="speed", **started, load_average_end=provenance()["load_average"],
+               rows=rows)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
