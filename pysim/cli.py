@@ -14,6 +14,7 @@ import click
 from pysim import __version__
 from pysim.config import ConfigError, load, parse_override
 from pysim.sim import DeadlockError, SimulationError, simulate
+from pysim.workload import WORKLOADS
 
 
 def _overrides(pairs):
@@ -62,9 +63,10 @@ def run(config, sets, json_path, trace_path, force, quiet):
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if trace_path and cfg.workload.kind not in ("graph", "collective"):
-            raise ConfigError("--trace: only op graphs and collectives (workload.kind = "
-                              "'graph' or 'collective') have ops to trace")
+        if trace_path and not WORKLOADS[cfg.workload.kind].traces:
+            with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
+            raise ConfigError(f"--trace: workload.kind = {cfg.workload.kind!r} has no ops to "
+                              f"trace (these have: {with_ops})")
         progress = _Ticker() if not quiet and sys.stderr.isatty() else None
         try:
             result = simulate(cfg, progress=progress)
@@ -144,6 +146,47 @@ def topo(config, sets, draw_path, json_path, force):
         from pysim.plot import draw_topology
         draw_topology(network, cfg, draw_path)
         click.echo(f"drawn to {draw_path}")
+
+
+@main.command(name="models")
+@click.argument("model", required=False)
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="Samples per batch: FLOPs and activation bytes are shown for the batch.")
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16", "mixed"]),
+              default=None, help="Bytes per element (default: each model's own).")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
+              help="A model parameter (repeatable), e.g. -p layers=48 -p image=299; for an "
+                   ".onnx file, a symbolic dimension, e.g. -p seq=128.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def models_cmd(model, batch, precision, params, as_json):
+    """The model zoo, or MODEL's layers (a zoo name, an .onnx file or an ASTRA-sim
+    workload)."""
+    from pysim.models import get, names
+    from pysim.models.report import format_model, format_zoo, resolve, to_json
+    try:
+        if batch < 1:
+            raise ConfigError(f"--batch {batch}: expected an integer >= 1")
+        kw = {}
+        for text in params:
+            key, eq, _ = text.partition("=")
+            if not eq or not key.strip():
+                raise ConfigError(f"--param {text!r}: expected KEY=VALUE, e.g. layers=48")
+            kw[key.strip()] = parse_override(text)[1]
+        if model is None:
+            if kw:
+                raise ConfigError("--param needs a MODEL")
+            ms = [get(n) for n in names()]
+        else:
+            ms = [resolve(model, **kw)]
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(to_json(ms, precision, batch, with_layers=model is not None),
+                              indent=1))
+    elif model is None:
+        click.echo(format_zoo(ms, precision, batch))
+    else:
+        click.echo(format_model(ms[0], precision, batch))
 
 
 SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from csim import _engine
+from pysim import __version__
 from pysim.config import MAX_INT, ConfigError, read_toml
+from pysim.network import compile_network
+from pysim.topology import ns_to_cycles
+from pysim.workload.base import check_status, link_report, register
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
@@ -410,7 +415,6 @@ def engine_params(topo, cfg):
 
 def memory_params(topo, cfg):
     """Per memory node: (bytes per cycle, access latency in cycles, capacity in bytes)."""
-    from pysim.topology import ns_to_cycles
     out = {}
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.mem or {}) if cfg is not None else {}
@@ -566,13 +570,10 @@ class GraphResult:
         return c
 
 
+@register("graph", traces=True)
 def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
     None) is called about ten times a second (see pysim.simulate)."""
-    from csim import _engine
-    from pysim import __version__
-    from pysim.network import compile_network
-    from pysim.sim import _check, link_report
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -591,7 +592,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
     run_s = time.perf_counter() - t_run
-    _check(st, network, eng)
+    check_status(st, network, eng)
     pstart, pfinish = eng.op_times()
     start = np.array([pstart[a] for a, _ in span], np.int64)
     finish = np.array([pfinish[b] for _, b in span], np.int64)
