@@ -25,6 +25,13 @@ def test_the_readme_commands_run(tmp_path):
         assert (tmp_path / name).exists(), name
 
 
+def test_the_user_guide_commands_run(tmp_path):
+    ok, log = doc_commands.run_page(os.path.join(DOCS, "user-guide.md"), str(tmp_path),
+                                    timeout=300)
+    assert ok, log
+    assert (tmp_path / "latency.png").exists() and (tmp_path / "r.sqlite").exists()
+
+
 def test_the_readme_opens_with_the_two_commands_and_stays_short():
     text = open(README).read()
     blocks = doc_commands.blocks(README)
