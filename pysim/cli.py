@@ -406,7 +406,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                 base = parse_override(f"v={baseline}")[1]
                 P.speedup_bars(rows, out, group, series, y, base, title=title, ylim=ylim,
                                logy=logy)
-        elif is_sqlite(source):
+        elif os.path.isfile(source) and is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":

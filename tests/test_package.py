@@ -87,6 +87,12 @@ def test_shipped_systems_are_found_by_name_from_anywhere(tmp_path, monkeypatch):
                                     "--json", "r.json"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "r.json").read_text())["config"]["_system"] == "ring8"
+    res = CliRunner().invoke(main, ["plot", "mcdla-8", "--kind", "topology", "-o", "m.png"])
+    assert res.exit_code == 0 and (tmp_path / "m.png").stat().st_size > 5000, res.output
+    res = CliRunner().invoke(main, ["sweep", "ring8", "--param", "traffic.injection_rate=0.05",
+                                    "--param", "simulation.measure_cycles=300", "--db",
+                                    "s.sqlite", "-q", "-j", "1"])
+    assert res.exit_code == 0, res.output
     # a config of one's own may take a shipped system's topology by name
     (tmp_path / "mine.toml").write_text('[topology]\nfile = "dgx1-v100"\n[network]\n'
                                         'vc_buffer_flits = 128\n')
@@ -104,6 +110,8 @@ def test_an_unknown_system_lists_the_shipped_ones():
     assert "did you mean 'mesh8x8'?" in msg and all(n in msg for n in systems.names())
     res = CliRunner().invoke(main, ["topo", "dgx1-v10"])
     assert res.exit_code == 1 and "did you mean 'dgx1-v100'?" in res.output
+    res = CliRunner().invoke(main, ["plot", "mcdla", "--kind", "topology", "-o", "x.png"])
+    assert res.exit_code == 1 and "did you mean 'mcdla-8'?" in res.output
     with pytest.raises(ConfigError, match="no such file nowhere/x.toml"):
         load("nowhere/x.toml")
 
