@@ -3,7 +3,6 @@ the command line, the generated docs, and the command-line details a new user me
 import json
 import os
 import re
-import sqlite3
 import sys
 
 import pytest
