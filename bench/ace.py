@@ -21,7 +21,6 @@ reported. Writes JSON and a Markdown table (docs/training.md quotes it).
 import argparse
 import json
 import os
-import platform as _platform
 import resource
 import time
 
@@ -126,9 +125,10 @@ def main():
     print(md)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump(dict(rows=rows, table=md, paper=PAPER,
+        from provenance import provenance
+        json.dump(dict(benchmark="ace", **provenance(), rows=rows, table=md, paper=PAPER,
                        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                       machine=_platform.platform(), version=pysim.__version__), f, indent=1)
+                       load_average_after=list(os.getloadavg())), f, indent=1)
     print(f"written {a.out}")
 
 
