@@ -112,6 +112,8 @@ def main():
         rows = [r for path in a.merge for r in json.load(open(path))["rows"]]
         print(table(rows))
         return
+    from provenance import provenance
+    prov = provenance()                  # the load average as the runs begin
     rows = []
     for plat in a.platform.split(","):
         npus = 64 if plat == "torus4x4x4" else 8
@@ -129,8 +131,7 @@ def main():
     print(md)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        from provenance import provenance
-        json.dump(dict(benchmark="ace", **provenance(), rows=rows, table=md, paper=PAPER,
+        json.dump(dict(benchmark="ace", **prov, rows=rows, table=md, paper=PAPER,
                        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                        load_average_after=list(os.getloadavg())), f, indent=1)
     print(f"written {a.out}")
