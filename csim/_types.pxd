@@ -143,6 +143,19 @@ cdef struct Packet:           # 64 bytes: one cache line
     int32_t op               # the send op it belongs to, or -1
     cycle_t create, inject
 
+cdef struct Flow:            # a message in flight at the flow level (csim/_flow.pxd)
+    double rem               # wire bytes not yet carried
+    double rate              # bytes per cycle, its max-min fair share
+    cycle_t t_upd            # cycle at which rem was last brought up to date
+    cycle_t lat              # cycles from the last byte's carriage to the op's finish
+    int64_t mark             # recomputation stamp (in the component being recomputed)
+    int32_t op               # its send op
+    int32_t rlen             # resources on its route (entries slot * hmax ...)
+    int32_t hpos             # position in the drain heap
+    int32_t nxt              # free-list link
+    int8_t frozen            # progressive filling: rate fixed
+
+
 cdef struct State:
     # ---- sizes and router parameters
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
@@ -274,6 +287,38 @@ cdef struct State:
     int32_t* nic_msg_cur     # per node: the message whose turn it is (-1: none)
     int32_t* nic_msg_prev    # per node: the one before it in the circle
     uint8_t* nic_cut_blocked # per node: no message could be cut, and nothing changed since
+
+    # ---- flow-level network (csim/_flow.pxd): sends carried as flows instead of packets
+    int32_t flow_mode
+    int32_t n_res            # resources: channel groups (by their first channel), then the
+    double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
+    int32_t* rs_head         # per resource: its first route entry (-1: no flow)
+    int32_t* rs_n            # flows on it
+    double* rs_bytes         # wire bytes carried (counted when a flow starts)
+    double* rs_left          # scratch of the recomputation: capacity not yet given,
+    int32_t* rs_unf          #   flows not yet frozen,
+    int64_t* rs_mark         #   and the stamp of the component it was found in
+    int32_t* rs_dirty        # resources whose flows changed since the last recomputation
+    uint8_t* rs_isdirty
+    int32_t n_dirty
+    int32_t* rs_queue        # scratch: breadth-first walk of a component
+    double* rq_key           # scratch: heap of (fair share, resource) of progressive filling
+    int32_t* rq_res
+    int32_t* op_cap          # per op: its (source, destination) NIC cap resource, or -1
+    int64_t* op_lat          # per send op: zero-load latency of its last packet (cycles)
+    int32_t* ch_base         # per channel: the first channel of its parallel group
+    int32_t hmax             # longest route (resources), the stride of the entries
+    Flow* fl                 # flow slots, pooled (realloc'd)
+    int32_t fl_cap, fl_free, fl_alive
+    int32_t* fe_res          # route entries [slot * hmax + k]: the resource, and its links
+    int32_t* fe_next         #   in the resource's list of entries
+    int32_t* fe_prev
+    int32_t* comp            # scratch: the flows of the component being recomputed
+    cycle_t* dh_time         # drain heap: (cycle its last byte is carried, flow slot),
+    int32_t* dh_slot         #   indexed by Flow.hpos
+    int32_t dh_n
+    int64_t stamp
+    int64_t flows_started, recomputes, flows_recomputed
 
     # ---- statistics
     cycle_t meas_start, meas_end

@@ -1,0 +1,89 @@
+"""The flow-level network model (`network.model = "flow"`): what csim's flow engine
+(csim/_flow.pxd) needs beyond the compiled network, built once per op graph, vectorised.
+
+Each send is one flow along the route the flit level takes (the same routing table, parallel
+channel groups, NIC injection and ejection channels). Flows share every channel group and NIC
+max-min fairly, and each message also pays the zero-load latency of its last packet, from the
+closed form of pysim.theory, so that a message alone takes what it takes at the flit level:
+that form is the one the flit level's tests hold it to, and whatever changes the router's
+timing changes both.
+
+Besides the channel groups, one more constraint of the flit level binds some pairs: a NIC
+sends no more packets at once to one destination than the first link towards it has
+channels, each on one of its injection channels, so the messages of one (source,
+destination) pair share at most (first link's channels) x (one injection channel's rate).
+Where that is below both the NIC's and the first link's capacity, the pair gets a resource
+of its own.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pysim import theory
+
+MODELS = ("flit", "flow")
+SEND = 1                       # csim's op kind of a send (pysim.workload.graph.KINDS)
+
+
+def message_shape(size, packet_flits, flit_bytes):
+    """Per message of `size` bytes cut into packets of at most packet_flits flits: the flits
+    of its last packet, and its flits in all."""
+    size = np.asarray(size, np.int64)
+    bpp = int(packet_flits) * int(flit_bytes)
+    rest = size % bpp
+    last = np.where(rest == 0, packet_flits, -(-rest // flit_bytes))
+    flits = (size // bpp) * packet_flits + -(-rest // flit_bytes)
+    return last, flits
+
+
+def nic_caps(network, cfg, src, dst):
+    """Per message (src[i] -> dst[i], node ids): the index of its (source, destination) cap
+    resource, numbered from the engine's channel count on (-1 where the cap does not bind),
+    and each cap resource's bytes per cycle."""
+    arr = network.arrays
+    n = int(arr["n_nodes"])
+    F = cfg.network.flit_bytes
+    out = np.full(src.size, -1, np.int32)
+    if src.size == 0:
+        return out, np.zeros(0)
+    pair, inv = np.unique(src.astype(np.int64) * n + dst, return_inverse=True)
+    ps, pd = pair // n, pair % n
+    inj = network.inj_ch[ps]
+    lanes_inj = np.asarray(arr["nic_inj_n"])[ps]
+    lane = network.ch_num[inj] / network.ch_den[inj] * F
+    first = np.asarray(arr["rt"]).reshape(-1)[ps * n + pd]
+    par = np.asarray(arr["ch_par_n"])[first]
+    first_cap = par * network.ch_num[first] / network.ch_den[first] * F
+    cap = par * lane
+    binds = (lanes_inj > 1) & (cap < np.minimum(lanes_inj * lane, first_cap) * (1 - 1e-9))
+    ids = np.full(pair.size, -1, np.int64)
+    ids[binds] = len(network.ch_kind) + np.arange(int(binds.sum()))
+    out[:] = ids[inv]
+    return out, cap[binds].astype(np.float64)
+
+
+def flow_arrays(network, cfg, arrays):
+    """For csim's Engine.set_graph(flow=...): per op of the compiled graph `arrays`
+    (pysim.workload.graph.compile_graph) its zero-load latency of its last packet (sends) and
+    its cap resource, and the caps' capacities."""
+    kind, size = arrays["kind"], arrays["size"]
+    n_ops = kind.size
+    latency = np.zeros(n_ops, np.int64)
+    cap = np.full(n_ops, -1, np.int32)
+    sends = np.flatnonzero((kind == SEND) & (size > 0))
+    if sends.size == 0:
+        return dict(latency=latency, cap=cap, cap_bytes=np.zeros(0))
+    P, F = cfg.workload.packet_flits, cfg.network.flit_bytes
+    src = arrays["node"][sends].astype(np.int64)
+    dst = arrays["dst"][sends].astype(np.int64)
+    last, _ = message_shape(size[sends], P, F)
+    n = int(network.arrays["n_nodes"])
+    # distinct (destination, source, last packet) triples, in destination order: the path
+    # walk shares each destination's routes
+    key = (dst * n + src) * (P + 1) + last
+    uniq, inv = np.unique(key, return_inverse=True)
+    pair, length = uniq // (P + 1), uniq % (P + 1)
+    t0 = theory.zero_load_latency(network, cfg, pair % n, pair // n, length)
+    latency[sends] = np.asarray(t0, np.int64)[inv]
+    cap[sends], cap_bytes = nic_caps(network, cfg, src, dst)
+    return dict(latency=latency, cap=cap, cap_bytes=cap_bytes)
