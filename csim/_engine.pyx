@@ -567,10 +567,10 @@ cdef class Engine:
         successors as CSR. Ops without dependencies start at the current cycle.
 
         flow: None (sends go through the flit-level network) or a dict that makes them flows
-        (csim/_flow.pxd): per op `latency` (a send's zero-load latency of its last packet, in
-        cycles) and `cap` (its (source, destination) cap resource, -1 for none; cap resources
-        are numbered from the channel count on), and `cap_bytes` (per cap resource, bytes per
-        cycle)."""
+        (csim/_flow.pxd): per op `latency` and `latency_full` (a send's zero-load latency of
+        its last packet and of a full packet, in cycles) and `cap` (its (source, destination)
+        cap resource, -1 for none; cap resources are numbered from the channel count on), and
+        per cap resource `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -617,8 +617,12 @@ cdef class Engine:
         cdef int32_t op, c, h, hmax = 1
         lat = np.asarray(flow["latency"], dtype=np.int64)
         cap = np.asarray(flow["cap"], dtype=np.int32)
+        lat_full = np.asarray(flow["latency_full"], dtype=np.int64)
         cap_bytes = np.asarray(flow["cap_bytes"], dtype=np.float64)
-        if lat.size != n_ops or cap.size != n_ops:
+        cap_lanes = np.asarray(flow["cap_lanes"], dtype=np.int32)
+        if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any():
+            raise ValueError("flow: cap_lanes needs one entry >= 1 per cap resource")
+        if lat.size != n_ops or cap.size != n_ops or lat_full.size != n_ops:
             raise ValueError("flow: latency and cap need one entry per op")
         if cap.size and (cap.max() >= s.n_ch + cap_bytes.size or
                          ((cap >= 0) & (cap < s.n_ch)).any()):
@@ -633,6 +637,11 @@ cdef class Engine:
                 rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
         rs[s.n_ch:] = cap_bytes
         s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
+        lanes = np.ones(n_res, np.int32)
+        for c in range(s.n_ch):
+            lanes[c] = s.ch[c].par_n
+        lanes[s.n_ch:] = cap_lanes
+        s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
         s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
         s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
         s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
@@ -645,6 +654,7 @@ cdef class Engine:
         s.rq_key = <double*>_ptr(self._own("rq_key", None, np.float64, 0, n_res))
         s.rq_res = <int32_t*>_ptr(self._own("rq_res", None, np.int32, 0, n_res))
         s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
+        s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
         s.op_cap = <int32_t*>_ptr(self._own("op_cap", cap, np.int32))
         for op in range(n_ops):                  # the longest route: the entries' stride
             if s.op_kind[op] == OP_SEND and s.op_size[op] > 0:

@@ -17,13 +17,16 @@
 # finds the next full one; a resource's share only rises as other flows freeze, so stale
 # entries are re-pushed when popped.
 #
-# A message of b bytes is P-flit packets, the last of L flits, W wire bytes in all. Alone at
-# the flit level it takes T0(L) + ceil((W - L * F) / R): the zero-load latency of its last
+# A message of b bytes is n packets of P flits, the last of L, W wire bytes in all. Alone at
+# the flit level, on a route whose bottleneck (the least capacity, R bytes per cycle) is one
+# channel, it takes T0(L) + ceil((n - 1) * P * F / R): the zero-load latency of its last
 # packet (pysim.theory, given per op in op_lat) plus the spacing of that packet's head behind
-# the first at the bottleneck rate R. Here its W bytes drain at the max-min rate and the op
-# finishes `lat` cycles after the last byte is carried, lat chosen so that a lone message
-# takes exactly that time: lat = T0(L) + ceil((W - L * F) / R) - ceil(W / R), R its solo rate
-# (the least capacity on its route; lat is never below 0). No Python runs per flow or event.
+# the first at the bottleneck. Where the bottleneck is m parallel channels, packets cross it m
+# at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
+# zero-load latency (op_lat_full for a full one): T0(L') + ceil(((n - 1) // m) * P * F * m / R).
+# Here the W bytes drain at the max-min rate and the op finishes `lat` cycles after the last
+# byte is carried, lat chosen so that a lone message takes exactly that time: lat = T_alone -
+# ceil(W / R) (never below 0). No Python runs per flow or event.
 from libc.math cimport ceil
 from libc.stdlib cimport realloc
 from csim._types cimport *
@@ -227,23 +230,27 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     cdef int64_t rest = b % bpp
     cdef int64_t last = (rest + F - 1) // F if rest else s.packet_flits_max
     cdef int64_t flits = (b // bpp) * s.packet_flits_max + (rest + F - 1) // F
+    cdef int64_t packets = (b + bpp - 1) // bpp
+    cdef int64_t rounds, in_last
     cdef double wire = <double>(flits * F)
-    cdef double solo
+    cdef double solo = 0.0
     cdef int32_t f = flow_alloc(s)
-    cdef int32_t k, n, r
-    cdef cycle_t lat
+    cdef int32_t k, n, r, m = 1
+    cdef cycle_t lat, t0
     if f < 0:
         return -1
     n = flow_route(s, s.op_node[op], s.op_dst[op], s.op_cap[op], s.fe_res + <int64_t>f * s.hmax)
     s.fl[f].rlen = n
-    solo = s.rs_cap[s.fe_res[<int64_t>f * s.hmax]]
     for k in range(n):
         r = s.fe_res[<int64_t>f * s.hmax + k]
-        if s.rs_cap[r] < solo:
-            solo = s.rs_cap[r]
+        if k == 0 or s.rs_cap[r] < solo or (s.rs_cap[r] == solo and s.rs_lanes[r] < m):
+            solo = s.rs_cap[r]              # the bottleneck, and how many channels it has
+            m = s.rs_lanes[r]
         s.rs_bytes[r] += wire
-    lat = s.op_lat[op] + ceil_cycles(<double>((flits - last) * F) / solo) - \
-        ceil_cycles(wire / solo)
+    rounds = (packets - 1) // m             # rounds of m packets before the last
+    in_last = packets - rounds * m
+    t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]
+    lat = t0 + ceil_cycles(<double>(rounds * m * bpp) / solo) - ceil_cycles(wire / solo)
     s.fl[f].lat = lat if lat > 0 else 0
     s.fl[f].op = op
     s.fl[f].rem = wire

@@ -292,6 +292,7 @@ cdef struct State:
     int32_t flow_mode
     int32_t n_res            # resources: channel groups (by their first channel), then the
     double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
+    int32_t* rs_lanes        # per resource: channels (packets it carries at once)
     int32_t* rs_head         # per resource: its first route entry (-1: no flow)
     int32_t* rs_n            # flows on it
     double* rs_bytes         # wire bytes carried (counted when a flow starts)
@@ -306,6 +307,7 @@ cdef struct State:
     int32_t* rq_res
     int32_t* op_cap          # per op: its (source, destination) NIC cap resource, or -1
     int64_t* op_lat          # per send op: zero-load latency of its last packet (cycles)
+    int64_t* op_lat_full     #   and of a full packet
     int32_t* ch_base         # per channel: the first channel of its parallel group
     int32_t hmax             # longest route (resources), the stride of the entries
     Flow* fl                 # flow slots, pooled (realloc'd)

@@ -39,13 +39,13 @@ def message_shape(size, packet_flits, flit_bytes):
 def nic_caps(network, cfg, src, dst):
     """Per message (src[i] -> dst[i], node ids): the index of its (source, destination) cap
     resource, numbered from the engine's channel count on (-1 where the cap does not bind),
-    and each cap resource's bytes per cycle."""
+    and each cap resource's bytes per cycle and packets at once."""
     arr = network.arrays
     n = int(arr["n_nodes"])
     F = cfg.network.flit_bytes
     out = np.full(src.size, -1, np.int32)
     if src.size == 0:
-        return out, np.zeros(0)
+        return out, np.zeros(0), np.zeros(0, np.int32)
     pair, inv = np.unique(src.astype(np.int64) * n + dst, return_inverse=True)
     ps, pd = pair // n, pair % n
     inj = network.inj_ch[ps]
@@ -59,20 +59,22 @@ def nic_caps(network, cfg, src, dst):
     ids = np.full(pair.size, -1, np.int64)
     ids[binds] = len(network.ch_kind) + np.arange(int(binds.sum()))
     out[:] = ids[inv]
-    return out, cap[binds].astype(np.float64)
+    return out, cap[binds].astype(np.float64), par[binds].astype(np.int32)
 
 
 def flow_arrays(network, cfg, arrays):
     """For csim's Engine.set_graph(flow=...): per op of the compiled graph `arrays`
-    (pysim.workload.graph.compile_graph) its zero-load latency of its last packet (sends) and
-    its cap resource, and the caps' capacities."""
+    (pysim.workload.graph.compile_graph) the zero-load latency of its last packet and of a
+    full packet (sends) and its cap resource, and the caps' capacities and channels."""
     kind, size = arrays["kind"], arrays["size"]
     n_ops = kind.size
     latency = np.zeros(n_ops, np.int64)
+    latency_full = np.zeros(n_ops, np.int64)
     cap = np.full(n_ops, -1, np.int32)
     sends = np.flatnonzero((kind == SEND) & (size > 0))
     if sends.size == 0:
-        return dict(latency=latency, cap=cap, cap_bytes=np.zeros(0))
+        return dict(latency=latency, latency_full=latency_full, cap=cap,
+                    cap_bytes=np.zeros(0), cap_lanes=np.zeros(0, np.int32))
     P, F = cfg.workload.packet_flits, cfg.network.flit_bytes
     src = arrays["node"][sends].astype(np.int64)
     dst = arrays["dst"][sends].astype(np.int64)
@@ -80,10 +82,12 @@ def flow_arrays(network, cfg, arrays):
     n = int(network.arrays["n_nodes"])
     # distinct (destination, source, last packet) triples, in destination order: the path
     # walk shares each destination's routes
-    key = (dst * n + src) * (P + 1) + last
-    uniq, inv = np.unique(key, return_inverse=True)
-    pair, length = uniq // (P + 1), uniq % (P + 1)
-    t0 = theory.zero_load_latency(network, cfg, pair % n, pair // n, length)
-    latency[sends] = np.asarray(t0, np.int64)[inv]
-    cap[sends], cap_bytes = nic_caps(network, cfg, src, dst)
-    return dict(latency=latency, cap=cap, cap_bytes=cap_bytes)
+    for out, length in ((latency, last), (latency_full, np.full(sends.size, P))):
+        key = (dst * n + src) * (P + 1) + length
+        uniq, inv = np.unique(key, return_inverse=True)
+        pair, ln = uniq // (P + 1), uniq % (P + 1)
+        t0 = theory.zero_load_latency(network, cfg, pair % n, pair // n, ln)
+        out[sends] = np.asarray(t0, np.int64)[inv]
+    cap[sends], cap_bytes, cap_lanes = nic_caps(network, cfg, src, dst)
+    return dict(latency=latency, latency_full=latency_full, cap=cap, cap_bytes=cap_bytes,
+                cap_lanes=cap_lanes)
