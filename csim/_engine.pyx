@@ -567,8 +567,9 @@ cdef class Engine:
         successors as CSR. Ops without dependencies start at the current cycle.
 
         flow: None (sends go through the flit-level network) or a dict that makes them flows
-        (csim/_flow.pxd): per op `latency` and `latency_full` (a send's zero-load latency of
-        its last packet and of a full packet, in cycles) and `cap` (its (source, destination)
+        (csim/_flow.pxd): per op `latency`, `latency_full` and `latency_whole` (a send's
+        zero-load latency of its last packet, of a full packet and of one packet as long as
+        the message, in cycles) and `cap` (its (source, destination)
         cap resource, -1 for none; cap resources are numbered from the channel count on), and
         per cap resource `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once)."""
         cdef State* s = &self.s
@@ -618,11 +619,13 @@ cdef class Engine:
         lat = np.asarray(flow["latency"], dtype=np.int64)
         cap = np.asarray(flow["cap"], dtype=np.int32)
         lat_full = np.asarray(flow["latency_full"], dtype=np.int64)
+        lat_whole = np.asarray(flow["latency_whole"], dtype=np.int64)
         cap_bytes = np.asarray(flow["cap_bytes"], dtype=np.float64)
         cap_lanes = np.asarray(flow["cap_lanes"], dtype=np.int32)
         if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any():
             raise ValueError("flow: cap_lanes needs one entry >= 1 per cap resource")
-        if lat.size != n_ops or cap.size != n_ops or lat_full.size != n_ops:
+        if lat.size != n_ops or cap.size != n_ops or lat_full.size != n_ops or \
+                lat_whole.size != n_ops:
             raise ValueError("flow: latency and cap need one entry per op")
         if cap.size and (cap.max() >= s.n_ch + cap_bytes.size or
                          ((cap >= 0) & (cap < s.n_ch)).any()):
@@ -655,6 +658,7 @@ cdef class Engine:
         s.rq_res = <int32_t*>_ptr(self._own("rq_res", None, np.int32, 0, n_res))
         s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
         s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
+        s.op_lat_whole = <int64_t*>_ptr(self._own("op_lat_whole", lat_whole, np.int64))
         s.op_cap = <int32_t*>_ptr(self._own("op_cap", cap, np.int32))
         for op in range(n_ops):                  # the longest route: the entries' stride
             if s.op_kind[op] == OP_SEND and s.op_size[op] > 0:

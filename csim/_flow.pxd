@@ -17,16 +17,18 @@
 # finds the next full one; a resource's share only rises as other flows freeze, so stale
 # entries are re-pushed when popped.
 #
-# A message of b bytes is n packets of P flits, the last of L, W wire bytes in all. Alone at
-# the flit level, on a route whose bottleneck (the least capacity, R bytes per cycle) is one
-# channel, it takes T0(L) + ceil((n - 1) * P * F / R): the zero-load latency of its last
-# packet (pysim.theory, given per op in op_lat) plus the spacing of that packet's head behind
-# the first at the bottleneck. Where the bottleneck is m parallel channels, packets cross it m
-# at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
-# zero-load latency (op_lat_full for a full one): T0(L') + ceil(((n - 1) // m) * P * F * m / R).
-# Here the W bytes drain at the max-min rate and the op finishes `lat` cycles after the last
-# byte is carried, lat chosen so that a lone message takes exactly that time: lat = T_alone -
-# ceil(W / R) (never below 0). No Python runs per flow or event.
+# A message of b bytes is n packets of P flits, the last of L, W wire bytes (N flits) in all.
+# Alone at the flit level, on a route whose bottleneck (the least capacity, R bytes per cycle)
+# is one channel, its packets follow each other through it flit after flit (with VCs to spare
+# they interleave there, which changes which flit is last but not when the last one crosses),
+# and it arrives as one packet of N flits would: T0(N), the zero-load latency of pysim.theory
+# (given per op in op_lat_whole). Where the bottleneck is m parallel channels, packets cross it
+# m at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
+# own zero-load latency (op_lat_full for a full packet, op_lat for the last):
+# T0(L') + ceil(((n - 1) // m) * P * F * m / R). Here the W bytes drain at the max-min rate and
+# the op finishes `lat` cycles after the last byte is carried, lat chosen so that a lone
+# message takes exactly that time: lat = T_alone - ceil(W / R) (never below 0). No Python runs
+# per flow or event.
 from libc.math cimport ceil
 from libc.stdlib cimport realloc
 from csim._types cimport *
@@ -247,10 +249,13 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
             solo = s.rs_cap[r]              # the bottleneck, and how many channels it has
             m = s.rs_lanes[r]
         s.rs_bytes[r] += wire
-    rounds = (packets - 1) // m             # rounds of m packets before the last
-    in_last = packets - rounds * m
-    t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]
-    lat = t0 + ceil_cycles(<double>(rounds * m * bpp) / solo) - ceil_cycles(wire / solo)
+    if m == 1:
+        lat = s.op_lat_whole[op] - ceil_cycles(wire / solo)
+    else:
+        rounds = (packets - 1) // m         # rounds of m packets before the last
+        in_last = packets - rounds * m
+        t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]
+        lat = t0 + ceil_cycles(<double>(rounds * m * bpp) / solo) - ceil_cycles(wire / solo)
     s.fl[f].lat = lat if lat > 0 else 0
     s.fl[f].op = op
     s.fl[f].rem = wire

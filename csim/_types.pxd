@@ -308,6 +308,7 @@ cdef struct State:
     int32_t* op_cap          # per op: its (source, destination) NIC cap resource, or -1
     int64_t* op_lat          # per send op: zero-load latency of its last packet (cycles)
     int64_t* op_lat_full     #   and of a full packet
+    int64_t* op_lat_whole    #   and of one packet as long as the whole message
     int32_t* ch_base         # per channel: the first channel of its parallel group
     int32_t hmax             # longest route (resources), the stride of the entries
     Flow* fl                 # flow slots, pooled (realloc'd)

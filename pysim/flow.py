@@ -62,32 +62,48 @@ def nic_caps(network, cfg, src, dst):
     return out, cap[binds].astype(np.float64), par[binds].astype(np.int32)
 
 
+WHOLE_MAX = 1 << 36      # flits: T0 of longer messages is extended exactly, in Python ints
+
+
+def _zero_load(network, cfg, src, dst, length):
+    """theory.zero_load_latency per (src[i], dst[i], length[i]), computed once per distinct
+    triple, in destination order (the path walk shares each destination's routes). Lengths
+    past WHOLE_MAX flits (messages of terabytes: int64 would overflow) add their extra flits'
+    spacing at the path's slowest rate exactly."""
+    big = length > WHOLE_MAX
+    capped = np.minimum(length, WHOLE_MAX)
+    keys = np.stack([dst, src, capped], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    t0 = np.asarray(theory.zero_load_latency(network, cfg, uniq[:, 1], uniq[:, 0],
+                                             uniq[:, 2]), np.int64)[inv.reshape(-1)]
+    if big.any():
+        _, _, num, den, _ = theory.path_arrays(network, src[big], dst[big])
+        extra = [-(-(int(x) - WHOLE_MAX) * int(d) // int(u))
+                 for x, u, d in zip(length[big], num, den)]
+        t0 = t0.astype(object)
+        t0[big] += np.array(extra, dtype=object)
+    return t0
+
+
 def flow_arrays(network, cfg, arrays):
     """For csim's Engine.set_graph(flow=...): per op of the compiled graph `arrays`
-    (pysim.workload.graph.compile_graph) the zero-load latency of its last packet and of a
-    full packet (sends) and its cap resource, and the caps' capacities and channels."""
+    (pysim.workload.graph.compile_graph), for sends, the zero-load latency (theory's closed
+    form) of a packet as long as its last, of a full packet and of one as long as the whole
+    message, and its cap resource; the caps' capacities and channels."""
     kind, size = arrays["kind"], arrays["size"]
     n_ops = kind.size
-    latency = np.zeros(n_ops, np.int64)
-    latency_full = np.zeros(n_ops, np.int64)
+    lat = {k: np.zeros(n_ops, np.int64) for k in ("latency", "latency_full", "latency_whole")}
     cap = np.full(n_ops, -1, np.int32)
     sends = np.flatnonzero((kind == SEND) & (size > 0))
     if sends.size == 0:
-        return dict(latency=latency, latency_full=latency_full, cap=cap,
-                    cap_bytes=np.zeros(0), cap_lanes=np.zeros(0, np.int32))
+        return dict(**lat, cap=cap, cap_bytes=np.zeros(0), cap_lanes=np.zeros(0, np.int32))
     P, F = cfg.workload.packet_flits, cfg.network.flit_bytes
     src = arrays["node"][sends].astype(np.int64)
     dst = arrays["dst"][sends].astype(np.int64)
-    last, _ = message_shape(size[sends], P, F)
-    n = int(network.arrays["n_nodes"])
-    # distinct (destination, source, last packet) triples, in destination order: the path
-    # walk shares each destination's routes
-    for out, length in ((latency, last), (latency_full, np.full(sends.size, P))):
-        key = (dst * n + src) * (P + 1) + length
-        uniq, inv = np.unique(key, return_inverse=True)
-        pair, ln = uniq // (P + 1), uniq % (P + 1)
-        t0 = theory.zero_load_latency(network, cfg, pair % n, pair // n, ln)
-        out[sends] = np.asarray(t0, np.int64)[inv]
+    last, flits = message_shape(size[sends], P, F)
+    for key, length in (("latency", last), ("latency_full", np.full(sends.size, P)),
+                        ("latency_whole", flits)):
+        t0 = _zero_load(network, cfg, src, dst, np.asarray(length, np.int64))
+        lat[key][sends] = np.minimum(t0, np.iinfo(np.int64).max // 4).astype(np.int64)
     cap[sends], cap_bytes, cap_lanes = nic_caps(network, cfg, src, dst)
-    return dict(latency=latency, latency_full=latency_full, cap=cap, cap_bytes=cap_bytes,
-                cap_lanes=cap_lanes)
+    return dict(**lat, cap=cap, cap_bytes=cap_bytes, cap_lanes=cap_lanes)
