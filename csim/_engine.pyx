@@ -11,7 +11,8 @@ from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
-from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, flow_link
+from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, \
+    slot_grow, slot_alloc, pair_link
 
 cnp.import_array()
 
@@ -209,18 +210,19 @@ cdef void _flow_null(State* s) noexcept:
     s.fe_res = NULL
     s.fe_next = NULL
     s.fe_prev = NULL
-    s.comp = NULL
-    s.dh_time = NULL
-    s.dh_slot = NULL
+    s.sl_pair = NULL
     s.fl_cap = 0
     s.fl_free = -1
     s.fl_alive = 0
+    s.sl_cap = 0
+    s.sl_free = -1
     s.dh_n = 0
     s.n_dirty = 0
     s.n_res = 0
+    s.n_pairs = 0
     s.hmax = 1
     s.stamp = 0
-    s.flows_started = s.recomputes = s.flows_recomputed = 0
+    s.flows_started = s.recomputes = s.pairs_recomputed = 0
 
 
 cdef void _flow_free(State* s) noexcept:
@@ -228,10 +230,20 @@ cdef void _flow_free(State* s) noexcept:
     free(s.fe_res)
     free(s.fe_next)
     free(s.fe_prev)
-    free(s.comp)
-    free(s.dh_time)
-    free(s.dh_slot)
+    free(s.sl_pair)
     _flow_null(s)
+
+
+cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
+    cdef int32_t i
+    for i in range(n):
+        pr[i].service = pr[i].rate = pr[i].solo = 0.0
+        pr[i].t_upd = 0
+        pr[i].mark = 0
+        pr[i].n = pr[i].rlen = 0
+        pr[i].root = pr[i].slot = pr[i].hpos = -1
+        pr[i].m = 1
+        pr[i].frozen = 0
 
 
 cdef class Engine:
@@ -569,9 +581,10 @@ cdef class Engine:
         flow: None (sends go through the flit-level network) or a dict that makes them flows
         (csim/_flow.pxd): per op `latency`, `latency_full` and `latency_whole` (a send's
         zero-load latency of its last packet, of a full packet and of one packet as long as
-        the message, in cycles) and `cap` (its (source, destination)
-        cap resource, -1 for none; cap resources are numbered from the channel count on), and
-        per cap resource `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once)."""
+        the message, in cycles) and `pair` (its (source, destination) pair); per pair
+        `pair_src`, `pair_dst` and `pair_cap` (its cap resource, -1 for none; cap resources
+        are numbered from the channel count on); per cap resource `cap_bytes` (bytes per
+        cycle) and `cap_lanes` (packets at once)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -615,35 +628,46 @@ cdef class Engine:
 
     def _set_flow(self, int64_t n_ops, dict flow):
         cdef State* s = &self.s
-        cdef int32_t op, c, h, hmax = 1
+        cdef int32_t c, h, p, hmax = 1
         lat = np.asarray(flow["latency"], dtype=np.int64)
-        cap = np.asarray(flow["cap"], dtype=np.int32)
         lat_full = np.asarray(flow["latency_full"], dtype=np.int64)
         lat_whole = np.asarray(flow["latency_whole"], dtype=np.int64)
+        pair = np.asarray(flow["pair"], dtype=np.int32)
+        psrc = np.asarray(flow["pair_src"], dtype=np.int32)
+        pdst = np.asarray(flow["pair_dst"], dtype=np.int32)
+        pcap = np.asarray(flow["pair_cap"], dtype=np.int32)
         cap_bytes = np.asarray(flow["cap_bytes"], dtype=np.float64)
         cap_lanes = np.asarray(flow["cap_lanes"], dtype=np.int32)
-        if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any():
-            raise ValueError("flow: cap_lanes needs one entry >= 1 per cap resource")
-        if lat.size != n_ops or cap.size != n_ops or lat_full.size != n_ops or \
-                lat_whole.size != n_ops:
-            raise ValueError("flow: latency and cap need one entry per op")
-        if cap.size and (cap.max() >= s.n_ch + cap_bytes.size or
-                         ((cap >= 0) & (cap < s.n_ch)).any()):
-            raise ValueError("flow: cap names no cap resource")
-        if cap_bytes.size and not (cap_bytes > 0).all():
-            raise ValueError("flow: cap_bytes must be > 0")
+        n_pairs = psrc.size
+        if any(a.size != n_ops for a in (lat, lat_full, lat_whole, pair)):
+            raise ValueError("flow: latency, latency_full, latency_whole and pair need one "
+                             "entry per op")
+        if pdst.size != n_pairs or pcap.size != n_pairs:
+            raise ValueError("flow: pair_src, pair_dst and pair_cap differ in length")
+        if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any() or \
+                not (cap_bytes > 0).all():
+            raise ValueError("flow: per cap resource, cap_bytes > 0 and cap_lanes >= 1")
+        if n_pairs and (pcap.max() >= s.n_ch + cap_bytes.size or
+                        ((pcap >= 0) & (pcap < s.n_ch)).any()):
+            raise ValueError("flow: pair_cap names no cap resource")
+        kind = self._arr["op_kind"][:n_ops]
+        size = self._arr["op_size"][:n_ops]
+        sends = np.flatnonzero((kind == OP_SEND) & (size > 0))
+        if sends.size and ((pair[sends] < 0).any() or (pair[sends] >= n_pairs).any()):
+            raise ValueError("flow: a send's pair is out of range")
+        if sends.size and ((psrc[pair[sends]] != self._arr["op_node"][sends]).any() or
+                           (pdst[pair[sends]] != self._arr["op_dst"][sends]).any()):
+            raise ValueError("flow: a send's pair has other ends")
         n_res = s.n_ch + cap_bytes.size
-        s.n_res = n_res
         rs = np.zeros(n_res, np.float64)
-        for c in range(s.n_ch):
-            if self._arr["ch_base"][c] == c:
-                rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
-        rs[s.n_ch:] = cap_bytes
-        s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
         lanes = np.ones(n_res, np.int32)
         for c in range(s.n_ch):
             lanes[c] = s.ch[c].par_n
+            if self._arr["ch_base"][c] == c:
+                rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
+        rs[s.n_ch:] = cap_bytes
         lanes[s.n_ch:] = cap_lanes
+        s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
         s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
         s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
         s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
@@ -659,18 +683,27 @@ cdef class Engine:
         s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
         s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
         s.op_lat_whole = <int64_t*>_ptr(self._own("op_lat_whole", lat_whole, np.int64))
-        s.op_cap = <int32_t*>_ptr(self._own("op_cap", cap, np.int32))
-        for op in range(n_ops):                  # the longest route: the entries' stride
-            if s.op_kind[op] == OP_SEND and s.op_size[op] > 0:
-                h = flow_route(s, s.op_node[op], s.op_dst[op], s.op_cap[op], NULL)
-                if h < 0:
-                    raise ValueError(f"no route from node {s.op_node[op]} to node "
-                                     f"{s.op_dst[op]}")
-                if h > hmax:
-                    hmax = h
+        s.op_pair = <int32_t*>_ptr(self._own("op_pair", pair, np.int32))
+        s.pr = <Pair*>_ptr(self._own("pairs", None, np.uint8, 0, n_pairs * sizeof(Pair)))
+        _pairs_init(s.pr, n_pairs)
+        s.comp = <int32_t*>_ptr(self._own("comp", None, np.int32, 0, n_pairs))
+        s.dh_time = <cycle_t*>_ptr(self._own("dh_time", None, np.int64, 0, n_pairs))
+        s.dh_pair = <int32_t*>_ptr(self._own("dh_pair", None, np.int32, 0, n_pairs))
+        for p in range(n_pairs):                 # the longest route: the entries' stride
+            s.pr[p].src = psrc[p]
+            s.pr[p].dst = pdst[p]
+            s.pr[p].cap = pcap[p]
+            if not (0 <= psrc[p] < s.n_nodes and 0 <= pdst[p] < s.n_nodes):
+                raise ValueError(f"flow: pair {p}: node out of range")
+            h = flow_route(s, psrc[p], pdst[p], pcap[p], NULL)
+            if h < 0:
+                raise ValueError(f"no route from node {psrc[p]} to node {pdst[p]}")
+            if h > hmax:
+                hmax = h
         _flow_free(s)
         s.hmax = hmax
         s.n_res = n_res
+        s.n_pairs = n_pairs
         s.flow_mode = 1
         self._mode = GEN_NONE
 
@@ -747,7 +780,7 @@ cdef class Engine:
             cycles_skipped=s.skipped,
             deadlock_cycle=s.deadlock_t, flows_started=s.flows_started,
             flows_alive=s.fl_alive, rate_recomputations=s.recomputes,
-            flows_recomputed=s.flows_recomputed)
+            pairs_recomputed=s.pairs_recomputed)
 
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s
@@ -957,7 +990,7 @@ def max_min_rates(route_ptr, route_res, capacity):
     resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
     capacity[r] > 0. For tests and for checking the solver by hand."""
     cdef State s
-    cdef int32_t f, k, r
+    cdef int32_t f, k
     ptr = np.ascontiguousarray(route_ptr, dtype=np.int64)
     res = np.ascontiguousarray(route_res, dtype=np.int32)
     cap = np.ascontiguousarray(capacity, dtype=np.float64)
@@ -975,7 +1008,10 @@ def max_min_rates(route_ptr, route_res, capacity):
     keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
                 left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
-                queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32))
+                queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
+                pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
+                comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
+                dh_pair=np.zeros(max(n_f, 1), np.int32))
     _flow_null(&s)
     s.now = 0
     s.n_res = R
@@ -990,26 +1026,38 @@ def max_min_rates(route_ptr, route_res, capacity):
     s.rs_queue = <int32_t*>_ptr(keep["queue"])
     s.rq_key = <double*>_ptr(keep["key"])
     s.rq_res = <int32_t*>_ptr(keep["rres"])
+    s.pr = <Pair*>_ptr(keep["pairs"])
+    s.comp = <int32_t*>_ptr(keep["comp"])
+    s.dh_time = <cycle_t*>_ptr(keep["dh_time"])
+    s.dh_pair = <int32_t*>_ptr(keep["dh_pair"])
+    s.n_pairs = n_f
     s.hmax = max(1, int(np.diff(ptr).max(initial=1)))
+    _pairs_init(s.pr, n_f)
     try:
         while s.fl_cap < n_f:
             if flow_grow(&s) != 0:
                 raise MemoryError()
-        for f in range(n_f):
-            s.fl_free = s.fl[f].nxt
-            s.fl[f].rlen = <int32_t>(ptr[f + 1] - ptr[f])
-            s.fl[f].rem = 1.0
-            s.fl[f].rate = 0.0
-            s.fl[f].t_upd = 0
-            s.fl[f].hpos = -1
-            for k in range(s.fl[f].rlen):
-                s.fe_res[<int64_t>f * s.hmax + k] = res[ptr[f] + k]
-            flow_link(&s, f)
-            s.fl_alive += 1
+        for f in range(n_f):                     # each flow its own pair
+            s.pr[f].slot = slot_alloc(&s, f)
+            if s.pr[f].slot < 0:
+                raise MemoryError()
+            s.pr[f].rlen = <int32_t>(ptr[f + 1] - ptr[f])
+            s.pr[f].n = 1
+            s.pr[f].root = f
+            s.fl[f].v = 1.0
+            s.fl[f].op = f
+            for k in range(s.pr[f].rlen):
+                s.fe_res[<int64_t>s.pr[f].slot * s.hmax + k] = res[ptr[f] + k]
+                s.rs_n[res[ptr[f] + k]] += 1
+                if not s.rs_isdirty[res[ptr[f] + k]]:
+                    s.rs_isdirty[res[ptr[f] + k]] = 1
+                    s.rs_dirty[s.n_dirty] = res[ptr[f] + k]
+                    s.n_dirty += 1
+            pair_link(&s, f)
         flow_rates(&s)
         out = np.zeros(n_f)
         for f in range(n_f):
-            out[f] = s.fl[f].rate
+            out[f] = s.pr[f].rate
         return out
     finally:
         _flow_free(&s)

@@ -9,10 +9,16 @@
 # per cycle; a flow's volume is its wire bytes (whole flits: the last flit of a packet is sent
 # whole), so a lone flow drains at the rate the flit level serialises its flits.
 #
+# Flows of one (source, destination) pair take the same route, so max-min fairness gives them
+# the same rate: the solver works on pairs, each weighing as many flows as it has, and a pair
+# keeps its flows in a heap by the per-flow service (bytes carried per flow since the pair
+# became active) at which each is done. So an event costs the pairs in its component, not the
+# flows: a memory node's read pieces waiting in its NIC are one pair.
+#
 # Rates are recomputed when flows start or end, once per cycle at which something changed,
-# and only in the connected components (flows linked by shared resources) that changed: the
+# and only in the connected components (pairs linked by shared resources) that changed: the
 # rates of other components cannot move. Within a component, progressive filling: every
-# unfrozen flow's rate rises together until a resource is full; its unfrozen flows freeze at
+# unfrozen flow's rate rises together until a resource is full; its unfrozen pairs freeze at
 # that level; repeat. A heap of resources by fair share (capacity left / unfrozen flows)
 # finds the next full one; a resource's share only rises as other flows freeze, so stale
 # entries are re-pushed when popped.
@@ -41,17 +47,29 @@ cdef inline cycle_t ceil_cycles(double x) noexcept nogil:
     return <cycle_t>ceil(y) if y > 0 else 0
 
 
-# ------------------------------------------------------------------ the flow pool
+# ------------------------------------------------------------------ pools
 
 cdef inline int flow_grow(State* s) noexcept nogil:
-    """Double the flow slots (and every per-slot array with them)."""
+    """Double the flow slots."""
     cdef int32_t cap = s.fl_cap * 2 if s.fl_cap > 0 else 64
+    cdef int32_t i
+    cdef void* p = realloc(s.fl, cap * sizeof(Flow))
+    if p == NULL:
+        return -1
+    s.fl = <Flow*>p
+    for i in range(s.fl_cap, cap):
+        s.fl[i].nxt = i + 1 if i + 1 < cap else s.fl_free
+    s.fl_free = s.fl_cap
+    s.fl_cap = cap
+    return 0
+
+
+cdef inline int slot_grow(State* s) noexcept nogil:
+    """Double the route slots (hmax entries each)."""
+    cdef int32_t cap = s.sl_cap * 2 if s.sl_cap > 0 else 64
     cdef int32_t i
     cdef int64_t ne = <int64_t>cap * s.hmax
     cdef void* p
-    p = realloc(s.fl, cap * sizeof(Flow))
-    if p == NULL: return -1
-    s.fl = <Flow*>p
     p = realloc(s.fe_res, ne * sizeof(int32_t))
     if p == NULL: return -1
     s.fe_res = <int32_t*>p
@@ -61,32 +79,14 @@ cdef inline int flow_grow(State* s) noexcept nogil:
     p = realloc(s.fe_prev, ne * sizeof(int32_t))
     if p == NULL: return -1
     s.fe_prev = <int32_t*>p
-    p = realloc(s.comp, cap * sizeof(int32_t))
+    p = realloc(s.sl_pair, cap * sizeof(int32_t))
     if p == NULL: return -1
-    s.comp = <int32_t*>p
-    p = realloc(s.dh_time, cap * sizeof(cycle_t))
-    if p == NULL: return -1
-    s.dh_time = <cycle_t*>p
-    p = realloc(s.dh_slot, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.dh_slot = <int32_t*>p
-    for i in range(s.fl_cap, cap):
-        s.fl[i].nxt = i + 1 if i + 1 < cap else s.fl_free
-        s.fl[i].mark = 0
-        s.fl[i].hpos = -1
-    s.fl_free = s.fl_cap
-    s.fl_cap = cap
+    s.sl_pair = <int32_t*>p
+    for i in range(s.sl_cap, cap):       # free slots: sl_pair holds -2 - (next free slot)
+        s.sl_pair[i] = -2 - (i + 1 if i + 1 < cap else s.sl_free)
+    s.sl_free = s.sl_cap
+    s.sl_cap = cap
     return 0
-
-
-cdef inline int32_t flow_alloc(State* s) noexcept nogil:
-    cdef int32_t f
-    if s.fl_free < 0 and flow_grow(s) != 0:
-        return -1
-    f = s.fl_free
-    s.fl_free = s.fl[f].nxt
-    s.fl_alive += 1
-    return f
 
 
 cdef inline void _dirty(State* s, int32_t r) noexcept nogil:
@@ -96,26 +96,25 @@ cdef inline void _dirty(State* s, int32_t r) noexcept nogil:
         s.n_dirty += 1
 
 
-cdef inline void flow_link(State* s, int32_t f) noexcept nogil:
-    """Put flow f (its route in fe_res) on each of its resources' lists."""
-    cdef int32_t k, r, e
-    cdef int32_t base = f * s.hmax
-    for k in range(s.fl[f].rlen):
+cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
+    """Pair p (its route in fe_res of its slot, rlen set) joins its resources' lists."""
+    cdef int32_t k, r
+    cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
         s.fe_prev[e] = -1
         s.fe_next[e] = s.rs_head[r]
         if s.rs_head[r] >= 0:
-            s.fe_prev[s.rs_head[r]] = e
-        s.rs_head[r] = e
-        s.rs_n[r] += 1
-        _dirty(s, r)
+            s.fe_prev[s.rs_head[r]] = <int32_t>e
+        s.rs_head[r] = <int32_t>e
+    return 0
 
 
-cdef inline void flow_unlink(State* s, int32_t f) noexcept nogil:
-    cdef int32_t k, r, e
-    cdef int32_t base = f * s.hmax
-    for k in range(s.fl[f].rlen):
+cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
+    cdef int32_t k, r
+    cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
         if s.fe_prev[e] >= 0:
@@ -124,27 +123,71 @@ cdef inline void flow_unlink(State* s, int32_t f) noexcept nogil:
             s.rs_head[r] = s.fe_next[e]
         if s.fe_next[e] >= 0:
             s.fe_prev[s.fe_next[e]] = s.fe_prev[e]
-        s.rs_n[r] -= 1
-        _dirty(s, r)
+
+
+cdef inline int32_t slot_alloc(State* s, int32_t p) noexcept nogil:
+    cdef int32_t sl
+    if s.sl_free < 0 and slot_grow(s) != 0:
+        return -1
+    sl = s.sl_free
+    s.sl_free = -2 - s.sl_pair[sl]
+    s.sl_pair[sl] = p
+    return sl
+
+
+cdef inline void _slot_free(State* s, int32_t sl) noexcept nogil:
+    s.sl_pair[sl] = -2 - s.sl_free
+    s.sl_free = sl
+
+
+# ------------------------------------------------------------------ a pair's heap of flows
+# leftist heap: the right spine of a heap of n flows is at most log2(n + 1) long, so the
+# merge's recursion is shallow
+
+cdef inline bint _fl_before(Flow* fl, int32_t a, int32_t b) noexcept nogil:
+    return fl[a].v < fl[b].v or (fl[a].v == fl[b].v and fl[a].op < fl[b].op)
+
+
+cdef inline int32_t _lh_rank(Flow* fl, int32_t a) noexcept nogil:
+    return fl[a].rank if a >= 0 else 0
+
+
+cdef inline int32_t lh_merge(Flow* fl, int32_t a, int32_t b) noexcept nogil:
+    cdef int32_t t
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    if _fl_before(fl, b, a):
+        t = a
+        a = b
+        b = t
+    fl[a].right = lh_merge(fl, fl[a].right, b)
+    if _lh_rank(fl, fl[a].left) < _lh_rank(fl, fl[a].right):
+        t = fl[a].left
+        fl[a].left = fl[a].right
+        fl[a].right = t
+    fl[a].rank = _lh_rank(fl, fl[a].right) + 1
+    return a
 
 
 # ------------------------------------------------------------------ the drain heap
-# (cycle, slot) ordered by cycle, then slot; positions kept in Flow.hpos for updates
+# (cycle, pair) ordered by cycle, then pair; positions kept in Pair.hpos for updates
 
 cdef inline bint _dh_less(State* s, int32_t i, int32_t j) noexcept nogil:
     return s.dh_time[i] < s.dh_time[j] or (s.dh_time[i] == s.dh_time[j] and
-                                           s.dh_slot[i] < s.dh_slot[j])
+                                           s.dh_pair[i] < s.dh_pair[j])
 
 
 cdef inline void _dh_swap(State* s, int32_t i, int32_t j) noexcept nogil:
     cdef cycle_t t = s.dh_time[i]
-    cdef int32_t f = s.dh_slot[i]
+    cdef int32_t p = s.dh_pair[i]
     s.dh_time[i] = s.dh_time[j]
-    s.dh_slot[i] = s.dh_slot[j]
+    s.dh_pair[i] = s.dh_pair[j]
     s.dh_time[j] = t
-    s.dh_slot[j] = f
-    s.fl[s.dh_slot[i]].hpos = i
-    s.fl[s.dh_slot[j]].hpos = j
+    s.dh_pair[j] = p
+    s.pr[s.dh_pair[i]].hpos = i
+    s.pr[s.dh_pair[j]].hpos = j
 
 
 cdef inline void _dh_sift(State* s, int32_t i) noexcept nogil:
@@ -167,39 +210,51 @@ cdef inline void _dh_sift(State* s, int32_t i) noexcept nogil:
         i = c
 
 
-cdef inline void dh_set(State* s, int32_t f, cycle_t t) noexcept nogil:
-    """Flow f's last byte is carried at cycle t (insert, or move it in the heap)."""
-    cdef int32_t i = s.fl[f].hpos
+cdef inline void dh_set(State* s, int32_t p, cycle_t t) noexcept nogil:
+    """Pair p's next flow has its last byte carried at cycle t (insert, or move it)."""
+    cdef int32_t i = s.pr[p].hpos
     if i < 0:
         i = s.dh_n
         s.dh_n += 1
-        s.dh_slot[i] = f
-        s.fl[f].hpos = i
+        s.dh_pair[i] = p
+        s.pr[p].hpos = i
     s.dh_time[i] = t
     _dh_sift(s, i)
 
 
 cdef inline void _dh_pop(State* s) noexcept nogil:
-    cdef int32_t f = s.dh_slot[0]
+    cdef int32_t p = s.dh_pair[0]
     s.dh_n -= 1
     if s.dh_n > 0:
         s.dh_time[0] = s.dh_time[s.dh_n]
-        s.dh_slot[0] = s.dh_slot[s.dh_n]
-        s.fl[s.dh_slot[0]].hpos = 0
+        s.dh_pair[0] = s.dh_pair[s.dh_n]
+        s.pr[s.dh_pair[0]].hpos = 0
         _dh_sift(s, 0)
-    s.fl[f].hpos = -1
+    s.pr[p].hpos = -1
 
 
 cdef inline cycle_t flow_next(State* s) noexcept nogil:
     return s.dh_time[0] if s.dh_n > 0 else NEVER
 
 
+cdef inline void _dh_schedule(State* s, int32_t p) noexcept nogil:
+    """Pair p's drain time from its service, rate and the first flow of its heap."""
+    cdef Pair* q = &s.pr[p]
+    cdef double left = s.fl[q.root].v - q.service
+    if left < 0.0:
+        left = 0.0
+    if q.rate > 0.0:
+        dh_set(s, p, s.now + ceil_cycles(left / q.rate))
+    else:                                    # (capacities are > 0: cannot happen)
+        dh_set(s, p, NEVER)
+
+
 # ------------------------------------------------------------------ starting and ending flows
 
 cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_res,
                                int32_t* out) noexcept nogil:
-    """Write the resources of src's message to dst into out (if not NULL): its NIC's
-    injection group, its (source, destination) cap if any, the channel groups rt takes, the
+    """Write the resources of src's messages to dst into out (if not NULL): its NIC's
+    injection group, the (source, destination) cap if any, the channel groups rt takes, the
     destination's ejection group. Returns how many, or -1 if rt has no route (or loops)."""
     cdef int32_t k = 0, v = src, c, steps = 0
     cdef int64_t n = s.n_nodes
@@ -223,68 +278,122 @@ cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_r
         v = s.ch[c].dst
 
 
+cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
+    """Pair p gets its first flow: a route slot, its route, its place on its resources."""
+    cdef Pair* q = &s.pr[p]
+    cdef int32_t sl = slot_alloc(s, p)
+    cdef int32_t k, r
+    cdef int64_t base
+    if sl < 0:
+        return -1
+    q.slot = sl
+    base = <int64_t>sl * s.hmax
+    q.rlen = flow_route(s, q.src, q.dst, q.cap, s.fe_res + base)
+    q.solo = 0.0
+    q.m = 1
+    for k in range(q.rlen):
+        r = s.fe_res[base + k]
+        if k == 0 or s.rs_cap[r] < q.solo or (s.rs_cap[r] == q.solo and s.rs_lanes[r] < q.m):
+            q.solo = s.rs_cap[r]             # the bottleneck, and how many channels it has
+            q.m = s.rs_lanes[r]
+    q.service = 0.0
+    q.rate = 0.0
+    q.t_upd = s.now
+    q.root = -1
+    q.n = 0
+    return pair_link(s, p)
+
+
 cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
-    """Send op (bytes > 0) starts now: a flow on its route; rates are recomputed before the
+    """Send op (bytes > 0) starts now: a flow of its pair; rates are recomputed before the
     next event."""
+    cdef int32_t p = s.op_pair[op]
+    cdef Pair* q = &s.pr[p]
     cdef int64_t F = s.flit_bytes
     cdef int64_t bpp = <int64_t>s.packet_flits_max * F
     cdef int64_t b = s.op_size[op]
     cdef int64_t rest = b % bpp
-    cdef int64_t last = (rest + F - 1) // F if rest else s.packet_flits_max
     cdef int64_t flits = (b // bpp) * s.packet_flits_max + (rest + F - 1) // F
     cdef int64_t packets = (b + bpp - 1) // bpp
-    cdef int64_t rounds, in_last
+    cdef int64_t rounds, in_last, base
     cdef double wire = <double>(flits * F)
-    cdef double solo = 0.0
-    cdef int32_t f = flow_alloc(s)
-    cdef int32_t k, n, r, m = 1
+    cdef int32_t f, k, r
     cdef cycle_t lat, t0
-    if f < 0:
-        return -1
-    n = flow_route(s, s.op_node[op], s.op_dst[op], s.op_cap[op], s.fe_res + <int64_t>f * s.hmax)
-    s.fl[f].rlen = n
-    for k in range(n):
-        r = s.fe_res[<int64_t>f * s.hmax + k]
-        if k == 0 or s.rs_cap[r] < solo or (s.rs_cap[r] == solo and s.rs_lanes[r] < m):
-            solo = s.rs_cap[r]              # the bottleneck, and how many channels it has
-            m = s.rs_lanes[r]
-        s.rs_bytes[r] += wire
-    if m == 1:
-        lat = s.op_lat_whole[op] - ceil_cycles(wire / solo)
+    if q.n == 0:
+        if _pair_activate(s, p) != 0:
+            return -1
     else:
-        rounds = (packets - 1) // m         # rounds of m packets before the last
-        in_last = packets - rounds * m
+        q.service += q.rate * <double>(s.now - q.t_upd)
+        q.t_upd = s.now
+    if s.fl_free < 0 and flow_grow(s) != 0:
+        return -1
+    f = s.fl_free
+    s.fl_free = s.fl[f].nxt
+    s.fl_alive += 1
+    if q.m == 1:
+        lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
+    else:
+        rounds = (packets - 1) // q.m         # rounds of m packets before the last
+        in_last = packets - rounds * q.m
         t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]
-        lat = t0 + ceil_cycles(<double>(rounds * m * bpp) / solo) - ceil_cycles(wire / solo)
+        lat = t0 + ceil_cycles(<double>(rounds * q.m * bpp) / q.solo) - \
+            ceil_cycles(wire / q.solo)
     s.fl[f].lat = lat if lat > 0 else 0
     s.fl[f].op = op
-    s.fl[f].rem = wire
-    s.fl[f].rate = 0.0
-    s.fl[f].t_upd = s.now
-    s.fl[f].hpos = -1
+    s.fl[f].v = q.service + wire
+    s.fl[f].left = -1
+    s.fl[f].right = -1
+    s.fl[f].rank = 1
+    q.root = lh_merge(s.fl, q.root, f)
+    q.n += 1
+    base = <int64_t>q.slot * s.hmax
+    for k in range(q.rlen):
+        r = s.fe_res[base + k]
+        s.rs_n[r] += 1
+        s.rs_bytes[r] += wire
+        _dirty(s, r)
     # router-to-router channels: the route less the NIC groups and the cap
-    s.flit_hops += flits * (n - 2 - (1 if s.op_cap[op] >= 0 else 0))
+    s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
     s.flows_started += 1
-    flow_link(s, f)
-    dh_set(s, f, NEVER)          # (its rate, and so its drain, come with the recomputation)
+    if q.hpos < 0:
+        dh_set(s, p, NEVER)      # (its rate, and so its drain, come with the recomputation)
     return 0
 
 
-cdef inline void flow_drains(State* s) noexcept nogil:
+cdef inline int flow_drains(State* s) noexcept nogil:
     """Flows whose last byte is carried by now leave their resources; their ops finish `lat`
     cycles later (on the op heap, as compute and delay ops do)."""
-    cdef int32_t f, op
+    cdef int32_t p, f, op, k, r
+    cdef int64_t base
     cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
+    cdef Pair* q
     while s.dh_n > 0 and s.dh_time[0] <= s.now:
-        f = s.dh_slot[0]
-        _dh_pop(s)
+        p = s.dh_pair[0]
+        q = &s.pr[p]
+        q.service += q.rate * <double>(s.now - q.t_upd)
+        q.t_upd = s.now
+        f = q.root
+        q.root = lh_merge(s.fl, s.fl[f].left, s.fl[f].right)
+        q.n -= 1
         op = s.fl[f].op
-        flow_unlink(s, f)
         s.packets_done += (s.op_size[op] + bpp - 1) // bpp
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.fl[f].lat, op)
         s.fl[f].nxt = s.fl_free
         s.fl_free = f
         s.fl_alive -= 1
+        base = <int64_t>q.slot * s.hmax
+        for k in range(q.rlen):
+            r = s.fe_res[base + k]
+            s.rs_n[r] -= 1
+            _dirty(s, r)
+        if q.n == 0:
+            _dh_pop(s)
+            _pair_unlink(s, p)
+            _slot_free(s, q.slot)
+            q.slot = -1
+        else:                     # its next flow, at the rate it has until recomputed
+            _dh_schedule(s, p)
+    return 0
 
 
 # ------------------------------------------------------------------ max-min fair rates
@@ -327,11 +436,11 @@ cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
 
 cdef inline void flow_rates(State* s) noexcept nogil:
     """Recompute the rates of every component holding a resource whose flows changed, by
-    progressive filling, and the cycles at which their flows' last bytes are carried."""
-    cdef int64_t st
-    cdef int32_t i, k, r, q, e, f, nq = 0, head = 0, ncomp = 0, nh = 0, base
-    cdef double share, cur, dt
-    cdef Flow* fp
+    progressive filling, and when each of their pairs' next flow has its last byte carried."""
+    cdef int64_t st, base, e
+    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
+    cdef double share, cur
+    cdef Pair* pp
     if s.n_dirty == 0:
         return
     s.stamp += 1
@@ -344,19 +453,20 @@ cdef inline void flow_rates(State* s) noexcept nogil:
             s.rs_queue[nq] = r
             nq += 1
     s.n_dirty = 0
-    # the components: resources and flows reachable from the changed resources
+    # the components: resources and pairs reachable from the changed resources
     while head < nq:
         r = s.rs_queue[head]
         head += 1
         e = s.rs_head[r]
         while e >= 0:
-            f = e // s.hmax
-            if s.fl[f].mark != st:
-                s.fl[f].mark = st
-                s.comp[ncomp] = f
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if pp.mark != st:
+                pp.mark = st
+                s.comp[ncomp] = p
                 ncomp += 1
-                base = f * s.hmax
-                for k in range(s.fl[f].rlen):
+                base = <int64_t>pp.slot * s.hmax
+                for k in range(pp.rlen):
                     q = s.fe_res[base + k]
                     if s.rs_mark[q] != st:
                         s.rs_mark[q] = st
@@ -366,13 +476,10 @@ cdef inline void flow_rates(State* s) noexcept nogil:
     if ncomp == 0:
         return
     for i in range(ncomp):
-        fp = &s.fl[s.comp[i]]
-        dt = <double>(s.now - fp.t_upd)
-        fp.rem -= fp.rate * dt
-        if fp.rem < 0.0:
-            fp.rem = 0.0
-        fp.t_upd = s.now
-        fp.frozen = 0
+        pp = &s.pr[s.comp[i]]
+        pp.service += pp.rate * <double>(s.now - pp.t_upd)
+        pp.t_upd = s.now
+        pp.frozen = 0
     for i in range(nq):
         r = s.rs_queue[i]
         s.rs_left[r] = s.rs_cap[r]
@@ -393,23 +500,18 @@ cdef inline void flow_rates(State* s) noexcept nogil:
             cur = 0.0
         e = s.rs_head[r]
         while e >= 0:
-            f = e // s.hmax
-            fp = &s.fl[f]
-            if not fp.frozen:
-                fp.frozen = 1
-                fp.rate = cur
-                base = f * s.hmax
-                for k in range(fp.rlen):
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if not pp.frozen:
+                pp.frozen = 1
+                pp.rate = cur
+                base = <int64_t>pp.slot * s.hmax
+                for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    s.rs_left[q] -= cur
-                    s.rs_unf[q] -= 1
+                    s.rs_left[q] -= cur * pp.n
+                    s.rs_unf[q] -= pp.n
             e = s.fe_next[e]
     for i in range(ncomp):
-        f = s.comp[i]
-        fp = &s.fl[f]
-        if fp.rate > 0.0:
-            dh_set(s, f, s.now + ceil_cycles(fp.rem / fp.rate))
-        else:                                # (capacities are > 0: cannot happen)
-            dh_set(s, f, NEVER)
+        _dh_schedule(s, s.comp[i])
     s.recomputes += 1
-    s.flows_recomputed += ncomp
+    s.pairs_recomputed += ncomp

@@ -37,29 +37,23 @@ def message_shape(size, packet_flits, flit_bytes):
 
 
 def nic_caps(network, cfg, src, dst):
-    """Per message (src[i] -> dst[i], node ids): the index of its (source, destination) cap
+    """Per (source, destination) pair (src[i] -> dst[i], node ids): the index of its cap
     resource, numbered from the engine's channel count on (-1 where the cap does not bind),
     and each cap resource's bytes per cycle and packets at once."""
     arr = network.arrays
     n = int(arr["n_nodes"])
     F = cfg.network.flit_bytes
-    out = np.full(src.size, -1, np.int32)
-    if src.size == 0:
-        return out, np.zeros(0), np.zeros(0, np.int32)
-    pair, inv = np.unique(src.astype(np.int64) * n + dst, return_inverse=True)
-    ps, pd = pair // n, pair % n
-    inj = network.inj_ch[ps]
-    lanes_inj = np.asarray(arr["nic_inj_n"])[ps]
+    inj = network.inj_ch[src]
+    lanes_inj = np.asarray(arr["nic_inj_n"])[src]
     lane = network.ch_num[inj] / network.ch_den[inj] * F
-    first = np.asarray(arr["rt"]).reshape(-1)[ps * n + pd]
+    first = np.asarray(arr["rt"]).reshape(-1)[src * n + dst]
     par = np.asarray(arr["ch_par_n"])[first]
     first_cap = par * network.ch_num[first] / network.ch_den[first] * F
     cap = par * lane
     binds = (lanes_inj > 1) & (cap < np.minimum(lanes_inj * lane, first_cap) * (1 - 1e-9))
-    ids = np.full(pair.size, -1, np.int64)
+    ids = np.full(src.size, -1, np.int32)
     ids[binds] = len(network.ch_kind) + np.arange(int(binds.sum()))
-    out[:] = ids[inv]
-    return out, cap[binds].astype(np.float64), par[binds].astype(np.int32)
+    return ids, cap[binds].astype(np.float64), par[binds].astype(np.int32)
 
 
 WHOLE_MAX = 1 << 36      # flits: T0 of longer messages is extended exactly, in Python ints
@@ -72,10 +66,15 @@ def _zero_load(network, cfg, src, dst, length):
     spacing at the path's slowest rate exactly."""
     big = length > WHOLE_MAX
     capped = np.minimum(length, WHOLE_MAX)
-    keys = np.stack([dst, src, capped], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    t0 = np.asarray(theory.zero_load_latency(network, cfg, uniq[:, 1], uniq[:, 0],
-                                             uniq[:, 2]), np.int64)[inv.reshape(-1)]
+    order = np.lexsort((capped, src, dst))             # by destination, then source, length
+    d, s_, c = dst[order], src[order], capped[order]
+    new = np.ones(order.size, bool)
+    new[1:] = (d[1:] != d[:-1]) | (s_[1:] != s_[:-1]) | (c[1:] != c[:-1])
+    first = np.flatnonzero(new)
+    t0u = np.asarray(theory.zero_load_latency(network, cfg, s_[first], d[first], c[first]),
+                     np.int64)
+    t0 = np.empty(order.size, np.int64)
+    t0[order] = t0u[np.cumsum(new) - 1]
     if big.any():
         _, _, num, den, _ = theory.path_arrays(network, src[big], dst[big])
         extra = [-(-(int(x) - WHOLE_MAX) * int(d) // int(u))
@@ -89,21 +88,27 @@ def flow_arrays(network, cfg, arrays):
     """For csim's Engine.set_graph(flow=...): per op of the compiled graph `arrays`
     (pysim.workload.graph.compile_graph), for sends, the zero-load latency (theory's closed
     form) of a packet as long as its last, of a full packet and of one as long as the whole
-    message, and its cap resource; the caps' capacities and channels."""
+    message, and its (source, destination) pair; per pair its ends and cap resource; the caps'
+    capacities and channels."""
     kind, size = arrays["kind"], arrays["size"]
     n_ops = kind.size
     lat = {k: np.zeros(n_ops, np.int64) for k in ("latency", "latency_full", "latency_whole")}
-    cap = np.full(n_ops, -1, np.int32)
+    pair = np.full(n_ops, -1, np.int32)
     sends = np.flatnonzero((kind == SEND) & (size > 0))
-    if sends.size == 0:
-        return dict(**lat, cap=cap, cap_bytes=np.zeros(0), cap_lanes=np.zeros(0, np.int32))
     P, F = cfg.workload.packet_flits, cfg.network.flit_bytes
+    n = int(network.arrays["n_nodes"])
     src = arrays["node"][sends].astype(np.int64)
     dst = arrays["dst"][sends].astype(np.int64)
     last, flits = message_shape(size[sends], P, F)
     for key, length in (("latency", last), ("latency_full", np.full(sends.size, P)),
                         ("latency_whole", flits)):
-        t0 = _zero_load(network, cfg, src, dst, np.asarray(length, np.int64))
-        lat[key][sends] = np.minimum(t0, np.iinfo(np.int64).max // 4).astype(np.int64)
-    cap[sends], cap_bytes, cap_lanes = nic_caps(network, cfg, src, dst)
-    return dict(**lat, cap=cap, cap_bytes=cap_bytes, cap_lanes=cap_lanes)
+        if sends.size:
+            t0 = _zero_load(network, cfg, src, dst, np.asarray(length, np.int64))
+            lat[key][sends] = np.minimum(t0, np.iinfo(np.int64).max // 4).astype(np.int64)
+    pairs, inv = np.unique(src * n + dst, return_inverse=True)
+    pair[sends] = inv.reshape(-1)
+    psrc, pdst = pairs // n, pairs % n
+    pcap, cap_bytes, cap_lanes = nic_caps(network, cfg, psrc, pdst)
+    return dict(**lat, pair=pair, pair_src=psrc.astype(np.int32),
+                pair_dst=pdst.astype(np.int32), pair_cap=pcap, cap_bytes=cap_bytes,
+                cap_lanes=cap_lanes)

@@ -615,7 +615,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     makespan = int(finish.max())
     links = link_report(network, cfg, eng.channel_flits(), makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
-                                    "flows_recomputed")} if model == "flow" else {}
+                                    "pairs_recomputed")} if model == "flow" else {}
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
