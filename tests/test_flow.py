@@ -258,6 +258,28 @@ def test_a_flow_limited_by_its_nic():
             assert y["finish"] == pytest.approx(x["finish"], rel=0.02)
 
 
+def test_a_nic_sends_one_destination_as_many_packets_at_once_as_the_link_has_channels():
+    """NICs of 48 GB/s are two channels of 24 B/cycle; the 32 GB/s link is one channel, so a
+    NIC sends one packet at a time towards it: a message moves at 24 B/cycle, not the link's
+    32; two messages to two destinations share the NIC's 48 (both links used), a rate of 24
+    each. The flit level agrees within 5% (it is 4% faster alone: each packet starts on an
+    injection channel that has been idle, with a flit of serialisation credit in hand)."""
+    cfg = line3(nic_gbps=48.0)
+    size = 1 << 18
+    g = OpGraph()
+    g.send("b", "c", size)
+    flit, flow = both(cfg, g)
+    assert size / 24 <= flow.makespan_cycles <= size / 24 + 30
+    assert flow.makespan_cycles == pytest.approx(flit.makespan_cycles, rel=0.05)
+    g = OpGraph()
+    g.send("b", "a", size)
+    g.send("b", "c", size)
+    flit, flow = both(cfg, g)
+    for x, y in zip(flit.ops, flow.ops):
+        assert size / 24 <= y["finish"] <= size / 24 + 30
+        assert y["finish"] == pytest.approx(x["finish"], rel=0.05)
+
+
 def test_the_textbook_three_flow_case_end_to_end():
     """a - b at 32 GB/s, b - c at 64 GB/s, 64-byte flits (NICs of 64 B/cycle); flows a->c,
     a->b, b->c of S bytes: max-min gives 16, 16 and 48 B/cycle. b->c finishes at S/48; its
