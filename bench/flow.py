@@ -4,6 +4,7 @@
     python bench/flow.py speed [--repeat 3] [--flit] [--out bench/results/flow_speed.json]
     python bench/flow.py agreement [--bytes 1048576,16777216] [--vcs 4] [--systems ring8,...]
                                    [--out bench/results/flow_agreement.json]
+    python bench/flow.py table bench/results/flow_agreement.json     (as Markdown)
 
 speed: each case in a fresh process (its peak memory its own), --repeat times, the median
 kept. Cases:
@@ -23,6 +24,7 @@ peak memory.
 
 agreement: every shipped system x every collective and algorithm it accepts, at each size,
 both levels; the flow level's time over the flit level's. The big meshes run over one row.
+--vcs 0 leaves each system's VCs as shipped.
 """
 import argparse
 import json
@@ -180,9 +182,34 @@ def agreement(a):
     return dict(benchmark="flow agreement", rows=rows)
 
 
+SHORT = {"ring-of-rings4x4": "rings4x4", "fully-connected8": "fc8", "dgx1-v100": "dgx1",
+         "torus4x4x4": "torus4^3"}
+
+
+def table(path):
+    """The agreement JSON as a Markdown table: a row per collective and algorithm, a column
+    per system, the flow level's time over the flit level's as a percentage difference."""
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    systems = sorted({r["system"] for r in rows})
+    cells = {(r["collective"], r["algorithm"], r["system"]): r["ratio"] for r in rows}
+    lines = ["| collective / algorithm | " + " | ".join(SHORT.get(s, s) for s in systems) +
+             " |", "|---|" + "---:|" * len(systems)]
+    for coll, alg in COMBOS:
+        if not any((coll, alg, s) in cells for s in systems):
+            continue
+        vals = [cells.get((coll, alg, s)) for s in systems]
+        lines.append(f"| {coll} / {alg} | " + " | ".join(
+            "" if v is None else f"{100 * (v - 1):+.1f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         print(json.dumps(one(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "table":
+        print(table(sys.argv[2]))
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["speed", "agreement"])

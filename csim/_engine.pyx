@@ -244,6 +244,7 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].root = pr[i].slot = pr[i].hpos = -1
         pr[i].m = 1
         pr[i].frozen = 0
+        pr[i].stream = 0
 
 
 cdef class Engine:
@@ -380,6 +381,8 @@ cdef class Engine:
         s.nbuf_total = 0
         s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
                                              np.int32))
+        s.vc_res = NULL
+        s.vc_res_base = 0x7FFFFFFF
 
         cdef int64_t i
         s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
@@ -582,9 +585,11 @@ cdef class Engine:
         (csim/_flow.pxd): per op `latency`, `latency_full` and `latency_whole` (a send's
         zero-load latency of its last packet, of a full packet and of one packet as long as
         the message, in cycles) and `pair` (its (source, destination) pair); per pair
-        `pair_src`, `pair_dst` and `pair_cap` (its cap resource, -1 for none; cap resources
-        are numbered from the channel count on); per cap resource `cap_bytes` (bytes per
-        cycle) and `cap_lanes` (packets at once)."""
+        `pair_src`, `pair_dst` and `pair_cap` (its cap resource, -1 for none); per resource
+        beyond the channels (numbered from the channel count on: the pairs' caps, then the VC
+        classes') `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once); optionally
+        `vc_res` ([channel * n_classes + class]: the resource of a class of one VC on a
+        group's first channel, or -1) and `vc_res_base` (the first such resource)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -650,6 +655,15 @@ cdef class Engine:
         if n_pairs and (pcap.max() >= s.n_ch + cap_bytes.size or
                         ((pcap >= 0) & (pcap < s.n_ch)).any()):
             raise ValueError("flow: pair_cap names no cap resource")
+        vc_res = flow.get("vc_res")
+        vc_base = int(flow.get("vc_res_base", s.n_ch + cap_bytes.size))
+        if vc_res is not None:
+            vc_res = np.asarray(vc_res, dtype=np.int32)
+            if vc_res.size != s.n_ch * s.n_classes or \
+                    ((vc_res >= 0) & ((vc_res < vc_base) |
+                                      (vc_res >= s.n_ch + cap_bytes.size))).any():
+                raise ValueError("flow: vc_res needs n_ch * n_classes entries, each -1 or a "
+                                 "resource from vc_res_base on")
         kind = self._arr["op_kind"][:n_ops]
         size = self._arr["op_size"][:n_ops]
         sends = np.flatnonzero((kind == OP_SEND) & (size > 0))
@@ -689,6 +703,9 @@ cdef class Engine:
         s.comp = <int32_t*>_ptr(self._own("comp", None, np.int32, 0, n_pairs))
         s.dh_time = <cycle_t*>_ptr(self._own("dh_time", None, np.int64, 0, n_pairs))
         s.dh_pair = <int32_t*>_ptr(self._own("dh_pair", None, np.int32, 0, n_pairs))
+        if vc_res is not None:
+            s.vc_res = <int32_t*>_ptr(self._own("vc_res", vc_res, np.int32))
+            s.vc_res_base = vc_base
         for p in range(n_pairs):                 # the longest route: the entries' stride
             s.pr[p].src = psrc[p]
             s.pr[p].dst = pdst[p]
@@ -1027,6 +1044,8 @@ def max_min_rates(route_ptr, route_res, capacity):
     s.rq_key = <double*>_ptr(keep["key"])
     s.rq_res = <int32_t*>_ptr(keep["rres"])
     s.pr = <Pair*>_ptr(keep["pairs"])
+    s.vc_res = NULL
+    s.vc_res_base = 0x7FFFFFFF
     s.comp = <int32_t*>_ptr(keep["comp"])
     s.dh_time = <cycle_t*>_ptr(keep["dh_time"])
     s.dh_pair = <int32_t*>_ptr(keep["dh_pair"])

@@ -23,6 +23,12 @@
 # finds the next full one; a resource's share only rises as other flows freeze, so stale
 # entries are re-pushed when popped.
 #
+# Where a VC class has one VC on a channel, a packet of that class waits, at the channel's
+# upstream router, until its predecessor's tail has left and then for VC allocation, so the
+# channel's packets of that class cannot follow each other back to back: the pair (channel
+# group, class) is a resource too, of the rate such a stream reaches at the flit level
+# (pysim/flow.py measures it on a two-hop line).
+#
 # A message of b bytes is n packets of P flits, the last of L, W wire bytes (N flits) in all.
 # Alone at the flit level, on a route whose bottleneck (the least capacity, R bytes per cycle)
 # is one channel, its packets follow each other through it flit after flit (with VCs to spare
@@ -31,10 +37,11 @@
 # (given per op in op_lat_whole). Where the bottleneck is m parallel channels, packets cross it
 # m at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
 # own zero-load latency (op_lat_full for a full packet, op_lat for the last):
-# T0(L') + ceil(((n - 1) // m) * P * F * m / R). Here the W bytes drain at the max-min rate and
-# the op finishes `lat` cycles after the last byte is carried, lat chosen so that a lone
-# message takes exactly that time: lat = T_alone - ceil(W / R) (never below 0). No Python runs
-# per flow or event.
+# T0(L') + ceil(((n - 1) // m) * P * F * m / R); so too, with m its channels, where it is a
+# class of one VC (packets one at a time, at its stream's period). Here the W bytes drain at
+# the max-min rate and the op finishes `lat` cycles after the last byte is carried, lat chosen
+# so that a lone message takes exactly that time: lat = T_alone - ceil(W / R) (never below 0).
+# No Python runs per flow or event.
 from libc.math cimport ceil
 from libc.stdlib cimport realloc
 from csim._types cimport *
@@ -254,9 +261,11 @@ cdef inline void _dh_schedule(State* s, int32_t p) noexcept nogil:
 cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_res,
                                int32_t* out) noexcept nogil:
     """Write the resources of src's messages to dst into out (if not NULL): its NIC's
-    injection group, the (source, destination) cap if any, the channel groups rt takes, the
-    destination's ejection group. Returns how many, or -1 if rt has no route (or loops)."""
-    cdef int32_t k = 0, v = src, c, steps = 0
+    injection group, the (source, destination) cap if any, the channel groups rt takes (each
+    followed by the resource of its VC class if that class has one VC there: the class as
+    csim/_router.pxd's route() assigns it), the destination's ejection group. Returns how
+    many, or -1 if rt has no route (or loops)."""
+    cdef int32_t k = 0, v = src, c, steps = 0, grp = -1, cls = 0, last_order = -1, x
     cdef int64_t n = s.n_nodes
     if out != NULL:
         out[k] = s.ch_base[s.nic_inj_base[src]]
@@ -275,6 +284,20 @@ cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_r
         steps += 1
         if s.ch[c].kind == CH_EJECT:
             return k
+        if s.ch[c].group != grp:
+            cls = 0
+            grp = s.ch[c].group
+        elif s.ch[c].order < last_order:
+            cls += 1
+        last_order = s.ch[c].order
+        if cls >= s.n_classes:
+            cls = s.n_classes - 1
+        if s.vc_res != NULL:
+            x = s.vc_res[<int64_t>s.ch_base[c] * s.n_classes + cls]
+            if x >= 0:
+                if out != NULL:
+                    out[k] = x
+                k += 1
         v = s.ch[c].dst
 
 
@@ -291,11 +314,13 @@ cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
     q.rlen = flow_route(s, q.src, q.dst, q.cap, s.fe_res + base)
     q.solo = 0.0
     q.m = 1
+    q.stream = 0
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         if k == 0 or s.rs_cap[r] < q.solo or (s.rs_cap[r] == q.solo and s.rs_lanes[r] < q.m):
             q.solo = s.rs_cap[r]             # the bottleneck, and how many channels it has
             q.m = s.rs_lanes[r]
+            q.stream = r >= s.vc_res_base    # (a class of one VC: packets one at a time)
     q.service = 0.0
     q.rate = 0.0
     q.t_upd = s.now
@@ -330,7 +355,7 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     f = s.fl_free
     s.fl_free = s.fl[f].nxt
     s.fl_alive += 1
-    if q.m == 1:
+    if q.m == 1 and not q.stream:
         lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
     else:
         rounds = (packets - 1) // q.m         # rounds of m packets before the last

@@ -164,6 +164,7 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int32_t slot             # its route's slot while it has flows (-1: none)
     int32_t rlen             # resources on its route (entries slot * hmax ...)
     int32_t m                # channels of its bottleneck (packets that cross it at once)
+    int8_t stream            # its bottleneck is a VC class of one VC (packets one at a time)
     int32_t hpos             # position in the drain heap (-1: not in it)
     int8_t frozen            # progressive filling: rate fixed
 
@@ -322,6 +323,9 @@ cdef struct State:
     int64_t* op_lat_full     #   of a full packet,
     int64_t* op_lat_whole    #   and of one packet as long as the whole message
     int32_t* ch_base         # per channel: the first channel of its parallel group
+    int32_t* vc_res          # [group's first channel * n_classes + class]: the resource of
+                             #   a class of one VC on that group (see pysim/flow.py), or -1
+    int32_t vc_res_base      # resources from this id on are such
     Pair* pr                 # per pair
     int32_t n_pairs
     int32_t hmax             # longest route (resources), the stride of the entries
