@@ -29,8 +29,9 @@ import functools
 
 import numpy as np
 
+from csim import _engine
 from pysim import theory
-from pysim.network import CH_NET, nic_bandwidths
+from pysim.network import CH_NET, compile_network, nic_bandwidths
 
 MODELS = ("flit", "flow")
 SEND = 1                       # csim's op kind of a send (pysim.workload.graph.KINDS)
@@ -80,7 +81,6 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     matters: a NIC of injection_gbps feeds it (one hop), or, if None, a router (the second
     hop of a line of three). vcs = 1."""
     from pysim.config import from_dict
-    from pysim.workload.graph import OpGraph, run_graph
     rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
@@ -97,11 +97,15 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
                     "wait_for_tail_credit": wait_for_tail_credit,
                     **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
         "workload": {"kind": "graph", "packet_flits": packet_flits}})
+    network = compile_network(cfg)
     t = []
-    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):
-        g = OpGraph()
-        g.send("x0", f"x{hops}", k * packet_flits * flit_bytes)
-        t.append(run_graph(cfg, g).makespan_cycles)
+    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
+        eng = _engine.Engine(network.arrays)
+        eng.set_graph([SEND], [0], [hops], [k * packet_flits * flit_bytes], [0], [0, 0],
+                      np.zeros(0, np.int32), packet_flits, flit_bytes)
+        if eng.run(1 << 40, stop="all") != "done":
+            raise RuntimeError("the stream calibration did not finish")
+        t.append(int(eng.op_times()[1][0]))
     return (t[1] - t[0]) / STREAM_PACKETS
 
 
