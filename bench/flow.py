@@ -8,7 +8,7 @@
 
 speed: each case in a fresh process (its peak memory its own), --repeat times, the median
 kept. Cases:
-  target      the 256 MB ring all-reduce on 8 NPUs of bench/collectives.py --target
+  large       the 256 MB ring all-reduce on 8 NPUs of bench/collectives.py --large
   mesh32      a ring all-reduce of 64 MB over all 1,024 nodes of a 32x32 mesh, one chunk
               (3.1 M ops)
   offload     an iteration-shaped op graph on mcdla-8: 16 layers on 8 NPUs, each layer's
@@ -16,7 +16,7 @@ kept. Cases:
               reads them back before its compute, whose gradients are all-reduced over a ring
               (2 GB offloaded per NPU in 64 KB pieces; --flit runs a 1/16 scale at both levels)
   pieces      the offload case with 1 MB memory pieces instead of 64 KB
---flit adds the flit level where it is affordable (target: ~8 s a run; offload at 1/16 scale),
+--flit adds the flit level where it is affordable (large: ~8 s a run; offload at 1/16 scale),
 run alternately with the flow level so that the machine's load hits both alike.
 Reported: wall seconds (everything: building the graph, compiling, simulating), engine
 seconds, ops, flows, rate recomputations and the flows they covered, simulated cycles,
@@ -29,7 +29,6 @@ both levels; the flow level's time over the flit level's. The big meshes run ove
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -83,9 +82,9 @@ def offload_graph(layers=16, offload_bytes=2 << 30, piece_scale=1):
 
 def case_config(name, model, scale=1):
     import pysim
-    from collectives import target_config
-    if name == "target":
-        return target_config().with_overrides({"network.model": model})
+    from collectives import large_config
+    if name == "large":
+        return large_config().with_overrides({"network.model": model})
     if name == "mesh32":
         return pysim.load(os.path.join(TOPO, "mesh32x32.toml"), {
             "workload.kind": "collective", "workload.bytes": 64 << 20, "network.vcs": 4,
@@ -120,10 +119,10 @@ def one(name, model, scale):
 
 
 def speed(a):
-    plan = [("target", "flow", 1), ("mesh32", "flow", 1), ("offload", "flow", 1),
+    plan = [("large", "flow", 1), ("mesh32", "flow", 1), ("offload", "flow", 1),
             ("pieces", "flow", 1)]
     if a.flit:
-        plan += [("target", "flit", 1), ("offload", "flow", 16), ("offload", "flit", 16)]
+        plan += [("large", "flit", 1), ("offload", "flow", 16), ("offload", "flit", 16)]
     rows = {}
     for _ in range(max(1, a.repeat)):              # rounds: each case once per round
         for name, model, scale in plan:
@@ -220,10 +219,9 @@ def main():
     ap.add_argument("--systems", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    import pysim
     out = speed(a) if a.what == "speed" else agreement(a)
-    out.update(version=pysim.__version__, machine=platform.machine(),
-               cpus=os.cpu_count(), argv=sys.argv[1:])
+    from provenance import provenance
+    out.update(**provenance(), argv=sys.argv[1:])
     path = a.out or os.path.join(HERE, "results", f"flow_{a.what}.json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
