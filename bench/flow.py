@@ -13,8 +13,9 @@ kept. Cases:
               (3.1 M ops)
   offload     an iteration-shaped op graph on mcdla-8: 16 layers on 8 NPUs, each layer's
               forward compute writes its activations to a memory node and the backward pass
-              reads them back before its compute, whose gradients are all-reduced over a ring
-              (2 GB offloaded per NPU in 64 KB pieces; --flit runs a 1/16 scale at both levels)
+              reads them back before its compute, whose gradients (64 MB a layer) are
+              all-reduced over a ring (2 GB offloaded per NPU in 64 KB pieces; --flit runs it at
+              1/16 of the bytes at both levels)
   pieces      the offload case with 1 MB memory pieces instead of 64 KB
 --flit adds the flit level where it is affordable (large: ~8 s a run; offload at 1/16 scale),
 run alternately with the flow level so that the machine's load hits both alike.
@@ -46,16 +47,16 @@ COMBOS = ([("all_reduce", a) for a in ("ring", "bidir_ring", "direct", "halving_
           [(c, a) for c in ("broadcast", "reduce") for a in ("ring", "direct")])
 
 
-def offload_graph(layers=16, offload_bytes=2 << 30, piece_scale=1):
+def offload_graph(layers=16, scale=1):
     """An iteration-shaped op graph on mcdla-8 (see the module docstring): per NPU, per layer,
-    offload_bytes / layers of activations written after the forward compute and read back
-    before the backward one; per layer 64 MB of gradients all-reduced over a ring of the
-    NPUs after their backward computes."""
+    2 GB / layers / scale of activations written after the forward compute and read back
+    before the backward one; per layer 64 MB / scale of gradients all-reduced over a ring of
+    the NPUs after their backward computes."""
     from pysim.workload import OpGraph
     npus = [f"npu{i}" for i in range(8)]
     mems = [f"mem{i}" for i in range(8)]
-    act = offload_bytes // layers
-    grad = 64 << 20
+    act = (2 << 30) // layers // scale
+    grad = (64 << 20) // scale
     g = OpGraph()
     last, writes = {}, {}
     for l in range(layers):
@@ -102,7 +103,7 @@ def one(name, model, scale):
     cfg = case_config(name, model)
     t = time.perf_counter()
     if name in ("offload", "pieces"):
-        g = offload_graph(offload_bytes=(2 << 30) // scale)
+        g = offload_graph(scale=scale)
         built = time.perf_counter() - t
         r = run_graph(cfg, g)
     else:
