@@ -11,8 +11,8 @@ from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
-from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, \
-    slot_grow, slot_alloc, pair_link
+from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, slot_alloc, \
+    pair_link
 
 cnp.import_array()
 
@@ -1013,7 +1013,7 @@ def max_min_rates(route_ptr, route_res, capacity):
     cap = np.ascontiguousarray(capacity, dtype=np.float64)
     n_f = ptr.size - 1
     R = cap.size
-    if n_f < 0 or ptr[0] != 0 or ptr[-1] != res.size or (np.diff(ptr) < 1).any():
+    if n_f < 0 or ptr[0] != 0 or ptr[ptr.size - 1] != res.size or (np.diff(ptr) < 1).any():
         raise ValueError("route_ptr: every flow needs at least one resource")
     if res.size and (res.min() < 0 or res.max() >= R):
         raise ValueError("route_res: resource out of range")
