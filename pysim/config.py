@@ -64,6 +64,8 @@ def _all_nonneg(xs):
 
 MAX_INT = 10 ** 15          # integers (cycles, bytes, counts) above this are refused: cycle
                             # stamps are 64-bit, and no run gets near 10^15 of anything
+MAX_FLIT_BYTES = 1 << 16   # the engine counts a flit's bytes in 32 bits, and serialisation
+                            # credits in flit_bytes * 2**20
 MAX_DELAY_CYCLES = 10 ** 6  # a router stage or a link: the event wheel spans the longest
 
 POS = (_positive, "a number > 0")
@@ -74,11 +76,30 @@ NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
 
+def finite_float(v):
+    """v (an int or a float, not a bool) as a finite float, else None: an integer too large
+    for a float (10**400) or an infinite or NaN float is not a quantity."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def positive_number(where, v):
     """A finite number > 0 given for `where` (a key or a table field), as a float."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
-    return float(v)
+    f = finite_float(v)
+    if f is None or not f > 0:
+        raise ConfigError(f"{where} = {_short(v)}: expected a finite number > 0")
+    return f
+
+
+def _short(v, limit=60):
+    """repr(v), cut short: a 400-digit integer named in full buries the message."""
+    r = repr(v)
+    return r if len(r) <= limit else f"{r[:limit - 20]}...{r[-12:]} ({len(r)} characters)"
 
 
 def _check_fields(path, table, fields):
@@ -138,7 +159,8 @@ KEYS = [
         "Most packets alive at once (queued at sources or in flight); beyond it the run "
         "stops as saturated.", POS),
     # ------------------------------------------------------------------ network
-    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.", POS),
+    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.",
+        (lambda x: 1 <= x <= MAX_FLIT_BYTES, f"an integer in 1 .. {MAX_FLIT_BYTES:,}")),
     Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
         POS),
     Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
@@ -334,25 +356,31 @@ def check_value(key: Key, v):
         raise ConfigError(f"{key.path} = None: expected {_KIND_TEXT[key.kind]} (leave the key "
                           f"out for its default, {key.default!r})")
     if not _type_ok(key.kind, v):
-        raise ConfigError(f"{key.path} = {v!r}: expected {_KIND_TEXT[key.kind]}")
+        raise ConfigError(f"{key.path} = {_short(v)}: expected {_KIND_TEXT[key.kind]}")
     if key.kind in ("int", "ints", "int|ints"):
         limit = 2 ** 64 - 1 if key.path == "simulation.seed" else MAX_INT
         if any(abs(x) > limit for x in (v if isinstance(v, list) else [v])):
-            raise ConfigError(f"{key.path} = {v!r}: expected at most {limit:,}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected at most {limit:,}")
     if key.kind == "float":
-        v = float(v)
-        if not math.isfinite(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected a finite number")
+        f = finite_float(v)
+        if f is None:
+            raise ConfigError(f"{key.path} = {_short(v)}: expected a finite number")
+        v = f
     if key.kind == "floats":
-        v = [float(x) for x in v]
+        fs = [finite_float(x) for x in v]
+        if any(f is None for f in fs):
+            bad = v[fs.index(None)]
+            raise ConfigError(f"{key.path} = {_short(v)}: expected finite numbers (entry "
+                              f"{fs.index(None)} is {_short(bad)})")
+        v = fs
     if key.check is not None:
         pred, expected = key.check
         if not pred(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected {expected}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected {expected}")
     if key.choices is not None:
         names = key.choices()
         if v not in names:
-            raise ConfigError(f"{key.path} = {v!r}: unknown name{_suggest(v, names)}; "
+            raise ConfigError(f"{key.path} = {_short(v)}: unknown name{_suggest(v, names)}; "
                               f"known: {', '.join(names)}")
     return v
 
@@ -414,6 +442,9 @@ def from_dict(raw: dict, base_dir: str = ".", source: str | None = None) -> Conf
     values = {s: {} for s in SECTIONS}
     explicit = set()
     for section, body in raw.items():
+        if not isinstance(section, str):
+            raise ConfigError(f"section {section!r}: expected a section name (a string); "
+                              f"known: {', '.join(SECTIONS)}")
         if section not in values:
             raise ConfigError(f"unknown section [{section}]{_suggest(section, SECTIONS)}; "
                               f"known: {', '.join(SECTIONS)}")
@@ -421,6 +452,9 @@ def from_dict(raw: dict, base_dir: str = ".", source: str | None = None) -> Conf
             raise ConfigError(f"[{section}] must be a table, got {body!r}")
         names = [k.name for k in KEYS if k.section == section]
         for name, v in body.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"[{section}] key {name!r}: expected a key name (a string); "
+                                  f"known in [{section}]: {', '.join(names)}")
             path = f"{section}.{name}"
             if path not in KEY_MAP:
                 raise ConfigError(f"unknown key {path}{_suggest(name, names)}; "
@@ -457,7 +491,7 @@ def _cross_checks(cfg: Config):
         if len(t.packet_weights) != len(sizes):
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected "
                               f"{len(sizes)} weights, one per entry of traffic.packet_flits")
-        if sum(t.packet_weights) <= 0:
+        if max(t.packet_weights) <= 0:
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
                               f"positive sum")
 

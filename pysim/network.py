@@ -54,7 +54,10 @@ class Network:
 
 def lanes(bytes_per_cycle: float, flit_bytes: int) -> int:
     """Parallel channels needed to carry a bandwidth at one flit per cycle each."""
-    return max(1, math.ceil(bytes_per_cycle / flit_bytes - 1e-9))
+    n = bytes_per_cycle / flit_bytes
+    if not n < 2 ** 62:             # infinite (1e308 GB/s at a slow clock): past the limit
+        return 2 ** 62
+    return max(1, math.ceil(n - 1e-9))
 
 
 def rate(bytes_per_cycle: float, flit_bytes: int, what: str):
@@ -165,8 +168,9 @@ def compile_network(cfg, topo=None) -> Network:
     nums = np.zeros(C, np.int64)
     dens = np.zeros(C, np.int64)
     for i, r in enumerate(rows):
-        what = (f"link {topo.channel_name(r[6])}" if r[1] == CH_NET else
-                f"NIC of {topo.node_names[r[2]]}")
+        what = (f"link {topo.channel_name(r[6])} (topology.link_gbps or the link's gbps)"
+                if r[1] == CH_NET else f"NIC of {topo.node_names[r[2]]} "
+                f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
         nums[i], dens[i] = rate(r[4], F, what)
 
     # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)

@@ -87,6 +87,8 @@ class Topology:
 def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     """A latency in ns as whole cycles of the network clock (rounded up, at least 1)."""
     cycles = ns * clock_ghz
+    if not cycles < 2 ** 62:        # (infinite for 1e308 ns at 10 GHz): past every limit,
+        return 2 ** 62              # which then refuses it naming the key
     return max(1, int(math.ceil(cycles - 1e-9)))
 
 
@@ -294,6 +296,9 @@ def build_graph(cfg):
         for end in ("a", "b"):
             if end not in e:
                 raise ConfigError(f"{where}: missing {end} (a node name)")
+            if not isinstance(e[end], str):
+                raise ConfigError(f"{where}.{end} = {e[end]!r}: expected a node name (a "
+                                  f"string)")
             if e[end] not in names:
                 raise ConfigError(f"{where}.{end} = {e[end]!r}: no node of that name")
         if e["a"] == e["b"]:

@@ -222,6 +222,9 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     index = {name: i for i, name in enumerate(topo.node_names)}
 
     def node_id(name, i, what, kinds=None):
+        if not isinstance(name, str):
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
+                             f"string)")
         if name not in index:
             known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
             raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "

@@ -1,0 +1,101 @@
+"""What a hostile user tries: values that are numbers but not quantities, names that are not
+names, outputs that cannot be written, killed workers, slow links, huge expansions. Each must
+end in a clear error (exit 1 from the CLI, naming the key, the value and what was expected),
+a result, or a failed point recorded with its reason: never a traceback, a hang or an
+out-of-memory kill."""
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from pysim import ConfigError, from_dict, simulate
+from pysim.cli import main
+
+SMALL = {"simulation": {"warmup_cycles": 0, "measure_cycles": 200, "drain_cycles": 2000},
+         "topology": {"kind": "mesh", "dims": [2, 2]}}
+
+HUGE = 10 ** 400            # an integer no float holds
+
+
+def with_(base, **sections):
+    out = json.loads(json.dumps(base))
+    for s, body in sections.items():
+        out.setdefault(s, {}).update(body)
+    return out
+
+
+# ------------------------------------------------------------------ numbers that are not quantities
+
+@pytest.mark.parametrize("weights", [[float("inf"), 1.0], [float("nan"), 1.0], [1.0, HUGE]],
+                         ids=["inf", "nan", "huge"])
+def test_non_finite_or_huge_weights_are_refused_naming_the_key(weights):
+    cfg = with_(SMALL, traffic={"packet_flits": [4, 8], "packet_weights": weights})
+    with pytest.raises(ConfigError, match=r"traffic\.packet_weights = .*expected finite"):
+        from_dict(cfg)
+
+
+def test_weights_whose_sum_overflows_still_mean_what_they_say():
+    """[1e308, 1e308] sums to infinity: the mix is still half and half (mean 6 flits)."""
+    cfg = from_dict(with_(SMALL, traffic={"packet_flits": [4, 8],
+                                          "packet_weights": [1e308, 1e308],
+                                          "injection_rate": 0.05}))
+    from pysim.traffic import packet_sizes
+    assert packet_sizes(cfg)[2] == pytest.approx(6.0)
+    r = simulate(cfg)
+    assert r.packets_delivered > 0
+
+
+@pytest.mark.parametrize("path,value", [
+    ("network.clock_ghz", HUGE), ("topology.link_gbps", HUGE),
+    ("topology.link_latency_ns", HUGE), ("traffic.injection_rate", HUGE),
+    ("network.flit_bytes", 10 ** 15), ("topology.dim_link_gbps", [float("inf"), 10.0]),
+    ("topology.dim_link_gbps", [HUGE, 10]), ("topology.npu", {"tflops": HUGE}),
+], ids=lambda v: repr(v)[:24])
+def test_huge_integers_and_infinities_for_float_keys_are_config_errors(path, value):
+    section, key = path.split(".")
+    with pytest.raises(ConfigError) as e:
+        from_dict(with_(SMALL, **{section: {key: value}}))
+    assert path in str(e.value) and len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("overrides", [
+    {"network.clock_ghz": 1e-300, "topology.link_gbps": 1e300},
+    {"network.clock_ghz": 1e300, "topology.link_latency_ns": 1e300},
+    {"network.nic_latency_ns": 1e300},
+    {"network.injection_gbps": 1e-300},
+])
+def test_derived_quantities_that_overflow_are_refused(overrides):
+    cfg = from_dict(SMALL).with_overrides(overrides)
+    with pytest.raises(ConfigError):
+        simulate(cfg)
+
+
+@pytest.mark.parametrize("raw", [{"simulation": {1: 2}}, {1: {}}])
+def test_keys_that_are_not_strings_are_config_errors(raw):
+    with pytest.raises(ConfigError, match="expected a"):
+        from_dict(raw)
+
+
+# ------------------------------------------------------------------ names that are not names
+
+@pytest.mark.parametrize("bad", [["a"], {"a": 1}, 3])
+def test_a_graph_link_end_that_is_not_a_name_is_a_config_error(bad):
+    cfg = with_(SMALL, topology={"kind": "graph", "dims": None,
+                                 "nodes": [{"name": "a"}, {"name": "b"}],
+                                 "links": [{"a": bad, "b": "b"}]})
+    del cfg["topology"]["dims"]
+    with pytest.raises(ConfigError, match=r"topology\.links\[0\]\.a = .*expected a node name"):
+        simulate(from_dict(cfg))
+
+
+@pytest.mark.parametrize("op", [
+    'kind = "compute"\nnode = ["n0_0"]\ncycles = 5',
+    'kind = "send"\nsrc = {a = 1}\ndst = "n1_0"\nbytes = 64',
+    'kind = "mem_write"\nnpu = "n0_0"\nmem = [1]\nbytes = 64',
+])
+def test_an_op_node_that_is_not_a_name_is_a_config_error(tmp_path, op):
+    (tmp_path / "ops.toml").write_text(f"[[ops]]\n{op}\n")
+    cfg = with_(SMALL, workload={"kind": "graph", "file": str(tmp_path / "ops.toml")})
+    with pytest.raises(ConfigError, match="expected a node name"):
+        simulate(from_dict(cfg))
