@@ -55,8 +55,8 @@ class Network:
 def lanes(bytes_per_cycle: float, flit_bytes: int) -> int:
     """Parallel channels needed to carry a bandwidth at one flit per cycle each."""
     n = bytes_per_cycle / flit_bytes
-    if not n < 2 ** 62:             # infinite (1e308 GB/s at a slow clock): past the limit
-        return 2 ** 62
+    if not math.isfinite(n):        # (1e308 GB/s at a slow clock): past the limit
+        return 2 ** 1024
     return max(1, math.ceil(n - 1e-9))
 
 

@@ -87,8 +87,8 @@ class Topology:
 def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     """A latency in ns as whole cycles of the network clock (rounded up, at least 1)."""
     cycles = ns * clock_ghz
-    if not cycles < 2 ** 62:        # (infinite for 1e308 ns at 10 GHz): past every limit,
-        return 2 ** 62              # which then refuses it naming the key
+    if not math.isfinite(cycles):   # (1e308 ns at 10 GHz): past every limit, which then
+        return 2 ** 1024            # refuses it naming the key
     return max(1, int(math.ceil(cycles - 1e-9)))
 
 
