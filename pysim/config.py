@@ -154,7 +154,9 @@ KEYS = [
         "Most cycles to wait, after the window, for measured packets; "
         "if they are not all delivered by then the run is saturated.", NONNEG),
     Key("simulation", "watchdog_cycles", "int", 20000, "cycles",
-        "Flits buffered and none moving for this long is reported as deadlock.", POS),
+        "Flits buffered and none moving for this long, beyond the longest a flit takes "
+        "through the slowest link or NIC (serialisation and latency) and a router, is "
+        "reported as deadlock.", POS),
     Key("simulation", "max_packets", "int", 4000000, "packets",
         "Most packets alive at once (queued at sources or in flight); beyond it the run "
         "stops as saturated.", POS),

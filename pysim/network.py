@@ -41,6 +41,7 @@ class Network:
     ch_lat: np.ndarray
     inj_ch: np.ndarray        # per node: its first injection channel, -1 for switches
     ej_ch: np.ndarray         # per node: its first ejection channel, -1 for switches
+    longest_step: int = 0     # cycles the watchdog waits beyond simulation.watchdog_cycles
 
     def channel_label(self, c):
         names = self.topo.node_names
@@ -94,37 +95,49 @@ MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
 
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
-    of a latency past MAX_DELAY_CYCLES, and a watchdog shorter than the longest step a flit
-    legitimately takes with nothing else moving (it would report deadlock where there is none)."""
+    of a latency past MAX_DELAY_CYCLES. Returns the longest step a flit legitimately takes
+    with nothing else moving: the slowest channel's gap between two flits (its
+    serialisation) and its latency, a credit's way back, and one router's pipeline. The
+    watchdog waits that long beyond simulation.watchdog_cycles, so a slow link or NIC is slow,
+    not deadlocked. (Vectorised: a dense graph has millions of channels.)"""
     F, clock = cfg.network.flit_bytes, cfg.network.clock_ghz
-    ends = [(c, topo.ch_bytes_per_cycle[c], topo.ch_latency_cycles[c])
-            for c in range(topo.n_channels)]
-    for node in topo.endpoints():
-        ends += [((node, "injection"), inj_bpc[node], nic_lat),
-                 ((node, "ejection"), ej_bpc[node], nic_lat)]
-    longest = 0
-    for end, bpc, lat in ends:
-        if lanes(bpc, F) <= MAX_LANES and lat <= MAX_DELAY_CYCLES:
-            longest = max(longest, lat)
-            continue
-        if isinstance(end, tuple):
-            what = f"NIC of {topo.node_names[end[0]]} ({end[1]})"
+    eps = np.asarray(topo.endpoints(), np.int64)
+    bpc = np.concatenate([np.asarray(topo.ch_bytes_per_cycle, float), inj_bpc[eps],
+                          ej_bpc[eps]])
+    try:
+        link_lat = np.asarray(topo.ch_latency_cycles, float)
+    except OverflowError:        # a latency past any float: past the limit all the same
+        link_lat = np.array([min(x, 1e300) for x in topo.ch_latency_cycles], float)
+    lat = np.concatenate([link_lat, np.full(2 * eps.size, min(float(nic_lat), 1e300))])
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        n_lanes = np.maximum(1, np.ceil(bpc / F - 1e-9))
+    bad = np.flatnonzero(~(n_lanes <= MAX_LANES) | ~(lat <= MAX_DELAY_CYCLES))
+    if bad.size:
+        i = int(bad[0])
+        C = topo.n_channels
+        if i >= C:
+            node = int(eps[(i - C) % eps.size])
+            end = "injection" if i - C < eps.size else "ejection"
+            what = f"NIC of {topo.node_names[node]} ({end})"
             lat_key = "network.nic_latency_ns"
+            b, L = (inj_bpc if end == "injection" else ej_bpc)[node], nic_lat
         else:
-            what = f"link {topo.channel_name(end)}"
+            what = f"link {topo.channel_name(i)}"
             lat_key = "topology.link_latency_ns or the link's latency"
-        if lanes(bpc, F) > MAX_LANES:
-            raise ConfigError(f"{what}: {bpc * clock:g} GB/s is {lanes(bpc, F):,} flits per "
+            b, L = topo.ch_bytes_per_cycle[i], topo.ch_latency_cycles[i]
+        if lanes(b, F) > MAX_LANES:
+            raise ConfigError(f"{what}: {b * clock:g} GB/s is {lanes(b, F):,} flits per "
                               f"cycle of {F} bytes; expected at most {MAX_LANES:,} (raise "
                               f"network.flit_bytes, or lower the bandwidth)")
-        raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
+        raise ConfigError(f"{what}: latency {L:,} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
+    # a lane of bpc / lanes bytes per cycle waits up to ceil(F / that) cycles between flits
+    with np.errstate(divide="ignore", over="ignore"):
+        gap = np.ceil(F * n_lanes / np.maximum(bpc, 1e-300))
+    step = float(np.max(np.minimum(gap, 2.0 ** 62) + 2 * lat)) if bpc.size else 0.0
     net = cfg.network
-    longest += net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
-    if cfg.simulation.watchdog_cycles <= longest:
-        raise ConfigError(f"simulation.watchdog_cycles = {cfg.simulation.watchdog_cycles}: "
-                          f"expected more than {longest} cycles, the longest a flit takes "
-                          f"through one router and link with nothing else moving")
+    return int(step) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + \
+        net.st_delay
 
 
 def compile_network(cfg, topo=None) -> Network:
@@ -133,7 +146,7 @@ def compile_network(cfg, topo=None) -> Network:
     inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
     nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
         net.nic_latency_ns, net.clock_ghz)
-    _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
+    longest_step = _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
     route = routing_mod.build(topo, cfg)
     F = net.flit_bytes
     n = topo.n_nodes
@@ -222,7 +235,7 @@ def compile_network(cfg, topo=None) -> Network:
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
         wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
-        watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
+        watchdog_cycles=cfg.simulation.watchdog_cycles + longest_step, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
         ch_par_base=par_base, ch_par_n=par_n,
@@ -231,7 +244,7 @@ def compile_network(cfg, topo=None) -> Network:
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
                    ch_kind=kinds, ch_src=src, ch_dst=dst, ch_num=nums, ch_den=dens,
-                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch)
+                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch, longest_step=longest_step)
 
 
 # ------------------------------------------------------------------ describing a system

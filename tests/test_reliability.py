@@ -99,3 +99,51 @@ def test_an_op_node_that_is_not_a_name_is_a_config_error(tmp_path, op):
     cfg = with_(SMALL, workload={"kind": "graph", "file": str(tmp_path / "ops.toml")})
     with pytest.raises(ConfigError, match="expected a node name"):
         simulate(from_dict(cfg))
+
+
+# ------------------------------------------------------------------ slow is not deadlocked
+
+def _two_nodes(gbps, **extra):
+    return with_({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                               "links": [{"a": "a", "b": "b", "gbps": gbps}]}}, **extra)
+
+
+def test_a_very_slow_link_is_slow_not_deadlocked(tmp_path):
+    """0.001 GB/s at 1 GHz with 32-byte flits: a flit every 32,000 cycles, longer than the
+    watchdog's 20,000. A send of 4 flits takes 3 flit gaps at the link's rate (the first flit
+    leaves at once; the rate is exact to 2**-20 bytes/cycle: 1049 / 2**20), not a deadlock
+    report."""
+    (tmp_path / "ops.toml").write_text('[[ops]]\nkind = "send"\nsrc = "a"\ndst = "b"\n'
+                                       'bytes = 128\n')
+    cfg = from_dict(_two_nodes(0.001, workload={"kind": "graph",
+                                                 "file": str(tmp_path / "ops.toml")}))
+    r = simulate(cfg)
+    gap = 32 / (1049 / 2 ** 20)
+    assert 3 * gap <= r.makespan_cycles <= 3 * gap + 100
+
+
+@pytest.mark.parametrize("overrides", [{"network.ejection_gbps": 0.001},
+                                       {"network.injection_gbps": 0.001},
+                                       {"network.sw_alloc_delay": 30000}])
+def test_slow_nics_and_long_router_stages_finish_a_collective(overrides):
+    cfg = from_dict({"topology": {"kind": "ring", "size": 4},
+                     "workload": {"kind": "collective", "bytes": 1024, "chunks": 1}})
+    r = simulate(cfg.with_overrides(overrides)).to_dict()
+    assert r["collective_cycles"] > 20000
+
+
+def test_a_real_deadlock_beside_slow_links_is_still_reported():
+    """The deadlock of test_config_cli (a ring without its dateline), on links of 1 GB/s (a
+    flit every 32 cycles): the watchdog waits its 300 cycles beyond the slowest step, and
+    reports it."""
+    import numpy as np
+    from pysim.network import compile_network
+    from pysim.sim import DeadlockError, run_packets
+    cfg = from_dict({"topology": {"kind": "ring", "size": 4, "bidirectional": False,
+                                  "link_gbps": 1.0},
+                     "network": {"vc_buffer_flits": 2}, "simulation": {"watchdog_cycles": 300}})
+    net = compile_network(cfg)
+    net.arrays["ch_order"][:] = 0
+    src = np.arange(200) % 4
+    with pytest.raises(DeadlockError, match="simulation.watchdog_cycles, plus"):
+        run_packets(cfg, np.zeros(200, int), src, (src + 3) % 4, np.full(200, 8), network=net)
