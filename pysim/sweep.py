@@ -21,7 +21,6 @@ import sqlite3
 import sys
 import time
 import urllib.parse
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
 from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, from_dict,
@@ -355,6 +354,73 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
         store.close()
 
 
+def _die_with_parent(parent_pid):
+    """In a worker: end when the sweep's process ends, however it ends (kill -9 included), so
+    that no worker lives on orphaned. On Linux the kernel sends SIGKILL when the parent dies
+    (prctl PR_SET_PDEATHSIG); everywhere, a thread checks once a second that the parent is
+    still there (the engine releases the GIL while it runs, so the thread gets its turn)."""
+    import signal
+    import threading
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)        # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):                      # (the thread still watches)
+            pass
+    ppid = os.getppid()
+
+    def gone():
+        if os.getppid() != ppid:
+            return True
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
+
+    if gone():                      # the parent died before the prctl took effect
+        os._exit(1)
+
+    def watch():
+        while not gone():
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="pysim-parent-watch").start()
+
+
+def _worker(conn, parent_pid):
+    """A local worker: runs the points it is sent, one at a time, until told to stop (None)
+    or its pipe closes."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the sweep's to handle
+    _die_with_parent(parent_pid)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        base, p = msg
+        conn.send(run_point(base, p))
+
+
+def _death(exitcode):
+    """Why a worker process ended, from its exit code, for the failed point's error."""
+    import signal
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = " (as the kernel's out-of-memory killer does)" if name == "SIGKILL" else ""
+        return f"WorkerDied: the worker process running this point was killed by {name}{why}"
+    return f"WorkerDied: the worker process running this point exited (code {exitcode})"
+
+
 def _run_local(jobs, base, todo, store, bar):
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1:
@@ -364,30 +430,79 @@ def _run_local(jobs, base, todo, store, bar):
             bar.update(status)
         return
     import multiprocessing as mp
+    from multiprocessing.connection import wait as wait_for
     # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if the
     # calling process runs threads that must not be forked
     method = os.environ.get("PYSIM_MP_START",
                             "fork" if sys.platform.startswith("linux") else "spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
-                               mp_context=mp.get_context(method))
+    ctx = mp.get_context(method)
+    queue = list(reversed(todo))
+    busy = {}                       # connection -> (process, (point, hash), start time)
+    idle = []
+
+    def start():
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(theirs, os.getpid()), daemon=True,
+                           name="pysim-sweep-worker")
+        proc.start()
+        theirs.close()              # so that the worker's death is an end of file here
+        return mine, proc
+
+    def hand_out():
+        while queue and idle:
+            conn, proc = idle.pop()
+            ph = queue.pop()
+            try:
+                conn.send((base, ph[0]))
+            except OSError:          # it died while idle: the point goes back
+                queue.append(ph)
+                proc.join(1)
+                idle.append(start())
+                continue
+            busy[conn] = (proc, ph, time.perf_counter())
+
     try:
-        futures = {pool.submit(run_point, base, p): (p, h) for p, h in todo}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                p, h = futures[f]
-                status, result, error, wall = f.result()
+        for _ in range(min(jobs, len(todo))):
+            idle.append(start())
+        hand_out()
+        while busy:
+            for conn in wait_for(list(busy)):
+                proc, (p, h), t0 = busy.pop(conn)
+                try:
+                    status, result, error, wall = conn.recv()
+                    idle.append((conn, proc))
+                except (EOFError, OSError):
+                    # the worker died with the point (the OOM killer, kill -9): the point is
+                    # failed with the reason, a new worker takes the next one
+                    proc.join(5)
+                    conn.close()
+                    status, result, wall = "failed", None, time.perf_counter() - t0
+                    error = _death(proc.exitcode)
+                    if queue:
+                        idle.append(start())
                 store.put(h, p, status, result, error, wall)
                 bar.update(status)
+            hand_out()
     except BaseException:
         # interrupted (or failed): stop the workers now rather than let them finish the
         # points already handed to them (their results could not be stored anyway)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        for _, (proc, _, _) in busy.items():
+            proc.kill()
+        for conn, proc in idle:
+            proc.kill()
         raise
-    pool.shutdown(wait=True)
+    finally:
+        for conn, proc in idle:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for conn, proc in list(idle) + [(c, v[0]) for c, v in busy.items()]:
+            proc.join(2)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1)
+            conn.close()
 
 
 def _run_dask(scheduler, base, todo, store, bar):
@@ -406,7 +521,10 @@ def _run_dask(scheduler, base, todo, store, bar):
         point_of = {f.key: ph for f, ph in zip(futures, todo)}
         for f in as_completed(futures):
             p, h = point_of[f.key]
-            status, result, error, wall = f.result()
+            try:
+                status, result, error, wall = f.result()
+            except Exception as e:    # its worker died (KilledWorker), or was lost
+                status, result, error, wall = "failed", None, f"{type(e).__name__}: {e}", 0.0
             store.put(h, p, status, result, error, wall)
             bar.update(status)
     finally:

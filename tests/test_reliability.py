@@ -147,3 +147,85 @@ def test_a_real_deadlock_beside_slow_links_is_still_reported():
     src = np.arange(200) % 4
     with pytest.raises(DeadlockError, match="simulation.watchdog_cycles, plus"):
         run_packets(cfg, np.zeros(200, int), src, (src + 3) % 4, np.full(200, 8), network=net)
+
+
+# ------------------------------------------------------------------ sweeps: workers that die
+
+def test_a_worker_killed_mid_point_fails_that_point_and_the_rest_run(tmp_path, monkeypatch):
+    """One point's worker is killed by SIGKILL (what the out-of-memory killer sends): that
+    point is recorded as failed, saying so, and every other point runs (the process pool
+    used to break: a BrokenProcessPool traceback, the remaining points abandoned)."""
+    import importlib
+    import signal
+    sw = importlib.import_module("pysim.sweep")
+    real = sw.run_point
+
+    def dies_on_the_second(base, p):          # (forked workers inherit the patch)
+        if p["traffic.injection_rate"] == 0.1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(base, p)
+    monkeypatch.setattr(sw, "run_point", dies_on_the_second)
+    grid = {"traffic.injection_rate": [0.05, 0.1, 0.15, 0.2, 0.25],
+            "simulation.measure_cycles": [300]}
+    rows = sw.sweep(from_dict(SMALL), grid, jobs=2, db=tmp_path / "r.sqlite")
+    status = {r["params"]["traffic.injection_rate"]: r["status"] for r in rows}
+    assert status == {0.05: "done", 0.1: "failed", 0.15: "done", 0.2: "done", 0.25: "done"}
+    err = [r["error"] for r in rows if r["status"] == "failed"][0]
+    assert "killed by SIGKILL" in err and "out-of-memory" in err
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_die_with_a_killed_sweep(tmp_path, method):
+    """kill -9 of the sweep's process: its workers end within seconds (they lived on,
+    orphaned, simulating, for ever)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT, TOPOLOGIES
+    code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
+            f"main(['sweep', {os.path.join(TOPOLOGIES, 'mesh8x8.toml')!r}, '--param', "
+            "'traffic.injection_rate=0.05,0.1,0.15,0.2', '--param', "
+            f"'simulation.measure_cycles=30000000', '--db', {str(tmp_path / 'r.sqlite')!r}, "
+            "'-j', '2', '-q'])")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True,
+                         env={**os.environ, "PYSIM_MP_START": method})
+    workers = []
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(workers) < 2:
+            workers = _children(p.pid)   # (with spawn, multiprocessing's resource tracker too)
+            time.sleep(0.1)
+        assert len(workers) >= 2
+        time.sleep(1.0)                             # simulating by now
+        workers = _children(p.pid)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        deadline = time.time() + 5
+        while time.time() < deadline and any(map(_alive, workers)):
+            time.sleep(0.05)
+        assert not any(map(_alive, workers))
+    finally:
+        for w in workers + [p.pid]:
+            try:
+                os.kill(w, signal.SIGKILL)
+            except OSError:
+                pass
