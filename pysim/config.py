@@ -501,9 +501,11 @@ def _cross_checks(cfg: Config):
 def read_toml(path, what, error=ConfigError):
     """Parse a TOML file; `what` says which file it is in the error if it is missing or not
     valid TOML."""
+    from pysim._io import read_bounded
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        data = read_bounded(path)
+        text = data.decode("utf-8")
+        return tomllib.loads(text[1:] if text.startswith("\ufeff") else text)  # (a BOM)
     except FileNotFoundError:
         raise error(f"{what}: no such file {path}") from None
     except IsADirectoryError:
@@ -514,6 +516,10 @@ def read_toml(path, what, error=ConfigError):
         raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what}: {path} is not valid TOML: {e}") from None
+    except ValueError as e:          # not a regular file, or too large (read_bounded)
+        raise error(f"{what}: {e}") from None
+    except RecursionError:
+        raise error(f"{what}: {path} nests tables or arrays too deeply") from None
 
 
 def is_key(path):

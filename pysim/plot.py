@@ -1,6 +1,8 @@
 """Figures (matplotlib, no screen needed): PNG, PDF or SVG chosen by the file extension."""
 from __future__ import annotations
 
+import json
+import math
 import os
 
 import numpy as np
@@ -124,18 +126,119 @@ def _require(tidy_rows, **roles):
                               f"(section.key)")
 
 
-def series_data(rows, x, y, series=None):
-    """{series value: (xs, ys, saturated flags)} from stored sweep rows, sorted by x; failed
-    points are left out."""
-    data = {}
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _hashable(v):
+    """A series or group value as a dict key: a list (topology.dims) as a tuple, a table as
+    its JSON text."""
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _numeric(tidy_rows, **roles):
+    """Every key named for a role must have numbers (or nothing) where it has a value: a
+    string metric (saturation_reason) on an axis is refused, naming the numeric ones."""
+    ok = [t for t in tidy_rows if t["status"] != "failed"]
+    for role, key in roles.items():
+        bad = [v for v in (_get(t, key) for t in ok) if v is not None and not _number(v)]
+        if bad:
+            names = sorted({k for t in ok for k, v in t.items()
+                            if not k.startswith("_") and _number(v)})
+            raise ConfigError(f"--{role} {key}: its values are not numbers (one is "
+                              f"{bad[0]!r}); the numeric columns are {', '.join(names)}")
+
+
+def check_rows(rows, x, y, series=None):
+    """Refuse, before drawing, a figure whose axes would be empty or not numbers."""
     tidy_rows = _tidy_with_config(rows)
     _require(tidy_rows, x=x, y=y, series=series)
+    _numeric(tidy_rows, x=x, y=y)
+    return tidy_rows
+
+
+def series_data(rows, x, y, series=None):
+    """{series value: (xs, ys, saturated flags)} from stored sweep rows, sorted by x; failed
+    points, and points with no value for x or y (a latency with no packet delivered), are
+    left out."""
+    data = {}
+    tidy_rows = check_rows(rows, x, y, series)
     for t in tidy_rows:
-        if t["status"] == "failed":
+        if t["status"] == "failed" or _get(t, x) is None or _get(t, y) is None:
             continue
-        key = _get(t, series) if series else None
+        key = _hashable(_get(t, series)) if series else None
         data.setdefault(key, []).append((_get(t, x), _get(t, y), bool(t.get("saturated"))))
     return {k: tuple(map(list, zip(*sorted(v, key=lambda p: p[0])))) for k, v in data.items()}
+
+
+def check_speedup(rows, group, series, metric, baseline):
+    """Refuse a speed-up figure whose baseline no point has (its bars would all be empty),
+    or whose metric is not a number."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, group=group, series=series, y=metric)
+    _numeric(tidy_rows, y=metric)
+    values = {_hashable(_get(t, series)) for t in tidy_rows if t["status"] != "failed"}
+    if _hashable(baseline) not in values:
+        shown = ", ".join(sorted(map(repr, values)))
+        raise ConfigError(f"--baseline {baseline!r}: no point that did not fail has {series} "
+                          f"= {baseline!r}; its values are {shown}")
+
+
+def check_result(obj, source):
+    """A run's --json result, as far as a link-utilisation figure reads it."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a run's --json result (a JSON object), got a "
+                         f"{type(obj).__name__}")
+    if not isinstance(obj.get("config"), dict):
+        raise ValueError(f"'config' = {_short(obj.get('config'))}: expected the resolved "
+                         f"configuration (an object of sections)")
+    links = obj.get("links")
+    if not isinstance(links, list) or not all(
+            isinstance(link, dict) and isinstance(link.get("src"), str) and
+            isinstance(link.get("dst"), str) and _number(link.get("utilization"))
+            for link in links):
+        raise ValueError(f"'links' = {_short(links)}: expected a list of objects with src, "
+                         f"dst (node names) and utilization (a number)")
+    return obj
+
+
+def check_links(network, result, source):
+    names = set(network.topo.node_names)
+    for link in result["links"]:
+        for end in ("src", "dst"):
+            if link[end] not in names:
+                raise ValueError(f"link {link['src']}->{link['dst']}: {link[end]!r} is not a "
+                                 f"node of the system its config describes")
+
+
+def check_trace(obj, source):
+    """A Chrome/Perfetto trace as `pysim run --trace` writes it (or its list of events)."""
+    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise ValueError(f"'traceEvents' = {_short(events)}: expected a list of event objects")
+    for e in events:
+        if e.get("ph") == "X":
+            if not (_number(e.get("ts")) and _number(e.get("dur")) and
+                    isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a complete event (ph 'X') needs ts and "
+                                 f"dur (numbers), pid and tid")
+        elif e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            if not (isinstance(e.get("args"), dict) and isinstance(e["args"].get("name"), str)
+                    and isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a name event needs pid, tid and "
+                                 f"args.name")
+    return obj
+
+
+def _short(v, limit=80):
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit] + "..."
 
 
 def _finish(fig, ax, path, title):
@@ -237,9 +340,10 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None):
     table = {}
     tidy_rows = _tidy_with_config(rows)
     _require(tidy_rows, group=group, series=series, y=metric)
+    baseline = _hashable(baseline)
     for t in tidy_rows:
-        if t["status"] != "failed":
-            table[(_get(t, group), _get(t, series))] = _get(t, metric)
+        if t["status"] != "failed" and _number(_get(t, metric)):
+            table[(_hashable(_get(t, group)), _hashable(_get(t, series)))] = _get(t, metric)
     groups = sorted({g for g, _ in table}, key=str)
     kinds = sorted({s for _, s in table}, key=str)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))

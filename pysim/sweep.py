@@ -54,10 +54,18 @@ def _schema_columns():
 COLUMNS = _schema_columns()    # what a pysim results database's table has
 
 
+class StoreError(ConfigError):
+    """The results database cannot be opened, read or written (the message says which and
+    why)."""
+
+
 def is_sqlite(path):
     """The file starts as every SQLite database does."""
-    with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 # ------------------------------------------------------------------ grids
@@ -193,67 +201,131 @@ def run_point(base, overrides):
 # ------------------------------------------------------------------ the store
 
 class Store:
-    """The SQLite results file: one row per point, committed as each finishes."""
+    """The SQLite results file: one row per point, committed as each finishes. While a sweep
+    writes it, it is in WAL mode (a reader never blocks the writer, and a killed sweep loses
+    no committed point); when the sweep ends it goes back to a single file (journal mode
+    DELETE), so that a finished database can be read where nothing can be written."""
 
     def __init__(self, path, readonly=False):
         """readonly (results, plot): the file must exist and is never written."""
         self.path = os.fspath(path)
+        self.readonly = readonly
+        self.db = None
         if self.path != ":memory:" and os.path.exists(self.path) and \
                 os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
-            raise ConfigError(f"{self.path} exists and is not a pysim results database "
-                              f"(SQLite); not touching it")
-        if readonly:
+            raise StoreError(f"{self.path} exists and is not a pysim results database "
+                             f"(SQLite); not touching it")
+        try:
+            self._open()
+        except sqlite3.Error as e:
+            self.close()
+            raise StoreError(self._why(e)) from None
+
+    def _why(self, e):
+        text = str(e)
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return (f"{self.path} is damaged or not a complete SQLite database ({text}); "
+                    f"not touching it")
+        if self.readonly:
+            return f"cannot read the results database {self.path}: {text}"
+        return (f"cannot write the results database {self.path} (--db): {text}; check that "
+                f"its directory and the file can be written")
+
+    def _open(self):
+        if self.readonly:
             if not os.path.isfile(self.path):
-                raise ConfigError(f"results database {self.path}: no such file")
-            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, timeout=30)
+                raise StoreError(f"results database {self.path}: no such file")
+            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+            try:
+                self.db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
+                tables = self._tables()
+            except sqlite3.OperationalError:
+                # a read-only place: WAL mode could not make its -shm file there. Open it
+                # as immutable (nothing may change it meanwhile, and a write-ahead log left
+                # by a sweep that was killed is not read: say so)
+                if self.db is not None:
+                    self.db.close()
+                self.db = sqlite3.connect(uri + "?immutable=1", uri=True)
+                tables = self._tables()
+                wal = self.path + "-wal"
+                if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                    sys.stderr.write(f"warning: {self.path} is read-only and has a write-ahead "
+                                     f"log ({wal}) that cannot be read without writing: "
+                                     f"points stored last by a sweep that was killed may be "
+                                     f"missing\n")
         else:
             folder = os.path.dirname(os.path.abspath(self.path))
             if self.path != ":memory:" and not os.path.isdir(folder):
-                raise ConfigError(f"results database {self.path}: no directory {folder}")
+                raise StoreError(f"results database {self.path}: no directory {folder}")
             self.db = sqlite3.connect(self.path, timeout=30)
-        tables = {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
-                                                "WHERE type = 'table'")}
+            tables = self._tables()
         columns = [c[1] for c in self.db.execute("PRAGMA table_info(points)")]
         if ("points" in tables and columns != COLUMNS) or (tables and "points" not in tables):
-            self.db.close()
-            raise ConfigError(f"{self.path} is an SQLite database of something else than "
-                              f"pysim's results; not touching it")
-        if readonly:
+            raise StoreError(f"{self.path} is an SQLite database of something else than "
+                             f"pysim's results; not touching it")
+        if self.readonly:
             if not tables:
-                self.db.close()
-                raise ConfigError(f"{self.path} holds no results")
+                raise StoreError(f"{self.path} holds no results")
             return
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         self.db.commit()
 
+    def _tables(self):
+        return {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
+                                              "WHERE type = 'table'")}
+
     def finished(self):
         """Hashes of the points already stored (failed ones are retried)."""
-        return {h for (h,) in self.db.execute(
-            "SELECT hash FROM points WHERE status != 'failed'")}
+        try:
+            return {h for (h,) in self.db.execute(
+                "SELECT hash FROM points WHERE status != 'failed'")}
+        except sqlite3.Error as e:
+            raise StoreError(self._why(e)) from None
 
     def put(self, h, params, status, result, error, wall):
-        self.db.execute(
-            "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
-            "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
-            (h, json.dumps(params), status, None if result is None else json.dumps(result),
-             error, wall, __version__))
-        self.db.commit()
+        from pysim._io import json_safe
+        try:
+            self.db.execute(
+                "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
+                "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+                (h, json.dumps(json_safe(params), default=str), status,
+                 None if result is None else json.dumps(json_safe(result), allow_nan=False),
+                 error, wall, __version__))
+            self.db.commit()
+        except sqlite3.Error as e:
+            raise StoreError(f"{self._why(e)} (the points stored before are kept)") from None
 
     def rows(self):
-        return [row_dict(*r) for r in self.db.execute(
-            "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
-            "ORDER BY rowid")]
+        try:
+            raw = self.db.execute(
+                "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
+                "ORDER BY rowid").fetchall()      # (all: no statement left open holding a lock)
+            return [row_dict(*r) for r in raw]
+        except sqlite3.Error as e:
+            raise StoreError(self._why(e)) from None
+        except (ValueError, TypeError) as e:      # a row whose JSON is not pysim's
+            raise StoreError(f"{self.path}: a stored point is not readable ({e}); not a "
+                             f"database pysim wrote, or damaged") from None
 
     def close(self):
+        if self.db is None:
+            return
+        if not self.readonly and self.path != ":memory:":
+            try:                        # a finished database is one file again
+                self.db.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:       # (another sweep has it open: it stays in WAL mode)
+                pass
         self.db.close()
+        self.db = None
 
 
 def row_dict(h, params, status, result, error, wall, version):
     params = json.loads(params)
     res = json.loads(result) if result else None
+    if not isinstance(params, dict) or not (res is None or isinstance(res, dict)):
+        raise ValueError("params and result are not JSON objects")
     return dict(hash=h, params=params, status=status, result=res, error=error,
                 wall_seconds=wall, version=version)
 

@@ -229,3 +229,265 @@ def test_workers_die_with_a_killed_sweep(tmp_path, method):
                 os.kill(w, signal.SIGKILL)
             except OSError:
                 pass
+
+
+# ------------------------------------------------------------------ outputs that cannot be written
+
+CFG_TEXT = """[simulation]
+warmup_cycles = 0
+measure_cycles = 300
+drain_cycles = 2000
+[topology]
+kind = "mesh"
+dims = [2, 2]
+"""
+COLL_TEXT = """[topology]
+kind = "ring"
+size = 4
+[workload]
+kind = "collective"
+bytes = 4096
+"""
+
+
+@pytest.fixture
+def place():
+    """A world-readable directory with a config, a collective, a finished results database
+    and a read-only subdirectory `ro` holding a copy of that database (a directory others
+    can enter: the read-only checks run as an unprivileged user when the tests are root)."""
+    import shutil
+    import stat
+    import tempfile
+    from pysim.sweep import sweep
+    d = tempfile.mkdtemp(prefix="pysim-rel-")
+    os.chmod(d, 0o755)
+    with open(os.path.join(d, "c.toml"), "w") as f:
+        f.write(CFG_TEXT)
+    with open(os.path.join(d, "coll.toml"), "w") as f:
+        f.write(COLL_TEXT)
+    db = os.path.join(d, "r.sqlite")
+    sweep(os.path.join(d, "c.toml"), {"traffic.injection_rate": [0.05, 0.1],
+                                      "network.vcs": [2, 4]}, jobs=1, db=db)
+    ro = os.path.join(d, "ro")
+    os.mkdir(ro)
+    shutil.copy(db, os.path.join(ro, "r.sqlite"))
+    for p in (d, ro):
+        for name in os.listdir(p):
+            q = os.path.join(p, name)
+            if os.path.isfile(q):
+                os.chmod(q, 0o644)
+    os.chmod(os.path.join(ro, "r.sqlite"), 0o444)
+    os.chmod(ro, 0o555)
+    yield d
+    os.chmod(ro, 0o755)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def invoke_unprivileged(args, cwd):
+    """CliRunner().invoke(main, args) in `cwd` by a user a 0555 directory stops: a forked
+    child that becomes 'nobody' when we are root (root writes anywhere). Everything it needs
+    is imported before the fork (the child may not be able to read the installation).
+    Returns (exit code, output)."""
+    import pickle
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import pysim.network  # noqa: F401
+    import pysim.plot  # noqa: F401
+    import pysim.sweep  # noqa: F401
+    if os.geteuid() != 0:
+        old = os.getcwd()
+        os.chdir(cwd)
+        try:
+            res = CliRunner().invoke(main, args)
+        finally:
+            os.chdir(old)
+        return res.exit_code, res.output + ("" if res.exception is None or isinstance(
+            res.exception, SystemExit) else repr(res.exception))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # pragma: no cover (the child)
+        os.close(r)
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.chdir(cwd)
+            res = CliRunner().invoke(main, args)
+            out = (res.exit_code, res.output + ("" if res.exception is None or isinstance(
+                res.exception, SystemExit) else repr(res.exception)))
+        except BaseException as e:
+            out = (-1, repr(e))
+        os.write(w, pickle.dumps(out))
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        b = os.read(r, 1 << 16)
+        if not b:
+            break
+        data += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "c.toml", "--json", "ro/x.json"],
+    ["run", "coll.toml", "--trace", "ro/x.json"],
+    ["topo", "c.toml", "--json", "ro/x.json"],
+    ["topo", "c.toml", "--draw", "ro/x.png"],
+    ["results", "r.sqlite", "--csv", "ro/x.csv"],
+    ["plot", "r.sqlite", "--kind", "latency-load", "-o", "ro/x.png"],
+    ["sweep", "c.toml", "--param", "traffic.injection_rate=0.1", "--db", "ro/new.sqlite", "-q"],
+    ["sweep", "c.toml", "--param", "traffic.injection_rate=0.3", "--db", "ro/r.sqlite", "-q"],
+], ids=lambda a: " ".join(a[:4]))
+def test_an_output_in_a_read_only_directory_stops_the_command_first(place, args):
+    """Refused before any work, naming the file (they ran the whole simulation, then ended
+    in an OSError or sqlite3 traceback)."""
+    code, out = invoke_unprivileged(args, place)
+    assert code == 1, out
+    assert "cannot write" in out and "ro/" in out and "Traceback" not in out, out
+    assert "error" in out.lower() and "result written" not in out
+
+
+def test_a_result_that_cannot_be_written_after_the_run_is_kept(place, monkeypatch):
+    """The disk fills (or the directory goes away) during the run: the summary is printed,
+    the JSON is kept in a temporary file named in the message, and the exit status is 1."""
+    import errno
+    real = os.replace
+
+    def full(src, dst):
+        if str(dst).endswith("x.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst)
+    monkeypatch.setattr(os, "replace", full)
+    res = CliRunner().invoke(main, ["run", os.path.join(place, "c.toml"), "--json",
+                                    os.path.join(place, "x.json")])
+    assert res.exit_code == 1
+    assert "No space left on device" in res.output and "accepted load" in res.output
+    kept = res.output.split("kept in ")[1].split()[0]
+    with open(kept) as f:
+        assert json.load(f)["config"]["topology"]["dims"] == [2, 2]
+    os.unlink(kept)
+    assert not os.path.exists(os.path.join(place, "x.json"))
+    assert not [n for n in os.listdir(place) if n.startswith(".pysim-")]   # no litter
+
+
+# ------------------------------------------------------------------ results databases
+
+def test_a_finished_database_is_one_file_and_reads_in_a_read_only_place(place):
+    """A sweep leaves its database in journal mode DELETE (WAL mode needs a -shm file beside
+    it, which a read-only directory cannot hold: results and plot failed there)."""
+    import sqlite3
+    con = sqlite3.connect(os.path.join(place, "r.sqlite"))
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    con.close()
+    assert not os.path.exists(os.path.join(place, "r.sqlite-wal"))
+    code, out = invoke_unprivileged(["results", "ro/r.sqlite"], place)
+    assert code == 0 and out.count("done") == 4, out
+    code, out = invoke_unprivileged(["plot", "ro/r.sqlite", "--kind", "latency-load", "-o",
+                                     "fig.png"], place)
+    assert code == 1 and "cannot write fig.png" in out     # (the place itself is root's)
+
+
+def test_a_database_left_in_wal_mode_reads_in_a_read_only_place(place):
+    """A database written by an earlier version (or a sweep killed before it closed) stays in
+    WAL mode: opened read-only where nothing can be written, it is read as immutable."""
+    import shutil
+    import sqlite3
+    src = os.path.join(place, "wal.sqlite")
+    shutil.copy(os.path.join(place, "r.sqlite"), src)
+    con = sqlite3.connect(src)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()
+    ro = os.path.join(place, "ro")
+    os.chmod(ro, 0o755)
+    shutil.copy(src, os.path.join(ro, "wal.sqlite"))
+    os.chmod(os.path.join(ro, "wal.sqlite"), 0o444)
+    os.chmod(ro, 0o555)
+    code, out = invoke_unprivileged(["results", "ro/wal.sqlite"], place)
+    assert code == 0 and out.count("done") == 4, out
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbled", "fake", "empty-table-json"])
+def test_a_damaged_or_fake_database_is_a_clear_error(tmp_path, damage):
+    import shutil
+    import sqlite3
+    db = tmp_path / "d.sqlite"
+    from pysim.sweep import sweep
+    sweep(from_dict(SMALL), {"traffic.injection_rate": [0.05, 0.1]}, jobs=1,
+          db=tmp_path / "good.sqlite")
+    shutil.copy(tmp_path / "good.sqlite", db)
+    data = db.read_bytes()
+    if damage == "truncated":
+        db.write_bytes(data[: len(data) // 2])
+    elif damage == "garbled":
+        db.write_bytes(data[:100] + os.urandom(len(data) - 100))
+    elif damage == "fake":
+        db.write_bytes(b"SQLite format 3\x00" + os.urandom(5000))
+    else:
+        con = sqlite3.connect(db)
+        con.execute("UPDATE points SET params = '[1, 2]'")
+        con.commit()
+        con.close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CFG_TEXT)
+    for args in (["results", str(db)],
+                 ["plot", str(db), "--kind", "latency-load", "-o", str(tmp_path / "x.png")],
+                 ["sweep", str(cfg), "--param", "traffic.injection_rate=0.05", "--db",
+                  str(db), "-q"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1, (args, res.output, res.exception)
+        assert "Traceback" not in res.output and str(db) in res.output, res.output
+    assert not (tmp_path / "x.png").exists()
+
+
+# ------------------------------------------------------------------ figures from malformed inputs
+
+@pytest.mark.parametrize("kind,text,said", [
+    ("link-utilisation", "[1, 2]", "expected a run's --json result"),
+    ("link-utilisation", '{"config": "x", "links": []}', "'config' = 'x'"),
+    ("link-utilisation", '{"config": {}, "links": 5}', "'links' = 5"),
+    ("link-utilisation", '{"config": {}, "links": [{"src": "a", "dst": "b", '
+                         '"utilization": 0.5}]}', "'a' is not a node"),
+    ("link-utilisation", '{"config": {}, "links": [], "x": NaN}', "NaN is not JSON"),
+    ("timeline", '{"traceEvents": 5}', "'traceEvents' = 5"),
+    ("timeline", '{"traceEvents": [{"ph": "X", "ts": "a", "dur": 1, "pid": 0}]}',
+     "needs ts and dur"),
+    ("timeline", '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": [0]}]}',
+     "a name event needs"),
+    ("timeline", "\x00\x01", "not a JSON file"),
+])
+def test_malformed_figure_inputs_are_clear_errors(tmp_path, kind, text, said):
+    src = tmp_path / "in.json"
+    src.write_text(text)
+    res = CliRunner().invoke(main, ["plot", str(src), "--kind", kind, "-o",
+                                    str(tmp_path / "x.png")])
+    assert res.exit_code == 1 and said in res.output, (res.output, res.exception)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_a_string_metric_on_an_axis_and_an_absent_baseline_are_refused(place):
+    for args, said in (
+            (["--kind", "latency-load", "--y", "saturation_reason"],
+             "--y saturation_reason: its values are not numbers"),
+            (["--kind", "speedup", "--group", "traffic.injection_rate", "--series",
+              "network.vcs", "--baseline", "3", "--y", "avg_packet_latency"],
+             "--baseline 3: no point"),
+            (["--kind", "latency-load", "--series", "topology.dims"], None)):
+        out = os.path.join(place, "x.png")
+        res = CliRunner().invoke(main, ["plot", os.path.join(place, "r.sqlite"), *args, "-o",
+                                        out])
+        if said is None:                # a list-valued series (unhashable) draws
+            assert res.exit_code == 0, (res.output, res.exception)
+            os.unlink(out)
+            continue
+        assert res.exit_code == 1 and said in res.output, (res.output, res.exception)
+        assert not os.path.exists(out)
+
+
+def test_topo_draw_checks_the_extension_first(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CFG_TEXT)
+    res = CliRunner().invoke(main, ["topo", str(cfg), "--draw", str(tmp_path / "x.xyz")])
+    assert res.exit_code == 1 and "expected a .png, .pdf or .svg" in res.output
