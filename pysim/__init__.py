@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from pysim.config import Config, ConfigError, from_dict, load  # noqa: E402
 from pysim.sim import DeadlockError, SimulationError, simulate  # noqa: E402
 from pysim.sweep import sweep, to_pandas  # noqa: E402
+from pysim.workload.graph import PysimWarning  # noqa: E402
 
-__all__ = ["Config", "ConfigError", "DeadlockError", "SimulationError", "from_dict", "load",
-           "simulate", "sweep", "to_pandas", "__version__"]
+__all__ = ["Config", "ConfigError", "DeadlockError", "PysimWarning", "SimulationError",
+           "from_dict", "load", "simulate", "sweep", "to_pandas", "__version__"]

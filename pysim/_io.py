@@ -109,9 +109,10 @@ MAX_INPUT_BYTES = 256 << 20     # a TOML or JSON file the user names (a 2,000-no
                                 # connected graph's links are about 100 MB of TOML)
 
 
-def read_bounded(path, limit=MAX_INPUT_BYTES):
+def read_bounded(path, limit=None):
     """The bytes of a regular file of at most `limit` bytes; anything else (a device such as
     /dev/zero, a FIFO that would block, a larger file) is a ValueError saying which."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
     st = os.stat(path)
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "Is a directory", path)

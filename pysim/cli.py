@@ -68,6 +68,16 @@ def _keep_json(obj, name):
 @click.version_option(__version__, prog_name="pysim")
 def main():
     """pysim: cycle-level simulation of accelerator, memory-node and host networks."""
+    import warnings
+    from pysim.workload.graph import PysimWarning
+    default = warnings.showwarning
+
+    def show(message, category, *args, **kw):
+        if issubclass(category, PysimWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            default(message, category, *args, **kw)
+    warnings.showwarning = show
 
 
 @main.command()
@@ -224,7 +234,13 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
     from pysim.sweep import StoreError, parse_param, sweep, tidy
     try:
-        grid = dict(parse_param(p) for p in params)
+        grid = {}
+        for p in params:
+            key, values = parse_param(p)
+            if key in grid:
+                raise ConfigError(f"--param {key} is given twice; give all its values in one "
+                                  f"--param ({key}=V1,V2,...)")
+            grid[key] = values
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: expected at least 1")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,

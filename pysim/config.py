@@ -249,14 +249,15 @@ KEYS = [
         "binary tree), hierarchical.", None,
         lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
-        NONNEG),
+        (_positive, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
     Key("workload", "chunks", "int", 4, "-",
         "Collective: pieces the data is split into, pipelined through the steps.", POS),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),
     Key("workload", "group", "strs", None, "node names",
-        "Collective participants (default: every NPU, or every endpoint if there is none).",
+        "Collective participants, NPUs or hosts (default: every NPU, or every host if there "
+        "is none).",
         None),
     Key("workload", "ring_order", "strs", None, "node names",
         "Ring order of the participants, and their ranks for every algorithm (default: ring "
@@ -533,6 +534,8 @@ def is_key(path):
 def apply_override(raw, path, value, what="override"):
     """Set `path` to `value` in a raw config dict (as TOML parses one): 'section.key', or a
     field inside a table key, which keeps the table's other fields."""
+    if not isinstance(path, str):
+        raise ConfigError(f"{what} {path!r}: expected a key 'section.key' (a string)")
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
@@ -560,6 +563,12 @@ def apply_override(raw, path, value, what="override"):
 def load(path, overrides: dict | None = None) -> Config:
     """Read a TOML file into a validated Config; `overrides` maps "section.key" to values."""
     path = os.fspath(path)
+    if overrides is not None and not isinstance(overrides, dict):
+        try:
+            overrides = dict(overrides)      # (key, value) pairs
+        except (TypeError, ValueError):
+            raise TypeError(f"load(): overrides must be a dict {{'section.key': value}} or "
+                            f"(key, value) pairs, not {overrides!r}") from None
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
     raw = _include_topology(raw, base, overrides or {})
@@ -578,6 +587,10 @@ def _include_topology(raw, base, overrides):
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
         return raw
+    if topo is None:
+        topo = {}
+    if not isinstance(topo, dict):
+        raise ConfigError(f"[topology] must be a table, got {_short(topo)}")
     if not isinstance(name, str):
         raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
     path = name if os.path.isabs(name) else os.path.join(base, name)

@@ -130,13 +130,32 @@ def _split_top_level(spec):
     return out
 
 
+def _values(key, v):
+    """A grid entry as a list of plain values: a list, a tuple, a range or a numpy array
+    (its numbers as Python's); a single value may be given bare."""
+    if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__iter__"):
+        return [_plain(v)]
+    if hasattr(v, "tolist"):                 # a numpy array
+        v = v.tolist()
+    out = [_plain(x) for x in v]
+    if not out:
+        raise ConfigError(f"--param {key}: no values")
+    return out
+
+
+def _plain(x):
+    """A numpy scalar as the Python number it holds (np.int64 is not an int)."""
+    return x.item() if hasattr(x, "item") and hasattr(x, "dtype") else x
+
+
 def expand(grid: dict, zipped: bool = False):
     """{key: [values]} -> list of {key: value}: the cross product, or paired lists."""
     keys = list(grid)
     if not keys:
         return [{}]
-    lists = [list(grid[k]) if isinstance(grid[k], (list, tuple)) else [grid[k]]
-             for k in keys]                            # (a single value may be given bare)
+    if not all(isinstance(k, str) for k in keys):
+        raise ConfigError(f"grid keys {keys!r}: expected configuration keys (strings)")
+    lists = [_values(k, grid[k]) for k in keys]
     unknown = [k for k in keys if not is_key(k)]
     if unknown:
         k = unknown[0]
@@ -165,8 +184,12 @@ def _base(config):
             s, k = path.split(".", 1)
             raw.setdefault(s, {})[k] = config.get(path)
         return raw, config.base_dir, config.source
-    path = os.fspath(config)
-    cfg = load(path)           # validates, resolves topology.file
+    if isinstance(config, dict):
+        return _base(from_dict(config))
+    if not isinstance(config, (str, os.PathLike)):
+        raise TypeError(f"sweep() takes a Config, a path to a TOML file or a dict, not "
+                        f"{type(config).__name__}")
+    cfg = load(os.fspath(config))           # validates, resolves topology.file
     return _base(cfg)
 
 
@@ -394,6 +417,11 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
     jobs: local worker processes (default: the machine's cores). scheduler: the address of a
     Dask distributed scheduler ("tcp://host:port"), or a dask.distributed.Client, instead of
     local processes."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ConfigError(f"jobs = {jobs!r}: expected a number of worker processes >= 1 (None: "
+                          f"one per core)")
+    if not isinstance(grid, dict):
+        raise ConfigError(f"grid = {grid!r}: expected a dict {{'section.key': [values]}}")
     base = _base(config)
     points = expand(grid, zipped)
     store = Store(db if db is not None else ":memory:")

@@ -358,4 +358,23 @@ def build(cfg) -> Topology:
         if section == "topology" and name not in uses | _COMMON:
             raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r} "
                               f"(it reads: {', '.join(sorted(uses | _COMMON))})")
-    return builder(cfg)
+    topo = builder(cfg)
+    _check_kind_defaults(topo, cfg)
+    return topo
+
+
+def _check_kind_defaults(topo, cfg):
+    """A table of defaults for a kind of node the system does not have would be silently
+    unused: refuse it, naming it."""
+    have = set(topo.node_kinds)
+    tables = [("topology.mem", "mem", "memory node"), ("topology.npu", "npu", "NPU"),
+              ("topology.host", "host", "host")]
+    tables += [(f"topology.nic.{k}", k, f"{k} node") for k in (cfg.topology.nic or {})]
+    for path, kind, what in tables:
+        section, _, rest = path.partition(".")
+        table = cfg.topology.nic.get(kind) if rest.startswith("nic.") else \
+            getattr(cfg.topology, rest)
+        if table and kind not in have:
+            raise ConfigError(f"{path}: {topo.name} has no {what} (kind = {kind!r}), so these "
+                              f"defaults would not be used; its nodes are "
+                              f"{', '.join(sorted(have))}")

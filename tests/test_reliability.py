@@ -491,3 +491,149 @@ def test_topo_draw_checks_the_extension_first(tmp_path):
     cfg.write_text(CFG_TEXT)
     res = CliRunner().invoke(main, ["topo", str(cfg), "--draw", str(tmp_path / "x.xyz")])
     assert res.exit_code == 1 and "expected a .png, .pdf or .svg" in res.output
+
+
+# ------------------------------------------------------------------ collectives of nothing
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "tree"])
+def test_a_collective_of_zero_bytes_is_refused_naming_the_key(algorithm):
+    """It printed 'algbw inf GB/s' and wrote Infinity (not JSON) with ring, and 'the op graph
+    is empty' without naming workload.bytes with the others."""
+    with pytest.raises(ConfigError, match=r"workload\.bytes = 0: expected an integer >= 1"):
+        from_dict({"topology": {"kind": "ring", "size": 4},
+                   "workload": {"kind": "collective", "bytes": 0, "algorithm": algorithm}})
+
+
+def test_results_never_hold_non_finite_numbers():
+    """Whatever a run could not define is null in the JSON, which is strict."""
+    from pysim._io import json_safe
+    r = simulate(from_dict(with_(SMALL, traffic={"injection_rate": 0.0})))
+    d = r.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert d["avg_packet_latency"] is None
+    assert json_safe({"a": [float("inf"), {"b": float("nan")}], "c": 1.5}) == \
+        {"a": [None, {"b": None}], "c": 1.5}
+
+
+# ------------------------------------------------------------------ the Python API
+
+def test_sweep_takes_arrays_ranges_and_dicts_and_refuses_bad_jobs(tmp_path):
+    import numpy as np
+    import pysim
+    base = with_(SMALL, simulation={"measure_cycles": 100})
+    rows = pysim.sweep(base, {"traffic.injection_rate": np.array([0.05, 0.1]),
+                              "network.vcs": range(2, 4)}, jobs=1)
+    assert sorted((r["params"]["traffic.injection_rate"], r["params"]["network.vcs"])
+                  for r in rows) == [(0.05, 2), (0.05, 3), (0.1, 2), (0.1, 3)]
+    assert all(r["status"] == "done" for r in rows)
+    for jobs in (-1, 0, "2", 1.5, True):
+        with pytest.raises(ConfigError, match="jobs = "):
+            pysim.sweep(base, {"network.vcs": [2]}, jobs=jobs)
+    with pytest.raises(TypeError, match="sweep.. takes a Config"):
+        pysim.sweep(42, {"network.vcs": [2]})
+
+
+def test_load_takes_override_pairs_and_refuses_other_things(tmp_path):
+    import pysim
+    p = tmp_path / "c.toml"
+    p.write_text(CFG_TEXT)
+    assert pysim.load(p, [("network.vcs", 4)]).network.vcs == 4
+    with pytest.raises(TypeError, match="overrides must be"):
+        pysim.load(p, [1, 2])
+    with pytest.raises(ConfigError, match="expected a key 'section.key'"):
+        pysim.load(p, {1: 2})
+
+
+# ------------------------------------------------------------------ files that are not configs
+
+@pytest.mark.parametrize("text,said", [
+    ('[topology]\nfile = "empty.toml"\n', "has no [topology] table"),
+    ('topology = "x"\n', "[topology] must be a table, got 'x'"),
+])
+def test_topology_file_and_topology_that_are_not_tables(tmp_path, text, said):
+    (tmp_path / "empty.toml").write_text("x = 1\n")
+    (tmp_path / "base.toml").write_text(CFG_TEXT)
+    (tmp_path / "c.toml").write_text(text)
+    import pysim
+    for overrides in ({}, {"topology.file": "base.toml"}):
+        if "file" in text and overrides:
+            continue
+        with pytest.raises(ConfigError, match=said.replace("[", r"\[").replace("]", r"\]")):
+            pysim.load(tmp_path / "c.toml", overrides)
+    (tmp_path / "none.toml").write_text("[simulation]\nseed = 2\n")      # no [topology]
+    assert pysim.load(tmp_path / "none.toml", {"topology.file": "base.toml"}).topology.dims \
+        == [2, 2]
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    import pysim
+    p = tmp_path / "c.toml"
+    p.write_bytes(b"\xef\xbb\xbf" + CFG_TEXT.encode())
+    assert pysim.load(p).topology.dims == [2, 2]
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "big"])
+def test_an_input_that_is_not_a_bounded_regular_file_is_refused(tmp_path, target, monkeypatch):
+    """/dev/zero was read to the end of memory; a FIFO with no writer blocked for ever."""
+    import pysim
+    import pysim._io
+    if target == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        target = str(tmp_path / "fifo")
+    elif target == "big":
+        monkeypatch.setattr(pysim._io, "MAX_INPUT_BYTES", 1000)
+        (tmp_path / "big.toml").write_text("[[ops]]\n" * 200)
+        target = str(tmp_path / "big.toml")
+    cfg = with_(SMALL, workload={"kind": "graph", "file": target})
+    with pytest.raises(ConfigError, match="not a regular file|expected at most 1,000"):
+        simulate(from_dict(cfg))
+
+
+# ------------------------------------------------------------------ silent assumptions
+
+def test_a_memory_node_in_a_collective_group_is_named_as_such():
+    cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"},
+                                                   {"name": "m", "kind": "mem"}],
+                        "links": [{"a": "a", "b": "b"}, {"a": "b", "b": "m"}]},
+           "workload": {"kind": "collective", "group": ["a", "m"]}}
+    with pytest.raises(ConfigError, match=r"workload\.group: 'm' is a memory node"):
+        simulate(from_dict(cfg))
+
+
+def test_a_repeated_param_is_refused(tmp_path):
+    (tmp_path / "c.toml").write_text(CFG_TEXT)
+    res = CliRunner().invoke(main, ["sweep", str(tmp_path / "c.toml"), "--param",
+                                    "network.vcs=2", "--param", "network.vcs=4", "--db",
+                                    str(tmp_path / "r.sqlite"), "-q"])
+    assert res.exit_code == 1 and "--param network.vcs is given twice" in res.output
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+@pytest.mark.parametrize("table,kind", [("mem", "memory node"), ("host", "host"),
+                                        ("nic", "mem node")])
+def test_defaults_for_a_kind_of_node_the_system_lacks_are_refused(table, kind):
+    body = {"nic": {"mem": {"injection_gbps": 10.0}}} if table == "nic" else \
+        {table: {"gbps" if table == "mem" else "tflops": 10.0}}
+    with pytest.raises(ConfigError, match=f"has no {kind}"):
+        simulate(from_dict(with_(SMALL, topology=body)))
+
+
+def test_chunks_larger_than_the_offload_sram_are_refused():
+    cfg = {"topology": {"kind": "ring", "size": 4, "npu": {"offload_sram_mb": 1e-9}},
+           "workload": {"kind": "collective", "engine": "offload", "bytes": 4096}}
+    with pytest.raises(ConfigError, match="does not fit in the engine's SRAM"):
+        simulate(from_dict(cfg))
+    cfg["topology"]["npu"]["offload_sram_mb"] = 0.001      # 1,048 bytes: 1,024-byte chunks
+    assert simulate(from_dict(cfg)).makespan_cycles > 0
+
+
+def test_reading_memory_no_op_wrote_is_a_warning(tmp_path):
+    import pysim
+    (tmp_path / "ops.toml").write_text('[[ops]]\nkind = "mem_read"\nnpu = "a"\nmem = "m"\n'
+                                       'bytes = 4096\n')
+    cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
+                        "links": [{"a": "a", "b": "m"}]},
+           "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml")}}
+    with pytest.warns(pysim.PysimWarning, match="reads 4,096 bytes from memory node m and "
+                                                "writes 0"):
+        simulate(from_dict(cfg))

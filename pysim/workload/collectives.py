@@ -436,8 +436,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
-    if nbytes < 0 or chunks < 1:
-        raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
+    if nbytes < 1 or chunks < 1:
+        raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
+                          f"workload.bytes >= 1 and workload.chunks >= 1")
     if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
         raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
                           f"than the {MAX_OPS:,} ops a graph may have")
@@ -469,12 +470,15 @@ def participants(cfg, topo):
     group = cfg.workload.group
     if group is None:
         npus = [n for n, k in zip(names, topo.node_kinds) if k == "npu"]
-        group = npus or [names[i] for i in topo.endpoints()]
+        group = npus or [n for n, k in zip(names, topo.node_kinds) if k == "host"]
+    index = {n: i for i, n in enumerate(names)}
     for n in group:
-        if n not in names:
+        if n not in index:
             raise ConfigError(f"workload.group: {n!r} is not a node of {topo.name}")
-        if topo.node_kinds[names.index(n)] == "switch":
-            raise ConfigError(f"workload.group: {n!r} is a switch")
+        kind = topo.node_kinds[index[n]]
+        if kind in ("switch", "mem"):
+            raise ConfigError(f"workload.group: {n!r} is a {'memory node' if kind == 'mem' else kind}"
+                              f"; a collective runs among NPUs and hosts (nodes that compute)")
     _at_least_two(group)
     return list(group)
 
@@ -482,7 +486,7 @@ def participants(cfg, topo):
 def _at_least_two(group):
     if len(group) < 2:
         raise ConfigError(f"workload.group = {list(group)}: a collective needs at least 2 "
-                          f"participants (by default every NPU takes part, or every endpoint "
+                          f"participants (by default every NPU takes part, or every host "
                           f"if there is no NPU)")
 
 
@@ -607,6 +611,14 @@ def collective_graph(cfg, topo, graph=None):
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
         sram = engine_params(topo, cfg)[idx[order[0]]][1]
+        chunk = -(-w.bytes // w.chunks)
+        smallest = min(engine_params(topo, cfg)[idx[n]][1] for n in order)
+        if w.engine == "offload" and chunk > smallest:
+            raise ConfigError(
+                f"workload.engine = 'offload': a chunk of {chunk:,} bytes (workload.bytes = "
+                f"{w.bytes} / workload.chunks = {w.chunks}) does not fit in the engine's SRAM "
+                f"of {smallest:,} bytes ([topology.npu] offload_sram_mb); raise workload.chunks "
+                f"to at least {-(-w.bytes // max(smallest, 1)):,} or the SRAM")
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
@@ -666,7 +678,7 @@ def run_collective(cfg, progress=None):
     cycles = result.makespan_cycles
     p = len(meta["order"])
     w = cfg.workload
-    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("inf")
+    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("nan")  # (null)
     per_npu = endpoint_report(graph, result, meta["order"], cfg.network.clock_ghz)
     result.collective = dict(
         **meta, collective_cycles=cycles,

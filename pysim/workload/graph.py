@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,10 @@ from pysim.config import MAX_INT, ConfigError, read_toml
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
+
+
+class PysimWarning(UserWarning):
+    """Something runs, but perhaps not as meant: the message says what is assumed."""
 
 
 class GraphError(ConfigError):
@@ -247,7 +252,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
     span = []                           # per op of g: (first primitive, last primitive)
     isolated = {}                       # roofline ops: their time alone
-    stored = {}
+    stored, read = {}, {}               # per memory node: bytes written, bytes read
 
     def prim(k, n, d, s, deps, u=0):
         kind.append(KINDS[k])
@@ -343,6 +348,11 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                     last = acc
                 span.append((first, last))
             else:
+                read[m] = read.get(m, 0) + total
+                if total > cap:
+                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
+                                     f"{topo.node_names[m]}, more than its capacity of {cap} "
+                                     f"bytes")
                 req = prim("send", a, m, REQUEST_BYTES, deps)
                 last_acc = None
                 last = None
@@ -352,6 +362,12 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                     last = prim("send", m, a, b, [acc]) if b else acc
                     last_acc = acc
                 span.append((req, last))
+    for m, b in read.items():
+        if b > stored.get(m, 0):
+            warnings.warn(PysimWarning(
+                f"the op graph reads {b:,} bytes from memory node {topo.node_names[m]} and "
+                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
+                f"from the start"), stacklevel=2)
     n_ops = len(kind)
     succ_lists = [[] for _ in range(n_ops)]
     for i, a in enumerate(after):
@@ -448,11 +464,11 @@ class GraphResult:
     links: list = field(default_factory=list)        # per channel, over the makespan
 
     def to_dict(self):
+        """Plain JSON data: a number that is not defined (no packet, no time) is None."""
+        from pysim._io import json_safe
         d = dict(self.__dict__)
-        if d["avg_packet_latency"] != d["avg_packet_latency"]:
-            d["avg_packet_latency"] = None
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
-        return d
+        return json_safe(d)
 
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
