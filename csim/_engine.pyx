@@ -4,6 +4,7 @@ cimport numpy as cnp
 import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
+from libc.math cimport INFINITY, fabs
 from time import perf_counter
 from csim._types cimport *
 from csim._rng cimport rng_seed
@@ -809,3 +810,167 @@ def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_ds
             c2 = rt[v * n + d]
             if c2 >= 0:
                 seen[first[c1] + lo[c2]] = 1
+
+
+cdef inline void _heap_push(double* hk, int64_t* hv, int64_t* size, double k,
+                            int64_t v) noexcept nogil:
+    cdef int64_t i = size[0], p
+    size[0] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= k:
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        i = p
+    hk[i] = k
+    hv[i] = v
+
+
+cdef inline void _heap_pop(double* hk, int64_t* hv, int64_t* size) noexcept nogil:
+    cdef int64_t n = size[0] - 1, i = 0, c
+    cdef double k = hk[n]
+    cdef int64_t v = hv[n]
+    size[0] = n
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= k:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        i = c
+    if n > 0:
+        hk[i] = k
+        hv[i] = v
+
+
+def next_hops(int64_t n, const int64_t[::1] in_ptr, const int64_t[::1] in_ch,
+              const int64_t[::1] out_ptr, const int64_t[::1] out_ch,
+              const int32_t[::1] ch_src, const int32_t[::1] ch_dst, const double[::1] w,
+              const uint8_t[::1] is_dest, bint unit, int32_t[::1] table):
+    """Shortest-path next hops towards every destination d with is_dest[d]: table[u * n + d]
+    (filled in; -1 elsewhere) is the channel u takes towards d. From each destination, a
+    breadth-first search (unit weights) or Dijkstra's (binary heap) over the channels entering
+    each node (in_ptr / in_ch) gives every node's distance; then u takes, among its
+    out-channels in the order of out_ch (by next node, then channel id), the first on a
+    shortest path (dist[v] + w = dist[u], to 1e-9). O(nodes x channels) in all, without the
+    GIL. Returns (d, u) of the first node u that cannot reach a destination d, or None."""
+    cdef int64_t C = ch_src.shape[0], d, u, v, i, c, head, tail, hn
+    cdef int64_t bad_d = -1, bad_u = -1
+    cdef double du, nd
+    if table.shape[0] != n * n:
+        raise ValueError("table has the wrong size")
+    dist_a = np.empty(max(n, 1), np.float64)
+    queue_a = np.empty(max(n, 1), np.int64)
+    hk_a = np.empty(max(C, 1) + 1, np.float64)
+    hv_a = np.empty(max(C, 1) + 1, np.int64)
+    cdef double[::1] dist = dist_a
+    cdef int64_t[::1] queue = queue_a
+    cdef double[::1] hk = hk_a
+    cdef int64_t[::1] hv = hv_a
+    with nogil:
+        for d in range(n):
+            if not is_dest[d]:
+                continue
+            for u in range(n):
+                dist[u] = INFINITY
+            dist[d] = 0.0
+            if unit:
+                head = 0
+                tail = 1
+                queue[0] = d
+                while head < tail:
+                    u = queue[head]
+                    head += 1
+                    du = dist[u] + 1.0
+                    for i in range(in_ptr[u], in_ptr[u + 1]):
+                        v = ch_src[in_ch[i]]
+                        if dist[v] == INFINITY:
+                            dist[v] = du
+                            queue[tail] = v
+                            tail += 1
+            else:
+                hn = 0
+                _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
+                while hn > 0:
+                    du = hk[0]
+                    u = hv[0]
+                    _heap_pop(&hk[0], &hv[0], &hn)
+                    if du > dist[u]:
+                        continue
+                    for i in range(in_ptr[u], in_ptr[u + 1]):
+                        c = in_ch[i]
+                        v = ch_src[c]
+                        nd = du + w[c]
+                        if nd < dist[v] - 1e-12:
+                            dist[v] = nd
+                            _heap_push(&hk[0], &hv[0], &hn, nd, v)
+            for u in range(n):
+                if u == d or dist[u] == INFINITY:
+                    if u != d and is_dest[u] and bad_d < 0:
+                        bad_d = d
+                        bad_u = u
+                    continue
+                for i in range(out_ptr[u], out_ptr[u + 1]):
+                    c = out_ch[i]
+                    if fabs(dist[ch_dst[c]] + w[c] - dist[u]) <= 1e-9:
+                        table[u * n + d] = <int32_t>c
+                        break
+    if bad_d >= 0:
+        return int(bad_d), int(bad_u)
+    return None
+
+
+def dfs_order(int64_t n, const int64_t[::1] ptr, const int64_t[::1] adj):
+    """Depth-first search of a directed graph (vertices 0..n-1, successors adj[ptr[u]:
+    ptr[u + 1]]), roots and successors in increasing order. Returns (postorder, cycle): the
+    vertices in postorder, and the vertices of the first cycle met (a back edge closed by
+    the path on the stack), or None if the graph is acyclic."""
+    post_a = np.empty(max(n, 1), np.int64)
+    color_a = np.zeros(max(n, 1), np.int8)        # 0 new, 1 on the stack, 2 done
+    parent_a = np.full(max(n, 1), -1, np.int64)
+    stack_a = np.empty(max(n, 1), np.int64)
+    pos_a = np.empty(max(n, 1), np.int64)
+    cdef int64_t[::1] post = post_a, parent = parent_a, stack = stack_a, pos = pos_a
+    cdef int8_t[::1] color = color_a
+    cdef int64_t root, u, v, sp, np_ = 0, cyc_u = -1, cyc_v = -1
+    with nogil:
+        for root in range(n):
+            if color[root]:
+                continue
+            color[root] = 1
+            stack[0] = root
+            pos[0] = ptr[root]
+            sp = 1
+            while sp > 0:
+                u = stack[sp - 1]
+                if pos[sp - 1] < ptr[u + 1]:
+                    v = adj[pos[sp - 1]]
+                    pos[sp - 1] += 1
+                    if color[v] == 0:
+                        color[v] = 1
+                        parent[v] = u
+                        stack[sp] = v
+                        pos[sp] = ptr[v]
+                        sp += 1
+                    elif color[v] == 1 and cyc_u < 0:
+                        cyc_u = u
+                        cyc_v = v
+                else:
+                    color[u] = 2
+                    post[np_] = u
+                    np_ += 1
+                    sp -= 1
+    cycle = None
+    if cyc_u >= 0:                  # (no negative indices here: wraparound is off)
+        u = cyc_u
+        cycle = [int(u)]
+        while u != cyc_v:
+            u = parent[u]
+            cycle.append(int(u))
+        cycle.reverse()
+    return post_a[:n], cycle
