@@ -151,63 +151,72 @@ def compile_network(cfg, topo=None) -> Network:
     F = net.flit_bytes
     n = topo.n_nodes
 
-    # engine channels, unsorted: (router key, kind, src, dst, bpc, lat, topo id, group key)
-    rows = []
-    for c in range(topo.n_channels):
-        bpc = topo.ch_bytes_per_cycle[c]
-        m = lanes(bpc, F)
-        for _ in range(m):
-            rows.append((topo.ch_dst[c], CH_NET, topo.ch_src[c], topo.ch_dst[c], bpc / m,
-                         topo.ch_latency_cycles[c], c))
-    for node in topo.endpoints():
-        m = lanes(inj_bpc[node], F)
-        for _ in range(m):
-            rows.append((node, CH_INJECT, node, node, inj_bpc[node] / m, nic_lat, -1))
-        m = lanes(ej_bpc[node], F)
-        for _ in range(m):
-            rows.append((node, CH_EJECT, node, node, ej_bpc[node] / m, nic_lat, -1))
+    # engine channels (vectorised: a dense graph has millions), first unsorted: every lane of
+    # every topology channel, then per endpoint its injection lanes and its ejection lanes
+    T = topo.n_channels
+    eps = np.asarray(topo.endpoints(), np.int64)
+    t_bpc = np.asarray(topo.ch_bytes_per_cycle, float)
+    t_lanes = np.maximum(1, np.ceil(t_bpc / F - 1e-9)).astype(np.int64)
+    i_lanes = np.maximum(1, np.ceil(inj_bpc[eps] / F - 1e-9)).astype(np.int64)
+    e_lanes = np.maximum(1, np.ceil(ej_bpc[eps] / F - 1e-9)).astype(np.int64)
+    tc = np.repeat(np.arange(T, dtype=np.int64), t_lanes)
+    nic_node = np.repeat(np.stack([eps, eps], 1).reshape(-1),
+                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
+    nic_kind = np.repeat(np.tile(np.array([CH_INJECT, CH_EJECT], np.int8), eps.size),
+                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
+    nic_bpc = np.where(nic_kind == CH_INJECT, inj_bpc[nic_node], ej_bpc[nic_node])
+    nic_m = np.maximum(1, np.ceil(nic_bpc / F - 1e-9)).astype(np.int64)
+    t_src = np.asarray(topo.ch_src, np.int64)
+    t_dst = np.asarray(topo.ch_dst, np.int64)
+    t_lat = np.asarray(topo.ch_latency_cycles, np.int64)
+    kinds = np.concatenate([np.full(tc.size, CH_NET, np.int8), nic_kind])
+    src = np.concatenate([t_src[tc], nic_node])
+    dst = np.concatenate([t_dst[tc], nic_node])
+    bpc = np.concatenate([t_bpc[tc] / t_lanes[tc], nic_bpc / nic_m])
+    lat = np.concatenate([t_lat[tc], np.full(nic_node.size, nic_lat, np.int64)])
+    topo_channel = np.concatenate([tc, np.full(nic_node.size, -1, np.int64)])
     # channels entering a router contiguous (ejection channels after, by source router);
     # within that, by kind and upstream node, then bandwidth and latency: groups adjacent
-    key = [(r if k != CH_EJECT else r, k == CH_EJECT, s, k, bpc, lat)
-           for (r, k, s, d, bpc, lat, tc) in rows]
-    perm = sorted(range(len(rows)), key=lambda i: (key[i], i))
-    rows = [rows[i] for i in perm]
-    C = len(rows)
-    kinds = np.array([r[1] for r in rows], np.int8)
-    src = np.array([r[2] for r in rows], np.int32)
-    dst = np.array([r[3] for r in rows], np.int32)
-    lat = np.array([r[5] for r in rows], np.int32)
-    topo_channel = np.array([r[6] for r in rows], np.int64)
-    nums = np.zeros(C, np.int64)
-    dens = np.zeros(C, np.int64)
-    for i, r in enumerate(rows):
-        what = (f"link {topo.channel_name(r[6])} (topology.link_gbps or the link's gbps)"
-                if r[1] == CH_NET else f"NIC of {topo.node_names[r[2]]} "
+    perm = np.lexsort((np.arange(kinds.size), lat, bpc, kinds, src, kinds == CH_EJECT, dst))
+    kinds, src, dst, bpc, lat, topo_channel = (a[perm] for a in (kinds, src, dst, bpc, lat,
+                                                                 topo_channel))
+    C = kinds.size
+    src, dst, lat = src.astype(np.int32), dst.astype(np.int32), lat.astype(np.int32)
+    # exact integer serialisation credits (see rate)
+    dens = np.full(C, F * SCALE, np.int64)
+    nums = np.rint(bpc * SCALE).astype(np.int64)
+    bad = np.flatnonzero(nums < 1)
+    if bad.size:
+        r = int(bad[0])
+        what = (f"link {topo.channel_name(int(topo_channel[r]))} (topology.link_gbps or the "
+                f"link's gbps)" if kinds[r] == CH_NET else f"NIC of {topo.node_names[src[r]]} "
                 f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
-        nums[i], dens[i] = rate(r[4], F, what)
+        rate(float(bpc[r]), F, what)                # raises, naming it
+    if np.any(nums > dens):
+        raise AssertionError("a channel carries at most one flit per cycle")
 
     # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)
-    par_base = np.arange(C, dtype=np.int32)
-    for i in range(1, C):
-        if (kinds[i], src[i], dst[i], nums[i], lat[i]) == \
-                (kinds[i - 1], src[i - 1], dst[i - 1], nums[i - 1], lat[i - 1]):
-            par_base[i] = par_base[i - 1]
+    same = np.zeros(C, bool)
+    if C > 1:
+        same[1:] = ((kinds[1:] == kinds[:-1]) & (src[1:] == src[:-1]) & (dst[1:] == dst[:-1])
+                    & (nums[1:] == nums[:-1]) & (lat[1:] == lat[:-1]))
+    par_base = np.maximum.accumulate(np.where(same, 0, np.arange(C))).astype(np.int32)
     par_n = np.bincount(par_base, minlength=C)[par_base].astype(np.int32)
 
-    # topology channel -> its group's first engine channel
-    first_of_topo = np.full(max(topo.n_channels, 1), -1, np.int64)
-    for i in range(C - 1, -1, -1):
-        if topo_channel[i] >= 0:
-            first_of_topo[topo_channel[i]] = par_base[i]
+    # topology channel -> its group's first engine channel (its first lane's group)
+    first_of_topo = np.full(max(T, 1), -1, np.int64)
+    is_net = topo_channel >= 0
+    tcs, first = np.unique(topo_channel[is_net], return_index=True)
+    first_of_topo[tcs] = par_base[np.flatnonzero(is_net)[first]]
     inj_ch = np.full(n, -1, np.int32)
     ej_ch = np.full(n, -1, np.int32)
-    inj_n = np.zeros(n, np.int32)
-    for i in range(C - 1, -1, -1):
-        if kinds[i] == CH_INJECT:
-            inj_ch[src[i]] = i
-            inj_n[src[i]] += 1
-        elif kinds[i] == CH_EJECT:
-            ej_ch[dst[i]] = i
+    inj = np.flatnonzero(kinds == CH_INJECT)
+    nodes_i, first_i = np.unique(src[inj], return_index=True)
+    inj_ch[nodes_i] = inj[first_i]
+    inj_n = np.bincount(src[inj], minlength=n).astype(np.int32)
+    ej = np.flatnonzero(kinds == CH_EJECT)
+    nodes_e, first_e = np.unique(dst[ej], return_index=True)
+    ej_ch[nodes_e] = ej[first_e]
     table = route.table
     # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
     rt = first_of_topo.astype(np.int32)[table]        # (-1 entries take the last; reset)
@@ -217,12 +226,11 @@ def compile_network(cfg, topo=None) -> Network:
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
-    rep = topo_channel.copy()
-    used = np.unique(table[table >= 0])
-    rep_of_base = {int(first_of_topo[tc]): int(tc) for tc in used}
-    for i in range(C):
-        if kinds[i] == CH_NET:
-            rep[i] = rep_of_base.get(int(par_base[i]), topo_channel[i])
+    used = np.unique(table[table >= 0]).astype(np.int64)
+    rep_of_base = np.full(C, -1, np.int64)
+    rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
+    named = rep_of_base[par_base]
+    rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
     group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
     buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot

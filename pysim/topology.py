@@ -178,11 +178,25 @@ def _graph(name, nodes, links, cfg):
                  node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS + CPU_FIELDS}
                            for x in nodes])
     index = {x[0]: i for i, x in enumerate(nodes)}
-    for a, b, bpc, lat, count, directed in links:
-        for _ in range(count):
-            t.add_channel(index[a], index[b], bpc, lat)
-            if not directed:
-                t.add_channel(index[b], index[a], bpc, lat)
+    # per link, `count` times: a -> b, then b -> a unless directed (vectorised: a dense graph
+    # has millions of channels)
+    if links:
+        a = np.array([index[x[0]] for x in links], np.int64)
+        b = np.array([index[x[1]] for x in links], np.int64)
+        bpc = np.array([x[2] for x in links], float)
+        lat = np.array([x[3] for x in links], object)
+        per = np.array([1 if x[5] else 2 for x in links], np.int64)
+        count = np.array([x[4] for x in links], np.int64)
+        link = np.repeat(np.arange(len(links)), per * count)
+        start = np.repeat(np.cumsum(per * count) - per * count, per * count)
+        back = (np.arange(link.size) - start) % per[link] == 1
+        t.ch_src = np.where(back, b[link], a[link]).tolist()
+        t.ch_dst = np.where(back, a[link], b[link]).tolist()
+        t.ch_bytes_per_cycle = bpc[link].tolist()
+        t.ch_latency_cycles = [int(x) for x in lat[link]]
+        t.ch_dim = [-1] * link.size
+        t.ch_dir = [0] * link.size
+        t.ch_wrap = [False] * link.size
     _apply_nic_defaults(t, cfg, [x[2] for x in nodes])
     _check_graph(t)
     return t
@@ -191,25 +205,32 @@ def _graph(name, nodes, links, cfg):
 def _check_graph(t):
     if not t.endpoints():
         raise ConfigError("topology: the graph has no node with a NIC (all are switches)")
-    touched = set(t.ch_src) | set(t.ch_dst)
-    for i, kind in enumerate(t.node_kinds):
-        if i not in touched:
-            what = "a switch" if kind == "switch" else "a node"
-            raise ConfigError(f"topology: node {t.node_names[i]!r} is {what} with no links")
-    # connectivity, ignoring direction (direction is checked by the routing)
-    adj = [[] for _ in t.node_names]
-    for a, b in zip(t.ch_src, t.ch_dst):
-        adj[a].append(b)
-        adj[b].append(a)
-    seen = {0}
-    stack = [0]
-    while stack:
-        for v in adj[stack.pop()]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    if len(seen) != t.n_nodes:
-        lost = [t.node_names[i] for i in range(t.n_nodes) if i not in seen]
+    src = np.asarray(t.ch_src, np.int64)
+    dst = np.asarray(t.ch_dst, np.int64)
+    touched = np.zeros(t.n_nodes, bool)
+    touched[src] = touched[dst] = True
+    for i in np.flatnonzero(~touched)[:1]:
+        what = "a switch" if t.node_kinds[i] == "switch" else "a node"
+        raise ConfigError(f"topology: node {t.node_names[i]!r} is {what} with no links")
+    # connectivity, ignoring direction (direction is checked by the routing): a breadth-
+    # first search a level at a time over the neighbour lists
+    ends = np.concatenate([src, dst])
+    other = np.concatenate([dst, src])
+    order = np.argsort(ends, kind="stable")
+    nbr = other[order]
+    ptr = np.zeros(t.n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=t.n_nodes), out=ptr[1:])
+    seen = np.zeros(t.n_nodes, bool)
+    seen[0] = True
+    frontier = np.array([0], np.int64)
+    while frontier.size:
+        lo, hi = ptr[frontier], ptr[frontier + 1]
+        idx = np.repeat(hi - np.cumsum(hi - lo), hi - lo) + np.arange(int((hi - lo).sum()))
+        nxt = np.unique(nbr[idx])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    if not seen.all():
+        lost = [t.node_names[i] for i in np.flatnonzero(~seen)]
         raise ConfigError(f"topology: the graph is not connected: {', '.join(lost[:6])}"
                           f"{' ...' if len(lost) > 6 else ''} cannot be reached from "
                           f"{t.node_names[0]!r}")
