@@ -848,28 +848,35 @@ cdef inline void _heap_pop(double* hk, int64_t* hv, int64_t* size) noexcept nogi
         hv[i] = v
 
 
-def next_hops(int64_t n, const int64_t[::1] in_ptr, const int64_t[::1] in_ch,
-              const int64_t[::1] out_ptr, const int64_t[::1] out_ch,
-              const int32_t[::1] ch_src, const int32_t[::1] ch_dst, const double[::1] w,
+def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
+              const double[::1] in_w, const int32_t[::1] in_ch, const int64_t[::1] out_ptr, const int32_t[::1] out_dst,
+              const int32_t[::1] out_ch, const double[::1] out_w,
               const uint8_t[::1] is_dest, bint unit, int32_t[::1] table):
     """Shortest-path next hops towards every destination d with is_dest[d]: table[u * n + d]
-    (filled in; -1 elsewhere) is the channel u takes towards d. From each destination, a
-    breadth-first search (unit weights) or Dijkstra's (binary heap) over the channels entering
-    each node (in_ptr / in_ch) gives every node's distance; then u takes, among its
-    out-channels in the order of out_ch (by next node, then channel id), the first on a
-    shortest path (dist[v] + w = dist[u], to 1e-9). O(nodes x channels) in all, without the
-    GIL. Returns (d, u) of the first node u that cannot reach a destination d, or None."""
-    cdef int64_t C = ch_src.shape[0], d, u, v, i, c, head, tail, hn
+    (filled in; -1 elsewhere) is the channel u takes towards d. The channels entering each
+    node are in_ptr / in_src (their source) / in_w (their weight), by channel id; those
+    leaving it out_ptr / out_dst / out_ch / out_w, by next node then channel id (in_ch,
+    out_ch: the channel ids).
+
+    From each destination, a breadth-first search (unit weights: it stops once every node is
+    reached) or Dijkstra's (binary heap) over the reversed channels gives every node's
+    distance; then u takes the first of its out-channels on a shortest path (dist[v] + w =
+    dist[u], to 1e-9) -- with unit weights, a node one hop away takes its lowest channel to d
+    at once. O(nodes x channels) at worst, without the GIL. Returns (d, u) of the first node u
+    that cannot reach a destination d, or None."""
+    cdef int64_t d, u, v, i, head, tail, hn, reached
     cdef int64_t bad_d = -1, bad_u = -1
     cdef double du, nd
     if table.shape[0] != n * n:
         raise ValueError("table has the wrong size")
     dist_a = np.empty(max(n, 1), np.float64)
     queue_a = np.empty(max(n, 1), np.int64)
-    hk_a = np.empty(max(C, 1) + 1, np.float64)
-    hv_a = np.empty(max(C, 1) + 1, np.int64)
+    direct_a = np.full(max(n, 1), -1, np.int32)
+    hk_a = np.empty(max(in_src.shape[0], 1) + 1, np.float64)
+    hv_a = np.empty(max(in_src.shape[0], 1) + 1, np.int64)
     cdef double[::1] dist = dist_a
     cdef int64_t[::1] queue = queue_a
+    cdef int32_t[::1] direct = direct_a
     cdef double[::1] hk = hk_a
     cdef int64_t[::1] hv = hv_a
     with nogil:
@@ -879,20 +886,22 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int64_t[::1] in_ch,
             for u in range(n):
                 dist[u] = INFINITY
             dist[d] = 0.0
+            reached = 1
             if unit:
                 head = 0
                 tail = 1
                 queue[0] = d
-                while head < tail:
+                while head < tail and reached < n:
                     u = queue[head]
                     head += 1
                     du = dist[u] + 1.0
                     for i in range(in_ptr[u], in_ptr[u + 1]):
-                        v = ch_src[in_ch[i]]
+                        v = in_src[i]
                         if dist[v] == INFINITY:
                             dist[v] = du
                             queue[tail] = v
                             tail += 1
+                            reached += 1
             else:
                 hn = 0
                 _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
@@ -903,23 +912,31 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int64_t[::1] in_ch,
                     if du > dist[u]:
                         continue
                     for i in range(in_ptr[u], in_ptr[u + 1]):
-                        c = in_ch[i]
-                        v = ch_src[c]
-                        nd = du + w[c]
+                        v = in_src[i]
+                        nd = du + in_w[i]
                         if nd < dist[v] - 1e-12:
                             dist[v] = nd
                             _heap_push(&hk[0], &hv[0], &hn, nd, v)
+            if unit:                     # the lowest channel into d from each neighbour
+                for i in range(in_ptr[d], in_ptr[d + 1]):
+                    if direct[in_src[i]] < 0:
+                        direct[in_src[i]] = <int32_t>i
             for u in range(n):
                 if u == d or dist[u] == INFINITY:
                     if u != d and is_dest[u] and bad_d < 0:
                         bad_d = d
                         bad_u = u
                     continue
+                if unit and dist[u] == 1.0:
+                    table[u * n + d] = in_ch[direct[u]]
+                    continue
                 for i in range(out_ptr[u], out_ptr[u + 1]):
-                    c = out_ch[i]
-                    if fabs(dist[ch_dst[c]] + w[c] - dist[u]) <= 1e-9:
-                        table[u * n + d] = <int32_t>c
+                    if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
+                        table[u * n + d] = out_ch[i]
                         break
+            if unit:
+                for i in range(in_ptr[d], in_ptr[d + 1]):
+                    direct[in_src[i]] = -1
     if bad_d >= 0:
         return int(bad_d), int(bad_u)
     return None

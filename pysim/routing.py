@@ -138,7 +138,9 @@ def shortest_path_table(topo, how="hops"):
     parallel channels to the lowest channel id: the engine spreads packets over a group of
     parallel channels). Every destination's next hops form a tree, so routes are loop-free.
     Switches are not destinations. Compiled (csim next_hops): a search from every
-    destination over the reversed channels, O(nodes x channels) in all."""
+    destination over the reversed channels, O(nodes x channels) in all; where every channel
+    weighs the same (hops, or links all alike), a breadth-first search that stops once every
+    node is reached (the same table: distances are hops times the weight)."""
     n = topo.n_nodes
     w = np.ascontiguousarray(_weights(topo, how), np.float64)
     src = np.asarray(topo.ch_src, np.int64)
@@ -152,9 +154,9 @@ def shortest_path_table(topo, how="hops"):
     np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
     is_dest = np.array([k != "switch" for k in topo.node_kinds], np.uint8)
     table = np.full(n * n, -1, dtype=np.int32)
-    bad = next_hops(n, in_ptr, in_ch.astype(np.int64), out_ptr, out_ch.astype(np.int64),
-                    src.astype(np.int32), dst.astype(np.int32), w, is_dest,
-                    bool(how == "hops"), table)
+    bad = next_hops(n, in_ptr, src[in_ch].astype(np.int32), w[in_ch], in_ch.astype(np.int32),
+                    out_ptr, dst[out_ch].astype(np.int32), out_ch.astype(np.int32), w[out_ch],
+                    is_dest, bool(w.size == 0 or np.all(w == w[0])), table)
     if bad is not None:
         d, u = bad
         table = table.reshape(n, n)

@@ -20,6 +20,8 @@ NODE_KINDS = ("npu", "mem", "host", "switch")
 # the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
 MAX_NODES = 16384
 MAX_CHANNELS = 4_000_000
+MAX_ROUTE_WORK = 8_000_000_000   # endpoints x channels of a graph routed by tables (the
+                                 # shortest-path search: about 20 s at this size)
 
 
 def check_size(setting, nodes, channels):
@@ -171,8 +173,16 @@ def build_ring(cfg):
                     "dor_dateline", key="topology.size")
 
 
-def _graph(name, nodes, links, cfg):
-    """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
+def _graph(name, nodes, links, cfg, setting):
+    """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)];
+    `setting` names what set the size, for the refusal of one too large to route."""
+    ends = sum(1 for x in nodes if x[1] != "switch")
+    channels = sum(x[4] * (1 if x[5] else 2) for x in links)
+    if ends * channels > MAX_ROUTE_WORK:
+        raise ConfigError(f"{setting}: {ends:,} endpoints x {channels:,} channels = "
+                          f"{ends * channels:,}; a graph's routing tables search every channel "
+                          f"once per endpoint, and at most {MAX_ROUTE_WORK:,} are supported "
+                          f"(a fully connected graph of 2,000 nodes)")
     t = Topology(name=name, node_names=[x[0] for x in nodes],
                  node_kinds=[x[1] for x in nodes], routing="table",
                  node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS + CPU_FIELDS}
@@ -243,7 +253,7 @@ def build_switch(cfg):
     bpc, lat = link_params(cfg)
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)] + [("sw0", "switch", {})]
     links = [(f"npu{i}", "sw0", bpc, lat, 1, False) for i in range(k)]
-    return _graph(f"switch{k}", nodes, links, cfg)
+    return _graph(f"switch{k}", nodes, links, cfg, f"topology.size = {k}")
 
 
 def build_fully_connected(cfg):
@@ -254,7 +264,7 @@ def build_fully_connected(cfg):
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)]
     links = [(f"npu{i}", f"npu{j}", bpc, lat, 1, False) for i in range(k)
              for j in range(i + 1, k)]
-    return _graph(f"fully-connected{k}", nodes, links, cfg)
+    return _graph(f"fully-connected{k}", nodes, links, cfg, f"topology.size = {k}")
 
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
@@ -353,7 +363,8 @@ def build_graph(cfg):
                sum(x[4] * (1 if x[5] else 2) for x in links))
     named = tp.file or cfg.source
     name = os.path.splitext(os.path.basename(named))[0] if named else "graph"
-    return _graph(name, nodes, links, cfg)
+    return _graph(name, nodes, links, cfg, f"topology.nodes ({len(nodes)} entries) and "
+                                           f"topology.links")
 
 
 # name -> (builder, topology.* keys it reads besides the common ones)
