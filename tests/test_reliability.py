@@ -711,3 +711,66 @@ def test_a_dense_graph_sets_up_in_time_linear_in_its_channels():
     t = time.perf_counter()
     compile_network(from_dict({"topology": {"kind": "fully_connected", "size": 400}}))
     assert time.perf_counter() - t < 20
+
+
+# ------------------------------------------------------------------ expansions counted first
+
+@pytest.mark.parametrize("collective,algorithm", [
+    (c, a) for a, cs in [("ring", ["all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                   "reduce"]),
+                         ("bidir_ring", ["all_reduce", "all_gather"]),
+                         ("direct", ["all_reduce", "all_to_all", "broadcast", "reduce",
+                                     "all_gather"]),
+                         ("halving_doubling", ["all_reduce", "reduce_scatter"]),
+                         ("tree", ["all_reduce"]), ("hierarchical", ["all_reduce"])]
+    for c in cs])
+@pytest.mark.parametrize("engine", [None, "npu", "offload"])
+def test_the_collective_op_bound_bounds_the_ops_built(collective, algorithm, engine):
+    """ops_bound is what refuses a collective before building it: it must never be below
+    what is built (a bound too low lets a blow-up through), and it is exact for the ring
+    without an endpoint model."""
+    from pysim.network import compile_network
+    from pysim.workload.collectives import collective_graph, ops_bound
+    from pysim.workload.graph import compile_graph
+    cfg = from_dict({"topology": {"kind": "torus", "dims": [4, 2]},
+                     "workload": {"kind": "collective", "collective": collective,
+                                  "algorithm": algorithm, "bytes": 8192, "chunks": 3,
+                                  "engine": engine}})
+    net = compile_network(cfg)
+    g, meta = collective_graph(cfg, net.topo)
+    built = len(compile_graph(g, net.topo, cfg)[0]["kind"])
+    bound = ops_bound(collective, algorithm, 8, 3, engine, [4, 2])
+    assert built <= bound
+    if algorithm == "ring" and engine is None and collective not in ("broadcast", "reduce"):
+        assert built == bound
+
+
+@pytest.mark.parametrize("ops,said", [
+    ('kind = "mem_write"\nnpu = "a"\nmem = "m"\nbytes = 10000000', "mem_piece_bytes = 1"),
+    ('kind = "compute"\nnode = "a"\nflops = 1e17', "slice_cycles = 1"),
+])
+def test_an_op_that_expands_past_the_limit_is_refused_before_building(tmp_path, ops, said):
+    """A 10 MB write in 1-byte pieces took 6.8 GB and 56 s; roofline ops of 10^6 cycles in
+    1-cycle slices, 3 GB. Refused at once, naming the op and the key."""
+    import time
+    (tmp_path / "ops.toml").write_text(f"[[ops]]\nname = \"big\"\n{ops}\n")
+    cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
+                        "links": [{"a": "a", "b": "m"}]},
+           "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml"),
+                        "mem_piece_bytes": 1, "slice_cycles": 1}}
+    t = time.perf_counter()
+    with pytest.raises(ConfigError, match=f"op big alone into .*{said}"):
+        simulate(from_dict(cfg))
+    assert time.perf_counter() - t < 5
+
+
+def test_a_collective_too_large_is_refused_before_building():
+    import time
+    cfg = from_dict({"topology": {"kind": "mesh", "dims": [32, 32]},
+                     "workload": {"kind": "collective", "algorithm": "direct",
+                                  "collective": "all_to_all", "chunks": 10}})
+    t = time.perf_counter()
+    with pytest.raises(ConfigError, match="workload.chunks = 10: all_to_all by direct over "
+                                          "1024 participants makes up to"):
+        simulate(cfg)
+    assert time.perf_counter() - t < 10

@@ -421,6 +421,36 @@ ALGORITHMS = {
 }
 
 
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None):
+    """An upper bound of the engine ops a collective expands into, counted before building
+    any (so that a graph too large is refused at once, not after minutes of building): per
+    chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
+    model), each send and reception on the NPU with its HBM op and a reduction there three
+    ops (at most 3 times as many), or the offload engine's loads and stores (2 per node)."""
+    log = max(1, (p - 1).bit_length())
+    ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
+    if algorithm in ("ring", "bidir_ring") and collective in ring:
+        per = ring[collective] * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    elif algorithm == "ring":                   # broadcast, reduce: a pipeline
+        per = 2 * (p - 1)
+    elif algorithm == "direct":
+        per = {"all_to_all": 1, "broadcast": 0, "reduce": 0}.get(
+            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1)
+    elif algorithm == "halving_doubling":
+        per = ring.get(collective, 3) * p * log
+    elif algorithm == "tree":
+        per = 6 * (p - 1)
+    elif algorithm == "hierarchical" and dims:
+        per = 3 * p * sum(int(k) - 1 for k in dims)
+    else:
+        per = 3 * p * p
+    if engine == "npu":
+        per *= 3
+    elif engine == "offload":
+        per += 2 * p
+    return chunks * per
+
+
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
@@ -439,9 +469,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if nbytes < 1 or chunks < 1:
         raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
                           f"workload.bytes >= 1 and workload.chunks >= 1")
-    if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
-        raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
-                          f"than the {MAX_OPS:,} ops a graph may have")
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims)
+    if ops > MAX_OPS:
+        raise ConfigError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
+                          f"{len(order)} participants makes up to {ops:,} ops, more than the "
+                          f"{MAX_OPS:,} ops a graph may have (fewer chunks or participants make "
+                          f"fewer)")
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight)
     if algorithm == "hierarchical":
@@ -610,9 +643,10 @@ def collective_graph(cfg, topo, graph=None):
         if kinds != {"npu"}:
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
-        sram = engine_params(topo, cfg)[idx[order[0]]][1]
+        eparams = engine_params(topo, cfg)
+        sram = eparams[idx[order[0]]][1]
         chunk = -(-w.bytes // w.chunks)
-        smallest = min(engine_params(topo, cfg)[idx[n]][1] for n in order)
+        smallest = min(eparams[idx[n]][1] for n in order)
         if w.engine == "offload" and chunk > smallest:
             raise ConfigError(
                 f"workload.engine = 'offload': a chunk of {chunk:,} bytes (workload.bytes = "

@@ -247,6 +247,8 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     if len(g) == 0:
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
+    cparams = compute_params(topo, cfg)          # (once: each walks every node)
+    eparams = engine_params(topo, cfg)
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     kind, node, dst, size, after, unit = [], [], [], [], [], []
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
@@ -263,6 +265,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         after.append(sorted(set(deps)))
         return len(kind) - 1
 
+    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id)
     for i in range(len(g)):
         k = g.kind[i]
         deps = [span[d][1] for d in g.after[i]]
@@ -274,7 +277,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             # roofline: slices of at most slice_cycles, each a compute part on the compute
             # unit beside a memory part on the memory unit; the next slice waits for both
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
+            flops_pc, bytes_pc = cparams[n]
             C = _ceil(g.work[i][0], flops_pc)
             H = _ceil(g.work[i][1], bytes_pc)
             isolated[i] = max(C, H)
@@ -301,21 +304,21 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             span.append((first, prev[0]))
         elif k == "reduce_npu":
             n = node_id(g.node[i], i, "node", ("npu",))
-            _, bytes_pc = compute_params(topo, cfg)[n]
+            _, bytes_pc = cparams[n]
             mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
-            red = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][2]),
+            red = prim("compute", n, -1, _ceil(g.size[i], eparams[n][2]),
                        deps, 0)
             p = prim("delay", -1, -1, 0, [mem_, red])
             span.append((mem_, p))
         elif k == "reduce_offload":
             n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][0]), deps,
+            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps,
                      2)
             span.append((p, p))
         elif k in ("memory", "engine"):
             n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-            rate = bytes_pc if k == "memory" else engine_params(topo, cfg)[n][0]
+            flops_pc, bytes_pc = cparams[n]
+            rate = bytes_pc if k == "memory" else eparams[n][0]
             p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
             span.append((p, p))
         elif k == "delay":
@@ -387,6 +390,41 @@ def compile_graph(g: OpGraph, topo, cfg=None):
 
 
 MAX_SLICES = 1_000_000     # a roofline op's slices: ops of the engine's graph, built here
+
+
+def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
+    """Count, before building any, the engine's ops the graph's ops expand into -- a memory
+    op's pieces (two ops each), a roofline op's slices (up to three each), a reduction on the
+    NPU (three) -- and refuse more than MAX_OPS, naming the op that expands most and the key
+    that sets its expansion. (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    total, worst, worst_i = 0, -1, -1
+    for i in range(len(g)):
+        k = g.kind[i]
+        if k in ("mem_write", "mem_read"):
+            n = 2 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
+        elif k == "compute" and g.work[i] is not None:
+            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
+            cycles = max(_ceil(g.work[i][0], flops_pc), _ceil(g.work[i][1], bytes_pc))
+            n = 3 * max(1, -(-cycles // slice_cycles))
+        elif k == "reduce_npu":
+            n = 3
+        else:
+            n = 1
+        total += n
+        if n > worst:
+            worst, worst_i = n, i
+    if total <= MAX_OPS:
+        return
+    k = g.kind[worst_i]
+    if k in ("mem_write", "mem_read"):
+        why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
+               f"(raise it)")
+    elif k == "compute":
+        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
+    else:
+        why = "the graph's ops themselves"
+    raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "
+                     f"op {g.label(worst_i)} alone into up to {worst:,}: {why}")
 
 
 def _ceil(b, bpc):
