@@ -219,14 +219,22 @@ def compile_network(cfg, topo=None) -> Network:
     ej_ch[nodes_e] = ej[first_e]
     table = route.table
     # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
-    rt = first_of_topo.astype(np.int32)[table]        # (-1 entries take the last; reset)
-    rt[table < 0] = -1
+    # (a few rows at a time: temporaries stay small beside the n x n table itself)
+    first32 = first_of_topo.astype(np.int32)
+    rt = np.empty((n, n), np.int32)
+    used_mask = np.zeros(max(T, 1), bool)
+    step = max(1, (1 << 22) // max(n, 1))
+    for lo in range(0, n, step):
+        rows = table[lo:lo + step]
+        ok = rows >= 0
+        np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
+        used_mask[rows[ok]] = True
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt[eps, eps] = ej_ch[eps]
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
-    used = np.unique(table[table >= 0]).astype(np.int64)
+    used = np.flatnonzero(used_mask).astype(np.int64)
     rep_of_base = np.full(C, -1, np.int64)
     rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
     named = rep_of_base[par_base]

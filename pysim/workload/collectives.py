@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.config import MAX_INT, ConfigError
 from pysim.workload.graph import MAX_OPS, OpGraph
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
@@ -84,7 +84,12 @@ class _Builder:
             # result written (it is read again when sent), the cores reduce it; offload: the
             # engine reduces it in its SRAM (OpGraph.reduce)
             return self._note(node, self.g.reduce(n, int(nbytes), self.engine, after=after))
-        cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
+        cycles = 0 if not self.reduce_bpc else nbytes / self.reduce_bpc
+        if not cycles <= MAX_INT:
+            raise ConfigError(f"workload.reduce_gbps: reducing {nbytes:,} bytes at "
+                              f"{self.reduce_bpc:g} bytes per cycle takes more than "
+                              f"{MAX_INT:,} cycles")
+        cycles = math.ceil(cycles)
         return self._note(node, self.g.compute(n, cycles, after=after))
 
     def received(self, node, nbytes, snd):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import MAX_INT, ConfigError, read_toml
+from pysim.config import MAX_INT, ConfigError, _short, finite_float, read_toml
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
@@ -152,11 +152,15 @@ def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
     where = f"op {name!r}: " if name else ""
-    ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
-          and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
+    if isinstance(v, (np.integer, np.floating)):
+        v = v.item()
+    f = finite_float(v)                 # (None: inf, NaN, or an integer no float holds)
+    ok = f is not None and f >= 0 and (real or f.is_integer())
+    if f is None and isinstance(v, int) and not isinstance(v, bool) and v > 0 and not real:
+        raise GraphError(f"{where}{what} = {_short(v)}: expected at most {MAX_INT:,}")
     if not ok:
-        raise GraphError(f"{where}{what} = {v!r}: expected {'a number' if real else 'an integer'}"
-                         f" >= 0")
+        raise GraphError(f"{where}{what} = {_short(v)}: expected "
+                         f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
         raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
@@ -179,7 +183,7 @@ def load_graph(path) -> OpGraph:
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
-        if kind not in fields:
+        if not isinstance(kind, str) or kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
                              f"reduce, mem_write or mem_read")
         takes = fields[kind] | optional.get(kind, set()) | {"name", "after"}
@@ -428,7 +432,17 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
 
 
 def _ceil(b, bpc):
-    return int(math.ceil(b / bpc - 1e-9)) if b else 0
+    """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
+    rate of 1e-300 GB/s) is refused, naming the rate."""
+    if not b:
+        return 0
+    cycles = b / bpc - 1e-9
+    if not cycles <= MAX_INT:
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
+                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                         f"mem_gbps) or workload.reduce_gbps is too small")
+    return int(math.ceil(cycles))
 
 
 def compute_params(topo, cfg):
