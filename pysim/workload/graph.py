@@ -408,8 +408,8 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
             n = 2 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
         elif k == "compute" and g.work[i] is not None:
             flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
-            cycles = max(_ceil(g.work[i][0], flops_pc), _ceil(g.work[i][1], bytes_pc))
-            n = 3 * max(1, -(-cycles // slice_cycles))
+            cycles = max(g.work[i][0] / flops_pc, g.work[i][1] / bytes_pc)   # (may be inf)
+            n = 3 * max(1, int(math.ceil(min(cycles, 1e30) / slice_cycles)))
         elif k == "reduce_npu":
             n = 3
         else:
