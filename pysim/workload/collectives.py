@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from pysim.config import MAX_INT, ConfigError
-from pysim.workload.graph import MAX_OPS, OpGraph
+from pysim.workload import graph as graph_module
+from pysim.workload.graph import GraphError, OpGraph
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -475,11 +476,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
                           f"workload.bytes >= 1 and workload.chunks >= 1")
     ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims)
-    if ops > MAX_OPS:
-        raise ConfigError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
-                          f"{len(order)} participants makes up to {ops:,} ops, more than the "
-                          f"{MAX_OPS:,} ops a graph may have (fewer chunks or participants make "
-                          f"fewer)")
+    limit = graph_module.MAX_OPS
+    if ops > limit:
+        raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
+                         f"{len(order)} participants makes up to {ops:,} ops, more than the "
+                         f"{limit:,} ops a graph may have (fewer chunks or participants make "
+                         f"fewer)")
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight)
     if algorithm == "hierarchical":
