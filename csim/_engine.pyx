@@ -991,3 +991,67 @@ def dfs_order(int64_t n, const int64_t[::1] ptr, const int64_t[::1] adj):
             cycle.append(int(u))
         cycle.reverse()
     return post_a[:n], cycle
+
+
+cdef int _class_walk(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
+                     const int32_t[::1] ch_dst, const int64_t[::1] group,
+                     const int64_t[::1] order, const int64_t[::1] first,
+                     const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
+                     int64_t[::1] stamp) noexcept nogil:
+    cdef int64_t m = eps.shape[0], di, si, d, s, cur, c, prev, cls, nc, grp, last, steps
+    for di in range(m):
+        d = eps[di]
+        for si in range(m):
+            s = eps[si]
+            if s == d:
+                continue
+            cur = s
+            prev = -1
+            cls = 0
+            grp = -1
+            last = -1
+            steps = 0
+            while cur != d:
+                c = rt[cur * n + d]
+                if c < 0:
+                    return 2
+                if grp == group[c]:
+                    nc = cls + (1 if order[c] < last else 0)
+                else:
+                    nc = 0
+                if nc >= kb:
+                    return 1
+                if prev >= 0:
+                    seen[(first[prev] + lo[c]) * kb + cls] = 1
+                if stamp[c * kb + nc] == d + 1:
+                    break
+                stamp[c * kb + nc] = d + 1
+                prev = c
+                cls = nc
+                grp = group[c]
+                last = order[c]
+                cur = ch_dst[c]
+                steps += 1
+                if steps > n:
+                    return 3
+    return 0
+
+
+def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
+                            const int32_t[::1] ch_dst, const int64_t[::1] group,
+                            const int64_t[::1] order, const int64_t[::1] first,
+                            const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen):
+    """Follow every endpoint-to-endpoint route of rt ([node * n + dst] -> channel) with its VC
+    class -- class 0 on a group's first channel, one more whenever a channel of lower order
+    than the one before in the same group is taken -- and mark each dependency (c1 in class
+    k1, then c2): seen[(first[c1] + lo[c2]) * kb + k1] (c2's class follows from c1, k1 and
+    c2). A route that reaches a (channel, class) already followed towards the same
+    destination stops there: what follows was marked then. So O(destinations x (endpoints +
+    channels x classes)), not O(pairs x hops). Returns 0, or 1 if a class reaches kb (call
+    again with more), 2 if a route ends before its destination, 3 if routes loop."""
+    cdef int st
+    stamp_a = np.zeros(max(ch_dst.shape[0] * kb, 1), np.int64)
+    cdef int64_t[::1] stamp = stamp_a
+    with nogil:
+        st = _class_walk(rt, n, eps, ch_dst, group, order, first, lo, kb, seen, stamp)
+    return st

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from csim._engine import dfs_order, mark_dependencies, next_hops
+from csim._engine import dfs_order, mark_class_dependencies, mark_dependencies, next_hops
 from pysim.config import ConfigError
 
 
@@ -212,6 +212,24 @@ def _walk(topo, table, group, order, chunk=1 << 18):
 MARKS_MAX = 1 << 27     # bytes of marks channel_dependencies may use (else np.unique)
 
 
+def _marks_layout(topo):
+    """Where the mark of each possible dependency (c1, then c2 out of the node c1 enters) is:
+    first[c1] + lo[c2]. Returns (out-channels grouped by node, their offsets per node, lo,
+    first)."""
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
+    C = np.int64(topo.n_channels)
+    src = np.asarray(topo.ch_src, np.int64)
+    by_src = np.lexsort((np.arange(C), src))                # out-channels, grouped by node
+    out_ptr = np.zeros(topo.n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=topo.n_nodes), out=out_ptr[1:])
+    lo = np.empty(C, np.int64)
+    lo[by_src] = np.arange(C) - out_ptr[src[by_src]]
+    width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
+    first = np.zeros(C + 1, np.int64)
+    np.cumsum(width, out=first[1:])
+    return by_src, out_ptr, lo, first
+
+
 def channel_dependencies(topo, table):
     """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
 
@@ -222,15 +240,7 @@ def channel_dependencies(topo, table):
     C = np.int64(topo.n_channels)
     # compiled: one mark per possible pair (a channel, then one out of the node it enters),
     # where that table is small enough; in order of (c1, c2) as np.unique gives them
-    src = np.asarray(topo.ch_src, np.int64)
-    by_src = np.lexsort((np.arange(C), src))                # out-channels, grouped by node
-    out_ptr = np.zeros(topo.n_nodes + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=topo.n_nodes), out=out_ptr[1:])
-    lo = np.empty(C, np.int64)
-    lo[by_src] = np.arange(C) - out_ptr[src[by_src]]
-    width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
-    first = np.zeros(C + 1, np.int64)
-    np.cumsum(width, out=first[1:])
+    by_src, out_ptr, lo, first = _marks_layout(topo)
     if first[-1] <= MARKS_MAX:
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
         mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
@@ -270,18 +280,45 @@ def _find_cycle(n_vertices, edges):
 
 def analyse(topo, routing):
     """Follow all routes with their classes: set routing.n_classes and check that the CDG over
-    (channel, class) is acyclic (raises ConfigError naming a cycle if not)."""
+    (channel, class) is acyclic (raises ConfigError naming a cycle if not). Compiled
+    (mark_class_dependencies) where its marks fit in MARKS_MAX bytes; else the vectorised
+    walk of every route (_walk)."""
     group = np.asarray(routing.ch_group, np.int64)
     order = np.asarray(routing.ch_order, np.int64)
     C = np.int64(topo.n_channels)
-    M = np.int64(1 << 16)                     # classes per channel, as a key field
-    keys = []
-    for p, pc, c, cc in _walk(topo, routing.table, group, order):
-        keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
-    k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
-    a, b = k // (C * M), k % (C * M)
-    K = int(max((a % M).max(initial=0), (b % M).max(initial=0))) + 1
-    edges = np.stack([(a // M) * K + a % M, (b // M) * K + b % M], axis=1)
+    by_src, out_ptr, lo, first = _marks_layout(topo)
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
+    kb = 2
+    while first[-1] * kb <= MARKS_MAX and kb <= 64:
+        seen = np.zeros(max(int(first[-1]) * kb, 1), np.uint8)
+        st = mark_class_dependencies(
+            np.ascontiguousarray(routing.table, np.int32).reshape(-1), topo.n_nodes,
+            np.asarray(topo.endpoints(), np.int64), np.asarray(topo.ch_dst, np.int32),
+            group, order, first, lo, kb, seen)
+        if st == 2:
+            raise ConfigError("routing: a route ends before its destination")
+        if st == 3:
+            raise ConfigError("routing: the routing tables loop")
+        if st == 0:
+            idx = np.flatnonzero(seen)
+            k1 = idx % kb
+            mk = idx // kb
+            c1 = np.searchsorted(first, mk, side="right") - 1
+            c2 = by_src[out_ptr[ch_dst[c1]] + mk - first[c1]]
+            k2 = np.where(group[c1] == group[c2], k1 + (order[c2] < order[c1]), 0)
+            a, pa, b, pb = c1, k1, c2, k2
+            break
+        kb *= 2
+    else:
+        keys = []
+        M = np.int64(1 << 16)                     # classes per channel, as a key field
+        for p, pc, c, cc in _walk(topo, routing.table, group, order):
+            keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
+        k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        x, y = k // (C * M), k % (C * M)
+        a, pa, b, pb = x // M, x % M, y // M, y % M
+    K = int(max(pa.max(initial=0), pb.max(initial=0))) + 1
+    edges = np.stack([a * K + pa, b * K + pb], axis=1)
     cyc = _find_cycle(topo.n_channels * K, edges)
     if cyc is not None:
         names = " -> ".join(f"{topo.channel_name(v // K)} (class {v % K})" for v in cyc)

@@ -6,6 +6,7 @@ out-of-memory kill."""
 import json
 import os
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -774,3 +775,37 @@ def test_a_collective_too_large_is_refused_before_building():
                                           "1024 participants makes up to"):
         simulate(cfg)
     assert time.perf_counter() - t < 10
+
+
+@pytest.mark.parametrize("topology", [
+    {"kind": "torus", "dims": [4, 4]}, {"kind": "torus", "dims": [5, 3, 2]},
+    {"kind": "ring", "size": 7}, {"kind": "ring", "size": 6, "bidirectional": False},
+    {"kind": "graph", "nodes": [{"name": f"v{i}"} for i in range(6)],
+     "links": [{"a": f"v{i}", "b": f"v{(i + 1) % 6}", "directed": True} for i in range(6)]},
+])
+def test_the_compiled_class_walk_finds_what_following_every_route_finds(topology, monkeypatch):
+    """analyse's compiled walk (a route stops at a (channel, class) already followed towards
+    its destination) against following every route to its end (_walk): the same VC classes,
+    the same dependencies, the same cycle if any."""
+    import copy
+    from pysim import routing
+    from pysim.topology import build
+    cfg = from_dict({"topology": topology, "network": {"vcs": 8}})
+    topo = build(cfg)
+    r = routing.ROUTINGS[topo.routing](topo, cfg)
+    deps = routing.channel_dependencies(topo, r.table)
+    post, _ = routing.dfs_order(topo.n_channels, *routing._csr(topo.n_channels, deps))
+    if r.ch_order is None:
+        r.ch_order = np.zeros(topo.n_channels, np.int32)
+        r.ch_order[post[::-1]] = np.arange(topo.n_channels, dtype=np.int32)
+    results = []
+    for marks in (routing.MARKS_MAX, 0):               # compiled, then every route walked
+        monkeypatch.setattr(routing, "MARKS_MAX", marks)
+        mine = copy.deepcopy(r)
+        try:
+            routing.analyse(topo, mine)
+            results.append((mine.n_classes, mine.cdg_edges))
+        except ConfigError as e:
+            results.append(str(e))
+    assert results[0] == results[1]
+
