@@ -446,7 +446,8 @@ def test_a_damaged_or_fake_database_is_a_clear_error(tmp_path, damage):
 # ------------------------------------------------------------------ figures from malformed inputs
 
 @pytest.mark.parametrize("kind,text,said", [
-    ("link-utilisation", "[1, 2]", "expected a run's --json result"),
+    ("link-utilisation", "[1, 2]", "is a trace; --kind link-utilisation takes a run's"),
+    ("link-utilisation", '{"config": {}, "links": [], "x": [1, 2]', "not a JSON file"),
     ("link-utilisation", '{"config": "x", "links": []}', "'config' = 'x'"),
     ("link-utilisation", '{"config": {}, "links": 5}', "'links' = 5"),
     ("link-utilisation", '{"config": {}, "links": [{"src": "a", "dst": "b", '
@@ -556,14 +557,14 @@ def test_topology_file_and_topology_that_are_not_tables(tmp_path, text, said):
     (tmp_path / "base.toml").write_text(CFG_TEXT)
     (tmp_path / "c.toml").write_text(text)
     import pysim
-    for overrides in ({}, {"topology.file": "base.toml"}):
+    for overrides in ({}, {"topology.file": str(tmp_path / "base.toml")}):
         if "file" in text and overrides:
             continue
         with pytest.raises(ConfigError, match=said.replace("[", r"\[").replace("]", r"\]")):
             pysim.load(tmp_path / "c.toml", overrides)
     (tmp_path / "none.toml").write_text("[simulation]\nseed = 2\n")      # no [topology]
-    assert pysim.load(tmp_path / "none.toml", {"topology.file": "base.toml"}).topology.dims \
-        == [2, 2]
+    assert pysim.load(tmp_path / "none.toml", {"topology.file": str(tmp_path / "base.toml")}
+                      ).topology.dims == [2, 2]
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path):

@@ -1,4 +1,9 @@
-"""Workloads beyond synthetic traffic: op graphs executed inside csim."""
+"""Workload kinds, each a module that registers its runner (pysim.workload.base.register):
+synthetic traffic, op graphs executed inside csim, collectives expanded into op graphs."""
+from pysim.workload.base import WORKLOADS, register
+from pysim.workload import synthetic  # noqa: F401  (registers 'synthetic')
 from pysim.workload.graph import GraphError, GraphResult, OpGraph, load_graph, run_graph
+from pysim.workload import collectives  # noqa: F401  (registers 'collective')
 
-__all__ = ["GraphError", "GraphResult", "OpGraph", "load_graph", "run_graph"]
+__all__ = ["WORKLOADS", "register", "GraphError", "GraphResult", "OpGraph", "load_graph",
+           "run_graph"]

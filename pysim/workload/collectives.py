@@ -21,8 +21,10 @@ import math
 import numpy as np
 
 from pysim.config import MAX_INT, ConfigError
+from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
-from pysim.workload.graph import GraphError, OpGraph
+from pysim.workload.base import register
+from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -630,7 +632,6 @@ RING_ALGORITHMS = ("ring", "bidir_ring")
 
 def collective_graph(cfg, topo, graph=None):
     """The op graph of the configured collective (workload.*), and what describes it."""
-    from pysim.workload.graph import engine_params
     group = participants(cfg, topo)
     w = cfg.workload
     # ranks: along the ring for the ring algorithms (a ring through direct links), else in
@@ -708,12 +709,11 @@ def endpoint_report(graph, result, order, clock_ghz):
     return rows
 
 
+@register("collective", traces=True)
 def run_collective(cfg, progress=None):
     """Expand workload.* into an op graph, run it, and report collective time and bandwidth,
     and per NPU its HBM traffic per network byte."""
-    from pysim.topology import build
-    from pysim.workload.graph import run_graph
-    topo = build(cfg)                  # (run_graph compiles the network, routes and all)
+    topo = build_topology(cfg)                  # (run_graph compiles the network, routes and all)
     graph, meta = collective_graph(cfg, topo)
     result = run_graph(cfg, graph, progress=progress)
     cycles = result.makespan_cycles

@@ -26,15 +26,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import MAX_INT, ConfigError, _short, finite_float, read_toml
+from csim import _engine
+from pysim import __version__
+from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_float,
+                          read_toml)
+from pysim.network import compile_network
+from pysim.topology import ns_to_cycles
+from pysim.workload.base import check_status, link_report, register
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
 KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
-
-
-class PysimWarning(UserWarning):
-    """Something runs, but perhaps not as meant: the message says what is assumed."""
 
 
 class GraphError(ConfigError):
@@ -481,7 +483,6 @@ def engine_params(topo, cfg):
 
 def memory_params(topo, cfg):
     """Per memory node: (bytes per cycle, access latency in cycles, capacity in bytes)."""
-    from pysim.topology import ns_to_cycles
     out = {}
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.mem or {}) if cfg is not None else {}
@@ -531,8 +532,13 @@ class GraphResult:
         return busy
 
     def trace(self):
-        """A Chrome/Perfetto trace: a process per node, a track per resource (compute, send
-        from this node), plus one for delays; 1 cycle is shown as 1 microsecond."""
+        """A Chrome/Perfetto trace: a process per node, a track per resource (compute;
+        network: its sends and its memory-node reads and writes; memory; collectives engine),
+        plus one for delays; a memory-node read or write shows on the memory node's memory
+        track too. The format's `ts` and `dur` are microseconds (cycles / clock_ghz / 1000);
+        each event keeps its cycles in `args` (`start_cycle`, `cycles`). `otherData` names the
+        system and the clock."""
+        us_per_cycle = 1e-3 / float((self.config.get("network") or {}).get("clock_ghz") or 1.0)
         events = []
         pids = {name: i for i, name in enumerate(self.node_names)}
         delay_pid = len(self.node_names)
@@ -542,7 +548,7 @@ class GraphResult:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 0,
                            "args": {"name": "compute"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 1,
-                           "args": {"name": "send"}})
+                           "args": {"name": "network"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 2,
                            "args": {"name": "memory"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
@@ -556,14 +562,23 @@ class GraphResult:
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
                    "reduce_offload": 3}[op["kind"]]
-            args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
-                                                                  "bytes": op["bytes"]}
+            args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
+            args.update({"size": op["size"]} if op["size"] >= 0 else
+                        {"flops": op["flops"], "bytes": op["bytes"]})
             if op["kind"] == "send":
                 args["dst"] = op["dst"]
-            events.append({"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid,
-                           "tid": tid, "ts": op["start"], "dur": op["finish"] - op["start"],
-                           "args": args})
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+            event = {"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid, "tid": tid,
+                     "ts": op["start"] * us_per_cycle,
+                     "dur": (op["finish"] - op["start"]) * us_per_cycle, "args": args}
+            events.append(event)
+            if op["kind"] in ("mem_write", "mem_read") and op["dst"] in pids:
+                events.append({**event, "pid": pids[op["dst"]], "tid": 2,
+                               "name": f"{op['name']} ({op['node']})",
+                               "args": {**args, "npu": op["node"]}})
+        system = (self.config or {}).get("_system")
+        return {"traceEvents": events, "displayTimeUnit": "ns",
+                "otherData": {"system": system, "clock_ghz": 1e-3 / us_per_cycle,
+                              "version": self.version}}
 
     def summary(self):
         busy = self.busy_cycles()
@@ -623,13 +638,10 @@ class GraphResult:
         return c
 
 
+@register("graph", traces=True)
 def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
     None) is called about ten times a second (see pysim.simulate)."""
-    from csim import _engine
-    from pysim import __version__
-    from pysim.network import compile_network
-    from pysim.sim import _check, link_report
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -648,7 +660,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
     run_s = time.perf_counter() - t_run
-    _check(st, network, eng)
+    check_status(st, network, eng)
     pstart, pfinish = eng.op_times()
     start = np.array([pstart[a] for a, _ in span], np.int64)
     finish = np.array([pfinish[b] for _, b in span], np.int64)

@@ -1,0 +1,121 @@
+"""What every workload kind shares: the registry of kinds that `pysim.simulate` dispatches to,
+and the engine's status check, deadlock report and link report.
+
+A workload kind is one module under pysim/workload/ with a runner registered here:
+
+    @register("graph", traces=True)
+    def run_graph(cfg, progress=None): ...
+
+The runner takes a resolved Config and an optional progress(cycle, last) callback and returns
+a result with to_dict() and summary() (and trace() when `traces`). This module sits below every
+kind and imports none of them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from pysim.network import CH_NET
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    name: str
+    run: Callable
+    traces: bool          # its result has trace(): a Chrome/Perfetto trace of its ops
+    doc: str
+
+
+WORKLOADS: dict[str, WorkloadKind] = {}
+
+
+def register(name, traces=False):
+    """Register `fn(cfg, progress=None) -> result` as the runner of workload.kind = name."""
+    def deco(fn):
+        if name in WORKLOADS:
+            raise ValueError(f"workload kind {name!r} is registered twice")
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        WORKLOADS[name] = WorkloadKind(name, fn, traces, doc)
+        return fn
+    return deco
+
+
+class SimulationError(RuntimeError):
+    """The engine stopped on something other than the end of the run."""
+
+
+class DeadlockError(SimulationError):
+    """Flits were buffered and none moved for simulation.watchdog_cycles (beyond the longest
+    step a flit legitimately takes)."""
+
+    def __init__(self, message, report):
+        super().__init__(message + "\n" + report)
+        self.report = report
+
+
+def deadlock_report(network, engine, limit=24) -> str:
+    """Which routers and VCs hold flits, and what each is waiting for."""
+    snap = engine.snapshot()
+    V = snap["vcs"]
+    names = network.topo.node_names
+    lines = []
+    states = {0: "idle", 1: "waiting for a VC", 2: "waiting for the switch/credits"}
+    held = np.flatnonzero(snap["ivc_cnt"] > 0)
+    for ivc in held[:limit]:
+        c, v = divmod(int(ivc), V)
+        router = names[network.ch_dst[c]]
+        oc = int(snap["ivc_out_ch"][ivc])
+        st = int(snap["ivc_state"][ivc])
+        front = ivc * snap["buffer_flits"] + snap["ivc_head"][ivc]
+        line = (f"  router {router}: input {network.channel_label(c)} VC {v} holds "
+                f"{snap['ivc_cnt'][ivc]} flit(s), {states.get(st, st)}")
+        if st == 2 and oc >= 0:
+            ovc = oc * V + int(snap["ivc_out_vc"][ivc])
+            line += (f" -> output {network.channel_label(oc)} VC {snap['ivc_out_vc'][ivc]} "
+                     f"(credits {snap['ovc_credits'][ovc]})")
+        elif oc >= 0:
+            line += f" -> wants output {network.channel_label(oc)}"
+        line += f"; front flit of packet {snap['buf_pkt'][front]}"
+        lines.append(line)
+    if held.size > limit:
+        lines.append(f"  ... and {held.size - limit} more VCs holding flits")
+    return "\n".join(lines)
+
+
+def check_status(status, network, engine):
+    if status in ("until", "done", "backlog"):
+        return
+    if status == "deadlock":
+        c = engine.counters()
+        raise DeadlockError(
+            f"deadlock: {c['flits_buffered']} flits buffered and none moved between cycle "
+            f"{c['last_progress']} and {c['deadlock_cycle']} (simulation.watchdog_cycles, "
+            f"plus {network.longest_step} cycles: the longest a flit takes through the slowest "
+            f"link or NIC and a router)", deadlock_report(network, engine))
+    if status == "nomem":
+        raise SimulationError("the engine ran out of memory")
+    c = engine.counters()
+    raise SimulationError(f"engine invariant broken ({status}): buffer overflows "
+                          f"{c['buf_overflow']}, misdelivered flits {c['bad_eject']}, "
+                          f"non-head flits at an idle VC {c['bad_front']}, packets beyond "
+                          f"the last VC class {c['bad_class']}")
+
+
+def link_report(network, cfg, flits, cycles):
+    """Per router-to-router channel (each lane of a parallel link its own row): its ends,
+    bandwidth, latency, the flits it carried (`flits`, per channel) and its utilisation over
+    `cycles` cycles (carried / what its bandwidth allows)."""
+    names = network.topo.node_names
+    out = []
+    for c in np.flatnonzero(network.ch_kind == CH_NET):
+        r = network.ch_num[c] / network.ch_den[c]        # flits per cycle
+        out.append(dict(src=names[network.ch_src[c]], dst=names[network.ch_dst[c]],
+                        lane=int(c - network.arrays["ch_par_base"][c]),
+                        bandwidth_gbps=float(r * cfg.network.flit_bytes * cfg.network.clock_ghz),
+                        latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
+                        utilization=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
+    return out
+
+
