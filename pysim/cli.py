@@ -165,6 +165,12 @@ def topo(config, sets, draw_path, json_path, force):
             _figure_ext(draw_path, "--draw")
         cfg = load(config, _overrides(sets))
         network = compile_network(cfg)
+        if draw_path:
+            from pysim.plot import check_drawable
+            try:
+                check_drawable(network.topo)
+            except ConfigError as e:
+                raise click.ClickException(f"--draw {draw_path}: {e}") from None
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     d = describe(network, cfg)
@@ -500,6 +506,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             cfg = from_resolved(result["config"])
             network = compile_network(cfg)
             P.check_links(network, result, source)
+            P.check_drawable(network.topo)
 
             def draw(tmp):
                 P.link_utilisation(network, cfg, result, tmp, title=title)
@@ -514,6 +521,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             from pysim.network import compile_network
             cfg = load(source)
             network = compile_network(cfg)
+            P.check_drawable(network.topo)
 
             def draw(tmp):
                 P.draw_topology(network, cfg, tmp, title=title)

@@ -285,7 +285,9 @@ def bisection(topo, cfg):
     Balanced: each side holds half of the endpoints (switches go where they fall). Exact
     minimum bisection is NP-hard in general; this tries the halving cuts of every dimension
     of a regular topology and a spectral cut (Fiedler vector of the bandwidth-weighted
-    Laplacian), so the value is an upper bound, and exact for meshes and tori."""
+    Laplacian; on graphs of more than SPECTRAL_MAX_NODES, the first half of the endpoints in
+    breadth-first order instead), so the value is an upper bound, and exact for meshes and
+    tori."""
     n = topo.n_nodes
     _, directed = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
@@ -294,12 +296,18 @@ def bisection(topo, cfg):
         for d, k in enumerate(topo.dims):
             if k > 1:
                 cuts.append(topo.coords[:, d] < k // 2)
-    W = np.zeros((n, n))
-    for (a, b), g in directed.items():
+    if n > SPECTRAL_MAX_NODES and not cuts:
+        # too large for a dense eigen-decomposition (O(n^3): hours at 16,384 nodes): the
+        # first half of the endpoints in breadth-first order from the first node
+        side = np.zeros(n, bool)
+        side[eps[_bfs_order(topo, eps)[: eps.size // 2]]] = True
+        cuts.append(side)
+    W = np.zeros((n, n)) if 2 <= n <= SPECTRAL_MAX_NODES else None
+    for (a, b), g in (directed.items() if W is not None else ()):
         W[a, b] += g
         W[b, a] += g
-    L = np.diag(W.sum(axis=1)) - W
-    if n >= 2:
+    if W is not None:
+        L = np.diag(W.sum(axis=1)) - W
         _, vecs = np.linalg.eigh(L)
         fiedler = vecs[:, 1]
         order = np.argsort(fiedler[eps], kind="stable")
@@ -322,6 +330,26 @@ def bisection(topo, cfg):
         if bw < best:
             best, best_cut = bw, side
     return best, best_cut
+
+
+SPECTRAL_MAX_NODES = 2048     # the spectral cut's dense eigen-decomposition: a few seconds
+
+
+def _bfs_order(topo, eps):
+    """Endpoint indices (into eps) in breadth-first order from node 0, links either way."""
+    adj = {}
+    for a, b in zip(topo.ch_src, topo.ch_dst):
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    seen, order, queue = {0}, [], [0]
+    for u in queue:
+        order.append(u)
+        for v in adj.get(u, ()):
+            if v not in seen:
+                seen.add(v)
+                queue.append(v)
+    pos = {int(e): i for i, e in enumerate(eps)}
+    return np.array([pos[u] for u in order if u in pos], np.int64)
 
 
 def _cut_bw(side, directed):
@@ -364,24 +392,34 @@ def describe(network, cfg):
     topo = network.topo
     pairs, _ = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
-    d, s = np.meshgrid(eps, eps, indexing="ij")     # grouped by destination (path_arrays)
-    mask = s != d
-    hops = theory.path_arrays(network, s[mask], d[mask])[0] if mask.any() else np.zeros(1)
+    # hops between every ordered pair of endpoints, a few destinations at a time (grouped by
+    # destination for path_arrays; all pairs at once took gigabytes on 16,384 nodes)
+    diameter, hop_sum, n_pairs = 0, 0, 0
+    step = max(1, (1 << 22) // max(eps.size, 1))
+    for lo in range(0, eps.size, step):
+        d, s = np.meshgrid(eps[lo:lo + step], eps, indexing="ij")
+        mask = s != d
+        if mask.any():
+            h = theory.path_arrays(network, s[mask], d[mask])[0]
+            diameter = max(diameter, int(h.max()))
+            hop_sum += int(h.sum())
+            n_pairs += h.size
     kinds = {}
     for name, kind in zip(topo.node_names, topo.node_kinds):
         kinds.setdefault(kind, []).append(name)
+    by_pair = {}                                   # (src, dst) -> its channels, in one pass
+    for c, key in enumerate(zip(topo.ch_src, topo.ch_dst)):
+        by_pair.setdefault(key, []).append(c)
     links = []
     for (a, b), g in sorted(pairs.items()):
-        fwd = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (a, b)]
-        back = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (b, a)]
+        fwd, back = by_pair.get((a, b), []), by_pair.get((b, a), [])
         lat = topo.ch_latency_cycles[(fwd or back)[0]]
         links.append(dict(a=topo.node_names[a], b=topo.node_names[b], gbps=g,
                           parallel=max(len(fwd), len(back)), latency_cycles=int(lat),
                           directed=not (fwd and back)))
     bis, _ = bisection(topo, cfg)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
-                diameter=int(hops.max()) if hops.size else 0,
-                avg_hops=float(hops.mean()) if hops.size else 0.0,
+                diameter=diameter, avg_hops=hop_sum / n_pairs if n_pairs else 0.0,
                 bisection_gbps=bis, routing=network.routing.name,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
                 dependency_edges=int(network.routing.cdg_edges),

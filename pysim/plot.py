@@ -558,9 +558,23 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
 
 # ------------------------------------------------------------------ one run
 
+FORCE_MAX_NODES = 1000     # a force-directed layout above this is a circle instead
+MAX_DRAWN_LINKS = 20000    # node pairs a drawing of a system shows at most
+
+
+def check_drawable(topo, pairs=None):
+    """Refuse to draw more linked node pairs than a figure can show (a fully connected graph
+    of 2,000 nodes has two million: hours of drawing for a grey disc)."""
+    if pairs is None:
+        pairs = {(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}
+    if len(pairs) > MAX_DRAWN_LINKS:
+        raise ConfigError(f"{topo.name} has {len(pairs):,} linked node pairs; a drawing shows "
+                          f"at most {MAX_DRAWN_LINKS:,}")
+
+
 def layout(topo, seed=1):
     """Node positions: coordinates for meshes and tori (3-D projected), a circle for rings,
-    a seeded force-directed layout for graphs."""
+    a seeded force-directed layout for graphs (a circle for more than FORCE_MAX_NODES)."""
     n = topo.n_nodes
     if topo.coords is not None:
         c = topo.coords.astype(float)
@@ -573,6 +587,8 @@ def layout(topo, seed=1):
     rng = np.random.default_rng(seed)
     angle = 2 * np.pi * np.arange(n) / n
     pos = np.stack([np.cos(angle), np.sin(angle)], axis=1) + 0.01 * rng.standard_normal((n, 2))
+    if n > FORCE_MAX_NODES:        # (its n x n forces: 4 GB an iteration at 16,384 nodes)
+        return pos
     edges = np.array(sorted({(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}))
     k = 1.0 / np.sqrt(n)
     t = 0.1
@@ -656,8 +672,9 @@ def draw_topology(network, cfg, path, title=None):
     from pysim.network import _undirected_bandwidth
     plt = _figure()
     topo = network.topo
-    pos = layout(topo)
     pairs, _ = _undirected_bandwidth(topo, cfg)
+    check_drawable(topo, pairs)
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7, 6))
     gmax = max(pairs.values()) if pairs else 1.0
 
@@ -694,12 +711,13 @@ def link_utilisation(network, cfg, result, path, title=None):
     plt = _figure()
     import matplotlib as mpl
     topo = network.topo
-    pos = layout(topo)
     index = {n: i for i, n in enumerate(topo.node_names)}
     util = {}
     for link in result["links"]:
         k = (index[link["src"]], index[link["dst"]])
         util[k] = max(util.get(k, 0.0), link["utilization"])
+    check_drawable(topo, {(min(a, b), max(a, b)) for a, b in util})
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7.4, 6))
     cmap = mpl.colormaps["inferno_r"]
     vmax = max(max(util.values(), default=0.0), 1e-9)
