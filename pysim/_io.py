@@ -26,6 +26,10 @@ def check_output(path, force=False, what="output"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise OutputError(f"{what} {path} is a directory; expected a file name")
+    if _special(path):               # /dev/stdout, a FIFO: written in place, nothing replaced
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"cannot write {path}: permission denied")
+        return
     if os.path.lexists(path) and not force:
         raise OutputError(f"{path} exists; pass --force to overwrite it")
     folder = os.path.dirname(os.path.abspath(path))
@@ -46,11 +50,32 @@ def check_output(path, force=False, what="output"):
             raise OutputError(f"cannot write {path}: {e.strerror}") from None
 
 
+def _special(path):
+    """An existing file that is not a regular one (a device such as /dev/stdout or /dev/null,
+    a FIFO, a socket): it is written in place; renaming a file over it would replace it."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
+    except OSError:
+        return False
+
+
 def write_atomic(path, write, binary=False):
     """Write `path` whole or not at all: write(f) fills a temporary file in the same
     directory (or, given a path to write to, write(temp path)), which is then renamed over
-    `path`. Errors are OutputError naming the file."""
+    `path` (over the file a symbolic link points to, not the link). A device or FIFO is
+    written in place. Errors are OutputError naming the file."""
     path = os.fspath(path)
+    if _special(path):
+        try:
+            if getattr(write, "takes_path", False):
+                write(path)
+            else:
+                with open(path, "wb" if binary else "w") as f:
+                    write(f)
+            return
+        except OSError as e:
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    path = os.path.realpath(path)            # (a link's target is what is overwritten)
     folder = os.path.dirname(os.path.abspath(path))
     ext = os.path.splitext(path)[1]
     tmp = None

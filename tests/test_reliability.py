@@ -851,3 +851,33 @@ def test_a_drawing_of_too_many_links_is_refused_before_drawing(tmp_path):
         res = CliRunner().invoke(main, args)
         assert res.exit_code == 1 and "44,850 linked node pairs" in res.output, res.output
         assert not (tmp_path / "x.png").exists()
+
+
+def test_devices_fifos_and_links_as_outputs(tmp_path):
+    """/dev/stdout and a FIFO are written in place (a file renamed over them would replace
+    them: as root, /dev/null itself); /dev/full's error keeps the result; a link's target is
+    overwritten with --force, the link stays a link."""
+    import stat
+    import threading
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CFG_TEXT)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    res = CliRunner().invoke(main, ["run", str(cfg), "--json", str(fifo), "-q"])
+    reader.join(10)
+    assert res.exit_code == 0 and json.loads(got[0])["config"]["topology"]["dims"] == [2, 2]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    if os.path.exists("/dev/full"):
+        res = CliRunner().invoke(main, ["run", str(cfg), "--json", "/dev/full"])
+        assert res.exit_code == 1 and "kept in" in res.output
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+        os.unlink(res.output.split("kept in ")[1].split()[0])
+    (tmp_path / "real.json").write_text("{}")
+    os.symlink("real.json", tmp_path / "link.json")
+    res = CliRunner().invoke(main, ["run", str(cfg), "--json", str(tmp_path / "link.json"),
+                                    "--force", "-q"])
+    assert res.exit_code == 0 and os.path.islink(tmp_path / "link.json")
+    assert "config" in json.loads((tmp_path / "real.json").read_text())
