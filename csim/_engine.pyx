@@ -879,64 +879,68 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
     cdef int32_t[::1] direct = direct_a
     cdef double[::1] hk = hk_a
     cdef int64_t[::1] hv = hv_a
-    with nogil:
-        for d in range(n):
-            if not is_dest[d]:
-                continue
-            for u in range(n):
-                dist[u] = INFINITY
-            dist[d] = 0.0
-            reached = 1
-            if unit:
-                head = 0
-                tail = 1
-                queue[0] = d
-                while head < tail and reached < n:
-                    u = queue[head]
-                    head += 1
-                    du = dist[u] + 1.0
-                    for i in range(in_ptr[u], in_ptr[u + 1]):
-                        v = in_src[i]
-                        if dist[v] == INFINITY:
-                            dist[v] = du
-                            queue[tail] = v
-                            tail += 1
-                            reached += 1
-            else:
-                hn = 0
-                _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
-                while hn > 0:
-                    du = hk[0]
-                    u = hv[0]
-                    _heap_pop(&hk[0], &hv[0], &hn)
-                    if du > dist[u]:
+    cdef int64_t d0, d1
+    for d0 in range(0, n, 64):
+        PyErr_CheckSignals()                 # (Ctrl-C: KeyboardInterrupt between searches)
+        d1 = min(n, d0 + 64)
+        with nogil:
+            for d in range(d0, d1):
+                if not is_dest[d]:
+                    continue
+                for u in range(n):
+                    dist[u] = INFINITY
+                dist[d] = 0.0
+                reached = 1
+                if unit:
+                    head = 0
+                    tail = 1
+                    queue[0] = d
+                    while head < tail and reached < n:
+                        u = queue[head]
+                        head += 1
+                        du = dist[u] + 1.0
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            if dist[v] == INFINITY:
+                                dist[v] = du
+                                queue[tail] = v
+                                tail += 1
+                                reached += 1
+                else:
+                    hn = 0
+                    _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
+                    while hn > 0:
+                        du = hk[0]
+                        u = hv[0]
+                        _heap_pop(&hk[0], &hv[0], &hn)
+                        if du > dist[u]:
+                            continue
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            nd = du + in_w[i]
+                            if nd < dist[v] - 1e-12:
+                                dist[v] = nd
+                                _heap_push(&hk[0], &hv[0], &hn, nd, v)
+                if unit:                     # the lowest channel into d from each neighbour
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        if direct[in_src[i]] < 0:
+                            direct[in_src[i]] = <int32_t>i
+                for u in range(n):
+                    if u == d or dist[u] == INFINITY:
+                        if u != d and is_dest[u] and bad_d < 0:
+                            bad_d = d
+                            bad_u = u
                         continue
-                    for i in range(in_ptr[u], in_ptr[u + 1]):
-                        v = in_src[i]
-                        nd = du + in_w[i]
-                        if nd < dist[v] - 1e-12:
-                            dist[v] = nd
-                            _heap_push(&hk[0], &hv[0], &hn, nd, v)
-            if unit:                     # the lowest channel into d from each neighbour
-                for i in range(in_ptr[d], in_ptr[d + 1]):
-                    if direct[in_src[i]] < 0:
-                        direct[in_src[i]] = <int32_t>i
-            for u in range(n):
-                if u == d or dist[u] == INFINITY:
-                    if u != d and is_dest[u] and bad_d < 0:
-                        bad_d = d
-                        bad_u = u
-                    continue
-                if unit and dist[u] == 1.0:
-                    table[u * n + d] = in_ch[direct[u]]
-                    continue
-                for i in range(out_ptr[u], out_ptr[u + 1]):
-                    if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
-                        table[u * n + d] = out_ch[i]
-                        break
-            if unit:
-                for i in range(in_ptr[d], in_ptr[d + 1]):
-                    direct[in_src[i]] = -1
+                    if unit and dist[u] == 1.0:
+                        table[u * n + d] = in_ch[direct[u]]
+                        continue
+                    for i in range(out_ptr[u], out_ptr[u + 1]):
+                        if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
+                            table[u * n + d] = out_ch[i]
+                            break
+                if unit:
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        direct[in_src[i]] = -1
     if bad_d >= 0:
         return int(bad_d), int(bad_u)
     return None
@@ -997,11 +1001,11 @@ cdef int _class_walk(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
                      const int32_t[::1] ch_dst, const int64_t[::1] group,
                      const int64_t[::1] order, const int64_t[::1] first,
                      const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
-                     int64_t[::1] stamp) noexcept nogil:
-    cdef int64_t m = eps.shape[0], di, si, d, s, cur, c, prev, cls, nc, grp, last, steps
-    for di in range(m):
+                     int64_t[::1] stamp, int64_t d_lo, int64_t d_hi) noexcept nogil:
+    cdef int64_t di, si, d, s, cur, c, prev, cls, nc, grp, last, steps
+    for di in range(d_lo, d_hi):
         d = eps[di]
-        for si in range(m):
+        for si in range(eps.shape[0]):
             s = eps[si]
             if s == d:
                 continue
@@ -1049,9 +1053,16 @@ def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1]
     destination stops there: what follows was marked then. So O(destinations x (endpoints +
     channels x classes)), not O(pairs x hops). Returns 0, or 1 if a class reaches kb (call
     again with more), 2 if a route ends before its destination, 3 if routes loop."""
-    cdef int st
+    cdef int st = 0
+    cdef int64_t d0, d1, m = eps.shape[0]
     stamp_a = np.zeros(max(ch_dst.shape[0] * kb, 1), np.int64)
     cdef int64_t[::1] stamp = stamp_a
-    with nogil:
-        st = _class_walk(rt, n, eps, ch_dst, group, order, first, lo, kb, seen, stamp)
+    for d0 in range(0, m, 64):
+        PyErr_CheckSignals()          # (Ctrl-C: KeyboardInterrupt between destinations)
+        d1 = min(m, d0 + 64)
+        with nogil:
+            st = _class_walk(rt, n, eps, ch_dst, group, order, first, lo, kb, seen, stamp,
+                             d0, d1)
+        if st != 0:
+            return st
     return st
