@@ -88,7 +88,7 @@ def parse_param(text: str):
             raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
                               f"STEP > 0")
         if (stop - start) / step + 1 > MAX_POINTS:
-            raise ConfigError(f"--param {text!r}: {(stop - start) / step + 1:,.0f} values; a "
+            raise ConfigError(f"--param {text!r}: {(stop - start) / step + 1:,.3g} values; a "
                               f"sweep has at most {MAX_POINTS:,} points")
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         vals = [start + i * step for i in range(n)]
@@ -155,12 +155,16 @@ def _values(key, v):
     """A grid entry as a list of plain values: a list, a tuple, a range or a numpy array
     (its numbers as Python's); a single value may be given bare."""
     if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__iter__"):
-        return [_plain(v)]
-    if hasattr(v, "tolist"):                 # a numpy array
-        v = v.tolist()
-    out = [_plain(x) for x in v]
-    if not out:
-        raise ConfigError(f"--param {key}: no values")
+        out = [_plain(v)]
+    else:
+        if hasattr(v, "tolist"):                 # a numpy array
+            v = v.tolist()
+        out = [_plain(x) for x in v]
+        if not out:
+            raise ConfigError(f"--param {key}: no values")
+    for x in out:                        # (1e999 reads as inf: refused before any point runs)
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ConfigError(f"--param {key}: the value {x!r} is not a finite number")
     return out
 
 
@@ -255,6 +259,10 @@ class Store:
         self.path = os.fspath(path)
         self.readonly = readonly
         self.db = None
+        if self.path != ":memory:" and os.path.exists(self.path) and \
+                not os.path.isfile(self.path):
+            raise StoreError(f"results database {self.path}: not a regular file (a directory, "
+                             f"a device or a FIFO)")
         if self.path != ":memory:" and os.path.exists(self.path) and \
                 os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
             raise StoreError(f"{self.path} exists and is not a pysim results database "

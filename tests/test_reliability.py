@@ -881,3 +881,21 @@ def test_devices_fifos_and_links_as_outputs(tmp_path):
                                     "--force", "-q"])
     assert res.exit_code == 0 and os.path.islink(tmp_path / "link.json")
     assert "config" in json.loads((tmp_path / "real.json").read_text())
+
+
+def test_sweep_values_that_are_not_finite_and_a_db_that_is_not_a_file(tmp_path):
+    """--param x=1e999 (TOML's inf) ran every point to fail, stored as params null; a --db
+    that is a device was 'disk I/O error'."""
+    import pysim
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CFG_TEXT)
+    res = CliRunner().invoke(main, ["sweep", str(cfg), "--param", "network.clock_ghz=1e999",
+                                    "--db", str(tmp_path / "r.sqlite"), "-q"])
+    assert res.exit_code == 1 and "the value inf is not a finite number" in res.output
+    assert not (tmp_path / "r.sqlite").exists()
+    with pytest.raises(ConfigError, match="not a finite number"):
+        pysim.sweep(str(cfg), {"network.clock_ghz": [1.0, float("nan")]})
+    if os.path.exists("/dev/null"):
+        res = CliRunner().invoke(main, ["sweep", str(cfg), "--param", "network.vcs=2",
+                                        "--db", "/dev/null", "-q"])
+        assert res.exit_code == 1 and "not a regular file" in res.output
