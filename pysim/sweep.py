@@ -88,7 +88,7 @@ def parse_param(text: str):
             raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
                               f"STEP > 0")
         if (stop - start) / step + 1 > MAX_POINTS:
-            raise ConfigError(f"--param {text!r}: {(stop - start) / step + 1:,.3g} values; a "
+            raise ConfigError(f"--param {text!r}: {_count((stop - start) / step + 1)} values; a "
                               f"sweep has at most {MAX_POINTS:,} points")
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         vals = [start + i * step for i in range(n)]
@@ -122,6 +122,11 @@ def _range_hint(key, value):
         return (f"a range is START:STOP:STEP (STOP included), e.g. "
                 f"{key}={a}:{b}:{step:g}")
     return "expected V1,V2,... or START:STOP:STEP (STOP included)"
+
+
+def _count(x):
+    """A count of values for a message: in full up to 10^15, else in three digits."""
+    return f"{x:,.0f}" if x < 1e15 else f"{x:.3g}"
 
 
 def _split_top_level(spec):
