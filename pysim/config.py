@@ -456,12 +456,23 @@ class Config:
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in SECTIONS}
-        for path, v in cwd_paths(overrides).items():
+        for path, v in cwd_paths(_as_overrides(overrides, "with_overrides()")).items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
     def __repr__(self):
         return f"Config({self._values!r})"
+
+
+def _as_overrides(overrides, who):
+    """Overrides as a dict: a dict {'section.key': value}, or (key, value) pairs."""
+    if overrides is None or isinstance(overrides, dict):
+        return overrides or {}
+    try:
+        return dict(overrides)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: overrides must be a dict {{'section.key': value}} or (key, "
+                        f"value) pairs, not {_short(overrides)}") from None
 
 
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
@@ -622,12 +633,7 @@ def load(path, overrides: dict | None = None) -> Config:
     Config; `overrides` maps "section.key" to values (their paths relative to the current
     directory), or is a list of (key, value) pairs."""
     from pysim import systems
-    if overrides is not None and not isinstance(overrides, dict):
-        try:
-            overrides = dict(overrides)      # (key, value) pairs
-        except (TypeError, ValueError):
-            raise TypeError(f"load(): overrides must be a dict {{'section.key': value}} or "
-                            f"(key, value) pairs, not {overrides!r}") from None
+    overrides = _as_overrides(overrides, "load()")
     path = systems.resolve(path)
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))

@@ -899,3 +899,11 @@ def test_sweep_values_that_are_not_finite_and_a_db_that_is_not_a_file(tmp_path):
         res = CliRunner().invoke(main, ["sweep", str(cfg), "--param", "network.vcs=2",
                                         "--db", "/dev/null", "-q"])
         assert res.exit_code == 1 and "not a regular file" in res.output
+
+
+def test_with_overrides_takes_pairs_and_simulate_refuses_a_progress_that_is_not_callable():
+    import pysim
+    cfg = from_dict(SMALL)
+    assert cfg.with_overrides([("network.vcs", 3)]).network.vcs == 3      # (AttributeError)
+    with pytest.raises(TypeError, match="takes a function"):
+        pysim.simulate(cfg, progress="x")              # (failed mid-run, on a long one)
