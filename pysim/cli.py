@@ -514,6 +514,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             trace = _read_json(source)
             _takes(source, kind, trace, "trace")
             P.check_trace(trace, source)
+            P.check_timeline(trace, xlim)
 
             def draw(tmp):
                 P.timeline(trace, tmp, title=title, xlim=xlim)

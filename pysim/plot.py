@@ -208,10 +208,11 @@ def check_trace(obj, source):
     for e in events:
         if e.get("ph") == "X":
             if not (_number(e.get("ts")) and _number(e.get("dur")) and
+                    _number(e["ts"] + e["dur"]) and e["dur"] >= 0 and
                     isinstance(e.get("pid"), (int, str)) and
                     isinstance(e.get("tid", 0), (int, str))):
                 raise ValueError(f"event {_short(e)}: a complete event (ph 'X') needs ts and "
-                                 f"dur (numbers), pid and tid")
+                                 f"dur (finite numbers, dur >= 0), pid and tid")
         elif e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
             if not (isinstance(e.get("args"), dict) and isinstance(e["args"].get("name"), str)
                     and isinstance(e.get("pid"), (int, str)) and
@@ -778,6 +779,31 @@ def _time_unit(end_us):
     return "ns", 1e3
 
 
+MAX_TIMELINE_OPS = 50000   # ops a timeline draws at most (each is a bar)
+
+
+def _window(spans, xlim):
+    """The complete events a timeline draws: those that overlap xlim (in the axis's unit, as
+    timeline chooses it from the whole trace) if given; more than MAX_TIMELINE_OPS are
+    refused, before drawing."""
+    if xlim is not None:
+        _, scale = _time_unit(max((e["ts"] + e["dur"] for e in spans), default=1.0))
+        lo, hi = xlim[0] / scale, xlim[1] / scale
+        spans = [e for e in spans if e["ts"] <= hi and e["ts"] + e["dur"] >= lo]
+    if len(spans) > MAX_TIMELINE_OPS:
+        raise ConfigError(f"the trace has {len(spans):,} ops"
+                          f"{' in the window --xlim' if xlim is not None else ''}; a timeline "
+                          f"draws at most {MAX_TIMELINE_OPS:,} (--xlim LO HI draws those in a "
+                          f"window of time)")
+    return spans
+
+
+def check_timeline(trace, xlim=None):
+    """Refuse, before drawing, a timeline of more ops than it can draw."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    _window([e for e in events if e.get("ph") == "X"], xlim)
+
+
 def timeline(trace, path, title=None, xlim=None):
     """A Gantt chart from a Chrome/Perfetto trace (events with ph = "X": pid = node, tid =
     resource, ts and dur in microseconds): a row per node and resource, ops that overlap on
@@ -790,15 +816,18 @@ def timeline(trace, path, title=None, xlim=None):
                           "writes one)")
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     other = trace.get("otherData", {}) if isinstance(trace, dict) else {}
-    spans = [e for e in events if e.get("ph") == "X"]
+    every = [e for e in events if e.get("ph") == "X"]
+    spans = _window(every, xlim)
     names = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
             names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = \
                 e["args"]["name"]
     tracks = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
-    by_track = {t: [e for e in spans if (e["pid"], e.get("tid", 0)) == t] for t in tracks}
-    end = max((e["ts"] + e["dur"] for e in spans), default=1.0)
+    by_track = {t: [] for t in tracks}
+    for e in spans:                       # (one pass: a track per span searched every span)
+        by_track[(e["pid"], e.get("tid", 0))].append(e)
+    end = max((e["ts"] + e["dur"] for e in every), default=1.0)
     unit, scale = _time_unit(end)
     cats = sorted({e.get("cat", e.get("name", "")) for e in spans})
     color = {c: f"C{i % 10}" for i, c in enumerate(cats)}

@@ -907,3 +907,26 @@ def test_with_overrides_takes_pairs_and_simulate_refuses_a_progress_that_is_not_
     assert cfg.with_overrides([("network.vcs", 3)]).network.vcs == 3      # (AttributeError)
     with pytest.raises(TypeError, match="takes a function"):
         pysim.simulate(cfg, progress="x")              # (failed mid-run, on a long one)
+
+
+def test_a_timeline_of_too_many_ops_is_refused_unless_windowed(tmp_path, monkeypatch):
+    """A trace of 200,000 ops drew for more than two minutes (a bar each, and every span
+    searched per track); one whose ts + dur is infinite was a matplotlib ValueError."""
+    import pysim.plot
+    monkeypatch.setattr(pysim.plot, "MAX_TIMELINE_OPS", 100)
+    events = [{"ph": "X", "ts": float(i), "dur": 1.0, "pid": 0, "tid": 0, "name": "x"}
+              for i in range(300)]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    out = str(tmp_path / "x.png")
+    res = CliRunner().invoke(main, ["plot", str(tmp_path / "t.json"), "--kind", "timeline",
+                                    "-o", out])
+    assert res.exit_code == 1 and "the trace has 300 ops; a timeline draws at most 100" \
+        in res.output
+    res = CliRunner().invoke(main, ["plot", str(tmp_path / "t.json"), "--kind", "timeline",
+                                    "-o", out, "--xlim", "10", "50"])     # (µs: 41 ops)
+    assert res.exit_code == 0, res.output
+    events.append({"ph": "X", "ts": 1e308, "dur": 1e308, "pid": 0, "tid": 0, "name": "x"})
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    res = CliRunner().invoke(main, ["plot", str(tmp_path / "t.json"), "--kind", "timeline",
+                                    "-o", out, "--force"])
+    assert res.exit_code == 1 and "finite numbers" in res.output
