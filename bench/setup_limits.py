@@ -6,7 +6,7 @@ engine built from them. Each case runs in a fresh process, so that its peak memo
     python bench/setup_limits.py [--out bench/results/setup_limits.json] [--only mesh]
 
 Cases: mesh and torus 128x128 (16,384 nodes, the node limit), ring of 16,384, switch of
-16,383 NPUs, fully_connected of 2,000 (3,998,000 channels: the channel limit and the
+8,192 NPUs (the switch limit: its routes' 67 million channel dependencies), fully_connected of 2,000 (3,998,000 channels: the channel limit and the
 routing-work limit), and a graph of 2,000 nodes with every pair linked at a latency of 1 to 9
 cycles and routed by latency (the same size, but a weighted search from every node).
 """
@@ -23,7 +23,7 @@ CASES = {
     "mesh": {"kind": "mesh", "dims": [128, 128]},
     "torus": {"kind": "torus", "dims": [128, 128]},
     "ring": {"kind": "ring", "size": 16384},
-    "switch": {"kind": "switch", "size": 16383},
+    "switch": {"kind": "switch", "size": 8192},
     "fully_connected": {"kind": "fully_connected", "size": 2000},
     "graph-latency": "dense-weighted",
 }

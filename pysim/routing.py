@@ -212,6 +212,18 @@ def _walk(topo, table, group, order, chunk=1 << 18):
 MARKS_MAX = 1 << 27     # bytes of marks channel_dependencies may use (else np.unique)
 
 
+MAX_DEPENDENCIES = 1 << 26   # edges of the one-class channel-dependency graph (a switch of
+                             # 8,192 NPUs has 67,100,672: about 4 GB and a minute to check)
+
+
+def _check_dependencies(topo, n):
+    if n > MAX_DEPENDENCIES:
+        raise ConfigError(f"topology: the routes of {topo.name} ({topo.n_nodes:,} nodes, "
+                          f"{topo.n_channels:,} channels) make a channel-dependency graph of "
+                          f"more than {MAX_DEPENDENCIES:,} edges, the most the deadlock check "
+                          f"takes (a switch of 8,192 NPUs has 67,100,672)")
+
+
 def _marks_layout(topo):
     """Where the mark of each possible dependency (c1, then c2 out of the node c1 enters) is:
     first[c1] + lo[c2]. Returns (out-channels grouped by node, their offsets per node, lo,
@@ -245,18 +257,24 @@ def channel_dependencies(topo, table):
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
         mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
                           np.asarray(topo.ch_dst, np.int32), first, lo, seen)
+        _check_dependencies(topo, int(np.count_nonzero(seen)))
         idx = np.flatnonzero(seen)
         c1 = np.searchsorted(first, idx, side="right") - 1
         c2 = by_src[out_ptr[ch_dst[c1]] + idx - first[c1]]
         return np.stack([c1, c2], axis=1).astype(np.int64)
-    keys = []
+    keys, total = [], 0
     for d in range(topo.n_nodes):
         c1 = table[:, d].astype(np.int64)
         c1 = c1[c1 >= 0]
         v = ch_dst[c1]
         c1 = c1[v != d]
         c2 = table[ch_dst[c1], d].astype(np.int64)
-        keys.append(c1 * C + c2)
+        keys.append(np.unique(c1 * C + c2))
+        total += keys[-1].size
+        if total > MAX_DEPENDENCIES:              # (an upper bound of the unique count)
+            _check_dependencies(topo, np.unique(np.concatenate(keys)).size)
+            keys = [np.unique(np.concatenate(keys))]
+            total = keys[0].size
     k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     return np.stack([k // C, k % C], axis=1)
 
@@ -265,8 +283,11 @@ def _csr(n_vertices, edges):
     """Successor lists of a directed graph given as an (m, 2) array of edges, in increasing
     order of (source, target)."""
     e = np.asarray(edges, np.int64).reshape(-1, 2)
-    order = np.lexsort((e[:, 1], e[:, 0]))
-    adj = np.ascontiguousarray(e[order, 1])
+    a, b = e[:, 0], e[:, 1]
+    if np.all((a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (b[1:] >= b[:-1]))):
+        adj = np.ascontiguousarray(b)          # (already in order, as the dependencies are)
+    else:
+        adj = np.ascontiguousarray(b[np.lexsort((b, a))])
     ptr = np.zeros(n_vertices + 1, np.int64)
     np.cumsum(np.bincount(e[:, 0], minlength=n_vertices), out=ptr[1:])
     return ptr, adj

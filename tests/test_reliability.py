@@ -930,3 +930,19 @@ def test_a_timeline_of_too_many_ops_is_refused_unless_windowed(tmp_path, monkeyp
     res = CliRunner().invoke(main, ["plot", str(tmp_path / "t.json"), "--kind", "timeline",
                                     "-o", out, "--force"])
     assert res.exit_code == 1 and "finite numbers" in res.output
+
+
+def test_a_switch_too_large_for_the_deadlock_check_is_refused_at_once():
+    """A switch of 16,383 NPUs (within the node limit) makes 268 million channel
+    dependencies: it set up for more than half an hour. Refused before anything is built;
+    the general bound on dependencies refuses a graph star the same way."""
+    import time
+    from pysim.routing import MAX_DEPENDENCIES, _check_dependencies
+    from pysim.topology import build
+    t = time.perf_counter()
+    with pytest.raises(ConfigError, match="topology.size = 16383: a switch of at most 8,192"):
+        simulate(from_dict({"topology": {"kind": "switch", "size": 16383}}))
+    assert time.perf_counter() - t < 2
+    topo = build(from_dict({"topology": {"kind": "switch", "size": 4}}))
+    with pytest.raises(ConfigError, match="more than 67,108,864 edges"):
+        _check_dependencies(topo, MAX_DEPENDENCIES + 1)
