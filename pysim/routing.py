@@ -332,8 +332,11 @@ def analyse(topo, routing):
         kb *= 2
     else:
         keys = []
-        M = np.int64(1 << 16)                     # classes per channel, as a key field
+        M = np.int64(64)      # classes per channel, as a key field: (C x 64)^2 fits in 64 bits
         for p, pc, c, cc in _walk(topo, routing.table, group, order):
+            if cc.size and cc.max() >= M:       # (more than network.vcs can ever be)
+                raise ConfigError(f"routing {routing.name!r} on {topo.name}: its routes need "
+                                  f"more than {int(M)} VC classes; network.vcs is at most 64")
             keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
         k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
         x, y = k // (C * M), k % (C * M)
