@@ -50,7 +50,8 @@ most 1,024 flits per cycle on one link or NIC (a link of B GB/s is ceil(B / (fli
 clock_ghz)) parallel channels); networks of 2 to 16,384 nodes (the routing table holds an
 entry per pair) and at most 4,000,000 channels; a graph routed by tables (graph, switch,
 fully_connected) of at most 8 x 10^9 endpoints x channels (a fully connected graph of 2,000
-nodes); op graphs (collectives included) of at most 10,000,000 ops, counted in the engine's
+nodes), a switch of at most 8,192 NPUs, and routes whose channel-dependency graph has at most
+2^26 edges; op graphs (collectives included) of at most 10,000,000 ops, counted in the engine's
 ops they expand into before any is built (memory pieces, roofline slices: a ring all-reduce on
 1,024 NPUs has 3.1 million) and 10^6 slices per roofline op. The set-up time and memory of
 the largest system of each kind, what each error means, and how sweeps, outputs and results
