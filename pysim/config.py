@@ -205,8 +205,9 @@ KEYS = [
         _fields("topology.npu", ("tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
                                  "offload_sram_mb"))),
     Key("topology", "host", "table", None, "-",
-        "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
-        "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
+        "Host: [topology.host] tflops (default 2), dram_gbps (100), dram_gb (its memory, "
+        "256); graph nodes may override.",
+        _fields("topology.host", ("tflops", "dram_gbps", "dram_gb"))),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),

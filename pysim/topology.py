@@ -235,8 +235,8 @@ def build_fully_connected(cfg):
 
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
-CPU_FIELDS = ("tflops", "hbm_gbps", "hbm_gb", "dram_gbps", "reduce_gbps", "offload_gbps",
-              "offload_sram_mb")
+CPU_FIELDS = ("tflops", "hbm_gbps", "hbm_gb", "dram_gbps", "dram_gb", "reduce_gbps",
+              "offload_gbps", "offload_sram_mb")
 NODE_FIELDS = ("name", "kind") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
                "directed")
@@ -280,7 +280,7 @@ def build_graph(cfg):
         cpu = {k: positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
         allowed = {"npu": {"tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
                            "offload_sram_mb"},
-                   "host": {"tflops", "dram_gbps"}}.get(kind, ())
+                   "host": {"tflops", "dram_gbps", "dram_gb"}}.get(kind, ())
         if set(cpu) - set(allowed):
             raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "
                               f"for a node of kind {kind!r} (it takes "
