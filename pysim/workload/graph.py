@@ -592,6 +592,31 @@ class MemoryUsage:
     live_at_peak: dict          # device name -> [(what, bytes), ...] largest first
 
 
+def occupancy(dev, nb, t_take, t_free):
+    """{device: (cycles, bytes held from each of those cycles on)} for holds of nb bytes on
+    devices dev over [t_take, t_free): one point per cycle where the level changes, releases
+    at a cycle before takes (vectorised: sort the events, cumulative sums per device)."""
+    dev = np.asarray(dev, np.int64)
+    nb = np.asarray(nb, np.int64)
+    ev_dev = np.concatenate([dev, dev])
+    ev_t = np.concatenate([np.asarray(t_take, np.int64), np.asarray(t_free, np.int64)])
+    ev_d = np.concatenate([nb, -nb])
+    order = np.lexsort((ev_d > 0, ev_t, ev_dev))
+    ev_dev, ev_t, ev_d = ev_dev[order], ev_t[order], ev_d[order]
+    level = np.cumsum(ev_d)
+    bounds = np.flatnonzero(np.diff(ev_dev)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(ev_d)]]).astype(np.int64)
+    offset = np.concatenate([[0], level[bounds - 1]])
+    level = level - np.repeat(offset, ends - starts)
+    out = {}
+    for lo, hi in zip(starts, ends):
+        lv, tt = level[lo:hi], ev_t[lo:hi]
+        last = np.flatnonzero(np.concatenate([tt[1:] != tt[:-1], [True]]))
+        out[int(ev_dev[lo])] = (tt[last], lv[last])
+    return out
+
+
 def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsage:
     """Occupancy per device from the holds and the ops' start/finish cycles (computed once,
     after the run, in numpy). A hold is taken at its op's edge and released at its free's
@@ -616,25 +641,9 @@ def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsag
     t_take = np.where(a_fin, finish[a_op], start[a_op])
     t_free = np.where(f_fin, finish[f_op], start[f_op])
     t_free = np.where(freed, np.maximum(t_free, t_take), end_time)
-    # events: (device, time, release before take)
-    ev_dev = np.concatenate([dev, dev])
-    ev_t = np.concatenate([t_take, t_free])
-    ev_d = np.concatenate([nb, -nb])
-    order = np.lexsort((ev_d > 0, ev_t, ev_dev))
-    ev_dev, ev_t, ev_d = ev_dev[order], ev_t[order], ev_d[order]
-    level = np.cumsum(ev_d)
-    bounds = np.flatnonzero(np.diff(ev_dev)) + 1
-    starts = np.concatenate([[0], bounds])
-    offset = np.concatenate([[0], level[bounds - 1]])
-    level = level - np.repeat(offset, np.diff(np.concatenate([starts, [len(ev_d)]])))
     u = MemoryUsage({}, {}, {}, {}, {}, {})
-    for lo, hi in zip(starts, np.concatenate([bounds, [len(ev_d)]])):
-        d = int(ev_dev[lo])
+    for d, (pts_t, pts_l) in occupancy(dev, nb, t_take, t_free).items():
         name = names[d]
-        lv, tt = level[lo:hi], ev_t[lo:hi]
-        # one point per cycle: the level after the cycle's last event
-        last = np.flatnonzero(np.concatenate([tt[1:] != tt[:-1], [True]]))
-        pts_t, pts_l = tt[last], lv[last]
         k = int(np.argmax(pts_l))
         peak = int(max(pts_l[k], 0))
         u.peak_bytes[name] = peak
