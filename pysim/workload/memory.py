@@ -525,8 +525,9 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
         W = sink.write(npu, Sc, [ready], f"{tag}swap-out {c.name}")
         if plan.sync:
             sink.free(h, W, "finish")
-            if l + plan.sync < n:
-                sink.depend(F[l + plan.sync], W)
+            waiter = l + (2 if plan.sync == 1 else 1)
+            if waiter < n:
+                sink.depend(F[waiter], W)
         else:
             J = sink.join([W] + ([nxt] if nxt is not None else []))
             sink.free(h, J, "finish")
