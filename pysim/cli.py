@@ -241,7 +241,7 @@ def results(db, csv_path, force):
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
-              "timeline", "topology")
+              "timeline", "topology", "memory")
 
 
 class _Ticker:
@@ -269,7 +269,7 @@ class _Ticker:
 
 
 FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace file",
-              "topology": "a config"}
+              "topology": "a config", "memory": "a run's --json file"}
 
 
 @main.command()
@@ -277,7 +277,7 @@ FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace 
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
               help="latency-load, throughput, collective, speedup (from a sweep DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config).")
+                   "(a config); memory (a run's --json: occupancy over time).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -328,6 +328,9 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
         elif kind == "timeline":
             with open(source) as f:
                 P.timeline(json.load(f), out)
+        elif kind == "memory":
+            with open(source) as f:
+                P.memory(json.load(f), out)
         else:
             from pysim.network import compile_network
             cfg = load(source)

@@ -333,6 +333,52 @@ def timeline(trace, path, title=None):
             for t in tracks}
 
 
+def memory(result, path, title=None, devices=None):
+    """Occupancy over time of every device that held memory in a run (a --json result with
+    `memory`): one step line per device, in GB, with its capacity dashed in the same colour;
+    NPUs in one panel, memory nodes and hosts in another. Returns {device: peak bytes}."""
+    mem = result.get("memory") if isinstance(result, dict) else None
+    if not mem or not mem.get("timeline"):
+        raise ValueError("the result has no memory occupancy (run a training iteration or "
+                         "an op graph that holds memory, and write it with --json)")
+    plt = _figure()
+    tl = mem["timeline"]
+    info = mem.get("devices", {})
+    names = [d for d in (devices or tl) if d in tl]
+    if not names:
+        raise ValueError(f"none of the devices {devices} held memory; those that did: "
+                         f"{', '.join(tl)}")
+    groups = [[d for d in names if info.get(d, {}).get("kind") == "npu"],
+              [d for d in names if info.get(d, {}).get("kind") != "npu"]]
+    groups = [g for g in groups if g]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 3.2 * len(groups)), squeeze=False,
+                             sharex=True)
+    end = max((pts[-1][0] for pts in tl.values() if pts), default=1)
+    end = max(end, result.get("makespan_cycles") or 0)
+    for ax, group in zip(axes[:, 0], groups):
+        for i, d in enumerate(group[:16]):
+            pts = tl[d]
+            t = [p[0] for p in pts] + [end]
+            v = [p[1] / 1e9 for p in pts] + [pts[-1][1] / 1e9 if pts else 0]
+            ax.step(t, v, where="post", color=f"C{i % 10}", linewidth=1.2, label=d)
+            cap = info.get(d, {}).get("capacity_bytes")
+            if cap and cap <= 4 * max(max(v), 1e-9):
+                ax.axhline(cap / 1e9, color=f"C{i % 10}", linestyle="--", linewidth=0.8)
+        kind = "NPU HBM" if info.get(group[0], {}).get("kind") == "npu" else \
+            "memory nodes and hosts"
+        ax.set_ylabel(f"{kind} (GB)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, frameon=False, ncol=4, loc="upper right")
+    axes[-1, 0].set_xlabel("time (cycles)")
+    name = (result.get("config") or {}).get("_system", "")
+    axes[0, 0].set_title(title or f"{name}: memory held over time (dashed: capacity)",
+                         fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return {d: max((p[1] for p in tl[d]), default=0) for d in names}
+
+
 def mpl_patch(color, label):
     from matplotlib.patches import Patch
     return Patch(color=color, label=label)

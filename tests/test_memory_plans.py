@@ -324,3 +324,27 @@ def test_bad_input_is_refused_clearly():
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
                                     "--set", "workload.memory.polcy=offload"])
     assert res.exit_code == 1 and "did you mean 'policy'" in res.output
+
+
+def test_memory_plot_and_json(tmp_path):
+    """The result's memory section survives JSON; plot --kind memory draws every device's
+    occupancy (the peaks it draws are the result's); a result without memory is refused."""
+    import json
+    from pysim import plot as P
+    costs = table(6, 1 << 20, 3000)
+    r, _, _, _ = run_plan(system(policy="offload"), costs)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(r.to_dict()))
+    d = json.loads(path.read_text())
+    assert set(d["memory"]["devices"]) == {"npu", "m0"}
+    png = tmp_path / "m.png"
+    res = CliRunner().invoke(main, ["plot", str(path), "--kind", "memory", "-o", str(png)])
+    assert res.exit_code == 0, res.output
+    assert png.stat().st_size > 5000
+    peaks = P.memory(d, str(tmp_path / "m2.png"))
+    assert peaks == {k: v["peak_bytes"] for k, v in d["memory"]["devices"].items()}
+    del d["memory"]
+    path.write_text(json.dumps(d))
+    res = CliRunner().invoke(main, ["plot", str(path), "--kind", "memory", "-o",
+                                    str(tmp_path / "x.png")])
+    assert res.exit_code != 0 and "has no memory occupancy" in res.output

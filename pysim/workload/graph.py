@@ -533,16 +533,19 @@ def memory_params(topo, cfg):
 
 
 def capacities(topo, cfg):
-    """Per NPU, memory node and host: its memory in bytes -- [topology.npu] hbm_gb (default
-    32), [topology.mem] capacity_gb (128), [topology.host] dram_gb (256), or the node's own
-    (decimal GB)."""
+    """Per NPU, memory node and host: its memory in bytes -- an NPU's preset's HBM or
+    [topology.npu] hbm_gb (default 32), [topology.mem] capacity_gb (128), [topology.host]
+    dram_gb (256), or the node's own (decimal GB)."""
     out = {}
     t = cfg.topology if cfg is not None else None
     table = {"npu": ("hbm_gb", (t.npu if t else None) or {}, "hbm_gb", 32.0),
              "mem": ("capacity_gb", (t.mem if t else None) or {}, "capacity_gb", 128.0),
              "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
     for i, k in enumerate(topo.node_kinds):
-        if k in table:
+        if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
+            from pysim.models.presets import npu_spec
+            out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
+        elif k in table:
             own_key, d, key, default = table[k]
             own = topo.node_mem[i] if topo.node_mem else {}
             out[i] = int(round(own.get(own_key, d.get(key, default)) * 1e9))
