@@ -523,6 +523,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
             continue
         # swap: out after the stash is final, back before its consumers
         W = sink.write(npu, Sc, [ready], f"{tag}swap-out {c.name}")
+        sink.queue(npu, "out", (sk.pos[F[l]], 0), W)
         if plan.sync:
             sink.free(h, W, "finish")
             waiter = l + (2 if plan.sync == 1 else 1)
@@ -543,6 +544,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
                 t = F[l]
             R = sink.read(npu, W, [t, W], f"{tag}swap-in {c.name}" +
                           (f" ({gi + 1})" if len(groups) > 1 else ""), last=gi == len(groups) - 1)
+            sink.queue(npu, "in", (sk.pos[t], sk.pos[grp[0]]), R)
             hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
             dep = R
             if r:
@@ -554,6 +556,22 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
             for b in grp:
                 sink.depend(b, dep)
             sink.free(hin, grp[-1], "finish")
+
+
+class _Queues:
+    """An NPU's transfers each way go one after another, in the order the iteration needs
+    them (as a GPU's copy engine runs one stream's copies): writes by their stash's forward
+    op, reads by their trigger. `queue` records a transfer, `serialise` chains them."""
+
+    def queue(self, npu, way, key, op):
+        self.__dict__.setdefault("_queued", {}).setdefault((npu, way), []).append((key, op))
+
+    def serialise(self):
+        for ops in self.__dict__.get("_queued", {}).values():
+            ops.sort()
+            for (_, a), (_, b) in zip(ops, ops[1:]):
+                self.depend(b, a)
+        self.__dict__["_queued"] = {}
 
 
 def _group(ops, sk, groupby):
@@ -595,7 +613,7 @@ def chain(sink, npu, costs, after=()):
     return Skeleton(F, B, order)
 
 
-class Estimate:
+class Estimate(_Queues):
     """A sink that schedules a plan on three resources of one NPU -- its compute unit and
     one transfer channel each way to remote memory -- each serving its ops one at a time in
     the order they become ready, as csim's units do, and accounts its holds. Its forward and
@@ -705,6 +723,7 @@ def estimate(plan: Plan, costs, budget: Budget) -> Prediction:
     peak HBM of a plan."""
     est = Estimate(budget)
     expand(plan, costs, budget, est, chain(est, None, costs), None)
+    est.serialise()
     start, finish = est.run()
     end = max(finish) if finish else 0
     if not est.holds:
@@ -816,7 +835,7 @@ def split(nbytes, targets):
 # ---------------------------------------------------------------------- the op graph
 
 
-class GraphSink:
+class GraphSink(_Queues):
     """The plan's ops in an iteration's op graph: remote writes and reads become mem_write /
     mem_read ops to every target of the NPU's placement (joined by a zero delay), freeing the
     remote space when read back; recomputation becomes a roofline op like the forward op it
@@ -923,10 +942,13 @@ def apply(cfg, topo, g, work: dict) -> Applied:
     needs_remote = name in ("offload", "lms", "karma")
     placements = {npu: placement(topo, cfg, npu) if needs_remote else None for npu in work}
     sink = GraphSink(g, placements)
-    plans, budgets = {}, {}
+    plans, budgets, seen = {}, {}, {}
     for npu, w in work.items():
         b = budget_for(cfg, topo, npu, w.resident, placements[npu])
-        plan = decide(cfg, w.costs, b)
+        key = (repr(w.costs), repr(b))        # replicas with the same layers and budget
+        if key not in seen:
+            seen[key] = decide(cfg, w.costs, b)
+        plan = seen[key]
         plans[npu], budgets[npu] = plan, b
         if w.resident:
             g.free(g.hold(npu, w.resident, w.first_op, "start", f"{npu} resident"),
@@ -934,5 +956,39 @@ def apply(cfg, topo, g, work: dict) -> Applied:
         for mb, sk in enumerate(w.skeletons):
             tag = f"mb{mb} " if len(w.skeletons) > 1 else ""
             expand(plan, w.costs, b, sink, sk, npu, tag)
+    sink.serialise()
     return Applied(cfg.workload.memory.policy, plans, budgets, placements,
                    sink.recomputed_flops)
+
+
+def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
+    """One LayerCost per layer of `model` for `batch` samples on an NPU whose roofline is
+    `spec` (pysim.models.presets.NpuSpec): the stash (layer.bytes(precision)['stash'] per
+    sample), the forward op's cycles and FLOPs, the backward ops' cycles (input gradient,
+    then weight gradient; those with work), the forward's output and the input gradient as
+    transients."""
+    out = []
+    hz = clock_ghz * 1e9
+    for layer in model.layers:
+        b = layer.bytes(precision)
+        fwd = spec.layer_seconds(layer, precision, batch, "fwd")
+        bwd = [spec.layer_seconds(layer, precision, batch, ph)
+               for ph, fl in (("bwd_input", layer.bwd_input_flops),
+                              ("bwd_weight", layer.bwd_weight_flops)) if fl]
+        out.append(LayerCost(layer.name, layer.kind, int(b["stash"] * batch),
+                             max(1, int(math.ceil(fwd * hz))),
+                             tuple(max(1, int(math.ceil(t * hz))) for t in bwd) or (1,),
+                             fwd_flops=layer.fwd_flops * batch,
+                             fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights"]),
+                             out_bytes=int(b["write"] * batch),
+                             grad_bytes=int(b["read"] * batch)))
+    return out
+
+
+def resident_bytes(model, precision, optimizer="sgd"):
+    """Weights (and their fp32 master copy in mixed precision), gradients and optimizer
+    state of `model`: held for the whole run."""
+    from pysim.models import optimizer_bytes, precision_bytes
+    p = precision_bytes(precision)
+    return int(model.params * (p.weight + p.grad + p.master + optimizer_bytes(optimizer,
+                                                                             precision)))

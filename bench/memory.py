@@ -1,0 +1,223 @@
+"""Memory-virtualisation studies (not tests): the reproductions of docs/memory.md.
+
+    python bench/memory.py [--study lms|karma|comet|all] [--out bench/results/memory.json]
+
+- lms:   the largest batch of ResNet-152 (fp32) that trains on one 16 GB V100, with every
+         stash kept in HBM and with LMS swapping to host memory over NVLink (an AC922-like
+         CPU-GPU link of 3 x 25 GB/s);
+- karma: KARMA against LMS, recomputation and vDNN-style offload on models that do not fit
+         one 16 GB V100 (host memory over PCIe gen3 x16, 16 GB/s, as on x86 servers);
+- comet: peak memory and iteration time with COMET-style compression of the stashes, alone
+         and joined to offload, against no compression.
+
+Each run is one training iteration of one NPU (its layers' forward and backward ops as a
+chain of compute ops timed by the NPU's roofline, pysim.workload.memory.chain) with the
+memory plan's ops and holds, simulated as an op graph. Every run prints its wall time.
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import pysim  # noqa: E402
+from pysim import models  # noqa: E402
+from pysim.config import KEY_MAP, from_dict  # noqa: E402
+from pysim.models.presets import npu_spec  # noqa: E402
+from pysim.topology import build  # noqa: E402
+from pysim.workload import OpGraph, run_graph  # noqa: E402
+from pysim.workload.graph import GraphError  # noqa: E402
+from pysim.workload.memory import (GraphSink, NpuWork, apply, chain, decide, estimate,  # noqa
+                                   layer_costs, resident_bytes, budget_for, placement)
+
+FLOW = "network.model" in KEY_MAP
+
+
+def fidelity():
+    """The network model the studies use: the flow level when the simulator has it, else
+    the flit level at a coarse clock (1 cycle = 100 ns, 2 KiB flits), which keeps the
+    transfers' bandwidth exact and rounds every latency up to 100 ns."""
+    if FLOW:
+        return dict(network={"model": "flow"}), "flow level (network.model = 'flow')"
+    return (dict(network={"clock_ghz": 0.01, "flit_bytes": 2048, "vcs": 2,
+                          "vc_buffer_flits": 8}),
+            "flit level, coarse: 1 cycle = 100 ns, 2 KiB flits")
+
+
+def one_gpu(link_gbps, links=1, hbm_gb=16.0, dram_gb=512.0, **memory):
+    """One V100 (datasheet preset, hbm_gb of HBM) and its host's DRAM over `links` links of
+    link_gbps each way."""
+    net, _ = fidelity()
+    bw = link_gbps * links
+    nodes = [{"name": "gpu0", "kind": "npu", "preset": "v100", "hbm_gb": hbm_gb,
+              "injection_gbps": bw, "ejection_gbps": bw},
+             {"name": "cpu0", "kind": "host", "dram_gb": dram_gb, "dram_gbps": 170.0,
+              "injection_gbps": bw, "ejection_gbps": bw}]
+    links_ = [{"a": "gpu0", "b": "cpu0", "gbps": link_gbps, "count": links,
+               "latency_ns": 200.0}]
+    workload = {"kind": "graph", "mem_piece_bytes": 64 << 20, "packet_flits": 64}
+    if memory:
+        workload["memory"] = memory
+    return from_dict({"topology": {"kind": "graph", "nodes": nodes, "links": links_},
+                      "workload": workload, **net})
+
+
+def iteration(cfg, model, batch, precision="fp32", run=True):
+    """One iteration of `model` at `batch` on gpu0 with cfg's memory plan: the result's
+    numbers, or the refusal when a device is over its capacity."""
+    topo = build(cfg)
+    spec = npu_spec(cfg, topo, "gpu0")
+    costs = layer_costs(model, spec, precision, batch, cfg.network.clock_ghz)
+    res = resident_bytes(model, precision)
+    g = OpGraph()
+    start = g.delay(0)
+    sk = chain(GraphSink(g, {}), "gpu0", costs, after=[start])
+    end = g.delay(0, after=[sk.order[-1]])
+    t0 = time.perf_counter()
+    applied = apply(cfg, topo, g, {"gpu0": NpuWork(costs, [sk], res, start, end)})
+    plan = applied.plans["gpu0"]
+    pred = estimate(plan, costs, applied.budgets["gpu0"])
+    out = dict(model=model.name, batch=batch, policy=cfg.workload.memory.policy,
+               plan=plan.counts(), chosen=plan.chosen, predicted_seconds=pred.cycles /
+               (cfg.network.clock_ghz * 1e9), predicted_peak_gb=pred.peak / 1e9,
+               stash_gb=sum(c.stash_bytes for c in costs) / 1e9, resident_gb=res / 1e9,
+               ops=len(g))
+    if not run:
+        return out
+    try:
+        r = run_graph(cfg, g)
+    except GraphError as e:
+        out.update(fits=False, error=str(e), wall_seconds=time.perf_counter() - t0)
+        return out
+    mem = r.memory["devices"]
+    out.update(fits=True, iteration_seconds=r.makespan_cycles / (cfg.network.clock_ghz * 1e9),
+               peak_gb={d: v["peak_bytes"] / 1e9 for d, v in mem.items()},
+               offloaded_gb=mem.get("gpu0", {}).get("offloaded_bytes", 0) / 1e9,
+               recomputed_gflop=applied.recomputed_flops.get("gpu0", 0.0) / 1e9,
+               wall_seconds=time.perf_counter() - t0)
+    return out
+
+
+def largest_batch(fits, lo=1, hi=4096):
+    """The largest batch in [lo, hi] for which fits(batch), by doubling then bisection."""
+    if not fits(lo):
+        return 0
+    b = lo
+    while b * 2 <= hi and fits(b * 2):
+        b *= 2
+    step = b // 2
+    while step >= 1:
+        if b + step <= hi and fits(b + step):
+            b += step
+        step //= 2
+    return b
+
+
+def study_lms(log):
+    """ResNet-152, fp32, SGD, one 16 GB V100: the largest batch that fits without and with
+    LMS (host memory over 3 NVLinks, 75 GB/s each way), found with the plans' predicted
+    peaks and confirmed by simulating the batch found (and refusing the next one)."""
+    m = models.get("resnet152")
+    rows = []
+    for policy in ("none", "lms"):
+        cfg = one_gpu(25.0, links=3, policy=policy)
+        b = largest_batch(lambda b: iteration(cfg, m, b, run=False)["predicted_peak_gb"]
+                          <= 16.0 * (1.0 if policy == "none" else 0.9) and
+                          iteration(cfg, m, b, run=False)["plan"] is not None)
+        at = iteration(cfg, m, b)
+        above = iteration(cfg, m, b + 1) if policy == "none" else None
+        rows.append(dict(policy=policy, largest_batch=b, at=at, above=above))
+        log(f"lms: {policy}: largest batch {b}, simulated: fits {at.get('fits')}, "
+            f"{at.get('iteration_seconds', float('nan')):.3f} s per iteration, "
+            f"{at['wall_seconds']:.1f} s wall")
+    return rows
+
+
+KARMA_MODELS = [("resnet50", 256, {}), ("resnet152", 128, {}), ("bert_large", 32, {}),
+                ("gpt2", 8, {"size": "medium"})]
+
+
+def study_karma(log):
+    """Models that do not fit one 16 GB V100 (mixed precision for the transformers), each
+    with KARMA, LMS, recomputation and vDNN-style offload to host memory over PCIe
+    (16 GB/s): iteration time, and KARMA's speedup over the best of the others that fit."""
+    rows = []
+    for name, batch, params in KARMA_MODELS:
+        m = models.get(name, **params)
+        prec = "fp32" if name.startswith("resnet") else "mixed"
+        row = dict(model=name, batch=batch, precision=prec, runs={})
+        for policy in ("none", "karma", "lms", "recompute", "offload"):
+            cfg = one_gpu(16.0, policy=policy)
+            r = iteration(cfg, m, batch, prec)
+            row["runs"][policy] = r
+            log(f"karma: {name} b={batch} {policy}: fits {r.get('fits')}, "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s, {r['plan']}, "
+                f"{r['wall_seconds']:.1f} s wall")
+        others = [r["iteration_seconds"] for p, r in row["runs"].items()
+                  if p not in ("none", "karma") and r.get("fits")]
+        k = row["runs"]["karma"]
+        row["speedup_over_best"] = (min(others) / k["iteration_seconds"]
+                                    if others and k.get("fits") else None)
+        rows.append(row)
+    return rows
+
+
+COMET_MODELS = [("resnet50", 64), ("resnet152", 32)]
+
+
+def study_comet(log):
+    """Peak HBM and iteration time with the stashes compressed (COMET: convolutions' at
+    15x by default, compressor 100 GB/s and decompressor 200 GB/s on the NPU), kept in HBM
+    and joined to offload, against no compression."""
+    rows = []
+    for name, batch in COMET_MODELS:
+        m = models.get(name)
+        row = dict(model=name, batch=batch, runs={})
+        for policy in ("none", "compression", "offload", "offload+compression"):
+            cfg = one_gpu(16.0, hbm_gb=80.0, policy=policy)
+            r = iteration(cfg, m, batch)
+            row["runs"][policy] = r
+            log(f"comet: {name} b={batch} {policy}: peak {r.get('peak_gb', {}).get('gpu0')}"
+                f" GB, {r.get('iteration_seconds', float('nan')):.3f} s, "
+                f"{r['wall_seconds']:.1f} s wall")
+        base, comp = row["runs"]["none"], row["runs"]["compression"]
+        row["memory_saved_x"] = base["peak_gb"]["gpu0"] / comp["peak_gb"]["gpu0"]
+        row["time_cost_x"] = comp["iteration_seconds"] / base["iteration_seconds"]
+        rows.append(row)
+    return rows
+
+
+STUDIES = {"lms": study_lms, "karma": study_karma, "comet": study_comet}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--study", default="all", choices=list(STUDIES) + ["all"])
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "memory.json"))
+    a = ap.parse_args()
+    _, fid = fidelity()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    out = dict(fidelity=fid, version=pysim.__version__, machine=platform.platform(),
+               python=platform.python_version(), studies={})
+    for name, fn in STUDIES.items():
+        if a.study in (name, "all"):
+            t = time.perf_counter()
+            out["studies"][name] = dict(rows=fn(log), wall_seconds=time.perf_counter() - t)
+            log(f"{name}: {out['studies'][name]['wall_seconds']:.1f} s wall ({fid})")
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1, default=str)
+    print(f"written {a.out}")
+
+
+if __name__ == "__main__":
+    main()
