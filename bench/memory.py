@@ -82,9 +82,11 @@ def iteration(cfg, model, batch, precision="fp32", run=True):
     applied = apply(cfg, topo, g, {"gpu0": NpuWork(costs, [sk], res, start, end)})
     plan = applied.plans["gpu0"]
     pred = estimate(plan, costs, applied.budgets["gpu0"])
+    swapped = sum(c.stash_bytes for c, a in zip(costs, plan.action) if a == "swap")
     out = dict(model=model.name, batch=batch, policy=cfg.workload.memory.policy,
                plan=plan.counts(), chosen=plan.chosen, predicted_seconds=pred.cycles /
                (cfg.network.clock_ghz * 1e9), predicted_peak_gb=pred.peak / 1e9,
+               predicted_fits=pred.fits, swapped_gb=swapped / 1e9,
                stash_gb=sum(c.stash_bytes for c in costs) / 1e9, resident_gb=res / 1e9,
                ops=len(g))
     if not run:
@@ -118,23 +120,37 @@ def largest_batch(fits, lo=1, hi=4096):
     return b
 
 
-def study_lms(log):
-    """ResNet-152, fp32, SGD, one 16 GB V100: the largest batch that fits without and with
-    LMS (host memory over 3 NVLinks, 75 GB/s each way), found with the plans' predicted
-    peaks and confirmed by simulating the batch found (and refusing the next one)."""
+def study_lms(log, host_gb=256.0):
+    """ResNet-152, fp32, SGD, one 16 GB V100: the largest batch that trains without and with
+    LMS (host memory over 3 NVLinks, 75 GB/s each way; host_gb of host DRAM for this GPU).
+    The batch is searched with the plans' predictions (HBM within its capacity, LMS's
+    auto-tuned plan within its budget, the stashes swapped within the host's DRAM), then
+    the batch found is simulated, stepping down until the run fits, and the next batch up
+    is simulated to show it does not."""
     m = models.get("resnet152")
     rows = []
     for policy in ("none", "lms"):
-        cfg = one_gpu(25.0, links=3, policy=policy)
-        b = largest_batch(lambda b: iteration(cfg, m, b, run=False)["predicted_peak_gb"]
-                          <= 16.0 * (1.0 if policy == "none" else 0.9) and
-                          iteration(cfg, m, b, run=False)["plan"] is not None)
+        cfg = one_gpu(25.0, links=3, dram_gb=host_gb, policy=policy)
+
+        def predicted(b):
+            r = iteration(cfg, m, b, run=False)
+            return r["predicted_peak_gb"] <= 16.0 and r["predicted_fits"] or (
+                policy == "none" and r["predicted_peak_gb"] <= 16.0) if (
+                r["swapped_gb"] <= host_gb) else False
+
+        b = largest_batch(predicted)
         at = iteration(cfg, m, b)
-        above = iteration(cfg, m, b + 1) if policy == "none" else None
-        rows.append(dict(policy=policy, largest_batch=b, at=at, above=above))
-        log(f"lms: {policy}: largest batch {b}, simulated: fits {at.get('fits')}, "
-            f"{at.get('iteration_seconds', float('nan')):.3f} s per iteration, "
-            f"{at['wall_seconds']:.1f} s wall")
+        while not at.get("fits") and b > 1:
+            log(f"lms: {policy}: batch {b} predicted to fit does not: {at['error'][:120]}")
+            b = int(b * 0.97)
+            at = iteration(cfg, m, b)
+        above = iteration(cfg, m, b + 1)
+        rows.append(dict(policy=policy, largest_batch=b, host_gb=host_gb, at=at,
+                         above=above))
+        log(f"lms: {policy}: largest batch {b}, simulated: "
+            f"{at.get('iteration_seconds', float('nan')):.3f} s per iteration, peak "
+            f"{at.get('peak_gb')}; batch {b + 1}: fits {above.get('fits')}; "
+            f"{at['wall_seconds'] + above['wall_seconds']:.1f} s wall")
     return rows
 
 

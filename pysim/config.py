@@ -300,7 +300,7 @@ KEYS = [
         "their links' bandwidth), 'host' (its host's DRAM) or 'auto' (mem if the system has "
         "memory nodes, else host).", None, lambda: ["auto", "mem", "host"]),
     Key("workload", "memory.budget_fraction", "float", 0.9, "-",
-        "Share of each NPU's HBM the planning policies (lms, karma, recompute) aim to fill; "
+        "Share of each NPU's HBM the planning policies (lms, karma) aim to fill; "
         "the rest is left for what is not modelled (TFLMS's auto-tuning uses 0.9).",
         (lambda x: 0 < x <= 1, "a number in (0, 1]")),
     Key("workload", "memory.prefetch_layers", "int", 1, "layers",
@@ -333,8 +333,9 @@ KEYS = [
         "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
         "state in host DRAM (KARMA's multi-node scheme).", None),
     Key("workload", "memory.ratio", "table", None, "-",
-        "compression: compression ratio of a stash per layer kind, e.g. {conv = 15.0} "
-        "(default: conv 15, every other kind 1, not compressed).",
+        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
+        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
+        "kinds not given are not compressed).",
         (lambda t: _ratio_table(t), "a table of layer kinds")),
     Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
         "compression: compressor throughput on the NPU's compute unit (inf: free).",

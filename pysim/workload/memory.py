@@ -42,8 +42,9 @@ KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
 LAYER_KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "pool",
                "eltwise", "softmax", "interaction", "loss", "given")
-DEFAULT_RATIO = {"conv": 15.0}       # COMET: convolution activations by error-bounded SZ;
-                                     # kinds not in the table are not compressed
+# COMET: feature maps kept for the backward pass, compressed by error-bounded SZ; kinds not
+# in the table are not compressed (an assumed ratio: configure workload.memory.ratio)
+DEFAULT_RATIO = {"conv": 15.0, "norm": 15.0, "eltwise": 15.0, "pool": 15.0}
 
 # ---------------------------------------------------------------------- registry
 
