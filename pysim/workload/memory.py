@@ -147,6 +147,7 @@ class LayerCost:
     bwd_cycles: tuple                # each backward op of the layer, in program order
     fwd_flops: float = 0.0           # the forward op's roofline, repeated by a recompute
     fwd_bytes: int = 0
+    fwd_peak: float = None           # its FLOP/s (None: the NPU's default)
     out_bytes: int = 0               # the forward op's output (transient)
     grad_bytes: int = 0              # the input gradient its backward ops produce (transient)
 
@@ -493,7 +494,8 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
                     m += 1
                 after = [sk.before(B[m][0])]
             R = sink.compute(npu, c.fwd_cycles, after, f"{tag}recompute {c.name}",
-                             flops=c.fwd_flops, recompute=True, nbytes=c.fwd_bytes)
+                             flops=c.fwd_flops, recompute=True, nbytes=c.fwd_bytes,
+                             peak=c.fwd_peak)
             rec_prev[l] = R
             h = sink.hold(npu, S, R, "start", what + " (recomputed)")
             sink.free(h, last, "finish")
@@ -635,7 +637,7 @@ class Estimate(_Queues):
         return len(self.res) - 1
 
     def compute(self, npu, cycles, after, name=None, flops=None, recompute=False,
-                nbytes=None):
+                nbytes=None, peak=None):
         return self._op("c", int(cycles), after)
 
     def _transfer(self, nbytes, bpc):
@@ -849,12 +851,13 @@ class GraphSink(_Queues):
         self.recomputed_flops = {}
 
     def compute(self, npu, cycles, after, name=None, flops=None, recompute=False,
-                nbytes=None):
+                nbytes=None, peak=None):
         if recompute:
             self.recomputed_flops[npu] = self.recomputed_flops.get(npu, 0.0) + (flops or 0)
         if flops or nbytes:                   # a roofline op, like the one it repeats
-            return self.g.compute(npu, after=after, flops=flops or 0, bytes=nbytes or 0)
-        return self.g.compute(npu, int(cycles), after)
+            return self.g.compute(npu, after=after, flops=flops or 0, bytes=nbytes or 0,
+                                  peak_flops=peak, name=name)
+        return self.g.compute(npu, int(cycles), after, name=name)
 
     def write(self, npu, nbytes, after, name=None):
         p = self.placements[npu]
@@ -993,3 +996,108 @@ def resident_bytes(model, precision, optimizer="sgd"):
     p = precision_bytes(precision)
     return int(model.params * (p.weight + p.grad + p.master + optimizer_bytes(optimizer,
                                                                              precision)))
+
+
+# ---------------------------------------------------------------------- training iterations
+
+
+def _op_cycles(g, op, cparams, clock, node_index):
+    """An op's time alone: a roofline op's max(flops / its peak, bytes / HBM bandwidth), a
+    cycles op's cycles."""
+    if g.work[op] is None:
+        return int(g.size[op])
+    flops, nbytes, peak = g.work[op]
+    fpc, bpc = cparams[node_index[g.node[op]]]
+    if peak is not None:
+        fpc = peak / (clock * 1e9)
+    c = int(math.ceil(flops / fpc - 1e-9)) if flops else 0
+    h = int(math.ceil(nbytes / bpc - 1e-9)) if nbytes else 0
+    return max(c, h, 1)
+
+
+def training_work(cfg, topo, g, plan):
+    """{npu: NpuWork} of a training iteration built by pysim.workload.training: per NPU the
+    layers it runs (its stage; a split embedding table on its owner), their costs from the
+    graph's ops, a Skeleton per iteration and micro-batch, its resident training state
+    (weights, gradients, master weights, optimizer state of its share of its layers) and its
+    first and last ops (a zero delay after its last optimizer steps and backward op)."""
+    from pysim.models import optimizer_bytes
+    from pysim.workload.graph import compute_params
+    lay = plan.layout
+    cparams = compute_params(topo, cfg)
+    clock = cfg.network.clock_ghz
+    index = {n: i for i, n in enumerate(topo.node_names)}
+    pb = lay.pb
+    per_param = pb.weight + pb.grad + pb.master + optimizer_bytes(lay.optimizer, lay.precision)
+    by_npu = {}
+    for (it, i, n, j), lo in plan.layer_ops.items():
+        by_npu.setdefault(n, {}).setdefault((it, j), {})[i] = lo
+    work = {}
+    last_it = len(plan.iterations) - 1
+    for n in plan.npus:
+        runs = by_npu.get(n, {})
+        if not runs:
+            continue
+        layers = sorted({i for ops in runs.values() for i in ops})
+        first_run = runs[min(runs)]
+        costs = []
+        for i in layers:
+            layer = lay.model.layers[i]
+            lo = first_run[i]
+            fi, fo, _, _ = lay.splits[i]
+            samples = lay.gmb if lay.split_table[i] else lay.mb
+            bwd = [b for b in (lo.bwd_input, lo.bwd_weight) if b is not None]
+            bwd.sort()
+            flops, nbytes, peak = g.work[lo.fwd]
+            costs.append(LayerCost(
+                layer.name, layer.kind, int(lo.stash_bytes),
+                _op_cycles(g, lo.fwd, cparams, clock, index),
+                tuple(_op_cycles(g, b, cparams, clock, index) for b in bwd) or (0,),
+                fwd_flops=flops, fwd_bytes=int(nbytes), fwd_peak=peak,
+                out_bytes=int(math.ceil(samples * layer.out_elems * pb.act / fo)),
+                grad_bytes=int(math.ceil(samples * layer.in_elems * pb.act / fi))
+                if lo.bwd_input is not None else 0))
+        order = sorted(op for ops in runs.values() for lo in ops.values()
+                       for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None)
+        pos = {op: k for k, op in enumerate(order)}
+        skeletons = []
+        for key in sorted(runs):
+            ops = runs[key]
+            skeletons.append(Skeleton(
+                [ops[i].fwd for i in layers],
+                [sorted(b for b in (ops[i].bwd_input, ops[i].bwd_weight) if b is not None)
+                 for i in layers], order, pos))
+        resident = 0.0
+        for i in layers:
+            layer = lay.model.layers[i]
+            if lay.split_table[i]:
+                resident += layer.params * pb.weight
+            else:
+                resident += layer.params / lay.splits[i][2] * per_param
+        ends = [op for (it, _, npu), op in plan.optimizer.items()
+                if it == last_it and npu == n] + [order[-1]]
+        last = g.delay(0, after=sorted(set(ends)))
+        work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last)
+    return work
+
+
+def apply_training(cfg, topo, g, plan):
+    """Add the configured memory plan (workload.memory) to a training iteration's graph: every
+    NPU's stashes, transients and resident state held in its HBM, and the plan's transfers,
+    recomputations and compressions. Returns the Applied plans."""
+    return apply(cfg, topo, g, training_work(cfg, topo, g, plan))
+
+
+def training_memory_report(result, applied):
+    """Add to a run's `memory` what the plans did: per NPU its recomputed FLOPs, and the
+    plans (`plans`: per NPU the layers kept, swapped and recomputed, the parameters chosen,
+    where its offloaded bytes went)."""
+    if not result.memory:
+        return
+    rep = applied.report()
+    for npu, v in rep.items():
+        d = result.memory["devices"].get(npu)
+        if d is not None:
+            d["recomputed_flops"] = v["recomputed_flops"]
+    result.memory["policy"] = applied.policy
+    result.memory["plans"] = rep
