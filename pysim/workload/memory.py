@@ -899,6 +899,7 @@ class NpuWork:
     resident: int
     first_op: int
     last_op: int
+    labels: list = None              # per skeleton, for op names ("it0 mb1")
 
 
 def budget_for(cfg, topo, npu, resident, placement_=None) -> Budget:
@@ -957,9 +958,9 @@ def apply(cfg, topo, g, work: dict) -> Applied:
         if w.resident:
             g.free(g.hold(npu, w.resident, w.first_op, "start", f"{npu} resident"),
                    w.last_op, "finish")
-        for mb, sk in enumerate(w.skeletons):
-            tag = f"mb{mb} " if len(w.skeletons) > 1 else ""
-            expand(plan, w.costs, b, sink, sk, npu, tag)
+        for k, sk in enumerate(w.skeletons):
+            label = w.labels[k] if w.labels else (f"mb{k}" if len(w.skeletons) > 1 else "")
+            expand(plan, w.costs, b, sink, sk, npu, f"{npu} {label} ".replace("  ", " "))
     sink.serialise()
     return Applied(cfg.workload.memory.policy, plans, budgets, placements,
                    sink.recomputed_flops)
@@ -1077,7 +1078,8 @@ def training_work(cfg, topo, g, plan):
         ends = [op for (it, _, npu), op in plan.optimizer.items()
                 if it == last_it and npu == n] + [order[-1]]
         last = g.delay(0, after=sorted(set(ends)))
-        work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last)
+        work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last,
+                          [f"it{it} mb{j}" for it, j in sorted(runs)])
     return work
 
 
