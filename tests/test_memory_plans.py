@@ -309,7 +309,7 @@ def test_bad_input_is_refused_clearly():
     # the NPU over its HBM
     with pytest.raises(GraphError, match=r"npu: 4,194,304 bytes held at once .* past its "
                                          r"capacity of 3,000,000 bytes \(largest held then: "
-                                         r"l0 stash 1,048,576"):
+                                         r"npu l0 stash 1,048,576"):
         run_plan(system(hbm_gb=0.003), costs)
     # unknown fields, with did-you-mean; a field of another policy
     with pytest.raises(ConfigError, match="unknown key workload.memory.prefetch_layer "
