@@ -22,6 +22,8 @@ import resource
 import sys
 import time
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
@@ -208,7 +210,79 @@ def study_comet(log):
     return rows
 
 
-STUDIES = {"lms": study_lms, "karma": study_karma, "comet": study_comet}
+# MC-DLA: eight applications, data parallel on the 8 NPUs, at a global batch (8 x the
+# per-NPU batch) whose stashes take about 1.25 x a 16 GB V100's HBM on each NPU
+MCDLA_APPS = [("alexnet", {}, 32768), ("vgg16", {}, 1536), ("googlenet", {}, 4096),
+              ("inception_v3", {}, 1280), ("resnet50", {}, 1280), ("resnet152", {}, 640),
+              ("gnmt", {}, 3584), ("transformer", {"layers": 12, "hidden": 1024, "heads": 16,
+                                                  "seq": 512, "vocab": 32000}, 320)]
+MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100"), ("HC-DLA", "hcdla-8"), ("MC-DLA", "mcdla-8")]
+
+
+def training_config(system, model, params, batch, policy="offload", **extra):
+    """A data-parallel training iteration of `model` on the shipped `system` with V100-like
+    NPUs of 16 GB and the memory plan `policy`, at the studies' network fidelity."""
+    net, _ = fidelity()
+    over = {"workload.kind": "training", "workload.model": model, "workload.batch": batch,
+            "workload.iterations": 1, "workload.memory.policy": policy,
+            "workload.mem_piece_bytes": 64 << 20, "workload.packet_flits": 64,
+            "topology.npu.preset": "v100", "topology.npu.hbm_gb": 16.0}
+    if params:
+        over["workload.model_params"] = params
+    for sec, body in net.items():
+        for k, v in body.items():
+            if k != "vc_buffer_flits":
+                over[f"{sec}.{k}"] = v
+    over.update(extra)
+    return pysim.load(system, over)
+
+
+def run_training(cfg):
+    t = time.perf_counter()
+    try:
+        r = pysim.simulate(cfg).to_dict()
+    except pysim.ConfigError as e:
+        return dict(fits=False, error=str(e), wall_seconds=time.perf_counter() - t)
+    mem = r.get("memory", {}).get("devices", {})
+    npus = {k: v for k, v in mem.items() if v["kind"] == "npu"}
+    return dict(fits=True, iteration_seconds=r["iteration_seconds"],
+                samples_per_second=r["samples_per_second"],
+                exposed_comm_seconds=r["exposed_comm_cycles"] / (cfg.network.clock_ghz * 1e9),
+                peak_hbm_gb=max(v["peak_bytes"] for v in npus.values()) / 1e9,
+                offloaded_gb_per_npu=max(v["offloaded_bytes"] for v in npus.values()) / 1e9,
+                remote_peak_gb={k: v["peak_bytes"] / 1e9 for k, v in mem.items()
+                                if v["kind"] != "npu"},
+                wall_seconds=time.perf_counter() - t)
+
+
+def study_mcdla(log, apps=None):
+    """MC-DLA (Kwon and Rhu, MICRO 2018): eight applications trained data parallel on 8
+    V100-like NPUs (16 GB) with vDNN-style offload of every stash, on DC-DLA (host memory
+    over PCIe), HC-DLA (host memory over NVLink) and MC-DLA (memory nodes on the device-side
+    rings): iteration time, and the speedup over DC-DLA."""
+    rows = []
+    for name, params, batch in (apps or MCDLA_APPS):
+        row = dict(model=name, params=params, batch=batch, runs={})
+        for label, system in MCDLA_SYSTEMS:
+            r = run_training(training_config(system, name, params, batch))
+            row["runs"][label] = r
+            log(f"mcdla: {name} b={batch} {label}: {r.get('iteration_seconds', float('nan')):.3f}"
+                f" s, HBM peak {r.get('peak_hbm_gb', float('nan')):.1f} GB, "
+                f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
+                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
+        base = row["runs"]["DC-DLA"]
+        row["speedup"] = {k: base["iteration_seconds"] / v["iteration_seconds"]
+                          for k, v in row["runs"].items() if v.get("fits") and base.get("fits")}
+        rows.append(row)
+    sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]]
+    if sp:
+        log(f"mcdla: MC-DLA over DC-DLA: geometric mean {float(np.exp(np.mean(np.log(sp)))):.2f}x, "
+            f"arithmetic {float(np.mean(sp)):.2f}x over {len(sp)} applications")
+    return rows
+
+
+STUDIES = {"mcdla": study_mcdla, "lms": study_lms, "karma": study_karma,
+           "comet": study_comet}
 
 
 def main():

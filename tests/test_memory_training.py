@@ -186,3 +186,33 @@ def test_cli_run_json_summary_and_refusals(tmp_path):
                                            "--set", "topology.npu.hbm_gb=0.001"])
     assert res.exit_code == 1 and "npu0: " in res.output and "past its capacity of " \
         "1,000,000 bytes" in res.output
+
+
+def test_karma_host_update_moves_the_optimizer_state_to_the_host():
+    """KARMA's multi-node scheme: the NPU keeps weights and gradients only (its resident
+    bytes drop by params x (master + optimizer state)), the host holds the rest, each layer
+    with weights sends its gradient up and gets its weights back, and the NPU's own optimizer
+    steps take no time."""
+    model = small_cnn()
+    nodes = [{"name": "npu", "kind": "npu", "hbm_gb": 1.0},
+             {"name": "cpu", "kind": "host", "dram_gb": 1.0}]
+    w = {"kind": "training", "model": "resnet50", "batch": 8, "iterations": 2,
+         "optimizer": "adam", "memory": {"policy": "karma"}}
+    cfg = make_cfg(topology={"kind": "graph", "nodes": nodes,
+                             "links": [{"a": "npu", "b": "cpu", "gbps": 32.0}]},
+                   network={"vcs": 2, "vc_buffer_flits": 32}, workload=w)
+    off, _, _, _ = run(cfg, model)
+    on, _, plan, _ = run(cfg.with_overrides({"workload.memory.host_update": True}), model)
+    pb = precision_bytes("fp32")
+    moved = model.params * (pb.master + optimizer_bytes("adam", "fp32"))
+    assert on.memory["devices"]["npu"]["peak_bytes"] == \
+        off.memory["devices"]["npu"]["peak_bytes"] - moved
+    assert on.memory["devices"]["cpu"]["peak_bytes"] == moved
+    with_weights = [l for l in model.layers if l.params]
+    ups = [o for o in on.ops if o["kind"] == "send" and o["dst"] == "cpu"]
+    downs = [o for o in on.ops if o["kind"] == "send" and o["node"] == "cpu"]
+    assert len(ups) == len(downs) == 2 * len(with_weights)
+    assert sorted(o["size"] for o in ups[:len(with_weights)]) == sorted(
+        l.params * pb.grad for l in with_weights)
+    steps = [on.ops[op] for op in plan.optimizer.values()]
+    assert all(s["finish"] == s["start"] for s in steps)

@@ -900,6 +900,7 @@ class NpuWork:
     first_op: int
     last_op: int
     labels: list = None              # per skeleton, for op names ("it0 mb1")
+    layer_ids: list = None           # the model's indices of the layers in costs
 
 
 def budget_for(cfg, topo, npu, resident, placement_=None) -> Budget:
@@ -1079,7 +1080,7 @@ def training_work(cfg, topo, g, plan):
                 if it == last_it and npu == n] + [order[-1]]
         last = g.delay(0, after=sorted(set(ends)))
         work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last,
-                          [f"it{it} mb{j}" for it, j in sorted(runs)])
+                          [f"it{it} mb{j}" for it, j in sorted(runs)], layers)
     return work
 
 
@@ -1087,7 +1088,55 @@ def apply_training(cfg, topo, g, plan):
     """Add the configured memory plan (workload.memory) to a training iteration's graph: every
     NPU's stashes, transients and resident state held in its HBM, and the plan's transfers,
     recomputations and compressions. Returns the Applied plans."""
-    return apply(cfg, topo, g, training_work(cfg, topo, g, plan))
+    work = training_work(cfg, topo, g, plan)
+    name, _ = parse_policy(cfg.workload.memory.policy)
+    if name == "karma" and cfg.workload.memory.host_update:
+        host_update(cfg, topo, g, plan, work)
+    return apply(cfg, topo, g, work)
+
+
+def host_update(cfg, topo, g, plan, work):
+    """KARMA's multi-node scheme: each layer's optimizer step runs on the NPU's nearest host
+    instead of the NPU. Once the layer's gradient is reduced (when the NPU's own step would
+    have run; that op is emptied), the gradient goes to the host, the host's roofline runs
+    the step over the fp32 master weights and optimizer state it keeps in its DRAM, and the
+    updated weights come back before the layer's next forward op (and before the NPU's last
+    op). The NPU keeps only weights and gradients resident."""
+    from pysim.models import optimizer_bytes
+    from pysim.workload.training import OPTIMIZER_FLOPS
+    lay = plan.layout
+    pb = lay.pb
+    opt_b = optimizer_bytes(lay.optimizer, lay.precision)
+    hosts = {}
+    for (it, i, n), op in sorted(plan.optimizer.items()):
+        if n not in work:
+            continue
+        if n not in hosts:
+            hosts[n] = placement(topo, cfg, n, "host").targets[0][0]
+        host = hosts[n]
+        layer = lay.model.layers[i]
+        params = layer.params / lay.splits[i][2]
+        if lay.split_table[i] or not params:
+            continue
+        flops, nbytes, peak = g.work[op]
+        g.work[op] = (0.0, 0, peak)                  # the step moves to the host
+        up = g.send(n, host, int(math.ceil(params * pb.grad)), after=[op],
+                    name=f"it{it} {layer.name} gradient to {host} {n}")
+        step = g.compute(host, after=[up], flops=params * OPTIMIZER_FLOPS[lay.optimizer],
+                         bytes=int(math.ceil(nbytes)),
+                         name=f"it{it} {layer.name} optimizer on {host} for {n}")
+        down = g.send(host, n, int(math.ceil(params * pb.weight)), after=[step],
+                      name=f"it{it} {layer.name} weights from {host} {n}")
+        nxt = plan.layer_ops.get((it + 1, i, n, 0))
+        g.depend(nxt.fwd if nxt is not None else work[n].last_op, down)
+    for n, w in work.items():
+        if n not in hosts:
+            continue
+        on_host = sum(lay.model.layers[i].params / lay.splits[i][2] * (pb.master + opt_b)
+                      for i in w.layer_ids if not lay.split_table[i])
+        w.resident = max(0, w.resident - int(on_host))
+        g.free(g.hold(hosts[n], int(math.ceil(on_host)), w.first_op, "start",
+                      f"{n} master weights and optimizer state"), w.last_op, "finish")
 
 
 def training_memory_report(result, applied):
