@@ -218,7 +218,7 @@ def decide_offload(costs, budget, params, compress=False):
     prefetch_layers after it starts. The last layer, whose backward follows at once, keeps
     its stash."""
     conv_only = params.get("layers", "all") == "conv"
-    action = [SWAP if (c.stash_bytes and (not conv_only or c.kind == "conv")
+    action = [SWAP if (c.stash_bytes and c.bwd_cycles and (not conv_only or c.kind == "conv")
                        and i < len(costs) - 1) else KEEP
               for i, c in enumerate(costs)]
     return _plan("offload", costs, budget, compress, action, sync=1,
@@ -230,6 +230,9 @@ def _lms_plan(costs, budget, compress, threshold, ahead, groupby, min_bytes, syn
     pos = {op: i for i, op in enumerate(order)}
     action = []
     for l, c in enumerate(costs):
+        if ("B", l, 0) not in pos:            # no backward op: nothing to swap back for
+            action.append(KEEP)
+            continue
         dist = pos[("B", l, 0)] - pos[("F", l)]
         action.append(SWAP if c.stash_bytes >= max(min_bytes, 1) and dist > threshold
                       else KEEP)
@@ -316,7 +319,7 @@ def decide_recompute(costs, budget, params, compress=False):
     n = len(costs)
     k = params.get("segments", 0) or max(1, round(math.sqrt(n)))
     firsts = set(_segments(n, k))
-    action = [KEEP if (l in firsts or not c.stash_bytes) else RECOMPUTE
+    action = [KEEP if (l in firsts or not c.stash_bytes or not c.bwd_cycles) else RECOMPUTE
               for l, c in enumerate(costs)]
     return _plan("recompute", costs, budget, compress, action,
                  chosen=dict(segments=min(k, n)))
@@ -343,7 +346,7 @@ def decide_karma(costs, budget, params, compress=False):
     bw = min(budget.out_bpc, budget.in_bpc)
     rule = []
     for l, c in enumerate(costs):
-        if c.stash_bytes < max(mb, 1) or l == n - 1:
+        if c.stash_bytes < max(mb, 1) or l == n - 1 or not c.bwd_cycles:
             rule.append(KEEP)
             continue
         t = c.stash_bytes / bw + budget.latency if bw > 0 else math.inf
@@ -351,7 +354,8 @@ def decide_karma(costs, budget, params, compress=False):
         in_win = sum(costs[l + 1].bwd_cycles)
         exposed = max(0.0, t - out_win) + max(0.0, t - in_win)
         rule.append(SWAP if exposed == 0 else RECOMPUTE if c.fwd_cycles < exposed else SWAP)
-    swap_all = [SWAP if c.stash_bytes and l < n - 1 else KEEP for l, c in enumerate(costs)]
+    swap_all = [SWAP if c.stash_bytes and c.bwd_cycles and l < n - 1 else KEEP
+                for l, c in enumerate(costs)]
     rec_all = decide_recompute(costs, budget, {}, compress).action
     best = None
 
@@ -439,7 +443,7 @@ def _program_order(costs):
     ops from the last layer down."""
     order = [("F", l) for l in range(len(costs))]
     for l in range(len(costs) - 1, -1, -1):
-        order += [("B", l, j) for j in range(max(1, len(costs[l].bwd_cycles)))]
+        order += [("B", l, j) for j in range(len(costs[l].bwd_cycles))]
     return order
 
 
@@ -535,8 +539,11 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
         else:
             J = sink.join([W] + ([nxt] if nxt is not None else []))
             sink.free(h, J, "finish")
-        if plan.ahead_unit == "layers":
-            trig = sk.before(B[min(l + plan.ahead, n - 1)][0])
+        if plan.ahead_unit == "layers":        # the layer `ahead` after l (or the
+            m = min(l + plan.ahead, n - 1)     # nearest below it) with backward ops
+            while not B[m]:
+                m -= 1
+            trig = sk.before(B[m][0])
             groups = [list(B[l])]
         else:
             trig = None
@@ -608,7 +615,7 @@ def chain(sink, npu, costs, after=()):
         order.append(f)
         prev = [f]
     for l in range(len(costs) - 1, -1, -1):
-        for cyc in (costs[l].bwd_cycles or (0,)):
+        for cyc in costs[l].bwd_cycles:
             b = sink.compute(npu, cyc, prev)
             B[l].append(b)
             order.append(b)
@@ -983,7 +990,7 @@ def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
                               ("bwd_weight", layer.bwd_weight_flops)) if fl]
         out.append(LayerCost(layer.name, layer.kind, int(b["stash"] * batch),
                              max(1, int(math.ceil(fwd * hz))),
-                             tuple(max(1, int(math.ceil(t * hz))) for t in bwd) or (1,),
+                             tuple(max(1, int(math.ceil(t * hz))) for t in bwd),
                              fwd_flops=layer.fwd_flops * batch,
                              fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights"]),
                              out_bytes=int(b["write"] * batch),
@@ -1054,7 +1061,7 @@ def training_work(cfg, topo, g, plan):
             costs.append(LayerCost(
                 layer.name, layer.kind, int(lo.stash_bytes),
                 _op_cycles(g, lo.fwd, cparams, clock, index),
-                tuple(_op_cycles(g, b, cparams, clock, index) for b in bwd) or (0,),
+                tuple(_op_cycles(g, b, cparams, clock, index) for b in bwd),
                 fwd_flops=flops, fwd_bytes=int(nbytes), fwd_peak=peak,
                 out_bytes=int(math.ceil(samples * layer.out_elems * pb.act / fo)),
                 grad_bytes=int(math.ceil(samples * layer.in_elems * pb.act / fi))
