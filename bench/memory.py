@@ -17,7 +17,6 @@ memory plan's ops and holds, simulated as an op graph. Every run prints its wall
 import argparse
 import json
 import os
-import platform
 import resource
 import sys
 import time
@@ -26,6 +25,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
 import pysim  # noqa: E402
 from pysim import models  # noqa: E402
@@ -216,6 +216,11 @@ MCDLA_APPS = [("alexnet", {}, 32768), ("vgg16", {}, 1536), ("googlenet", {}, 409
               ("inception_v3", {}, 1280), ("resnet50", {}, 1280), ("resnet152", {}, 640),
               ("gnmt", {}, 3584), ("transformer", {"layers": 12, "hidden": 1024, "heads": 16,
                                                   "seq": 512, "vocab": 32000}, 320)]
+# and model parallel: Megatron-style tensor parallelism over the 8 NPUs, and an 8-stage
+# GPipe pipeline of 8 micro-batches
+MCDLA_MP = [("transformer", {"layers": 12, "hidden": 1024, "heads": 16, "seq": 512,
+                             "vocab": 32000}, 320, {"tp": 8}),
+            ("gnmt", {}, 3584, {"pp": 8, "micro_batches": 8, "schedule": "gpipe"})]
 MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100"), ("HC-DLA", "hcdla-8"), ("MC-DLA", "mcdla-8")]
 
 
@@ -255,18 +260,25 @@ def run_training(cfg):
                 wall_seconds=time.perf_counter() - t)
 
 
-def study_mcdla(log, apps=None):
+def study_mcdla(log, apps=None, mp=None, layers="all"):
     """MC-DLA (Kwon and Rhu, MICRO 2018): eight applications trained data parallel on 8
     V100-like NPUs (16 GB) with vDNN-style offload of every stash, on DC-DLA (host memory
     over PCIe), HC-DLA (host memory over NVLink) and MC-DLA (memory nodes on the device-side
     rings): iteration time, and the speedup over DC-DLA."""
     rows = []
-    for name, params, batch in (apps or MCDLA_APPS):
-        row = dict(model=name, params=params, batch=batch, runs={})
+    cases = [(n, p, b, {}) for n, p, b in (MCDLA_APPS if apps is None else apps)] + \
+        list(MCDLA_MP if mp is None else mp)
+    for name, params, batch, parallel in cases:
+        row = dict(model=name, params=params, batch=batch, parallel=parallel or {"dp": 8},
+                   layers=layers, runs={})
         for label, system in MCDLA_SYSTEMS:
-            r = run_training(training_config(system, name, params, batch))
+            extra = {"workload.parallel": parallel} if parallel else {}
+            if layers != "all":
+                extra["workload.memory.layers"] = layers
+            r = run_training(training_config(system, name, params, batch, **extra))
             row["runs"][label] = r
-            log(f"mcdla: {name} b={batch} {label}: {r.get('iteration_seconds', float('nan')):.3f}"
+            log(f"mcdla: {name} {parallel or 'dp'} b={batch} {label}: "
+                f"{r.get('iteration_seconds', float('nan')):.3f}"
                 f" s, HBM peak {r.get('peak_hbm_gb', float('nan')):.1f} GB, "
                 f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
                 f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
@@ -274,15 +286,22 @@ def study_mcdla(log, apps=None):
         row["speedup"] = {k: base["iteration_seconds"] / v["iteration_seconds"]
                           for k, v in row["runs"].items() if v.get("fits") and base.get("fits")}
         rows.append(row)
-    sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]]
+    sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]
+          and r["parallel"] == {"dp": 8}]
     if sp:
         log(f"mcdla: MC-DLA over DC-DLA: geometric mean {float(np.exp(np.mean(np.log(sp)))):.2f}x, "
             f"arithmetic {float(np.mean(sp)):.2f}x over {len(sp)} applications")
     return rows
 
 
-STUDIES = {"mcdla": study_mcdla, "lms": study_lms, "karma": study_karma,
-           "comet": study_comet}
+def study_mcdla_conv(log):
+    """The same data-parallel runs with vDNN's other policy: only convolutions' stashes
+    offloaded (layers = 'conv')."""
+    return study_mcdla(log, mp=[], layers="conv")
+
+
+STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv, "lms": study_lms,
+           "karma": study_karma, "comet": study_comet}
 
 
 def main():
@@ -295,14 +314,15 @@ def main():
     def log(msg):
         print(msg, flush=True)
 
-    out = dict(fidelity=fid, version=pysim.__version__, machine=platform.platform(),
-               python=platform.python_version(), studies={})
+    from provenance import provenance
+    out = dict(fidelity=fid, **provenance(), studies={})
     for name, fn in STUDIES.items():
         if a.study in (name, "all"):
             t = time.perf_counter()
             out["studies"][name] = dict(rows=fn(log), wall_seconds=time.perf_counter() - t)
             log(f"{name}: {out['studies'][name]['wall_seconds']:.1f} s wall ({fid})")
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["load_average_at_end"] = list(os.getloadavg())
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1, default=str)
