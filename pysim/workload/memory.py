@@ -164,11 +164,20 @@ class Budget:
     compress_bpc: float = math.inf
     decompress_bpc: float = math.inf
     ratio: dict = field(default_factory=dict)   # compression ratio per layer kind
+    inflight: int = 1                # micro-batches whose stashes are held at once (a
+                                     # pipeline stage: all of them under GPipe)
 
     @property
     def limit(self):
-        """Bytes of HBM a planning policy may fill."""
-        return int(self.capacity * self.fraction)
+        """Bytes of HBM a planning policy may fill with one micro-batch (its share when
+        several are in flight: what the resident state leaves, divided among them)."""
+        total = int(self.capacity * self.fraction)
+        return self.resident + (total - self.resident) // max(1, self.inflight)
+
+    def last_keeps(self, n):
+        """The index of the layer whose backward op follows its forward op at once (its stash
+        is kept), or None when micro-batches interleave."""
+        return n - 1 if self.inflight <= 1 else None
 
 
 @dataclass
@@ -219,7 +228,7 @@ def decide_offload(costs, budget, params, compress=False):
     its stash."""
     conv_only = params.get("layers", "all") == "conv"
     action = [SWAP if (c.stash_bytes and c.bwd_cycles and (not conv_only or c.kind == "conv")
-                       and i < len(costs) - 1) else KEEP
+                       and i != budget.last_keeps(len(costs))) else KEEP
               for i, c in enumerate(costs)]
     return _plan("offload", costs, budget, compress, action, sync=1,
                  ahead=params.get("prefetch_layers", 1), ahead_unit="layers")
@@ -346,15 +355,15 @@ def decide_karma(costs, budget, params, compress=False):
     bw = min(budget.out_bpc, budget.in_bpc)
     rule = []
     for l, c in enumerate(costs):
-        if c.stash_bytes < max(mb, 1) or l == n - 1 or not c.bwd_cycles:
+        if c.stash_bytes < max(mb, 1) or l == budget.last_keeps(n) or not c.bwd_cycles:
             rule.append(KEEP)
             continue
         t = c.stash_bytes / bw + budget.latency if bw > 0 else math.inf
-        out_win = costs[l + 1].fwd_cycles
-        in_win = sum(costs[l + 1].bwd_cycles)
+        nxt = costs[min(l + 1, n - 1)]
+        out_win, in_win = nxt.fwd_cycles, sum(nxt.bwd_cycles)
         exposed = max(0.0, t - out_win) + max(0.0, t - in_win)
         rule.append(SWAP if exposed == 0 else RECOMPUTE if c.fwd_cycles < exposed else SWAP)
-    swap_all = [SWAP if c.stash_bytes and c.bwd_cycles and l < n - 1 else KEEP
+    swap_all = [SWAP if c.stash_bytes and c.bwd_cycles and l != budget.last_keeps(n) else KEEP
                 for l, c in enumerate(costs)]
     rec_all = decide_recompute(costs, budget, {}, compress).action
     best = None
@@ -908,9 +917,10 @@ class NpuWork:
     last_op: int
     labels: list = None              # per skeleton, for op names ("it0 mb1")
     layer_ids: list = None           # the model's indices of the layers in costs
+    inflight: int = 1                # micro-batches whose stashes are held at once
 
 
-def budget_for(cfg, topo, npu, resident, placement_=None) -> Budget:
+def budget_for(cfg, topo, npu, resident, placement_=None, inflight=1) -> Budget:
     """One NPU's Budget from the config: its HBM, the policies' budget fraction, its
     bandwidth and latency to its placement's targets, compressor throughputs and ratios."""
     from pysim.workload.graph import capacities
@@ -923,7 +933,7 @@ def budget_for(cfg, topo, npu, resident, placement_=None) -> Budget:
                   out_bpc=p.out_bpc if p else 0.0, in_bpc=p.in_bpc if p else 0.0,
                   latency=p.latency if p else 0,
                   compress_bpc=m.compress_gbps / clock, decompress_bpc=m.decompress_gbps / clock,
-                  ratio=dict(m.ratio or {}))
+                  ratio=dict(m.ratio or {}), inflight=inflight)
 
 
 @dataclass
@@ -957,7 +967,7 @@ def apply(cfg, topo, g, work: dict) -> Applied:
     sink = GraphSink(g, placements)
     plans, budgets, seen = {}, {}, {}
     for npu, w in work.items():
-        b = budget_for(cfg, topo, npu, w.resident, placements[npu])
+        b = budget_for(cfg, topo, npu, w.resident, placements[npu], w.inflight)
         key = (repr(w.costs), repr(b))        # replicas with the same layers and budget
         if key not in seen:
             seen[key] = decide(cfg, w.costs, b)
@@ -1086,8 +1096,12 @@ def training_work(cfg, topo, g, plan):
         ends = [op for (it, _, npu), op in plan.optimizer.items()
                 if it == last_it and npu == n] + [order[-1]]
         last = g.delay(0, after=sorted(set(ends)))
+        s_ = plan.coords[n][2]
+        inflight = plan.micro_batches if plan.schedule == "gpipe" else \
+            min(plan.micro_batches, plan.pp - s_)
         work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last,
-                          [f"it{it} mb{j}" for it, j in sorted(runs)], layers)
+                          [f"it{it} mb{j}" for it, j in sorted(runs)], layers,
+                          max(1, inflight))
     return work
 
 
