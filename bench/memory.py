@@ -282,6 +282,13 @@ def study_mcdla(log, apps=None, mp=None, layers="all"):
                 f" s, HBM peak {r.get('peak_hbm_gb', float('nan')):.1f} GB, "
                 f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
                 f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
+        # the bound: every stash kept in an HBM large enough, on MC-DLA's network
+        extra = {"workload.parallel": parallel} if parallel else {}
+        ideal = run_training(training_config("mcdla-8", name, params, batch, policy="none",
+                                             **{**extra, "topology.npu.hbm_gb": 1000.0}))
+        row["ideal"] = ideal
+        log(f"mcdla: {name} {parallel or 'dp'} b={batch} every stash in HBM: "
+            f"{ideal.get('iteration_seconds', float('nan')):.3f} s")
         base = row["runs"]["DC-DLA"]
         row["speedup"] = {k: base["iteration_seconds"] / v["iteration_seconds"]
                           for k, v in row["runs"].items() if v.get("fits") and base.get("fits")}
@@ -304,11 +311,75 @@ STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv, "lms": study_lm
            "karma": study_karma, "comet": study_comet}
 
 
+def tables(out):
+    """Markdown tables of a results JSON (as docs/memory.md shows them)."""
+    lines = []
+    st = out["studies"]
+    for key in ("mcdla", "mcdla_conv"):
+        if key not in st:
+            continue
+        lines += [f"study {key}", "",
+                  "| application | parallel | batch | DC-DLA (s) | HC-DLA (s) | MC-DLA (s) | "
+                  "MC over DC | HC over DC | offloaded per NPU (GB) | every stash in HBM (s) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in st[key]["rows"]:
+            runs = r["runs"]
+            t = {k: (f"{v['iteration_seconds']:.2f}" if v.get("fits") else "does not fit")
+                 for k, v in runs.items()}
+            sp = r.get("speedup", {})
+            par = " x ".join(f"{k} {v}" for k, v in r.get("parallel", {"dp": 8}).items()
+                             if k in ("dp", "tp", "pp"))
+            lines.append(f"| {r['model']} | {par} | {r['batch']} | {t['DC-DLA']} | "
+                         f"{t['HC-DLA']} | {t['MC-DLA']} | "
+                         f"{sp.get('MC-DLA', float('nan')):.2f}x | "
+                         f"{sp.get('HC-DLA', float('nan')):.2f}x | "
+                         f"{runs['MC-DLA'].get('offloaded_gb_per_npu', float('nan')):.1f} | "
+                         f"{(r.get('ideal') or {}).get('iteration_seconds', float('nan')):.2f} |")
+        lines.append("")
+    if "karma" in st:
+        lines += ["study karma", "", "| model | batch | none | KARMA | LMS | recompute | "
+                  "offload (vDNN) | KARMA over the best other | KARMA's plan |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in st["karma"]["rows"]:
+            runs = r["runs"]
+            t = {k: (f"{v['iteration_seconds']:.3f} s" if v.get("fits") else "does not fit")
+                 for k, v in runs.items()}
+            k = runs["karma"]["plan"]
+            lines.append(f"| {r['model']} | {r['batch']} | {t['none']} | {t['karma']} | "
+                         f"{t['lms']} | {t['recompute']} | {t['offload']} | "
+                         f"{r['speedup_over_best']:.2f}x | {k['keep']} kept, {k['swap']} "
+                         f"swapped, {k['recompute']} recomputed |")
+        lines.append("")
+    if "comet" in st:
+        lines += ["study comet", "", "| model | batch | policy | peak HBM (GB) | iteration (s) |",
+                  "|---|---|---|---|---|"]
+        for r in st["comet"]["rows"]:
+            for p, v in r["runs"].items():
+                lines.append(f"| {r['model']} | {r['batch']} | {p} | "
+                             f"{v['peak_gb']['gpu0']:.2f} | {v['iteration_seconds']:.3f} |")
+        lines.append("")
+    if "lms" in st:
+        lines += ["study lms", ""]
+        for r in st["lms"]["rows"]:
+            a = r["at"]
+            lines.append(f"- {r['policy']}: largest batch {r['largest_batch']}, "
+                         f"{a.get('iteration_seconds', float('nan')):.3f} s per iteration, "
+                         f"peak {a.get('peak_gb')}, next batch fits: "
+                         f"{(r.get('above') or {}).get('fits')}")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--study", default="all", choices=list(STUDIES) + ["all"])
     ap.add_argument("--out", default=os.path.join(HERE, "results", "memory.json"))
+    ap.add_argument("--tables", metavar="JSON", help="print the Markdown tables of a results "
+                                                     "file and exit")
     a = ap.parse_args()
+    if a.tables:
+        with open(a.tables) as f:
+            print(tables(json.load(f)))
+        return
     _, fid = fidelity()
 
     def log(msg):
