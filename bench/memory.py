@@ -296,8 +296,9 @@ def study_mcdla(log, apps=None, mp=None, layers="all"):
     sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]
           and r["parallel"] == {"dp": 8}]
     if sp:
-        log(f"mcdla: MC-DLA over DC-DLA: geometric mean {float(np.exp(np.mean(np.log(sp)))):.2f}x, "
-            f"arithmetic {float(np.mean(sp)):.2f}x over {len(sp)} applications")
+        geo = float(np.exp(np.mean(np.log(sp))))
+        log(f"mcdla: MC-DLA over DC-DLA: geometric mean {geo:.2f}x, arithmetic "
+            f"{float(np.mean(sp)):.2f}x over {len(sp)} applications")
     return rows
 
 

@@ -516,7 +516,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
                 sink.depend(b, R)
             continue
         Sc = max(1, int(math.ceil(S / r))) if r else S
-        ready, held = F[l], None            # the op after which the stash is final
+        ready = F[l]                         # the op after which the stash is final
         h = sink.hold(npu, S, F[l], "start", what)
         if r:
             C = sink.compute(npu, _cycles(S, budget.compress_bpc), [F[l]],
@@ -531,9 +531,9 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
                 D = sink.compute(npu, _cycles(S, budget.decompress_bpc),
                                  [sk.before(first), ready], f"{tag}decompress {c.name}")
                 sink.free(h, D, "finish")
-                held = sink.hold(npu, S, D, "start", what + " (decompressed)")
+                full = sink.hold(npu, S, D, "start", what + " (decompressed)")
                 sink.depend(first, D)
-                sink.free(held, last, "finish")
+                sink.free(full, last, "finish")
             else:
                 sink.free(h, last, "finish")
             continue
@@ -561,8 +561,8 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
             t = trig if trig is not None else sk.before(grp[0], plan.ahead + 1)
             if sk.pos[t] < sk.pos[F[l]]:
                 t = F[l]
-            R = sink.read(npu, W, [t, W], f"{tag}swap-in {c.name}" +
-                          (f" ({gi + 1})" if len(groups) > 1 else ""), last=gi == len(groups) - 1)
+            label = f"{tag}swap-in {c.name}" + (f" ({gi + 1})" if len(groups) > 1 else "")
+            R = sink.read(npu, W, [t, W], label, last=gi == len(groups) - 1)
             sink.queue(npu, "in", (sk.pos[t], sk.pos[grp[0]]), R)
             hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
             dep = R
@@ -583,14 +583,14 @@ class _Queues:
     op, reads by their trigger. `queue` records a transfer, `serialise` chains them."""
 
     def queue(self, npu, way, key, op):
-        self.__dict__.setdefault("_queued", {}).setdefault((npu, way), []).append((key, op))
+        self._queued.setdefault((npu, way), []).append((key, op))
 
     def serialise(self):
-        for ops in self.__dict__.get("_queued", {}).values():
+        for ops in self._queued.values():
             ops.sort()
             for (_, a), (_, b) in zip(ops, ops[1:]):
                 self.depend(b, a)
-        self.__dict__["_queued"] = {}
+        self._queued = {}
 
 
 def _group(ops, sk, groupby):
@@ -645,6 +645,7 @@ class Estimate(_Queues):
         self.res, self.dur, self.deps = [], [], []
         self.holds = []
         self.sizes = {}                  # write op -> bytes
+        self._queued = {}
 
     def _op(self, res, dur, after):
         self.res.append(res)
@@ -865,6 +866,7 @@ class GraphSink(_Queues):
         self.placements = placements     # npu -> Placement (None: no remote memory)
         self.writes = {}                 # join op -> [(target, bytes, mem_write op)]
         self.recomputed_flops = {}
+        self._queued = {}
 
     def compute(self, npu, cycles, after, name=None, flops=None, recompute=False,
                 nbytes=None, peak=None):
