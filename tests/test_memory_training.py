@@ -216,3 +216,32 @@ def test_karma_host_update_moves_the_optimizer_state_to_the_host():
         l.params * pb.grad for l in with_weights)
     steps = [on.ops[op] for op in plan.optimizer.values()]
     assert all(s["finish"] == s["start"] for s in steps)
+
+
+def test_a_recomputation_costs_what_its_forward_op_costs():
+    """layer_costs from a preset (mixed precision: the 16-bit peak times the kind's
+    efficiency): a recomputed layer's op alone takes exactly its forward op's time, in the
+    plan's prediction and in the run (the forward ops are the chain's cycles)."""
+    from pysim.models.presets import spec
+    from pysim.workload import OpGraph
+    from pysim.workload.memory import (GraphSink, NpuWork, apply, chain, estimate,
+                                       layer_costs)
+    model = small_cnn()
+    costs = layer_costs(model, spec("v100"), "mixed", 64)
+    cfg = make_cfg(topology={"kind": "graph", "nodes": [{"name": "npu", "kind": "npu",
+                                                         "preset": "v100"},
+                                                        {"name": "m", "kind": "mem"}],
+                             "links": [{"a": "npu", "b": "m"}]},
+                   workload={"memory": {"policy": "recompute", "segments": 1}})
+    g = OpGraph()
+    sk = chain(GraphSink(g, {}), "npu", costs)
+    applied = apply(cfg, build(cfg), g, {"npu": NpuWork(costs, [sk], 0, sk.F[0],
+                                                        sk.order[-1])})
+    r = run_graph(cfg, g)
+    rec = [o for o in r.ops if o["name"].startswith("npu recompute ")]
+    assert len(rec) == applied.plans["npu"].counts()["recompute"] > 0
+    by_name = {c.name: c for c in costs}
+    for o in rec:
+        assert o["isolated_cycles"] == by_name[o["name"].split()[-1]].fwd_cycles
+    assert estimate(applied.plans["npu"], costs, applied.budgets["npu"]).cycles == \
+        r.makespan_cycles

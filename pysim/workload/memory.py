@@ -1005,6 +1005,7 @@ def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
                              tuple(max(1, int(math.ceil(t * hz))) for t in bwd),
                              fwd_flops=layer.fwd_flops * batch,
                              fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights"]),
+                             fwd_peak=spec.peak_flops(precision) * spec.efficiency(layer.kind),
                              out_bytes=int(b["write"] * batch),
                              grad_bytes=int(b["read"] * batch)))
     return out
