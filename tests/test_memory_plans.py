@@ -348,3 +348,21 @@ def test_memory_plot_and_json(tmp_path):
     res = CliRunner().invoke(main, ["plot", str(path), "--kind", "memory", "-o",
                                     str(tmp_path / "x.png")])
     assert res.exit_code != 0 and "has no memory occupancy" in res.output
+
+
+def test_an_npus_transfers_each_way_run_one_at_a_time_in_the_order_needed():
+    """Swap-outs in layer order, swap-ins from the last layer down, each starting after the
+    previous one of its direction has finished (a copy engine per direction); the two
+    directions may overlap."""
+    costs = table(8, 1 << 20, 500)              # transfers longer than the compute
+    r, _, g, _ = run_plan(system(link_gbps=8.0, policy="lms", swapout_threshold=0,
+                                 swapin_ahead=6, swapin_groupby=1, sync_mode=0), costs)
+    writes = [o for o in r.ops if o["kind"] == "mem_write"]
+    reads = [o for o in r.ops if o["kind"] == "mem_read"]
+    assert len(writes) == len(reads) == 8
+    layer = (lambda o: int(o["name"].split()[2][1:]))    # "npu swap-out l3 to m0"
+    for ops, order in ((writes, sorted), (reads, lambda x: sorted(x, reverse=True))):
+        by_start = sorted(ops, key=lambda o: o["start"])
+        assert [layer(o) for o in by_start] == order([layer(o) for o in ops])
+        for a, b in zip(by_start, by_start[1:]):
+            assert b["start"] >= a["finish"]

@@ -563,7 +563,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
                 t = F[l]
             label = f"{tag}swap-in {c.name}" + (f" ({gi + 1})" if len(groups) > 1 else "")
             R = sink.read(npu, W, [t, W], label, last=gi == len(groups) - 1)
-            sink.queue(npu, "in", (sk.pos[t], sk.pos[grp[0]]), R)
+            sink.queue(npu, "in", (sk.pos[grp[0]], sk.pos[t]), R)
             hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
             dep = R
             if r:
@@ -580,7 +580,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
 class _Queues:
     """An NPU's transfers each way go one after another, in the order the iteration needs
     them (as a GPU's copy engine runs one stream's copies): writes by their stash's forward
-    op, reads by their trigger. `queue` records a transfer, `serialise` chains them."""
+    op, reads by their first consumer. `queue` records a transfer, `serialise` chains them."""
 
     def queue(self, npu, way, key, op):
         self._queued.setdefault((npu, way), []).append((key, op))
@@ -880,7 +880,8 @@ class GraphSink(_Queues):
     def write(self, npu, nbytes, after, name=None):
         p = self.placements[npu]
         parts = [(t, b) for (t, _), b in zip(p.targets, split(nbytes, p.targets)) if b]
-        ws = [(t, b, self.g.mem_write(npu, t, b, after)) for t, b in parts]
+        ws = [(t, b, self.g.mem_write(npu, t, b, after, name=f"{name} to {t}" if name
+                                      else None)) for t, b in parts]
         j = ws[0][2] if len(ws) == 1 else self.g.delay(0, [w for _, _, w in ws])
         self.writes[j] = ws
         return j
@@ -888,7 +889,7 @@ class GraphSink(_Queues):
     def read(self, npu, write, after, name=None, last=True):
         rs = []
         for t, b, w in self.writes[write]:
-            r = self.g.mem_read(npu, t, b, after)
+            r = self.g.mem_read(npu, t, b, after, name=f"{name} from {t}" if name else None)
             if last:
                 self.g.free(self.g.space(w), r)
             rs.append(r)
