@@ -245,3 +245,10 @@ def test_a_recomputation_costs_what_its_forward_op_costs():
         assert o["isolated_cycles"] == by_name[o["name"].split()[-1]].fwd_cycles
     assert estimate(applied.plans["npu"], costs, applied.budgets["npu"]).cycles == \
         r.makespan_cycles
+
+
+def test_memory_keys_outside_training_are_refused():
+    res = CliRunner().invoke(main, ["run", "mcdla-8", "--set", "workload.kind=collective",
+                                    "--set", "workload.memory.policy=offload"])
+    assert res.exit_code == 1
+    assert "workload.memory.policy: memory plans apply to training iterations" in res.output
