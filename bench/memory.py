@@ -34,8 +34,8 @@ from pysim.models.presets import npu_spec  # noqa: E402
 from pysim.topology import build  # noqa: E402
 from pysim.workload import OpGraph, run_graph  # noqa: E402
 from pysim.workload.graph import GraphError  # noqa: E402
-from pysim.workload.memory import (GraphSink, NpuWork, apply, chain, decide, estimate,  # noqa
-                                   layer_costs, resident_bytes, budget_for, placement)
+from pysim.workload.memory import (GraphSink, NpuWork, apply, chain, estimate,  # noqa: E402
+                                   layer_costs, resident_bytes)
 
 FLOW = "network.model" in KEY_MAP
 

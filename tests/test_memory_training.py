@@ -6,16 +6,14 @@ summary, and refusals through the CLI."""
 import json
 import os
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
-from pysim.config import ConfigError
 from pysim.models import Net, optimizer_bytes, precision_bytes
 from pysim.topology import build
-from pysim.workload.graph import GraphError, run_graph
+from pysim.workload.graph import run_graph
 from pysim.workload.memory import apply_training, training_memory_report
 from pysim.workload.training import training_graph
 
