@@ -32,4 +32,7 @@ def simulate(cfg, progress=None):
         raise ConfigError(f"{given[0]}: memory plans apply to training iterations "
                           f"(workload.kind = 'training'), not to workload.kind = "
                           f"{cfg.workload.kind!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"simulate(progress=...) takes a function f(cycle, last), not "
+                        f"{type(progress).__name__}")
     return WORKLOADS[cfg.workload.kind].run(cfg, progress=progress)
