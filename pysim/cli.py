@@ -371,7 +371,7 @@ def systems():
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",
-              "link-utilisation", "timeline", "topology")
+              "link-utilisation", "timeline", "topology", "memory")
 
 
 class _Ticker:
@@ -401,7 +401,9 @@ class _Ticker:
 FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.json)",
               "timeline": "a trace (pysim run CONFIG --trace t.json, for an op graph or a "
                           "collective)",
-              "topology": "a config"}
+              "topology": "a config",
+              "memory": "a run's result (pysim run CONFIG --json r.json, for a run that "
+                        "holds memory)"}
 
 
 def _json_kind(obj):
@@ -429,7 +431,7 @@ def _takes(source, kind, obj, expected):
               help="latency-load, throughput, collective, speedup, breakdown (from a sweep "
                    "DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config).")
+                   "(a config); memory (a run's --json: occupancy over time).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -531,6 +533,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
 
             def draw(tmp):
                 P.timeline(trace, tmp, title=title, xlim=xlim)
+        elif kind == "memory":
+            result = _read_json(source)
+            _takes(source, kind, result, "result")
+            if not (result.get("memory") or {}).get("timeline"):
+                raise click.ClickException(
+                    f"{source}: the result has no memory occupancy (run a training iteration "
+                    f"or an op graph that holds memory, and write it with --json)")
+
+            def draw(tmp):
+                P.memory(result, tmp, title=title, xlim=xlim)
         else:
             from pysim.network import compile_network
             cfg = load(source)

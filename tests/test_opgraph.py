@@ -126,8 +126,7 @@ def test_a_large_message_moves_at_the_link_bandwidth():
     (lambda g: g.compute("n0_0", 1.5), "cycles = 1.5: expected an integer >= 0"),
     (lambda g: g.send("n0_0", "n1_1", 10 ** 20, name="big"),
      "op 'big': bytes = 100000000000000000000: expected at most 1,000,000,000,000,000"),
-    (lambda g: g.compute("n0_0", flops=1e17), "slices of workload.slice_cycles = 1000"),
-    (lambda g: g.compute("n0_0", flops=1e30), "takes more than 1,000,000,000,000,000 cycles"),
+    (lambda g: g.compute("n0_0", flops=1e30), "slices of workload.slice_cycles = 1000"),
 ])
 def test_bad_graphs_are_refused(build, fragment):
     g = OpGraph()
@@ -282,8 +281,8 @@ def test_writing_past_a_memory_nodes_capacity_is_refused():
     g = OpGraph()
     g.mem_write("npu", "m", 3_000_000, name="a")
     g.mem_write("npu", "m", 3_000_000, name="b")
-    with pytest.raises(GraphError, match="op b: writing 3000000 bytes to m passes its "
-                                         "capacity of 4000000 bytes"):
+    with pytest.raises(GraphError, match="op b: holding 3000000 bytes at m passes its "
+                                         "capacity of 4000000 bytes \\(6000000 held there"):
         run_graph(mem_system(16.0), g)
     g = OpGraph()
     g.compute("m", 10)
@@ -329,7 +328,7 @@ def test_compute_ops_timed_by_the_roofline():
                              "nodes": [{"name": "h", "kind": "host", "hbm_gbps": 1.0},
                                        {"name": "x"}]})
     with pytest.raises(ConfigError, match="hbm_gbps: not for a node of kind 'host' "
-                                          "\\(it takes dram_gbps, tflops\\)"):
+                                          "\\(it takes dram_gb, dram_gbps, tflops\\)"):
         compile_network(bad)
 
 

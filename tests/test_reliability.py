@@ -622,7 +622,7 @@ def test_defaults_for_a_kind_of_node_the_system_lacks_are_refused(table, kind):
 
 def test_an_offload_sram_too_small_for_its_pieces_is_refused():
     """The engine streams chunks through its SRAM in offload_pieces pieces: an SRAM where a
-    piece cannot hold one flit is refused (offload_sram_mb = 1e-9 ran as if it held
+    piece cannot hold one byte is refused (offload_sram_mb = 1e-9 ran as if it held
     something); chunks larger than the SRAM stream through it."""
     cfg = {"topology": {"kind": "ring", "size": 4, "npu": {"offload_sram_mb": 1e-9}},
            "workload": {"kind": "collective", "engine": "offload", "bytes": 4096}}
@@ -755,10 +755,11 @@ def test_the_collective_op_bound_bounds_the_ops_built(collective, algorithm, eng
 
 @pytest.mark.parametrize("ops,said", [
     ('kind = "mem_write"\nnpu = "a"\nmem = "m"\nbytes = 10000000', "mem_piece_bytes = 1"),
+    ('kind = "compute"\nnode = "a"\nflops = 1e17', "slice_cycles = 1"),
 ])
 def test_an_op_that_expands_past_the_limit_is_refused_before_building(tmp_path, ops, said):
-    """A 10 MB write in 1-byte pieces took 6.8 GB and 56 s. Refused at once, naming the op
-    and the key."""
+    """A 10 MB write in 1-byte pieces took 6.8 GB and 56 s; a roofline op of 10^12 cycles in
+    1-cycle slices passes MAX_SLICES. Refused at once, naming the op and the key."""
     import time
     (tmp_path / "ops.toml").write_text(f"[[ops]]\nname = \"big\"\n{ops}\n")
     cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],

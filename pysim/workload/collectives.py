@@ -503,9 +503,9 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
     model), each send and reception on the NPU with its HBM op and a reduction there three
-    ops (at most 3 times as many), or on the offload engine each reduction two ops (it
-    streams) and per piece a load and a store per node; `pieces`: the pieces the engine cuts a
-    chunk into."""
+    ops (at most 3 times as many), or on the offload engine each reduction in two parts (the
+    bulk as a message arrives, its last packet's worth after it) and per piece a load and a
+    store per node; `pieces`: the pieces the engine cuts a chunk into."""
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
     if algorithm in ("ring", "bidir_ring") and collective in ring:
@@ -553,9 +553,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
-    if nbytes < 1 or chunks < 1:
+    if nbytes < 0 or chunks < 1:          # (0 bytes: a training layer with nothing to send)
         raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
-                          f"workload.bytes >= 1 and workload.chunks >= 1")
+                          f"workload.bytes >= 0 and workload.chunks >= 1")
     pieces = 1
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)
@@ -719,22 +719,21 @@ def ring_order(cfg, topo, group):
 RING_ALGORITHMS = ("ring", "bidir_ring")
 
 
-def check_offload_sram(topo, cfg, npus):
-    """The offload engine streams the data through its SRAM in offload_pieces pieces: each
-    must hold at least one flit, else the engine could hold nothing (a ConfigError naming
+def check_offload_sram(topo, cfg, npus, nbytes=None, chunks=None):
+    """The offload engine streams a chunk through its SRAM in pieces of SRAM / offload_pieces:
+    an SRAM that cannot hold a piece of one byte holds nothing (a ConfigError naming
     offload_sram_mb)."""
     eparams = engine_params(topo, cfg)
     idx = {n: i for i, n in enumerate(topo.node_names)}
-    flit = cfg.network.flit_bytes
     for n in npus:
         _, sram, _, pieces = eparams[idx[n]]
-        if sram // pieces < flit:
+        if sram < pieces:
+            what = (f"a chunk of {-(-nbytes // chunks):,} bytes (workload.bytes = {nbytes} / "
+                    f"workload.chunks = {chunks})" if nbytes is not None else "the data")
             raise ConfigError(
-                f"workload.engine = 'offload': {n}'s engine streams the data through its SRAM "
-                f"in {pieces} pieces ([topology.npu] offload_pieces), and a piece of one flit "
-                f"({flit} bytes) does not fit in the engine's SRAM of {sram:,} bytes "
-                f"([topology.npu] offload_sram_mb): raise it to at least {pieces * flit:,} "
-                f"bytes or lower offload_pieces")
+                f"workload.engine = 'offload': {what} does not fit in the engine's SRAM of "
+                f"{sram:,} bytes ([topology.npu] offload_sram_mb) even in pieces of one byte "
+                f"(it streams pieces of SRAM / offload_pieces = {pieces}); raise the SRAM")
 
 
 def collective_graph(cfg, topo, graph=None):
@@ -760,7 +759,7 @@ def collective_graph(cfg, topo, graph=None):
                               f"NPUs, got {', '.join(sorted(kinds))}")
         sram, pieces = engine_params(topo, cfg)[idx[order[0]]][1::2]
         if w.engine == "offload":
-            check_offload_sram(topo, cfg, order)
+            check_offload_sram(topo, cfg, order, w.bytes, w.chunks)
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
