@@ -210,6 +210,12 @@ KEYS = [
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
+    Key("topology", "transit", "strs", None, "node kinds",
+        "Graph routing: the kinds of node that forward other nodes' packets (default: every "
+        "kind); ['switch', 'host'] keeps traffic between NPUs without a direct link off the "
+        "other NPUs, as on servers whose GPUs do not route.",
+        (lambda xs: len(xs) > 0 and all(x in ("npu", "mem", "host", "switch") for x in xs),
+         "a non-empty list of node kinds: npu, mem, host, switch")),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),

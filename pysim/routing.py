@@ -133,15 +133,18 @@ def _weights(topo, how):
                       f"'bandwidth'")
 
 
-def shortest_path_table(topo, how="hops"):
+def shortest_path_table(topo, how="hops", transit=None):
     """table[u, d]: the channel u takes towards d on a shortest path (Dijkstra from every
     destination over reversed channels; weights: 1 per hop, link latency, or inverse
     bandwidth; ties go to the neighbour with the lowest node id, and among parallel channels
     to the lowest channel id: the engine spreads packets over a group of parallel channels).
     Every destination's next hops form a tree, so routes are loop-free. Switches are not
-    destinations."""
+    destinations. transit: the node kinds a route may pass through (None: every kind); a node
+    of another kind is only ever a route's first or last node."""
     n = topo.n_nodes
     w = _weights(topo, how)
+    passes = np.ones(n, bool) if transit is None else \
+        np.array([k in transit for k in topo.node_kinds])
     into = [[] for _ in range(n)]           # channels entering each node
     for c in range(topo.n_channels):
         into[topo.ch_dst[c]].append(c)
@@ -154,8 +157,8 @@ def shortest_path_table(topo, how="hops"):
         heap = [(0.0, d)]
         while heap:
             du, u = heapq.heappop(heap)
-            if du > dist[u]:
-                continue
+            if du > dist[u] or (u != d and not passes[u]):
+                continue                    # (a node that forwards nothing ends no path)
             for c in into[u]:
                 v = topo.ch_src[c]
                 nd = du + w[c]
@@ -167,7 +170,7 @@ def shortest_path_table(topo, how="hops"):
         best = {}
         for c in range(topo.n_channels):
             u, v = topo.ch_src[c], topo.ch_dst[c]
-            if u == d or not np.isfinite(dist[u]):
+            if u == d or not np.isfinite(dist[u]) or (v != d and not passes[v]):
                 continue
             if abs(dist[v] + w[c] - dist[u]) <= 1e-9:
                 best.setdefault(u, {}).setdefault(v, []).append(c)
@@ -178,14 +181,16 @@ def shortest_path_table(topo, how="hops"):
         unreachable = [topo.node_names[u] for u in range(n)
                        if u != d and table[u, d] < 0 and topo.node_kinds[u] != "switch"]
         if unreachable:
+            why = "the graph is not connected" if transit is None else \
+                f"through the node kinds of topology.transit = {list(transit)}"
             raise ConfigError(f"topology: {topo.node_names[d]} cannot be reached from "
-                              f"{', '.join(unreachable[:5])} (the graph is not connected)")
+                              f"{', '.join(unreachable[:5])} ({why})")
     return table
 
 
 def route_table(topo, cfg):
     """Shortest paths on any graph; classes from the CDG order (see the module docstring)."""
-    table = shortest_path_table(topo, cfg.topology.route_weight)
+    table = shortest_path_table(topo, cfg.topology.route_weight, cfg.topology.transit)
     deps = channel_dependencies(topo, table)
     return Routing("table", table, np.zeros(topo.n_channels, np.int32),
                    _cdg_order(topo.n_channels, deps))

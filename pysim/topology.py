@@ -335,9 +335,9 @@ BUILDERS = {
     "mesh": (build_mesh, {"dims", "dim_link_gbps"}),
     "torus": (build_torus, {"dims", "dim_link_gbps"}),
     "ring": (build_ring, {"size", "bidirectional"}),
-    "switch": (build_switch, {"size", "route_weight"}),
-    "fully_connected": (build_fully_connected, {"size", "route_weight"}),
-    "graph": (build_graph, {"nodes", "links", "route_weight"}),
+    "switch": (build_switch, {"size", "route_weight", "transit"}),
+    "fully_connected": (build_fully_connected, {"size", "route_weight", "transit"}),
+    "graph": (build_graph, {"nodes", "links", "route_weight", "transit"}),
 }
 _COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic", "mem", "npu", "host"}
 
