@@ -356,59 +356,129 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
 
 
 def _run_local(jobs, base, todo, store, bar):
-    jobs = jobs or os.cpu_count() or 1
-    if jobs == 1:
-        for p, h in todo:
-            status, result, error, wall = run_point(base, p)
-            store.put(h, p, status, result, error, wall)
-            bar.update(status)
-        return
-    import multiprocessing as mp
-    # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if the
-    # calling process runs threads that must not be forked
-    method = os.environ.get("PYSIM_MP_START",
-                            "fork" if sys.platform.startswith("linux") else "spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
-                               mp_context=mp.get_context(method))
-    try:
-        futures = {pool.submit(run_point, base, p): (p, h) for p, h in todo}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                p, h = futures[f]
-                status, result, error, wall = f.result()
-                store.put(h, p, status, result, error, wall)
-                bar.update(status)
-    except BaseException:
-        # interrupted (or failed): stop the workers now rather than let them finish the
-        # points already handed to them (their results could not be stored anyway)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    _run(Executor(jobs=jobs, tasks=len(todo)), base, todo, store, bar)
 
 
 def _run_dask(scheduler, base, todo, store, bar):
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise ConfigError("--scheduler needs Dask: pip install 'pysim[dask]'") from None
-    own = not hasattr(scheduler, "submit")
-    try:
-        client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) if own else scheduler
-    except (OSError, ValueError, TypeError) as e:
-        raise ConfigError(f"--scheduler {scheduler!r}: cannot connect ({e}); expected the "
-                          f"address of a running Dask scheduler, tcp://HOST:PORT") from None
-    try:
-        futures = [client.submit(run_point, base, p, pure=False) for p, _ in todo]
-        point_of = {f.key: ph for f, ph in zip(futures, todo)}
-        for f in as_completed(futures):
-            p, h = point_of[f.key]
-            status, result, error, wall = f.result()
-            store.put(h, p, status, result, error, wall)
-            bar.update(status)
-    finally:
-        if own:
-            client.close()
+    _run(Executor(scheduler=scheduler), base, todo, store, bar)
+
+
+def _run(ex, base, todo, store, bar):
+    with ex:
+        handles = {ex.submit(run_point, base, p): (p, h) for p, h in todo}
+        pending = set(handles)
+        while pending:
+            done, pending = ex.wait(pending)
+            for f in done:
+                p, h = handles[f]
+                status, result, error, wall = ex.result(f)
+                store.put(h, p, status, result, error, wall)
+                bar.update(status)
+
+
+# ------------------------------------------------------------------ executors
+
+class _Done:
+    """A task run at once in this process (one local job): its result, or its exception."""
+
+    def __init__(self, fn, args):
+        try:
+            self.value, self.error = fn(*args), None
+        except Exception as e:          # raised again by Executor.result, like a future's
+            self.value, self.error = None, e
+
+
+class Executor:
+    """Where sweeps and job streams run their tasks: in this process (jobs = 1), on local
+    worker processes (jobs > 1; default: the machine's cores), or on a Dask distributed
+    cluster (scheduler: "tcp://host:port", or a dask.distributed.Client).
+
+        with Executor(jobs=2) as ex:
+            fs = {ex.submit(fn, arg) for arg in args}
+            while fs:
+                done, fs = ex.wait(fs)          # at least one finished
+                for f in done:
+                    ex.result(f)
+
+    Leaving the block on an exception (Ctrl-C among them) stops the local workers at once
+    rather than letting them finish the tasks already handed to them."""
+
+    def __init__(self, jobs=None, scheduler=None, tasks=None):
+        self.jobs = jobs or os.cpu_count() or 1
+        if tasks is not None:
+            self.jobs = max(1, min(self.jobs, tasks))
+        self.scheduler = scheduler
+        self.pool = self.client = None
+        self.own_client = False
+
+    @property
+    def workers(self):
+        """How many tasks may run at once (a Dask cluster's threads)."""
+        if self.client is not None:
+            return max(1, sum(self.client.nthreads().values()))
+        return self.jobs
+
+    def __enter__(self):
+        if self.scheduler is not None:
+            try:
+                from dask.distributed import Client
+            except ImportError:
+                raise ConfigError("--scheduler needs Dask: pip install 'pysim[dask]'") from None
+            self.own_client = not hasattr(self.scheduler, "submit")
+            try:
+                self.client = Client(self.scheduler, timeout=SCHEDULER_TIMEOUT_S) \
+                    if self.own_client else self.scheduler
+            except (OSError, ValueError, TypeError) as e:
+                raise ConfigError(f"--scheduler {self.scheduler!r}: cannot connect ({e}); "
+                                  f"expected the address of a running Dask scheduler, "
+                                  f"tcp://HOST:PORT") from None
+        elif self.jobs > 1:
+            import multiprocessing as mp
+            # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if
+            # the calling process runs threads that must not be forked
+            method = os.environ.get("PYSIM_MP_START",
+                                    "fork" if sys.platform.startswith("linux") else "spawn")
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs,
+                                            mp_context=mp.get_context(method))
+        return self
+
+    def submit(self, fn, *args):
+        if self.client is not None:
+            return self.client.submit(fn, *args, pure=False)
+        if self.pool is not None:
+            return self.pool.submit(fn, *args)
+        return _Done(fn, args)
+
+    def wait(self, pending):
+        """(finished, still pending) among `pending`; blocks until one has finished."""
+        pending = set(pending)
+        done = {f for f in pending if isinstance(f, _Done)}
+        if done:
+            return done, pending - done
+        if self.client is not None:
+            from dask.distributed import wait as dask_wait
+            res = dask_wait(list(pending), return_when="FIRST_COMPLETED")
+            return set(res.done), set(res.not_done)
+        done, rest = wait(pending, return_when=FIRST_COMPLETED)
+        return set(done), set(rest)
+
+    def result(self, f):
+        if isinstance(f, _Done):
+            if f.error is not None:
+                raise f.error
+            return f.value
+        return f.result()
+
+    def __exit__(self, kind, value, tb):
+        if self.pool is not None:
+            if kind is not None:
+                # interrupted (or failed): stop the workers now rather than let them finish
+                # the tasks already handed to them (their results could not be used anyway)
+                for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                self.pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                self.pool.shutdown(wait=True)
+        if self.client is not None and self.own_client:
+            self.client.close()
+        return False
