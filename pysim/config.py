@@ -446,6 +446,10 @@ class Config:
         for s in SECTIONS:
             setattr(self, s, Section(s, values[s]))
 
+    def __reduce__(self):
+        # (pickled as its parts: worker processes and Dask receive Configs)
+        return (Config, (self._values, set(self.explicit), self.base_dir, self.source))
+
     def to_dict(self):
         return copy.deepcopy(self._values)
 

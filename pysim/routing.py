@@ -375,10 +375,22 @@ def check(topo, routing, vcs):
                       f"{routing.n_classes} VCs.{where} Set network.vcs >= {routing.n_classes}.")
 
 
+def route_given(topo, cfg):
+    """The routes the topology carries (topo.table: a network cut out of a larger one keeps
+    the routes it had there); classes from the CDG order, as for 'table'."""
+    if topo.table is None:
+        raise ConfigError("routing 'given' needs a topology that carries its routing table")
+    table = np.asarray(topo.table, np.int32)
+    deps = channel_dependencies(topo, table)
+    return Routing("given", table, np.zeros(topo.n_channels, np.int32),
+                   _cdg_order(topo.n_channels, deps))
+
+
 ROUTINGS = {
     "dor": route_dor,
     "dor_dateline": route_dor_dateline,
     "table": route_table,
+    "given": route_given,
 }
 
 

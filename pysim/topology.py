@@ -56,6 +56,7 @@ class Topology:
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
     node_mem: list = field(default_factory=list)   # per node: memory / roofline overrides
+    table: np.ndarray | None = None  # routing "given": the routes, fixed by whoever built it
 
     @property
     def n_nodes(self):

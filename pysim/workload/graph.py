@@ -557,9 +557,10 @@ class GraphResult:
 
 
 @register("graph", traces=True)
-def run_graph(cfg, graph=None, progress=None) -> GraphResult:
-    """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
-    None) is called about ten times a second (see pysim.simulate)."""
+def run_graph(cfg, graph=None, progress=None, topo=None) -> GraphResult:
+    """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`,
+    a topology built already, with cfg's router parameters); progress(cycle, None) is called
+    about ten times a second (see pysim.simulate)."""
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -568,7 +569,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
         if not os.path.isabs(path):
             path = os.path.join(cfg.base_dir, path)
         graph = load_graph(path)
-    network = compile_network(cfg)
+    network = compile_network(cfg, topo)
     arrays, span = compile_graph(graph, network.topo, cfg)
     eng = _engine.Engine(network.arrays)
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
