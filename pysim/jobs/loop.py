@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim.config import ConfigError
-from pysim.jobs.shape import shape
+from pysim.jobs.shape import Shape, shape
 
 MAX_CORUN_ITERATIONS = 64   # iterations of one job in a simulation of jobs running together
 
@@ -74,6 +74,7 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
     one record per job. settings: salt (the server's config hash), sim_iterations, corun
     ('together' or 'apart'), corun_iterations."""
     clock = server.cfg.network.clock_ghz * 1e9           # cycles per second
+    settings = dict(settings, policy=name)
     W = settings["sim_iterations"]
     free = np.ones(server.size, bool)
     arrivals = deque(sorted(jobs, key=lambda j: (j.arrival_s, j.id)))
@@ -99,7 +100,8 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             nodes = [int(x) for x in cands.nodes[i]]
             spec = spec_of(job)
             iters = min(W, job.iterations)
-            sh = shape(server, [nodes], [label_of(spec)], (settings["salt"], "alone", iters))
+            sh = _shape(server, [nodes], [label_of(spec)], (settings["salt"], "alone", iters),
+                        settings)
             res = yield Need(sh.key, "alone", sh.topo, [(spec, sh.names[0], iters)])
             e = res["ends"][0]
             first = float(e[0])
@@ -157,6 +159,17 @@ def _record(server, r, end, policy):
                 score_gbps=r.score, predicted_gbps=r.predicted, shape=r.key[:12])
 
 
+def _shape(server, members, labels, salt, settings):
+    """The shape to simulate, or with settings['fresh'] the allocation itself on the whole
+    server under a key of its own (no result is ever shared: for checking the cache)."""
+    if not settings.get("fresh"):
+        return shape(server, members, labels, salt)
+    settings["fresh_count"] = settings.get("fresh_count", 0) + 1
+    return Shape(key=f"fresh:{settings['fresh_count']}:{settings['policy']}", topo=None,
+                 order=list(range(len(members))),
+                 names=[[server.names[x] for x in m] for m in members])
+
+
 def _groups(runs):
     """Runs whose link sets meet, transitively (union-find), each in start order."""
     parent = list(range(len(runs)))
@@ -185,9 +198,9 @@ def _together(server, group, settings):
     slowest = max(r.steady for r in group)
     iters = [int(min(MAX_CORUN_ITERATIONS, max(2, math.ceil(span * slowest / r.steady))))
              for r in group]
-    sh = shape(server, [r.nodes for r in group],
-               [(r.label, n) for r, n in zip(group, iters)],
-               (settings["salt"], "together"))
+    sh = _shape(server, [r.nodes for r in group],
+                [(r.label, n) for r, n in zip(group, iters)],
+                (settings["salt"], "together"), settings)
     members = [(dict(group[i].label), sh.names[p], iters[i]) for p, i in enumerate(sh.order)]
     res = yield Need(sh.key, "together", sh.topo, members)
     ends = [np.asarray(e, float) for e in res["ends"]]

@@ -36,12 +36,14 @@ def _known_models():
 
 
 def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache=None,
-               progress=None) -> StreamResult:
+               progress=None, fresh=False) -> StreamResult:
     """Run a stream (jobs, or the one server.cfg's [jobs] describes) under every policy of
     jobs.policies. builder: how a job's iterations are built (default: training, see
     pysim.jobs.execute). workers / scheduler: where the simulations run (pysim.sweep.Executor).
     cache: a pysim.jobs.cache.Cache (its SQLite file reused across runs) or None.
-    progress(done, total): called as jobs finish, over all policies."""
+    progress(done, total): called as jobs finish, over all policies. fresh: simulate every
+    job (and every group of jobs running together) on its own allocation on the whole server,
+    sharing nothing -- slow; it checks what the shapes and the cache give."""
     from pysim.sweep import Executor
     t0 = time.perf_counter()
     cfg = server.cfg
@@ -52,7 +54,8 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     fns = {n: pol.get(n) for n in names}
     cache = cache if cache is not None else Cache()
     settings = dict(salt=config_salt(cfg), sim_iterations=cfg.jobs.sim_iterations,
-                    corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations)
+                    corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations,
+                    fresh=fresh)
     cands = {}
 
     def cands_for(k, pattern):

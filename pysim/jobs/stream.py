@@ -102,10 +102,10 @@ def load_jobs(path, cfg) -> list:
     if extra:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(extra))}; a job file "
                           f"holds [[jobs]] tables only")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ConfigError(f"{path}: expected an array of tables [[jobs]]")
     if not entries:
         raise ConfigError(f"{path}: no jobs; expected at least one [[jobs]] table")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: expected an array of tables [[jobs]]")
     insensitive = set(cfg.jobs.insensitive)
     jobs = []
     for i, e in enumerate(entries):
