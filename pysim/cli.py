@@ -240,8 +240,113 @@ def results(db, csv_path, force):
     _print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
 
 
+@main.command(name="jobs")
+@click.argument("server")
+@click.option("--jobs", "count", type=int, default=None,
+              help="Jobs in the generated stream (jobs.count).")
+@click.option("--policy", "policy", default=None, metavar="P1,P2,...",
+              help="Allocation policies to compare (jobs.policies), e.g. "
+                   "baseline,topo_aware,greedy,preserve.")
+@click.option("--seed", type=int, default=None, help="Seed of the stream (simulation.seed).")
+@click.option("--job-file", "job_file", type=click.Path(dir_okay=False), default=None,
+              help="Run the jobs of this file ([[jobs]] tables) instead of a generated "
+                   "stream (jobs.file).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write every policy's statistics and every job's record as JSON.")
+@click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the stream as a job file (to edit or rerun it).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite file of simulated shapes, reused by later runs.")
+@click.option("--workers", "-j", type=int, default=1, show_default=True,
+              help="Local worker processes for the simulations.")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run the simulations on this Dask distributed scheduler instead.")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, cache_path,
+             workers, scheduler, force, quiet):
+    """Run a stream of training jobs on SERVER (a preset: dgx1-v100, dgx1-p100, summit-node,
+    gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
+    policy, and compare their execution and queueing times."""
+    from pysim.jobs import run_stream
+    from pysim.jobs import stream as jst
+    from pysim.jobs.cache import Cache
+    from pysim.jobs.servers import load_server
+    try:
+        _refuse_overwrite(json_path, force)
+        _refuse_overwrite(jobs_out, force)
+        over = _overrides(sets)
+        if count is not None:
+            over["jobs.count"] = count
+        if policy is not None:
+            over["jobs.policies"] = [p.strip() for p in policy.split(",") if p.strip()]
+        if seed is not None:
+            over["simulation.seed"] = seed
+        if job_file is not None:
+            over["jobs.file"] = os.path.abspath(job_file)
+        if workers < 1:
+            raise ConfigError(f"--workers {workers}: expected at least 1")
+        srv = load_server(server, over)
+        stream = jst.stream(srv.cfg)
+        if jobs_out:
+            jst.write_jobs(stream, jobs_out)
+        cache = Cache(cache_path)
+        bar = _Progress() if not quiet and sys.stderr.isatty() else None
+        try:
+            result = run_stream(srv, stream, workers=workers, scheduler=scheduler,
+                                cache=cache, progress=bar)
+        finally:
+            cache.close()
+            if bar is not None:
+                bar.clear()
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except SimulationError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: nothing written" + (
+            f" (the shapes simulated so far are in {cache_path})" if cache_path else ""),
+            err=True)
+        sys.exit(130)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    if not quiet:
+        click.echo(result.summary())
+        if jobs_out:
+            click.echo(f"stream written to {jobs_out}")
+        if json_path:
+            click.echo(f"result written to {json_path}")
+
+
+class _Progress:
+    """Jobs finished over all policies, on the terminal (stderr), at most once a second."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.shown = -1.0
+        self.width = 0
+
+    def __call__(self, done, total):
+        t = time.perf_counter() - self.t0
+        if t - self.shown < 1.0 and done < total:
+            return
+        self.shown = t
+        text = f"jobs {done} of {total} (over all policies), {t:.0f} s"
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self):
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
-              "timeline", "topology")
+              "timeline", "topology", "jobs")
 
 
 class _Ticker:
@@ -269,7 +374,7 @@ class _Ticker:
 
 
 FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace file",
-              "topology": "a config"}
+              "topology": "a config", "jobs": "a pysim jobs --json file"}
 
 
 @main.command()
@@ -277,7 +382,7 @@ FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace 
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
               help="latency-load, throughput, collective, speedup (from a sweep DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config).")
+                   "(a config); jobs (a pysim jobs --json file: execution-time CDFs).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -328,6 +433,12 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
         elif kind == "timeline":
             with open(source) as f:
                 P.timeline(json.load(f), out)
+        elif kind == "jobs":
+            with open(source) as f:
+                result = json.load(f)
+            if not isinstance(result, dict) or result.get("kind") != "jobs":
+                raise click.ClickException(f"{source}: not a pysim jobs --json file")
+            P.jobs_cdf(result, out)
         else:
             from pysim.network import compile_network
             cfg = load(source)

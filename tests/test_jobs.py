@@ -422,3 +422,64 @@ def test_unknown_model_is_refused_with_the_zoo(monkeypatch):
     from pysim.jobs import execute
     with pytest.raises(ConfigError, match="model 'resnet5' is unknown.*did you mean 'resnet50'"):
         run_stream(server(), [Job(0, "resnet5", 2, 3)], builder=execute.training)
+
+
+# ------------------------------------------------------------------ command line
+
+@pytest.fixture
+def cli(monkeypatch):
+    from click.testing import CliRunner
+    from pysim import cli as cli_mod
+    from pysim.jobs import execute
+    monkeypatch.setattr(execute, "training", comm_builder)
+
+    def invoke(*args):
+        return CliRunner().invoke(cli_mod.main, [str(a) for a in args])
+    return invoke
+
+
+def test_cli_jobs_json_and_plot(cli, tmp_path):
+    out, fig, js = tmp_path / "jobs.json", tmp_path / "cdf.png", tmp_path / "stream.toml"
+    r = cli("jobs", "dgx1-v100", "--jobs", 6, "--policy", "baseline,greedy,preserve",
+            "--seed", 2, "--set", 'jobs.models=["mixed","light"]', "--set",
+            "jobs.min_iterations=2", "--set", "jobs.max_iterations=5", "--json", out,
+            "--write-jobs", js)
+    assert r.exit_code == 0, r.output
+    assert "baseline" in r.output and "p75" in r.output and "/ baseline" in r.output
+    d = json.loads(out.read_text())
+    assert list(d["policies"]) == ["baseline", "greedy", "preserve"]
+    for p in d["policies"].values():
+        assert {"mean", "p50", "p75", "p95", "worst", "queue_mean", "makespan"} <= set(p)
+    assert len(d["jobs"]) == 18
+    for j in d["jobs"]:
+        assert {"npus", "start_s", "end_s", "exec_s", "score_gbps", "policy"} <= set(j)
+        assert j["end_s"] - j["start_s"] == pytest.approx(j["exec_s"])
+    assert d["config"]["jobs"]["count"] == 6 and d["seed"] == 2 and d["version"]
+    # the stream written out runs again to the same result
+    r = cli("jobs", "dgx1-v100", "--job-file", js, "--policy", "baseline,greedy,preserve",
+            "--seed", 2, "--json", tmp_path / "again.json")
+    assert r.exit_code == 0, r.output
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert [j["exec_s"] for j in again["jobs"]] == [j["exec_s"] for j in d["jobs"]]
+    r = cli("plot", out, "--kind", "jobs", "-o", fig)
+    assert r.exit_code == 0, r.output and fig.stat().st_size > 10_000
+    r = cli("jobs", "dgx1-v100", "--jobs", 3, "--json", out)
+    assert r.exit_code != 0 and "exists" in r.output
+
+
+@pytest.mark.parametrize("args,match", [
+    (("--jobs", 0), "jobs.count = 0"),
+    (("--policy", "baseline,fastest"), "unknown policy 'fastest'"),
+    (("--set", "jobs.min_npus=9", "--set", "jobs.max_npus=9"), "asks for 9 NPUs"),
+    (("--workers", 0), "--workers 0"),
+])
+def test_cli_jobs_bad_input(cli, args, match):
+    r = cli("jobs", "dgx1-v100", *args)
+    assert r.exit_code == 1 and match in r.output, r.output
+
+
+def test_cli_plot_jobs_refuses_other_files(cli, tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"makespan_cycles": 3}))
+    r = cli("plot", p, "--kind", "jobs", "-o", tmp_path / "x.png")
+    assert r.exit_code == 1 and "not a pysim jobs" in r.output
