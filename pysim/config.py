@@ -109,6 +109,20 @@ def _fields(path, fields, kinds=None):
 
 
 NIC_FIELDS = ("injection_gbps", "ejection_gbps")
+NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
+              "reduce_gbps", "offload_gbps", "offload_sram_mb")
+
+
+def _npu_table(table):
+    """[topology.npu]: numeric fields > 0, a preset's name, an efficiency table."""
+    from pysim.models.presets import check_efficiency, check_preset
+    numeric = {k: v for k, v in table.items() if k not in ("preset", "efficiency")}
+    _check_fields("topology.npu", numeric, NPU_FIELDS + ("preset", "efficiency"))
+    if "preset" in table:
+        check_preset("topology.npu.preset", table["preset"])
+    if "efficiency" in table:
+        check_efficiency("topology.npu.efficiency", table["efficiency"])
+    return True
 
 
 def _topology_kinds():
@@ -198,12 +212,14 @@ KEYS = [
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
         "capacity_gb.", _fields("topology.mem", ("gbps", "latency_ns", "capacity_gb"))),
     Key("topology", "npu", "table", None, "-",
-        "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), hbm_gb (32: a collective's "
-        "data must fit), reduce_gbps (reduction "
-        "rate of the NPU's own cores, 450), offload_gbps (its collectives engine's, 256), "
-        "offload_sram_mb (8); graph nodes may override.",
-        _fields("topology.npu", ("tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
-                                 "offload_sram_mb"))),
+        "NPU: [topology.npu] preset (an accelerator's datasheet figures: v100, a100, h100, "
+        "tpu_v3; see docs/models.md), tflops (peak at every precision; default 100), "
+        "tflops_fp32, tflops_fp16, tflops_bf16 (peak at one precision; mixed takes the 16-bit "
+        "one), hbm_gbps (900), hbm_gb (32: a collective's data must fit), reduce_gbps "
+        "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
+        "engine's, 256), offload_sram_mb (8), efficiency (a table: fraction of peak per "
+        "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
+        "override (and name their own preset).", (_npu_table, "a table")),
     Key("topology", "host", "table", None, "-",
         "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
         "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
