@@ -313,3 +313,83 @@ def test_every_zoo_model_is_consistent(name):
     json.dumps(d)
     assert d["layers"] == len(d["layer_table"]) == len(m.layers)
     assert not math.isnan(d["activation_bytes"])
+
+
+# --------------------------------------------------------------------------- the other CNNs
+TORCHVISION.update({
+    "alexnet": (61_100_840, 0.71),
+    "vgg16": (138_357_544, 15.47),
+    "inception_v3": (27_161_264, 5.71),     # its parameters include the auxiliary classifier
+})
+
+
+@pytest.mark.parametrize("name", ["alexnet", "vgg16", "inception_v3"])
+def test_more_cnn_totals_against_torchvision(name):
+    params, gmacs = TORCHVISION[name]
+    m = models.get(name, aux=True) if name == "inception_v3" else models.get(name)
+    assert close(m.params, params, 0.01), (m.params, params)
+    main = models.get(name)       # the FLOPs of inference: no auxiliary classifier
+    assert close(main.fwd_flops, 2 * gmacs * 1e9, 0.03), (main.fwd_flops, gmacs)
+
+
+def test_vgg16_against_the_paper():
+    # Simonyan and Zisserman 2015, Table 2: configuration D has 138 M parameters
+    m = models.get("vgg16")
+    assert close(m.params, 138e6, 0.01)
+    assert [l.out_shape for l in m.layers if l.kind == "pool"] == \
+        [(64, 112, 112), (128, 56, 56), (256, 28, 28), (512, 14, 14), (512, 7, 7)]
+    assert len([l for l in m.layers if l.kind in ("conv", "linear")]) == 16
+
+
+# Szegedy et al., CVPR 2015, Table 1: per layer, output size, weights (K = 1024, biases not
+# counted) and multiply-adds (M = 10^6)
+GOOGLENET_TABLE1 = {
+    "conv2": ((192, 56, 56), 112, 360),
+    "inception3a": ((256, 28, 28), 159, 128), "inception3b": ((480, 28, 28), 380, 304),
+    "inception4a": ((512, 14, 14), 364, 73), "inception4b": ((512, 14, 14), 437, 88),
+    "inception4c": ((512, 14, 14), 463, 100), "inception4d": ((528, 14, 14), 580, 119),
+    "inception4e": ((832, 14, 14), 840, 170), "inception5a": ((832, 7, 7), 1072, 54),
+    "inception5b": ((1024, 7, 7), 1388, 71), "fc": ((1000,), 1000, 1),
+}
+
+
+def test_googlenet_layer_by_layer_against_table1():
+    m = models.get("googlenet")
+    for row, (shape, kweights, mmacs) in GOOGLENET_TABLE1.items():
+        group = [l for l in m.layers if l.name == row or l.name.startswith(row + ".") or
+                 (row == "conv2" and l.name.startswith("conv2_reduce"))]
+        products = [l for l in group if l.kind in ("conv", "linear")]
+        weights = sum(l.params - l.out_shape[0] for l in products)    # less the biases
+        macs = sum(l.fwd_flops for l in products) / 2
+        assert group[-1].out_shape == shape or products[-1].out_shape == shape, row
+        # the table's multiply-adds agree with the module's filters, within its rounding,
+        # except 5a, whose weights and multiply-adds (1072 K, 54 M) both exceed what its
+        # listed filter counts give (1018 K, 51 M)
+        # (within 1.5%, or half a unit of the printed figure: fc's "1")
+        if row != "inception5a":
+            assert abs(macs - mmacs * 1e6) <= max(0.015 * mmacs * 1e6, 0.5e6), (row, macs)
+        # weights: 4c's 463 K is a misprint (its own 100 M multiply-adds over 14 x 14
+        # positions imply 510 K = 498 x 1024, as here)
+        if row not in ("inception4c", "inception5a"):
+            assert close(weights, kweights * 1024, 0.02), (row, weights / 1024)
+        if row == "inception4c":
+            assert close(weights, 100e6 / (14 * 14), 0.01)
+    # the total: 1.5 G multiply-adds in the table; its conv1 row (34 M) leaves out the three
+    # input channels (7 x 7 x 3 x 64 weights over 112 x 112 outputs are 118 M)
+    conv1 = m.layer("conv1")
+    assert conv1.fwd_flops / 2 == 7 * 7 * 3 * 64 * 112 * 112
+    rest = matmul_flops(m) / 2 - conv1.fwd_flops / 2
+    assert close(rest, 1502e6 - 34e6, 0.03)
+    # parameters: the table's rows add up to 6,798 K (with conv1 as printed)
+    assert close(m.params, 6798 * 1024, 0.01)
+
+
+def test_inception_v3_shapes():
+    # Szegedy et al. 2016, Table 1: 299 x 299 x 3 in; 35 x 35 x 288 into the 3 x Inception
+    # (Figure 5) modules; 17 x 17 x 768 into the 5 x Figure 6 modules; 8 x 8 x 1280 into
+    # the 2 x Figure 7; 8 x 8 x 2048 out
+    m = models.get("inception_v3")
+    assert m.layer("Mixed_5d.concat").out_shape == (288, 35, 35)
+    assert m.layer("Mixed_6a.concat").out_shape == (768, 17, 17)
+    assert m.layer("Mixed_7a.concat").out_shape == (1280, 8, 8)
+    assert m.layer("Mixed_7c.concat").out_shape == (2048, 8, 8)

@@ -32,13 +32,20 @@ KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "
 TP_SPLITS = ("column", "row", "heads", "replicated", None)
 
 # FLOPs per output element of element-wise operations (forward)
-ELTWISE_FLOPS = {"relu": 1, "add": 1, "mul": 1, "gelu": 8, "sigmoid": 4, "tanh": 4,
-                 "dropout": 1, "scale": 1, "concat": 0, "copy": 0}
+# ("reduce": per input element; "copy" moves data: a transpose, slice, pad or cast)
+ELTWISE_FLOPS = {"relu": 1, "add": 1, "sub": 1, "mul": 1, "div": 1, "gelu": 8, "sigmoid": 4,
+                 "tanh": 4, "exp": 4, "erf": 4, "sqrt": 4, "pow": 1, "neg": 1, "clip": 1,
+                 "leaky_relu": 1, "max": 1, "min": 1, "where": 1, "reduce": 1, "dropout": 1,
+                 "scale": 1, "concat": 0, "copy": 0}
 # what an element-wise op keeps for backward: its "input", its "output", "mask" (1 byte per
 # element) or nothing
-ELTWISE_STASH = {"relu": "output", "add": None, "mul": "input", "gelu": "input",
-                 "sigmoid": "output", "tanh": "output", "dropout": "mask", "scale": None,
+ELTWISE_STASH = {"relu": "output", "add": None, "sub": None, "mul": "input", "div": "input",
+                 "gelu": "input", "sigmoid": "output", "tanh": "output", "exp": "output",
+                 "erf": "input", "sqrt": "output", "pow": "input", "neg": None,
+                 "clip": "input", "leaky_relu": "input", "max": "input", "min": "input",
+                 "where": None, "reduce": None, "dropout": "mask", "scale": None,
                  "concat": None, "copy": None}
+BINARY = ("add", "sub", "mul", "div", "max", "min")   # n inputs: n - 1 operations
 NORM_FLOPS = 7       # per element: sum, sum of squares (2), normalise (2), scale and shift (2)
 SOFTMAX_FLOPS = 5    # per element: max, subtract, exp, sum, divide
 LOSS_FLOPS = 6       # per logit: a softmax and the log-likelihood terms
@@ -133,14 +140,29 @@ def _positive(name, what, v):
     return v
 
 
-def _out_size(name, size, k, s, p, d, ceil_mode, axis):
+def _pads(name, padding):
+    """Padding as an integer, a pair (height, width) or ONNX's four (top, left, bottom,
+    right) -> (top, left, bottom, right)."""
+    if isinstance(padding, (tuple, list)) and len(padding) == 4:
+        p = tuple(padding)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in p):
+            _fail(name, f"padding = {padding!r}: expected integers")
+    else:
+        ph, pw = _pair(name, "padding", padding)
+        p = (ph, pw, ph, pw)
+    if min(p) < 0:
+        _fail(name, f"padding = {padding!r}: expected padding >= 0")
+    return p
+
+
+def _out_size(name, size, k, s, p0, p1, d, ceil_mode, axis):
     span = d * (k - 1) + 1
-    if size + 2 * p < span:
+    if size + p0 + p1 < span:
         _fail(name, f"kernel {k} (dilation {d}) exceeds its input's {axis} of {size} "
-                    f"(padding {p})")
-    n = size + 2 * p - span
+                    f"(padding {p0 + p1})")
+    n = size + p0 + p1 - span
     out = (-(-n // s) if ceil_mode else n // s) + 1
-    if ceil_mode and (out - 1) * s >= size + p:    # the last window must start in the input
+    if ceil_mode and (out - 1) * s >= size + p0:    # the last window must start in the input
         out -= 1
     return out
 
@@ -154,16 +176,17 @@ def conv(name, in_shape, out_channels, kernel, stride=1, padding=0, groups=1, bi
     _positive(name, "out_channels", out_channels)
     kh, kw = _pair(name, "kernel", kernel)
     sh, sw = _pair(name, "stride", stride)
-    ph, pw = _pair(name, "padding", padding)
+    pt, pl, pb, pr = _pads(name, padding)
     dh, dw = _pair(name, "dilation", dilation)
-    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
-        _fail(name, f"kernel {kernel}, stride {stride}, padding {padding}: expected kernel "
-                    f"and stride >= 1, padding >= 0")
+    if min(kh, kw, sh, sw, dh, dw) < 1:
+        _fail(name, f"kernel {kernel}, stride {stride}, dilation {dilation}: expected "
+                    f"integers >= 1")
+    _positive(name, "groups", groups)
     if c % groups or out_channels % groups:
-        _fail(name, f"groups = {groups} divides neither {c} input nor {out_channels} output "
-                    f"channels")
-    oh = _out_size(name, h, kh, sh, ph, dh, False, "height")
-    ow = _out_size(name, w, kw, sw, pw, dw, False, "width")
+        _fail(name, f"groups = {groups} does not divide both the {c} input and the "
+                    f"{out_channels} output channels")
+    oh = _out_size(name, h, kh, sh, pt, pb, dh, False, "height")
+    ow = _out_size(name, w, kw, sw, pl, pr, dw, False, "width")
     out = (out_channels, oh, ow)
     out_elems = out_channels * oh * ow
     macs = out_elems * (c // groups) * kh * kw
@@ -214,15 +237,16 @@ def matmul(name, a_shape, b_shape, tp=None):
 
 def lstm(name, in_shape, hidden, bidirectional=False, bias=True, input_grad=True):
     """An LSTM layer over (T, I): four gates of `hidden` units per direction, one bias per
-    gate unit. Keeps, per step and direction, its input, the previous hidden state, the cell
-    state, its tanh and the four gate activations."""
+    gate unit (`bias=2`: two, as cuDNN, PyTorch and ONNX keep them). Keeps, per step and
+    direction, its input, the previous hidden state, the cell state, its tanh and the four
+    gate activations."""
     _check_shape(name, in_shape, 2)
     _positive(name, "hidden", hidden)
     t, i = in_shape
     dirs = 2 if bidirectional else 1
     macs = dirs * t * 4 * hidden * (i + hidden)
     gates = dirs * t * hidden * 20          # sigmoid x3, tanh x2, and the cell update
-    params = dirs * (4 * hidden * (i + hidden) + (4 * hidden if bias else 0))
+    params = dirs * (4 * hidden * (i + hidden) + 4 * hidden * int(bias))
     out = (t, dirs * hidden)
     return Layer(name, "lstm", params=params, fwd_flops=2 * macs + gates,
                  bwd_input_flops=(2 * macs if input_grad else 0) + gates,
@@ -330,12 +354,11 @@ def pool(name, in_shape, kernel=None, stride=None, padding=0, op="max", ceil_mod
     else:
         kh, kw = _pair(name, "kernel", kernel)
         sh, sw = _pair(name, "stride", stride if stride is not None else kernel)
-        ph, pw = _pair(name, "padding", padding)
-        if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0:
-            _fail(name, f"kernel {kernel}, stride {stride}, padding {padding}: expected kernel "
-                        f"and stride >= 1, padding >= 0")
-        oh = _out_size(name, h, kh, sh, ph, 1, ceil_mode, "height")
-        ow = _out_size(name, w, kw, sw, pw, 1, ceil_mode, "width")
+        pt, pl, pb, pr = _pads(name, padding)
+        if min(kh, kw, sh, sw) < 1:
+            _fail(name, f"kernel {kernel}, stride {stride}: expected integers >= 1")
+        oh = _out_size(name, h, kh, sh, pt, pb, 1, ceil_mode, "height")
+        ow = _out_size(name, w, kw, sw, pl, pr, 1, ceil_mode, "width")
     n_in, n_out = c * h * w, c * oh * ow
     flops = n_out * kh * kw
     return Layer(name, "pool", fwd_flops=flops, bwd_input_flops=flops, in_elems=n_in,
@@ -344,8 +367,8 @@ def pool(name, in_shape, kernel=None, stride=None, padding=0, op="max", ceil_mod
 
 
 def eltwise(name, shape, op, inputs=1, tp=None, out_shape=None):
-    """An element-wise operation (`ELTWISE_FLOPS`) over `inputs` tensors of `shape` (a concat
-    takes its inputs' total and gives `out_shape`)."""
+    """An element-wise operation (`ELTWISE_FLOPS`) over `inputs` tensors of `shape`; a concat
+    takes its inputs' total and gives `out_shape`, a reduction gives `out_shape`."""
     _check_shape(name, shape)
     if op not in ELTWISE_FLOPS:
         _fail(name, f"element-wise op {op!r}: expected one of {', '.join(ELTWISE_FLOPS)}")
@@ -353,7 +376,8 @@ def eltwise(name, shape, op, inputs=1, tp=None, out_shape=None):
     out_shape = tuple(shape) if out_shape is None else tuple(out_shape)
     n_out = prod(out_shape)
     n_in = n * inputs if op != "concat" else n_out
-    flops = ELTWISE_FLOPS[op] * n_out * max(1, inputs - 1 if op in ("add", "mul") else 1)
+    per = n_in if op == "reduce" else n_out * max(1, inputs - 1 if op in BINARY else 1)
+    flops = ELTWISE_FLOPS[op] * per
     keep = ELTWISE_STASH[op]
     stash = {"input": n_in, "output": n_out}.get(keep, 0)
     return Layer(name, "eltwise", fwd_flops=flops, bwd_input_flops=flops, in_elems=n_in,
