@@ -411,14 +411,7 @@ def _one_npu():
     return load_server("tiny", cfg=cfg)
 
 
-def test_unknown_model_is_refused_with_the_zoo(monkeypatch):
-    import sys
-    import types
-    fake = types.ModuleType("pysim.models")
-    fake.names = lambda: ["alexnet", "resnet50"]
-    monkeypatch.setitem(sys.modules, "pysim.models", fake)
-    import pysim
-    monkeypatch.setattr(pysim, "models", fake, raising=False)
+def test_unknown_model_is_refused_with_the_zoo():
     from pysim.jobs import execute
     with pytest.raises(ConfigError, match="model 'resnet5' is unknown.*did you mean 'resnet50'"):
         run_stream(server(), [Job(0, "resnet5", 2, 3)], builder=execute.training)
@@ -483,3 +476,15 @@ def test_cli_plot_jobs_refuses_other_files(cli, tmp_path):
     p.write_text(json.dumps({"makespan_cycles": 3}))
     r = cli("plot", p, "--kind", "jobs", "-o", tmp_path / "x.png")
     assert r.exit_code == 1 and "not a pysim jobs" in r.output
+
+
+def test_the_default_stream_models_are_in_the_zoo():
+    """MAPA's six networks; CaffeNet has the parameter count of Caffe's
+    bvlc_reference_caffenet (60,965,224) and its 256 x 6 x 6 features at 227 x 227."""
+    from pysim import models
+    srv = load_server("dgx1-v100")
+    assert set(srv.cfg.jobs.models) <= set(models.names())
+    m = models.get("caffenet")
+    assert m.params == 60_965_224
+    assert [l.out_shape for l in m.layers if l.name == "pool5"] == [(256, 6, 6)]
+    assert m.fwd_flops == pytest.approx(2 * 724e6, rel=0.01)    # 724 M multiply-adds

@@ -35,6 +35,14 @@ def training(cfg, spec, nodes, graph, prefix, iterations):
                              algorithm=spec["algorithm"])
 
 
+def _zoo():
+    from pysim import models
+    return set(models.names())
+
+
+training.known_models = _zoo
+
+
 def simulate(cfg, topo, members, builder):
     """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
     network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each

@@ -27,14 +27,6 @@ def config_salt(cfg):
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _known_models():
-    try:
-        from pysim import models
-    except ImportError:
-        return None
-    return set(models.names())
-
-
 def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache=None,
                progress=None, fresh=False) -> StreamResult:
     """Run a stream (jobs, or the one server.cfg's [jobs] describes) under every policy of
@@ -49,7 +41,8 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     cfg = server.cfg
     jobs = st.stream(cfg) if jobs is None else list(jobs)
     builder = builder or execute.training
-    st.check(jobs, server, _known_models() if builder is execute.training else None)
+    known = getattr(builder, "known_models", None)       # the models a builder can build
+    st.check(jobs, server, known() if known is not None else None)
     names = list(cfg.jobs.policies)
     fns = {n: pol.get(n) for n in names}
     cache = cache if cache is not None else Cache()
