@@ -56,6 +56,7 @@ class _Run:
     score: float
     predicted: float
     key: str
+    after: list = field(default_factory=list)   # the jobs whose end let it start
     slow: float = 1.0
     busy: float = 0.0      # seconds spent slowed down (slowdown > 1)
     slowed: list = field(default_factory=list)
@@ -82,6 +83,7 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
     running = {}
     records = []
     now = 0.0
+    ended = []                 # the jobs whose end is the current event
     while arrivals or queue or running:
         while arrivals and arrivals[0].arrival_s <= now:
             queue.append(arrivals.popleft())
@@ -113,10 +115,11 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             free[nodes] = False
             running[job.id] = _Run(job, nodes, now, work, work, first, steady, links,
                                    label_of(spec), float(cands.score[i]),
-                                   float(cands.predicted[i]), sh.key)
+                                   float(cands.predicted[i]), sh.key, after=list(ended))
         if not running:
             if arrivals:
                 now = max(now, arrivals[0].arrival_s)
+                ended = []
                 continue
             job = queue[0]
             raise ConfigError(f"policy {name!r} finds no allocation for job {job.id} "
@@ -140,6 +143,7 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             if r.slow > 1.0:
                 r.busy += dt
         now = t_next
+        ended = sorted(r.job.id for r in ending)
         for r in sorted(ending, key=lambda r: r.job.id):
             del running[r.job.id]
             free[r.nodes] = True
@@ -156,7 +160,8 @@ def _record(server, r, end, policy):
                 slowdown=(end - r.start) / r.work if r.work > 0 else 1.0,
                 contended_s=r.busy, iteration_alone_s=r.steady /
                 (server.cfg.network.clock_ghz * 1e9),
-                score_gbps=r.score, predicted_gbps=r.predicted, shape=r.key[:12])
+                score_gbps=r.score, predicted_gbps=r.predicted, shape=r.key[:12],
+                started_by=r.after)
 
 
 def _shape(server, members, labels, salt, settings):

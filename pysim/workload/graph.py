@@ -144,6 +144,15 @@ class OpGraph:
         data back as it is read."""
         return self._add("mem_read", npu, mem, _size(bytes, "bytes", name), after, name)
 
+    def start_after(self, op, first, last=None):
+        """Make the ops first..last-1 (default: to the end) that depend on nothing wait for
+        `op`: a sub-graph built on its own (a collective, a job's iterations) starts after
+        it."""
+        op = self._ref(op)
+        for i in range(first, len(self.kind) if last is None else last):
+            if not self.after[i] and i != op:
+                self.after[i] = [op]
+
     def label(self, i):
         return self.names[i] if self.names[i] is not None else f"op{i}"
 
