@@ -232,6 +232,26 @@ def test_shapes_that_do_not_compose_name_the_layer():
         models.get("transformer", layers=1, hidden=100, heads=3)
 
 
+@pytest.mark.parametrize("name,params,message", [
+    ("transformer", {"layers": 10 ** 9}, "layers = 1000000000: expected an integer in 1 .. "),
+    ("transformer", {"layers": 2.5}, "layers = 2.5"),
+    ("gpt2", {"size": "huge"}, "size = 'huge': expected one of small, medium, large, xl"),
+    ("gpt2", {"seq": 2048}, "seq = 2048 exceeds the 1024 learned positions"),
+    ("bert_large", {"dropout": 1.0}, "dropout = 1.0: expected a number in [0, 1)"),
+    ("resnet50", {"variant": "v2"}, "variant = 'v2'"),
+    ("resnet50", {"image": "224"}, "image = '224'"),
+    ("vgg16", {"image": 256}, "features of shape (512, 8, 8), expected (512, 7, 7)"),
+    ("dlrm", {"tables": []}, "tables: expected a list of 1 .. "),
+    ("dlrm", {"bottom": (512, 64)}, "bottom MLP ends in 64 features, but the interaction "
+                                    "needs dim = 128"),
+    ("gnmt", {"layers": 1}, "layers = 1"),
+])
+def test_bad_model_parameters_are_named(name, params, message):
+    with pytest.raises(ModelError) as e:
+        models.get(name, **params)
+    assert message in str(e.value) and name in str(e.value)
+
+
 def test_first_layer_has_no_input_gradient():
     m = models.get("resnet50")
     assert m.layers[0].bwd_input_flops == 0

@@ -228,3 +228,18 @@ def test_bad_files_and_shapes(tmp_path):
     path = g.save(tmp_path / "c.onnx", [("x", TensorProto.FLOAT, ["N", 8])], y)
     with pytest.raises(ModelError, match="mm_bad"):
         models.load(path)
+
+
+def test_a_custom_operator_without_shapes_is_named(tmp_path):
+    g = G()
+    g.nodes.append(helper.make_node("Foo", ["x"], ["y"], name="foo1", domain="com.example"))
+    z = g.op("Relu", ["y"])
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])]
+    graph = helper.make_graph(g.nodes, "g", ins,
+                              [helper.make_tensor_value_info(z, TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.example", 1)])
+    onnx.save(m, str(tmp_path / "c.onnx"))
+    with pytest.raises(ModelError, match="node 'foo1'.*com.example::Foo is not supported.*"
+                                         "infers no shape"):
+        models.load(str(tmp_path / "c.onnx"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pysim.models.layers import ModelError
 from pysim.models.model import Net
-from pysim.models.registry import check_int, register
+from pysim.models.registry import MAX_BLOCKS, check_int, register
 
 # rows of the 26 categorical features' tables in MLPerf's DLRM (Criteo Terabyte, hashed to at
 # most 40 million rows), as the DLRM reference implementation defines them
@@ -14,9 +14,9 @@ CRITEO_TERABYTE_ROWS = (
 
 
 def _ints(name, what, v):
-    if not isinstance(v, (list, tuple)) or not v:
-        raise ModelError(f"model {name!r}: {what} = {v!r}: expected a non-empty list of "
-                         f"integers")
+    if not isinstance(v, (list, tuple)) or not 0 < len(v) <= MAX_BLOCKS:
+        raise ModelError(f"model {name!r}: {what}: expected a list of 1 .. {MAX_BLOCKS:,} "
+                         f"integers, got {v!r:.80}")
     for x in v:
         check_int(name, what, x)
     return tuple(v)

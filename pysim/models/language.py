@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pysim.models.layers import ModelError
 from pysim.models.model import Act, Net
-from pysim.models.registry import check_choice, check_int, register
+from pysim.models.registry import MAX_BLOCKS, check_choice, check_int, register
 
 
 def _dropout(net, x, name, p, tp="replicated"):
@@ -57,9 +57,10 @@ def _decoder_lm(name, layers, hidden, heads, seq, vocab, ffn, dropout, positions
                 precision, causal=True):
     """A GPT-style language model: token and position embeddings, pre-LN layers, a final
     layer normalisation, and an LM head tied to the token embedding."""
-    for what, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq", seq),
+    for what, v in (("hidden", hidden), ("heads", heads), ("seq", seq),
                     ("vocab", vocab), ("ffn", ffn), ("positions", positions)):
         check_int(name, what, v)
+    check_int(name, "layers", layers, 1, MAX_BLOCKS)
     _check_dropout(name, dropout)
     if hidden % heads:
         raise ModelError(f"model {name!r}: hidden = {hidden} is not a multiple of heads = "
@@ -116,9 +117,9 @@ def bert_large(seq=512, vocab=30522, layers=24, hidden=1024, heads=16, dropout=0
     its pre-training heads (masked LM over every position, tied to the token embedding, and
     next-sentence prediction on the first token)."""
     name = "bert_large"
-    for what, v in (("seq", seq), ("vocab", vocab), ("layers", layers), ("hidden", hidden),
-                    ("heads", heads)):
+    for what, v in (("seq", seq), ("vocab", vocab), ("hidden", hidden), ("heads", heads)):
         check_int(name, what, v)
+    check_int(name, "layers", layers, 1, MAX_BLOCKS)
     _check_dropout(name, dropout)
     if seq > 512:
         raise ModelError(f"model {name!r}: seq = {seq} exceeds BERT's 512 positions")
@@ -162,7 +163,7 @@ def gnmt(layers=8, hidden=1024, vocab=32000, src_len=50, tgt_len=50):
     for what, v in (("hidden", hidden), ("vocab", vocab), ("src_len", src_len),
                     ("tgt_len", tgt_len)):
         check_int(name, what, v)
-    check_int(name, "layers", layers, 2)
+    check_int(name, "layers", layers, 2, MAX_BLOCKS)
     h = hidden
     net = Net()
     x = net.embedding("enc.embed", vocab, h, lookups=src_len)

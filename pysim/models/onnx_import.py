@@ -160,7 +160,7 @@ def _linear(g, name, x, w_shape, w_names, bias, out, trans=False):
     return _scaled(_check_out(g, layer, out), div)
 
 
-def _matmul_acts(g, name, node, a_name, b_name, out):
+def _matmul_acts(g, name, a_name, b_name, out):
     a, b = list(g.shape(a_name)), list(g.shape(b_name))
     if len(a) == 1:
         a = [1] + a
@@ -197,7 +197,7 @@ def _handle(g, node, name, fused_bias):
         if ws is not None and x not in g.const and not a.get("transA", 0):
             bias = len(ins) > 2
             return _linear(g, name, x, ws, ins[1:], bias, out, a.get("transB", 0))
-        return _matmul_acts(g, name, node, ins[0], ins[1], out)
+        return _matmul_acts(g, name, ins[0], ins[1], out)
     if op == "MatMul":
         x, w = ins
         ws = g.weight_shape(w, 2)
@@ -205,7 +205,7 @@ def _handle(g, node, name, fused_bias):
             b = fused_bias.get(node.name or id(node))
             o = b[1] if b else out
             return _linear(g, name, x, ws, [w] + ([b[0]] if b else []), bool(b), o)
-        return _matmul_acts(g, name, node, x, w, out)
+        return _matmul_acts(g, name, x, w, out)
     if op in ("BatchNormalization", "LayerNormalization"):
         xs, div = g.per_sample(ins[0])
         layer = L.norm(name, xs, "batch" if op[0] == "B" else "layer")
@@ -247,6 +247,9 @@ def _handle(g, node, name, fused_bias):
         layer.params = g.weights([ins[0]])
         layer.out_shape, _ = g.per_sample(out)
         return _scaled(layer, div)
+    if not (op in UNARY or op in BINARY_OPS or op in REDUCES or op in COPIES or
+            op in ("Concat", "Gather")):
+        return None
     outs, div = g.per_sample(out)
     if op in UNARY:
         return _scaled(L.eltwise(name, outs, UNARY[op]), div)
@@ -393,12 +396,19 @@ def load_onnx(path, **dims):
                 msg = f"{path}: {g.where}: {msg[len(f'layer {name!r}: '):]}"
             raise ModelError(msg) from None
         if layer is None:
-            unsupported[op] = unsupported.get(op, 0) + 1
+            qualified = f"{node.domain}::{op}" if node.domain not in ("", "ai.onnx") else op
+            unsupported[qualified] = unsupported.get(qualified, 0) + 1
+            known = g.shapes.get(node.output[0])
+            if known is None or not all(known):
+                raise ModelError(f"{path}: {g.where}: operator {qualified} is not supported "
+                                 f"and ONNX infers no shape for its output "
+                                 f"{node.output[0]!r}, so the layers after it cannot be "
+                                 f"computed (export it as standard ONNX operators)")
             outs, div = g.per_sample(node.output[0])
             n_in = sum(prod(g.per_sample(i)[0]) for i in ins if i not in g.const)
             layer = _scaled(Layer(name, "eltwise", in_elems=n_in, out_elems=prod(outs),
                                   params=g.weights(ins), weight_elems=0, out_shape=outs,
-                                  op=f"unsupported {op}"), div)
+                                  op=f"unsupported {qualified}"), div)
         names.add(name)
         layers.append(layer)
         if layer.params or any(i in g.grad for i in ins):

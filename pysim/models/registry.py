@@ -67,10 +67,15 @@ def get(name, **params):
     return model
 
 
-def check_int(model, what, v, lo=1):
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise ModelError(f"model {model!r}: {what} = {v!r}: expected an integer >= {lo}")
+def check_int(model, what, v, lo=1, hi=None):
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+        expected = f"an integer in {lo} .. {hi:,}" if hi is not None else f"an integer >= {lo}"
+        raise ModelError(f"model {model!r}: {what} = {v!r}: expected {expected}")
     return v
+
+
+MAX_BLOCKS = 20_000     # repeated blocks (transformer or LSTM layers, tables): a table of
+                        # ~250,000 layers, about 0.7 GB; beyond it, an error and not a stall
 
 
 def check_choice(model, what, v, choices):
