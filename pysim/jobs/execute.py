@@ -71,4 +71,4 @@ def simulate(cfg, topo, members, builder):
                 pairs.add((rank[g.node[i]], rank[g.dst[i]]))
         out_pairs.append(sorted(pairs))
     return dict(ends=out_ends, pairs=out_pairs, cycles=int(res.makespan_cycles),
-                wall_seconds=time.perf_counter() - t0)
+                flit_hops=int(res.flit_hops), wall_seconds=time.perf_counter() - t0)

@@ -60,7 +60,7 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     records = {}
     waiting = {}          # key -> [(policy, need)]
     inflight = {}         # handle -> key
-    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, together=0)
+    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
 
     def step(name, value):
         """Resume loop `name` with `value` until it needs a simulation not yet known."""
@@ -95,6 +95,7 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                 stats["simulations"] += 1
                 stats["sim_wall_seconds"] += value["wall_seconds"]
                 stats["sim_cycles"] += value["cycles"]
+                stats["flit_hops"] += value.get("flit_hops", 0)
                 cache.put(key, value)
                 for n in waiting.pop(key):
                     step(n, value)
