@@ -35,6 +35,25 @@ def training(cfg, spec, nodes, graph, prefix, iterations):
                              algorithm=spec["algorithm"])
 
 
+def _check_routes(topo, g):
+    """Every send of the graph has a route in the shape's network (which keeps the routes of
+    the pairs the jobs' patterns join, and no others)."""
+    index = {n: i for i, n in enumerate(topo.node_names)}
+    seen = set()
+    for k, a, b in zip(g.kind, g.node, g.dst):
+        if k != "send" or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        u, d, hops = index.get(a), index.get(b), 0
+        while u is not None and d is not None and u != d and hops <= topo.n_nodes:
+            c = topo.table[u, d]
+            u = None if c < 0 else topo.ch_dst[c]
+            hops += 1
+        if u != d:
+            raise ConfigError(f"the job builder sends from {a} to {b}, a pair its pattern does "
+                              f"not join (the shape keeps only the routes of the pattern)")
+
+
 def _zoo():
     from pysim import models
     return set(models.names())
@@ -60,6 +79,8 @@ def simulate(cfg, topo, members, builder):
                               f"iterations")
         ends.append(list(e))
         spans.append((lo, len(g)))
+    if topo is not None:
+        _check_routes(topo, g)
     res = run_graph(cfg, g, topo=topo)
     out_ends, out_pairs = [], []
     for (lo, hi), e, (spec, nodes, _) in zip(spans, ends, members):

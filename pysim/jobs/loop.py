@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim.config import ConfigError
-from pysim.jobs.shape import Shape, shape
+from pysim.jobs.policies import pattern_edges
+from pysim.jobs.shape import Shape, canonical_ranks, shape
 
 MAX_CORUN_ITERATIONS = 64   # iterations of one job in a simulation of jobs running together
 
@@ -57,6 +58,7 @@ class _Run:
     predicted: float
     key: str
     after: list = field(default_factory=list)   # the jobs whose end let it start
+    pairs: list = field(default_factory=list)   # the rank pairs its pattern joins
     slow: float = 1.0
     busy: float = 0.0      # seconds spent slowed down (slowdown > 1)
     slowed: list = field(default_factory=list)
@@ -84,6 +86,7 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
     records = []
     now = 0.0
     ended = []                 # the jobs whose end is the current event
+    together = {}              # ids of jobs running together -> their slowdowns
     while arrivals or queue or running:
         while arrivals and arrivals[0].arrival_s <= now:
             queue.append(arrivals.popleft())
@@ -99,11 +102,13 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             if not 0 <= i < len(cands) or not cands.feasible(free)[i]:
                 raise ConfigError(f"policy {name!r} chose placement {i} for job {job.id}, "
                                   f"which is not among the free NPUs' placements")
-            nodes = [int(x) for x in cands.nodes[i]]
+            pairs = pattern_edges(job.pattern, job.npus)[1]
+            nodes = canonical_ranks(server, [int(x) for x in cands.nodes[i]], job.pattern,
+                                    pairs)
             spec = spec_of(job)
             iters = min(W, job.iterations)
             sh = _shape(server, [nodes], [label_of(spec)], (settings["salt"], "alone", iters),
-                        settings)
+                        settings, [pairs])
             res = yield Need(sh.key, "alone", sh.topo, [(spec, sh.names[0], iters)])
             e = res["ends"][0]
             first = float(e[0])
@@ -115,7 +120,8 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             free[nodes] = False
             running[job.id] = _Run(job, nodes, now, work, work, first, steady, links,
                                    label_of(spec), float(cands.score[i]),
-                                   float(cands.predicted[i]), sh.key, after=list(ended))
+                                   float(cands.predicted[i]), sh.key, after=list(ended),
+                                   pairs=pairs)
         if not running:
             if arrivals:
                 now = max(now, arrivals[0].arrival_s)
@@ -130,8 +136,10 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
         if settings["corun"] == "together":
             for group in _groups(list(running.values())):
                 if len(group) > 1:
-                    slow = yield from _together(server, group, settings)
-                    for r, s in zip(group, slow):
+                    ids = tuple(r.job.id for r in group)
+                    if ids not in together:          # (a group's jobs keep their places)
+                        together[ids] = yield from _together(server, group, settings)
+                    for r, s in zip(group, together[ids]):
                         r.slow = s
         t_done = min(now + r.remaining * r.slow for r in running.values())
         t_next = min(t_done, arrivals[0].arrival_s if arrivals else math.inf)
@@ -164,11 +172,11 @@ def _record(server, r, end, policy):
                 started_by=r.after)
 
 
-def _shape(server, members, labels, salt, settings):
+def _shape(server, members, labels, salt, settings, pairs):
     """The shape to simulate, or with settings['fresh'] the allocation itself on the whole
     server under a key of its own (no result is ever shared: for checking the cache)."""
     if not settings.get("fresh"):
-        return shape(server, members, labels, salt)
+        return shape(server, members, labels, salt, pairs)
     settings["fresh_count"] = settings.get("fresh_count", 0) + 1
     return Shape(key=f"fresh:{settings['fresh_count']}:{settings['policy']}", topo=None,
                  order=list(range(len(members))),
@@ -205,7 +213,7 @@ def _together(server, group, settings):
              for r in group]
     sh = _shape(server, [r.nodes for r in group],
                 [(r.label, n) for r, n in zip(group, iters)],
-                (settings["salt"], "together"), settings)
+                (settings["salt"], "together"), settings, [r.pairs for r in group])
     members = [(dict(group[i].label), sh.names[p], iters[i]) for p, i in enumerate(sh.order)]
     res = yield Need(sh.key, "together", sh.topo, members)
     ends = [np.asarray(e, float) for e in res["ends"]]

@@ -72,6 +72,7 @@ class Server:
     root: list                    # per NPU: index of its root complex (host socket)
     link_gbps: dict = field(default_factory=dict)   # (u, v) node pair -> GB/s, parallel summed
     _routes: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)      # shape key -> its network (built once)
 
     @property
     def size(self):
