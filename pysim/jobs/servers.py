@@ -20,9 +20,11 @@ from pysim.config import ConfigError, load
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name -> (shipped file, overrides): the systems of MAPA (Ranganath et al., SC 2021).
-# GPUs do not forward each other's traffic: a pair without an NVLink talks over PCIe.
+# GPUs do not forward each other's traffic: a pair without an NVLink talks over PCIe; the
+# DGX-1's GPUs are V100s (the shipped file leaves the NPUs at the generic defaults).
 PRESETS = {
-    "dgx1-v100": ("dgx1-v100", {"topology.transit": ["switch", "host"]}),
+    "dgx1-v100": ("dgx1-v100", {"topology.transit": ["switch", "host"],
+                                "topology.npu.preset": "v100"}),
     "dgx1-p100": ("dgx1-p100", {}),
     "summit-node": ("summit-node", {}),
     "gpu16-torus4x4": ("gpu16-torus4x4", {}),
