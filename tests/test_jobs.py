@@ -7,6 +7,7 @@ all-reduce, per iteration), so that the machinery is checked against closed form
 training iterations of real models are the builder of record (pysim.jobs.execute.training)."""
 import itertools
 import json
+import os
 
 import numpy as np
 import pytest
@@ -532,3 +533,15 @@ def test_event_loop_against_one_simulation_of_the_whole_stream():
         del pol.POLICIES["pinned3"]
     assert errors["together"] < 0.05
     assert errors["apart"] > 0.3
+
+
+def test_docs_describe_every_jobs_key_and_option():
+    from pysim.config import KEYS
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = open(os.path.join(here, "docs", "jobs.md")).read()
+    for k in KEYS:
+        if k.section == "jobs" or k.path == "topology.transit":
+            assert f"`{k.path}`" in text or k.path in text, k.path
+    for opt in ("--jobs", "--policy", "--seed", "--job-file", "--set", "--json", "--write-jobs",
+                "--cache", "--workers", "--scheduler", "--force"):
+        assert opt in text, opt
