@@ -326,7 +326,9 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         if seed is not None:
             over["simulation.seed"] = seed
         if job_file is not None:
-            over["jobs.file"] = os.path.abspath(job_file)
+            over["jobs.file"] = job_file
+        if isinstance(over.get("jobs.file"), str):      # typed here: relative to here
+            over["jobs.file"] = os.path.abspath(over["jobs.file"])
         if workers < 1:
             raise ConfigError(f"--workers {workers}: expected at least 1")
         srv = load_server(server, over)

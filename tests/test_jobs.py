@@ -545,3 +545,26 @@ def test_docs_describe_every_jobs_key_and_option():
     for opt in ("--jobs", "--policy", "--seed", "--job-file", "--set", "--json", "--write-jobs",
                 "--cache", "--workers", "--scheduler", "--force"):
         assert opt in text, opt
+
+
+def test_a_stream_on_a_dask_cluster_gives_the_same_result():
+    distributed = pytest.importorskip("distributed")
+    jobs = [Job(0, "mixed", 2, 3), Job(1, "light", 3, 2), Job(2, "mixed", 4, 2),
+            Job(3, "comm", 2, 2, arrival_s=0.0001)]
+    srv = server(policies=["baseline", "greedy"])
+    local = run(srv, jobs).to_dict()
+    with distributed.LocalCluster(n_workers=2, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            remote = run(srv, jobs, scheduler=client).to_dict()
+    assert remote["jobs"] == local["jobs"]
+
+
+def test_a_shape_met_again_is_named_after_its_placement(dgx):
+    """(The shapes' networks are built once per server; a second placement of a shape gets
+    the network with its own nodes' names.)"""
+    a = shape(dgx, [[1, 4]], ["x"])
+    b = shape(dgx, [[2, 7]], ["x"])
+    assert a.key == b.key
+    assert b.topo.node_names[:2] == ["gpu2", "gpu7"] and a.topo.node_names[:2] == ["gpu1", "gpu4"]
+    assert b.topo.n_channels == a.topo.n_channels

@@ -17,6 +17,7 @@ description kept).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -126,8 +127,10 @@ def shape(server, members, labels, salt=(), pairs=None) -> Shape:
     key = hashlib.sha256(repr((salt, text)).encode()).hexdigest()
     names = [[server.names[x] for x in members[i]] for i in order]
     memo = server.shapes
-    if key in memo:
-        return Shape(key=key, topo=memo[key], order=list(order), names=names)
+    if key in memo:           # the same network, its nodes named after this placement's
+        topo = dataclasses.replace(memo[key],
+                                   node_names=[server.topo.node_names[v] for v in nodes])
+        return Shape(key=key, topo=topo, order=list(order), names=names)
     topo = _build(server, desc, nodes)
     try:
         from pysim.routing import build as routes
