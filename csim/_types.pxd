@@ -34,7 +34,12 @@ cdef enum:
     OP_COMPUTE = 0           # op kinds of an op graph
     OP_SEND = 1
     OP_DELAY = 2
-    N_UNITS = 3              # per node: 0 compute, 1 memory (HBM), 2 collectives engine
+    OP_ROOF = 3              # a roofline op, run in slices: its compute parts (unit 0) ...
+    OP_ROOF_MEM = 4          # ... and, as the next op id, its memory parts (unit 1)
+    OP_ACQUIRE = 5           # takes a gate (a unit held until a release), by priority
+    OP_RELEASE = 6           # frees a gate
+    N_UNITS = 4              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+                             # 3 a gate (a queue that orders work: see _dag.pxd)
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0

@@ -189,7 +189,8 @@ def models_cmd(model, batch, precision, params, as_json):
 
 SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",
                    "avg_hops", "saturated", "collective_cycles", "algbw_gbps", "busbw_gbps",
-                   "makespan_cycles", "cycles_per_second")   # (those a row has are shown)
+                   "makespan_cycles", "iteration_cycles", "samples_per_second",
+                   "exposed_comm_cycles", "cycles_per_second")   # (those a row has are shown)
 
 
 def _format(v):
@@ -388,8 +389,8 @@ class _Progress:
             sys.stderr.flush()
 
 
-PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
-              "timeline", "topology", "jobs")
+PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",
+              "link-utilisation", "timeline", "topology", "jobs")
 
 
 class _Ticker:
@@ -423,7 +424,8 @@ FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace 
 @main.command()
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
-              help="latency-load, throughput, collective, speedup (from a sweep DB); "
+              help="latency-load, throughput, collective, speedup, breakdown (from a sweep "
+                   "DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
                    "(a config); jobs (a pysim jobs --json file: execution-time CDFs).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
@@ -442,7 +444,7 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
     if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
         raise click.ClickException(f"-o {out}: expected a .png, .pdf or .svg file")
     try:
-        if kind in ("latency-load", "throughput", "collective", "speedup"):
+        if kind in ("latency-load", "throughput", "collective", "speedup", "breakdown"):
             store = Store(source, readonly=True)
             rows = store.rows()
             store.close()
@@ -457,6 +459,14 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
             elif kind == "collective":
                 P.collective(rows, out, x=x or "workload.bytes", y=y or "busbw_gbps",
                              series=series or "workload.algorithm")
+            elif kind == "breakdown":
+                swept = [k for k in rows[0]["params"]]
+                if x is None and not swept:
+                    raise click.ClickException("--kind breakdown needs --x (the key whose "
+                                               "values make the bars)")
+                P.breakdown(rows, out, x=x or swept[0],
+                            series=series if series else (swept[1] if len(swept) > 1 and
+                                                          x is None else None))
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "

@@ -125,6 +125,13 @@ def _npu_table(table):
     return True
 
 
+def _parallel_table(table):
+    """[workload.parallel]: the training plan's fields (pysim.workload.training)."""
+    from pysim.workload.training import check_parallel
+    check_parallel(table)
+    return True
+
+
 def _topology_kinds():
     from pysim.topology import BUILDERS
     return sorted(BUILDERS)
@@ -240,8 +247,9 @@ KEYS = [
     # ------------------------------------------------------------------ traffic
     # ------------------------------------------------------------------ workload
     Key("workload", "kind", "str", "synthetic", "-",
-        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file) or a "
-        "'collective' (the registered workload kinds).", None, _workload_kinds),
+        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file), a "
+        "'collective' or 'training' iterations (the registered workload kinds).", None,
+        _workload_kinds),
     Key("workload", "collective", "str", "all_reduce", "-",
         "Collective: all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce "
         "(the root is the first participant).", None,
@@ -259,8 +267,8 @@ KEYS = [
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),
     Key("workload", "group", "strs", None, "node names",
-        "Collective participants (default: every NPU, or every endpoint if there is none).",
-        None),
+        "Collective participants (default: every NPU, or every endpoint if there is none); "
+        "training: the NPUs used, in rank order (default: every NPU).", None),
     Key("workload", "ring_order", "strs", None, "node names",
         "Ring order of the participants, and their ranks for every algorithm (default: ring "
         "algorithms go round a ring over direct links if the topology has one, widest first, "
@@ -273,8 +281,37 @@ KEYS = [
         "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
     Key("workload", "engine", "str", None, "-",
         "Collectives: where reductions run: 'npu' (its cores, through HBM) or 'offload' (a "
-        "collectives engine); default: not modelled, reductions at workload.reduce_gbps.",
+        "collectives engine); default: not modelled, reductions at workload.reduce_gbps "
+        "(training: default 'npu').",
         None, lambda: ["npu", "offload"]),
+    Key("workload", "model", "str", None, "-",
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
+        "(relative to the config).", None),
+    Key("workload", "model_params", "table", None, "-",
+        "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
+        None),
+    Key("workload", "batch", "int", None, "samples",
+        "Training: the global mini-batch, samples per iteration over all data-parallel "
+        "replicas.", POS),
+    Key("workload", "parallel", "table", None, "-",
+        "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
+        "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
+        "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated').",
+        (_parallel_table, "a table")),
+    Key("workload", "precision", "str", None, "-",
+        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
+        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+    Key("workload", "optimizer", "str", "sgd", "-",
+        "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
+        "writes.", None, lambda: ["sgd", "adam"]),
+    Key("workload", "iterations", "int", 2, "-",
+        "Training: iterations simulated; the last is reported.", POS),
+    Key("workload", "bucket_mb", "float", 25.0, "MiB",
+        "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
+    Key("workload", "overlap", "bool", True, "-",
+        "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
+        "it (false: one all-reduce after the whole backward pass).", None),
     Key("workload", "slice_cycles", "int", 1000, "cycles",
         "Roofline compute ops run in slices of at most this many cycles, so that memory "
         "traffic of other ops can interleave with theirs.", POS),

@@ -262,6 +262,52 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None):
     return groups, data
 
 
+BREAKDOWN = (("compute_cycles", "compute", "#4c72b0"),
+             ("exposed_comm_cycles", "exposed communication", "#dd8452"),
+             ("other_cycles", "other (idle)", "#bbbbbb"))
+
+
+def breakdown(rows, path, x, series=None, title=None):
+    """Stacked bars of training iterations: the busiest NPU's compute, the communication it
+    waited for, and the rest of the iteration, in ms, one bar per `x` value (and per `series`
+    value beside it). Returns {(x value, series value): (compute, exposed, other) ms}."""
+    plt = _figure()
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, series=series, y="iteration_cycles")
+    table = {}
+    for t in tidy_rows:
+        if t["status"] == "failed" or t.get("iteration_cycles") is None:
+            continue
+        ms = t["iteration_seconds"] * 1e3 / t["iteration_cycles"] if t["iteration_cycles"] \
+            else 0.0
+        table[(_get(t, x), _get(t, series) if series else None)] = tuple(
+            (t.get(k) or 0) * ms for k, _, _ in BREAKDOWN)
+    xs = sorted({a for a, _ in table}, key=str)
+    ss = sorted({b for _, b in table}, key=str)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) * len(ss) + 2), 4.4))
+    width = 0.8 / max(len(ss), 1)
+    ticks, labels = [], []
+    for j, sv in enumerate(ss):
+        pos = np.arange(len(xs)) + j * width
+        bottom = np.zeros(len(xs))
+        for k, (_, name, color) in enumerate(BREAKDOWN):
+            vals = np.array([table.get((xv, sv), (np.nan,) * 3)[k] for xv in xs])
+            ax.bar(pos, vals, width * 0.92, bottom=bottom, color=color,
+                   label=name if j == 0 else None, edgecolor="white", linewidth=0.5)
+            bottom = bottom + np.nan_to_num(vals)
+        for p_, xv in zip(pos, xs):
+            ticks.append(p_)
+            labels.append(f"{xv}" + (f"\n{sv}" if series else ""))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlabel(x + (f" / {series}" if series else ""))
+    ax.set_ylabel("iteration (ms)")
+    ax.legend(fontsize=8, frameon=False)
+    _finish(fig, ax, path, title or _system_title(rows, "training iteration breakdown"))
+    plt.close(fig)
+    return table
+
+
 def link_utilisation(network, cfg, result, path, title=None):
     """A run's per-link utilisation drawn on the topology, links coloured by heat."""
     plt = _figure()

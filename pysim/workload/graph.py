@@ -34,7 +34,9 @@ from pysim.workload.base import check_status, link_report, register
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
-KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
+KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
+         "acquire": 5, "release": 6}     # csim's primitive ops
+GATE_UNIT = 3
 
 
 class GraphError(ConfigError):
@@ -90,9 +92,13 @@ class OpGraph:
             return self._by_name[a]
         raise GraphError(f"dependency {a!r}: expected an op id or name")
 
-    def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None):
+    def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None,
+                peak_flops=None):
         """A compute op: `cycles` on the node's compute unit, or `flops` and/or `bytes` (of
-        memory traffic) timed by the node's roofline: max(flops / peak, bytes / bandwidth)."""
+        memory traffic) timed by the node's roofline: max(flops / peak, bytes / bandwidth).
+        `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
+        op's precision times its kernel's efficiency --; by default the node's own peak
+        ([topology.npu] tflops, or its preset's fp32 peak)."""
         what = f"op {name!r}" if name else f"op {len(self.kind)}"
         if cycles is None and flops is None and bytes is None:
             raise GraphError(f"{what}: a compute op needs cycles, or flops and/or bytes (a "
@@ -102,9 +108,13 @@ class OpGraph:
                              f"roofline), not both")
         if cycles is not None:
             return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
+        if peak_flops is not None and not (isinstance(peak_flops, (int, float)) and
+                                           math.isfinite(peak_flops) and peak_flops > 0):
+            raise GraphError(f"{what}: peak_flops = {peak_flops!r}: expected a number > 0")
         i = self._add("compute", node, None, -1, after, name)
         self.work[i] = (_size(flops or 0, "flops", name, real=True),
-                        _size(bytes or 0, "bytes", name))
+                        _size(bytes or 0, "bytes", name),
+                        None if peak_flops is None else float(peak_flops))
         return i
 
     def send(self, src, dst, bytes, after=None, name=None):
@@ -128,6 +138,17 @@ class OpGraph:
                              f"'npu' or 'offload'")
         return self._add("reduce_" + engine, node, None, _size(bytes, "bytes", name), after,
                          name)
+
+    def acquire(self, node, priority=0, after=None, name=None):
+        """Take the node's gate: a queue that orders work no single op spans (one holder at
+        a time; waiting acquires take it highest `priority` first, the first to wait among
+        equals). Finishes when taken; the gate stays taken until a release op."""
+        return self._add("acquire", node, None, _size(priority, "priority", name), after,
+                         name)
+
+    def release(self, node, after=None, name=None):
+        """Free the node's gate (taken by an acquire op)."""
+        return self._add("release", node, None, 0, after, name)
 
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
@@ -253,11 +274,15 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     if len(g) == 0:
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
+    cparams = compute_params(topo, cfg)
+    eparams = engine_params(topo, cfg)
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     kind, node, dst, size, after, unit = [], [], [], [], [], []
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
     span = []                           # per op of g: (first primitive, last primitive)
     isolated = {}                       # roofline ops: their time alone
+    companions = []                     # roofline ops' memory companions
     stored = {}
 
     def prim(k, n, d, s, deps, u=0):
@@ -266,7 +291,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         node.append(n)
         dst.append(d)
         size.append(int(s))
-        after.append(sorted(set(deps)))
+        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
         return len(kind) - 1
 
     for i in range(len(g)):
@@ -278,11 +303,14 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             span.append((p, p))
         elif k == "compute":
             # roofline: slices of at most slice_cycles, each a compute part on the compute
-            # unit beside a memory part on the memory unit; the next slice waits for both
+            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-            C = _ceil(g.work[i][0], flops_pc)
-            H = _ceil(g.work[i][1], bytes_pc)
+            flops_pc, bytes_pc = cparams[n]
+            flops, nbytes, peak = g.work[i]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            C = _ceil(flops, flops_pc)
+            H = _ceil(nbytes, bytes_pc)
             isolated[i] = max(C, H)
             S = max(1, -(-max(C, H) // slice_cycles))
             if S > MAX_SLICES:
@@ -290,42 +318,32 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                                  f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
                                  f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
                                  f"workload.slice_cycles)")
-            first, prev = None, deps
-            for s_ in range(S):
-                c = (s_ + 1) * C // S - s_ * C // S
-                h = (s_ + 1) * H // S - s_ * H // S
-                parts = []
-                if c or not h:
-                    parts.append(prim("compute", n, -1, c, prev, 0))
-                if h:
-                    parts.append(prim("compute", n, -1, h, prev, 1))
-                first = parts[0] if first is None else first
-                if len(parts) == 2:
-                    prev = [prim("delay", -1, -1, 0, parts)]     # joins the two parts
-                else:
-                    prev = parts
-            span.append((first, prev[0]))
+            p = prim("roofline", n, S, C, deps, 0)
+            companions.append(prim("roofline_mem", n, -1, H, [], 1))
+            span.append((p, p))
         elif k == "reduce_npu":
             n = node_id(g.node[i], i, "node", ("npu",))
-            _, bytes_pc = compute_params(topo, cfg)[n]
+            _, bytes_pc = cparams[n]
             mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
-            red = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][2]),
-                       deps, 0)
+            red = prim("compute", n, -1, _ceil(g.size[i], eparams[n][2]), deps, 0)
             p = prim("delay", -1, -1, 0, [mem_, red])
             span.append((mem_, p))
         elif k == "reduce_offload":
             n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][0]), deps,
-                     2)
+            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps, 2)
             span.append((p, p))
         elif k in ("memory", "engine"):
             n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-            rate = bytes_pc if k == "memory" else engine_params(topo, cfg)[n][0]
+            flops_pc, bytes_pc = cparams[n]
+            rate = bytes_pc if k == "memory" else eparams[n][0]
             p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
             span.append((p, p))
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
+            span.append((p, p))
+        elif k in ("acquire", "release"):
+            n = node_id(g.node[i], i, "node")
+            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
             span.append((p, p))
         elif k == "send":
             a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
@@ -372,16 +390,17 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
     succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
     # dependencies only point backwards (an op names ops given before it), so no cycles
+    deps_n = np.array([len(a) for a in after], np.int32)
+    deps_n[companions] = 1                  # started by their roofline op, never by deps
     arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
                   node=np.array(node, np.int32),
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
-                  deps=np.array([len(a) for a in after], np.int32), succ_ptr=succ_ptr,
-                  succ=succ)
+                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
     return arrays, span
 
 
-MAX_SLICES = 1_000_000     # a roofline op's slices: ops of the engine's graph, built here
+MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
 def _ceil(b, bpc):
@@ -389,20 +408,24 @@ def _ceil(b, bpc):
 
 
 def compute_params(topo, cfg):
-    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline, from
-    [topology.npu] (tflops, hbm_gbps) and [topology.host] (tflops, dram_gbps), or the node's
-    own values."""
+    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline. An NPU's
+    from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
+    hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
+    bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
+    from pysim.models.presets import npu_spec
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     out = {}
     for i, k in enumerate(topo.node_kinds):
-        if k not in ("npu", "host"):
-            continue
-        d = ((cfg.topology.npu if k == "npu" else cfg.topology.host) or {}) if cfg else {}
-        own = topo.node_mem[i] if topo.node_mem else {}
-        mem_key = "hbm_gbps" if k == "npu" else "dram_gbps"
-        tflops = own.get("tflops", d.get("tflops", 100.0 if k == "npu" else 2.0))
-        gbps = own.get(mem_key, d.get(mem_key, 900.0 if k == "npu" else 100.0))
-        out[i] = (tflops * 1e3 / clock, gbps / clock)
+        if k == "npu":
+            sp = npu_spec(cfg, topo, i)
+            peak = sp.tflops.get("fp32") or max(sp.tflops.values())
+            out[i] = (peak * 1e3 / clock, sp.hbm_bytes_per_s / 1e9 / clock)
+        elif k == "host":
+            d = (cfg.topology.host or {}) if cfg else {}
+            own = topo.node_mem[i] if topo.node_mem else {}
+            tflops = own.get("tflops", d.get("tflops", 2.0))
+            gbps = own.get("dram_gbps", d.get("dram_gbps", 100.0))
+            out[i] = (tflops * 1e3 / clock, gbps / clock)
     return out
 
 
@@ -489,6 +512,8 @@ class GraphResult:
                            "args": {"name": "memory"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
                            "args": {"name": "collectives engine"}})
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 4,
+                           "args": {"name": "gate"}})
         events.append({"ph": "M", "name": "process_name", "pid": delay_pid,
                        "args": {"name": "delays"}})
         for op in self.ops:
@@ -497,7 +522,7 @@ class GraphResult:
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
-                   "reduce_offload": 3}[op["kind"]]
+                   "reduce_offload": 3, "acquire": 4, "release": 4}[op["kind"]]
             args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
                                                                   "bytes": op["bytes"]}
             if op["kind"] == "send":
@@ -603,7 +628,7 @@ def run_graph(cfg, graph=None, progress=None, topo=None) -> GraphResult:
                   dst=graph.dst[i], size=graph.size[i], start=int(start[i]),
                   finish=int(finish[i]))
         if graph.work[i] is not None:
-            op["flops"], op["bytes"] = graph.work[i]
+            op["flops"], op["bytes"] = graph.work[i][:2]
             op["isolated_cycles"] = int(arrays["isolated"][i])
         ops.append(op)
     c = eng.counters()
