@@ -21,7 +21,7 @@ from pysim.jobs.shape import shape
 from pysim.jobs.stream import Job, generate, load_jobs, write_jobs
 from pysim.workload.collectives import build
 
-def comm_builder(cfg, spec, nodes, graph, prefix, iterations):
+def comm_builder(cfg, spec, nodes, graph, prefix, iterations, topo=None):
     """Per iteration: `compute` cycles on every NPU, then a ring all-reduce of `bytes` in the
     order of `nodes` (spec['model'] names a row of MODELS); returns the iteration ends."""
     cycles, nbytes = MODELS[spec["model"]]
@@ -568,3 +568,22 @@ def test_a_shape_met_again_is_named_after_its_placement(dgx):
     assert a.key == b.key
     assert b.topo.node_names[:2] == ["gpu2", "gpu7"] and a.topo.node_names[:2] == ["gpu1", "gpu4"]
     assert b.topo.n_channels == a.topo.n_channels
+
+
+def test_training_builder_matches_the_training_workload(dgx):
+    """The builder of record: GoogLeNet, data parallel on a double-NVLink pair, batch 32 per
+    GPU; the steady-state iteration the jobs see is the training workload's own iteration
+    time for the same NPUs (workload.kind = 'training', its last iteration), within 1%; the
+    ranks that send are the ring's neighbours."""
+    from pysim.jobs.execute import training
+    from pysim.sim import simulate as run_config
+    spec = dict(model="googlenet", batch=64, algorithm="ring")
+    sh = shape(dgx, [[0, 3]], [tuple(sorted(spec.items()))], (), [[(0, 1), (1, 0)]])
+    res = simulate(dgx.cfg, sh.topo, [(spec, sh.names[0], 2)], training)
+    e = res["ends"][0]
+    assert res["pairs"][0] == [(0, 1), (1, 0)]
+    ref = run_config(dgx.cfg.with_overrides({
+        "workload.kind": "training", "workload.model": "googlenet", "workload.batch": 64,
+        "workload.group": ["gpu0", "gpu3"], "workload.ring_order": ["gpu0", "gpu3"],
+        "workload.iterations": 2}))
+    assert e[1] - e[0] == pytest.approx(ref.to_dict()["iteration_cycles"], rel=0.01)

@@ -2,11 +2,13 @@
 
 A builder appends a job's iterations to an op graph:
 
-    builder(cfg, spec, nodes, graph, prefix, iterations) -> [op id ending each iteration]
+    builder(cfg, spec, nodes, graph, prefix, iterations, topo=None)
+        -> [op id ending each iteration]
 
 `cfg` is the server's config, `spec` the job (`model`, `batch`: the global mini-batch,
 `algorithm`: the collective algorithm of its pattern), `nodes` its NPUs' names in rank order
-(the ring order of a ring), `prefix` a name prefix for its ops. The builder of record is
+(the ring order of a ring), `prefix` a name prefix for its ops, `topo` the network the graph
+will run on (a shape's network, or None: the server's). The builder of record is
 `training`: the training-iteration workload (pysim.workload.training) of the model on those
 NPUs, data parallel. Another builder can be passed to `pysim.jobs.run_stream`.
 
@@ -21,18 +23,42 @@ import time
 from pysim.config import ConfigError
 
 
-def training(cfg, spec, nodes, graph, prefix, iterations):
-    """The training iterations of spec['model'] on `nodes` (data parallel over them, global
-    batch spec['batch'], collectives by spec['algorithm'] in the order of `nodes`)."""
-    try:
-        from pysim.workload import training as tr
-    except ImportError:
-        raise ConfigError("job execution times come from simulated training iterations "
-                          "(workload.kind = 'training'), which this build of pysim lacks") \
-            from None
-    return tr.job_iterations(cfg, spec["model"], list(nodes), graph=graph, prefix=prefix,
-                             iterations=iterations, batch=spec["batch"],
-                             algorithm=spec["algorithm"])
+def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
+    """The training iterations of spec['model'] on `nodes`: data parallel over them, global
+    batch spec['batch'], gradient all-reduces by spec['algorithm'] in the order of `nodes`
+    (pysim.workload.training.training_graph, with the server's workload.* settings for the
+    rest: precision, engine, bucket_mb, overlap, ...). `topo`: the network the graph runs on
+    (a shape's, or None: the server's). The end of an iteration is when all its ops have
+    finished."""
+    from pysim.topology import build as build_topology
+    from pysim.workload.training import training_graph
+    over = {"workload.model": spec["model"], "workload.batch": int(spec["batch"]),
+            "workload.algorithm": spec["algorithm"], "workload.iterations": int(iterations),
+            "workload.ring_order": list(nodes), "workload.group": list(nodes)}
+    if spec.get("parallel") is None:
+        over["workload.parallel"] = {"dp": len(nodes)}
+    jcfg = cfg.with_overrides(over)
+    topo = topo if topo is not None else build_topology(cfg)
+    _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
+                             graph=graph, prefix=prefix)
+    ends = []
+    for first, last in plan.iterations:
+        inner = set()
+        for i in range(first, last):
+            inner.update(d for d in graph.after[i] if d >= first)
+        sinks = [i for i in range(first, last) if i not in inner]
+        ends.append(graph.delay(0, after=sinks, name=f"{prefix}iteration{len(ends)}.end"))
+    return ends
+
+
+_MODELS = {}
+
+
+def _model(name):
+    if name not in _MODELS:
+        from pysim import models
+        _MODELS[name] = models.get(name)
+    return _MODELS[name]
 
 
 def _check_routes(topo, g):
@@ -73,7 +99,7 @@ def simulate(cfg, topo, members, builder):
     ends, spans = [], []
     for m, (spec, nodes, iters) in enumerate(members):
         lo = len(g)
-        e = builder(cfg, spec, list(nodes), g, f"j{m}.", int(iters))
+        e = builder(cfg, spec, list(nodes), g, f"j{m}.", int(iters), topo=topo)
         if len(e) != iters:
             raise ConfigError(f"the job builder gave {len(e)} iteration ends for {iters} "
                               f"iterations")

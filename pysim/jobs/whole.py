@@ -35,7 +35,8 @@ def whole_stream(server, jobs, records, builder):
             deps.append(gate[ahead[job.id]])
         gate[job.id] = g.delay(0, after=sorted(set(deps)))
         lo = len(g)
-        ends = builder(cfg, spec_of(job), r["npus"], g, f"j{job.id}.", job.iterations)
+        ends = builder(cfg, spec_of(job), r["npus"], g, f"j{job.id}.", job.iterations,
+                       topo=server.topo)
         g.start_after(gate[job.id], lo)
         end[job.id] = ends[-1]
         for n in r["npus"]:
