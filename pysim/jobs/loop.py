@@ -61,7 +61,6 @@ class _Run:
     pairs: list = field(default_factory=list)   # the rank pairs its pattern joins
     slow: float = 1.0
     busy: float = 0.0      # seconds spent slowed down (slowdown > 1)
-    slowed: list = field(default_factory=list)
 
 
 def spec_of(job):
