@@ -476,7 +476,7 @@ def test_cli_plot_jobs_refuses_other_files(cli, tmp_path):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"makespan_cycles": 3}))
     r = cli("plot", p, "--kind", "jobs", "-o", tmp_path / "x.png")
-    assert r.exit_code == 1 and "not a pysim jobs" in r.output
+    assert r.exit_code == 1 and "not a job stream" in r.output
 
 
 def test_the_default_stream_models_are_in_the_zoo():
