@@ -34,9 +34,8 @@ def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
     from pysim.workload.training import training_graph
     over = {"workload.model": spec["model"], "workload.batch": int(spec["batch"]),
             "workload.algorithm": spec["algorithm"], "workload.iterations": int(iterations),
-            "workload.ring_order": list(nodes), "workload.group": list(nodes)}
-    if spec.get("parallel") is None:
-        over["workload.parallel"] = {"dp": len(nodes)}
+            "workload.ring_order": list(nodes), "workload.group": list(nodes),
+            "workload.parallel": {"dp": len(nodes)}}
     jcfg = cfg.with_overrides(over)
     topo = topo if topo is not None else build_topology(cfg)
     _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
