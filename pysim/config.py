@@ -385,9 +385,9 @@ KEYS = [
          "a non-empty list of policy names, each once")),
     Key("jobs", "file", "str", None, "path",
         "A job file ([[jobs]] tables) to run instead of a generated stream.", None),
-    Key("jobs", "sim_iterations", "int", 2, "iterations",
+    Key("jobs", "sim_iterations", "int", 4, "iterations",
         "Training iterations simulated per allocation shape: a job's time alone is its first "
-        "iteration plus (n - 1) times the last.", POS),
+        "iteration plus (n - 1) times the mean of the others.", POS),
     Key("jobs", "corun", "str", "together", "-",
         "'together': running jobs whose routes share a link are simulated together and slow "
         "each other down; 'apart': every job runs at its speed alone.", None,
