@@ -23,8 +23,15 @@
 # and finishes at once, so its successors run while the gate stays taken; a release op
 # (OP_RELEASE) frees it, and the waiting acquire of highest priority takes it (the first
 # to wait among equals).
+#
+# How a send is carried is the one thing the network model changes: at the flit level its
+# packets go through the NIC, routers and links (and the op finishes when the engine sees its
+# last tail delivered, through op_done_q); at the flow level it is a flow (csim/_flow.pxd)
+# whose op finishes, on the op heap, its zero-load latency after its last byte is carried.
+# Everything else here -- dependencies, the units and their queues -- is the same for both.
 from csim._types cimport *
 from csim._nic cimport nic_add_message
+from csim._flow cimport flow_start
 from csim._heap cimport heap_push, heap_pop
 
 
@@ -147,12 +154,15 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     if kind == OP_DELAY:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
         return 0
-    # send: the message joins the source NIC, which cuts it into packets as it goes
-    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
+    # send
     left = s.op_size[op]
     if left == 0:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)   # an empty message: delivered now
         return 0
+    if s.flow_mode:
+        return flow_start(s, op)
+    # flit level: the message joins the source NIC, which cuts it into packets as it goes
+    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
     s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
     s.msg_bytes[op] = left
     nic_add_message(s, s.op_node[op], op)

@@ -190,6 +190,11 @@ KEYS = [
         "NIC ejection bandwidth; default one flit per cycle.", POS),
     Key("network", "nic_latency_ns", "float", None, "ns",
         "Latency of the NIC-router channel, each way; default one cycle.", POS),
+    Key("network", "model", "str", "flit", "-",
+        "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
+        "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
+        "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
+        "flit-level only.", None, lambda: ["flit", "flow"]),
     # ------------------------------------------------------------------ topology
     Key("topology", "kind", "str", "mesh", "-", "Registered topology builder.", None,
         _topology_kinds),

@@ -50,6 +50,7 @@ class Result:
     links: list = field(default_factory=list)
     latency_histogram: list = field(default_factory=list)   # [[cycles, count], ...]
     config: dict = field(default_factory=dict)
+    network_model: str = "flit"     # synthetic traffic runs at the flit level only
     seed: int = 0
     version: str = ""
     build: dict = field(default_factory=dict)
@@ -75,6 +76,7 @@ class Result:
         verdict = "SATURATED (" + self.saturation_reason + ")" if self.saturated else "no"
         rows = [
             ("system", self.config.get("_system", "")),
+            ("network model", self.network_model),
             ("offered load", f"{f(self.offered_rate, 4)} flits/node/cycle"),
             ("accepted load", f"{f(self.accepted_rate, 4)} flits/node/cycle"),
             ("saturated", verdict),

@@ -28,6 +28,7 @@ import numpy as np
 from csim import _engine
 from pysim import __version__
 from pysim.config import MAX_INT, ConfigError, read_toml
+from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.topology import ns_to_cycles
 from pysim.workload.base import check_status, link_report, register
@@ -461,6 +462,11 @@ def memory_params(topo, cfg):
     return out
 
 
+MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
+              "flow": "flow (messages as flows sharing links max-min fairly, plus their "
+                      "zero-load latency)"}
+
+
 @dataclass
 class GraphResult:
     """What an op-graph run measured. `to_dict()` is what `pysim run --json` writes."""
@@ -479,6 +485,8 @@ class GraphResult:
     build: dict = field(default_factory=dict)
     collective: dict = field(default_factory=dict)   # set for collective workloads
     links: list = field(default_factory=list)        # per channel, over the makespan
+    network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
+    flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
 
     def to_dict(self):
         d = dict(self.__dict__)
@@ -573,12 +581,15 @@ class GraphResult:
                                  f"{v['hbm_bytes_per_network_byte']:.2f} per network byte, "
                                  f"{v['network_gbps']:.1f} GB/s sent, compute slowed "
                                  f"{v['compute_slowdown_cycles']} cycles"))
-        rows += [("makespan", f"{self.makespan_cycles} cycles"),
+        rows += [("network model", MODEL_TEXT.get(self.network_model, self.network_model)),
+                 ("makespan", f"{self.makespan_cycles} cycles"),
                 ("ops", f"{len(self.ops)} (" + ", ".join(
                     f"{k} {v}" for k, v in sorted(self._count().items())) + ")"),
                 ("packets", f"{self.packets}, avg latency "
-                            + (f"{self.avg_packet_latency:.1f}" if self.packets else "n/a")
-                            + " cycles"),
+                            + (f"{self.avg_packet_latency:.1f}" if self.packets and
+                               self.avg_packet_latency == self.avg_packet_latency else "n/a")
+                            + " cycles" + (" (flows: packets not simulated)"
+                                           if self.network_model == "flow" else "")),
                 ("compute busy", ", ".join(f"{n} {100 * b / max(self.makespan_cycles, 1):.0f}%"
                                            for n, b in sorted(busy.items())[:8]) or "none"),
                 ("link utilisation", self._link_line()),
@@ -620,9 +631,11 @@ def run_graph(cfg, graph=None, progress=None, topo=None) -> GraphResult:
     network = compile_network(cfg, topo)
     arrays, span = compile_graph(graph, network.topo, cfg)
     eng = _engine.Engine(network.arrays)
+    model = cfg.network.model          # how sends are carried; everything else is the same
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
                   arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"])
+                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"],
+                  flow=flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
@@ -650,6 +663,8 @@ def run_graph(cfg, graph=None, progress=None, topo=None) -> GraphResult:
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
     links = link_report(network, cfg, eng.channel_flits(), makespan)
+    flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
+                                    "pairs_recomputed")} if model == "flow" else {}
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
@@ -657,4 +672,5 @@ def run_graph(cfg, graph=None, progress=None, topo=None) -> GraphResult:
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD), links=links)
+        version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
+        flow=flow)
