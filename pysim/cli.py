@@ -516,7 +516,8 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                                                "values make the bars)")
                 P.breakdown(rows, out, x=x or swept[0],
                             series=series if series else (swept[1] if len(swept) > 1 and
-                                                          x is None else None), title=title)
+                                                          x is None else None),
+                            title=axes.get("title"), ylim=axes.get("ylim"))
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "

@@ -111,7 +111,7 @@ def _fields(path, fields, kinds=None):
 
 NIC_FIELDS = ("injection_gbps", "ejection_gbps")
 NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "reduce_gbps", "offload_gbps", "offload_sram_mb")
+              "reduce_gbps", "offload_gbps", "offload_sram_mb", "offload_pieces")
 
 
 def _npu_table(table):
@@ -230,7 +230,8 @@ KEYS = [
         "tflops_fp32, tflops_fp16, tflops_bf16 (peak at one precision; mixed takes the 16-bit "
         "one), hbm_gbps (900), hbm_gb (32: a collective's data must fit), reduce_gbps "
         "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
-        "engine's, 256), offload_sram_mb (8), efficiency (a table: fraction of peak per "
+        "engine's, 256), offload_sram_mb (8), offload_pieces (16: the engine streams its SRAM in "
+        "pieces of offload_sram_mb / this), efficiency (a table: fraction of peak per "
         "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
         "override (and name their own preset).", (_npu_table, "a table")),
     Key("topology", "host", "table", None, "-",

@@ -457,6 +457,55 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
     return groups, data
 
 
+BREAKDOWN = (("compute_cycles", "compute", "#4c72b0"),
+             ("exposed_comm_cycles", "exposed communication", "#dd8452"),
+             ("other_cycles", "other (idle)", "#bbbbbb"))
+
+
+def breakdown(rows, path, x, series=None, title=None, ylim=None):
+    """Stacked bars of training iterations: the busiest NPU's compute, the communication it
+    waited for, and the rest of the iteration, in ms, one bar per `x` value (and per `series`
+    value beside it); values over seeds averaged. Returns {(x value, series value):
+    (compute, exposed, other) ms}."""
+    plt = _figure()
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, series=series, y="iteration_cycles")
+    cells = {}
+    for t in tidy_rows:
+        if t["status"] == "failed" or not t.get("iteration_cycles"):
+            continue
+        ms = t["iteration_seconds"] * 1e3 / t["iteration_cycles"]
+        key = (_hashable(_get(t, x)), _hashable(_get(t, series)) if series else None)
+        cells.setdefault(key, []).append([(t.get(k) or 0) * ms for k, _, _ in BREAKDOWN])
+    table = {k: tuple(float(v) for v in np.mean(np.array(c), axis=0)) for k, c in cells.items()}
+    from pysim.sweep import _order
+    xs = sorted({a for a, _ in table}, key=_order)
+    ss = sorted({b for _, b in table}, key=_order) if series else [None]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) * len(ss) + 2), 4.4))
+    width = 0.8 / max(len(ss), 1)
+    ticks, labels = [], []
+    for j, sv in enumerate(ss):
+        pos = np.arange(len(xs)) + j * width
+        bottom = np.zeros(len(xs))
+        for k, (_, name, color) in enumerate(BREAKDOWN):
+            vals = np.array([table.get((xv, sv), (np.nan,) * 3)[k] for xv in xs])
+            ax.bar(pos, vals, width * 0.92, bottom=bottom, color=color,
+                   label=name if j == 0 else None, edgecolor="white", linewidth=0.5)
+            bottom = bottom + np.nan_to_num(vals)
+        for p_, xv in zip(pos, xs):
+            ticks.append(p_)
+            labels.append(f"{xv}" + (f"\n{sv}" if series else ""))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlabel(_label(x) + (f" / {_label(series)}" if series else ""))
+    ax.set_ylabel("iteration (ms)")
+    _apply_axes(ax, None, ylim, False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _finish(fig, ax, path, _title(title, rows))
+    plt.close(fig)
+    return table
+
+
 # ------------------------------------------------------------------ one run
 
 def layout(topo, seed=1):
@@ -588,52 +637,6 @@ def draw_topology(network, cfg, path, title=None):
     return path
 
 
-BREAKDOWN = (("compute_cycles", "compute", "#4c72b0"),
-             ("exposed_comm_cycles", "exposed communication", "#dd8452"),
-             ("other_cycles", "other (idle)", "#bbbbbb"))
-
-
-def breakdown(rows, path, x, series=None, title=None):
-    """Stacked bars of training iterations: the busiest NPU's compute, the communication it
-    waited for, and the rest of the iteration, in ms, one bar per `x` value (and per `series`
-    value beside it). Returns {(x value, series value): (compute, exposed, other) ms}."""
-    plt = _figure()
-    tidy_rows = _tidy_with_config(rows)
-    _require(tidy_rows, x=x, series=series, y="iteration_cycles")
-    table = {}
-    for t in tidy_rows:
-        if t["status"] == "failed" or t.get("iteration_cycles") is None:
-            continue
-        ms = t["iteration_seconds"] * 1e3 / t["iteration_cycles"] if t["iteration_cycles"] \
-            else 0.0
-        table[(_get(t, x), _get(t, series) if series else None)] = tuple(
-            (t.get(k) or 0) * ms for k, _, _ in BREAKDOWN)
-    xs = sorted({a for a, _ in table}, key=str)
-    ss = sorted({b for _, b in table}, key=str)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) * len(ss) + 2), 4.4))
-    width = 0.8 / max(len(ss), 1)
-    ticks, labels = [], []
-    for j, sv in enumerate(ss):
-        pos = np.arange(len(xs)) + j * width
-        bottom = np.zeros(len(xs))
-        for k, (_, name, color) in enumerate(BREAKDOWN):
-            vals = np.array([table.get((xv, sv), (np.nan,) * 3)[k] for xv in xs])
-            ax.bar(pos, vals, width * 0.92, bottom=bottom, color=color,
-                   label=name if j == 0 else None, edgecolor="white", linewidth=0.5)
-            bottom = bottom + np.nan_to_num(vals)
-        for p_, xv in zip(pos, xs):
-            ticks.append(p_)
-            labels.append(f"{xv}" + (f"\n{sv}" if series else ""))
-    ax.set_xticks(ticks)
-    ax.set_xticklabels(labels, fontsize=8)
-    ax.set_xlabel(x + (f" / {series}" if series else ""))
-    ax.set_ylabel("iteration (ms)")
-    ax.legend(fontsize=8, frameon=False)
-    _finish(fig, ax, path, title or _system_title(rows, "training iteration breakdown"))
-    plt.close(fig)
-    return table
-
-
 def link_utilisation(network, cfg, result, path, title=None):
     """A run's per-link utilisation drawn on the topology: each direction of a link is a line
     on its own side (to the right of its direction of travel), coloured by the fraction of
@@ -679,7 +682,8 @@ def link_utilisation(network, cfg, result, path, title=None):
 KIND_NAMES = {"compute": "compute", "send": "send", "delay": "delay",
               "memory": "HBM/DRAM traffic", "engine": "offload engine",
               "mem_write": "memory-node write", "mem_read": "memory-node read",
-              "reduce_npu": "reduction on the NPU", "reduce_offload": "reduction offloaded"}
+              "reduce_npu": "reduction on the NPU", "reduce_offload": "reduction offloaded",
+              "acquire": "gate taken", "release": "gate freed"}
 
 
 def _lanes(spans):
@@ -769,15 +773,6 @@ def timeline(trace, path, title=None, xlim=None):
     _save(fig, path)
     plt.close(fig)
     return {t: [(e["ts"], e["dur"]) for e in by_track[t]] for t in tracks}
-
-
-def _system_title(rows, what):
-    for r in rows:
-        res = r.get("result") or {}
-        name = (res.get("config") or {}).get("_system")
-        if name:
-            return f"{name}: {what}"
-    return what
 
 
 def jobs_cdf(result, path, title=None):

@@ -236,7 +236,8 @@ def build_fully_connected(cfg):
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
 CPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "dram_gbps", "reduce_gbps", "offload_gbps", "offload_sram_mb")
+              "dram_gbps", "reduce_gbps", "offload_gbps", "offload_sram_mb",
+              "offload_pieces")
 NODE_FIELDS = ("name", "kind", "preset") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
 OWN_FIELDS = MEM_FIELDS + CPU_FIELDS + ("preset",)      # kept per node in Topology.node_mem
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
@@ -280,7 +281,8 @@ def build_graph(cfg):
                               f"(kind = 'mem'), and this node's kind is {kind!r}")
         cpu = {k: positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
         allowed = {"npu": {"tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps",
-                           "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb"},
+                           "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb",
+                           "offload_pieces"},
                    "host": {"tflops", "dram_gbps"}}.get(kind, ())
         if set(cpu) - set(allowed):
             raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "

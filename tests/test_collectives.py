@@ -273,13 +273,16 @@ def test_offload_engine_is_no_slower_than_the_npu_on_the_dgx1():
     assert t["offload"] <= t["npu"]
 
 
-def test_offload_engine_sram_bounds_the_bytes_in_flight():
+@pytest.mark.parametrize("pieces", [4, 16])
+def test_offload_engine_sram_bounds_the_bytes_in_flight(pieces):
     """Per node, the bytes loaded into the engine's SRAM and not yet stored back never pass
-    its size, and the engine does fill it (pieces stream, several at a time). Loads are the
-    memory ops that wait only for stores; stores wait for the piece's last step."""
+    its size, and the engine does fill it (pieces of SRAM / offload_pieces stream, several
+    at a time). Loads are the memory ops that wait only for stores; stores wait for the
+    piece's last step."""
     from pysim.workload import run_graph
     sram = 1 << 20
-    cfg = make_cfg(topology={"kind": "ring", "size": 4, "npu": {"offload_sram_mb": 1}},
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "npu": {"offload_sram_mb": 1,
+                                                              "offload_pieces": pieces}},
                    network=FAST, workload={"kind": "collective", "packet_flits": 16,
                                            "bytes": 8 << 20, "engine": "offload"})
     topo = compile_network(cfg).topo
@@ -299,6 +302,7 @@ def test_offload_engine_sram_bounds_the_bytes_in_flight():
             peak = max(peak, held)
         assert held == 0
         assert sram // 2 < peak <= sram, (node, peak)
+        assert len(ev) == 2 * (8 << 20) // (sram // pieces)      # a load and a store each
 
 
 def test_offload_engine_reduces_as_data_arrives():

@@ -507,3 +507,67 @@ iterations = 1
         res = row["result"]
         parts = table[(row["params"]["workload.engine"], None)]
         assert sum(parts) == pytest.approx(res["iteration_seconds"] * 1e3)
+
+
+@pytest.mark.parametrize("order,neighbours", [(["tp", "dp", "pp"], "tp"),
+                                              (["dp", "tp", "pp"], "dp"),
+                                              (["pp", "tp", "dp"], "pp")])
+def test_hybrid_plans_lay_the_first_dimension_on_neighbouring_npus(order, neighbours):
+    """dp x tp x pp = 2 x 2 x 2 on a ring of 8: the first dimension of `order` varies
+    fastest over the NPUs (in rank order), so its groups are neighbours on the ring; every
+    NPU has one coordinate; tensor-parallel collectives stay in their tensor-parallel group,
+    gradients go to the same (tp, pp) place in every replica, activations to the next stage
+    of the same (dp, tp)."""
+    from pysim import models
+    m = models.get("transformer", layers=2, hidden=64, heads=4, seq=16, vocab=1000)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 4, "iterations": 1,
+                                        "parallel": {"dp": 2, "tp": 2, "pp": 2,
+                                                     "micro_batches": 2, "order": order}})
+    _, plan = training_graph(cfg, build_topology(cfg), m)
+    assert sorted(plan.coords.values()) == [(d, t, s) for d in range(2) for t in range(2)
+                                            for s in range(2)]
+    dim = {"dp": 0, "tp": 1, "pp": 2}[neighbours]
+    for r in range(0, 8, 2):               # ranks 2k and 2k+1 differ in that dimension only
+        a, b = plan.coords[f"n{r}"], plan.coords[f"n{r + 1}"]
+        assert [i for i in range(3) if a[i] != b[i]] == [dim]
+    for c in plan.collectives:
+        cs = [plan.coords[n] for n in c.group]
+        if c.what == "tp_all_reduce":
+            assert len({(x[0], x[2]) for x in cs}) == 1 and len({x[1] for x in cs}) == 2
+        if c.what == "dp_all_reduce":
+            assert len({(x[1], x[2]) for x in cs}) == 1 and len({x[0] for x in cs}) == 2
+    for sd in plan.sends:
+        a, b = plan.coords[sd["src"]], plan.coords[sd["dst"]]
+        assert a[:2] == b[:2] and abs(a[2] - b[2]) == 1
+
+
+def test_hooks_let_a_memory_plan_add_ops_around_each_stash():
+    """A memory plan's hooks: after each forward op a write of its stash to HBM (an offload,
+    here a memory op), before each backward a read back that the backward waits for; the
+    backward ops start after the read-back, which follows the write."""
+    m = dp_model(n_layers=3, flops=1e7, params=1024)
+
+    class Offload:
+        def __init__(self):
+            self.out, self.back = {}, {}
+
+        def forward(self, g, plan, it, i, npu, j, op):
+            nbytes = plan.layer_ops[(it, i, npu, j)].stash_bytes
+            self.out[(it, i, npu, j)] = g.memory(npu, nbytes, after=[op])
+
+        def backward(self, g, plan, it, i, npu, j):
+            op = g.memory(npu, plan.layer_ops[(it, i, npu, j)].stash_bytes,
+                          after=[self.out[(it, i, npu, j)]])
+            self.back[(it, i, npu, j)] = op
+            return [op]
+
+    hooks = Offload()
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 16, "iterations": 1})
+    g, plan = training_graph(cfg, build_topology(cfg), m, hooks=hooks)
+    res = run_graph(cfg, g)
+    assert len(hooks.out) == len(hooks.back) == 3 * 8
+    for key, lo in plan.layer_ops.items():
+        back = res.ops[hooks.back[key]]
+        first = lo.bwd_input if lo.bwd_input is not None else lo.bwd_weight
+        assert res.ops[first]["start"] >= back["finish"] >= res.ops[hooks.out[key]]["finish"]
+        assert back["size"] == lo.stash_bytes == 2 * 4 * 256

@@ -66,7 +66,8 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
                 stages=[(0, len(model.layers))])
     plan.updates = {}
     idx = {n: i for i, n in enumerate(names)}
-    sram = engine_params(topo, cfg)[idx[npus[0]]][1] if engine == "offload" else None
+    ep = engine_params(topo, cfg)[idx[npus[0]]]
+    sram = ep[1] if engine == "offload" else None
     grain = w.packet_flits * cfg.network.flit_bytes
     gate = npus[0]                       # the network's one queue of chunks
     priority = [0]
@@ -106,7 +107,7 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
             # (each chunk has the SRAM to itself: chunks run one at a time, and in an order
             # the gate decides as the run goes)
             coll.build(collective, algorithm, ordr, chunk, 1, None, engine, sram, g, 0, dims,
-                       grain, after={n: [acq] for n in npus}, done=done)
+                       grain, after={n: [acq] for n in npus}, done=done, sram_pieces=ep[3])
             rels.append(g.release(gate, after=list(done.values())))
         end = g.delay(0, after=rels)
         done_all = {n: end for n in npus}

@@ -28,7 +28,7 @@ from pysim.topology import build as build_topology
 from pysim.workload.base import register
 from pysim.workload.graph import MAX_OPS, OpGraph, engine_params, run_graph
 
-OFFLOAD_PIECES_IN_SRAM = 16   # the offload engine streams pieces of SRAM / this
+OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -41,14 +41,16 @@ class _Builder:
 
     The data is cut into `chunks` pieces that pipeline through the algorithm's steps. The
     offload engine streams the data through its SRAM: each chunk is cut further into pieces
-    of at most SRAM / OFFLOAD_PIECES_IN_SRAM bytes, each piece loaded from HBM into the SRAM
+    of at most SRAM / sram_pieces bytes ([topology.npu] offload_pieces, default 16), each
+    piece loaded from HBM into the SRAM
     before its first step at a node and stored back after its last, and a node loads a piece
     only when the bytes of the pieces it holds (loaded, not yet stored) leave room for it:
     the SRAM bounds the bytes in flight, and the pieces of one chunk pipeline through the
     steps like chunks do."""
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
-                 graph=None, in_flight=0, grain=512, start=None, sram_state=None):
+                 graph=None, in_flight=0, grain=512, start=None, sram_state=None,
+                 sram_pieces=OFFLOAD_PIECES_IN_SRAM):
         self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
@@ -71,6 +73,7 @@ class _Builder:
         self.last_piece = {}            # per chunk: its last piece
         self.io = True                  # offload: load inputs and store results here
         self.grain = grain              # offload: the bytes reduced after a message arrives
+        self.sram_pieces = sram_pieces  # offload: pieces of SRAM / this
 
     def _note(self, node, op):
         self.last_at[node] = op
@@ -163,11 +166,11 @@ class _Builder:
 
     def chunk_sizes(self):
         """The sizes of the pieces to build, in order: the chunks, each cut (offload engine)
-        into pieces of at most SRAM / OFFLOAD_PIECES_IN_SRAM bytes."""
+        into pieces of at most SRAM / sram_pieces bytes."""
         sizes = _split(self.N, self.C)
         piece = None
         if self._streams() and self.sram is not None:
-            piece = max(1, self.sram // OFFLOAD_PIECES_IN_SRAM)
+            piece = max(1, self.sram // self.sram_pieces)
         out, self.chunk_of = [], []
         for c, s in enumerate(sizes):
             n = 1 if piece is None else max(1, -(-s // piece))
@@ -436,7 +439,7 @@ def hierarchical(b, collective, dims):
 
     def sub(members):
         s = _Builder([b.order[i] for i in members], 0, 1, b.reduce_bpc, b.engine, b.sram,
-                     b.g, grain=b.grain)
+                     b.g, grain=b.grain, sram_pieces=b.sram_pieces)
         s.io = False
         return s
 
@@ -491,7 +494,8 @@ ALGORITHMS = {
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
-          grain=512, after=None, done=None, sram_state=None):
+          grain=512, after=None, done=None, sram_state=None,
+          sram_pieces=OFFLOAD_PIECES_IN_SRAM):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -519,7 +523,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
-                 chunks_in_flight, grain, start, sram_state)
+                 chunks_in_flight, grain, start, sram_state, sram_pieces)
     if algorithm == "hierarchical":
         if dims is None:
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
@@ -679,14 +683,14 @@ def collective_graph(cfg, topo, graph=None):
         order = list(group)
     clock = cfg.network.clock_ghz
     reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / clock
-    sram = None
+    sram, pieces = None, OFFLOAD_PIECES_IN_SRAM
     if w.engine is not None:
         idx = {n: i for i, n in enumerate(topo.node_names)}
         kinds = {topo.node_kinds[idx[n]] for n in order}
         if kinds != {"npu"}:
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
-        sram = engine_params(topo, cfg)[idx[order[0]]][1]
+        sram, pieces = engine_params(topo, cfg)[idx[order[0]]][1::2]
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
@@ -704,7 +708,8 @@ def collective_graph(cfg, topo, graph=None):
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
-              sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes)
+              sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
+              sram_pieces=pieces)
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 

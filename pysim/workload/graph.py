@@ -56,13 +56,17 @@ class OpGraph:
         return len(self.kind)
 
     def _add(self, kind, node, dst, size, after, name):
-        if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
-            after = [after]                   # one dependency, given bare
-        if after is not None and not isinstance(after, (list, tuple)):
-            raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+        n = len(self.kind)
+        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
+            after = list(after)               # the common case: op ids, checked at once
+        else:
+            if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
+                after = [after]               # one dependency, given bare
+            if after is not None and not isinstance(after, (list, tuple)):
+                raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+            after = [self._ref(a) for a in (after or [])]
         if name is not None and not isinstance(name, str):
             raise GraphError(f"name = {name!r}: expected a string")
-        after = [self._ref(a) for a in (after or [])]
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
         if len(self.kind) >= MAX_OPS:
@@ -182,6 +186,8 @@ class OpGraph:
 def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
+    if type(v) is int and 0 <= v <= MAX_INT:          # the common case
+        return float(v) if real else v
     where = f"op {name!r}: " if name else ""
     ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
           and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
@@ -432,8 +438,9 @@ def compute_params(topo, cfg):
 
 def engine_params(topo, cfg):
     """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
-    reduction bytes per cycle), from [topology.npu] offload_gbps (default 256),
-    offload_sram_mb (8) and reduce_gbps (450), or the node's own."""
+    reduction bytes per cycle, the pieces the engine streams its SRAM in), from
+    [topology.npu] offload_gbps (default 256), offload_sram_mb (8), reduce_gbps (450) and
+    offload_pieces (16), or the node's own."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.npu or {}) if cfg is not None else {}
     out = {}
@@ -442,7 +449,8 @@ def engine_params(topo, cfg):
             own = topo.node_mem[i] if topo.node_mem else {}
             out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
                       int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
-                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock)
+                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
+                      max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
     return out
 
 

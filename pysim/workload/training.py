@@ -33,6 +33,13 @@ depend on any of them. `plan` (a `Plan`) records what was built, by op id:
 - `plan.iterations[i]`: the op id range [first, last) of iteration i; `plan.npus`,
   `plan.coords[npu]` = (dp index, tp index, pp stage), `plan.stages` (layer ranges).
 
+`hooks` (optional) lets a memory plan add its ops while the iteration is built: an object with
+`forward(graph, plan, iteration, layer, npu, micro_batch, op)`, called right after a layer's
+forward op is added (e.g. to add an offload of its stash after it), and
+`backward(graph, plan, iteration, layer, npu, micro_batch) -> [op ids]`, called before the
+layer's backward ops are added on that NPU, whose ops the first of them then waits for (e.g.
+a prefetch of the stash, added there, after the ops it should follow).
+
 `run_training(cfg)` (workload.kind = "training") builds, runs (pysim.workload.graph.run_graph)
 and reports a `TrainingResult`.
 """
@@ -466,17 +473,19 @@ def _schedule(kind, s, pp, m):
 
 
 class _Builder:
-    def __init__(self, lay: _Layout, graph, prefix):
+    def __init__(self, lay: _Layout, graph, prefix, hooks=None):
         self.lay = lay
         self.g = graph
         self.prefix = prefix
+        self.hooks = hooks
         cfg = lay.cfg
         self.chunks = cfg.workload.chunks
         self.in_flight = cfg.workload.chunks_in_flight
         self.grain = cfg.workload.packet_flits * cfg.network.flit_bytes
         idx = {n: i for i, n in enumerate(lay.topo.node_names)}
-        self.sram = engine_params(lay.topo, cfg)[idx[lay.npus[0]]][1] \
-            if lay.engine == "offload" else None
+        ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
+        self.sram = ep[1] if lay.engine == "offload" else None
+        self.sram_pieces = ep[3]
         self.sram_state = ({}, {})
         self.orders = {}
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -523,7 +532,8 @@ class _Builder:
             coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
-                       sram_state=self.sram_state if self.sram is not None else None)
+                       sram_state=self.sram_state if self.sram is not None else None,
+                       sram_pieces=self.sram_pieces)
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
@@ -602,6 +612,8 @@ class _Builder:
                 op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} fwd mb{j} {n}")
                 ops[n] = op
                 self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
+                if self.hooks is not None:
+                    self.hooks.forward(g, self.plan, it, i, n, j, op)
                 if lay.split_table[i]:
                     table_last[n] = op
                 else:
@@ -712,6 +724,9 @@ class _Builder:
             for n in npus:
                 lo = self.plan.layer_ops[(it, i, n, j)]
                 deps = cur[n]
+                if self.hooks is not None:
+                    deps = list(deps) + list(self.hooks.backward(g, self.plan, it, i, n, j)
+                                             or [])
                 if bin_ is not None:
                     lo.bwd_input = self.compute(n, i, bin_, deps,
                                                 f"it{it} {layer.name} bwd_input mb{j} {n}")
@@ -821,7 +836,7 @@ class _Buckets:
         self.flush(ready)
 
 
-def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix=""):
+def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
     (graph, plan)."""
     if model is None:
@@ -832,7 +847,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix=""):
     lay = _Layout(cfg, topo, model, npus)
     lay.check_memory()
     g = graph if graph is not None else OpGraph()
-    b = _Builder(lay, g, prefix)
+    b = _Builder(lay, g, prefix, hooks)
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)
