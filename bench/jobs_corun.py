@@ -18,6 +18,7 @@ the whole simulation; writes JSON.
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -81,7 +82,9 @@ def main():
               f"{max(abs(r['makespan_error']) for r in sel):.2%}")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump(dict(bench="jobs_corun", server=a.server, jobs=a.jobs, seeds=a.seeds,
+        from provenance import provenance
+        json.dump(dict(bench="jobs_corun", **provenance(), argv=sys.argv[1:],
+                       server=a.server, jobs=a.jobs, seeds=a.seeds,
                        iterations=[lo, hi], network_model=a.model or "flit", sets=a.sets,
                        rows=rows), f, indent=1)
     print(f"results written to {a.out}")

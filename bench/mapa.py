@@ -23,7 +23,6 @@ pass (compute 8x faster on the V100's tensor cores: communication weighs more).
 import argparse
 import json
 import os
-import platform
 import resource
 import sys
 import time
@@ -58,10 +57,10 @@ def main():
     from pysim.jobs import load_server, run_stream
     from pysim.jobs.cache import Cache
     from pysim.plot import jobs_cdf
+    from provenance import provenance
     out = dict(bench="mapa", server=a.server, jobs=a.jobs, seed=a.seed,
-               network_model=a.model or "flit", paper=PAPER, variants={},
-               python=platform.python_version(), cores=os.cpu_count(),
-               load_average=os.getloadavg())
+               network_model=a.model or "flit", paper=PAPER, variants={}, **provenance(),
+               argv=sys.argv[1:])
     summary = []
     for name in a.variants.split(","):
         over = {"jobs.count": a.jobs, "simulation.seed": a.seed, **VARIANTS[name]}
