@@ -38,6 +38,9 @@ VARIANTS = {
 }
 
 
+FIGURES = ("fp32-sync", "mixed-sync")      # the variants docs/jobs.md shows
+
+
 def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -108,7 +111,7 @@ def main():
         mine = [r for r in rows if r["policy"] == "preserve"]
         if mine:
             summary.append((name, mine[0]))
-        if a.figures:
+        if a.figures and name in FIGURES:
             path = os.path.join(a.figures, f"jobs-mapa-{name}.png")
             jobs_cdf(d, path, title=f"{d['server']}, {name}: {a.jobs} jobs (MAPA's "
                                     f"generator), seed {a.seed}")
