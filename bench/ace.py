@@ -21,7 +21,6 @@ reported. Writes JSON and a Markdown table (docs/training.md quotes it).
 import argparse
 import json
 import os
-import platform as _platform
 import resource
 import time
 
@@ -42,12 +41,13 @@ MODELS = {                     # per-NPU mini-batch
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}
 
 
-def run(plat, model, engine, npus, iterations=2, pieces=16):
+def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None):
+    per_npu = per_npu or MODELS[model]
     path, over = PLATFORMS[plat]
     cfg = pysim.load(os.path.join(TOPO, path), {
         **over, "topology.npu.preset": "v100", "topology.npu.offload_pieces": pieces,
         "workload.kind": "training",
-        "workload.model": model, "workload.batch": MODELS[model] * npus,
+        "workload.model": model, "workload.batch": per_npu * npus,
         "workload.precision": "mixed", "workload.engine": engine,
         "workload.iterations": iterations})
     t = time.perf_counter()
@@ -58,7 +58,7 @@ def run(plat, model, engine, npus, iterations=2, pieces=16):
     net = sum(v["network_bytes"] for v in per)
     hbm_comm = sum(v["hbm_comm_bytes"] for v in per)
     return dict(platform=plat, model=model, engine=engine, npus=npus, offload_pieces=pieces,
-                batch=MODELS[model] * npus,
+                batch=per_npu * npus,
                 iteration_cycles=d["iteration_cycles"],
                 iteration_ms=d["iteration_seconds"] * 1e3,
                 compute_cycles=d["compute_cycles"], comm_cycles=d["comm_cycles"],
@@ -76,15 +76,16 @@ def table(rows):
            "(paper) | HBM per network byte, NPU / engine | network GB/s per NPU while "
            "communicating, NPU / engine (ratio; paper 1.44x on average) |",
            "|---|---|---|---|---|---|---|"]
-    by = {(r["platform"], r["model"], r["engine"]): r for r in rows}
-    for (plat, model, eng), a in by.items():
-        if eng != "npu" or (plat, model, "offload") not in by:
+    by = {(r["platform"], r["model"], r["batch"], r["engine"]): r for r in rows}
+    for (plat, model, batch, eng), a in by.items():
+        if eng != "npu" or (plat, model, batch, "offload") not in by:
             continue
-        b = by[(plat, model, "offload")]
+        b = by[(plat, model, batch, "offload")]
         sp = a["iteration_cycles"] / b["iteration_cycles"]
         ratio = b["comm_network_gbps_per_npu"] / a["comm_network_gbps_per_npu"] \
             if a["comm_network_gbps_per_npu"] else float("nan")
-        out.append(f"| {plat} | {model} | {a['iteration_ms']:.2f} | {b['iteration_ms']:.2f} | "
+        out.append(f"| {plat} | {model} ({batch // a['npus']} per NPU) | "
+                   f"{a['iteration_ms']:.2f} | {b['iteration_ms']:.2f} | "
                    f"{sp:.3f}x ({PAPER[model]}x) | {a['hbm_comm_bytes_per_network_byte']:.2f} / "
                    f"{b['hbm_comm_bytes_per_network_byte']:.2f} "
                    f"({a['hbm_comm_bytes_per_network_byte'] / max(b['hbm_comm_bytes_per_network_byte'], 1e-9):.2f}x less) | "
@@ -99,6 +100,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--engines", default="npu,offload")
+    ap.add_argument("--per-npu", type=int, default=None,
+                    help="samples per NPU for every model (default: 32, 32, 512)")
     ap.add_argument("--merge", nargs="*", default=None,
                     help="print the table of these earlier JSON outputs together, run nothing")
     ap.add_argument("--offload-pieces", type=int, default=16,
@@ -109,12 +112,14 @@ def main():
         rows = [r for path in a.merge for r in json.load(open(path))["rows"]]
         print(table(rows))
         return
+    from provenance import provenance
+    prov = provenance()                  # the load average as the runs begin
     rows = []
     for plat in a.platform.split(","):
         npus = 64 if plat == "torus4x4x4" else 8
         for model in a.models.split(","):
             for engine in a.engines.split(","):
-                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces)
+                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces, a.per_npu)
                 rows.append(r)
                 print(f"{plat:>11} {model:>9} {engine:>8}: iteration {r['iteration_ms']:8.3f} ms"
                       f" (compute {r['compute_cycles'] / 1e6:.3f} ms, exposed comm "
@@ -126,9 +131,9 @@ def main():
     print(md)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump(dict(rows=rows, table=md, paper=PAPER,
+        json.dump(dict(benchmark="ace", **prov, rows=rows, table=md, paper=PAPER,
                        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                       machine=_platform.platform(), version=pysim.__version__), f, indent=1)
+                       load_average_after=list(os.getloadavg())), f, indent=1)
     print(f"written {a.out}")
 
 

@@ -8,7 +8,6 @@ op graph and running it, simulated cycles per second, flit-hops per second, cycl
 import argparse
 import json
 import os
-import platform
 import resource
 import time
 
@@ -54,6 +53,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "training.json"))
     a = ap.parse_args()
+    from provenance import provenance
+    prov = provenance()                  # the load average as the runs begin
     cfg = config(a.engine)
     runs = []
     for _ in range(a.repeat):
@@ -66,11 +67,11 @@ def main():
               f"{r['flit_hops_per_second'] / 1e6:.1f} M flit-hops/s; iteration "
               f"{r['iteration_cycles']:,} cycles, {r['samples_per_second']:,.0f} samples/s")
     best = min(runs, key=lambda r: r["wall_seconds"])
-    out = dict(case="resnet50 data parallel, batch 256, 2 iterations, dgx1-v100, flit level",
-               engine=a.engine, runs=runs, best=best,
+    out = dict(benchmark="training",
+               case="resnet50 data parallel, batch 256, 2 iterations, dgx1-v100, flit level",
+               engine=a.engine, **prov, runs=runs, best=best,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               machine=platform.platform(), python=platform.python_version(),
-               version=pysim.__version__)
+               load_average_after=list(os.getloadavg()))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)

@@ -66,6 +66,14 @@ pysim run dgx1-v100 --set workload.kind=collective --set workload.engine=npu \
     --set workload.bytes=4194304 --trace "$tmp/allreduce.json" -q
 pysim plot "$tmp/allreduce.json" --kind timeline -o timeline-allreduce-dgx1-v100.png --force
 
+# training iterations: data-parallel ResNet-50 on DGX-1, 8 and 32 samples per GPU, collectives
+# on the NPU and on the offload engine
+pysim sweep dgx1-v100 --param workload.kind=training --param workload.model=resnet50 \
+    --param workload.batch=64,256 --param workload.engine=npu,offload \
+    --param workload.precision=mixed --param topology.npu.preset=v100 --db "$tmp/train.sqlite" -q
+pysim plot "$tmp/train.sqlite" --kind breakdown --x workload.batch --series workload.engine \
+    -o breakdown-dgx1-v100.png --force
+
 # systems
 for name in dgx1-v100 mcdla-8 torus4x4x4; do
     pysim topo "$name" --draw "$name.png" --force > /dev/null
