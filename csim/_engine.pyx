@@ -4,6 +4,7 @@ cimport numpy as cnp
 import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
+from libc.math cimport INFINITY, fabs
 from time import perf_counter
 from csim._types cimport *
 from csim._rng cimport rng_seed
@@ -1000,6 +1001,268 @@ def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_ds
             c2 = rt[v * n + d]
             if c2 >= 0:
                 seen[first[c1] + lo[c2]] = 1
+
+
+cdef inline void _heap_push(double* hk, int64_t* hv, int64_t* size, double k,
+                            int64_t v) noexcept nogil:
+    cdef int64_t i = size[0], p
+    size[0] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= k:
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        i = p
+    hk[i] = k
+    hv[i] = v
+
+
+cdef inline void _heap_pop(double* hk, int64_t* hv, int64_t* size) noexcept nogil:
+    cdef int64_t n = size[0] - 1, i = 0, c
+    cdef double k = hk[n]
+    cdef int64_t v = hv[n]
+    size[0] = n
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= k:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        i = c
+    if n > 0:
+        hk[i] = k
+        hv[i] = v
+
+
+def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
+              const double[::1] in_w, const int32_t[::1] in_ch, const int64_t[::1] out_ptr, const int32_t[::1] out_dst,
+              const int32_t[::1] out_ch, const double[::1] out_w,
+              const uint8_t[::1] is_dest, bint unit, int32_t[::1] table,
+              const uint8_t[::1] passes):
+    """Shortest-path next hops towards every destination d with is_dest[d]: table[u * n + d]
+    (filled in; -1 elsewhere) is the channel u takes towards d. The channels entering each
+    node are in_ptr / in_src (their source) / in_w (their weight), by channel id; those
+    leaving it out_ptr / out_dst / out_ch / out_w, by next node then channel id (in_ch,
+    out_ch: the channel ids).
+
+    From each destination, a breadth-first search (unit weights: it stops once every node is
+    reached) or Dijkstra's (binary heap) over the reversed channels gives every node's
+    distance; then u takes the first of its out-channels on a shortest path (dist[v] + w =
+    dist[u], to 1e-9) -- with unit weights, a node one hop away takes its lowest channel to d
+    at once. O(nodes x channels) at worst, without the GIL. Returns (d, u) of the first node u
+    that cannot reach a destination d, or None. A route passes only through nodes with
+    passes[node] (it may start at any node and ends at d)."""
+    cdef int64_t d, u, v, i, head, tail, hn, reached
+    cdef int64_t bad_d = -1, bad_u = -1
+    cdef double du, nd
+    if table.shape[0] != n * n:
+        raise ValueError("table has the wrong size")
+    dist_a = np.empty(max(n, 1), np.float64)
+    queue_a = np.empty(max(n, 1), np.int64)
+    direct_a = np.full(max(n, 1), -1, np.int32)
+    hk_a = np.empty(max(in_src.shape[0], 1) + 1, np.float64)
+    hv_a = np.empty(max(in_src.shape[0], 1) + 1, np.int64)
+    cdef double[::1] dist = dist_a
+    cdef int64_t[::1] queue = queue_a
+    cdef int32_t[::1] direct = direct_a
+    cdef double[::1] hk = hk_a
+    cdef int64_t[::1] hv = hv_a
+    cdef int64_t d0, d1
+    for d0 in range(0, n, 64):
+        PyErr_CheckSignals()                 # (Ctrl-C: KeyboardInterrupt between searches)
+        d1 = min(n, d0 + 64)
+        with nogil:
+            for d in range(d0, d1):
+                if not is_dest[d]:
+                    continue
+                for u in range(n):
+                    dist[u] = INFINITY
+                dist[d] = 0.0
+                reached = 1
+                if unit:
+                    head = 0
+                    tail = 1
+                    queue[0] = d
+                    while head < tail and reached < n:
+                        u = queue[head]
+                        head += 1
+                        if u != d and not passes[u]:
+                            continue             # (a node that forwards nothing ends no path)
+                        du = dist[u] + 1.0
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            if dist[v] == INFINITY:
+                                dist[v] = du
+                                queue[tail] = v
+                                tail += 1
+                                reached += 1
+                else:
+                    hn = 0
+                    _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
+                    while hn > 0:
+                        du = hk[0]
+                        u = hv[0]
+                        _heap_pop(&hk[0], &hv[0], &hn)
+                        if du > dist[u] or (u != d and not passes[u]):
+                            continue
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            nd = du + in_w[i]
+                            if nd < dist[v] - 1e-12:
+                                dist[v] = nd
+                                _heap_push(&hk[0], &hv[0], &hn, nd, v)
+                if unit:                     # the lowest channel into d from each neighbour
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        if direct[in_src[i]] < 0:
+                            direct[in_src[i]] = <int32_t>i
+                for u in range(n):
+                    if u == d or dist[u] == INFINITY:
+                        if u != d and is_dest[u] and bad_d < 0:
+                            bad_d = d
+                            bad_u = u
+                        continue
+                    if unit and dist[u] == 1.0:
+                        table[u * n + d] = in_ch[direct[u]]
+                        continue
+                    for i in range(out_ptr[u], out_ptr[u + 1]):
+                        if out_dst[i] != d and not passes[out_dst[i]]:
+                            continue
+                        if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
+                            table[u * n + d] = out_ch[i]
+                            break
+                if unit:
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        direct[in_src[i]] = -1
+    if bad_d >= 0:
+        return int(bad_d), int(bad_u)
+    return None
+
+
+def dfs_order(int64_t n, const int64_t[::1] ptr, const int64_t[::1] adj):
+    """Depth-first search of a directed graph (vertices 0..n-1, successors adj[ptr[u]:
+    ptr[u + 1]]), roots and successors in increasing order. Returns (postorder, cycle): the
+    vertices in postorder, and the vertices of the first cycle met (a back edge closed by
+    the path on the stack), or None if the graph is acyclic."""
+    post_a = np.empty(max(n, 1), np.int64)
+    color_a = np.zeros(max(n, 1), np.int8)        # 0 new, 1 on the stack, 2 done
+    parent_a = np.full(max(n, 1), -1, np.int64)
+    stack_a = np.empty(max(n, 1), np.int64)
+    pos_a = np.empty(max(n, 1), np.int64)
+    cdef int64_t[::1] post = post_a, parent = parent_a, stack = stack_a, pos = pos_a
+    cdef int8_t[::1] color = color_a
+    cdef int64_t root, u, v, sp, np_ = 0, cyc_u = -1, cyc_v = -1
+    with nogil:
+        for root in range(n):
+            if color[root]:
+                continue
+            color[root] = 1
+            stack[0] = root
+            pos[0] = ptr[root]
+            sp = 1
+            while sp > 0:
+                u = stack[sp - 1]
+                if pos[sp - 1] < ptr[u + 1]:
+                    v = adj[pos[sp - 1]]
+                    pos[sp - 1] += 1
+                    if color[v] == 0:
+                        color[v] = 1
+                        parent[v] = u
+                        stack[sp] = v
+                        pos[sp] = ptr[v]
+                        sp += 1
+                    elif color[v] == 1 and cyc_u < 0:
+                        cyc_u = u
+                        cyc_v = v
+                else:
+                    color[u] = 2
+                    post[np_] = u
+                    np_ += 1
+                    sp -= 1
+    cycle = None
+    if cyc_u >= 0:                  # (no negative indices here: wraparound is off)
+        u = cyc_u
+        cycle = [int(u)]
+        while u != cyc_v:
+            u = parent[u]
+            cycle.append(int(u))
+        cycle.reverse()
+    return post_a[:n], cycle
+
+
+cdef int _class_walk(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
+                     const int32_t[::1] ch_dst, const int64_t[::1] group,
+                     const int64_t[::1] order, const int64_t[::1] first,
+                     const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
+                     int64_t[::1] stamp, int64_t d_lo, int64_t d_hi) noexcept nogil:
+    cdef int64_t di, si, d, s, cur, c, prev, cls, nc, grp, last, steps
+    for di in range(d_lo, d_hi):
+        d = eps[di]
+        for si in range(eps.shape[0]):
+            s = eps[si]
+            if s == d:
+                continue
+            cur = s
+            prev = -1
+            cls = 0
+            grp = -1
+            last = -1
+            steps = 0
+            while cur != d:
+                c = rt[cur * n + d]
+                if c < 0:
+                    return 2
+                if grp == group[c]:
+                    nc = cls + (1 if order[c] < last else 0)
+                else:
+                    nc = 0
+                if nc >= kb:
+                    return 1
+                if prev >= 0:
+                    seen[(first[prev] + lo[c]) * kb + cls] = 1
+                if stamp[c * kb + nc] == d + 1:
+                    break
+                stamp[c * kb + nc] = d + 1
+                prev = c
+                cls = nc
+                grp = group[c]
+                last = order[c]
+                cur = ch_dst[c]
+                steps += 1
+                if steps > n:
+                    return 3
+    return 0
+
+
+def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
+                            const int32_t[::1] ch_dst, const int64_t[::1] group,
+                            const int64_t[::1] order, const int64_t[::1] first,
+                            const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen):
+    """Follow every endpoint-to-endpoint route of rt ([node * n + dst] -> channel) with its VC
+    class -- class 0 on a group's first channel, one more whenever a channel of lower order
+    than the one before in the same group is taken -- and mark each dependency (c1 in class
+    k1, then c2): seen[(first[c1] + lo[c2]) * kb + k1] (c2's class follows from c1, k1 and
+    c2). A route that reaches a (channel, class) already followed towards the same
+    destination stops there: what follows was marked then. So O(destinations x (endpoints +
+    channels x classes)), not O(pairs x hops). Returns 0, or 1 if a class reaches kb (call
+    again with more), 2 if a route ends before its destination, 3 if routes loop."""
+    cdef int st = 0
+    cdef int64_t d0, d1, m = eps.shape[0]
+    stamp_a = np.zeros(max(ch_dst.shape[0] * kb, 1), np.int64)
+    cdef int64_t[::1] stamp = stamp_a
+    for d0 in range(0, m, 64):
+        PyErr_CheckSignals()          # (Ctrl-C: KeyboardInterrupt between destinations)
+        d1 = min(m, d0 + 64)
+        with nogil:
+            st = _class_walk(rt, n, eps, ch_dst, group, order, first, lo, kb, seen, stamp,
+                             d0, d1)
+        if st != 0:
+            return st
+    return st
 
 
 def max_min_rates(route_ptr, route_res, capacity):

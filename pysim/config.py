@@ -25,6 +25,10 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type or out of range."""
 
 
+class PysimWarning(UserWarning):
+    """Something runs, but perhaps not as meant: the message says what is assumed."""
+
+
 class Key:
     """One declared configuration key."""
 
@@ -65,6 +69,8 @@ def _all_nonneg(xs):
 
 MAX_INT = 10 ** 15          # integers (cycles, bytes, counts) above this are refused: cycle
                             # stamps are 64-bit, and no run gets near 10^15 of anything
+MAX_FLIT_BYTES = 1 << 16   # the engine counts a flit's bytes in 32 bits, and serialisation
+                            # credits in flit_bytes * 2**20
 MAX_DELAY_CYCLES = 10 ** 6  # a router stage or a link: the event wheel spans the longest
 
 POS = (_positive, "a number > 0")
@@ -75,11 +81,30 @@ NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
 
+def finite_float(v):
+    """v (an int or a float, not a bool) as a finite float, else None: an integer too large
+    for a float (10**400) or an infinite or NaN float is not a quantity."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def positive_number(where, v):
     """A finite number > 0 given for `where` (a key or a table field), as a float."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
-    return float(v)
+    f = finite_float(v)
+    if f is None or not f > 0:
+        raise ConfigError(f"{where} = {_short(v)}: expected a finite number > 0")
+    return f
+
+
+def _short(v, limit=60):
+    """repr(v), cut short: a 400-digit integer named in full buries the message."""
+    r = repr(v)
+    return r if len(r) <= limit else f"{r[:limit - 20]}...{r[-12:]} ({len(r)} characters)"
 
 
 def _check_fields(path, table, fields):
@@ -160,12 +185,15 @@ KEYS = [
         "Most cycles to wait, after the window, for measured packets; "
         "if they are not all delivered by then the run is saturated.", NONNEG),
     Key("simulation", "watchdog_cycles", "int", 20000, "cycles",
-        "Flits buffered and none moving for this long is reported as deadlock.", POS),
+        "Flits buffered and none moving for this long, beyond the longest a flit takes "
+        "through the slowest link or NIC (serialisation and latency) and a router, is "
+        "reported as deadlock.", POS),
     Key("simulation", "max_packets", "int", 4000000, "packets",
         "Most packets alive at once (queued at sources or in flight); beyond it the run "
         "stops as saturated.", POS),
     # ------------------------------------------------------------------ network
-    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.", POS),
+    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.",
+        (lambda x: 1 <= x <= MAX_FLIT_BYTES, f"an integer in 1 .. {MAX_FLIT_BYTES:,}")),
     Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
         POS),
     Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
@@ -267,15 +295,16 @@ KEYS = [
         "binary tree), hierarchical.", None,
         lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
-        NONNEG),
+        (_positive, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
     Key("workload", "chunks", "int", 4, "-",
         "Collective: pieces the data is split into, pipelined through the steps.", POS),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),
     Key("workload", "group", "strs", None, "node names",
-        "Collective participants (default: every NPU, or every endpoint if there is none); "
-        "training: the NPUs used, in rank order (default: every NPU).", None),
+        "Collective participants, NPUs or hosts (default: every NPU, or every host if there "
+        "is none); training: the NPUs used, in rank order (default: every NPU).",
+        None),
     Key("workload", "ring_order", "strs", None, "node names",
         "Ring order of the participants, and their ranks for every algorithm (default: ring "
         "algorithms go round a ring over direct links if the topology has one, widest first, "
@@ -455,25 +484,31 @@ def check_value(key: Key, v):
         raise ConfigError(f"{key.path} = None: expected {_KIND_TEXT[key.kind]} (leave the key "
                           f"out for its default, {key.default!r})")
     if not _type_ok(key.kind, v):
-        raise ConfigError(f"{key.path} = {v!r}: expected {_KIND_TEXT[key.kind]}")
+        raise ConfigError(f"{key.path} = {_short(v)}: expected {_KIND_TEXT[key.kind]}")
     if key.kind in ("int", "ints", "int|ints"):
         limit = 2 ** 64 - 1 if key.path == "simulation.seed" else MAX_INT
         if any(abs(x) > limit for x in (v if isinstance(v, list) else [v])):
-            raise ConfigError(f"{key.path} = {v!r}: expected at most {limit:,}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected at most {limit:,}")
     if key.kind == "float":
-        v = float(v)
-        if not math.isfinite(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected a finite number")
+        f = finite_float(v)
+        if f is None:
+            raise ConfigError(f"{key.path} = {_short(v)}: expected a finite number")
+        v = f
     if key.kind == "floats":
-        v = [float(x) for x in v]
+        fs = [finite_float(x) for x in v]
+        if any(f is None for f in fs):
+            bad = v[fs.index(None)]
+            raise ConfigError(f"{key.path} = {_short(v)}: expected finite numbers (entry "
+                              f"{fs.index(None)} is {_short(bad)})")
+        v = fs
     if key.check is not None:
         pred, expected = key.check
         if not pred(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected {expected}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected {expected}")
     if key.choices is not None:
         names = key.choices()
         if v not in names:
-            raise ConfigError(f"{key.path} = {v!r}: unknown name{_suggest(v, names)}; "
+            raise ConfigError(f"{key.path} = {_short(v)}: unknown name{_suggest(v, names)}; "
                               f"known: {', '.join(names)}")
     return v
 
@@ -524,12 +559,23 @@ class Config:
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in SECTIONS}
-        for path, v in cwd_paths(overrides).items():
+        for path, v in cwd_paths(_as_overrides(overrides, "with_overrides()")).items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
     def __repr__(self):
         return f"Config({self._values!r})"
+
+
+def _as_overrides(overrides, who):
+    """Overrides as a dict: a dict {'section.key': value}, or (key, value) pairs."""
+    if overrides is None or isinstance(overrides, dict):
+        return overrides or {}
+    try:
+        return dict(overrides)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: overrides must be a dict {{'section.key': value}} or (key, "
+                        f"value) pairs, not {_short(overrides)}") from None
 
 
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
@@ -541,6 +587,9 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     values = {s: {} for s in SECTIONS}
     explicit = set()
     for section, body in raw.items():
+        if not isinstance(section, str):
+            raise ConfigError(f"section {section!r}: expected a section name (a string); "
+                              f"known: {', '.join(SECTIONS)}")
         if section not in values:
             raise ConfigError(f"unknown section [{section}]{_suggest(section, SECTIONS)}; "
                               f"known: {', '.join(SECTIONS)}")
@@ -548,6 +597,9 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
             raise ConfigError(f"[{section}] must be a table, got {body!r}")
         names = [k.name for k in KEYS if k.section == section]
         for name, v in body.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"[{section}] key {name!r}: expected a key name (a string); "
+                                  f"known in [{section}]: {', '.join(names)}")
             path = f"{section}.{name}"
             if path not in KEY_MAP:
                 raise ConfigError(f"unknown key {path}{_suggest(name, names)}; "
@@ -589,7 +641,7 @@ def _cross_checks(cfg: Config):
         if len(t.packet_weights) != len(sizes):
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected "
                               f"{len(sizes)} weights, one per entry of traffic.packet_flits")
-        if sum(t.packet_weights) <= 0:
+        if max(t.packet_weights) <= 0:
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
                               f"positive sum")
 
@@ -597,9 +649,11 @@ def _cross_checks(cfg: Config):
 def read_toml(path, what, error=ConfigError):
     """Parse a TOML file; `what` says which file it is in the error if it is missing or not
     valid TOML."""
+    from pysim._io import read_bounded
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        data = read_bounded(path)
+        text = data.decode("utf-8")
+        return tomllib.loads(text[1:] if text.startswith("\ufeff") else text)  # (a BOM)
     except FileNotFoundError:
         raise error(f"{what}: no such file {path}") from None
     except IsADirectoryError:
@@ -610,6 +664,10 @@ def read_toml(path, what, error=ConfigError):
         raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what}: {path} is not valid TOML: {e}") from None
+    except ValueError as e:          # not a regular file, or too large (read_bounded)
+        raise error(f"{what}: {e}") from None
+    except RecursionError:
+        raise error(f"{what}: {path} nests tables or arrays too deeply") from None
 
 
 def is_key(path):
@@ -623,6 +681,8 @@ def is_key(path):
 def apply_override(raw, path, value, what="override"):
     """Set `path` to `value` in a raw config dict (as TOML parses one): 'section.key', or a
     field inside a table key, which keeps the table's other fields."""
+    if not isinstance(path, str):
+        raise ConfigError(f"{what} {path!r}: expected a key 'section.key' (a string)")
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
@@ -679,8 +739,9 @@ def cwd_paths(overrides: dict, what="override") -> dict:
 def load(path, overrides: dict | None = None) -> Config:
     """Read a TOML file, or a shipped system given by name ("mesh8x8"), into a validated
     Config; `overrides` maps "section.key" to values (their paths relative to the current
-    directory)."""
+    directory), or is a list of (key, value) pairs."""
     from pysim import systems
+    overrides = _as_overrides(overrides, "load()")
     path = systems.resolve(path)
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
@@ -701,6 +762,10 @@ def _include_topology(raw, base, overrides):
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
         return raw
+    if topo is None:
+        topo = {}
+    if not isinstance(topo, dict):
+        raise ConfigError(f"[topology] must be a table, got {_short(topo)}")
     if not isinstance(name, str):
         raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
     from pysim import systems

@@ -12,6 +12,7 @@ are averaged, with 95% confidence intervals as error bars.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -124,7 +125,106 @@ def _require(tidy_rows, **roles):
 
 
 def _hashable(v):
-    return tuple(_hashable(x) for x in v) if isinstance(v, list) else v
+    """A series or group value as a dict key: a list (topology.dims) as a tuple, a table as
+    its JSON text."""
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _numeric(tidy_rows, **roles):
+    """Every key named for a role must have numbers (or nothing) where it has a value: a
+    string metric (saturation_reason) on an axis is refused, naming the numeric ones."""
+    ok = [t for t in tidy_rows if t["status"] != "failed"]
+    for role, key in roles.items():
+        bad = [v for v in (_get(t, key) for t in ok) if v is not None and not _number(v)]
+        if bad:
+            names = sorted({k for t in ok for k, v in t.items()
+                            if not k.startswith("_") and _number(v)})
+            raise ConfigError(f"--{role} {key}: its values are not numbers (one is "
+                              f"{_short(bad[0])}); the numeric columns are {', '.join(names)}")
+
+
+def check_rows(rows, x, y, series=None):
+    """Refuse, before drawing, a figure whose axes would be empty or not numbers."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, y=y, series=series)
+    _numeric(tidy_rows, x=x, y=y)
+    return tidy_rows
+
+
+def check_speedup(rows, group, series, metric, baseline):
+    """Refuse a speed-up figure whose baseline no point has (its bars would all be empty),
+    or whose metric is not a number."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, group=group, series=series, y=metric)
+    _numeric(tidy_rows, y=metric)
+    values = {_hashable(_get(t, series)) for t in tidy_rows if t["status"] != "failed"}
+    if _hashable(baseline) not in values:
+        shown = ", ".join(sorted(map(repr, values)))
+        raise ConfigError(f"--baseline {baseline!r}: no point that did not fail has {series} "
+                          f"= {baseline!r}; its values are {shown}")
+
+
+def check_result(obj, source):
+    """A run's --json result, as far as a link-utilisation figure reads it."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a run's --json result (a JSON object), got a "
+                         f"{type(obj).__name__}")
+    if not isinstance(obj.get("config"), dict):
+        raise ValueError(f"'config' = {_short(obj.get('config'))}: expected the resolved "
+                         f"configuration (an object of sections)")
+    links = obj.get("links")
+    if not isinstance(links, list) or not all(
+            isinstance(link, dict) and isinstance(link.get("src"), str) and
+            isinstance(link.get("dst"), str) and _number(link.get("utilization"))
+            for link in links):
+        raise ValueError(f"'links' = {_short(links)}: expected a list of objects with src, "
+                         f"dst (node names) and utilization (a number)")
+    return obj
+
+
+def check_links(network, result, source):
+    """Every link of a result names nodes of the system its config describes."""
+    names = set(network.topo.node_names)
+    for link in result["links"]:
+        for end in ("src", "dst"):
+            if link[end] not in names:
+                raise ValueError(f"link {link['src']}->{link['dst']}: {link[end]!r} is not a "
+                                 f"node of the system its config describes")
+
+
+def check_trace(obj, source):
+    """A Chrome/Perfetto trace as `pysim run --trace` writes it (or its list of events)."""
+    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise ValueError(f"'traceEvents' = {_short(events)}: expected a list of event objects")
+    for e in events:
+        if e.get("ph") == "X":
+            if not (_number(e.get("ts")) and _number(e.get("dur")) and
+                    _number(e["ts"] + e["dur"]) and e["dur"] >= 0 and
+                    isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a complete event (ph 'X') needs ts and "
+                                 f"dur (finite numbers, dur >= 0), pid and tid")
+        elif e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            if not (isinstance(e.get("args"), dict) and isinstance(e["args"].get("name"), str)
+                    and isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a name event needs pid, tid and "
+                                 f"args.name")
+    return obj
+
+
+def _short(v, limit=80):
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit] + "..."
 
 
 def _series_keys(tidy_rows, x, series, exclude=()):
@@ -153,8 +253,7 @@ def points(rows, x, y, series=None, extra=()):
     that of `series`, or a tuple when other swept keys vary too (their values in order).
     When x is a measured metric (offered_rate) rather than a swept key, the points along it
     are told apart by the swept injection rate, and x is their mean."""
-    tidy_rows = _tidy_with_config(rows)
-    _require(tidy_rows, x=x, y=y, series=series)
+    tidy_rows = check_rows(rows, x, y, series)
     ok = [t for t in tidy_rows if t["status"] != "failed"]
     swept = {k for t in ok for k in t["_params"]}
     along = x if x in swept or "traffic.injection_rate" not in swept else \
@@ -417,9 +516,10 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
     """Grouped bars: metric(baseline series value) / metric(series value) per group, i.e.
     speed-up over the baseline (> 1 is faster for a time-like metric); values over seeds are
     averaged first."""
+    check_speedup(rows, group, series, metric, baseline)
+    baseline = _hashable(baseline)
     plt = _figure()
     tidy_rows = _tidy_with_config(rows)
-    _require(tidy_rows, group=group, series=series, y=metric)
     cells = {}
     for t in tidy_rows:
         if t["status"] != "failed" and _get(t, metric) is not None:
@@ -508,9 +608,23 @@ def breakdown(rows, path, x, series=None, title=None, ylim=None):
 
 # ------------------------------------------------------------------ one run
 
+FORCE_MAX_NODES = 1000     # a force-directed layout above this is a circle instead
+MAX_DRAWN_LINKS = 20000    # node pairs a drawing of a system shows at most
+
+
+def check_drawable(topo, pairs=None):
+    """Refuse to draw more linked node pairs than a figure can show (a fully connected graph
+    of 2,000 nodes has two million: hours of drawing for a grey disc)."""
+    if pairs is None:
+        pairs = {(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}
+    if len(pairs) > MAX_DRAWN_LINKS:
+        raise ConfigError(f"{topo.name} has {len(pairs):,} linked node pairs; a drawing shows "
+                          f"at most {MAX_DRAWN_LINKS:,}")
+
+
 def layout(topo, seed=1):
     """Node positions: coordinates for meshes and tori (3-D projected), a circle for rings,
-    a seeded force-directed layout for graphs."""
+    a seeded force-directed layout for graphs (a circle for more than FORCE_MAX_NODES)."""
     n = topo.n_nodes
     if topo.coords is not None:
         c = topo.coords.astype(float)
@@ -523,6 +637,8 @@ def layout(topo, seed=1):
     rng = np.random.default_rng(seed)
     angle = 2 * np.pi * np.arange(n) / n
     pos = np.stack([np.cos(angle), np.sin(angle)], axis=1) + 0.01 * rng.standard_normal((n, 2))
+    if n > FORCE_MAX_NODES:        # (its n x n forces: 4 GB an iteration at 16,384 nodes)
+        return pos
     edges = np.array(sorted({(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}))
     k = 1.0 / np.sqrt(n)
     t = 0.1
@@ -606,8 +722,9 @@ def draw_topology(network, cfg, path, title=None):
     from pysim.network import _undirected_bandwidth
     plt = _figure()
     topo = network.topo
-    pos = layout(topo)
     pairs, _ = _undirected_bandwidth(topo, cfg)
+    check_drawable(topo, pairs)
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7, 6))
     gmax = max(pairs.values()) if pairs else 1.0
 
@@ -644,12 +761,13 @@ def link_utilisation(network, cfg, result, path, title=None):
     plt = _figure()
     import matplotlib as mpl
     topo = network.topo
-    pos = layout(topo)
     index = {n: i for i, n in enumerate(topo.node_names)}
     util = {}
     for link in result["links"]:
         k = (index[link["src"]], index[link["dst"]])
         util[k] = max(util.get(k, 0.0), link["utilization"])
+    check_drawable(topo, {(min(a, b), max(a, b)) for a, b in util})
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7.4, 6))
     cmap = mpl.colormaps["inferno_r"]
     vmax = max(max(util.values(), default=0.0), 1e-9)
@@ -711,6 +829,31 @@ def _time_unit(end_us):
     return "ns", 1e3
 
 
+MAX_TIMELINE_OPS = 50000   # ops a timeline draws at most (each is a bar)
+
+
+def _window(spans, xlim):
+    """The complete events a timeline draws: those that overlap xlim (in the axis's unit, as
+    timeline chooses it from the whole trace) if given; more than MAX_TIMELINE_OPS are
+    refused, before drawing."""
+    if xlim is not None:
+        _, scale = _time_unit(max((e["ts"] + e["dur"] for e in spans), default=1.0))
+        lo, hi = xlim[0] / scale, xlim[1] / scale
+        spans = [e for e in spans if e["ts"] <= hi and e["ts"] + e["dur"] >= lo]
+    if len(spans) > MAX_TIMELINE_OPS:
+        raise ConfigError(f"the trace has {len(spans):,} ops"
+                          f"{' in the window --xlim' if xlim is not None else ''}; a timeline "
+                          f"draws at most {MAX_TIMELINE_OPS:,} (--xlim LO HI draws those in a "
+                          f"window of time)")
+    return spans
+
+
+def check_timeline(trace, xlim=None):
+    """Refuse, before drawing, a timeline of more ops than it can draw."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    _window([e for e in events if e.get("ph") == "X"], xlim)
+
+
 def timeline(trace, path, title=None, xlim=None):
     """A Gantt chart from a Chrome/Perfetto trace (events with ph = "X": pid = node, tid =
     resource, ts and dur in microseconds): a row per node and resource, ops that overlap on
@@ -723,15 +866,18 @@ def timeline(trace, path, title=None, xlim=None):
                           "writes one)")
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     other = trace.get("otherData", {}) if isinstance(trace, dict) else {}
-    spans = [e for e in events if e.get("ph") == "X"]
+    every = [e for e in events if e.get("ph") == "X"]
+    spans = _window(every, xlim)
     names = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
             names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = \
                 e["args"]["name"]
     tracks = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
-    by_track = {t: [e for e in spans if (e["pid"], e.get("tid", 0)) == t] for t in tracks}
-    end = max((e["ts"] + e["dur"] for e in spans), default=1.0)
+    by_track = {t: [] for t in tracks}
+    for e in spans:                       # (one pass: a track per span searched every span)
+        by_track[(e["pid"], e.get("tid", 0))].append(e)
+    end = max((e["ts"] + e["dur"] for e in every), default=1.0)
     unit, scale = _time_unit(end)
     cats = sorted({e.get("cat", e.get("name", "")) for e in spans})
     color = {c: f"C{i % 10}" for i, c in enumerate(cats)}

@@ -27,4 +27,7 @@ def simulate(cfg, progress=None):
     elif not isinstance(cfg, Config):
         raise TypeError(f"simulate() takes a Config, a path to a TOML file or a dict, not "
                         f"{type(cfg).__name__}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"simulate(progress=...) takes a function f(cycle, last), not "
+                        f"{type(progress).__name__}")
     return WORKLOADS[cfg.workload.kind].run(cfg, progress=progress)

@@ -58,12 +58,10 @@ class Result:
     def to_dict(self):
         """Plain JSON-able data; a number that could not be measured (no packet delivered)
         is None rather than NaN."""
+        from pysim._io import json_safe
         d = dict(self.__dict__)
         d["config"] = dict(self.config)
-        for k, v in d.items():
-            if isinstance(v, float) and v != v:
-                d[k] = None
-        return d
+        return json_safe(d)
 
     def to_json(self, **kw):
         return json.dumps(self.to_dict(), **kw)

@@ -26,6 +26,7 @@ A job file is TOML:
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -155,16 +156,21 @@ def _bool(where, v):
     return v
 
 
-def write_jobs(jobs, path):
-    """Write a stream as a job file (what load_jobs reads)."""
+def jobs_text(jobs):
+    """A stream as the text of a job file (what load_jobs reads)."""
     lines = []
     for job in jobs:
-        lines += ["[[jobs]]", f'model = "{job.model}"', f"npus = {job.npus}",
+        lines += ["[[jobs]]", f"model = {json.dumps(job.model)}", f"npus = {job.npus}",
                   f"iterations = {job.iterations}", f"arrival_s = {job.arrival_s!r}",
                   f'pattern = "{job.pattern}"', f"sensitive = {str(job.sensitive).lower()}",
                   f"batch_per_npu = {job.batch_per_npu}", ""]
+    return "\n".join(lines)
+
+
+def write_jobs(jobs, path):
+    """Write a stream as a job file."""
     with open(path, "w") as f:
-        f.write("\n".join(lines))
+        f.write(jobs_text(jobs))
 
 
 def stream(cfg) -> list:

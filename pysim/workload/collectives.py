@@ -23,10 +23,11 @@ import math
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.config import MAX_INT, ConfigError
 from pysim.topology import build as build_topology
+from pysim.workload import graph as graph_module
 from pysim.workload.base import register
-from pysim.workload.graph import MAX_OPS, OpGraph, engine_params, run_graph
+from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
 
 OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
 
@@ -124,7 +125,12 @@ class _Builder:
             if self.engine == "offload":
                 return self._note(node, self._stream_reduce(node, int(nbytes), after))
             return self._note(node, self.g.reduce(n, int(nbytes), self.engine, after=after))
-        cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
+        cycles = 0 if not self.reduce_bpc else nbytes / self.reduce_bpc
+        if not cycles <= MAX_INT:
+            raise ConfigError(f"workload.reduce_gbps: reducing {nbytes:,} bytes at "
+                              f"{self.reduce_bpc:g} bytes per cycle takes more than "
+                              f"{MAX_INT:,} cycles")
+        cycles = math.ceil(cycles)
         return self._note(node, self.g.compute(n, cycles, after=after))
 
     def _stream_reduce(self, node, nbytes, after):
@@ -492,6 +498,36 @@ ALGORITHMS = {
 }
 
 
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None):
+    """An upper bound of the engine ops a collective expands into, counted before building
+    any (so that a graph too large is refused at once, not after minutes of building): per
+    chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
+    model), each send and reception on the NPU with its HBM op and a reduction there three
+    ops (at most 3 times as many), or the offload engine's loads and stores (2 per node)."""
+    log = max(1, (p - 1).bit_length())
+    ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
+    if algorithm in ("ring", "bidir_ring") and collective in ring:
+        per = ring[collective] * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    elif algorithm == "ring":                   # broadcast, reduce: a pipeline
+        per = 2 * (p - 1)
+    elif algorithm == "direct":
+        per = {"all_to_all": 1, "broadcast": 0, "reduce": 0}.get(
+            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1)
+    elif algorithm == "halving_doubling":
+        per = ring.get(collective, 3) * p * log
+    elif algorithm == "tree":
+        per = 6 * (p - 1)
+    elif algorithm == "hierarchical" and dims:
+        per = 3 * p * sum(int(k) - 1 for k in dims)
+    else:
+        per = 3 * p * p
+    if engine == "npu":
+        per *= 3
+    elif engine == "offload":
+        per += 2 * p
+    return chunks * per
+
+
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
@@ -515,11 +551,16 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
-    if nbytes < 0 or chunks < 1:
-        raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
-    if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
-        raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
-                          f"than the {MAX_OPS:,} ops a graph may have")
+    if nbytes < 1 or chunks < 1:
+        raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
+                          f"workload.bytes >= 1 and workload.chunks >= 1")
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims)
+    limit = graph_module.MAX_OPS
+    if ops > limit:
+        raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
+                         f"{len(order)} participants makes up to {ops:,} ops, more than the "
+                         f"{limit:,} ops a graph may have (fewer chunks or participants make "
+                         f"fewer)")
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
@@ -554,12 +595,15 @@ def participants(cfg, topo):
     group = cfg.workload.group
     if group is None:
         npus = [n for n, k in zip(names, topo.node_kinds) if k == "npu"]
-        group = npus or [names[i] for i in topo.endpoints()]
+        group = npus or [n for n, k in zip(names, topo.node_kinds) if k == "host"]
+    index = {n: i for i, n in enumerate(names)}
     for n in group:
-        if n not in names:
+        if n not in index:
             raise ConfigError(f"workload.group: {n!r} is not a node of {topo.name}")
-        if topo.node_kinds[names.index(n)] == "switch":
-            raise ConfigError(f"workload.group: {n!r} is a switch")
+        kind = topo.node_kinds[index[n]]
+        if kind in ("switch", "mem"):
+            raise ConfigError(f"workload.group: {n!r} is a {'memory node' if kind == 'mem' else kind}"
+                              f"; a collective runs among NPUs and hosts (nodes that compute)")
     _at_least_two(group)
     return list(group)
 
@@ -567,7 +611,7 @@ def participants(cfg, topo):
 def _at_least_two(group):
     if len(group) < 2:
         raise ConfigError(f"workload.group = {list(group)}: a collective needs at least 2 "
-                          f"participants (by default every NPU takes part, or every endpoint "
+                          f"participants (by default every NPU takes part, or every host "
                           f"if there is no NPU)")
 
 
@@ -750,7 +794,7 @@ def run_collective(cfg, progress=None):
     cycles = result.makespan_cycles
     p = len(meta["order"])
     w = cfg.workload
-    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("inf")
+    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("nan")  # (null)
     per_npu = endpoint_report(graph, result, meta["order"], cfg.network.clock_ghz)
     result.collective = dict(
         **meta, collective_cycles=cycles,

@@ -21,13 +21,15 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from csim import _engine
 from pysim import __version__
-from pysim.config import MAX_INT, ConfigError, read_toml
+from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_float,
+                          read_toml)
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.topology import ns_to_cycles
@@ -189,11 +191,15 @@ def _size(v, what, name, real=False):
     if type(v) is int and 0 <= v <= MAX_INT:          # the common case
         return float(v) if real else v
     where = f"op {name!r}: " if name else ""
-    ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
-          and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
+    if isinstance(v, (np.integer, np.floating)):
+        v = v.item()
+    f = finite_float(v)                 # (None: inf, NaN, or an integer no float holds)
+    ok = f is not None and f >= 0 and (real or f.is_integer())
+    if f is None and isinstance(v, int) and not isinstance(v, bool) and v > 0 and not real:
+        raise GraphError(f"{where}{what} = {_short(v)}: expected at most {MAX_INT:,}")
     if not ok:
-        raise GraphError(f"{where}{what} = {v!r}: expected {'a number' if real else 'an integer'}"
-                         f" >= 0")
+        raise GraphError(f"{where}{what} = {_short(v)}: expected "
+                         f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
         raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
@@ -216,7 +222,7 @@ def load_graph(path) -> OpGraph:
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
-        if kind not in fields:
+        if not isinstance(kind, str) or kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
                              f"reduce, mem_write or mem_read")
         takes = fields[kind] | optional.get(kind, set()) | {"name", "after"}
@@ -264,6 +270,9 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     index = {name: i for i, name in enumerate(topo.node_names)}
 
     def node_id(name, i, what, kinds=None):
+        if not isinstance(name, str):
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
+                             f"string)")
         if name not in index:
             known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
             raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
@@ -281,7 +290,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     if len(g) == 0:
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
-    cparams = compute_params(topo, cfg)
+    cparams = compute_params(topo, cfg)          # (once: each walks every node)
     eparams = engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
@@ -290,7 +299,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     span = []                           # per op of g: (first primitive, last primitive)
     isolated = {}                       # roofline ops: their time alone
     companions = []                     # roofline ops' memory companions
-    stored = {}
+    stored, read = {}, {}               # per memory node: bytes written, bytes read
 
     def prim(k, n, d, s, deps, u=0):
         kind.append(KINDS[k])
@@ -301,6 +310,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
         return len(kind) - 1
 
+    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id)
     for i in range(len(g)):
         k = g.kind[i]
         deps = [span[d][1] for d in g.after[i]]
@@ -379,6 +389,11 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                     last = acc
                 span.append((first, last))
             else:
+                read[m] = read.get(m, 0) + total
+                if total > cap:
+                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
+                                     f"{topo.node_names[m]}, more than its capacity of {cap} "
+                                     f"bytes")
                 req = prim("send", a, m, REQUEST_BYTES, deps)
                 last_acc = None
                 last = None
@@ -388,6 +403,12 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                     last = prim("send", m, a, b, [acc]) if b else acc
                     last_acc = acc
                 span.append((req, last))
+    for m, b in read.items():
+        if b > stored.get(m, 0):
+            warnings.warn(PysimWarning(
+                f"the op graph reads {b:,} bytes from memory node {topo.node_names[m]} and "
+                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
+                f"from the start"), stacklevel=2)
     n_ops = len(kind)
     succ_lists = [[] for _ in range(n_ops)]
     for i, a in enumerate(after):
@@ -410,8 +431,51 @@ def compile_graph(g: OpGraph, topo, cfg=None):
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
+def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
+    """Count, before building any, the engine's ops the graph's ops expand into -- a memory
+    op's pieces (two ops each), a roofline op (two: the engine runs its slices), a reduction
+    on the NPU (three) -- and refuse more than MAX_OPS, naming the op that expands most and
+    the key that sets its expansion. (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    total, worst, worst_i = 0, -1, -1
+    for i in range(len(g)):
+        k = g.kind[i]
+        if k in ("mem_write", "mem_read"):
+            n = 2 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
+        elif k == "compute" and g.work[i] is not None:
+            n = 2                  # a roofline op and its memory companion, whatever its slices
+        elif k == "reduce_npu":
+            n = 3
+        else:
+            n = 1
+        total += n
+        if n > worst:
+            worst, worst_i = n, i
+    if total <= MAX_OPS:
+        return
+    k = g.kind[worst_i]
+    if k in ("mem_write", "mem_read"):
+        why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
+               f"(raise it)")
+    elif k == "compute":
+        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
+    else:
+        why = "the graph's ops themselves"
+    raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "
+                     f"op {g.label(worst_i)} alone into up to {worst:,}: {why}")
+
+
 def _ceil(b, bpc):
-    return int(math.ceil(b / bpc - 1e-9)) if b else 0
+    """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
+    rate of 1e-300 GB/s) is refused, naming the rate."""
+    if not b:
+        return 0
+    cycles = b / bpc - 1e-9
+    if not cycles <= MAX_INT:
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
+                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                         f"mem_gbps) or workload.reduce_gbps is too small")
+    return int(math.ceil(cycles))
 
 
 def compute_params(topo, cfg):
@@ -497,11 +561,11 @@ class GraphResult:
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
 
     def to_dict(self):
+        """Plain JSON data: a number that is not defined (no packet, no time) is None."""
+        from pysim._io import json_safe
         d = dict(self.__dict__)
-        if d["avg_packet_latency"] != d["avg_packet_latency"]:
-            d["avg_packet_latency"] = None
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
-        return d
+        return json_safe(d)
 
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
