@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import time
 import urllib.parse
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
 from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, cwd_paths,
