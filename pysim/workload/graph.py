@@ -433,16 +433,22 @@ MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap ope
 
 def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
-    op's pieces (two ops each), a roofline op (two: the engine runs its slices), a reduction
-    on the NPU (three) -- and refuse more than MAX_OPS, naming the op that expands most and
-    the key that sets its expansion. (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    op's pieces (two ops each), a roofline op (two: the engine runs its slices; past
+    MAX_SLICES slices, counted by its slices), a reduction on the NPU (three) -- and refuse
+    more than MAX_OPS, naming the op that expands most and the key that sets its expansion.
+    (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
     total, worst, worst_i = 0, -1, -1
     for i in range(len(g)):
         k = g.kind[i]
         if k in ("mem_write", "mem_read"):
             n = 2 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
         elif k == "compute" and g.work[i] is not None:
-            n = 2                  # a roofline op and its memory companion, whatever its slices
+            # a roofline op and its memory companion, whatever its slices (the engine runs
+            # them), unless it has more slices than an op may have: then it counts them
+            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
+            cycles = max(g.work[i][0] / flops_pc, g.work[i][1] / bytes_pc)   # (may be inf)
+            slices = max(1, int(math.ceil(min(cycles, 1e30) / slice_cycles)))
+            n = 2 if slices <= MAX_SLICES else 3 * slices
         elif k == "reduce_npu":
             n = 3
         else:
