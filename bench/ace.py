@@ -41,7 +41,7 @@ MODELS = {                     # per-NPU mini-batch
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}
 
 
-def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None):
+def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None, network="flit"):
     per_npu = per_npu or MODELS[model]
     path, over = PLATFORMS[plat]
     cfg = pysim.load(os.path.join(TOPO, path), {
@@ -49,7 +49,7 @@ def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None):
         "workload.kind": "training",
         "workload.model": model, "workload.batch": per_npu * npus,
         "workload.precision": "mixed", "workload.engine": engine,
-        "workload.iterations": iterations})
+        "workload.iterations": iterations, "network.model": network})
     t = time.perf_counter()
     r = pysim.simulate(cfg)
     d = r.to_dict()
@@ -58,6 +58,7 @@ def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None):
     net = sum(v["network_bytes"] for v in per)
     hbm_comm = sum(v["hbm_comm_bytes"] for v in per)
     return dict(platform=plat, model=model, engine=engine, npus=npus, offload_pieces=pieces,
+                network=network,
                 batch=per_npu * npus,
                 iteration_cycles=d["iteration_cycles"],
                 iteration_ms=d["iteration_seconds"] * 1e3,
@@ -76,15 +77,17 @@ def table(rows):
            "(paper) | HBM per network byte, NPU / engine | network GB/s per NPU while "
            "communicating, NPU / engine (ratio; paper 1.44x on average) |",
            "|---|---|---|---|---|---|---|"]
-    by = {(r["platform"], r["model"], r["batch"], r["engine"]): r for r in rows}
-    for (plat, model, batch, eng), a in by.items():
-        if eng != "npu" or (plat, model, batch, "offload") not in by:
+    by = {(r["platform"], r["model"], r["batch"], r.get("network", "flit"), r["engine"]): r
+          for r in rows}
+    for (plat, model, batch, net, eng), a in by.items():
+        if eng != "npu" or (plat, model, batch, net, "offload") not in by:
             continue
-        b = by[(plat, model, batch, "offload")]
+        b = by[(plat, model, batch, net, "offload")]
         sp = a["iteration_cycles"] / b["iteration_cycles"]
         ratio = b["comm_network_gbps_per_npu"] / a["comm_network_gbps_per_npu"] \
             if a["comm_network_gbps_per_npu"] else float("nan")
-        out.append(f"| {plat} | {model} ({batch // a['npus']} per NPU) | "
+        out.append(f"| {plat}{' (flow level)' if net == 'flow' else ''} | {model} "
+                   f"({batch // a['npus']} per NPU) | "
                    f"{a['iteration_ms']:.2f} | {b['iteration_ms']:.2f} | "
                    f"{sp:.3f}x ({PAPER[model]}x) | {a['hbm_comm_bytes_per_network_byte']:.2f} / "
                    f"{b['hbm_comm_bytes_per_network_byte']:.2f} "
@@ -100,6 +103,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--engines", default="npu,offload")
+    ap.add_argument("--network", default="flit", choices=["flit", "flow"],
+                    help="network.model: the flit level (the reference) or the flow level")
     ap.add_argument("--per-npu", type=int, default=None,
                     help="samples per NPU for every model (default: 32, 32, 512)")
     ap.add_argument("--merge", nargs="*", default=None,
@@ -119,7 +124,8 @@ def main():
         npus = 64 if plat == "torus4x4x4" else 8
         for model in a.models.split(","):
             for engine in a.engines.split(","):
-                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces, a.per_npu)
+                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces, a.per_npu,
+                        a.network)
                 rows.append(r)
                 print(f"{plat:>11} {model:>9} {engine:>8}: iteration {r['iteration_ms']:8.3f} ms"
                       f" (compute {r['compute_cycles'] / 1e6:.3f} ms, exposed comm "

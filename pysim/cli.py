@@ -609,10 +609,10 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                                                "values make the bars)")
                 bx = x or swept[0]
                 bs = series if series else (swept[1] if len(swept) > 1 and x is None else None)
+                P.check_breakdown(rows, x=bx, series=bs)
 
                 def draw(tmp):
-                    P.breakdown(rows, tmp, x=bx, series=bs, title=axes.get("title"),
-                                ylim=axes.get("ylim"))
+                    P.breakdown(rows, tmp, x=bx, series=bs, title=title, ylim=ylim)
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "

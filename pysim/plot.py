@@ -159,6 +159,15 @@ def check_rows(rows, x, y, series=None):
     return tidy_rows
 
 
+def check_breakdown(rows, x, series=None):
+    """Refuse a breakdown whose bars would be empty: no point has `x` (or `series`), or none
+    is a training run (no iteration_cycles)."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, series=series, y="iteration_cycles")
+    _numeric(tidy_rows, y="iteration_cycles")
+    return tidy_rows
+
+
 def check_speedup(rows, group, series, metric, baseline):
     """Refuse a speed-up figure whose baseline no point has (its bars would all be empty),
     or whose metric is not a number."""

@@ -68,6 +68,8 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
     idx = {n: i for i, n in enumerate(names)}
     ep = engine_params(topo, cfg)[idx[npus[0]]]
     sram = ep[1] if engine == "offload" else None
+    if engine == "offload":
+        coll.check_offload_sram(topo, cfg, npus)
     grain = w.packet_flits * cfg.network.flit_bytes
     gate = npus[0]                       # the network's one queue of chunks
     priority = [0]

@@ -498,12 +498,14 @@ ALGORITHMS = {
 }
 
 
-def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None):
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
     model), each send and reception on the NPU with its HBM op and a reduction there three
-    ops (at most 3 times as many), or the offload engine's loads and stores (2 per node)."""
+    ops (at most 3 times as many), or on the offload engine each reduction two ops (it
+    streams) and per piece a load and a store per node; `pieces`: the pieces the engine cuts a
+    chunk into."""
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
     if algorithm in ("ring", "bidir_ring") and collective in ring:
@@ -524,7 +526,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None):
     if engine == "npu":
         per *= 3
     elif engine == "offload":
-        per += 2 * p
+        return chunks * pieces * (2 * per + 2 * p)
     return chunks * per
 
 
@@ -554,7 +556,11 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if nbytes < 1 or chunks < 1:
         raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
                           f"workload.bytes >= 1 and workload.chunks >= 1")
-    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims)
+    pieces = 1
+    if engine == "offload" and sram_bytes is not None:
+        piece = max(1, sram_bytes // sram_pieces)
+        pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
@@ -713,6 +719,24 @@ def ring_order(cfg, topo, group):
 RING_ALGORITHMS = ("ring", "bidir_ring")
 
 
+def check_offload_sram(topo, cfg, npus):
+    """The offload engine streams the data through its SRAM in offload_pieces pieces: each
+    must hold at least one flit, else the engine could hold nothing (a ConfigError naming
+    offload_sram_mb)."""
+    eparams = engine_params(topo, cfg)
+    idx = {n: i for i, n in enumerate(topo.node_names)}
+    flit = cfg.network.flit_bytes
+    for n in npus:
+        _, sram, _, pieces = eparams[idx[n]]
+        if sram // pieces < flit:
+            raise ConfigError(
+                f"workload.engine = 'offload': {n}'s engine streams the data through its SRAM "
+                f"in {pieces} pieces ([topology.npu] offload_pieces), and a piece of one flit "
+                f"({flit} bytes) does not fit in the engine's SRAM of {sram:,} bytes "
+                f"([topology.npu] offload_sram_mb): raise it to at least {pieces * flit:,} "
+                f"bytes or lower offload_pieces")
+
+
 def collective_graph(cfg, topo, graph=None):
     """The op graph of the configured collective (workload.*), and what describes it."""
     group = participants(cfg, topo)
@@ -735,6 +759,8 @@ def collective_graph(cfg, topo, graph=None):
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
         sram, pieces = engine_params(topo, cfg)[idx[order[0]]][1::2]
+        if w.engine == "offload":
+            check_offload_sram(topo, cfg, order)
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9

@@ -290,7 +290,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     if len(g) == 0:
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
-    cparams = compute_params(topo, cfg)          # (once: each walks every node)
+    cparams = compute_params(topo, cfg)
     eparams = engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
@@ -433,22 +433,16 @@ MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap ope
 
 def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
-    op's pieces (two ops each), a roofline op (two: the engine runs its slices; past
-    MAX_SLICES slices, counted by its slices), a reduction on the NPU (three) -- and refuse
-    more than MAX_OPS, naming the op that expands most and the key that sets its expansion.
-    (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    op's pieces (two ops each), a roofline op (two: its slices run inside the engine), a
+    reduction on the NPU (three) -- and refuse more than MAX_OPS, naming the op that expands most and the key
+    that sets its expansion. (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
     total, worst, worst_i = 0, -1, -1
     for i in range(len(g)):
         k = g.kind[i]
         if k in ("mem_write", "mem_read"):
             n = 2 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
         elif k == "compute" and g.work[i] is not None:
-            # a roofline op and its memory companion, whatever its slices (the engine runs
-            # them), unless it has more slices than an op may have: then it counts them
-            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
-            cycles = max(g.work[i][0] / flops_pc, g.work[i][1] / bytes_pc)   # (may be inf)
-            slices = max(1, int(math.ceil(min(cycles, 1e30) / slice_cycles)))
-            n = 2 if slices <= MAX_SLICES else 3 * slices
+            n = 2                       # (its slices run inside the engine)
         elif k == "reduce_npu":
             n = 3
         else:
@@ -462,8 +456,6 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id):
     if k in ("mem_write", "mem_read"):
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
                f"(raise it)")
-    elif k == "compute":
-        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
         why = "the graph's ops themselves"
     raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "

@@ -485,6 +485,8 @@ class _Builder:
         idx = {n: i for i, n in enumerate(lay.topo.node_names)}
         ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
         self.sram = ep[1] if lay.engine == "offload" else None
+        if lay.engine == "offload":
+            coll.check_offload_sram(lay.topo, cfg, lay.npus)
         self.sram_pieces = ep[3]
         self.sram_state = ({}, {})
         self.orders = {}
