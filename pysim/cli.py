@@ -486,7 +486,7 @@ def systems():
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",
-              "link-utilisation", "timeline", "topology", "jobs")
+              "link-utilisation", "timeline", "topology", "memory", "jobs")
 
 
 class _Ticker:
@@ -517,6 +517,8 @@ FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.jso
               "timeline": "a trace (pysim run CONFIG --trace t.json, for an op graph or a "
                           "collective)",
               "topology": "a config",
+              "memory": "a run's result (pysim run CONFIG --json r.json, for a run that "
+                        "holds memory)",
               "jobs": "a job stream's result (pysim jobs SERVER --json jobs.json)"}
 
 
@@ -545,7 +547,8 @@ def _takes(source, kind, obj, expected):
               help="latency-load, throughput, collective, speedup, breakdown (from a sweep "
                    "DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config); jobs (a pysim jobs --json file: execution-time CDFs).")
+                   "(a config); memory (a run's --json: occupancy over time); jobs (a pysim "
+                   "jobs --json file: execution-time CDFs).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -647,6 +650,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
 
             def draw(tmp):
                 P.timeline(trace, tmp, title=title, xlim=xlim)
+        elif kind == "memory":
+            result = _read_json(source)
+            _takes(source, kind, result, "result")
+            if not (result.get("memory") or {}).get("timeline"):
+                raise click.ClickException(
+                    f"{source}: the result has no memory occupancy (run a training iteration "
+                    f"or an op graph that holds memory, and write it with --json)")
+
+            def draw(tmp):
+                P.memory(result, tmp, title=title, xlim=xlim)
         elif kind == "jobs":
             result = _read_json(source)
             if not isinstance(result, dict) or result.get("kind") != "jobs" or \

@@ -168,6 +168,18 @@ def _workload_kinds():
     return sorted(WORKLOADS)
 
 
+def _memory_policy(v):
+    from pysim.workload.memory import parse_policy
+    parse_policy(v)                      # raises a ConfigError naming the known ones
+    return True
+
+
+def _ratio_table(t):
+    from pysim.workload.memory import check_ratios
+    check_ratios(t)
+    return True
+
+
 def _patterns():
     from pysim.traffic import PATTERNS
     return sorted(PATTERNS)
@@ -263,8 +275,9 @@ KEYS = [
         "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
         "override (and name their own preset).", (_npu_table, "a table")),
     Key("topology", "host", "table", None, "-",
-        "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
-        "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
+        "Host: [topology.host] tflops (default 2), dram_gbps (100), dram_gb (its memory, "
+        "256); graph nodes may override.",
+        _fields("topology.host", ("tflops", "dram_gbps", "dram_gb"))),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
@@ -356,6 +369,59 @@ KEYS = [
         "access overlap.", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
+    # ------------------------------------------------------------------ workload.memory
+    Key("workload", "memory.policy", "str", "none", "-",
+        "Training: the memory plan: none, offload (vDNN-style), lms, recompute, karma, "
+        "compression (COMET), or a policy joined with compression ('offload+compression').",
+        (lambda v: _memory_policy(v), "a memory policy")),
+    Key("workload", "memory.target", "str", "auto", "-",
+        "Where offloaded bytes go: 'mem' (the NPU's nearest memory nodes, in proportion to "
+        "their links' bandwidth), 'host' (its host's DRAM) or 'auto' (mem if the system has "
+        "memory nodes, else host).", None, lambda: ["auto", "mem", "host"]),
+    Key("workload", "memory.budget_fraction", "float", 0.9, "-",
+        "Share of each NPU's HBM the planning policies (lms, karma) aim to fill; "
+        "the rest is left for what is not modelled (TFLMS's auto-tuning uses 0.9).",
+        (lambda x: 0 < x <= 1, "a number in (0, 1]")),
+    Key("workload", "memory.prefetch_layers", "int", 1, "layers",
+        "offload: a stash is prefetched when the backward pass of the layer this many layers "
+        "after it starts.", NONNEG),
+    Key("workload", "memory.layers", "str", "all", "-",
+        "offload: the stashes offloaded: 'all' layers' or 'conv' layers' only (vDNN's two "
+        "policies).", None, lambda: ["all", "conv"]),
+    Key("workload", "memory.swapout_threshold", "int", -1, "ops",
+        "lms: a stash is swapped out when more than this many ops separate its producer from "
+        "its consumer in the iteration's order (-1: the largest that fits, found as TFLMS's "
+        "auto-tuning does).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_ahead", "int", -1, "ops",
+        "lms: a stash is swapped in this many ops before its consumer (-1: the largest that "
+        "fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_groupby", "int", -1, "ops",
+        "lms: consumers of a stash within this many ops of each other share one swap-in (-1: "
+        "the largest that fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.sync_mode", "int", -1, "-",
+        "lms: 0 asynchronous swaps, 1 the next op waits for each swap-out, 2 swap-ins wait "
+        "until their consumer is next, 3 both (-1: the lowest that fits, as TFLMS's "
+        "auto-tuning).", (lambda x: -1 <= x <= 3, "an integer in -1 .. 3")),
+    Key("workload", "memory.min_bytes", "int", 1048576, "bytes",
+        "lms, karma: stashes smaller than this are never swapped (PyTorch LMS's default "
+        "size threshold, 1 MiB).", NONNEG),
+    Key("workload", "memory.segments", "int", 0, "-",
+        "recompute: segments whose first layer's stash is kept (0: round(sqrt(layers)), as "
+        "Chen et al. 2016).", NONNEG),
+    Key("workload", "memory.host_update", "bool", False, "-",
+        "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
+        "state in host DRAM (KARMA's multi-node scheme).", None),
+    Key("workload", "memory.ratio", "table", None, "-",
+        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
+        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
+        "kinds not given are not compressed).",
+        (lambda t: _ratio_table(t), "a table of layer kinds")),
+    Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
+        "compression: compressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)")),
+    Key("workload", "memory.decompress_gbps", "float", 200.0, "GB/s",
+        "compression: decompressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)")),
     # ------------------------------------------------------------------ traffic
     Key("traffic", "pattern", "str", "uniform", "-", "Destination pattern (see Traffic).",
         None, _patterns),
@@ -433,6 +499,7 @@ KEYS = [
 ]
 
 KEY_MAP = {k.path: k for k in KEYS}
+INF_OK = {"workload.memory.compress_gbps", "workload.memory.decompress_gbps"}
 SECTIONS = list(dict.fromkeys(k.section for k in KEYS))
 
 
@@ -491,6 +558,8 @@ def check_value(key: Key, v):
             raise ConfigError(f"{key.path} = {_short(v)}: expected at most {limit:,}")
     if key.kind == "float":
         f = finite_float(v)
+        if f is None and key.path in INF_OK and not isinstance(v, bool) and v == math.inf:
+            f = math.inf                 # a throughput that costs nothing
         if f is None:
             raise ConfigError(f"{key.path} = {_short(v)}: expected a finite number")
         v = f
@@ -524,6 +593,10 @@ class Section:
         try:
             return self._values[item]
         except KeyError:
+            pre = item + "."
+            sub = {k[len(pre):]: v for k, v in self._values.items() if k.startswith(pre)}
+            if sub:                                   # a sub-table: workload.memory
+                return Section(f"{self._name}.{item}", sub)
             raise AttributeError(f"{self._name}.{item} is not a configuration key") from None
 
     def __setattr__(self, key, value):
@@ -546,7 +619,18 @@ class Config:
         return (Config, (self._values, set(self.explicit), self.base_dir, self.source))
 
     def to_dict(self):
-        return copy.deepcopy(self._values)
+        """{section: {key: value}}, keys of a sub-table nested as TOML writes them
+        ({"workload": {"memory": {"policy": ...}}})."""
+        out = {}
+        for s, body in self._values.items():
+            out[s] = {}
+            for k, v in body.items():
+                sub, dot, field = k.partition(".")
+                if dot:
+                    out[s].setdefault(sub, {})[field] = copy.deepcopy(v)
+                else:
+                    out[s][k] = copy.deepcopy(v)
+        return out
 
     def get(self, path):
         section, name = path.split(".", 1)
@@ -595,13 +679,20 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
                               f"known: {', '.join(SECTIONS)}")
         if not isinstance(body, dict):
             raise ConfigError(f"[{section}] must be a table, got {body!r}")
-        names = [k.name for k in KEYS if k.section == section]
-        for name, v in body.items():
+        names = sorted({k.name.partition(".")[0] for k in KEYS if k.section == section},
+                       key=[k.name.partition(".")[0] for k in KEYS].index)
+        for name, v in _flatten(section, body):
             if not isinstance(name, str):
                 raise ConfigError(f"[{section}] key {name!r}: expected a key name (a string); "
                                   f"known in [{section}]: {', '.join(names)}")
             path = f"{section}.{name}"
             if path not in KEY_MAP:
+                sub, dot, field = name.rpartition(".")
+                if dot:
+                    fields = [k.name.rpartition(".")[2] for k in KEYS
+                              if k.section == section and k.name.startswith(sub + ".")]
+                    raise ConfigError(f"unknown key {path}{_suggest(field, fields)}; known in "
+                                      f"[{section}.{sub}]: {', '.join(fields)}")
                 raise ConfigError(f"unknown key {path}{_suggest(name, names)}; "
                                   f"known in [{section}]: {', '.join(names)}")
             values[section][name] = check_value(KEY_MAP[path], v)
@@ -614,6 +705,26 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     return cfg
 
 
+def _sub_tables(section):
+    """Names of the sub-tables of a section ('memory' for [workload.memory])."""
+    return {k.name.partition(".")[0] for k in KEYS if k.section == section and "." in k.name}
+
+
+def _flatten(section, body):
+    """(name, value) pairs of a section's body, the keys of a sub-table given as a nested
+    table ([workload.memory] policy = ...) named 'memory.policy' as when given flat."""
+    subs = _sub_tables(section)
+    for name, v in body.items():
+        if name in subs:
+            if not isinstance(v, dict):
+                raise ConfigError(f"{section}.{name} = {v!r}: expected a table of keys "
+                                  f"([{section}.{name}])")
+            for field, fv in v.items():
+                yield f"{name}.{field}", fv
+        else:
+            yield name, v
+
+
 def from_resolved(resolved: dict) -> Config:
     """A Config from a resolved config (as a Result carries it: every key, defaults filled
     in): keys at their default value are taken as not given."""
@@ -621,7 +732,11 @@ def from_resolved(resolved: dict) -> Config:
     for section, body in resolved.items():
         if section.startswith("_") or not isinstance(body, dict):
             continue
-        for name, v in body.items():
+        try:
+            items = list(_flatten(section, body))
+        except ConfigError:
+            continue
+        for name, v in items:
             key = KEY_MAP.get(f"{section}.{name}")
             if key is None or v is None or v == key.default:
                 continue
@@ -670,12 +785,23 @@ def read_toml(path, what, error=ConfigError):
         raise error(f"{what}: {path} nests tables or arrays too deeply") from None
 
 
-def is_key(path):
-    """A key that can be overridden: a declared 'section.key', or a field inside a table key
-    ('topology.npu.tflops', 'topology.nic.mem.injection_gbps')."""
+def _split_key(path):
+    """(the declared key that `path` names or starts with, the fields after it), or
+    (None, ...): 'workload.memory.policy' -> (that key, []), 'topology.npu.tflops' ->
+    (topology.npu, ['tflops'])."""
     parts = path.split(".")
-    head = KEY_MAP.get(".".join(parts[:2]))
-    return head is not None and (len(parts) == 2 or (head.kind == "table" and all(parts)))
+    for n in range(len(parts), 1, -1):
+        key = KEY_MAP.get(".".join(parts[:n]))
+        if key is not None:
+            return key, parts[n:]
+    return None, parts[2:]
+
+
+def is_key(path):
+    """A key that can be overridden: a declared 'section.key' ('workload.memory.policy'),
+    or a field inside a table key ('topology.npu.tflops', 'topology.nic.mem.injection_gbps')."""
+    key, rest = _split_key(path)
+    return key is not None and (not rest or (key.kind == "table" and all(rest)))
 
 
 def apply_override(raw, path, value, what="override"):
@@ -686,14 +812,28 @@ def apply_override(raw, path, value, what="override"):
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
-    section, key, rest = parts[0], parts[1], parts[2:]
+    section = parts[0]
     body = raw.setdefault(section, {})
     if not isinstance(body, dict):
         raise ConfigError(f"{what} {path!r}: [{section}] is not a table")
+    head, rest = _split_key(path)
+    if head is not None and head.section == section and "." in head.name:
+        # a key of a sub-table ([workload.memory] policy): kept flat, as the Config keeps it
+        sub = head.name.partition(".")[0]
+        if isinstance(body.get(sub), dict):
+            for f, v in list(_flatten(section, {sub: body.pop(sub)})):
+                body.setdefault(f, v)
+        key = head.name
+    else:
+        head, key, rest = KEY_MAP.get(".".join(parts[:2])), parts[1], parts[2:]
+        if rest and key in _sub_tables(section):
+            fields = [k.name.partition(".")[2] for k in KEYS
+                      if k.section == section and k.name.startswith(key + ".")]
+            raise ConfigError(f"{what} {path!r}: unknown key{_suggest(rest[0], fields)}; "
+                              f"known in [{section}.{key}]: {', '.join(fields)}")
     if not rest:
         body[key] = value
         return
-    head = KEY_MAP.get(f"{section}.{key}")
     if head is None or head.kind != "table":
         raise ConfigError(f"{what} {path!r}: {section}.{key} is not a table of fields")
     node = copy.deepcopy(body.get(key)) if body.get(key) is not None else {}

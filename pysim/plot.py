@@ -969,3 +969,65 @@ def jobs_cdf(result, path, title=None):
     _save(fig, path)
     plt.close(fig)
     return data
+
+
+def memory(result, path, title=None, devices=None, xlim=None):
+    """Occupancy over time of every device that held memory in a run (a result with
+    `memory`: pysim run CONFIG --json r.json): a step line per device in GB, its capacity
+    dashed in the same colour when it is within reach; NPUs in one panel, memory nodes and
+    hosts in another; time in ns, µs or ms (xlim in that unit). Returns {device: peak
+    bytes}."""
+    mem = result.get("memory") if isinstance(result, dict) else None
+    if not mem or not mem.get("timeline"):
+        raise ValueError("the result has no memory occupancy (run a training iteration or "
+                         "an op graph that holds memory, and write it with --json)")
+    plt = _figure()
+    tl = mem["timeline"]
+    info = mem.get("devices", {})
+    names = [d for d in (devices or tl) if d in tl]
+    if not names:
+        raise ValueError(f"none of the devices {devices} held memory; those that did: "
+                         f"{', '.join(tl)}")
+    groups = [[d for d in names if info.get(d, {}).get("kind") == "npu"],
+              [d for d in names if info.get(d, {}).get("kind") != "npu"]]
+    groups = [g for g in groups if g]
+    clock = ((result.get("config") or {}).get("network") or {}).get("clock_ghz") or 1.0
+    end = max((pts[-1][0] for pts in tl.values() if pts), default=1)
+    end = max(end, result.get("makespan_cycles") or 0)
+    unit, per_us = _time_unit(end / clock / 1e3)
+    scale = per_us / clock / 1e3                 # cycles -> the unit
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.8 * len(groups) + 0.6),
+                             squeeze=False, sharex=True)
+    for ax, group in zip(axes[:, 0], groups):
+        top = 0.0
+        for i, d in enumerate(group[:16]):
+            pts = tl[d]
+            t = [p[0] * scale for p in pts] + [end * scale]
+            v = [p[1] / 1e9 for p in pts] + [pts[-1][1] / 1e9 if pts else 0]
+            top = max(top, max(v))
+            ax.step(t, v, where="post", color=f"C{i % 10}", linewidth=1.2, label=d)
+            cap = info.get(d, {}).get("capacity_bytes")
+            if cap and cap / 1e9 <= 2 * max(top, 1e-9):
+                ax.axhline(cap / 1e9, color=f"C{i % 10}", linestyle="--", linewidth=0.8)
+        kind = "NPU HBM" if info.get(group[0], {}).get("kind") == "npu" else \
+            "memory nodes, hosts"
+        ax.set_ylabel(f"{kind} held (GB)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if len(group) > 16:
+            ax.text(0.99, 0.02, f"(the first 16 of {len(group)})", transform=ax.transAxes,
+                    ha="right", fontsize=7)
+        ax.legend(fontsize=7, frameon=False, ncol=min(4, len(group)),
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        _apply_axes(ax, xlim, None, False)
+    axes[-1, 0].set_xlabel(f"time ({unit})")
+    system = (result.get("config") or {}).get("_system")
+    policy = mem.get("policy")
+    default = ((f"{system}: " if system else "") + "memory held" +
+               (f" (policy {policy})" if policy else "") + "; dashed: capacity")
+    t = default if title is None else title
+    if t:
+        axes[0, 0].set_title(t, fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
+    return {d: max((p[1] for p in tl[d]), default=0) for d in names}

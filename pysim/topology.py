@@ -275,7 +275,7 @@ def build_fully_connected(cfg):
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
 CPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "dram_gbps", "reduce_gbps", "offload_gbps", "offload_sram_mb",
+              "dram_gbps", "dram_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb",
               "offload_pieces")
 NODE_FIELDS = ("name", "kind", "preset") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
 OWN_FIELDS = MEM_FIELDS + CPU_FIELDS + ("preset",)      # kept per node in Topology.node_mem
@@ -322,7 +322,7 @@ def build_graph(cfg):
         allowed = {"npu": {"tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps",
                            "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb",
                            "offload_pieces"},
-                   "host": {"tflops", "dram_gbps"}}.get(kind, ())
+                   "host": {"tflops", "dram_gbps", "dram_gb"}}.get(kind, ())
         if set(cpu) - set(allowed):
             raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "
                               f"for a node of kind {kind!r} (it takes "

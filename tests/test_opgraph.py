@@ -282,8 +282,8 @@ def test_writing_past_a_memory_nodes_capacity_is_refused():
     g = OpGraph()
     g.mem_write("npu", "m", 3_000_000, name="a")
     g.mem_write("npu", "m", 3_000_000, name="b")
-    with pytest.raises(GraphError, match="op b: writing 3000000 bytes to m passes its "
-                                         "capacity of 4000000 bytes"):
+    with pytest.raises(GraphError, match="op b: holding 3000000 bytes at m passes its "
+                                         "capacity of 4000000 bytes \\(6000000 held there"):
         run_graph(mem_system(16.0), g)
     g = OpGraph()
     g.compute("m", 10)
@@ -329,7 +329,7 @@ def test_compute_ops_timed_by_the_roofline():
                              "nodes": [{"name": "h", "kind": "host", "hbm_gbps": 1.0},
                                        {"name": "x"}]})
     with pytest.raises(ConfigError, match="hbm_gbps: not for a node of kind 'host' "
-                                          "\\(it takes dram_gbps, tflops\\)"):
+                                          "\\(it takes dram_gb, dram_gbps, tflops\\)"):
         compile_network(bad)
 
 

@@ -216,7 +216,7 @@ def test_every_key_given_every_weird_value_runs_or_is_refused_clearly(path, valu
     """Systematically, not by chance: each declared key set alone to each weird value, on a
     small mesh (and a collective for workload keys), with a short run."""
     import warnings
-    section, key = path.split(".")
+    section, key = path.split(".", 1)      # (a sub-table key: "memory.policy", flat)
     base = {"simulation": {"warmup_cycles": 0, "measure_cycles": 100, "drain_cycles": 300},
             "topology": {"kind": "mesh", "dims": [2, 2]}}
     if section == "workload":

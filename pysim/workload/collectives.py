@@ -553,9 +553,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
-    if nbytes < 1 or chunks < 1:
+    if nbytes < 0 or chunks < 1:          # (0 bytes: a training layer with nothing to send)
         raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
-                          f"workload.bytes >= 1 and workload.chunks >= 1")
+                          f"workload.bytes >= 0 and workload.chunks >= 1")
     pieces = 1
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)

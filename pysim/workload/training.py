@@ -56,7 +56,7 @@ from pysim.config import ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import collectives as coll
 from pysim.workload.base import register
-from pysim.workload.graph import GraphResult, OpGraph, engine_params, run_graph
+from pysim.workload.graph import GraphResult, OpGraph, engine_params, memory_rows, run_graph
 
 SCHEDULES = ("1f1b", "gpipe")
 DIMS = ("tp", "dp", "pp")
@@ -174,6 +174,7 @@ class Plan:
     sends: list = field(default_factory=list)
     table_owner: dict = field(default_factory=dict)    # layer index -> npu (split tables)
     memory: dict = field(default_factory=dict)         # npu -> bytes needed in HBM
+    layout: object = None                # the resolved layout (sizes, splits, costs)
 
     @property
     def micro_batch_size(self):
@@ -847,9 +848,11 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         from pysim.workload.astra import astra_graph
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
-    lay.check_memory()
+    if cfg.workload.memory.policy == "none":
+        lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
+    b.plan.layout = lay
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)
@@ -943,8 +946,9 @@ class TrainingResult(GraphResult):
         rows.append(("HBM per network byte", ", ".join(
             f"{n} {v['hbm_comm_bytes_per_network_byte']:.2f}" for n, v in util[:8]) +
             (" ..." if len(util) > 8 else "")))
-        rows += [("link utilisation", self._link_line()),
-                 ("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
+        rows += [("link utilisation", self._link_line())]
+        rows += memory_rows(self.memory)
+        rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                            f"wall ({t['build_seconds']:.2f} s building {len(self.ops):,} ops)"),
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
@@ -1076,8 +1080,14 @@ def run_training(cfg, progress=None):
     t0 = time.perf_counter()
     topo = build_topology(cfg)
     graph, plan = training_graph(cfg, topo)
+    applied = None
+    if not plan.model.given_times:       # memory plans: pysim.workload.memory
+        from pysim.workload.memory import apply_training, training_memory_report
+        applied = apply_training(cfg, topo, graph, plan)
     built = time.perf_counter() - t0
     res = run_graph(cfg, graph, progress=progress)
+    if applied is not None:
+        training_memory_report(res, applied)
     report = training_report(graph, plan, res, cfg)
     report["build_seconds"] = built
     out = TrainingResult(**{k: v for k, v in res.__dict__.items()}, training=report)
