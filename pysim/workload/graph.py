@@ -573,6 +573,8 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     if k in ("mem_write", "mem_read"):
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
                f"(raise it)")
+    elif k == "compute":
+        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
         why = "the graph's ops themselves"
     raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "
