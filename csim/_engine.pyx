@@ -1042,7 +1042,8 @@ cdef inline void _heap_pop(double* hk, int64_t* hv, int64_t* size) noexcept nogi
 def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
               const double[::1] in_w, const int32_t[::1] in_ch, const int64_t[::1] out_ptr, const int32_t[::1] out_dst,
               const int32_t[::1] out_ch, const double[::1] out_w,
-              const uint8_t[::1] is_dest, bint unit, int32_t[::1] table):
+              const uint8_t[::1] is_dest, bint unit, int32_t[::1] table,
+              const uint8_t[::1] passes):
     """Shortest-path next hops towards every destination d with is_dest[d]: table[u * n + d]
     (filled in; -1 elsewhere) is the channel u takes towards d. The channels entering each
     node are in_ptr / in_src (their source) / in_w (their weight), by channel id; those
@@ -1054,7 +1055,8 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
     distance; then u takes the first of its out-channels on a shortest path (dist[v] + w =
     dist[u], to 1e-9) -- with unit weights, a node one hop away takes its lowest channel to d
     at once. O(nodes x channels) at worst, without the GIL. Returns (d, u) of the first node u
-    that cannot reach a destination d, or None."""
+    that cannot reach a destination d, or None. A route passes only through nodes with
+    passes[node] (it may start at any node and ends at d)."""
     cdef int64_t d, u, v, i, head, tail, hn, reached
     cdef int64_t bad_d = -1, bad_u = -1
     cdef double du, nd
@@ -1089,6 +1091,8 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
                     while head < tail and reached < n:
                         u = queue[head]
                         head += 1
+                        if u != d and not passes[u]:
+                            continue             # (a node that forwards nothing ends no path)
                         du = dist[u] + 1.0
                         for i in range(in_ptr[u], in_ptr[u + 1]):
                             v = in_src[i]
@@ -1104,7 +1108,7 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
                         du = hk[0]
                         u = hv[0]
                         _heap_pop(&hk[0], &hv[0], &hn)
-                        if du > dist[u]:
+                        if du > dist[u] or (u != d and not passes[u]):
                             continue
                         for i in range(in_ptr[u], in_ptr[u + 1]):
                             v = in_src[i]
@@ -1126,6 +1130,8 @@ def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
                         table[u * n + d] = in_ch[direct[u]]
                         continue
                     for i in range(out_ptr[u], out_ptr[u + 1]):
+                        if out_dst[i] != d and not passes[out_dst[i]]:
+                            continue
                         if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
                             table[u * n + d] = out_ch[i]
                             break

@@ -355,6 +355,121 @@ def results(db, csv_path, force):
     _print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
 
 
+@main.command(name="jobs")
+@click.argument("server")
+@click.option("--jobs", "count", type=int, default=None,
+              help="Jobs in the generated stream (jobs.count).")
+@click.option("--policy", "policy", default=None, metavar="P1,P2,...",
+              help="Allocation policies to compare (jobs.policies), e.g. "
+                   "baseline,topo_aware,greedy,preserve.")
+@click.option("--seed", type=int, default=None, help="Seed of the stream (simulation.seed).")
+@click.option("--job-file", "job_file", type=click.Path(dir_okay=False), default=None,
+              help="Run the jobs of this file ([[jobs]] tables) instead of a generated "
+                   "stream (jobs.file).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write every policy's statistics and every job's record as JSON.")
+@click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the stream as a job file (to edit or rerun it).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite file of simulated shapes, reused by later runs.")
+@click.option("--workers", "-j", type=int, default=1, show_default=True,
+              help="Local worker processes for the simulations.")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run the simulations on this Dask distributed scheduler instead.")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, cache_path,
+             workers, scheduler, force, quiet):
+    """Run a stream of training jobs on SERVER (a preset: dgx1-v100, dgx1-p100, summit-node,
+    gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
+    policy, and compare their execution and queueing times."""
+    from pysim.jobs import run_stream
+    from pysim.jobs import stream as jst
+    from pysim.jobs.cache import Cache
+    from pysim.jobs.servers import load_server
+    from pysim.sweep import WorkerDied
+    try:
+        _refuse_overwrite(json_path, force)
+        _refuse_overwrite(jobs_out, force)
+        over = _overrides(sets)
+        if count is not None:
+            over["jobs.count"] = count
+        if policy is not None:
+            over["jobs.policies"] = [p.strip() for p in policy.split(",") if p.strip()]
+        if seed is not None:
+            over["simulation.seed"] = seed
+        if job_file is not None:
+            over["jobs.file"] = job_file
+        if isinstance(over.get("jobs.file"), str):      # typed here: relative to here
+            over["jobs.file"] = os.path.abspath(over["jobs.file"])
+        if workers < 1:
+            raise ConfigError(f"--workers {workers}: expected at least 1")
+        srv = load_server(server, over)
+        stream = jst.stream(srv.cfg)
+        cache = Cache(cache_path)
+        bar = _Progress() if not quiet and sys.stderr.isatty() else None
+        try:
+            result = run_stream(srv, stream, workers=workers, scheduler=scheduler,
+                                cache=cache, progress=bar)
+        finally:
+            cache.close()
+            if bar is not None:
+                bar.clear()
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except (SimulationError, WorkerDied) as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: nothing written" + (
+            f" (the shapes simulated so far are in {cache_path})" if cache_path else ""),
+            err=True)
+        sys.exit(130)
+    from pysim._io import dump_json
+    ok = True
+    if jobs_out:
+        text = jst.jobs_text(stream)
+        ok &= _write(jobs_out, lambda f: f.write(text))
+    if json_path:
+        d = result.to_dict()
+        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
+                     keep=lambda: _keep_json(d, "jobs"))
+    if not quiet or not ok:
+        click.echo(result.summary())
+    if not quiet:
+        if jobs_out and ok:
+            click.echo(f"stream written to {jobs_out}")
+        if json_path and ok:
+            click.echo(f"result written to {json_path}")
+    if not ok:
+        sys.exit(1)
+
+
+class _Progress:
+    """Jobs finished over all policies, on the terminal (stderr), at most once a second."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.shown = -1.0
+        self.width = 0
+
+    def __call__(self, done, total):
+        t = time.perf_counter() - self.t0
+        if t - self.shown < 1.0 and done < total:
+            return
+        self.shown = t
+        text = f"jobs {done} of {total} (over all policies), {t:.0f} s"
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self):
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
 @main.command()
 def systems():
     """List the shipped systems, which CONFIG may name: nodes by kind, what each is and where
@@ -371,7 +486,7 @@ def systems():
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",
-              "link-utilisation", "timeline", "topology", "memory")
+              "link-utilisation", "timeline", "topology", "memory", "jobs")
 
 
 class _Ticker:
@@ -403,7 +518,8 @@ FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.jso
                           "collective)",
               "topology": "a config",
               "memory": "a run's result (pysim run CONFIG --json r.json, for a run that "
-                        "holds memory)"}
+                        "holds memory)",
+              "jobs": "a job stream's result (pysim jobs SERVER --json jobs.json)"}
 
 
 def _json_kind(obj):
@@ -431,7 +547,8 @@ def _takes(source, kind, obj, expected):
               help="latency-load, throughput, collective, speedup, breakdown (from a sweep "
                    "DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config); memory (a run's --json: occupancy over time).")
+                   "(a config); memory (a run's --json: occupancy over time); jobs (a pysim "
+                   "jobs --json file: execution-time CDFs).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -543,6 +660,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
 
             def draw(tmp):
                 P.memory(result, tmp, title=title, xlim=xlim)
+        elif kind == "jobs":
+            result = _read_json(source)
+            if not isinstance(result, dict) or result.get("kind") != "jobs" or \
+                    not isinstance(result.get("jobs"), list) or \
+                    not isinstance(result.get("policies"), dict):
+                raise click.ClickException(f"{source} is not a job stream's result; --kind "
+                                           f"jobs takes {FILE_KINDS[kind]}")
+
+            def draw(tmp):
+                P.jobs_cdf(result, tmp, title=title)
         else:
             from pysim.network import compile_network
             cfg = load(source)

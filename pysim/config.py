@@ -281,6 +281,12 @@ KEYS = [
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
+    Key("topology", "transit", "strs", None, "node kinds",
+        "Graph routing: the kinds of node that forward other nodes' packets (default: every "
+        "kind); ['switch', 'host'] keeps traffic between NPUs without a direct link off the "
+        "other NPUs, as on servers whose GPUs do not route.",
+        (lambda xs: len(xs) > 0 and all(x in ("npu", "mem", "host", "switch") for x in xs),
+         "a non-empty list of node kinds: npu, mem, host, switch")),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),
@@ -440,6 +446,56 @@ KEYS = [
         "Hotspot pattern: the hot destination nodes.", (_all_nonneg, "a list of node ids")),
     Key("traffic", "hotspot_fraction", "float", 0.0, "-",
         "Hotspot pattern: fraction of packets sent to the hot nodes (the rest uniform).", PROB),
+    # ------------------------------------------------------------------ jobs
+    Key("jobs", "count", "int", 100, "jobs",
+        "Job streams (pysim jobs): how many jobs a generated stream has.", POS),
+    Key("jobs", "min_npus", "int", 2, "NPUs",
+        "Generated stream: fewest NPUs a job asks for (drawn uniformly up to max_npus).", POS),
+    Key("jobs", "max_npus", "int", 5, "NPUs",
+        "Generated stream: most NPUs a job asks for.", POS),
+    Key("jobs", "models", "strs", ["alexnet", "inception_v3", "resnet50", "vgg16",
+                                   "googlenet", "caffenet"], "-",
+        "Generated stream: the models jobs train, drawn uniformly.",
+        (lambda xs: len(xs) > 0, "a non-empty list of model names")),
+    Key("jobs", "insensitive", "strs", ["googlenet", "caffenet"], "-",
+        "Models whose jobs count as bandwidth-insensitive (the preserve policy gives them the "
+        "allocation that keeps the most NVLink bandwidth free); the others are sensitive.",
+        None),
+    Key("jobs", "patterns", "strs", ["ring"], "-",
+        "Generated stream: communication patterns drawn uniformly: ring (ring all-reduce), "
+        "clique (direct all-reduce), tree (double binary tree).",
+        (lambda xs: len(xs) > 0 and all(x in ("ring", "clique", "tree") for x in xs),
+         "a non-empty list of ring, clique, tree")),
+    Key("jobs", "min_iterations", "int", 500, "iterations",
+        "Generated stream: fewest training iterations of a job (drawn uniformly up to "
+        "max_iterations).", POS),
+    Key("jobs", "max_iterations", "int", 2400, "iterations",
+        "Generated stream: most training iterations of a job.", POS),
+    Key("jobs", "arrivals", "str", "batch", "-",
+        "Generated stream: 'batch': every job arrives at time 0; 'uniform': arrival times "
+        "drawn uniformly over jobs.window_s, in order.", None,
+        lambda: ["batch", "uniform"]),
+    Key("jobs", "window_s", "float", None, "s",
+        "Generated stream with uniform arrivals: the window the arrivals fall in.", POS),
+    Key("jobs", "batch_per_npu", "int", 32, "samples",
+        "Samples per NPU per iteration: a job on k NPUs trains a global batch of k times "
+        "this, data parallel (a job file may set its own).", POS),
+    Key("jobs", "policies", "strs", ["baseline", "topo_aware", "greedy", "preserve"], "-",
+        "Allocation policies the stream runs under (registered in pysim.jobs.policies).",
+        (lambda xs: len(xs) > 0 and len(set(xs)) == len(xs),
+         "a non-empty list of policy names, each once")),
+    Key("jobs", "file", "str", None, "path",
+        "A job file ([[jobs]] tables) to run instead of a generated stream.", None),
+    Key("jobs", "sim_iterations", "int", 4, "iterations",
+        "Training iterations simulated per allocation shape: a job's time alone is its first "
+        "iteration plus (n - 1) times the mean of the others.", POS),
+    Key("jobs", "corun", "str", "together", "-",
+        "'together': running jobs whose routes share a link are simulated together and slow "
+        "each other down; 'apart': every job runs at its speed alone.", None,
+        lambda: ["together", "apart"]),
+    Key("jobs", "corun_iterations", "int", 3, "iterations",
+        "A simulation of jobs running together spans this many iterations of the slowest.",
+        POS),
 ]
 
 KEY_MAP = {k.path: k for k in KEYS}
@@ -557,6 +613,10 @@ class Config:
         self.source = source           # the file it was read from, if any
         for s in SECTIONS:
             setattr(self, s, Section(s, values[s]))
+
+    def __reduce__(self):
+        # (pickled as its parts: worker processes and Dask receive Configs)
+        return (Config, (self._values, set(self.explicit), self.base_dir, self.source))
 
     def to_dict(self):
         """{section: {key: value}}, keys of a sub-table nested as TOML writes them
@@ -685,6 +745,11 @@ def from_resolved(resolved: dict) -> Config:
 
 
 def _cross_checks(cfg: Config):
+    j = cfg.jobs
+    for lo, hi in (("min_npus", "max_npus"), ("min_iterations", "max_iterations")):
+        if getattr(j, lo) > getattr(j, hi):
+            raise ConfigError(f"jobs.{lo} = {getattr(j, lo)} > jobs.{hi} = {getattr(j, hi)}: "
+                              f"expected {lo} <= {hi}")
     t = cfg.traffic
     if cfg.traffic.packet_weights is not None:
         sizes = t.packet_flits if isinstance(t.packet_flits, list) else [t.packet_flits]

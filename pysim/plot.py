@@ -930,6 +930,47 @@ def timeline(trace, path, title=None, xlim=None):
     return {t: [(e["ts"], e["dur"]) for e in by_track[t]] for t in tracks}
 
 
+def jobs_cdf(result, path, title=None):
+    """A job stream's result (pysim jobs --json): left, the CDF of the jobs' execution times
+    per policy (log scale); right, the CDF of each job's speedup over the reference policy
+    (its time there / its time under the policy), with the 75th percentile marked."""
+    plt = _figure()
+    names = list(result["policies"])
+    ref = result.get("reference", names[0])
+    by = {n: {r["id"]: r for r in result["jobs"] if r["policy"] == n} for n in names}
+    if not all(by[n] for n in names):
+        raise ConfigError("the jobs result has a policy without jobs")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+    data = {}
+    for i, n in enumerate(names):
+        ex = np.sort([r["exec_s"] for r in by[n].values()])
+        frac = np.arange(1, len(ex) + 1) / len(ex)
+        ax.step(ex, frac, where="post", color=f"C{i}", label=n)
+        sp = np.sort([by[ref][j]["exec_s"] / r["exec_s"] for j, r in by[n].items()])
+        bx.step(sp, frac, where="post", color=f"C{i}", label=n)
+        p75 = float(np.percentile(sp, 75))
+        bx.plot([p75], [0.75], "o", color=f"C{i}", ms=4)
+        data[n] = dict(exec_s=ex.tolist(), speedup=sp.tolist(), speedup_p75=p75)
+    ax.set_xscale("log")
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("execution time (s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.grid(alpha=0.3)
+    bx.axvline(1.0, color="0.6", lw=0.8, ls="--")
+    bx.axhline(0.75, color="0.8", lw=0.8, ls=":")
+    bx.set_xlabel(f"speedup over {ref} (same job)")
+    bx.set_ylabel("fraction of jobs")
+    bx.grid(alpha=0.3)
+    n_jobs = len(by[ref])
+    fig.suptitle(title or f"{result.get('server', '')}: {n_jobs} jobs per policy", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return data
+
+
 def memory(result, path, title=None, devices=None, xlim=None):
     """Occupancy over time of every device that held memory in a run (a result with
     `memory`: pysim run CONFIG --json r.json): a step line per device in GB, its capacity
@@ -990,12 +1031,3 @@ def memory(result, path, title=None, devices=None, xlim=None):
     _save(fig, path)
     plt.close(fig)
     return {d: max((p[1] for p in tl[d]), default=0) for d in names}
-
-
-def _system_title(rows, what):
-    for r in rows:
-        res = r.get("result") or {}
-        name = (res.get("config") or {}).get("_system")
-        if name:
-            return f"{name}: {what}"
-    return what

@@ -132,7 +132,7 @@ def _weights(topo, how):
                       f"'bandwidth'")
 
 
-def shortest_path_table(topo, how="hops"):
+def shortest_path_table(topo, how="hops", transit=None):
     """table[u, d]: the channel u takes towards d on a shortest path (weights: 1 per hop, link
     latency, or inverse bandwidth; ties go to the neighbour with the lowest node id, and among
     parallel channels to the lowest channel id: the engine spreads packets over a group of
@@ -140,7 +140,9 @@ def shortest_path_table(topo, how="hops"):
     Switches are not destinations. Compiled (csim next_hops): a search from every
     destination over the reversed channels, O(nodes x channels) in all; where every channel
     weighs the same (hops, or links all alike), a breadth-first search that stops once every
-    node is reached (the same table: distances are hops times the weight)."""
+    node is reached (the same table: distances are hops times the weight). transit: the node
+    kinds a route may pass through (None: every kind); a node of another kind is only ever a
+    route's first or last node."""
     n = topo.n_nodes
     w = np.ascontiguousarray(_weights(topo, how), np.float64)
     src = np.asarray(topo.ch_src, np.int64)
@@ -153,23 +155,26 @@ def shortest_path_table(topo, how="hops"):
     out_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
     is_dest = np.array([k != "switch" for k in topo.node_kinds], np.uint8)
+    passes = np.array([transit is None or k in transit for k in topo.node_kinds], np.uint8)
     table = np.full(n * n, -1, dtype=np.int32)
     bad = next_hops(n, in_ptr, src[in_ch].astype(np.int32), w[in_ch], in_ch.astype(np.int32),
                     out_ptr, dst[out_ch].astype(np.int32), out_ch.astype(np.int32), w[out_ch],
-                    is_dest, bool(w.size == 0 or np.all(w == w[0])), table)
+                    is_dest, bool(w.size == 0 or np.all(w == w[0])), table, passes)
     if bad is not None:
         d, u = bad
         table = table.reshape(n, n)
         lost = [topo.node_names[v] for v in range(n)
                 if v != d and is_dest[v] and table[v, d] < 0]
+        why = "the graph is not connected" if transit is None else \
+            f"through the node kinds of topology.transit = {list(transit)}"
         raise ConfigError(f"topology: {topo.node_names[d]} cannot be reached from "
-                          f"{', '.join(lost[:5])} (the graph is not connected)")
+                          f"{', '.join(lost[:5])} ({why})")
     return table.reshape(n, n)
 
 
 def route_table(topo, cfg):
     """Shortest paths on any graph; classes from the CDG order (see the module docstring)."""
-    table = shortest_path_table(topo, cfg.topology.route_weight)
+    table = shortest_path_table(topo, cfg.topology.route_weight, cfg.topology.transit)
     return Routing("table", table, np.zeros(topo.n_channels, np.int32), None)  # (build: order)
 
 
@@ -369,10 +374,20 @@ def check(topo, routing, vcs):
                       f"{routing.n_classes} VCs.{where} Set network.vcs >= {routing.n_classes}.")
 
 
+def route_given(topo, cfg):
+    """The routes the topology carries (topo.table: a network cut out of a larger one keeps
+    the routes it had there); classes from the CDG order, as for 'table'."""
+    if topo.table is None:
+        raise ConfigError("routing 'given' needs a topology that carries its routing table")
+    return Routing("given", np.asarray(topo.table, np.int32),
+                   np.zeros(topo.n_channels, np.int32), None)           # (build: order)
+
+
 ROUTINGS = {
     "dor": route_dor,
     "dor_dateline": route_dor_dateline,
     "table": route_table,
+    "given": route_given,
 }
 
 

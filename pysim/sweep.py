@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import time
 import urllib.parse
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
 from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, cwd_paths,
@@ -685,3 +686,127 @@ def _run_dask(scheduler, base, todo, store, bar):
     finally:
         if own:
             client.close()
+
+
+# ------------------------------------------------------------------ executors
+
+class WorkerDied(RuntimeError):
+    """A worker process (or a Dask worker) running a task died with it."""
+
+
+class _Done:
+    """A task run at once in this process (one local job): its result, or its exception."""
+
+    def __init__(self, fn, args):
+        try:
+            self.value, self.error = fn(*args), None
+        except Exception as e:          # raised again by Executor.result, like a future's
+            self.value, self.error = None, e
+
+
+class Executor:
+    """Where tasks that return a value run (job streams' simulations): in this process
+    (jobs = 1), on local worker processes (jobs > 1; default: the machine's cores), or on a
+    Dask distributed cluster (scheduler: "tcp://host:port", or a dask.distributed.Client) --
+    the places a sweep's points run, with the same connection to the cluster.
+
+        with Executor(jobs=2) as ex:
+            fs = {ex.submit(fn, arg) for arg in args}
+            while fs:
+                done, fs = ex.wait(fs)          # at least one finished
+                for f in done:
+                    ex.result(f)
+
+    Leaving the block on an exception (Ctrl-C among them) stops the local workers at once
+    rather than letting them finish the tasks already handed to them."""
+
+    def __init__(self, jobs=None, scheduler=None, tasks=None):
+        self.jobs = jobs or os.cpu_count() or 1
+        if tasks is not None:
+            self.jobs = max(1, min(self.jobs, tasks))
+        self.scheduler = scheduler
+        self.pool = self.client = None
+        self.own_client = False
+
+    @property
+    def workers(self):
+        """How many tasks may run at once (a Dask cluster's threads)."""
+        if self.client is not None:
+            return max(1, sum(self.client.nthreads().values()))
+        return self.jobs
+
+    def __enter__(self):
+        if self.scheduler is not None:
+            try:
+                from dask.distributed import Client
+            except ImportError:
+                raise ConfigError("--scheduler needs Dask: pip install 'pysim[dask]'") from None
+            self.own_client = not hasattr(self.scheduler, "submit")
+            try:
+                self.client = Client(self.scheduler, timeout=SCHEDULER_TIMEOUT_S) \
+                    if self.own_client else self.scheduler
+            except (OSError, ValueError, TypeError) as e:
+                raise ConfigError(f"--scheduler {self.scheduler!r}: cannot connect ({e}); "
+                                  f"expected the address of a running Dask scheduler, "
+                                  f"tcp://HOST:PORT") from None
+        elif self.jobs > 1:
+            import multiprocessing as mp
+            # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if
+            # the calling process runs threads that must not be forked
+            method = os.environ.get("PYSIM_MP_START",
+                                    "fork" if sys.platform.startswith("linux") else "spawn")
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs,
+                                            mp_context=mp.get_context(method))
+        return self
+
+    def submit(self, fn, *args):
+        if self.client is not None:
+            return self.client.submit(fn, *args, pure=False)
+        if self.pool is not None:
+            return self.pool.submit(fn, *args)
+        return _Done(fn, args)
+
+    def wait(self, pending):
+        """(finished, still pending) among `pending`; blocks until one has finished."""
+        pending = set(pending)
+        done = {f for f in pending if isinstance(f, _Done)}
+        if done:
+            return done, pending - done
+        if self.client is not None:
+            from dask.distributed import wait as dask_wait
+            res = dask_wait(list(pending), return_when="FIRST_COMPLETED")
+            return set(res.done), set(res.not_done)
+        done, rest = wait(pending, return_when=FIRST_COMPLETED)
+        return set(done), set(rest)
+
+    def result(self, f):
+        """The task's value; its exception raised again; a worker that died (the out-of-memory
+        killer, kill -9, a Dask worker lost) a WorkerDied."""
+        if isinstance(f, _Done):
+            if f.error is not None:
+                raise f.error
+            return f.value
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            return f.result()
+        except BrokenProcessPool as e:
+            raise WorkerDied(f"a worker process died while running a task ({e})") from None
+        except Exception as e:
+            if type(e).__name__ in ("KilledWorker", "FutureCancelledError", "CancelledError"):
+                raise WorkerDied(f"a Dask worker was lost while running a task "
+                                 f"({type(e).__name__}: {e})") from None
+            raise
+
+    def __exit__(self, kind, value, tb):
+        if self.pool is not None:
+            if kind is not None:
+                # interrupted (or failed): stop the workers now rather than let them finish
+                # the tasks already handed to them (their results could not be used anyway)
+                for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                self.pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                self.pool.shutdown(wait=True)
+        if self.client is not None and self.own_client:
+            self.client.close()
+        return False

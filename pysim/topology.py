@@ -59,6 +59,7 @@ class Topology:
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
     node_mem: list = field(default_factory=list)   # per node: memory / roofline overrides
+    table: np.ndarray | None = None  # routing "given": the routes, fixed by whoever built it
 
     @property
     def n_nodes(self):
@@ -386,9 +387,9 @@ BUILDERS = {
     "mesh": (build_mesh, {"dims", "dim_link_gbps"}),
     "torus": (build_torus, {"dims", "dim_link_gbps"}),
     "ring": (build_ring, {"size", "bidirectional"}),
-    "switch": (build_switch, {"size", "route_weight"}),
-    "fully_connected": (build_fully_connected, {"size", "route_weight"}),
-    "graph": (build_graph, {"nodes", "links", "route_weight"}),
+    "switch": (build_switch, {"size", "route_weight", "transit"}),
+    "fully_connected": (build_fully_connected, {"size", "route_weight", "transit"}),
+    "graph": (build_graph, {"nodes", "links", "route_weight", "transit"}),
 }
 _COMMON = {"kind", "link_gbps", "link_latency_ns", "file", "nic", "mem", "npu", "host"}
 

@@ -443,6 +443,9 @@ AGREE = [
     ("mcdla-8", "all_reduce", "ring"), ("mcdla-8", "reduce", "direct"),
     ("mcdla-8", "broadcast", "ring"),
     ("switch8", "broadcast", "ring"), ("switch8", "reduce", "direct"),
+    ("dgx1-p100", "all_reduce", "ring"), ("summit-node", "all_reduce", "direct"),
+    ("gpu16-torus4x4", "reduce_scatter", "halving_doubling"),
+    ("gpu16-cubemesh", "all_reduce", "bidir_ring"),
 ]
 
 

@@ -177,3 +177,69 @@ def test_parallel_links_share_packets():
              if net.ch_kind[c] == CH_NET and (net.ch_src[c], net.ch_dst[c]) == (g0, g3)]
     assert len(lanes) == 2
     assert sorted(flits[lanes].tolist()) == [400, 400]
+
+
+def _route(net, a, b):
+    t, tab = net.topo, net.routing.table
+    u, d = t.node_names.index(a), t.node_names.index(b)
+    path = [a]
+    while u != d:
+        u = t.ch_dst[tab[u, d]]
+        path.append(t.node_names[u])
+    return path
+
+
+def _hops_within(t, kinds):
+    """Shortest hop counts between every pair of nodes when only nodes of `kinds` forward
+    (breadth-first search from each node, by definition)."""
+    adj = {}
+    for a, b in zip(t.ch_src, t.ch_dst):
+        adj.setdefault(a, set()).add(b)
+    out = {}
+    for s in range(t.n_nodes):
+        dist, frontier = {s: 0}, [s]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                if u != s and t.node_kinds[u] not in kinds:
+                    continue
+                for v in adj.get(u, ()):
+                    if v not in dist:
+                        dist[v] = dist[u] + 1
+                        nxt.append(v)
+            frontier = nxt
+        out[s] = dist
+    return out
+
+
+def test_transit_keeps_routes_off_other_npus():
+    """topology.transit = [switch, host] on the DGX-1: a route between GPUs without an NVLink
+    goes through PCIe switches and hosts only, and is a shortest such route; without it, the
+    same pair routes through another GPU's NVLinks."""
+    path = os.path.join(TOPOLOGIES, "dgx1-v100.toml")
+    free = compile_network(load(path))
+    assert _route(free, "gpu0", "gpu6")[1].startswith("gpu")        # through gpu2 or gpu4
+    net = compile_network(load(path, {"topology.transit": ["switch", "host"]}))
+    t = net.topo
+    best = _hops_within(t, ("switch", "host"))
+    npus = [n for n, k in zip(t.node_names, t.node_kinds) if k == "npu"]
+    for a in npus:
+        for b in npus:
+            if a == b:
+                continue
+            r = _route(net, a, b)
+            assert all(t.node_kinds[t.node_names.index(x)] != "npu" for x in r[1:-1]), r
+            assert len(r) - 1 == best[t.node_names.index(a)][t.node_names.index(b)]
+    assert _route(net, "gpu0", "gpu6") == ["gpu0", "pcie0", "cpu0", "cpu1", "pcie3", "gpu6"]
+    assert _route(net, "gpu0", "gpu3") == ["gpu0", "gpu3"]          # the NVLink itself
+
+
+def test_transit_refusals():
+    path = os.path.join(TOPOLOGIES, "dgx1-v100.toml")
+    with pytest.raises(Exception, match="topology.transit"):
+        load(path, {"topology.transit": ["gpu"]})
+    with pytest.raises(Exception, match="cannot be reached.*topology.transit"):
+        compile_network(load(path, {"topology.transit": ["npu"]}))   # PCIe switches forward nothing
+    with pytest.raises(Exception, match="topology.transit is not used"):
+        topology.build(make_cfg(topology={"kind": "mesh", "dims": [2, 2],
+                                          "transit": ["switch"]}))

@@ -85,3 +85,6 @@ for name in dgx1-v100 mcdla-8 torus4x4x4; do
     pysim topo "$name" --draw "$name.png" --force > /dev/null
 done
 rm -r "$tmp"
+
+# (jobs-mapa-fp32-sync.png and jobs-mapa-mixed-sync.png, the job streams' figures, are written
+# by bench/mapa.py --model flow from the checkout: about six minutes)

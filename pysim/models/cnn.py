@@ -111,6 +111,37 @@ def alexnet(image=224, classes=1000):
                             "Krizhevsky, arXiv:1404.5997, 2014")
 
 
+@register("caffenet")
+def caffenet(image=227, classes=1000):
+    """CaffeNet, the BVLC reference model of Caffe (Jia et al., "Caffe: Convolutional
+    Architecture for Fast Feature Embedding", ACM MM 2014; bvlc_reference_caffenet): AlexNet's
+    two-tower layout as one network -- 96, 256, 384, 384, 256 channels, the second, fourth and
+    fifth convolutions in two groups, pooling before normalisation -- and three fully
+    connected layers, dropout before the first two. Local response normalisation is left out
+    (no parameters, a few FLOPs per element), as in googlenet."""
+    name = "caffenet"
+    check_int(name, "classes", classes)
+    shape = _classifier_input(name, image)
+    net = Net()
+    x = net.input(shape)
+    for i, (out, k, s, p, g, pool) in enumerate([(96, 11, 4, 0, 1, True),
+                                                 (256, 5, 1, 2, 2, True),
+                                                 (384, 3, 1, 1, 1, False),
+                                                 (384, 3, 1, 1, 2, False),
+                                                 (256, 3, 1, 1, 2, True)]):
+        x = net.conv(x, f"conv{i + 1}", out, k, s, p, groups=g)
+        x = net.act(x, f"relu{i + 1}")
+        if pool:
+            x = net.pool(x, f"pool{i + 1}", 3, 2)
+    if x.shape[1:] != (6, 6):
+        raise_shape(name, x.shape, (256, 6, 6), "the classifier takes 256 x 6 x 6")
+    x = _mlp_head(net, net.flatten(x), (4096, 4096), classes)
+    net.loss(x)
+    return net.model(name, input_shape=shape,
+                     source="Jia et al.: Caffe, ACM MM 2014 (bvlc_reference_caffenet); "
+                            "Krizhevsky, Sutskever, Hinton, NIPS 2012")
+
+
 def raise_shape(model, got, want, why):
     from pysim.models.layers import ModelError
     raise ModelError(f"model {model!r}: features of shape {got}, expected {want}: {why} "

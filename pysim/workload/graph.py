@@ -187,6 +187,15 @@ class OpGraph:
         access, the data back as it is read, written into npu's own memory."""
         return self._add("mem_read", npu, mem, _size(bytes, "bytes", name), after, name)
 
+    def start_after(self, op, first, last=None):
+        """Make the ops first..last-1 (default: to the end) that depend on nothing wait for
+        `op`: a sub-graph built on its own (a collective, a job's iterations) starts after
+        it."""
+        op = self._ref(op)
+        for i in range(first, len(self.kind) if last is None else last):
+            if not self.after[i] and i != op:
+                self.after[i] = [op]
+
     # ------------------------------------------------------------------ memory space
     def hold(self, device, bytes, at, edge="start", what=None):
         """`bytes` of `device`'s memory (an NPU's HBM, a memory node's or a host's DRAM) are
@@ -980,11 +989,11 @@ class GraphResult:
 
 
 @register("graph", traces=True)
-def run_graph(cfg, graph=None, progress=None, check_memory=True) -> GraphResult:
-    """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
-    None) is called about ten times a second (see pysim.simulate). With check_memory, a
-    device whose memory held at once passes its capacity is an error (else it is
-    reported)."""
+def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
+    """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`, a
+    topology built already, with cfg's router parameters); progress(cycle, None) is called
+    about ten times a second (see pysim.simulate). With check_memory, a device whose memory
+    held at once passes its capacity is an error (else it is reported)."""
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -993,7 +1002,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True) -> GraphResult:
         if not os.path.isabs(path):
             path = os.path.join(cfg.base_dir, path)
         graph = load_graph(path)
-    network = compile_network(cfg)
+    network = compile_network(cfg, topo)
     arrays, span = compile_graph(graph, network.topo, cfg)
     eng = _engine.Engine(network.arrays)
     model = cfg.network.model          # how sends are carried; everything else is the same

@@ -1,0 +1,17 @@
+"""Job streams on shared multi-accelerator servers: which NPUs each job gets (allocation
+policies, after MAPA, Ranganath et al., SC 2021), how long it then takes (its training
+iterations simulated on those NPUs, with the jobs it shares links with), and what the queue
+does.
+
+    import pysim.jobs as pj
+    server = pj.load_server("dgx1-v100", {"jobs.count": 100})
+    result = pj.run_stream(server)          # every policy of jobs.policies
+    print(result.summary()); result.to_dict()
+"""
+from pysim.jobs.policies import POLICIES, Candidates, register
+from pysim.jobs.run import run_stream
+from pysim.jobs.servers import ALIASES, PRESETS, Server, load_server
+from pysim.jobs.stream import Job, generate, load_jobs, write_jobs
+
+__all__ = ["POLICIES", "Candidates", "register", "run_stream", "ALIASES", "PRESETS", "Server",
+           "load_server", "Job", "generate", "load_jobs", "write_jobs"]

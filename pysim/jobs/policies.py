@@ -1,0 +1,235 @@
+"""Allocation policies: which free NPUs a job gets, and in which order (its ranks).
+
+An allocation places a job's communication pattern on the server: a ring of k NPUs in ring
+order, a clique, or a double binary tree over ranks 0..k-1. `Candidates` holds every
+placement of a pattern on k NPUs, in a fixed order (node sets in lexicographic order, and
+within a set the rank orders, the sorted one first), with what the policies compare:
+
+- `score`: the sum of the bandwidths (GB/s) of the routes of the pattern's edges (a ring's k
+  edges, a clique's k(k-1)/2 pairs, the trees' edges), as MAPA's "LAST score" sums the
+  bandwidths of the matched edges;
+- `predicted`: the bandwidth the pattern's slowest edge can get (GB/s): along each route,
+  each link's bandwidth shared among the edges of the pattern that cross it in the same
+  direction, the least over the route, the least over the edges;
+- `preserve(free)`: the NVLink bandwidth (direct NPU-NPU links, GB/s, each pair once) left
+  among the NPUs that stay free.
+
+Policies are registered functions `policy(server, job, cands, free) -> index or None` (None:
+nothing fits, the job waits); `free` is a boolean array over the server's NPUs and
+`cands.feasible(free)` the placements on free NPUs only. The four of MAPA (Ranganath et al.,
+SC 2021):
+
+- baseline: the lowest-numbered free NPUs (the first match), in the rank order with the best
+  score (as MAPA's baseline, which permutes its first match);
+- topo_aware: the first placement inside one root complex (PCIe tree under one host socket)
+  when one has room, else baseline;
+- greedy: the best score;
+- preserve (MAPA): bandwidth-sensitive jobs the best predicted bandwidth, the others the most
+  NVLink bandwidth left free; ties to the better score.
+
+Ties go to the first placement in the order above.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Callable
+
+import numpy as np
+
+from pysim.config import ConfigError
+
+POLICIES: dict[str, Callable] = {}
+
+
+def register(name):
+    """Register `fn(server, job, cands, free) -> index into cands, or None`."""
+    def deco(fn):
+        if name in POLICIES:
+            raise ValueError(f"allocation policy {name!r} is registered twice")
+        POLICIES[name] = fn
+        return fn
+    return deco
+
+
+def get(name):
+    if name not in POLICIES:
+        import difflib
+        close = difflib.get_close_matches(name, list(POLICIES), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"jobs.policies: unknown policy {name!r}{hint}; known: "
+                          f"{', '.join(sorted(POLICIES))}")
+    return POLICIES[name]
+
+
+# ------------------------------------------------------------------ patterns
+
+def _tree_parent(i, p, mirrored):
+    x = p - 1 - i if mirrored else i
+    if x == 0:
+        return None
+    px = (x - 1) // 2
+    return p - 1 - px if mirrored else px
+
+
+def pattern_edges(pattern, k):
+    """(edges the score sums, directed rank pairs whose traffic shares links) of a pattern
+    on k ranks."""
+    if k < 2:
+        return [], []
+    if pattern == "ring":
+        edges = [(i, (i + 1) % k) for i in range(k)]
+        return edges, edges                  # a ring all-reduce sends one way round
+    if pattern == "clique":
+        edges = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        return edges, edges + [(j, i) for i, j in edges]
+    if pattern == "tree":                    # the two trees of a double binary tree
+        edges = sorted({tuple(sorted((i, par))) for m in (False, True) for i in range(k)
+                        for par in [_tree_parent(i, k, m)] if par is not None})
+        return edges, edges + [(j, i) for i, j in edges]
+    raise ConfigError(f"pattern {pattern!r}: expected ring, clique or tree")
+
+
+def orders(nodes, pattern):
+    k = len(nodes)
+    if k <= 2 or pattern == "clique":
+        return [tuple(nodes)]
+    if pattern == "ring":
+        first, rest = nodes[0], nodes[1:]
+        return [(first,) + perm for perm in itertools.permutations(rest)
+                if perm[0] < perm[-1]]
+    return list(itertools.permutations(nodes))
+
+
+MAX_CANDIDATES = 2_000_000
+
+
+class Candidates:
+    """Every placement of `pattern` on k of the server's NPUs, with its score and predicted
+    bandwidth (see the module docstring)."""
+
+    def __init__(self, server, k, pattern):
+        n = server.size
+        if not 1 <= k <= n:
+            raise ConfigError(f"a job of {k} NPUs on a server of {n}")
+        per_set = len(orders(tuple(range(k)), pattern))
+        total = math.comb(n, k) * per_set
+        if total > MAX_CANDIDATES:
+            raise ConfigError(f"{total:,} placements of a {pattern} of {k} NPUs on {n} NPUs; "
+                              f"at most {MAX_CANDIDATES:,} are enumerated")
+        self.k, self.pattern = k, pattern
+        rows = [o for s in itertools.combinations(range(n), k) for o in orders(s, pattern)]
+        self.nodes = np.array(rows, np.int64).reshape(len(rows), k)
+        self.mask = (np.int64(1) << self.nodes).sum(axis=1) if k else np.zeros(len(rows), np.int64)
+        self.set_id = np.cumsum(np.r_[True, (np.diff(self.mask) != 0)]) - 1
+        edges, flows = pattern_edges(pattern, k)
+        bw = server.route_gbps
+        self.score = np.zeros(len(rows))
+        for a, b in edges:
+            self.score += bw[self.nodes[:, a], self.nodes[:, b]]
+        self.predicted = _predicted(server, self.nodes, flows)
+        pairs = [(i, j, server.direct_gbps[i, j]) for i in range(n) for j in range(i + 1, n)
+                 if server.direct_gbps[i, j] > 0]
+        self._nv = (np.array([p[0] for p in pairs], np.int64),
+                    np.array([p[1] for p in pairs], np.int64),
+                    np.array([p[2] for p in pairs]))
+
+    def __len__(self):
+        return len(self.mask)
+
+    def feasible(self, free):
+        """Which placements use free NPUs only."""
+        busy = np.int64(_bits(~np.asarray(free, bool)))
+        return (self.mask & busy) == 0
+
+    def preserve(self, free):
+        """NVLink bandwidth (GB/s) among the NPUs still free after each placement."""
+        left = np.int64(_bits(free)) & ~self.mask
+        a, b, w = self._nv
+        out = np.zeros(len(self.mask))
+        for x, y, g in zip(a, b, w):
+            out += g * (((left >> x) & (left >> y) & 1) > 0)
+        return out
+
+
+def _bits(flags):
+    return int(sum(1 << int(i) for i in np.flatnonzero(np.asarray(flags, bool))))
+
+
+def _predicted(server, nodes, flows, budget=20_000_000):
+    """Per placement: the least bandwidth an edge of the pattern gets (see the module
+    docstring), vectorised over placements in chunks."""
+    if not flows:
+        return np.full(len(nodes), math.inf)
+    n = server.size
+    ids, bw = {}, []
+    L = max(len(server.route(i, j)) for i in range(n) for j in range(n) if i != j)
+    links = np.full((n, n, L), -1, np.int64)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            for h, hop in enumerate(server.route(i, j)):
+                if hop not in ids:
+                    ids[hop] = len(bw)
+                    bw.append(server.link_gbps[hop])
+                links[i, j, h] = ids[hop]
+    bw = np.array(bw + [math.inf])               # index -1: padding, never the least
+    fa = np.array([a for a, _ in flows])
+    fb = np.array([b for _, b in flows])
+    M = len(flows) * L
+    out = np.empty(len(nodes))
+    step = max(1, budget // (M * M))
+    for s in range(0, len(nodes), step):
+        x = links[nodes[s:s + step, fa], nodes[s:s + step, fb]].reshape(-1, M)   # (c, F*L)
+        count = (x[:, :, None] == x[:, None, :]).sum(axis=2)
+        share = np.where(x >= 0, bw[x] / count, math.inf).reshape(-1, len(flows), L)
+        out[s:s + step] = share.min(axis=2).min(axis=1)
+    return out
+
+
+def _best(keys, among):
+    """First index maximising the keys lexicographically (keys: arrays, most important
+    first) over the True entries of `among`."""
+    idx = np.flatnonzero(among)
+    if idx.size == 0:
+        return None
+    for key in keys:
+        v = key[idx]
+        idx = idx[v >= v.max() - 1e-9]
+    return int(idx[0])
+
+
+@register("baseline")
+def baseline(server, job, cands, free):
+    ok = cands.feasible(free)
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return None
+    first_set = cands.set_id[idx[0]]              # the lowest-numbered free NPUs
+    return _best([cands.score], ok & (cands.set_id == first_set))
+
+
+@register("topo_aware")
+def topo_aware(server, job, cands, free):
+    ok = cands.feasible(free)
+    root = np.asarray(server.root)
+    r = root[cands.nodes]
+    inside = (r == r[:, :1]).all(axis=1) if cands.k else ok
+    idx = np.flatnonzero(ok & inside)
+    if idx.size:
+        return int(idx[0])
+    return baseline(server, job, cands, free)
+
+
+@register("greedy")
+def greedy(server, job, cands, free):
+    return _best([cands.score], cands.feasible(free))
+
+
+@register("preserve")
+def preserve(server, job, cands, free):
+    ok = cands.feasible(free)
+    if job.sensitive and cands.k > 1:
+        return _best([cands.predicted, cands.score], ok)
+    return _best([cands.preserve(free), cands.score], ok)

@@ -1,0 +1,113 @@
+"""Running a stream under several policies: the policies' event loops side by side, their
+simulations on an executor (this process, local workers, or a Dask cluster), shared by key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import numpy as np
+
+from pysim import __version__
+from pysim.config import ConfigError
+from pysim.jobs import execute, policies as pol, stream as st
+from pysim.jobs.cache import Cache
+from pysim.jobs.loop import policy_loop
+from pysim.jobs.policies import Candidates
+from pysim.jobs.results import StreamResult, summarise
+
+
+def config_salt(cfg):
+    """What every simulation of a stream depends on besides its shape: the server's config
+    (the [jobs] keys that change simulations included, the others not)."""
+    d = cfg.to_dict()
+    jobs = d.pop("jobs")
+    d["_sim"] = {k: jobs[k] for k in ("sim_iterations",)}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache=None,
+               progress=None, fresh=False) -> StreamResult:
+    """Run a stream (jobs, or the one server.cfg's [jobs] describes) under every policy of
+    jobs.policies. builder: how a job's iterations are built (default: training, see
+    pysim.jobs.execute). workers / scheduler: where the simulations run (pysim.sweep.Executor).
+    cache: a pysim.jobs.cache.Cache (its SQLite file reused across runs) or None.
+    progress(done, total): called as jobs finish, over all policies. fresh: simulate every
+    job (and every group of jobs running together) on its own allocation on the whole server,
+    sharing nothing -- slow; it checks what the shapes and the cache give."""
+    from pysim.sweep import Executor
+    t0 = time.perf_counter()
+    cfg = server.cfg
+    jobs = st.stream(cfg) if jobs is None else list(jobs)
+    builder = builder or execute.training
+    known = getattr(builder, "known_models", None)       # the models a builder can build
+    st.check(jobs, server, known() if known is not None else None)
+    names = list(cfg.jobs.policies)
+    fns = {n: pol.get(n) for n in names}
+    cache = cache if cache is not None else Cache()
+    settings = dict(salt=config_salt(cfg), sim_iterations=cfg.jobs.sim_iterations,
+                    corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations,
+                    fresh=fresh)
+    cands = {}
+
+    def cands_for(k, pattern):
+        if (k, pattern) not in cands:
+            cands[(k, pattern)] = Candidates(server, k, pattern)
+        return cands[(k, pattern)]
+
+    loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings) for n in names}
+    records = {}
+    waiting = {}          # key -> [(policy, need)]
+    inflight = {}         # handle -> key
+    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
+
+    def step(name, value):
+        """Resume loop `name` with `value` until it needs a simulation not yet known."""
+        gen = loops[name]
+        try:
+            need = next(gen) if value is None else gen.send(value)
+            while True:
+                hit = cache.get(need.key)
+                if hit is None:
+                    break
+                need = gen.send(hit)
+        except StopIteration as stop:
+            records[name] = stop.value
+            if progress is not None:
+                progress(sum(len(r) for r in records.values()), len(jobs) * len(names))
+            return
+        if need.key not in waiting:
+            waiting[need.key] = []
+            inflight[ex.submit(execute.simulate, cfg, need.topo, need.members, builder)] = \
+                need.key
+            stats["together"] += need.kind == "together"
+        waiting[need.key].append(name)
+
+    with Executor(jobs=workers, scheduler=scheduler) as ex:
+        for n in names:
+            step(n, None)
+        while inflight:
+            done, _ = ex.wait(set(inflight))
+            for h in sorted(done, key=lambda h: inflight[h]):
+                key = inflight.pop(h)
+                value = ex.result(h)
+                stats["simulations"] += 1
+                stats["sim_wall_seconds"] += value["wall_seconds"]
+                stats["sim_cycles"] += value["cycles"]
+                stats["flit_hops"] += value.get("flit_hops", 0)
+                cache.put(key, value)
+                for n in waiting.pop(key):
+                    step(n, value)
+    stats.update(cache_hits=cache.hits, wall_seconds=time.perf_counter() - t0)
+    return StreamResult(server=server.name, policies=summarise(records, names),
+                        jobs=[r for n in names for r in records[n]], stream=[
+                            j.to_dict() for j in jobs], stats=stats, config=cfg.to_dict(),
+                        seed=int(cfg.simulation.seed), version=__version__)
+
+
+def _check_policies(names):
+    for n in names:
+        pol.get(n)
+    if not names:
+        raise ConfigError("jobs.policies: no policy given")

@@ -1,0 +1,164 @@
+"""Shared multi-accelerator servers: the system a job stream runs on, with what allocation
+policies need to know of it.
+
+A server is any configuration with two or more NPUs. `load_server` takes a preset name (the
+MAPA systems below), a shipped system's name or a TOML file, and returns a `Server`: the
+resolved config, the compiled routes, and per pair of NPUs the bandwidth of the route between
+them (its narrowest link, parallel links added), the bandwidth of their direct link if they
+have one (an NVLink), and per NPU its root complex (the host socket its PCIe path reaches
+first).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pysim.config import ConfigError, load
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# name -> (shipped file, overrides): the systems of MAPA (Ranganath et al., SC 2021).
+# GPUs do not forward each other's traffic: a pair without an NVLink talks over PCIe; the
+# DGX-1's GPUs are V100s (the shipped file leaves the NPUs at the generic defaults).
+PRESETS = {
+    "dgx1-v100": ("dgx1-v100", {"topology.transit": ["switch", "host"],
+                                "topology.npu.preset": "v100"}),
+    "dgx1-p100": ("dgx1-p100", {}),
+    "summit-node": ("summit-node", {}),
+    "gpu16-torus4x4": ("gpu16-torus4x4", {}),
+    "gpu16-cubemesh": ("gpu16-cubemesh", {}),
+}
+ALIASES = {"dgx-v": "dgx1-v100", "dgx-p": "dgx1-p100", "summit": "summit-node",
+           "torus-2d": "gpu16-torus4x4", "cubemesh-16": "gpu16-cubemesh"}
+
+
+def _systems_dir():
+    """The shipped systems' folder (the package's, or the checkout's topologies/)."""
+    try:
+        from pysim import systems             # the installed package knows where they are
+        return systems.directory()
+    except ImportError:
+        return os.path.join(os.path.dirname(os.path.dirname(_HERE)), "topologies")
+
+
+def resolve(name):
+    """(path of the config, overrides it needs) for a preset, a shipped system or a file."""
+    name = os.fspath(name)
+    key = ALIASES.get(name, name)
+    if key in PRESETS:
+        stem, over = PRESETS[key]
+        return os.path.join(_systems_dir(), stem + ".toml"), dict(over)
+    if os.path.exists(name):
+        return name, {}
+    shipped = os.path.join(_systems_dir(), name if name.endswith(".toml") else name + ".toml")
+    if os.sep not in name and os.path.exists(shipped):
+        return shipped, {}
+    raise ConfigError(f"server {name!r}: no such file, and not a server preset (presets: "
+                      f"{', '.join(sorted(PRESETS))}; MAPA's names {', '.join(sorted(ALIASES))} "
+                      f"also work)")
+
+
+@dataclass
+class Server:
+    """A server: its config, routes, and the NPU-pair tables the policies read."""
+    name: str
+    cfg: object                   # the resolved Config (jobs and workload keys included)
+    topo: object                  # pysim.topology.Topology
+    table: np.ndarray             # routing table: table[u, d] = topology channel u takes to d
+    npus: list                    # node ids of the NPUs, in node order
+    names: list                   # their names
+    route_gbps: np.ndarray        # [i, j]: bandwidth of the route from NPU i to NPU j (GB/s)
+    direct_gbps: np.ndarray       # [i, j]: bandwidth of a direct link i - j (0: none)
+    root: list                    # per NPU: index of its root complex (host socket)
+    link_gbps: dict = field(default_factory=dict)   # (u, v) node pair -> GB/s, parallel summed
+    _routes: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)      # shape key -> its network (built once)
+
+    @property
+    def size(self):
+        return len(self.npus)
+
+    def route(self, i, j):
+        """Node pairs (u, v) along the route from NPU i to NPU j (indices into `npus`)."""
+        key = (i, j)
+        if key not in self._routes:
+            t = self.topo
+            u, d = self.npus[i], self.npus[j]
+            hops = []
+            while u != d:
+                v = t.ch_dst[self.table[u, d]]
+                hops.append((u, v))
+                u = v
+            self._routes[key] = tuple(hops)
+        return self._routes[key]
+
+    def root_groups(self):
+        """NPU indices per root complex, in order."""
+        out = {}
+        for i, r in enumerate(self.root):
+            out.setdefault(r, []).append(i)
+        return [out[r] for r in sorted(out)]
+
+
+def load_server(name, overrides=None, cfg=None) -> Server:
+    """The server of a preset name, a shipped system's name or a TOML file, with `overrides`
+    ({"section.key": value}) applied; or of a Config already resolved (`cfg`)."""
+    from pysim.network import compile_network
+    if cfg is None:
+        path, over = resolve(name)
+        over.update(overrides or {})
+        cfg = load(path, over)
+        label = ALIASES.get(os.fspath(name), os.fspath(name))
+        label = label if label in PRESETS else os.path.splitext(os.path.basename(path))[0]
+    else:
+        label = name
+    net = compile_network(cfg)
+    t = net.topo
+    npus = [i for i, k in enumerate(t.node_kinds) if k == "npu"]
+    if len(npus) < 2:
+        raise ConfigError(f"server {label!r}: {len(npus)} NPU(s); a shared server needs at "
+                          f"least 2")
+    clock = cfg.network.clock_ghz
+    link = {}
+    for c in range(t.n_channels):
+        key = (t.ch_src[c], t.ch_dst[c])
+        link[key] = link.get(key, 0.0) + t.ch_bytes_per_cycle[c] * clock
+    n = len(npus)
+    srv = Server(name=label, cfg=cfg, topo=t, table=net.routing.table, npus=npus,
+                 names=[t.node_names[i] for i in npus], route_gbps=np.zeros((n, n)),
+                 direct_gbps=np.zeros((n, n)), root=[], link_gbps=link)
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                srv.route_gbps[i, j] = min(link[h] for h in srv.route(i, j))
+                srv.direct_gbps[i, j] = link.get((npus[i], npus[j]), 0.0)
+    srv.root = _roots(t, npus)
+    return srv
+
+
+def _roots(t, npus):
+    """Per NPU: the nearest host reached through nodes that are not NPUs (breadth first,
+    ties to the lowest node id), numbered in order of first appearance; NPUs with no host
+    each form their own group."""
+    adj = {}
+    for a, b in zip(t.ch_src, t.ch_dst):
+        adj.setdefault(a, set()).add(b)
+    hosts = []
+    for s in npus:
+        dist, frontier, found = {s: 0}, [s], None
+        while frontier and found is None:
+            nxt = []
+            for u in frontier:
+                for v in sorted(adj.get(u, ())):
+                    if v in dist or t.node_kinds[v] == "npu":
+                        continue
+                    dist[v] = dist[u] + 1
+                    nxt.append(v)
+            hits = sorted(v for v in nxt if t.node_kinds[v] == "host")
+            found = hits[0] if hits else None
+            frontier = nxt
+        hosts.append(found if found is not None else -1 - s)
+    order = {h: k for k, h in enumerate(dict.fromkeys(hosts))}
+    return [order[h] for h in hosts]

@@ -1,0 +1,200 @@
+"""Job streams: the training jobs a shared server runs, generated or read from a job file.
+
+A job asks for `npus` NPUs to train `model` for `iterations` iterations, data parallel, with a
+global batch of `batch_per_npu` x npus samples; its NPUs communicate in a `pattern` (ring:
+ring all-reduce; clique: direct all-reduce; tree: double binary tree). It arrives at
+`arrival_s`. `sensitive` says whether it counts as bandwidth-sensitive (for the preserve
+policy).
+
+The generator follows the public job generator of MAPA (Ranganath et al., SC 2021): every
+job's NPU count, model and pattern drawn uniformly (2 to 5 NPUs; AlexNet, Inception-v3,
+ResNet-50, VGG16 sensitive, GoogLeNet and CaffeNet not; rings), and a length drawn uniformly
+(MAPA draws service times of 5 to 24 units; here 500 to 2,400 iterations). Arrivals: all at
+time 0 ('batch', as MAPA's simulator runs its streams) or sorted uniform over a window
+('uniform', as its generator draws them).
+
+A job file is TOML:
+
+    [[jobs]]
+    model = "resnet50"
+    npus = 4
+    iterations = 1000
+    arrival_s = 0.0          # optional (0)
+    pattern = "ring"         # optional (ring)
+    sensitive = true         # optional (from jobs.insensitive)
+    batch_per_npu = 32       # optional (jobs.batch_per_npu)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pysim.config import ConfigError, read_toml
+
+PATTERNS = ("ring", "clique", "tree")
+# the collective algorithm of each pattern (pysim.workload.collectives)
+ALGORITHM = {"ring": "ring", "clique": "direct", "tree": "tree"}
+MAX_JOBS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    model: str
+    npus: int
+    iterations: int
+    arrival_s: float = 0.0
+    pattern: str = "ring"
+    sensitive: bool = True
+    batch_per_npu: int = 32
+
+    @property
+    def algorithm(self):
+        return ALGORITHM[self.pattern]
+
+    @property
+    def batch(self):
+        """The global mini-batch: samples per iteration over all its NPUs."""
+        return self.batch_per_npu * self.npus
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def generate(cfg) -> list:
+    """A stream drawn from [jobs] (count, min/max_npus, models, patterns, min/max_iterations,
+    arrivals, window_s) with the seed simulation.seed."""
+    j = cfg.jobs
+    n = j.count
+    if n > MAX_JOBS:
+        raise ConfigError(f"jobs.count = {n}: at most {MAX_JOBS:,} jobs")
+    if j.arrivals == "uniform" and j.window_s is None:
+        raise ConfigError("jobs.arrivals = 'uniform' needs jobs.window_s (the arrival window "
+                          "in seconds)")
+    rng = np.random.default_rng(cfg.simulation.seed)
+    npus = rng.integers(j.min_npus, j.max_npus + 1, size=n)
+    if j.arrivals == "uniform":
+        arrivals = np.sort(rng.uniform(0.0, j.window_s, size=n))
+    else:
+        arrivals = np.zeros(n)
+    iters = rng.integers(j.min_iterations, j.max_iterations + 1, size=n)
+    patterns = rng.integers(0, len(j.patterns), size=n)
+    models = rng.integers(0, len(j.models), size=n)
+    insensitive = set(j.insensitive)
+    return [Job(id=i, model=j.models[models[i]], npus=int(npus[i]),
+                iterations=int(iters[i]), arrival_s=float(arrivals[i]),
+                pattern=j.patterns[patterns[i]], sensitive=j.models[models[i]] not in insensitive,
+                batch_per_npu=j.batch_per_npu)
+            for i in range(n)]
+
+
+FIELDS = ("model", "npus", "iterations", "arrival_s", "pattern", "sensitive", "batch_per_npu")
+
+
+def load_jobs(path, cfg) -> list:
+    """Read a job file ([[jobs]] tables); defaults from cfg's [jobs]."""
+    raw = read_toml(path, "jobs.file")
+    entries = raw.get("jobs")
+    extra = set(raw) - {"jobs"}
+    if extra:
+        raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(extra))}; a job file "
+                          f"holds [[jobs]] tables only")
+    if not entries:
+        raise ConfigError(f"{path}: no jobs; expected at least one [[jobs]] table")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: expected an array of tables [[jobs]]")
+    insensitive = set(cfg.jobs.insensitive)
+    jobs = []
+    for i, e in enumerate(entries):
+        where = f"{path}: jobs[{i}]"
+        unknown = set(e) - set(FIELDS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} "
+                              f"(a job takes {', '.join(FIELDS)})")
+        for k in ("model", "npus", "iterations"):
+            if k not in e:
+                raise ConfigError(f"{where}: missing {k}")
+        model = e["model"]
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"{where}.model = {model!r}: expected a model name")
+        jobs.append(Job(id=i, model=model,
+                        npus=_count(where, "npus", e["npus"]),
+                        iterations=_count(where, "iterations", e["iterations"]),
+                        arrival_s=_time(where, e.get("arrival_s", 0.0)),
+                        pattern=_pattern(where, e.get("pattern", "ring")),
+                        sensitive=_bool(where, e.get("sensitive", model not in insensitive)),
+                        batch_per_npu=_count(where, "batch_per_npu",
+                                             e.get("batch_per_npu", cfg.jobs.batch_per_npu))))
+    return sorted(jobs, key=lambda job: (job.arrival_s, job.id))
+
+
+def _count(where, key, v):
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10 ** 12:
+        raise ConfigError(f"{where}.{key} = {v!r}: expected an integer >= 1")
+    return v
+
+
+def _time(where, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ConfigError(f"{where}.arrival_s = {v!r}: expected a finite number of seconds >= 0")
+    return float(v)
+
+
+def _pattern(where, v):
+    if v not in PATTERNS:
+        raise ConfigError(f"{where}.pattern = {v!r}: expected one of {', '.join(PATTERNS)}")
+    return v
+
+
+def _bool(where, v):
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}.sensitive = {v!r}: expected true or false")
+    return v
+
+
+def jobs_text(jobs):
+    """A stream as the text of a job file (what load_jobs reads)."""
+    lines = []
+    for job in jobs:
+        lines += ["[[jobs]]", f"model = {json.dumps(job.model)}", f"npus = {job.npus}",
+                  f"iterations = {job.iterations}", f"arrival_s = {job.arrival_s!r}",
+                  f'pattern = "{job.pattern}"', f"sensitive = {str(job.sensitive).lower()}",
+                  f"batch_per_npu = {job.batch_per_npu}", ""]
+    return "\n".join(lines)
+
+
+def write_jobs(jobs, path):
+    """Write a stream as a job file."""
+    with open(path, "w") as f:
+        f.write(jobs_text(jobs))
+
+
+def stream(cfg) -> list:
+    """The stream cfg describes: jobs.file if set (relative to the config), else generated."""
+    if cfg.jobs.file is not None:
+        path = cfg.jobs.file
+        if not os.path.isabs(path):
+            path = os.path.join(cfg.base_dir, path)
+        return load_jobs(path, cfg)
+    return generate(cfg)
+
+
+def check(jobs, server, models=None):
+    """Refuse a stream the server cannot run: empty, a job larger than the server, or a model
+    the zoo does not know (`models`: the known names, when known)."""
+    if not jobs:
+        raise ConfigError("the job stream is empty (jobs.count = 0 or an empty job file)")
+    for job in jobs:
+        if job.npus > server.size:
+            raise ConfigError(f"job {job.id} ({job.model}) asks for {job.npus} NPUs; the "
+                              f"server {server.name} has {server.size}")
+        if models is not None and job.model not in models:
+            import difflib
+            close = difflib.get_close_matches(job.model, models, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
+                              f"{', '.join(sorted(models))}")
