@@ -182,7 +182,8 @@ cdef class Engine:
     """One simulated network. Build it with the arrays pysim.network compiles.
 
     Parameters (all in a dict `net`): n_nodes, vcs, buffer_flits, routing_delay,
-    vc_alloc_delay, sw_alloc_delay, st_delay, wait_for_tail_credit, n_classes,
+    vc_alloc_delay, sw_alloc_delay, st_delay, injection_delay (a NIC's choice of a flit to
+    its entering the injection channel), wait_for_tail_credit, n_classes,
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
     ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
@@ -254,6 +255,9 @@ cdef class Engine:
         s.sa_delay = int(net["sw_alloc_delay"])
         s.st_delay = int(net["st_delay"])
         s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
+        inj_delay = int(net["injection_delay"])
+        if inj_delay < 0:
+            raise ValueError("injection_delay must be >= 0")
         s.n_classes = int(net["n_classes"])
         if not 1 <= s.n_classes <= V:
             raise ValueError("need 1 <= n_classes <= vcs")
@@ -315,7 +319,8 @@ cdef class Engine:
             s.ch[i].src = ch_src[i]
             s.ch[i].dst = ch_dst[i]
             s.ch[i].kind = ch_kind[i]
-            s.ch[i].fdelay = lat[i] + (0 if ch_kind[i] == CH_INJECT else s.sa_delay + s.st_delay)
+            s.ch[i].fdelay = lat[i] + (inj_delay if ch_kind[i] == CH_INJECT else
+                                       s.sa_delay + s.st_delay)
             s.ch[i].cdelay = lat[i] + s.sa_delay
             s.ch[i].num = num[i]
             s.ch[i].den = den[i]
@@ -383,7 +388,7 @@ cdef class Engine:
         s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
         # the wheel spans the longest delay an event can be scheduled with
-        maxdelay = int(lat.max(initial=1)) + s.sa_delay + s.st_delay + 1
+        maxdelay = int(lat.max(initial=1)) + max(s.sa_delay + s.st_delay, inj_delay) + 1
         s.wheel_size = 1
         while s.wheel_size <= maxdelay:
             s.wheel_size *= 2

@@ -158,6 +158,10 @@ KEYS = [
         "Switch allocation grant to switch traversal (also delays the credit).", DELAY1),
     Key("network", "st_delay", "int", 1, "cycles",
         "Switch traversal: crossbar to the output link.", DELAY),
+    Key("network", "injection_delay", "int", 1, "cycles",
+        "NIC: cycles from choosing a flit to send (a free VC with a credit) to its entering "
+        "the NIC-router channel, like a router's switch traversal; 1 is BookSim's timing, 0 "
+        "puts the flit on the channel the cycle it is chosen.", DELAY),
     Key("network", "wait_for_tail_credit", "bool", False, "-",
         "true: an output VC is reallocated only after the credit of the previous packet's "
         "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "

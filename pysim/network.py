@@ -117,7 +117,8 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
         raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network
-    longest += net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
+    longest = max(longest + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay +
+                  net.st_delay, nic_lat + net.injection_delay)
     if cfg.simulation.watchdog_cycles <= longest:
         raise ConfigError(f"simulation.watchdog_cycles = {cfg.simulation.watchdog_cycles}: "
                           f"expected more than {longest} cycles, the longest a flit takes "
@@ -217,7 +218,7 @@ def compile_network(cfg, topo=None) -> Network:
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
-        wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
+        injection_delay=net.injection_delay, wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
         watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),

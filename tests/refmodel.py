@@ -8,7 +8,8 @@ The pipeline (README, "Router pipeline"), per cycle t, in this order:
  1. flits and credits due at t arrive (flit into its input-VC buffer, or into the NIC);
  2. packets created at t join their NIC's source queue;
  3. every NIC (node order) sends at most one flit: a new packet first claims a free injection
-    VC with a credit (round-robin from the VC after the last one it used);
+    VC with a credit (round-robin from the VC after the last one it used); a flit sent at t
+    enters the NIC-router channel at t + injection_delay;
  4. every router (node order): VC allocation, then switch allocation.
 Every channel earns num/den flits of serialisation credit per cycle and a flit costs one;
 credit that reaches one flit plus one cycle's earnings (an idle cycle) restarts at one flit.
@@ -52,6 +53,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     n = a["n_nodes"]
     V, D = a["vcs"], a["buffer_flits"]
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
+    I = a["injection_delay"]
     wait_tail = bool(a["wait_for_tail_credit"])
     n_classes = a["n_classes"]
     class_lo = [k * V // n_classes for k in range(n_classes)]
@@ -149,7 +151,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                 p, seq, v = cur[c]
                 if credits[(c, v)] <= 0 or acc[c] < den[c]:
                     continue
-                events[t + lat[c]].append(("flit", c, v, p, seq))
+                events[t + I + lat[c]].append(("flit", c, v, p, seq))
                 acc[c] -= den[c]
                 credits[(c, v)] -= 1
                 if seq + 1 == p.len:

@@ -39,6 +39,7 @@ def random_case(seed, long_delays=False):
         "st_delay": int(rng.integers(0, 3 if long_delays else 2)),
         "wait_for_tail_credit": bool(rng.integers(0, 2)),
         "flit_bytes": 16,
+        "injection_delay": int(rng.integers(0, 3)),
     }
     if rng.random() < 0.6:     # slow NICs, or NICs with two injection/ejection channels
         network["injection_gbps"] = float(rng.choice([8.0, 12.0, 24.0, 32.0]))
