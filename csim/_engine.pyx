@@ -150,7 +150,12 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 m &= m - 1
                 if s.r_wake[r] > s.now:
                     continue
-                if unlikely(sw_allocate(s, r) != 0):
+                # (the allocator's input arbiter as a constant: each call site compiles to
+                # its own copy, without the other's work)
+                if not s.sa_by_vc:
+                    if unlikely(sw_allocate(s, r, 0) != 0):
+                        return ST_NOMEM
+                elif unlikely(sw_allocate(s, r, 1) != 0):
                     return ST_NOMEM
         if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
             return ST_PROTOCOL
@@ -186,7 +191,9 @@ cdef class Engine:
     its entering the injection channel), wait_for_tail_credit, n_classes,
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
-    ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
+    ch_group, ch_order (VC classes, see _router.route), ch_out_idx (a channel's index among
+    its router's outputs: the switch allocator's round-robin order over them), va_own_index and
+    sa_by_vc (the allocators' input arbiters, see _router); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -255,6 +262,8 @@ cdef class Engine:
         s.sa_delay = int(net["sw_alloc_delay"])
         s.st_delay = int(net["st_delay"])
         s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
+        s.va_own_index = 1 if net["va_own_index"] else 0
+        s.sa_by_vc = 1 if net["sa_by_vc"] else 0
         inj_delay = int(net["injection_delay"])
         if inj_delay < 0:
             raise ValueError("injection_delay must be >= 0")
@@ -274,6 +283,12 @@ cdef class Engine:
         group = np.asarray(net["ch_group"], dtype=np.int32)
         order_ = np.asarray(net["ch_order"], dtype=np.int32)
         par_n = np.asarray(net["ch_par_n"], dtype=np.int32)
+        out_idx = np.asarray(net["ch_out_idx"], dtype=np.int32)
+        if out_idx.size != C or (C and out_idx.min() < 0):
+            raise ValueError("ch_out_idx: one index >= 0 per channel")
+        r_nout = np.zeros(n, dtype=np.int32)
+        np.maximum.at(r_nout, ch_src[ch_kind != CH_INJECT], out_idx[ch_kind != CH_INJECT] + 1)
+        s.r_nout = <int32_t*>_ptr(self._own("r_nout", np.maximum(r_nout, 1), np.int32))
 
         # router input ports: channels that end at a router (net and inject), in channel order
         has_buf = ch_kind != CH_EJECT
@@ -337,6 +352,8 @@ cdef class Engine:
             s.ch[i].order = order_[i]
             s.ch[i].flits = 0
             s.ch[i].sa_in_ptr = 0
+            s.ch[i].sa_in_optr = 0
+            s.ch[i].out_idx = out_idx[i] if ch_kind[i] != CH_INJECT else 0
             s.ch[i].sa_out_ptr = 0
             s.ch[i].out_best = -1
             s.ch[i].out_best_dist = 0
@@ -356,6 +373,7 @@ cdef class Engine:
             s.ivc[i].cnt = 0
             s.ivc[i].head = 0
             s.ivc[i].out_ch = -1
+            s.ivc[i].va_in_ptr = 0
             s.ivc[i].out_vc = -1
             s.ivc[i].out_ov = -1
             s.ivc[i].mw = -1

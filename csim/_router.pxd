@@ -198,7 +198,18 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
                     m = 0
             if mch < 0:
                 continue                 # nothing free: a freed VC wakes the router
-        j = 0 if n == 1 else iv % n
+        # the first VC tried: the input VC's round-robin pointer, if it falls among the
+        # class's VCs of this member (BookSim's input-first separable allocator, whose input
+        # arbiter turns over every output VC), else the class's first; or, with
+        # va_own_index, the VC at the input VC's own index
+        if n == 1:
+            j = 0
+        elif s.va_own_index:
+            j = iv % n
+        else:
+            j = q.va_in_ptr - (mch * V + lo)
+            if <uint32_t>j >= <uint32_t>n:
+                j = 0
         for k in range(n):
             ov = mch * V + lo + j
             j += 1
@@ -229,8 +240,9 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         o.va_ptr = iv + 1 if iv + 1 < s.n_ivc else 0
         q = &s.ivc[iv]
         q.out_ch = ov // V           # the member of the group it got
-        q.out_vc = ov - q.out_ch * V
         q.out_ov = ov
+        q.out_vc = <int8_t>(ov - q.out_ch * V)
+        q.va_in_ptr = ov + 1
         q.state = VC_ACTIVE
         q.ready = s.now + s.va_delay
         if s.va_delay == 0:
@@ -243,7 +255,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     return wake
 
 
-cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
+cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
     Sets r_wake[r]: the earliest cycle at which it could grant again by itself (arrivals,
     timers and returning credits wake it earlier)."""
@@ -252,6 +264,8 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
     cdef int32_t w0 = s.r_mw[r]
     cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p
+    cdef int32_t nout = s.r_nout[r]
+    cdef int32_t best, best_od, best_oc = 0, od
     cdef int32_t moved = 0, hops = 0
     cdef cycle_t wake = NEVER
     cdef uint64_t m, pm, hi, rr
@@ -260,9 +274,11 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
     cdef IVC* q
     cdef OVC* up
     cdef Flit* f
-    # stage 1: every input port picks one ready VC (round robin from the one after its last
-    # grant) among its candidates (VCs holding an output VC and flits: bits of sa_mask);
-    # it requests that VC's output
+    # stage 1: every input port requests one output for one of its ready VCs (candidates:
+    # VCs holding an output VC and flits, bits of sa_mask). BookSim's separable allocator:
+    # the VC nearest after the port's VC pointer for each output asked for, and among those
+    # outputs the one nearest after the port's output pointer; with sa_by_vc: the ready VC
+    # nearest after the VC pointer, whatever its output
     for w in range(w0, s.r_mw[r + 1]):
         m = s.sa_mask[w]
         while m:
@@ -274,30 +290,56 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
             c = s.r_in_ch[i]
             ch = &s.ch[c]
             rr = (~(<uint64_t>0)) << ch.sa_in_ptr
-            while pm:
-                hi = pm & rr             # the first VC at or after the pointer, else the first
-                v = ctz64(hi if hi else pm)
-                pm &= ~((<uint64_t>1) << v)
-                iv = c * V + v
-                q = &s.ivc[iv]
-                oc = q.out_ch
-                o = &s.ch[oc]
-                if unlikely(not link_can_send(s, o)):
-                    if o.next_ok < wake:
-                        wake = o.next_ok
-                    continue
-                wake = s.now + 1
-                dist = i - base - o.sa_out_ptr
-                dist += nin & -(dist < 0)
-                if o.out_best < 0:
-                    s.touched[ntouched] = oc
-                    ntouched += 1
-                elif dist >= o.out_best_dist:
+            best = -1
+            if by_vc or pm & (pm - 1) == 0:  # the first ready VC (or the only candidate)
+                while pm:
+                    hi = pm & rr         # the first VC at or after the pointer, else the first
+                    v = ctz64(hi if hi else pm)
+                    pm &= ~((<uint64_t>1) << v)
+                    iv = c * V + v
+                    oc = s.ivc[iv].out_ch
+                    o = &s.ch[oc]
+                    if unlikely(not link_can_send(s, o)):
+                        if o.next_ok < wake:
+                            wake = o.next_ok
+                        continue
+                    wake = s.now + 1
+                    best = iv
+                    best_oc = oc
                     break
-                o.out_best = iv
-                o.out_best_dist = dist
-                o.out_best_in = i - base
-                break
+            else:                        # of the ready VCs, in VC order from the pointer, the
+                best_od = nout           # first whose output is nearest the output pointer
+                while pm:
+                    hi = pm & rr
+                    v = ctz64(hi if hi else pm)
+                    pm &= ~((<uint64_t>1) << v)
+                    iv = c * V + v
+                    oc = s.ivc[iv].out_ch
+                    o = &s.ch[oc]
+                    if unlikely(not link_can_send(s, o)):
+                        if o.next_ok < wake:
+                            wake = o.next_ok
+                        continue
+                    wake = s.now + 1
+                    od = o.out_idx - ch.sa_in_optr   # (the pointer may be nout: read as 0)
+                    od += nout & -(od < 0)
+                    if od < best_od:
+                        best_od = od
+                        best = iv
+                        best_oc = oc
+            if best < 0:
+                continue
+            o = &s.ch[best_oc]
+            dist = i - base - o.sa_out_ptr
+            dist += nin & -(dist < 0)
+            if o.out_best < 0:
+                s.touched[ntouched] = best_oc
+                ntouched += 1
+            elif dist >= o.out_best_dist:
+                continue
+            o.out_best = best
+            o.out_best_dist = dist
+            o.out_best_in = i - base
     # stage 2: every requested output grants one input; the winner traverses the switch
     for k in range(ntouched):
         oc = s.touched[k]
@@ -318,6 +360,8 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         q.cnt -= 1
         moved += 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
+        if not by_vc:
+            ch.sa_in_optr = o.out_idx + 1
         o.sa_out_ptr = i + 1 if i + 1 < nin else 0
         link_take(s, o)
         if o.kind != CH_EJECT:

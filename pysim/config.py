@@ -166,6 +166,18 @@ KEYS = [
         "true: an output VC is reallocated only after the credit of the previous packet's "
         "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
         "as soon as the tail has left.", None),
+    Key("network", "va_input_arbiter", "str", "round_robin", "-",
+        "VC allocation: 'round_robin' (BookSim's separable input-first allocator): a waiting "
+        "head asks for the first free output VC of its class at or after its input VC's "
+        "round-robin pointer, which moves past each VC it is granted; 'own_index': from the VC "
+        "at its input VC's own index, so heads in different input VCs ask for different output "
+        "VCs first (fewer conflicts).", None, lambda: ["own_index", "round_robin"]),
+    Key("network", "sa_input_arbiter", "str", "outputs", "-",
+        "Switch allocation: what an input port's round-robin arbiter turns over: 'outputs' "
+        "(BookSim's separable input-first allocator: per output asked for, the ready VC "
+        "nearest after the port's VC pointer, and among those outputs the one nearest after "
+        "its output pointer) or 'vcs' (the ready VC nearest after the VC pointer).", None,
+        lambda: ["outputs", "vcs"]),
     Key("network", "injection_gbps", "float", None, "GB/s",
         "NIC injection bandwidth; default one flit per cycle.", POS),
     Key("network", "ejection_gbps", "float", None, "GB/s",

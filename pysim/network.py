@@ -125,6 +125,22 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
                           f"through one router and link with nothing else moving")
 
 
+def _port_ranks(topo, incoming):
+    """Per topology channel, its port's rank at the router it enters (incoming) or leaves, and
+    last, the NIC's port. On regular topologies BookSim's numbering of a router's ports: in
+    dimension d, 2d for the + direction and 2d + 1 for the - (an input port is named after
+    the neighbour it comes from: 2d from the + neighbour, which travels -), the NIC's 2n;
+    elsewhere every rank is 0 (the upstream or downstream node orders the ports)."""
+    ranks = np.zeros(topo.n_channels + 1, np.int64)
+    if topo.coords is None:
+        return ranks
+    dim = np.asarray(topo.ch_dim, np.int64)
+    plus = np.asarray(topo.ch_dir, np.int64) > 0
+    ranks[:-1] = 2 * dim + (plus if incoming else ~plus)
+    ranks[-1] = 2 * len(topo.dims)
+    return ranks
+
+
 def compile_network(cfg, topo=None) -> Network:
     topo = topo if topo is not None else topology_mod.build(cfg)
     net = cfg.network
@@ -152,8 +168,13 @@ def compile_network(cfg, topo=None) -> Network:
         for _ in range(m):
             rows.append((node, CH_EJECT, node, node, ej_bpc[node] / m, nic_lat, -1))
     # channels entering a router contiguous (ejection channels after, by source router);
-    # within that, by kind and upstream node, then bandwidth and latency: groups adjacent
-    key = [(r if k != CH_EJECT else r, k == CH_EJECT, s, k, bpc, lat)
+    # within that, by port (on meshes, rings and tori BookSim's order: per dimension the
+    # channel from the + neighbour, then from the - neighbour, the NIC last; the allocators'
+    # round-robin pointers turn in this order), upstream node and kind, then bandwidth and
+    # latency: groups adjacent
+    in_rank = _port_ranks(topo, incoming=True)
+    key = [(r, k == CH_EJECT, in_rank[tc] if k == CH_NET else (-1 if k == CH_EJECT else
+                                                                in_rank[-1]), s, k, bpc, lat)
            for (r, k, s, d, bpc, lat, tc) in rows]
     perm = sorted(range(len(rows)), key=lambda i: (key[i], i))
     rows = [rows[i] for i in perm]
@@ -192,6 +213,18 @@ def compile_network(cfg, topo=None) -> Network:
             inj_n[src[i]] += 1
         elif kinds[i] == CH_EJECT:
             ej_ch[dst[i]] = i
+    # each channel's index among its router's outputs, in port order (BookSim's on regular
+    # topologies: per dimension +, then -, the ejection port last), lanes in id order: the
+    # order the switch allocator's input arbiters turn over
+    out_rank = _port_ranks(topo, incoming=False)
+    rank = np.array([out_rank[tc] if k == CH_NET else out_rank[-1] for k, tc in
+                     zip(kinds, topo_channel)], np.int64)
+    owner = np.where(kinds == CH_EJECT, dst, src)
+    out_idx = np.zeros(C, np.int32)
+    outs = np.flatnonzero(kinds != CH_INJECT)
+    outs = outs[np.lexsort((outs, rank[outs], owner[outs]))]
+    start = np.searchsorted(owner[outs], owner[outs], side="left")
+    out_idx[outs] = np.arange(outs.size) - start
     table = route.table
     # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
     rt = first_of_topo.astype(np.int32)[table]        # (-1 entries take the last; reset)
@@ -222,7 +255,9 @@ def compile_network(cfg, topo=None) -> Network:
         watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
-        ch_par_base=par_base, ch_par_n=par_n,
+        ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx,
+        va_own_index=net.va_input_arbiter == "own_index",
+        sa_by_vc=net.sa_input_arbiter == "vcs",
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
         nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )

@@ -54,6 +54,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     V, D = a["vcs"], a["buffer_flits"]
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
     I = a["injection_delay"]
+    own_index, by_vc = bool(a["va_own_index"]), bool(a["sa_by_vc"])
     wait_tail = bool(a["wait_for_tail_credit"])
     n_classes = a["n_classes"]
     class_lo = [k * V // n_classes for k in range(n_classes)]
@@ -70,17 +71,25 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     inj_n = [int(x) for x in a["nic_inj_n"]]
     [int(x) for x in a["ch_par_base"]]
     par_n = [int(x) for x in a["ch_par_n"]]
+    src_of = [int(x) for x in a["ch_src"]]
+    out_idx = [int(x) for x in a["ch_out_idx"]]
     C = len(kind)
     n_ivc = C * V
 
     # inputs of each router, ordered by channel id
     inputs = [[c for c in range(C) if kind[c] != EJ and dst[c] == r] for r in range(n)]
     local = {c: i for r in range(n) for i, c in enumerate(inputs[r])}
+    # outputs of each router (network and ejection channels), counted for the switch
+    # allocator's round robin over them
+    n_out = [max([out_idx[c] + 1 for c in range(C) if kind[c] != INJ and src_of[c] == r],
+                 default=1) for r in range(n)]
     ivc = {(c, v): InputVC() for c in range(C) if kind[c] != EJ for v in range(V)}
     owner = {(c, v): FREE for c in range(C) for v in range(V)}
     credits = {(c, v): (0 if kind[c] == EJ else D) for c in range(C) for v in range(V)}
     va_ptr = defaultdict(int)
+    va_in_ptr = defaultdict(int)     # input VC -> output VC index (ch * V + vc) it asks from
     sa_in_ptr = defaultdict(int)
+    sa_in_optr = defaultdict(int)    # input port -> round-robin pointer over outputs
     sa_out_ptr = defaultdict(int)
     acc = [den[c] for c in range(C)]
     events = defaultdict(list)       # cycle -> [("flit", c, v, pkt, seq) | ("credit", c, v, tail)]
@@ -212,8 +221,16 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                             member, fewest = cand, held
                     chosen = None
                     if member is not None:
+                        # the first VC tried: the one at the input VC's own index, or the
+                        # input VC's round-robin pointer if it is one of the class's VCs of
+                        # this member, else the class's first
+                        if own_index:
+                            first = me
+                        else:
+                            first = va_in_ptr[(c, v)] - (member * V + q.lo)
+                            first = first if 0 <= first < span else 0
                         for k in range(span):
-                            ov = q.lo + (me + k) % span
+                            ov = q.lo + (first + k) % span
                             if owner[(member, ov)] == FREE:
                                 chosen = (member, ov)
                                 break
@@ -224,6 +241,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
             for key, (_, c, v) in best.items():
                 q = ivc[(c, v)]
                 owner[key] = c * V + v
+                va_in_ptr[(c, v)] = key[0] * V + key[1] + 1
                 va_ptr[key] = (c * V + v + 1) % n_ivc
                 q.out_ch = key[0]
                 q.out_vc = key[1]
@@ -233,6 +251,8 @@ def simulate(a, packets, max_cycles=200000, hops=False):
             nin = len(inputs[r])
             req = {}                     # output channel -> (distance, c, v)
             for i, c in enumerate(inputs[r]):
+                # the port's ready VCs, in round-robin order from its VC pointer
+                ready = []
                 for k in range(V):
                     v = (sa_in_ptr[c] + k) % V
                     q = ivc[(c, v)]
@@ -246,14 +266,22 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                         continue
                     if acc[o] < den[o]:
                         continue
-                    d = (i - sa_out_ptr[o]) % nin
-                    offer(req, o, d, c, v)
-                    break
+                    ready.append(v)
+                if not ready:
+                    continue
+                if by_vc:                # the first of them
+                    v = ready[0]
+                else:                    # per output the first; of those, the output nearest
+                    v = min(ready, key=lambda v: ((out_idx[ivc[(c, v)].out_ch] -
+                                                   sa_in_optr[c]) % n_out[r], ready.index(v)))
+                o = ivc[(c, v)].out_ch
+                offer(req, o, (i - sa_out_ptr[o]) % nin, c, v)
             for o, (_, c, v) in req.items():
                 q = ivc[(c, v)]
                 p, seq, arr = q.buf.popleft()
                 sa_in_ptr[c] = (v + 1) % V
                 sa_out_ptr[o] = (local[c] + 1) % nin
+                sa_in_optr[c] = (out_idx[o] + 1) % n_out[r]
                 acc[o] -= den[o]
                 if kind[o] != EJ:
                     credits[(o, q.out_vc)] -= 1
