@@ -193,7 +193,8 @@ cdef class Engine:
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
     ch_group, ch_order (VC classes, see _router.route), ch_out_idx (a channel's index among
     its router's outputs: the switch allocator's round-robin order over them), va_own_index and
-    sa_by_vc (the allocators' input arbiters, see _router); rt (n_nodes * n_nodes output channel per (node, destination));
+    sa_by_vc (the allocators' input arbiters, see _router), node_pos (None, or per node its
+    position in each VC-class group: see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -273,6 +274,12 @@ cdef class Engine:
         k = np.arange(s.n_classes + 1) * V // s.n_classes
         s.class_lo = <int32_t*>_ptr(self._own("class_lo", k[:-1], np.int32))
         s.class_hi = <int32_t*>_ptr(self._own("class_hi", k[1:], np.int32))
+        pos = net["node_pos"]
+        pos = np.zeros((n, 0), np.int32) if pos is None else np.asarray(pos, np.int32)
+        if pos.ndim != 2 or pos.shape[0] != n:
+            raise ValueError("node_pos: one row of positions per node")
+        s.pos_groups = pos.shape[1]
+        s.node_pos = <int32_t*>_ptr(self._own("node_pos", pos.reshape(-1), np.int32))
         s.watchdog_cycles = int(net["watchdog_cycles"])
         s.max_packets = int(net["max_packets"])
         s.now = 0
@@ -281,6 +288,8 @@ cdef class Engine:
         num = np.asarray(net["ch_num"], dtype=np.int64)
         den = np.asarray(net["ch_den"], dtype=np.int64)
         group = np.asarray(net["ch_group"], dtype=np.int32)
+        if s.pos_groups and np.any(group[ch_kind == CH_NET] >= s.pos_groups):
+            raise ValueError("a channel's group has no column in node_pos")
         order_ = np.asarray(net["ch_order"], dtype=np.int32)
         par_n = np.asarray(net["ch_par_n"], dtype=np.int32)
         out_idx = np.asarray(net["ch_out_idx"], dtype=np.int32)
@@ -374,6 +383,7 @@ cdef class Engine:
             s.ivc[i].head = 0
             s.ivc[i].out_ch = -1
             s.ivc[i].va_in_ptr = 0
+            s.ivc[i].flits = 0
             s.ivc[i].out_vc = -1
             s.ivc[i].out_ov = -1
             s.ivc[i].mw = -1
@@ -390,7 +400,6 @@ cdef class Engine:
             s.ivc[i].state = VC_IDLE
             s.ivc[i].ready = 0
             s.ivc[i].free_t = 0
-            s.ivc[i].spare = 0
             s.ovc[i].owner = OVC_FREE
             s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
             s.ovc[i].va_ptr = 0
@@ -661,6 +670,16 @@ cdef class Engine:
         for c in range(self.s.n_ch):
             out[c] = self.s.ch[c].flits
         return out
+
+    def vc_flits(self):
+        """Flits written into each input VC's buffer since the start: (channels, vcs), a
+        network or injection channel's VCs at its downstream router (0 for ejection
+        channels)."""
+        cdef int64_t i
+        out = np.zeros(self.s.n_ivc, dtype=np.int64)
+        for i in range(self.s.n_ivc):
+            out[i] = self.s.ivc[i].flits
+        return out.reshape(self.s.n_ch, self.s.V)
 
     def latency_histograms(self):
         """Counts of measured packets by packet latency and by network latency (cycles)."""

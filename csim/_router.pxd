@@ -60,10 +60,12 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     """Route computation for packet p's head at router r: output channel and VC class.
 
     VC classes: a packet is in class 0 on the first channel of a group (a dimension of a
-    torus, or the whole of an arbitrary graph) and moves to the next class whenever it takes a
-    channel of lower order than the previous one, so its (class, order) only increases within
-    a group: the channel-dependency graph over (channel, class) is acyclic (routing.py checks
-    it for the actual routes and computes how many classes they need)."""
+    torus, or the whole of an arbitrary graph) -- or in class 1 if nodes have positions in the
+    groups and this router's is above the destination's (BookSim's dateline classes) -- and
+    moves to the next class whenever it takes a channel of lower order than the previous one,
+    so its (class, order) only increases within a group: routing.py checks that the
+    channel-dependency graph over (channel, class) of the actual routes is acyclic and computes
+    how many classes they need."""
     cdef Packet* pk = &s.pk[p]
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
@@ -76,6 +78,9 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
         return
     if o.group != pk.group:
         cls = 0
+        if s.pos_groups:
+            cls = s.node_pos[r * s.pos_groups + o.group] > \
+                s.node_pos[pk.dst * s.pos_groups + o.group]
         pk.group = o.group
     else:
         cls = pk.cls
@@ -135,6 +140,7 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
     q.cnt += 1
+    q.flits += 1
     if q.cnt == 1:
         if q.state == VC_ACTIVE:
             sa_join(s, q)

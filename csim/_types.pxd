@@ -99,6 +99,7 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
     int32_t gap_k            # slower channels: from a send to the next, gap_k cycles, or
                              #   gap_k - 1 when the credit left is at least gap_thr
     int32_t group            # VC-class group (a dimension); entering a new group -> class 0
+                             #   (or 1, by the nodes' positions in it: State.node_pos)
     int32_t order            # VC-class order: taking a channel of lower order -> next class
     int32_t cur_pkt          # injection channels: packet being sent (-1: none),
     int32_t cur_seq          #   its next flit,
@@ -126,7 +127,7 @@ cdef struct IVC:             # an input virtual channel and its buffer's bookkee
                              #   out_ch * V + vc; the one after the last granted)
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
-    int64_t spare            # (unused: keeps the record one cache line)
+    int64_t flits            # flits written into its buffer, ever
 
 cdef struct OVC:             # an output virtual channel, held at the channel's upstream end
     int32_t owner
@@ -159,6 +160,10 @@ cdef struct State:
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi
+    int32_t pos_groups       # > 0: nodes have a position in each of this many groups, and
+    int32_t* node_pos        #   a packet enters a group in class 1 where the router's
+                             #   position, node_pos[r * pos_groups + group], is above its
+                             #   destination's (else class 0)
     cycle_t now
     cycle_t watchdog_cycles
     int64_t max_packets

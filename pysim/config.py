@@ -226,6 +226,13 @@ KEYS = [
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
+    Key("topology", "dateline", "str", "booksim", "-",
+        "Ring, torus: VC classes of each dimension. 'booksim' (BookSim's): for its whole trip "
+        "in a dimension a packet uses the upper half of the VCs if its destination's "
+        "coordinate is below the one it entered at, else the lower; 'crossing': the lower "
+        "half until it crosses the wrap-around link, the upper from it on; 'fewest': every VC "
+        "for every packet when the routes cannot deadlock without classes (a 4-ary torus), "
+        "else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),

@@ -255,7 +255,7 @@ def compile_network(cfg, topo=None) -> Network:
         watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
-        ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx,
+        ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
         va_own_index=net.va_input_arbiter == "own_index",
         sa_by_vc=net.sa_input_arbiter == "vcs",
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
@@ -386,6 +386,7 @@ def describe(network, cfg):
                 diameter=int(hops.max()) if hops.size else 0,
                 avg_hops=float(hops.mean()) if hops.size else 0.0,
                 bisection_gbps=bis, routing=network.routing.name,
+                vc_scheme=network.routing.scheme,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
                 dependency_edges=int(network.routing.cdg_edges),
                 engine_channels=int(len(network.ch_kind)))

@@ -5,18 +5,31 @@ Routing functions are registered by name in ROUTINGS. Each returns a `Routing`: 
 dst]` is the topology channel a packet at `node` bound for `dst` takes next (-1 when node ==
 dst: eject), and, per topology channel, a VC-class `group` and `order`.
 
-VC classes (what csim's route computation does, _router.route): a packet is in class 0 on the
-first channel of a group and moves to the next class whenever it takes a channel of lower
-order than the one before, within the same group. On a torus a group is a dimension and the
-order runs along each direction with the wrap-around channel lowest, which is the dateline
-scheme: a packet moves to class 1 when it crosses the dateline. On an arbitrary graph there is
-one group, and the order is chosen from the channel-dependency graph (CDG) of the routes: a
-topological order when the CDG is acyclic (one class suffices), else depth-first reverse
-postorder, so that only the CDG's back edges cost a class.
+VC classes (what csim's route computation does, _router.route): a packet entering a group
+takes class 0, or, where the routing gives nodes a position in each group (`node_pos`), class 1
+if the router it enters at lies at a higher position than its destination; it then moves to
+the next class whenever it takes a channel of lower order than the one before, within the same
+group. On rings and tori a group is a dimension, and `topology.dateline` picks the scheme:
+
+- "booksim" (BookSim's dim_order_torus): the position is the coordinate and the order is flat,
+  so a packet keeps, for its whole trip in the dimension, class 1 if its destination's
+  coordinate is below the one it entered at, else class 0. Going +, class 1 holds the packets
+  that will cross the wrap-around link; going -, those that will not (BookSim's rule is the
+  same comparison for both directions). No route of at most k/2 hops can close a ring within
+  one class; a ring one way round has longer ones, and takes "crossing".
+- "crossing" (the dateline of Dally and Seitz): no positions; along each direction the order
+  rises with the position travelled and the wrap-around channel is lowest, so a packet moves
+  to class 1 when it crosses the wrap-around link.
+- "fewest": one class if the routes' channel-dependency graph (CDG) is acyclic with one (a
+  4-ary torus with our tie rule), else "crossing".
+
+On an arbitrary graph there is one group, and the order is chosen from the CDG of the routes:
+a topological order when it is acyclic (one class suffices), else depth-first reverse
+postorder, so that only the CDG's back edges cost a class. Meshes need one class.
 
 `build()` first checks the one-class CDG of the routes: if it is acyclic, one class will do
-(one group, topological order), whatever the topology. Otherwise the routing's own groups and
-order are used. `analyse()` follows every route, builds the CDG over (channel, class),
+(one group, topological order), except on rings and tori under "booksim" and "crossing", which
+keep their scheme. `analyse()` follows every route, builds the CDG over (channel, class),
 checks that it is acyclic and counts the classes needed; `check()` refuses a configuration
 whose routes need more classes than there are VCs, naming a cycle of the one-class CDG.
 """
@@ -39,6 +52,8 @@ class Routing:
     ch_order: np.ndarray
     n_classes: int = 1     # VC classes the routes need (set by analyse)
     cdg_edges: int = 0
+    node_pos: np.ndarray | None = None   # (n_nodes, groups) positions, or None (see above)
+    scheme: str = ""       # how the classes were chosen, in words (pysim topo prints it)
 
 
 # ------------------------------------------------------------------ dimension order
@@ -113,10 +128,30 @@ def route_dor(topo, cfg):
     return Routing("dor", *_dimension_order(topo, wrap_dims=False))
 
 
+DATELINES = ("booksim", "crossing", "fewest")
+
+
 def route_dor_dateline(topo, cfg):
     if topo.coords is None:
         raise ConfigError("routing 'dor_dateline' needs a regular (ring or torus) topology")
-    return Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+    r = Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+    scheme = cfg.topology.dateline
+    if scheme == "booksim" and not topo.bidirectional:
+        # BookSim's classes rely on minimal routes of at most k/2 hops: on a ring one way
+        # round the packets of the upper class could close the ring
+        r.scheme = ("dateline classes: the upper VCs from the wrap-around link on (a ring one "
+                    "way round: BookSim's classes, topology.dateline = 'booksim', need both "
+                    "directions)")
+    elif scheme == "booksim":
+        r.ch_order = np.zeros(topo.n_channels, np.int32)
+        r.node_pos = np.ascontiguousarray(topo.coords, np.int32)
+        r.scheme = ("dateline classes as BookSim's: a packet keeps, for its whole trip in a "
+                    "dimension, the upper VCs if its destination's coordinate is below the one "
+                    "it entered at (topology.dateline = 'booksim')")
+    else:
+        r.scheme = ("dateline classes: the upper VCs from the wrap-around link on "
+                    f"(topology.dateline = '{scheme}')")
+    return r
 
 
 # ------------------------------------------------------------------ shortest paths, any graph
@@ -193,10 +228,10 @@ def route_table(topo, cfg):
 
 # ------------------------------------------------------------------ channel dependencies
 
-def _walk(topo, table, group, order, chunk=1 << 18):
+def _walk(topo, table, group, order, node_pos=None, chunk=1 << 18):
     """Follow every endpoint-to-endpoint route with its VC class, vectorised over up to
     `chunk` routes at a time. Yields arrays (prev channel, prev class, channel, class) of
-    consecutive channels of the routes."""
+    consecutive channels of the routes (the first channel of a route with prev channel -1)."""
     eps = np.asarray(topo.endpoints())
     n = eps.size
     rows = max(1, chunk // max(n, 1))
@@ -218,9 +253,12 @@ def _walk(topo, table, group, order, chunk=1 << 18):
             if np.any(c < 0):
                 raise ConfigError("routing: a route ends before its destination")
             same = grp[act] == group[c]
-            new_cls = np.where(same, cls[act] + (order[c] < last[act]), 0)
-            had = prev[act] >= 0
-            yield prev[act][had], cls[act][had], c[had], new_cls[had]
+            entry = 0
+            if node_pos is not None:
+                g = np.maximum(group[c], 0)
+                entry = (node_pos[cur[act], g] > node_pos[dst[act], g]).astype(np.int64)
+            new_cls = np.where(same, cls[act] + (order[c] < last[act]), entry)
+            yield prev[act], cls[act], c, new_cls
             prev[act], cls[act], grp[act], last[act] = c, new_cls, group[c], order[c]
             cur[act] = np.asarray(topo.ch_dst)[c]
         else:
@@ -338,11 +376,15 @@ def analyse(topo, routing):
     C = np.int64(topo.n_channels)
     M = np.int64(1 << 16)                     # classes per channel, as a key field
     keys = []
-    for p, pc, c, cc in _walk(topo, routing.table, group, order):
+    top = 0                                   # highest class any hop takes (a route's first
+    for p, pc, c, cc in _walk(topo, routing.table, group, order, routing.node_pos):
+        top = max(top, int(cc.max(initial=0)))    # hop may enter its group in class 1)
+        had = p >= 0
+        p, pc, c, cc = p[had], pc[had], c[had], cc[had]
         keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
     k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     a, b = k // (C * M), k % (C * M)
-    K = int(max((a % M).max(initial=0), (b % M).max(initial=0))) + 1
+    K = top + 1
     edges = np.stack([(a // M) * K + a % M, (b // M) * K + b % M], axis=1).tolist()
     cyc = _find_cycle(topo.n_channels * K, edges)
     if cyc is not None:
@@ -383,15 +425,22 @@ def build(topo, cfg) -> Routing:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
     r = ROUTINGS[name](topo, cfg)
     deps = channel_dependencies(topo, r.table)
-    if _find_cycle(topo.n_channels, deps.tolist()) is None:
+    keep = name == "dor_dateline" and cfg.topology.dateline != "fewest"
+    if not keep and _find_cycle(topo.n_channels, deps.tolist()) is None:
         # the routes cannot deadlock even in one class: every VC serves every packet, and
         # with a topological order no route ever drops in order
         r.ch_group = np.zeros(topo.n_channels, np.int32)
         r.ch_order = _cdg_order(topo.n_channels, deps)
+        r.node_pos = None
         r.n_classes = 1
         r.cdg_edges = len(deps)
+        r.scheme = ("one VC class: the routes' channel-dependency graph is acyclic" +
+                    (" (topology.dateline = 'fewest')" if name == "dor_dateline" else ""))
     else:
         analyse(topo, r)
+        if not r.scheme:
+            r.scheme = (f"{r.n_classes} VC class(es) from the order of the channel-dependency "
+                        "graph")
     check(topo, r, cfg.network.vcs)
     return r
 

@@ -73,6 +73,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     par_n = [int(x) for x in a["ch_par_n"]]
     src_of = [int(x) for x in a["ch_src"]]
     out_idx = [int(x) for x in a["ch_out_idx"]]
+    pos = None if a["node_pos"] is None else [[int(x) for x in row] for row in a["node_pos"]]
     C = len(kind)
     n_ivc = C * V
 
@@ -187,9 +188,12 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V
                         else:
-                            # class 0 entering a group; next class on a drop in order
+                            # class 0 entering a group (1 where the nodes have positions
+                            # and this router's is above the destination's); next class on
+                            # a drop in order
                             if group[o] != p.group:
-                                cls = 0
+                                cls = 0 if pos is None else int(pos[r][group[o]] >
+                                                                pos[p.dst][group[o]])
                             else:
                                 cls = p.cls + (1 if ch_order[o] < p.last_order else 0)
                             assert cls < n_classes, "more VC classes than routing.py allowed"

@@ -600,7 +600,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
-    links = link_report(network, cfg, eng.channel_flits(), makespan)
+    links = link_report(network, cfg, eng.channel_flits(), makespan, eng.vc_flits())
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
