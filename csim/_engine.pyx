@@ -194,7 +194,8 @@ cdef class Engine:
     ch_group, ch_order (VC classes, see _router.route), ch_out_idx (a channel's index among
     its router's outputs: the switch allocator's round-robin order over them), va_own_index and
     sa_by_vc (the allocators' input arbiters, see _router), node_pos (None, or per node its
-    position in each VC-class group: see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
+    position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
+    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -280,6 +281,18 @@ cdef class Engine:
             raise ValueError("node_pos: one row of positions per node")
         s.pos_groups = pos.shape[1]
         s.node_pos = <int32_t*>_ptr(self._own("node_pos", pos.reshape(-1), np.int32))
+        s.entry_cls = 1 if net["entry_class"] else 0
+        if s.entry_cls and not s.pos_groups:
+            raise ValueError("entry classes need node positions")
+        s.tie_k = NULL
+        s.ch_rev = NULL
+        s.tie_seed = <uint64_t>int(net["tie_seed"])
+        if net["tie_k"] is not None:
+            tk = np.asarray(net["tie_k"], np.int32)
+            if not s.pos_groups or tk.size != s.pos_groups:
+                raise ValueError("tie_k: one entry per group with node positions")
+            s.tie_k = <int32_t*>_ptr(self._own("tie_k", tk, np.int32))
+            s.ch_rev = <int32_t*>_ptr(self._own("ch_rev", net["ch_rev"], np.int32))
         s.watchdog_cycles = int(net["watchdog_cycles"])
         s.max_packets = int(net["max_packets"])
         s.now = 0
@@ -833,12 +846,17 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
 
 
 def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
-                      const int64_t[::1] first, const int64_t[::1] lo, uint8_t[::1] seen):
+                      const int64_t[::1] first, const int64_t[::1] lo, uint8_t[::1] seen,
+                      rt_next=None):
     """For destination-based routes rt ([node * n + dst] -> channel), mark every channel
     dependency (c1, c2): a route takes c1 into node v, then c2 out of it. c2 is one of v's
     out-channels, lo[c2] its index among them, and first[c1] where c1's marks start in
-    seen (one per out-channel of the node c1 enters)."""
+    seen (one per out-channel of the node c1 enters). With rt_next, c2 is read from that
+    table instead (routes that may take either table's channel at every node)."""
+    cdef const int32_t[::1] rt2 = rt if rt_next is None else rt_next
     cdef int64_t u, d, v, c1, c2, row
+    if rt2.shape[0] != rt.shape[0]:
+        raise ValueError("rt_next differs in size from rt")
     for u in range(n):
         row = u * n
         for d in range(n):
@@ -848,6 +866,6 @@ def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_ds
             v = ch_dst[c1]
             if v == d:
                 continue
-            c2 = rt[v * n + d]
+            c2 = rt2[v * n + d]
             if c2 >= 0:
                 seen[first[c1] + lo[c2]] = 1

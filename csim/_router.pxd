@@ -56,20 +56,35 @@ cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
     s.sa_mask[q.mw] &= ~((<uint64_t>1) << q.mb)
 
 
+cdef inline bint tie_minus(uint64_t serial, int32_t group, uint64_t seed) noexcept nogil:
+    """The coin of packet `serial` at a tie in `group`: a hash of the three (splitmix64's
+    finaliser), so that it is the same whenever the packet is routed (tests/refmodel.py
+    draws it alike)."""
+    cdef uint64_t z = serial * <uint64_t>0x9E3779B97F4A7C15 + \
+        (<uint64_t>group) * <uint64_t>0xD1B54A32D192ED03 + seed
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    z = z ^ (z >> 31)
+    return <bint>(z >> 63)
+
+
 cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     """Route computation for packet p's head at router r: output channel and VC class.
 
     VC classes: a packet is in class 0 on the first channel of a group (a dimension of a
-    torus, or the whole of an arbitrary graph) -- or in class 1 if nodes have positions in the
-    groups and this router's is above the destination's (BookSim's dateline classes) -- and
+    torus, or the whole of an arbitrary graph) -- or in class 1 if entry classes are on and
+    this router's position in the group is above the destination's (BookSim's dateline
+    classes) -- and
     moves to the next class whenever it takes a channel of lower order than the previous one,
     so its (class, order) only increases within a group: routing.py checks that the
     channel-dependency graph over (channel, class) of the actual routes is acyclic and computes
-    how many classes they need."""
+    how many classes they need. Where ties are random, a packet entering a ring group at
+    distance k/2 from its destination takes the reverse of the table's channel if its coin
+    says so."""
     cdef Packet* pk = &s.pk[p]
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
-    cdef int32_t cls
+    cdef int32_t cls, k, d
     pk.hops += 1                 # a head is routed once at every router on its path
     q.out_ch = oc                # a parallel group's first channel: VA picks the member
     if o.kind == CH_EJECT:
@@ -77,8 +92,17 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
         q.hi = <int16_t>s.V
         return
     if o.group != pk.group:
+        if s.tie_k != NULL and s.tie_k[o.group]:     # random ties: at distance k/2, either way
+            k = s.tie_k[o.group]
+            d = s.node_pos[pk.dst * s.pos_groups + o.group] - \
+                s.node_pos[r * s.pos_groups + o.group]
+            d += k & -(d < 0)
+            if 2 * d == k and tie_minus(<uint64_t>pk.serial, o.group, s.tie_seed):
+                oc = s.ch_rev[oc]
+                o = &s.ch[oc]
+                q.out_ch = oc
         cls = 0
-        if s.pos_groups:
+        if s.entry_cls:
             cls = s.node_pos[r * s.pos_groups + o.group] > \
                 s.node_pos[pk.dst * s.pos_groups + o.group]
         pk.group = o.group

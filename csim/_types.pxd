@@ -160,10 +160,14 @@ cdef struct State:
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi
-    int32_t pos_groups       # > 0: nodes have a position in each of this many groups, and
-    int32_t* node_pos        #   a packet enters a group in class 1 where the router's
-                             #   position, node_pos[r * pos_groups + group], is above its
-                             #   destination's (else class 0)
+    int32_t pos_groups       # > 0: nodes have a position in each of this many groups,
+    int32_t* node_pos        #   node_pos[node * pos_groups + group]
+    int32_t entry_cls        # a packet enters a group in class 1 where the router's position
+                             #   is above its destination's (else class 0)
+    int32_t* tie_k           # NULL, or per group: k > 0 if it is a ring of k (even) nodes on
+                             #   which a packet at distance k/2 goes either way, at random
+    int32_t* ch_rev          #   (then: per channel, the one leaving its router the other way
+    uint64_t tie_seed        #   in its group; and the seed of the choice)
     cycle_t now
     cycle_t watchdog_cycles
     int64_t max_packets

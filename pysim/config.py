@@ -231,8 +231,13 @@ KEYS = [
         "in a dimension a packet uses the upper half of the VCs if its destination's "
         "coordinate is below the one it entered at, else the lower; 'crossing': the lower "
         "half until it crosses the wrap-around link, the upper from it on; 'fewest': every VC "
-        "for every packet when the routes cannot deadlock without classes (a 4-ary torus), "
-        "else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
+        "for every packet when the routes cannot deadlock without classes (a 4-ary torus with "
+        "tie_break = 'parity'), else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
+    Key("topology", "tie_break", "str", "random", "-",
+        "Ring, torus: the way a packet takes at distance exactly k/2 (k even) where it enters "
+        "a dimension: 'random' (BookSim's: either, by a coin per packet) or 'parity' (+ if its "
+        "coordinate there is even, else -: every link gets the same share of ties, and a "
+        "4-ary torus needs no dateline classes).", None, lambda: ["parity", "random"]),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),

@@ -242,6 +242,14 @@ def compile_network(cfg, topo=None) -> Network:
             rep[i] = rep_of_base.get(int(par_base[i]), topo_channel[i])
     group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
+    # random ties: per engine channel, the first of the group leaving its router the other way
+    ch_rev = None
+    if route.ch_rev is not None:
+        ch_rev = np.full(C, -1, np.int32)
+        for i in np.flatnonzero(kinds == CH_NET):
+            other = route.ch_rev[topo_channel[i]]
+            if other >= 0:
+                ch_rev[i] = first_of_topo[other]
     buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
     if buffer_bytes > MAX_BUFFER_BYTES:
         raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
@@ -256,6 +264,8 @@ def compile_network(cfg, topo=None) -> Network:
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
         ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
+        entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
+        tie_seed=int(cfg.simulation.seed),
         va_own_index=net.va_input_arbiter == "own_index",
         sa_by_vc=net.sa_input_arbiter == "vcs",
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),

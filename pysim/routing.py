@@ -53,7 +53,12 @@ class Routing:
     n_classes: int = 1     # VC classes the routes need (set by analyse)
     cdg_edges: int = 0
     node_pos: np.ndarray | None = None   # (n_nodes, groups) positions, or None (see above)
+    entry_class: bool = False   # class 1 on entering a group where the position is above
+                                # the destination's (else class 0)
     scheme: str = ""       # how the classes were chosen, in words (pysim topo prints it)
+    tie_k: np.ndarray | None = None      # random ties: per group, k of its ring (0: none)
+    ch_rev: np.ndarray | None = None     # ... per channel, the one leaving its source the
+    alt_table: np.ndarray | None = None  # other way; the table with every tie taken that way
 
 
 # ------------------------------------------------------------------ dimension order
@@ -128,6 +133,32 @@ def route_dor(topo, cfg):
     return Routing("dor", *_dimension_order(topo, wrap_dims=False))
 
 
+def _random_ties(topo, r):
+    """Let a packet at distance k/2 on a ring dimension of even k go either way (chosen per
+    packet by the engine): per dimension k, per channel the one leaving its source the other
+    way in its dimension, and the table with every tie taken that other way."""
+    chan = _channel_index(topo)
+    dims = np.array(topo.dims)
+    tie_k = np.where(np.array(topo.wrap) & (dims % 2 == 0), dims, 0).astype(np.int32)
+    rev = np.full(topo.n_channels, -1, np.int32)
+    for c in range(topo.n_channels):
+        d = topo.ch_dim[c]
+        if d >= 0:
+            rev[c] = chan[topo.ch_src[c], d, 1 if topo.ch_dir[c] > 0 else 0]
+    alt = r.table.copy()
+    coords = topo.coords
+    rows = np.arange(topo.n_nodes)
+    for src in range(topo.n_nodes):
+        diff = coords - coords[src]
+        moving = diff != 0
+        has = moving.any(axis=1)
+        first = np.argmax(moving, axis=1)
+        k = tie_k[first]
+        tie = has & (k > 0) & (np.mod(diff[rows, first], np.maximum(k, 1)) * 2 == k)
+        alt[src, tie] = rev[r.table[src, tie]]
+    r.tie_k, r.ch_rev, r.alt_table = tie_k, rev, alt
+
+
 DATELINES = ("booksim", "crossing", "fewest")
 
 
@@ -135,6 +166,9 @@ def route_dor_dateline(topo, cfg):
     if topo.coords is None:
         raise ConfigError("routing 'dor_dateline' needs a regular (ring or torus) topology")
     r = Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+    r.node_pos = np.ascontiguousarray(topo.coords, np.int32)
+    if cfg.topology.tie_break == "random" and topo.bidirectional:
+        _random_ties(topo, r)
     scheme = cfg.topology.dateline
     if scheme == "booksim" and not topo.bidirectional:
         # BookSim's classes rely on minimal routes of at most k/2 hops: on a ring one way
@@ -144,7 +178,7 @@ def route_dor_dateline(topo, cfg):
                     "directions)")
     elif scheme == "booksim":
         r.ch_order = np.zeros(topo.n_channels, np.int32)
-        r.node_pos = np.ascontiguousarray(topo.coords, np.int32)
+        r.entry_class = True
         r.scheme = ("dateline classes as BookSim's: a packet keeps, for its whole trip in a "
                     "dimension, the upper VCs if its destination's coordinate is below the one "
                     "it entered at (topology.dateline = 'booksim')")
@@ -228,10 +262,15 @@ def route_table(topo, cfg):
 
 # ------------------------------------------------------------------ channel dependencies
 
-def _walk(topo, table, group, order, node_pos=None, chunk=1 << 18):
+def _walk(topo, routing, group, order, chunk=1 << 18):
     """Follow every endpoint-to-endpoint route with its VC class, vectorised over up to
     `chunk` routes at a time. Yields arrays (prev channel, prev class, channel, class) of
-    consecutive channels of the routes (the first channel of a route with prev channel -1)."""
+    consecutive channels of the routes (the first channel of a route with prev channel -1).
+    Where ties are random, a route entering a ring dimension at distance k/2 is followed both
+    ways."""
+    table = routing.table
+    node_pos = routing.node_pos
+    tie_k = routing.tie_k
     eps = np.asarray(topo.endpoints())
     n = eps.size
     rows = max(1, chunk // max(n, 1))
@@ -252,9 +291,21 @@ def _walk(topo, table, group, order, node_pos=None, chunk=1 << 18):
             c = table[cur[act], dst[act]].astype(np.int64)
             if np.any(c < 0):
                 raise ConfigError("routing: a route ends before its destination")
+            if tie_k is not None:        # ties entering a ring dimension: a copy goes the
+                g = np.maximum(group[c], 0)     # other way
+                k = tie_k[g]
+                off = np.mod(node_pos[dst[act], g] - node_pos[cur[act], g], np.maximum(k, 1))
+                tie = (grp[act] != group[c]) & (k > 0) & (off * 2 == k)
+                if tie.any():
+                    twin = act[tie]
+                    base = cur.size
+                    dst, cur, grp, last, cls, prev = (np.concatenate([a, a[twin]]) for a in
+                                                      (dst, cur, grp, last, cls, prev))
+                    act = np.concatenate([act, base + np.arange(twin.size)])
+                    c = np.concatenate([c, routing.ch_rev[c[tie]].astype(np.int64)])
             same = grp[act] == group[c]
             entry = 0
-            if node_pos is not None:
+            if routing.entry_class:
                 g = np.maximum(group[c], 0)
                 entry = (node_pos[cur[act], g] > node_pos[dst[act], g]).astype(np.int64)
             new_cls = np.where(same, cls[act] + (order[c] < last[act]), entry)
@@ -268,12 +319,16 @@ def _walk(topo, table, group, order, node_pos=None, chunk=1 << 18):
 MARKS_MAX = 1 << 27     # bytes of marks channel_dependencies may use (else np.unique)
 
 
-def channel_dependencies(topo, table):
+def channel_dependencies(topo, table, alt=None):
     """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
 
     Routes are destination-based, so the pairs are, for every destination d and every node u
     with a route to d, (table[u, d], table[v, d]) where v is where the first channel leads
-    (counting switches no route passes through errs on the safe side)."""
+    (counting switches no route passes through errs on the safe side). With `alt` (random
+    ties: a second table that differs where a packet entering a dimension may go either way),
+    a route may take either table's channel at every node: the pairs of all four mixes."""
+    tables = [np.ascontiguousarray(t, np.int32).reshape(-1)
+              for t in ([table] if alt is None else [table, alt])]
     ch_dst = np.asarray(topo.ch_dst, np.int64)
     C = np.int64(topo.n_channels)
     # compiled: one mark per possible pair (a channel, then one out of the node it enters),
@@ -289,20 +344,25 @@ def channel_dependencies(topo, table):
     np.cumsum(width, out=first[1:])
     if first[-1] <= MARKS_MAX:
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
-        mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
-                          np.asarray(topo.ch_dst, np.int32), first, lo, seen)
+        for t1 in tables:
+            for t2 in tables:
+                mark_dependencies(t1, topo.n_nodes, np.asarray(topo.ch_dst, np.int32), first,
+                                  lo, seen, t2)
         idx = np.flatnonzero(seen)
         c1 = np.searchsorted(first, idx, side="right") - 1
         c2 = by_src[out_ptr[ch_dst[c1]] + idx - first[c1]]
         return np.stack([c1, c2], axis=1).astype(np.int64)
     keys = []
-    for d in range(topo.n_nodes):
-        c1 = table[:, d].astype(np.int64)
-        c1 = c1[c1 >= 0]
-        v = ch_dst[c1]
-        c1 = c1[v != d]
-        c2 = table[ch_dst[c1], d].astype(np.int64)
-        keys.append(c1 * C + c2)
+    n = topo.n_nodes
+    for d in range(n):
+        for t1 in tables:
+            for t2 in tables:
+                c1 = t1[d::n].astype(np.int64)       # column d: every node's channel to d
+                c1 = c1[c1 >= 0]
+                v = ch_dst[c1]
+                c1 = c1[v != d]
+                c2 = t2[ch_dst[c1] * n + d].astype(np.int64)
+                keys.append(c1 * C + c2)
     k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     return np.stack([k // C, k % C], axis=1)
 
@@ -377,7 +437,7 @@ def analyse(topo, routing):
     M = np.int64(1 << 16)                     # classes per channel, as a key field
     keys = []
     top = 0                                   # highest class any hop takes (a route's first
-    for p, pc, c, cc in _walk(topo, routing.table, group, order, routing.node_pos):
+    for p, pc, c, cc in _walk(topo, routing, group, order):
         top = max(top, int(cc.max(initial=0)))    # hop may enter its group in class 1)
         had = p >= 0
         p, pc, c, cc = p[had], pc[had], c[had], cc[had]
@@ -400,7 +460,7 @@ def check(topo, routing, vcs):
     """Refuse a configuration whose routes need more VC classes than there are VCs."""
     if routing.n_classes <= vcs:
         return
-    plain = channel_dependencies(topo, routing.table)
+    plain = channel_dependencies(topo, routing.table, routing.alt_table)
     cyc = _find_cycle(topo.n_channels, plain.tolist())
     where = ""
     if cyc is not None:
@@ -424,14 +484,17 @@ def build(topo, cfg) -> Routing:
     if name not in ROUTINGS:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
     r = ROUTINGS[name](topo, cfg)
-    deps = channel_dependencies(topo, r.table)
+    deps = channel_dependencies(topo, r.table, r.alt_table)
     keep = name == "dor_dateline" and cfg.topology.dateline != "fewest"
     if not keep and _find_cycle(topo.n_channels, deps.tolist()) is None:
         # the routes cannot deadlock even in one class: every VC serves every packet, and
-        # with a topological order no route ever drops in order
+        # with a topological order no route ever drops in order (one group: the table's
+        # ties, whose dependencies were counted too, are taken as they are)
         r.ch_group = np.zeros(topo.n_channels, np.int32)
         r.ch_order = _cdg_order(topo.n_channels, deps)
         r.node_pos = None
+        r.entry_class = False
+        r.tie_k = r.ch_rev = r.alt_table = None
         r.n_classes = 1
         r.cdg_edges = len(deps)
         r.scheme = ("one VC class: the routes' channel-dependency graph is acyclic" +

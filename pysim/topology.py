@@ -333,8 +333,8 @@ def build_graph(cfg):
 # name -> (builder, topology.* keys it reads besides the common ones)
 BUILDERS = {
     "mesh": (build_mesh, {"dims", "dim_link_gbps"}),
-    "torus": (build_torus, {"dims", "dim_link_gbps", "dateline"}),
-    "ring": (build_ring, {"size", "bidirectional", "dateline"}),
+    "torus": (build_torus, {"dims", "dim_link_gbps", "dateline", "tie_break"}),
+    "ring": (build_ring, {"size", "bidirectional", "dateline", "tie_break"}),
     "switch": (build_switch, {"size", "route_weight"}),
     "fully_connected": (build_fully_connected, {"size", "route_weight"}),
     "graph": (build_graph, {"nodes", "links", "route_weight"}),

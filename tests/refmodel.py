@@ -39,6 +39,17 @@ class Packet:
         self.hops, self.inject, self.ejected = 0, -1, 0
 
 
+def coin(serial, group, seed):
+    """A packet's coin at a tie in a group (splitmix64's finaliser of the three): True sends
+    it the other way. Exactly csim's _router.tie_minus."""
+    m = (1 << 64) - 1
+    z = (serial * 0x9E3779B97F4A7C15 + group * 0xD1B54A32D192ED03 + seed) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    z ^= z >> 31
+    return bool(z >> 63)
+
+
 def offer(grants, resource, dist, c, v):
     """Separable round-robin allocation: a resource keeps the requester (input VC c, v) whose
     distance after its round-robin pointer is smallest; resources are granted in the order
@@ -74,6 +85,10 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     src_of = [int(x) for x in a["ch_src"]]
     out_idx = [int(x) for x in a["ch_out_idx"]]
     pos = None if a["node_pos"] is None else [[int(x) for x in row] for row in a["node_pos"]]
+    entry_class = bool(a["entry_class"])
+    tie_k = None if a["tie_k"] is None else [int(x) for x in a["tie_k"]]
+    ch_rev = None if a["ch_rev"] is None else [int(x) for x in a["ch_rev"]]
+    tie_seed = int(a["tie_seed"])
     C = len(kind)
     n_ivc = C * V
 
@@ -188,12 +203,19 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V
                         else:
-                            # class 0 entering a group (1 where the nodes have positions
-                            # and this router's is above the destination's); next class on
+                            # class 0 entering a group (with entry classes, 1 where this
+                            # router's position is above the destination's); next class on
                             # a drop in order
                             if group[o] != p.group:
-                                cls = 0 if pos is None else int(pos[r][group[o]] >
-                                                                pos[p.dst][group[o]])
+                                g = group[o]
+                                # random ties: at distance k/2 on a ring of even k, the
+                                # packet's coin may send it the other way
+                                if tie_k is not None and tie_k[g] and \
+                                        (pos[p.dst][g] - pos[r][g]) % tie_k[g] * 2 == tie_k[g] \
+                                        and coin(p.serial, g, tie_seed):
+                                    o = ch_rev[o]
+                                    q.out_ch = o
+                                cls = int(pos[r][g] > pos[p.dst][g]) if entry_class else 0
                             else:
                                 cls = p.cls + (1 if ch_order[o] < p.last_order else 0)
                             assert cls < n_classes, "more VC classes than routing.py allowed"

@@ -10,7 +10,9 @@ coordinate s with destination coordinate d; class c uses VC c of 2):
   going -) after at least one hop in the dimension, class 1 from that link on;
 - fewest: one class (every VC) where the routes cannot deadlock without classes, else
   crossing.
-Directions follow the shorter way round; at distance k/2 (k even) + if s is even."""
+Directions follow the shorter way round; at distance k/2 (k even), by `topology.tie_break`,
++ if s is even ('parity') or either way ('random': a route is followed both ways here, with
+half the load each)."""
 import numpy as np
 import pytest
 
@@ -19,15 +21,25 @@ from pysim import simulate
 from pysim.network import compile_network
 
 
-def route(k, s, d, bidirectional=True):
-    """Coordinates visited from s to d in one dimension of k nodes, and the direction."""
+def routes(k, s, d, bidirectional=True, ties="parity"):
+    """The ways from s to d in one dimension of k nodes: [(coordinates visited, direction,
+    share of the packets)]."""
     off = (d - s) % k
-    plus = not bidirectional or off * 2 < k or (off * 2 == k and s % 2 == 0)
-    step = 1 if plus else -1
-    xs = [s]
-    while xs[-1] != d:
-        xs.append((xs[-1] + step) % k)
-    return xs, step
+    if not bidirectional or off * 2 < k:
+        steps = [(1, 1.0)]
+    elif off * 2 > k:
+        steps = [(-1, 1.0)]
+    elif ties == "random":
+        steps = [(1, 0.5), (-1, 0.5)]
+    else:
+        steps = [(1 if s % 2 == 0 else -1, 1.0)]
+    out = []
+    for step, share in steps:
+        xs = [s]
+        while xs[-1] != d:
+            xs.append((xs[-1] + step) % k)
+        out.append((xs, step, share))
+    return out
 
 
 def classes(scheme, k, s, d, step, xs):
@@ -41,15 +53,15 @@ def classes(scheme, k, s, d, step, xs):
     return out
 
 
-def expected_ring_loads(k, scheme, lam):
+def expected_ring_loads(k, scheme, lam, ties="parity"):
     """Flits per cycle on each (from, to, class) of a bidirectional k-ring under uniform
     traffic including the source itself, lam flits per node per cycle."""
     loads = {}
     for s in range(k):
         for d in range(k):
-            xs, step = route(k, s, d)
-            for (a, b), c in zip(zip(xs, xs[1:]), classes(scheme, k, s, d, step, xs)):
-                loads[(a, b, c)] = loads.get((a, b, c), 0.0) + lam / k
+            for xs, step, share in routes(k, s, d, ties=ties):
+                for (a, b), c in zip(zip(xs, xs[1:]), classes(scheme, k, s, d, step, xs)):
+                    loads[(a, b, c)] = loads.get((a, b, c), 0.0) + share * lam / k
     return loads
 
 
@@ -72,68 +84,78 @@ def acyclic(n_vertices, edges):
     return seen == n_vertices
 
 
-def dependency_graph(topo, scheme, n_classes):
+def dependency_graph(topo, scheme, n_classes, ties="parity"):
     """Edges ((channel, class) -> (channel, class)) of every route of a ring or torus, walked
-    dimension by dimension from the coordinates, with the classes of the scheme's definition
-    (fewest with one class: 0 everywhere)."""
-    chan = {(topo.ch_src[c], topo.ch_dst[c]): c for c in range(topo.n_channels)}
+    dimension by dimension from the coordinates, both ways at random ties, with the classes
+    of the scheme's definition (one class: 0 everywhere)."""
+    chan = {}
+    for c in range(topo.n_channels):     # (from, to, direction) -> channel
+        chan[(topo.ch_src[c], topo.ch_dst[c], topo.ch_dir[c])] = c
     dims, coords = topo.dims, topo.coords
     strides = np.cumprod((1,) + tuple(dims[:-1]))
     edges = set()
     n = topo.n_nodes
+
+    def walk(cur, b, dim, hops):
+        while dim < len(dims) and int(cur[dim]) == int(coords[b][dim]):
+            dim += 1
+        if dim == len(dims):
+            edges.update(zip(hops, hops[1:]))
+            return
+        k, s, d = dims[dim], int(cur[dim]), int(coords[b][dim])
+        for xs, step, _ in routes(k, s, d, topo.bidirectional, ties):
+            cl = classes(scheme, k, s, d, step, xs) if n_classes > 1 else [0] * (len(xs) - 1)
+            nxt, more = cur.copy(), list(hops)
+            for y, c in zip(xs[1:], cl):
+                u = int(np.dot(nxt, strides))
+                nxt[dim] = y
+                more.append((chan[(u, int(np.dot(nxt, strides)), step)], c))
+            walk(nxt, b, dim + 1, more)
     for a in range(n):
         for b in range(n):
-            hops = []
-            cur = coords[a].copy()
-            for dim, k in enumerate(dims):
-                s, d = int(cur[dim]), int(coords[b][dim])
-                if s == d:
-                    continue
-                xs, step = route(k, s, d, topo.bidirectional)
-                cl = classes(scheme, k, s, d, step, xs) if n_classes > 1 else [0] * (len(xs) - 1)
-                for x, y, c in zip(xs, xs[1:], cl):
-                    u = int(np.dot(cur, strides))
-                    cur[dim] = y
-                    hops.append((chan[(u, int(np.dot(cur, strides)))], c))
-            edges.update(zip(hops, hops[1:]))
+            walk(coords[a].copy(), b, 0, [])
     return [(c1 * 2 + k1, c2 * 2 + k2) for (c1, k1), (c2, k2) in edges]
 
 
-SYSTEMS = [({"kind": "ring", "size": 16}, {"booksim": 2, "crossing": 2, "fewest": 2}),
-           ({"kind": "torus", "dims": [4, 4]}, {"booksim": 2, "crossing": 2, "fewest": 1}),
-           ({"kind": "torus", "dims": [5, 3]}, {"booksim": 2, "crossing": 2, "fewest": 2}),
-           ({"kind": "ring", "size": 6, "bidirectional": False},
-            {"booksim": 2, "crossing": 2, "fewest": 2})]
+SYSTEMS = [  # topology, VC classes each scheme needs with ties by parity and at random
+    ({"kind": "ring", "size": 16}, {"booksim": 2, "crossing": 2, "fewest": (2, 2)}),
+    ({"kind": "torus", "dims": [4, 4]}, {"booksim": 2, "crossing": 2, "fewest": (1, 2)}),
+    ({"kind": "torus", "dims": [5, 3]}, {"booksim": 2, "crossing": 2, "fewest": (2, 2)}),
+    ({"kind": "ring", "size": 6, "bidirectional": False},
+     {"booksim": 2, "crossing": 2, "fewest": (2, 2)})]
 
 
+@pytest.mark.parametrize("ties", ["parity", "random"])
 @pytest.mark.parametrize("scheme", ["booksim", "crossing", "fewest"])
 @pytest.mark.parametrize("topo,need", SYSTEMS)
-def test_each_scheme_has_an_acyclic_dependency_graph(topo, need, scheme):
-    net = compile_network(make_cfg(topology=dict(topo, dateline=scheme)))
+def test_each_scheme_has_an_acyclic_dependency_graph(topo, need, scheme, ties):
+    net = compile_network(make_cfg(topology=dict(topo, dateline=scheme, tie_break=ties)))
     t = net.topo
-    assert net.routing.n_classes == need[scheme]
+    want = need[scheme] if scheme != "fewest" else need[scheme][ties == "random"]
+    assert net.routing.n_classes == want
     # a ring one way round takes 'crossing' for 'booksim': BookSim's classes would close it
-    defined = "crossing" if scheme == "booksim" and not t.bidirectional else scheme
-    assert acyclic(2 * t.n_channels, dependency_graph(t, defined, need[scheme]))
+    defined = "crossing" if scheme != "booksim" or not t.bidirectional else "booksim"
+    assert acyclic(2 * t.n_channels, dependency_graph(t, defined, want, ties))
     if scheme == "booksim" and not t.bidirectional:    # the reason: its own rule has a cycle
-        assert not acyclic(2 * t.n_channels, dependency_graph(t, "booksim", 2))
-    # with one class the 16-ring's routes close a cycle (so fewest needs a dateline there)
-    one = acyclic(2 * t.n_channels, dependency_graph(t, "booksim", 1))
-    assert one == (need["fewest"] == 1)
+        assert not acyclic(2 * t.n_channels, dependency_graph(t, "booksim", 2, ties))
+    # with one class the routes close a cycle unless the 4-ary torus's ties go by parity
+    one = acyclic(2 * t.n_channels, dependency_graph(t, "booksim", 1, ties))
+    assert one == (need["fewest"][ties == "random"] == 1)
 
 
+@pytest.mark.parametrize("ties", ["parity", "random"])
 @pytest.mark.parametrize("scheme", ["booksim", "crossing"])
-def test_ring_vc_loads_follow_the_scheme(scheme):
+def test_ring_vc_loads_follow_the_scheme(scheme, ties):
     """Every link of a 16-node ring, each of its two VCs, against the scheme's load, within
     4 sqrt(gamma T) + 1 flits; the other scheme's loads are far off on some link."""
     lam, T = 0.06, 30000
-    cfg = make_cfg(topology={"kind": "ring", "size": 16, "dateline": scheme},
+    cfg = make_cfg(topology={"kind": "ring", "size": 16, "dateline": scheme, "tie_break": ties},
                    traffic={"injection_rate": lam, "packet_flits": 1},
                    simulation={"warmup_cycles": 2000, "measure_cycles": T, "seed": 3})
     r = simulate(cfg)
     assert not r.saturated
-    want = expected_ring_loads(16, scheme, lam)
-    other = expected_ring_loads(16, "crossing" if scheme == "booksim" else "booksim", lam)
+    want = expected_ring_loads(16, scheme, lam, ties)
+    other = expected_ring_loads(16, "crossing" if scheme == "booksim" else "booksim", lam, ties)
     worst_other = 0.0
     for link in r.links:
         a, b = int(link["src"][1:]), int(link["dst"][1:])
@@ -147,9 +169,10 @@ def test_ring_vc_loads_follow_the_scheme(scheme):
 
 
 def test_fewest_on_a_4_ary_torus_lets_every_vc_serve_every_packet():
-    """With one class both VCs of a link carry packets of both dateline classes: each VC of
-    every link carries a good share of the link's flits."""
-    cfg = make_cfg(topology={"kind": "torus", "dims": [4, 4], "dateline": "fewest"},
+    """Ties by parity: with one class both VCs of a link carry packets of both dateline
+    classes, each VC of every link a good share of the link's flits."""
+    cfg = make_cfg(topology={"kind": "torus", "dims": [4, 4], "dateline": "fewest",
+                             "tie_break": "parity"},
                    traffic={"injection_rate": 0.2, "packet_flits": 4},
                    simulation={"measure_cycles": 5000})
     r = simulate(cfg)

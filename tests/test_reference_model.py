@@ -47,6 +47,9 @@ def random_case(seed, long_delays=False):
         network["injection_gbps"] = float(rng.choice([8.0, 12.0, 24.0, 32.0]))
     if rng.random() < 0.3:
         network["ejection_gbps"] = float(rng.choice([12.0, 32.0]))
+    if dateline:               # VC classes and ties of rings and tori, every variant
+        topo["dateline"] = str(rng.choice(["booksim", "crossing", "fewest"]))
+        topo["tie_break"] = str(rng.choice(["random", "parity"]))
     cfg = make_cfg(topology=topo, network=network)
     topo_obj = topology.build(cfg)
     for c in range(topo_obj.n_channels):     # heterogeneous links, some of two lanes
