@@ -20,8 +20,7 @@ VCs reallocated once a tail has left, credits back with the link latency (BookSi
 credit_delay 0), dimension-order routing, 1-cycle NIC channels; mesh links of 1 cycle, ring and
 torus links of 2 (BookSim lays its torus out folded); Bernoulli injection at a rate in flits per
 node per cycle (BookSim: injection_rate_uses_flits), uniform traffic including the source
-itself. BookSim breaks ties at distance k/2 on a ring at random, pysim by the parity of the
-coordinate (see docs/booksim.md).
+itself; ties at distance k/2 on a ring broken at random (pysim: by a coin per packet).
 
 Measurement: BookSim's latency mode with one warm-up period of 2,000 cycles and five measured
 periods (its stopping thresholds set to 0, so that it runs all of them), then its drain of the
@@ -374,7 +373,10 @@ DEPARTURES = {
                       ["mesh8x8-uniform-1", "mesh8x8-uniform-4", "mesh8x8-transpose-1"]),
     "dateline=crossing": ({"topology": {"dateline": "crossing"}},
                           ["ring16-uniform-1", "torus4x4-uniform-1"]),
-    "dateline=fewest": ({"topology": {"dateline": "fewest"}}, ["torus4x4-uniform-1"]),
+    "tie_break=parity": ({"topology": {"tie_break": "parity"}},
+                         ["ring16-uniform-1", "torus4x4-uniform-1"]),
+    "fewest+parity": ({"topology": {"dateline": "fewest", "tie_break": "parity"}},
+                      ["torus4x4-uniform-1"]),
 }
 
 
