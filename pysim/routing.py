@@ -504,6 +504,11 @@ def build(topo, cfg) -> Routing:
         if not r.scheme:
             r.scheme = (f"{r.n_classes} VC class(es) from the order of the channel-dependency "
                         "graph")
+    if name == "dor_dateline" and topo.bidirectional and \
+            any(w and k % 2 == 0 for w, k in zip(topo.wrap, topo.dims)):
+        r.scheme += ("; ties at distance k/2 either way, by a coin per packet "
+                     "(topology.tie_break = 'random')" if r.tie_k is not None else
+                     "; ties at distance k/2 by parity (topology.tie_break = 'parity')")
     check(topo, r, cfg.network.vcs)
     return r
 

@@ -179,3 +179,21 @@ def test_fewest_on_a_4_ary_torus_lets_every_vc_serve_every_packet():
     for link in r.links:
         v = np.array(link["vc_flits"])
         assert v.min() > 0.2 * v.sum(), link
+
+
+@pytest.mark.parametrize("scheme,ties,says", [
+    ("booksim", "random", ["as BookSim's", "'booksim'", "by a coin per packet"]),
+    ("crossing", "random", ["from the wrap-around link on", "'crossing'", "'random'"]),
+    ("fewest", "parity", ["one VC class", "'fewest'", "by parity"]),
+    ("fewest", "random", ["from the wrap-around link on", "'fewest'", "'random'"])])
+def test_pysim_topo_says_which_classes_are_in_use(scheme, ties, says):
+    from click.testing import CliRunner
+    from conftest import TOPOLOGIES
+    from pysim.cli import main
+    res = CliRunner().invoke(main, ["topo", f"{TOPOLOGIES}/torus4x4.toml", "--set",
+                                    f"topology.dateline={scheme}", "--set",
+                                    f"topology.tie_break={ties}"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("VC classes"))
+    for s in says:
+        assert s in line, line
