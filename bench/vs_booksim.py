@@ -361,6 +361,13 @@ def figure(results, path):
     plt.close(fig)
 
 
+def _one_case(binary, case, seeds, fractions):
+    """One case against BookSim (a function of its arguments alone: --jobs runs it in a
+    worker process)."""
+    runners = {"BookSim": booksim_runner(binary), "pysim": pysim_runner()}
+    return compare_case(runners, case, seeds, fractions, lambda m: print(m, flush=True))
+
+
 # pysim's departures from BookSim's model, each an option: name -> (overrides, cases)
 DEPARTURES = {
     "injection_delay=0": ({"network": {"injection_delay": 0}}, ["mesh8x8-uniform-1"]),
@@ -382,7 +389,7 @@ DEPARTURES = {
 
 def departures(seeds, fractions, names, log):
     """pysim with each departure against pysim with BookSim's model (no BookSim needed)."""
-    rows, results = [], []
+    results = []
     for name in names:
         over, cases = DEPARTURES[name]
         for case in cases:
@@ -390,16 +397,21 @@ def departures(seeds, fractions, names, log):
                              seeds, fractions, log)
             r["departure"] = name
             results.append(r)
-            s = r["saturation"]
-            for p in r["points"]:
-                rows.append(f"| {name} | {case} | latency at {p['rate']:.3f} "
-                            f"({p['fraction']:.2f} sat) | {p['default']:.2f} | {p[name]:.2f} | "
-                            f"{pct(p['default'], p[name]):+.1f}% |")
-            rows.append(f"| {name} | {case} | saturation throughput | {s['default']:.4f} | "
-                        f"{s[name]:.4f} | {pct(s['default'], s[name]):+.1f}% |")
-    head = ["| departure | case | measure | BookSim's model | with the departure | difference |",
+    return results, departure_table(results)
+
+
+def departure_table(results):
+    rows = ["| departure | case | measure | BookSim's model | with the departure | difference |",
             "|---|---|---|---|---|---|"]
-    return results, "\n".join(head + rows)
+    for r in results:
+        name, case, s = r["departure"], r["case"], r["saturation"]
+        for p in r["points"]:
+            rows.append(f"| {name} | {case} | latency at {p['rate']:.3f} "
+                        f"({p['fraction']:.2f} sat) | {p['default']:.2f} | {p[name]:.2f} | "
+                        f"{pct(p['default'], p[name]):+.1f}% |")
+        rows.append(f"| {name} | {case} | saturation throughput | {s['default']:.4f} | "
+                    f"{s[name]:.4f} | {pct(s['default'], s[name]):+.1f}% |")
+    return "\n".join(rows)
 
 
 def main():
@@ -413,6 +425,12 @@ def main():
     ap.add_argument("--departures", nargs="*", choices=sorted(DEPARTURES), default=None,
                     help="instead of BookSim: pysim with each of these departures from "
                          "BookSim's model (all if none named) against pysim without")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cases run in this many processes at once (each case's runs stay "
+                         "interleaved)")
+    ap.add_argument("--from-json", default=None, metavar="PATH",
+                    help="print the table and draw the figure of a results file written "
+                         "before, and run nothing")
     ap.add_argument("--out", default=None, help="JSON (default bench/results/vs_booksim.json, "
                                                 "or departures.json)")
     ap.add_argument("--fig", default=None, help="figure (default bench/results/vs_booksim.png)")
@@ -423,6 +441,17 @@ def main():
     import pysim
     meta = dict(version=pysim.__version__, python=platform.python_version(),
                 machine=platform.machine(), seeds=seeds)
+    if a.from_json:
+        with open(a.from_json) as f:
+            doc = json.load(f)
+        if doc.get("benchmark") == "vs_booksim departures":
+            print(departure_table(doc["cases"]))
+            return 0
+        print(table(doc["cases"], doc.get("speed", [])))
+        if a.fig and doc["cases"]:
+            figure(doc["cases"], a.fig)
+            print(f"written {a.fig}")
+        return 0
     if a.departures is not None:
         results, text = departures(seeds, fractions, a.departures or list(DEPARTURES), print)
         print()
@@ -437,8 +466,13 @@ def main():
             return 0
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             sys.exit(f"BOOKSIM = {binary!r}: not an executable file")
-        runners = {"BookSim": booksim_runner(binary), "pysim": pysim_runner()}
-        results = [compare_case(runners, c, seeds, fractions, print) for c in a.cases]
+        if a.jobs > 1 and len(a.cases) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+            with ProcessPoolExecutor(a.jobs) as pool:
+                results = list(pool.map(_one_case, [binary] * len(a.cases), a.cases,
+                                        [seeds] * len(a.cases), [fractions] * len(a.cases)))
+        else:
+            results = [_one_case(binary, c, seeds, fractions) for c in a.cases]
         speed_rows = [] if a.no_speed else speed(binary, seeds,
                                                  1 if a.quick else a.speed_repeat, print)
         print()
