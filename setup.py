@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 DEBUG = os.environ.get("CSIM_DEBUG", "0") not in ("", "0")
 
@@ -31,4 +31,11 @@ extensions = [
     ),
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES))
+# Every package under pysim/ is found; the shipped systems live at the top of the repository
+# in topologies/ and are installed as pysim/topologies/*.toml (pysim.systems finds them in either
+# place).
+setup(
+    packages=find_packages(include=["pysim", "pysim.*", "csim"]) + ["pysim.topologies"],
+    package_dir={"pysim.topologies": "topologies"},
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
+)

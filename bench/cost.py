@@ -1,5 +1,5 @@
 """What the engine costs, counted rather than timed (not a test): runs one benchmark case (the
-mesh of bench/speed.py, or the collective of bench/collectives.py's target, smaller) under
+mesh of bench/speed.py, or the large collective of bench/collectives.py, smaller) under
 valgrind's cachegrind and prints, for the compiled engine only, the instructions, L1 data-cache
 misses and mispredicted branches it executed, and a cycle estimate from them.
 
@@ -13,9 +13,9 @@ csim with. Instructions and mispredicts follow the code; the L1 miss count also 
 the arrays fall in the cache (set conflicts; they start on 64-byte boundaries): a change as
 small as dropping one State field, or running the same case from another script, moved it by
 up to 30%, so trust it only for large differences. The estimate is instructions / 4 + 1 per
-L1 miss + 14 per mispredict, fitted to this project's machine (AMD Zen 4 VM) on the 16x16 case
-at the start and the end of the fourth session (it predicts 55.4k and 46.5k CPU cycles per
-simulated cycle where wall time gave 53.5-55k and 45.2k): the core retires about four
+L1 miss + 14 per mispredict, fitted to an AMD Zen 4 virtual machine on the 16x16 case with two
+versions of the engine (it predicts 55.4k and 46.5k CPU cycles per simulated cycle where wall
+time gave 53.5-55k and 45.2k): the core retires about four
 instructions a cycle and hides most L2 hits, so mispredicted branches weigh far more than
 instructions. A yardstick for comparing versions, not a prediction of wall time elsewhere.
 Needs valgrind (Debian: apt install valgrind).
@@ -39,8 +39,8 @@ if {kind!r} == "mesh":
     from speed import mesh_config
     cfg = mesh_config({dims}, {cycles}, {rate})
 else:
-    from collectives import target_config
-    cfg = target_config({mb} << 20)
+    from collectives import large_config
+    cfg = large_config({mb} << 20)
 r = pysim.simulate(cfg).to_dict()
 print("CYCLES", r["cycles"] if "cycles" in r else r["makespan_cycles"])
 """

@@ -8,13 +8,12 @@ memory per case, and writes JSON.
 Each case runs in a fresh process so that its peak memory (ru_maxrss) is its own, --repeat
 times (wall time on this shared VM varies by up to a third): the row reported is the run with
 the median engine time, and every run's cycles/s is kept in the JSON.
-Targets (issue 2): >= 100,000 cycles/s and >= 20M flit-hops/s on the 16x16 mesh on one core;
-the 32x32 mesh under 200 MB.
+The JSON also records the date, the commit, the CPU and the load average at the start
+(bench/provenance.py): on a shared machine, wall times depend on what else runs.
 """
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -63,6 +62,8 @@ def main():
     if a.child:
         print(json.dumps(one(a.child, a.cycles, a.rate)))
         return
+    from provenance import provenance
+    started = provenance()                 # the load average as the runs begin
     rows = []
     for name in ([a.only] if a.only else list(CASES)):
         runs = []
@@ -80,9 +81,8 @@ def main():
               f"{row['flit_hops_per_second'] / 1e6:7.1f} M flit-hops/s  "
               f"peak {row['peak_memory_mb']:6.1f} MB  skipped {row['cycles_skipped']} cycles  "
               f"latency {row['avg_packet_latency']:.1f}")
-    import pysim
-    doc = dict(benchmark="speed", version=pysim.__version__, python=platform.python_version(),
-               machine=platform.machine(), processor=platform.processor(), rows=rows)
+    doc = dict(benchmark="speed", **started, load_average_end=provenance()["load_average"],
+               rows=rows)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -57,7 +57,8 @@ def main():
                                             "exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 def run(config, sets, json_path, trace_path, force, quiet):
-    """Simulate CONFIG (a TOML file) and print a summary."""
+    """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
+    summary."""
     try:
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
@@ -108,7 +109,8 @@ def run(config, sets, json_path, trace_path, force, quiet):
               help="Write the description as JSON.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 def topo(config, sets, draw_path, json_path, force):
-    """Describe the system of CONFIG: nodes, links, diameter, hops, bisection, VC classes."""
+    """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
+    diameter, hops, bisection, VC classes."""
     from pysim.network import compile_network, describe
     try:
         _refuse_overwrite(draw_path, force)
@@ -145,6 +147,47 @@ def topo(config, sets, draw_path, json_path, force):
         from pysim.plot import draw_topology
         draw_topology(network, cfg, draw_path)
         click.echo(f"drawn to {draw_path}")
+
+
+@main.command(name="models")
+@click.argument("model", required=False)
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="Samples per batch: FLOPs and activation bytes are shown for the batch.")
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16", "mixed"]),
+              default=None, help="Bytes per element (default: each model's own).")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
+              help="A model parameter (repeatable), e.g. -p layers=48 -p image=299; for an "
+                   ".onnx file, a symbolic dimension, e.g. -p seq=128.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def models_cmd(model, batch, precision, params, as_json):
+    """The model zoo, or MODEL's layers (a zoo name, an .onnx file or an ASTRA-sim
+    workload)."""
+    from pysim.models import get, names
+    from pysim.models.report import format_model, format_zoo, resolve, to_json
+    try:
+        if batch < 1:
+            raise ConfigError(f"--batch {batch}: expected an integer >= 1")
+        kw = {}
+        for text in params:
+            key, eq, _ = text.partition("=")
+            if not eq or not key.strip():
+                raise ConfigError(f"--param {text!r}: expected KEY=VALUE, e.g. layers=48")
+            kw[key.strip()] = parse_override(text)[1]
+        if model is None:
+            if kw:
+                raise ConfigError("--param needs a MODEL")
+            ms = [get(n) for n in names()]
+        else:
+            ms = [resolve(model, **kw)]
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(to_json(ms, precision, batch, with_layers=model is not None),
+                              indent=1))
+    elif model is None:
+        click.echo(format_zoo(ms, precision, batch))
+    else:
+        click.echo(format_model(ms[0], precision, batch))
 
 
 SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",
@@ -216,7 +259,7 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
 def results(db, csv_path, force):
     """Print or export the results stored in DB."""
     import csv
-    from pysim.sweep import Store, tidy
+    from pysim.sweep import Store, sort_rows, tidy
     _refuse_overwrite(csv_path, force)
     try:
         store = Store(db, readonly=True)
@@ -226,8 +269,8 @@ def results(db, csv_path, force):
     store.close()
     if not rows:
         raise click.ClickException(f"{db} holds no results")
-    t = tidy(rows)
     swept = sorted({k for r in rows for k in r["params"]})
+    t = tidy(sort_rows(rows, swept))
     if csv_path:
         cols = swept + ["status", "error"] + sorted({k for r in t for k in r} - set(swept) -
                                                    {"status", "error"})
@@ -239,6 +282,21 @@ def results(db, csv_path, force):
         click.echo(f"{len(t)} rows written to {csv_path}")
         return
     _print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
+
+
+@main.command()
+def systems():
+    """List the shipped systems, which CONFIG may name: nodes by kind, what each is and where
+    its numbers come from."""
+    from pysim import systems as S
+    rows = S.describe_all()
+    w = max(len(r["name"]) for r in rows)
+    click.echo(f"{'name':<{w}}  {'NPU':>4} {'mem':>4} {'host':>4} {'sw':>4}  what it is "
+               f"[where its numbers come from]")
+    for r in rows:
+        click.echo(f"{r['name']:<{w}}  {r['npu']:>4} {r['mem']:>4} {r['host']:>4} "
+                   f"{r['switch']:>4}  {r['what']} [{r['source']}]")
+    click.echo(f"(files in {S.directory()}; pysim topo NAME describes one)")
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
@@ -269,12 +327,33 @@ class _Ticker:
             sys.stderr.flush()
 
 
-FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace file",
+FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.json)",
+              "timeline": "a trace (pysim run CONFIG --trace t.json, for an op graph or a "
+                          "collective)",
               "topology": "a config"}
 
 
+def _json_kind(obj):
+    """'trace' (Chrome/Perfetto trace events), 'result' (what pysim run --json writes), or
+    None."""
+    if isinstance(obj, list) or (isinstance(obj, dict) and "traceEvents" in obj):
+        return "trace"
+    if isinstance(obj, dict) and "config" in obj and "links" in obj:
+        return "result"
+    return None
+
+
+def _takes(source, kind, obj, expected):
+    found = _json_kind(obj)
+    if found != expected:
+        what = {"trace": "a trace", "result": "a run's result"}.get(found, "neither a run's "
+                                                                           "result nor a trace")
+        raise click.ClickException(f"{source} is {what}; --kind {kind} takes "
+                                   f"{FILE_KINDS[kind]}")
+
+
 @main.command()
-@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
               help="latency-load, throughput, collective, speedup (from a sweep DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
@@ -284,16 +363,26 @@ FILE_KINDS = {"link-utilisation": "a run's --json file", "timeline": "a --trace 
 @click.option("--series", default=None, help="Key whose values make the series.")
 @click.option("--group", default=None, help="speedup: key whose values make the groups.")
 @click.option("--baseline", default=None, help="speedup: the series value to compare with.")
+@click.option("--title", default=None, help="The figure's title ('' for none; default: the "
+                                            "system and what ran).")
+@click.option("--xlim", type=float, nargs=2, default=None, metavar="LO HI",
+              help="Limits of the x axis.")
+@click.option("--ylim", type=float, nargs=2, default=None, metavar="LO HI",
+              help="Limits of the y axis (latency-load: points above HI are marked on the "
+                   "top edge).")
+@click.option("--logy", is_flag=True, help="A logarithmic y axis.")
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Output file: .png, .pdf or .svg.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
-def plot(source, kind, x, y, series, group, baseline, out, force):
+def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     from pysim import plot as P
     from pysim.sweep import Store, is_sqlite
     _refuse_overwrite(out, force)
     if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
         raise click.ClickException(f"-o {out}: expected a .png, .pdf or .svg file")
+    if kind != "topology" and not os.path.isfile(source):     # (a config may be a name)
+        raise click.ClickException(f"{source}: no such file")
     try:
         if kind in ("latency-load", "throughput", "collective", "speedup"):
             store = Store(source, readonly=True)
@@ -301,22 +390,24 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
             store.close()
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
+            axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
             if kind == "latency-load":
                 P.latency_load(rows, out, x=x or "traffic.injection_rate", series=series,
-                               y=y or "avg_packet_latency")
+                               y=y or "avg_packet_latency", **axes)
             elif kind == "throughput":
                 P.throughput(rows, out, x=x or "offered_rate", series=series,
-                             y=y or "accepted_rate")
+                             y=y or "accepted_rate", **axes)
             elif kind == "collective":
                 P.collective(rows, out, x=x or "workload.bytes", y=y or "busbw_gbps",
-                             series=series or "workload.algorithm")
+                             series=series or "workload.algorithm", **axes)
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "
                                                "--baseline and --y (the metric)")
                 base = parse_override(f"v={baseline}")[1]
-                P.speedup_bars(rows, out, group, series, y, base)
-        elif is_sqlite(source):
+                P.speedup_bars(rows, out, group, series, y, base, title=title, ylim=ylim,
+                               logy=logy)
+        elif os.path.isfile(source) and is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":
@@ -324,15 +415,18 @@ def plot(source, kind, x, y, series, group, baseline, out, force):
             from pysim.network import compile_network
             with open(source) as f:
                 result = json.load(f)
+            _takes(source, kind, result, "result")
             cfg = from_resolved(result["config"])
-            P.link_utilisation(compile_network(cfg), cfg, result, out)
+            P.link_utilisation(compile_network(cfg), cfg, result, out, title=title)
         elif kind == "timeline":
             with open(source) as f:
-                P.timeline(json.load(f), out)
+                trace = json.load(f)
+            _takes(source, kind, trace, "trace")
+            P.timeline(trace, out, title=title, xlim=xlim)
         else:
             from pysim.network import compile_network
             cfg = load(source)
-            P.draw_topology(compile_network(cfg), cfg, out)
+            P.draw_topology(compile_network(cfg), cfg, out, title=title)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except (KeyError, ValueError, json.JSONDecodeError) as e:

@@ -1,8 +1,9 @@
 """TOML configuration: every key declared once, with its type, unit, default and doc.
 
 `load(path)` and `from_dict(d)` return a validated `Config`; every error is a `ConfigError`
-that names the key, the value given and what was expected. The README's reference table is
-generated from `KEYS` (`python -m pysim.config --markdown`), and a test checks it is current.
+that names the key, the value given and what was expected. The configuration reference,
+docs/configuration.md, is generated from `KEYS` (`python -m pysim.docs`), and a test checks it
+is current.
 """
 from __future__ import annotations
 
@@ -109,6 +110,20 @@ def _fields(path, fields, kinds=None):
 
 
 NIC_FIELDS = ("injection_gbps", "ejection_gbps")
+NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
+              "reduce_gbps", "offload_gbps", "offload_sram_mb")
+
+
+def _npu_table(table):
+    """[topology.npu]: numeric fields > 0, a preset's name, an efficiency table."""
+    from pysim.models.presets import check_efficiency, check_preset
+    numeric = {k: v for k, v in table.items() if k not in ("preset", "efficiency")}
+    _check_fields("topology.npu", numeric, NPU_FIELDS + ("preset", "efficiency"))
+    if "preset" in table:
+        check_preset("topology.npu.preset", table["preset"])
+    if "efficiency" in table:
+        check_efficiency("topology.npu.efficiency", table["efficiency"])
+    return True
 
 
 def _topology_kinds():
@@ -197,8 +212,8 @@ KEYS = [
         "Mesh, torus: bandwidth of the links of each dimension (overrides link_gbps).",
         (_all_positive, "a list of numbers > 0, one per dimension")),
     Key("topology", "file", "str", None, "path",
-        "Take the [topology] table of this TOML file (relative to the config naming it); "
-        "keys given here as well override the file's.", None),
+        "Take the [topology] table of this TOML file, or of a shipped system named bare "
+        "('dgx1-v100'); keys given here as well override the file's.", None),
     Key("topology", "nodes", "tables", None, "-",
         "Graph: [[topology.nodes]] with name, kind (npu, mem, host, switch), and optional "
         "injection_gbps, ejection_gbps.", None),
@@ -214,12 +229,14 @@ KEYS = [
         "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
         "capacity_gb.", _fields("topology.mem", ("gbps", "latency_ns", "capacity_gb"))),
     Key("topology", "npu", "table", None, "-",
-        "NPU: [topology.npu] tflops (default 100), hbm_gbps (900), hbm_gb (32: a collective's "
-        "data must fit), reduce_gbps (reduction "
-        "rate of the NPU's own cores, 450), offload_gbps (its collectives engine's, 256), "
-        "offload_sram_mb (8); graph nodes may override.",
-        _fields("topology.npu", ("tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
-                                 "offload_sram_mb"))),
+        "NPU: [topology.npu] preset (an accelerator's datasheet figures: v100, a100, h100, "
+        "tpu_v3; see docs/models.md), tflops (peak at every precision; default 100), "
+        "tflops_fp32, tflops_fp16, tflops_bf16 (peak at one precision; mixed takes the 16-bit "
+        "one), hbm_gbps (900), hbm_gb (32: a collective's data must fit), reduce_gbps "
+        "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
+        "engine's, 256), offload_sram_mb (8), efficiency (a table: fraction of peak per "
+        "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
+        "override (and name their own preset).", (_npu_table, "a table")),
     Key("topology", "host", "table", None, "-",
         "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
         "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
@@ -274,7 +291,7 @@ KEYS = [
     Key("workload", "reduce_gbps", "float", None, "GB/s",
         "Reduction throughput at each node (default: reductions take no time).", POS),
     Key("workload", "file", "str", None, "path",
-        "Op-graph file (TOML, [[ops]]), relative to the config naming it.", None),
+        "Op-graph file (TOML, [[ops]]).", None),
     Key("workload", "packet_flits", "int", 16, "flits",
         "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
     Key("workload", "engine", "str", None, "-",
@@ -432,7 +449,7 @@ class Config:
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in SECTIONS}
-        for path, v in overrides.items():
+        for path, v in cwd_paths(overrides).items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
@@ -440,8 +457,10 @@ class Config:
         return f"Config({self._values!r})"
 
 
-def from_dict(raw: dict, base_dir: str = ".", source: str | None = None) -> Config:
-    """Validate a nested dict (as TOML parses it) into a Config."""
+def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
+    """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
+    relative to `base_dir` (default: the current directory)."""
+    base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
     values = {s: {} for s in SECTIONS}
@@ -548,13 +567,46 @@ def apply_override(raw, path, value, what="override"):
     node[rest[-1]] = value
 
 
+def is_path_key(path):
+    key = KEY_MAP.get(path)
+    return key is not None and key.unit == "path"
+
+
+def cwd_paths(overrides: dict, what="override") -> dict:
+    """Overrides with their relative paths made absolute against the current directory: a path
+    typed on the command line or given in the Python API is relative to where it is given,
+    while a path written in a file is relative to that file. A bare name that is no file
+    here but a shipped system's (topology.file = "dgx1-v100") becomes that system's file.
+    A value may be a list of paths (a sweep's values)."""
+    from pysim import systems
+
+    def fix(v):
+        if not isinstance(v, str) or not v or os.path.isabs(v):
+            return v
+        full = os.path.abspath(v)
+        if not os.path.exists(full) and systems.path_of(v) is not None:
+            return systems.path_of(v)
+        return full
+
+    out = {}
+    for path, v in overrides.items():
+        if is_path_key(path):
+            v = [fix(x) for x in v] if isinstance(v, (list, tuple)) else fix(v)
+        out[path] = v
+    return out
+
+
 def load(path, overrides: dict | None = None) -> Config:
-    """Read a TOML file into a validated Config; `overrides` maps "section.key" to values."""
-    path = os.fspath(path)
+    """Read a TOML file, or a shipped system given by name ("mesh8x8"), into a validated
+    Config; `overrides` maps "section.key" to values (their paths relative to the current
+    directory)."""
+    from pysim import systems
+    path = systems.resolve(path)
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
-    raw = _include_topology(raw, base, overrides or {})
-    for p, v in (overrides or {}).items():
+    overrides = cwd_paths(overrides or {})
+    raw = _include_topology(raw, base, overrides)
+    for p, v in overrides.items():
         apply_override(raw, p, v)
     try:
         return from_dict(raw, base_dir=base, source=path)
@@ -571,7 +623,10 @@ def _include_topology(raw, base, overrides):
         return raw
     if not isinstance(name, str):
         raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
+    from pysim import systems
     path = name if os.path.isabs(name) else os.path.join(base, name)
+    if not os.path.exists(path) and systems.path_of(name) is not None:
+        path = systems.path_of(name)
     included = read_toml(path, f"topology.file = {name!r} (relative to the config naming it)")
     t = included.get("topology")
     if not isinstance(t, dict):
@@ -586,32 +641,31 @@ def _include_topology(raw, base, overrides):
     return out
 
 
-def parse_override(text: str):
-    """'section.key=value' -> ("section.key", value); the value is read as TOML, else a string."""
+def parse_override(text: str, what="--set"):
+    """'section.key=value' -> ("section.key", value); the value is read as TOML, else a string.
+    A list that is not valid TOML (strings in it without quotes) is refused with the quoted
+    form."""
     path, eq, value = text.partition("=")
     path = path.strip()
     if not eq or not path:
-        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. traffic.injection_rate=0.2")
+        raise ConfigError(f"{what} {text!r}: expected KEY=VALUE, e.g. traffic.injection_rate=0.2")
     value = value.strip()
     try:
         v = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
+        if value.startswith("["):
+            items = [x.strip().strip("\"'") for x in value.strip("[]").split(",") if x.strip()]
+            quoted = ", ".join(x if _is_number(x) else f'"{x}"' for x in items)
+            raise ConfigError(f"{what} {text}: {value} is not a TOML list; strings in a list "
+                              f"need double quotes, and the whole argument single quotes for "
+                              f"the shell: {what} '{path}=[{quoted}]'") from None
         v = value
     return path, v
 
 
-def markdown_table() -> str:
-    """The README's configuration reference, generated from KEYS."""
-    lines = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
-    for k in KEYS:
-        d = "(see meaning)" if k.default is None else repr(k.default).replace("'", '"')
-        if k.kind in ("tables", "table"):
-            d = "-"
-        d = d.replace("True", "true").replace("False", "false")
-        lines.append(f"| `{k.path}` | {k.kind} | {k.unit} | {d} | {k.doc} |")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    if "--markdown" in sys.argv:
-        print(markdown_table())
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

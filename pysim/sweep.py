@@ -24,8 +24,8 @@ import urllib.parse
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
-from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, from_dict,
-                          is_key, load, parse_override)
+from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, cwd_paths,
+                          from_dict, is_key, load, parse_override)
 
 MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
 SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
@@ -92,8 +92,29 @@ def parse_param(text: str):
         return key, vals
     values = []
     for item in _split_top_level(spec):
-        values.append(parse_override(f"{key}={item}")[1])
+        values.append(parse_override(f"{key}={item}", "--param")[1])
+    declared = KEY_MAP.get(key)
+    if declared is not None and declared.kind in ("int", "float", "int|ints"):
+        for v in values:
+            if isinstance(v, str):
+                raise ConfigError(f"--param {text!r}: {v!r} is not a number; {_range_hint(key, v)}")
     return key, values
+
+
+def _range_hint(key, value):
+    """What to write instead of a value like '0.1-0.5' (taken for a range)."""
+    a, sep, b = value.partition("-")
+    try:
+        lo, hi = float(a), float(b)
+    except ValueError:
+        lo = hi = None
+    if sep and lo is not None and hi > lo:
+        step = (hi - lo) / 4
+        if lo.is_integer() and hi.is_integer():
+            step = max(1, int(step))
+        return (f"a range is START:STOP:STEP (STOP included), e.g. "
+                f"{key}={a}:{b}:{step:g}")
+    return "expected V1,V2,... or START:STOP:STEP (STOP included)"
 
 
 def _split_top_level(spec):
@@ -279,12 +300,33 @@ def tidy(rows):
     return out
 
 
+def _order(v):
+    """A sort key for any swept value: missing first, then numbers, strings, lists."""
+    if v is None:
+        return (0,)
+    if isinstance(v, (bool, int, float)):
+        return (1, float(v))
+    if isinstance(v, str):
+        return (2, v)
+    if isinstance(v, (list, tuple)):
+        return (3, tuple(_order(x) for x in v))
+    return (4, json.dumps(v, sort_keys=True, default=str))
+
+
+def sort_rows(rows, keys=None):
+    """Rows ordered by their swept values, key by key (`keys`, default: every swept key in
+    name order), not in the order the points finished."""
+    if keys is None:
+        keys = sorted({k for r in rows for k in r["params"]})
+    return sorted(rows, key=lambda r: tuple(_order(r["params"].get(k)) for k in keys))
+
+
 def to_pandas(rows):
     """The tidy table as a pandas DataFrame (pandas is optional)."""
     try:
         import pandas as pd
     except ImportError:
-        raise ImportError("to_pandas needs pandas: pip install pandas") from None
+        raise ImportError("to_pandas needs pandas: pip install 'pysim[pandas]'") from None
     return pd.DataFrame(tidy(rows))
 
 
@@ -324,7 +366,7 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
     Dask distributed scheduler ("tcp://host:port"), or a dask.distributed.Client, instead of
     local processes."""
     base = _base(config)
-    points = expand(grid, zipped)
+    points = expand(cwd_paths(grid), zipped)
     store = Store(db if db is not None else ":memory:")
     try:
         seen = store.finished()

@@ -173,8 +173,7 @@ def _graph(name, nodes, links, cfg):
     """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
     t = Topology(name=name, node_names=[x[0] for x in nodes],
                  node_kinds=[x[1] for x in nodes], routing="table",
-                 node_mem=[{k: v for k, v in x[2].items() if k in MEM_FIELDS + CPU_FIELDS}
-                           for x in nodes])
+                 node_mem=[{k: v for k, v in x[2].items() if k in OWN_FIELDS} for x in nodes])
     index = {x[0]: i for i, x in enumerate(nodes)}
     for a, b, bpc, lat, count, directed in links:
         for _ in range(count):
@@ -235,9 +234,10 @@ def build_fully_connected(cfg):
 
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
-CPU_FIELDS = ("tflops", "hbm_gbps", "hbm_gb", "dram_gbps", "reduce_gbps", "offload_gbps",
-              "offload_sram_mb")
-NODE_FIELDS = ("name", "kind") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
+CPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
+              "dram_gbps", "reduce_gbps", "offload_gbps", "offload_sram_mb")
+NODE_FIELDS = ("name", "kind", "preset") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
+OWN_FIELDS = MEM_FIELDS + CPU_FIELDS + ("preset",)      # kept per node in Topology.node_mem
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
                "directed")
 
@@ -278,13 +278,19 @@ def build_graph(cfg):
             raise ConfigError(f"{where}: {', '.join(memp)}: only for memory nodes "
                               f"(kind = 'mem'), and this node's kind is {kind!r}")
         cpu = {k: positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
-        allowed = {"npu": {"tflops", "hbm_gbps", "hbm_gb", "reduce_gbps", "offload_gbps",
-                           "offload_sram_mb"},
+        allowed = {"npu": {"tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps",
+                           "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb"},
                    "host": {"tflops", "dram_gbps"}}.get(kind, ())
         if set(cpu) - set(allowed):
             raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "
                               f"for a node of kind {kind!r} (it takes "
                               f"{', '.join(sorted(allowed)) or 'none of these'})")
+        if "preset" in e:
+            if kind != "npu":
+                raise ConfigError(f"{where}.preset: only for NPUs (kind = 'npu'), and this "
+                                  f"node's kind is {kind!r}")
+            from pysim.models.presets import check_preset
+            cpu["preset"] = check_preset(f"{where}.preset", e["preset"])
         nodes.append((name, kind, {**nic, **memp, **cpu}))
     bpc0, lat0 = link_params(cfg)
     links = []

@@ -198,13 +198,6 @@ def test_simulate_takes_a_config_a_path_or_a_dict():
         simulate(None)
 
 
-def test_readme_reference_table_is_current():
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    assert config.markdown_table() in readme, \
-        "README config table is stale: regenerate with python -m pysim.config --markdown"
-
-
 def test_deadlock_is_reported_not_hung():
     """A ring whose dateline is removed (all traffic in one VC class) deadlocks under a
     heavy tornado-like load; the watchdog stops the run and names the routers."""

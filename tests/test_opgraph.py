@@ -217,6 +217,7 @@ after = ["grad"]
     cfg = tmp_path / "run.toml"
     cfg.write_text(f'[topology]\nfile = "{os.path.join(TOPOLOGIES, "dgx1-v100.toml")}"\n'
                    f'[network]\nvc_buffer_flits = 128\nwait_for_tail_credit = false\n'
+                   f'clock_ghz = 2.0\n'
                    f'[workload]\nkind = "graph"\nfile = "ops.toml"\n')
     out, trace = tmp_path / "r.json", tmp_path / "t.json"
     res = CliRunner().invoke(main, ["run", str(cfg), "--json", str(out), "--trace", str(trace)])
@@ -224,10 +225,23 @@ after = ["grad"]
     assert "makespan" in res.output
     d = json.loads(out.read_text())
     t = json.loads(trace.read_text())
-    spans = {e["name"]: (e["ts"], e["dur"]) for e in t["traceEvents"] if e["ph"] == "X"}
-    for op in d["ops"]:
-        assert spans[op["name"]] == (op["start"], op["finish"] - op["start"])
     assert d["ops"][0]["finish"] == 2000 and d["ops"][2]["start"] == d["ops"][1]["finish"]
+    # the trace format's ts and dur are microseconds: at 2 GHz the 2000-cycle op lasts 1 us
+    # (it once wrote cycles there, so Perfetto showed a 1 ns cycle as 1 us); cycles in args
+    spans = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
+    assert spans["fwd"]["ts"] == 0 and spans["fwd"]["dur"] == pytest.approx(1.0, abs=1e-12)
+    for op in d["ops"]:
+        e = spans[op["name"]]
+        assert e["ts"] == pytest.approx(op["start"] / 2000, abs=1e-9)
+        assert e["dur"] == pytest.approx((op["finish"] - op["start"]) / 2000, abs=1e-9)
+        assert e["args"]["start_cycle"] == op["start"]
+        assert e["args"]["cycles"] == op["finish"] - op["start"]
+    # what a trace viewer needs: every complete event has a name, integer pid and tid, and
+    # numbers for ts and dur; every pid is named by a metadata event
+    named = {e["pid"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+    for e in spans.values():
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and e["pid"] in named
+        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
     png = tmp_path / "t.png"
     res = CliRunner().invoke(main, ["plot", str(trace), "--kind", "timeline", "-o", str(png)])
     assert res.exit_code == 0 and png.stat().st_size > 5000

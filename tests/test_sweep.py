@@ -191,14 +191,17 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
                               "network.vcs": [2, 4], **SHORT}, jobs=2, db=db)
     data = plot.latency_load(rows, str(tmp_path / "ll.png"), series="network.vcs")
     for vcs in (2, 4):
-        xs, ys, sat = data[vcs]
+        d = data[vcs]
         mine = sorted((r["params"]["traffic.injection_rate"], r["result"]["avg_packet_latency"],
                        r["result"]["saturated"]) for r in rows
                       if r["params"]["network.vcs"] == vcs)
-        assert list(zip(xs, ys, sat)) == mine
+        assert list(zip(d["x"], d["y"], d["saturated"])) == mine
+        assert d["n"] == [1, 1, 1] and d["ci"] == [0, 0, 0]     # one seed: no interval
     tdata = plot.throughput(rows, str(tmp_path / "tp.svg"), series="network.vcs")
-    assert sorted(tdata[2][1]) == sorted(r["result"]["accepted_rate"] for r in rows
-                                         if r["params"]["network.vcs"] == 2)
+    assert sorted(tdata[2]["y"]) == sorted(r["result"]["accepted_rate"] for r in rows
+                                           if r["params"]["network.vcs"] == 2)
+    assert sorted(tdata[2]["x"]) == sorted(r["result"]["offered_rate"] for r in rows
+                                           if r["params"]["network.vcs"] == 2)
     groups, bars = plot.speedup_bars(rows, str(tmp_path / "sp.pdf"), "traffic.injection_rate",
                                      "network.vcs", "avg_packet_latency", 2)
     lat = {(r["params"]["traffic.injection_rate"], r["params"]["network.vcs"]):
@@ -226,7 +229,7 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
                        (["--kind", "speedup", "--group", "traffic.injection_rate", "--series",
                          "network.vcs", "--baseline", "2", "--y", "nosuch"], "--y nosuch"),
                        (["--kind", "timeline"], "is a results database; --kind timeline "
-                                                "takes a --trace file")):
+                                                "takes a trace (pysim run CONFIG --trace")):
         res = CliRunner().invoke(main, ["plot", str(db), *args, "-o", str(tmp_path / "x.png")])
         assert res.exit_code != 0 and said in res.output and "Traceback" not in res.output
         assert not (tmp_path / "x.png").exists()
@@ -273,7 +276,7 @@ def test_tidy_table_and_csv(tmp_path):
     try:
         import pandas  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match="pip install pandas"):
+        with pytest.raises(ImportError, match=r"pip install .pysim\[pandas\]."):
             pysim.to_pandas(rows)
     else:
         assert len(pysim.to_pandas(rows)) == 2
@@ -289,8 +292,8 @@ def test_collective_figure_plots_its_rows(tmp_path):
                              result={"busbw_gbps": scale * np.log2(size), "saturated": False,
                                      "config": {"_system": "ring8"}}))
     data = plot.collective(rows, str(tmp_path / "c.png"))
-    assert data["ring"][0] == [1024, 65536, 1 << 20]
-    assert data["halving_doubling"][1] == [0.8 * np.log2(s) for s in (1024, 65536, 1 << 20)]
+    assert data["ring"]["x"] == [1024, 65536, 1 << 20]
+    assert data["halving_doubling"]["y"] == [0.8 * np.log2(s) for s in (1024, 65536, 1 << 20)]
     assert (tmp_path / "c.png").stat().st_size > 5000
 
 

@@ -464,8 +464,13 @@ class GraphResult:
         return busy
 
     def trace(self):
-        """A Chrome/Perfetto trace: a process per node, a track per resource (compute, send
-        from this node), plus one for delays; 1 cycle is shown as 1 microsecond."""
+        """A Chrome/Perfetto trace: a process per node, a track per resource (compute;
+        network: its sends and its memory-node reads and writes; memory; collectives engine),
+        plus one for delays; a memory-node read or write shows on the memory node's memory
+        track too. The format's `ts` and `dur` are microseconds (cycles / clock_ghz / 1000);
+        each event keeps its cycles in `args` (`start_cycle`, `cycles`). `otherData` names the
+        system and the clock."""
+        us_per_cycle = 1e-3 / float((self.config.get("network") or {}).get("clock_ghz") or 1.0)
         events = []
         pids = {name: i for i, name in enumerate(self.node_names)}
         delay_pid = len(self.node_names)
@@ -475,7 +480,7 @@ class GraphResult:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 0,
                            "args": {"name": "compute"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 1,
-                           "args": {"name": "send"}})
+                           "args": {"name": "network"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 2,
                            "args": {"name": "memory"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
@@ -489,14 +494,23 @@ class GraphResult:
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
                    "reduce_offload": 3}[op["kind"]]
-            args = {"size": op["size"]} if op["size"] >= 0 else {"flops": op["flops"],
-                                                                  "bytes": op["bytes"]}
+            args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
+            args.update({"size": op["size"]} if op["size"] >= 0 else
+                        {"flops": op["flops"], "bytes": op["bytes"]})
             if op["kind"] == "send":
                 args["dst"] = op["dst"]
-            events.append({"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid,
-                           "tid": tid, "ts": op["start"], "dur": op["finish"] - op["start"],
-                           "args": args})
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+            event = {"ph": "X", "name": op["name"], "cat": op["kind"], "pid": pid, "tid": tid,
+                     "ts": op["start"] * us_per_cycle,
+                     "dur": (op["finish"] - op["start"]) * us_per_cycle, "args": args}
+            events.append(event)
+            if op["kind"] in ("mem_write", "mem_read") and op["dst"] in pids:
+                events.append({**event, "pid": pids[op["dst"]], "tid": 2,
+                               "name": f"{op['name']} ({op['node']})",
+                               "args": {**args, "npu": op["node"]}})
+        system = (self.config or {}).get("_system")
+        return {"traceEvents": events, "displayTimeUnit": "ns",
+                "otherData": {"system": system, "clock_ghz": 1e-3 / us_per_cycle,
+                              "version": self.version}}
 
     def summary(self):
         busy = self.busy_cycles()

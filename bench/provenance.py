@@ -1,0 +1,35 @@
+"""What a benchmark's JSON says about where and when it ran: the UTC date, the commit (and
+whether the work tree had changes), Python, the CPU model, the cores and the load average when
+it started (other work on the machine slows every wall time)."""
+import datetime
+import os
+import platform
+import subprocess
+
+
+def _git(*args):
+    try:
+        return subprocess.run(["git", *args], cwd=os.path.dirname(os.path.abspath(__file__)),
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def provenance():
+    import pysim
+    return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                commit=_git("rev-parse", "HEAD"), dirty=bool(_git("status", "--porcelain")),
+                version=pysim.__version__, python=platform.python_version(),
+                machine=platform.machine(), cpu=_cpu(), cores=os.cpu_count(),
+                load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None)
