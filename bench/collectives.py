@@ -3,7 +3,11 @@ bidirectional ring and halving-doubling all-reduce on several systems, written a
 wall times; and, with --large, a 256 MB ring all-reduce on 8 NPUs over 50 GB/s links with
 32-byte flits (9.4 M simulated cycles), the case that measures the engine on long streams.
 
-    python bench/collectives.py [--max-bytes 16777216] [--large] [--repeat 3] [--out ...]
+    python bench/collectives.py [--max-bytes 16777216] [--large] [--repeat 3]
+                                [--model flit|flow|both] [--out ...]
+
+--model: the network model of every run (both: the sweep at each level, and the large case's
+runs alternating between them, so that the machine's load hits both alike).
 """
 import argparse
 import json
@@ -35,15 +39,15 @@ def large_config(nbytes=256 << 20):
         "workload.packet_flits": 16})
 
 
-def one(system, algorithm, nbytes):
+def one(system, algorithm, nbytes, model="flit"):
     path, over = SYSTEMS[system]
     cfg = pysim.load(os.path.join(TOPO, path), {
         **over, "workload.kind": "collective", "workload.collective": "all_reduce",
         "workload.algorithm": algorithm, "workload.bytes": nbytes,
-        "workload.packet_flits": 16})
+        "workload.packet_flits": 16, "network.model": model})
     t = time.perf_counter()
     r = pysim.simulate(cfg).to_dict()
-    return dict(system=system, algorithm=algorithm, bytes=nbytes,
+    return dict(system=system, algorithm=algorithm, bytes=nbytes, model=model,
                 collective_cycles=r["collective_cycles"], algbw_gbps=r["algbw_gbps"],
                 busbw_gbps=r["busbw_gbps"], wall_seconds=time.perf_counter() - t,
                 simulated_cycles_per_second=r["cycles_per_second"])
@@ -56,37 +60,49 @@ def main():
                     help="also run the 256 MB ring all-reduce on 8 NPUs over 50 GB/s links")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of the large case (the median wall time is reported)")
+    ap.add_argument("--model", choices=["flit", "flow", "both"], default="flit")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "collectives.json"))
     a = ap.parse_args()
+    models = ["flit", "flow"] if a.model == "both" else [a.model]
     rows = []
     for system in SYSTEMS:
         for algorithm in ("ring", "bidir_ring", "halving_doubling"):
             size = 1024
             while size <= a.max_bytes:
                 try:
-                    row = one(system, algorithm, size)
+                    for model in models:
+                        row = one(system, algorithm, size, model)
+                        rows.append(row)
+                        print(f"{system:>11} {algorithm:>16} {size:>10} B {model}: "
+                              f"{row['collective_cycles']:>10} cycles  busbw "
+                              f"{row['busbw_gbps']:7.2f} GB/s  {row['wall_seconds']:6.2f} s "
+                              f"wall")
                 except pysim.ConfigError as e:
                     print(f"{system:>11} {algorithm:>16}: skipped ({e})")
                     break
-                rows.append(row)
-                print(f"{system:>11} {algorithm:>16} {size:>10} B: "
-                      f"{row['collective_cycles']:>10} cycles  busbw "
-                      f"{row['busbw_gbps']:7.2f} GB/s  {row['wall_seconds']:6.2f} s wall")
                 size *= 4
     large = None
     if a.large:
-        cfg = large_config()
-        walls = []
+        walls = {m: [] for m in models}
+        res = {}
         for _ in range(max(1, a.repeat)):
-            t = time.perf_counter()
-            r = pysim.simulate(cfg).to_dict()
-            walls.append(time.perf_counter() - t)
-        wall = sorted(walls)[len(walls) // 2]
-        large = dict(case="256 MB ring all-reduce, 8 NPUs, 50 GB/s links, 32-byte flits",
-                     collective_cycles=r["collective_cycles"], busbw_gbps=r["busbw_gbps"],
-                     wall_seconds=wall, wall_seconds_runs=walls)
-        print(f"large: {large['case']}: {wall:.1f} s wall, median of "
-              f"{', '.join(f'{w:.1f}' for w in walls)}, busbw {r['busbw_gbps']:.1f} GB/s")
+            for model in models:                  # alternating: load hits both alike
+                cfg = large_config().with_overrides({"network.model": model})
+                t = time.perf_counter()
+                res[model] = pysim.simulate(cfg).to_dict()
+                walls[model].append(time.perf_counter() - t)
+        large = []
+        for model in models:
+            r, w = res[model], walls[model]
+            wall = sorted(w)[len(w) // 2]
+            large.append(dict(case="256 MB ring all-reduce, 8 NPUs, 50 GB/s links, 32-byte "
+                                   "flits", model=model,
+                              collective_cycles=r["collective_cycles"],
+                              busbw_gbps=r["busbw_gbps"], wall_seconds=wall,
+                              wall_seconds_runs=w))
+            print(f"large ({model}): {large[-1]['case']}: {wall:.3f} s wall, median of "
+                  f"{', '.join(f'{x:.3f}' for x in w)}, {r['collective_cycles']} cycles, "
+                  f"busbw {r['busbw_gbps']:.2f} GB/s")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         from provenance import provenance

@@ -12,7 +12,7 @@ BOOKSIM names a BookSim2 binary (https://github.com/booksim/booksim2). Without i
 says how to build one and exits. Nothing of BookSim is shipped here: the script writes a
 BookSim configuration file for each run, from the same parameters as the pysim one.
 --departures needs no BookSim: it measures, the same way, pysim with each of its options that
-depart from BookSim's model against pysim without.
+depart from BookSim's model (and with BookSim's tie rule) against pysim's defaults.
 
 The model, both sides: an input-queued router with 2 VCs of 8 flits, 1-cycle route computation,
 VC allocation, switch allocation and crossbar, one-iteration separable input-first allocators,
@@ -20,7 +20,8 @@ VCs reallocated once a tail has left, credits back with the link latency (BookSi
 credit_delay 0), dimension-order routing, 1-cycle NIC channels; mesh links of 1 cycle, ring and
 torus links of 2 (BookSim lays its torus out folded); Bernoulli injection at a rate in flits per
 node per cycle (BookSim: injection_rate_uses_flits), uniform traffic including the source
-itself; ties at distance k/2 on a ring broken at random (pysim: by a coin per packet).
+itself. Ties at distance k/2 on a ring: BookSim breaks them at random, pysim by default by the
+parity of the coordinate (topology.tie_break; docs/booksim.md).
 
 Measurement: BookSim's latency mode with one warm-up period of 2,000 cycles and five measured
 periods (its stopping thresholds set to 0, so that it runs all of them), then its drain of the
@@ -377,7 +378,8 @@ def _one_case(binary, case, seeds, fractions):
     return compare_case(runners, case, seeds, fractions, lambda m: print(m, flush=True))
 
 
-# pysim's departures from BookSim's model, each an option: name -> (overrides, cases)
+# pysim's options, measured against its defaults (BookSim's model, but for the tie rule:
+# there 'random' is BookSim's): name -> (overrides, cases)
 DEPARTURES = {
     "injection_delay=0": ({"network": {"injection_delay": 0}}, ["mesh8x8-uniform-1"]),
     "va_input_arbiter=own_index": ({"network": {"va_input_arbiter": "own_index"}},
@@ -389,15 +391,14 @@ DEPARTURES = {
                       ["mesh8x8-uniform-1", "mesh8x8-uniform-4", "mesh8x8-transpose-1"]),
     "dateline=crossing": ({"topology": {"dateline": "crossing"}},
                           ["ring16-uniform-1", "torus4x4-uniform-1"]),
-    "tie_break=parity": ({"topology": {"tie_break": "parity"}},
+    "tie_break=random": ({"topology": {"tie_break": "random"}},
                          ["ring16-uniform-1", "torus4x4-uniform-1"]),
-    "fewest+parity": ({"topology": {"dateline": "fewest", "tie_break": "parity"}},
-                      ["torus4x4-uniform-1"]),
+    "dateline=fewest": ({"topology": {"dateline": "fewest"}}, ["torus4x4-uniform-1"]),
 }
 
 
 def departures(seeds, fractions, names, log):
-    """pysim with each departure against pysim with BookSim's model (no BookSim needed)."""
+    """pysim with each option against pysim with its defaults (no BookSim needed)."""
     results = []
     for name in names:
         over, cases = DEPARTURES[name]
@@ -410,7 +411,7 @@ def departures(seeds, fractions, names, log):
 
 
 def departure_table(results):
-    rows = ["| departure | case | measure | BookSim's model | with the departure | difference |",
+    rows = ["| option | case | measure | pysim's defaults | with the option | difference |",
             "|---|---|---|---|---|---|"]
     for r in results:
         name, case, s = r["departure"], r["case"], r["saturation"]
@@ -432,8 +433,8 @@ def main():
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--speed-repeat", type=int, default=5)
     ap.add_argument("--departures", nargs="*", choices=sorted(DEPARTURES), default=None,
-                    help="instead of BookSim: pysim with each of these departures from "
-                         "BookSim's model (all if none named) against pysim without")
+                    help="instead of BookSim: pysim with each of these options (all if none "
+                         "named) against pysim's defaults")
     ap.add_argument("--jobs", type=int, default=1,
                     help="cases run in this many processes at once (each case's runs stay "
                          "interleaved)")

@@ -7,8 +7,31 @@
 # cuts it into packets of at most packet_flits flits as its injection channels take them,
 # serving its messages in turn. A compute or delay op finishes `size` cycles after it starts;
 # a send when the tail of its last packet is delivered. No Python runs per op.
+#
+# A roofline op (OP_ROOF, with its memory companion OP_ROOF_MEM as the next op id) computes
+# for size[op] cycles and moves data for size[op + 1] cycles of its node's memory unit, in
+# dst[op] slices: slice k is a compute part on the compute unit beside a memory part on the
+# memory unit (each queued for its unit like any op), and slice k + 1 starts when both parts
+# of slice k have finished. Cycles are dealt to the slices evenly, the first slices taking
+# the remainder, so alone the op takes max(compute, memory) cycles exactly; memory traffic of
+# other ops takes turns with its memory parts. It starts when its first part starts and
+# finishes with its last slice; its companion never starts on its own (one dependency that
+# no op releases) and shares its times.
+#
+# A gate (a node's unit 3) orders work that no single op spans, as a scheduler's queue does:
+# an acquire op (OP_ACQUIRE, its size its priority) waits until the gate is free, takes it
+# and finishes at once, so its successors run while the gate stays taken; a release op
+# (OP_RELEASE) frees it, and the waiting acquire of highest priority takes it (the first
+# to wait among equals).
+#
+# How a send is carried is the one thing the network model changes: at the flit level its
+# packets go through the NIC, routers and links (and the op finishes when the engine sees its
+# last tail delivered, through op_done_q); at the flow level it is a flow (csim/_flow.pxd)
+# whose op finishes, on the op heap, its zero-load latency after its last byte is carried.
+# Everything else here -- dependencies, the units and their queues -- is the same for both.
 from csim._types cimport *
 from csim._nic cimport nic_add_message
+from csim._flow cimport flow_start
 from csim._heap cimport heap_push, heap_pop
 
 
@@ -16,11 +39,99 @@ cdef inline cycle_t next_op_event(State* s) noexcept nogil:
     return s.oh_time[0] if s.oh_n > 0 else NEVER
 
 
+cdef inline int64_t _part(int64_t total, int64_t k, int64_t slices) noexcept nogil:
+    """Slice k's share of `total` cycles dealt over `slices` slices."""
+    return total // slices + (1 if k < total % slices else 0)
+
+
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
     cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    cdef int32_t r
+    cdef int64_t dur = s.op_size[op]
+    cdef int8_t kind = s.op_kind[op]
     s.node_busy[n] = 1
+    if kind == OP_COMPUTE:
+        s.op_start[op] = s.now
+    else:                              # a part of a roofline op's current slice
+        r = op if kind == OP_ROOF else op - 1
+        dur = _part(s.op_size[op], s.op_left[r], s.op_dst[r])
+        if s.op_start[r] < 0:
+            s.op_start[r] = s.now
+            s.op_start[r + 1] = s.now
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + dur, op)
+    return 0
+
+
+cdef inline int _queue_part(State* s, int32_t op) noexcept nogil:
+    """A compute-like op (or roofline part) takes its unit now, or queues for it."""
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    if s.node_busy[n]:
+        s.op_next[op] = -1
+        if s.cq_tail[n] < 0:
+            s.cq_head[n] = op
+        else:
+            s.op_next[s.cq_tail[n]] = op
+        s.cq_tail[n] = op
+        return 0
+    return _start_compute(s, op)
+
+
+cdef inline void _grant(State* s, int32_t op) noexcept nogil:
+    """Acquire op takes its gate now and finishes this cycle."""
+    s.node_busy[s.op_node[op] * N_UNITS + s.op_unit[op]] = 1
     s.op_start[op] = s.now
-    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)
+
+
+cdef inline int _acquire(State* s, int32_t op) noexcept nogil:
+    """Acquire op takes its gate, or waits for it behind the waiting acquires of higher or
+    equal priority."""
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    cdef int32_t q, prev = -1
+    if not s.node_busy[n]:
+        _grant(s, op)
+        return 0
+    q = s.cq_head[n]
+    while q >= 0 and s.op_size[q] >= s.op_size[op]:
+        prev = q
+        q = s.op_next[q]
+    s.op_next[op] = q
+    if prev < 0:
+        s.cq_head[n] = op
+    else:
+        s.op_next[prev] = op
+    if q < 0:
+        s.cq_tail[n] = op
+    return 0
+
+
+cdef inline void _release(State* s, int32_t op) noexcept nogil:
+    """Release op frees its gate for the first waiting acquire, and finishes this cycle."""
+    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    cdef int32_t q = s.cq_head[n]
+    s.node_busy[n] = 0
+    if q >= 0:
+        s.cq_head[n] = s.op_next[q]
+        if s.cq_head[n] < 0:
+            s.cq_tail[n] = -1
+        _grant(s, q)
+    s.op_start[op] = s.now
+    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)
+
+
+cdef inline int _roof_slice(State* s, int32_t r) noexcept nogil:
+    """Start the current slice of roofline op r: its compute part, its memory part, or both
+    (a slice with neither is a compute part of no cycles)."""
+    cdef int64_t k = s.op_left[r]
+    cdef int64_t c = _part(s.op_size[r], k, s.op_dst[r])
+    cdef int64_t h = _part(s.op_size[r + 1], k, s.op_dst[r])
+    s.op_left[r + 1] = (1 if (c or not h) else 0) + (1 if h else 0)   # parts pending
+    if c or not h:
+        if _queue_part(s, r) != 0:
+            return -1
+    if h:
+        if _queue_part(s, r + 1) != 0:
+            return -1
     return 0
 
 
@@ -30,26 +141,28 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     cdef int64_t left, bytes_per_packet
     cdef int8_t kind = s.op_kind[op]
     if kind == OP_COMPUTE:
-        n = s.op_node[op] * N_UNITS + s.op_unit[op]
-        if s.node_busy[n]:
-            s.op_next[op] = -1
-            if s.cq_tail[n] < 0:
-                s.cq_head[n] = op
-            else:
-                s.op_next[s.cq_tail[n]] = op
-            s.cq_tail[n] = op
-            return 0
-        return _start_compute(s, op)
+        return _queue_part(s, op)
+    if kind == OP_ROOF:
+        s.op_left[op] = 0
+        return _roof_slice(s, op)
+    if kind == OP_ACQUIRE:
+        return _acquire(s, op)
+    if kind == OP_RELEASE:
+        _release(s, op)
+        return 0
     s.op_start[op] = s.now
     if kind == OP_DELAY:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
         return 0
-    # send: the message joins the source NIC, which cuts it into packets as it goes
-    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
+    # send
     left = s.op_size[op]
     if left == 0:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)   # an empty message: delivered now
         return 0
+    if s.flow_mode:
+        return flow_start(s, op)
+    # flit level: the message joins the source NIC, which cuts it into packets as it goes
+    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
     s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
     s.msg_bytes[op] = left
     nic_add_message(s, s.op_node[op], op)
@@ -60,10 +173,12 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     """op finished now: free its node (compute) and start the successors it was the last
     dependency of."""
     cdef int64_t k
-    cdef int32_t n, nxt, q
-    s.op_finish[op] = s.now
-    s.ops_done += 1
-    if s.op_kind[op] == OP_COMPUTE:
+    cdef int32_t n, nxt, q, r
+    cdef int8_t kind = s.op_kind[op]
+    if kind != OP_COMPUTE and kind != OP_ROOF and kind != OP_ROOF_MEM:
+        s.op_finish[op] = s.now
+        s.ops_done += 1
+    else:
         n = s.op_node[op] * N_UNITS + s.op_unit[op]
         s.node_busy[n] = 0
         q = s.cq_head[n]
@@ -73,6 +188,21 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
                 s.cq_tail[n] = -1
             if _start_compute(s, q) != 0:
                 return -1
+        if kind == OP_COMPUTE:
+            s.op_finish[op] = s.now
+            s.ops_done += 1
+        else:                          # a part of a roofline op's slice
+            r = op if kind == OP_ROOF else op - 1
+            s.op_left[r + 1] -= 1
+            if s.op_left[r + 1] > 0:
+                return 0
+            s.op_left[r] += 1
+            if s.op_left[r] < s.op_dst[r]:
+                return _roof_slice(s, r)
+            s.op_finish[r] = s.now
+            s.op_finish[r + 1] = s.now
+            s.ops_done += 2
+            op = r
     for k in range(s.succ_ptr[op], s.succ_ptr[op + 1]):
         nxt = s.succ[k]
         s.op_deps[nxt] -= 1

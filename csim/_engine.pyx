@@ -4,6 +4,7 @@ cimport numpy as cnp
 import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
+from libc.math cimport INFINITY, fabs
 from time import perf_counter
 from csim._types cimport *
 from csim._rng cimport rng_seed
@@ -11,6 +12,8 @@ from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
+from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, slot_alloc, \
+    pair_link
 
 cnp.import_array()
 
@@ -172,6 +175,29 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     return ST_UNTIL
 
 
+cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
+    """The flow level's loop: from event to event (an op finishing, a flow's last byte
+    carried), recomputing rates where flows started or ended, until `until` (exclusive) or
+    every op has finished."""
+    cdef cycle_t t
+    while True:
+        flow_rates(s)
+        if s.ops_done == s.n_ops:
+            return ST_DONE
+        t = next_op_event(s)
+        if flow_next(s) < t:
+            t = flow_next(s)
+        if t >= until:
+            if until > s.now:
+                s.now = until
+            return ST_UNTIL
+        if t > s.now:
+            s.now = t
+        flow_drains(s)
+        if ops_due(s) != 0:
+            return ST_NOMEM
+
+
 def _check_lengths(lengths):
     """Packets of 1 .. 2^30 - 1 flits (a flit's position and its tail mark share an int32)."""
     a = np.asarray(lengths, dtype=np.int64)
@@ -181,6 +207,50 @@ def _check_lengths(lengths):
 
 cdef inline void* _ptr(object a):
     return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef void _flow_null(State* s) noexcept:
+    """The flow level's pooled arrays, before any is allocated."""
+    s.flow_mode = 0
+    s.fl = NULL
+    s.fe_res = NULL
+    s.fe_next = NULL
+    s.fe_prev = NULL
+    s.sl_pair = NULL
+    s.fl_cap = 0
+    s.fl_free = -1
+    s.fl_alive = 0
+    s.sl_cap = 0
+    s.sl_free = -1
+    s.dh_n = 0
+    s.n_dirty = 0
+    s.n_res = 0
+    s.n_pairs = 0
+    s.hmax = 1
+    s.stamp = 0
+    s.flows_started = s.recomputes = s.pairs_recomputed = 0
+
+
+cdef void _flow_free(State* s) noexcept:
+    free(s.fl)
+    free(s.fe_res)
+    free(s.fe_next)
+    free(s.fe_prev)
+    free(s.sl_pair)
+    _flow_null(s)
+
+
+cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
+    cdef int32_t i
+    for i in range(n):
+        pr[i].service = pr[i].rate = pr[i].solo = 0.0
+        pr[i].t_upd = 0
+        pr[i].mark = 0
+        pr[i].n = pr[i].rlen = 0
+        pr[i].root = pr[i].slot = pr[i].hpos = -1
+        pr[i].m = 1
+        pr[i].frozen = 0
+        pr[i].stream = 0
 
 
 cdef class Engine:
@@ -211,6 +281,7 @@ cdef class Engine:
         self.s.pk = NULL
         self.s.hist_lat = NULL
         self.s.hist_net = NULL
+        _flow_null(&self.s)
 
     def __dealloc__(self):
         cdef int32_t i
@@ -221,6 +292,7 @@ cdef class Engine:
         free(self.s.pk)
         free(self.s.hist_lat)
         free(self.s.hist_net)
+        _flow_free(&self.s)
 
     def _own(self, name, values, dtype, fill=None, size=None):
         """Keep a contiguous numpy array alive for the engine's lifetime; return it. Its data
@@ -349,6 +421,10 @@ cdef class Engine:
             raise ValueError("rt must have n_nodes * n_nodes entries")
         s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32))
         s.nbuf_total = 0
+        s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
+                                             np.int32))
+        s.vc_res = NULL
+        s.vc_res_base = 0x7FFFFFFF
 
         cdef int64_t i
         s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
@@ -546,10 +622,20 @@ cdef class Engine:
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                  int flit_bytes, unit=None):
+                  int flit_bytes, unit=None, flow=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
-        successors as CSR. Ops without dependencies start at the current cycle."""
+        successors as CSR. Ops without dependencies start at the current cycle.
+
+        flow: None (sends go through the flit-level network) or a dict that makes them flows
+        (csim/_flow.pxd): per op `latency`, `latency_full` and `latency_whole` (a send's
+        zero-load latency of its last packet, of a full packet and of one packet as long as
+        the message, in cycles) and `pair` (its (source, destination) pair); per pair
+        `pair_src`, `pair_dst` and `pair_cap` (its cap resource, -1 for none); per resource
+        beyond the channels (numbered from the channel count on: the pairs' caps, then the VC
+        classes') `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once); optionally
+        `vc_res` ([channel * n_classes + class]: the resource of a class of one VC on a
+        group's first channel, or -1) and `vc_res_base` (the first such resource)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -584,10 +670,105 @@ cdef class Engine:
         s.flit_bytes = flit_bytes
         s.oh_n = 0
         s.op_done_n = 0
+        if flow is not None:
+            self._set_flow(n_ops, flow)
         for op in range(n_ops):
             if s.op_deps[op] == 0:
                 if start_op(s, op) != 0:
                     raise MemoryError()
+
+    def _set_flow(self, int64_t n_ops, dict flow):
+        cdef State* s = &self.s
+        cdef int32_t c, h, p, hmax = 1
+        lat = np.asarray(flow["latency"], dtype=np.int64)
+        lat_full = np.asarray(flow["latency_full"], dtype=np.int64)
+        lat_whole = np.asarray(flow["latency_whole"], dtype=np.int64)
+        pair = np.asarray(flow["pair"], dtype=np.int32)
+        psrc = np.asarray(flow["pair_src"], dtype=np.int32)
+        pdst = np.asarray(flow["pair_dst"], dtype=np.int32)
+        pcap = np.asarray(flow["pair_cap"], dtype=np.int32)
+        cap_bytes = np.asarray(flow["cap_bytes"], dtype=np.float64)
+        cap_lanes = np.asarray(flow["cap_lanes"], dtype=np.int32)
+        n_pairs = psrc.size
+        if any(a.size != n_ops for a in (lat, lat_full, lat_whole, pair)):
+            raise ValueError("flow: latency, latency_full, latency_whole and pair need one "
+                             "entry per op")
+        if pdst.size != n_pairs or pcap.size != n_pairs:
+            raise ValueError("flow: pair_src, pair_dst and pair_cap differ in length")
+        if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any() or \
+                not (cap_bytes > 0).all():
+            raise ValueError("flow: per cap resource, cap_bytes > 0 and cap_lanes >= 1")
+        if n_pairs and (pcap.max() >= s.n_ch + cap_bytes.size or
+                        ((pcap >= 0) & (pcap < s.n_ch)).any()):
+            raise ValueError("flow: pair_cap names no cap resource")
+        vc_res = flow.get("vc_res")
+        vc_base = int(flow.get("vc_res_base", s.n_ch + cap_bytes.size))
+        if vc_res is not None:
+            vc_res = np.asarray(vc_res, dtype=np.int32)
+            if vc_res.size != s.n_ch * s.n_classes or \
+                    ((vc_res >= 0) & ((vc_res < vc_base) |
+                                      (vc_res >= s.n_ch + cap_bytes.size))).any():
+                raise ValueError("flow: vc_res needs n_ch * n_classes entries, each -1 or a "
+                                 "resource from vc_res_base on")
+        kind = self._arr["op_kind"][:n_ops]
+        size = self._arr["op_size"][:n_ops]
+        sends = np.flatnonzero((kind == OP_SEND) & (size > 0))
+        if sends.size and ((pair[sends] < 0).any() or (pair[sends] >= n_pairs).any()):
+            raise ValueError("flow: a send's pair is out of range")
+        if sends.size and ((psrc[pair[sends]] != self._arr["op_node"][sends]).any() or
+                           (pdst[pair[sends]] != self._arr["op_dst"][sends]).any()):
+            raise ValueError("flow: a send's pair has other ends")
+        n_res = s.n_ch + cap_bytes.size
+        rs = np.zeros(n_res, np.float64)
+        lanes = np.ones(n_res, np.int32)
+        for c in range(s.n_ch):
+            lanes[c] = s.ch[c].par_n
+            if self._arr["ch_base"][c] == c:
+                rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
+        rs[s.n_ch:] = cap_bytes
+        lanes[s.n_ch:] = cap_lanes
+        s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
+        s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
+        s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
+        s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
+        s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
+        s.rs_left = <double*>_ptr(self._own("rs_left", None, np.float64, 0, n_res))
+        s.rs_unf = <int32_t*>_ptr(self._own("rs_unf", None, np.int32, 0, n_res))
+        s.rs_mark = <int64_t*>_ptr(self._own("rs_mark", None, np.int64, 0, n_res))
+        s.rs_dirty = <int32_t*>_ptr(self._own("rs_dirty", None, np.int32, 0, n_res))
+        s.rs_isdirty = <uint8_t*>_ptr(self._own("rs_isdirty", None, np.uint8, 0, n_res))
+        s.rs_queue = <int32_t*>_ptr(self._own("rs_queue", None, np.int32, 0, n_res))
+        s.rq_key = <double*>_ptr(self._own("rq_key", None, np.float64, 0, n_res))
+        s.rq_res = <int32_t*>_ptr(self._own("rq_res", None, np.int32, 0, n_res))
+        s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
+        s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
+        s.op_lat_whole = <int64_t*>_ptr(self._own("op_lat_whole", lat_whole, np.int64))
+        s.op_pair = <int32_t*>_ptr(self._own("op_pair", pair, np.int32))
+        s.pr = <Pair*>_ptr(self._own("pairs", None, np.uint8, 0, n_pairs * sizeof(Pair)))
+        _pairs_init(s.pr, n_pairs)
+        s.comp = <int32_t*>_ptr(self._own("comp", None, np.int32, 0, n_pairs))
+        s.dh_time = <cycle_t*>_ptr(self._own("dh_time", None, np.int64, 0, n_pairs))
+        s.dh_pair = <int32_t*>_ptr(self._own("dh_pair", None, np.int32, 0, n_pairs))
+        if vc_res is not None:
+            s.vc_res = <int32_t*>_ptr(self._own("vc_res", vc_res, np.int32))
+            s.vc_res_base = vc_base
+        for p in range(n_pairs):                 # the longest route: the entries' stride
+            s.pr[p].src = psrc[p]
+            s.pr[p].dst = pdst[p]
+            s.pr[p].cap = pcap[p]
+            if not (0 <= psrc[p] < s.n_nodes and 0 <= pdst[p] < s.n_nodes):
+                raise ValueError(f"flow: pair {p}: node out of range")
+            h = flow_route(s, psrc[p], pdst[p], pcap[p], NULL)
+            if h < 0:
+                raise ValueError(f"no route from node {psrc[p]} to node {pdst[p]}")
+            if h > hmax:
+                hmax = h
+        _flow_free(s)
+        s.hmax = hmax
+        s.n_res = n_res
+        s.n_pairs = n_pairs
+        s.flow_mode = 1
+        self._mode = GEN_NONE
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""
@@ -620,7 +801,10 @@ cdef class Engine:
             end = until if until - self.s.now <= step else self.s.now + step
             t0 = perf_counter()
             with nogil:
-                st = _run(&self.s, end, code)
+                if self.s.flow_mode:
+                    st = _run_flow(&self.s, end)
+                else:
+                    st = _run(&self.s, end, code)
             if st != ST_UNTIL or self.s.now >= until:
                 return STATUS[st]
             PyErr_CheckSignals()
@@ -657,7 +841,9 @@ cdef class Engine:
             events_pending=s.n_events, flits_buffered=s.nbuf_total,
             unsent_flits=self._unsent_flits(), last_progress=s.last_progress,
             cycles_skipped=s.skipped,
-            deadlock_cycle=s.deadlock_t)
+            deadlock_cycle=s.deadlock_t, flows_started=s.flows_started,
+            flows_alive=s.fl_alive, rate_recomputations=s.recomputes,
+            pairs_recomputed=s.pairs_recomputed)
 
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s
@@ -680,6 +866,12 @@ cdef class Engine:
         """Flits sent on each channel since the start (a copy)."""
         cdef int32_t c
         out = np.zeros(self.s.n_ch, dtype=np.int64)
+        if self.s.flow_mode:         # a group's wire bytes, shared evenly by its channels
+            base = self._arr["ch_base"]
+            for c in range(self.s.n_ch):
+                out[c] = <int64_t>(self.s.rs_bytes[base[c]] / self.s.flit_bytes /
+                                   self.s.ch[c].par_n + 0.5)
+            return out
         for c in range(self.s.n_ch):
             out[c] = self.s.ch[c].flits
         return out
@@ -869,3 +1061,380 @@ def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_ds
             c2 = rt2[v * n + d]
             if c2 >= 0:
                 seen[first[c1] + lo[c2]] = 1
+
+
+cdef inline void _heap_push(double* hk, int64_t* hv, int64_t* size, double k,
+                            int64_t v) noexcept nogil:
+    cdef int64_t i = size[0], p
+    size[0] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= k:
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        i = p
+    hk[i] = k
+    hv[i] = v
+
+
+cdef inline void _heap_pop(double* hk, int64_t* hv, int64_t* size) noexcept nogil:
+    cdef int64_t n = size[0] - 1, i = 0, c
+    cdef double k = hk[n]
+    cdef int64_t v = hv[n]
+    size[0] = n
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= k:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        i = c
+    if n > 0:
+        hk[i] = k
+        hv[i] = v
+
+
+def next_hops(int64_t n, const int64_t[::1] in_ptr, const int32_t[::1] in_src,
+              const double[::1] in_w, const int32_t[::1] in_ch, const int64_t[::1] out_ptr, const int32_t[::1] out_dst,
+              const int32_t[::1] out_ch, const double[::1] out_w,
+              const uint8_t[::1] is_dest, bint unit, int32_t[::1] table):
+    """Shortest-path next hops towards every destination d with is_dest[d]: table[u * n + d]
+    (filled in; -1 elsewhere) is the channel u takes towards d. The channels entering each
+    node are in_ptr / in_src (their source) / in_w (their weight), by channel id; those
+    leaving it out_ptr / out_dst / out_ch / out_w, by next node then channel id (in_ch,
+    out_ch: the channel ids).
+
+    From each destination, a breadth-first search (unit weights: it stops once every node is
+    reached) or Dijkstra's (binary heap) over the reversed channels gives every node's
+    distance; then u takes the first of its out-channels on a shortest path (dist[v] + w =
+    dist[u], to 1e-9) -- with unit weights, a node one hop away takes its lowest channel to d
+    at once. O(nodes x channels) at worst, without the GIL. Returns (d, u) of the first node u
+    that cannot reach a destination d, or None."""
+    cdef int64_t d, u, v, i, head, tail, hn, reached
+    cdef int64_t bad_d = -1, bad_u = -1
+    cdef double du, nd
+    if table.shape[0] != n * n:
+        raise ValueError("table has the wrong size")
+    dist_a = np.empty(max(n, 1), np.float64)
+    queue_a = np.empty(max(n, 1), np.int64)
+    direct_a = np.full(max(n, 1), -1, np.int32)
+    hk_a = np.empty(max(in_src.shape[0], 1) + 1, np.float64)
+    hv_a = np.empty(max(in_src.shape[0], 1) + 1, np.int64)
+    cdef double[::1] dist = dist_a
+    cdef int64_t[::1] queue = queue_a
+    cdef int32_t[::1] direct = direct_a
+    cdef double[::1] hk = hk_a
+    cdef int64_t[::1] hv = hv_a
+    cdef int64_t d0, d1
+    for d0 in range(0, n, 64):
+        PyErr_CheckSignals()                 # (Ctrl-C: KeyboardInterrupt between searches)
+        d1 = min(n, d0 + 64)
+        with nogil:
+            for d in range(d0, d1):
+                if not is_dest[d]:
+                    continue
+                for u in range(n):
+                    dist[u] = INFINITY
+                dist[d] = 0.0
+                reached = 1
+                if unit:
+                    head = 0
+                    tail = 1
+                    queue[0] = d
+                    while head < tail and reached < n:
+                        u = queue[head]
+                        head += 1
+                        du = dist[u] + 1.0
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            if dist[v] == INFINITY:
+                                dist[v] = du
+                                queue[tail] = v
+                                tail += 1
+                                reached += 1
+                else:
+                    hn = 0
+                    _heap_push(&hk[0], &hv[0], &hn, 0.0, d)
+                    while hn > 0:
+                        du = hk[0]
+                        u = hv[0]
+                        _heap_pop(&hk[0], &hv[0], &hn)
+                        if du > dist[u]:
+                            continue
+                        for i in range(in_ptr[u], in_ptr[u + 1]):
+                            v = in_src[i]
+                            nd = du + in_w[i]
+                            if nd < dist[v] - 1e-12:
+                                dist[v] = nd
+                                _heap_push(&hk[0], &hv[0], &hn, nd, v)
+                if unit:                     # the lowest channel into d from each neighbour
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        if direct[in_src[i]] < 0:
+                            direct[in_src[i]] = <int32_t>i
+                for u in range(n):
+                    if u == d or dist[u] == INFINITY:
+                        if u != d and is_dest[u] and bad_d < 0:
+                            bad_d = d
+                            bad_u = u
+                        continue
+                    if unit and dist[u] == 1.0:
+                        table[u * n + d] = in_ch[direct[u]]
+                        continue
+                    for i in range(out_ptr[u], out_ptr[u + 1]):
+                        if fabs(dist[out_dst[i]] + out_w[i] - dist[u]) <= 1e-9:
+                            table[u * n + d] = out_ch[i]
+                            break
+                if unit:
+                    for i in range(in_ptr[d], in_ptr[d + 1]):
+                        direct[in_src[i]] = -1
+    if bad_d >= 0:
+        return int(bad_d), int(bad_u)
+    return None
+
+
+def dfs_order(int64_t n, const int64_t[::1] ptr, const int64_t[::1] adj):
+    """Depth-first search of a directed graph (vertices 0..n-1, successors adj[ptr[u]:
+    ptr[u + 1]]), roots and successors in increasing order. Returns (postorder, cycle): the
+    vertices in postorder, and the vertices of the first cycle met (a back edge closed by
+    the path on the stack), or None if the graph is acyclic."""
+    post_a = np.empty(max(n, 1), np.int64)
+    color_a = np.zeros(max(n, 1), np.int8)        # 0 new, 1 on the stack, 2 done
+    parent_a = np.full(max(n, 1), -1, np.int64)
+    stack_a = np.empty(max(n, 1), np.int64)
+    pos_a = np.empty(max(n, 1), np.int64)
+    cdef int64_t[::1] post = post_a, parent = parent_a, stack = stack_a, pos = pos_a
+    cdef int8_t[::1] color = color_a
+    cdef int64_t root, u, v, sp, np_ = 0, cyc_u = -1, cyc_v = -1
+    with nogil:
+        for root in range(n):
+            if color[root]:
+                continue
+            color[root] = 1
+            stack[0] = root
+            pos[0] = ptr[root]
+            sp = 1
+            while sp > 0:
+                u = stack[sp - 1]
+                if pos[sp - 1] < ptr[u + 1]:
+                    v = adj[pos[sp - 1]]
+                    pos[sp - 1] += 1
+                    if color[v] == 0:
+                        color[v] = 1
+                        parent[v] = u
+                        stack[sp] = v
+                        pos[sp] = ptr[v]
+                        sp += 1
+                    elif color[v] == 1 and cyc_u < 0:
+                        cyc_u = u
+                        cyc_v = v
+                else:
+                    color[u] = 2
+                    post[np_] = u
+                    np_ += 1
+                    sp -= 1
+    cycle = None
+    if cyc_u >= 0:                  # (no negative indices here: wraparound is off)
+        u = cyc_u
+        cycle = [int(u)]
+        while u != cyc_v:
+            u = parent[u]
+            cycle.append(int(u))
+        cycle.reverse()
+    return post_a[:n], cycle
+
+
+cdef int _class_walk(const int32_t[::1] rt, const int32_t[::1] alt, int64_t n,
+                     const int64_t[::1] eps, const int32_t[::1] ch_dst,
+                     const int64_t[::1] group, const int64_t[::1] order,
+                     const int32_t[::1] pos, int64_t G, const int64_t[::1] first,
+                     const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
+                     int64_t[::1] stamp, int64_t[:, ::1] stk, int64_t d_lo,
+                     int64_t d_hi) noexcept nogil:
+    cdef int64_t di, si, d, s, cur, c, ca, prev, cls, nc, grp, last, steps, sp
+    cdef int64_t depth = stk.shape[0]
+    for di in range(d_lo, d_hi):
+        d = eps[di]
+        for si in range(eps.shape[0]):
+            s = eps[si]
+            if s == d:
+                continue
+            # a stack of routes to follow: (node, channel to take or -1, previous channel,
+            # its class, group, order, hops); a node where alt differs from rt (a tie) pushes
+            # the other way
+            stk[0, 0] = s
+            stk[0, 1] = -1
+            stk[0, 2] = -1
+            stk[0, 3] = 0
+            stk[0, 4] = -1
+            stk[0, 5] = -1
+            stk[0, 6] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                cur = stk[sp, 0]
+                c = stk[sp, 1]
+                prev = stk[sp, 2]
+                cls = stk[sp, 3]
+                grp = stk[sp, 4]
+                last = stk[sp, 5]
+                steps = stk[sp, 6]
+                while cur != d:
+                    if c < 0:
+                        c = rt[cur * n + d]
+                        if c < 0:
+                            return 2
+                        ca = alt[cur * n + d]
+                        if ca != c:
+                            if sp == depth:
+                                return 3
+                            stk[sp, 0] = cur
+                            stk[sp, 1] = ca
+                            stk[sp, 2] = prev
+                            stk[sp, 3] = cls
+                            stk[sp, 4] = grp
+                            stk[sp, 5] = last
+                            stk[sp, 6] = steps
+                            sp += 1
+                    if grp == group[c]:
+                        nc = cls + (1 if order[c] < last else 0)
+                    elif G > 0:
+                        nc = 1 if pos[cur * G + group[c]] > pos[d * G + group[c]] else 0
+                    else:
+                        nc = 0
+                    if nc >= kb:
+                        return 1
+                    if prev >= 0:
+                        seen[((first[prev] + lo[c]) * kb + cls) * kb + nc] = 1
+                    if stamp[c * kb + nc] == d + 1:
+                        break
+                    stamp[c * kb + nc] = d + 1
+                    prev = c
+                    cls = nc
+                    grp = group[c]
+                    last = order[c]
+                    cur = ch_dst[c]
+                    c = -1
+                    steps += 1
+                    if steps > n:
+                        return 3
+    return 0
+
+
+def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
+                            const int32_t[::1] ch_dst, const int64_t[::1] group,
+                            const int64_t[::1] order, const int64_t[::1] first,
+                            const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
+                            const int32_t[::1] alt, const int32_t[::1] pos, int64_t G):
+    """Follow every endpoint-to-endpoint route of rt ([node * n + dst] -> channel) with its VC
+    class -- on a group's first channel class 0, or with G > 0 groups of node positions
+    (pos[node * G + group]) class 1 where the node is above the destination; one more
+    whenever a channel of lower order than the one before in the same group is taken -- and
+    mark each dependency (c1 in class k1, then c2 in class k2):
+    seen[((first[c1] + lo[c2]) * kb + k1) * kb + k2]. Where alt ([node * n + dst], the same
+    shape; rt itself if routes have no choice) differs from rt, a route goes both ways (random
+    ties). A route that reaches a (channel, class) already followed towards the same
+    destination stops there: what follows was marked then. So O(destinations x (endpoints +
+    channels x classes)), not O(pairs x hops). Returns 0, or 1 if a class reaches kb (call
+    again with more), 2 if a route ends before its destination, 3 if routes loop."""
+    cdef int st = 0
+    cdef int64_t d0, d1, m = eps.shape[0]
+    if alt.shape[0] != rt.shape[0] or (G > 0 and pos.shape[0] != n * G):
+        raise ValueError("alt and pos must match rt and n")
+    stamp_a = np.zeros(max(ch_dst.shape[0] * kb, 1), np.int64)
+    cdef int64_t[::1] stamp = stamp_a
+    stk_a = np.zeros((n + 2, 7), np.int64)
+    cdef int64_t[:, ::1] stk = stk_a
+    for d0 in range(0, m, 64):
+        PyErr_CheckSignals()          # (Ctrl-C: KeyboardInterrupt between destinations)
+        d1 = min(m, d0 + 64)
+        with nogil:
+            st = _class_walk(rt, alt, n, eps, ch_dst, group, order, pos, G, first, lo, kb,
+                             seen, stamp, stk, d0, d1)
+        if st != 0:
+            return st
+    return st
+
+
+def max_min_rates(route_ptr, route_res, capacity):
+    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): flow i takes the
+    resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
+    capacity[r] > 0. For tests and for checking the solver by hand."""
+    cdef State s
+    cdef int32_t f, k
+    ptr = np.ascontiguousarray(route_ptr, dtype=np.int64)
+    res = np.ascontiguousarray(route_res, dtype=np.int32)
+    cap = np.ascontiguousarray(capacity, dtype=np.float64)
+    n_f = ptr.size - 1
+    R = cap.size
+    if n_f < 0 or ptr[0] != 0 or ptr[ptr.size - 1] != res.size or (np.diff(ptr) < 1).any():
+        raise ValueError("route_ptr: every flow needs at least one resource")
+    if res.size and (res.min() < 0 or res.max() >= R):
+        raise ValueError("route_res: resource out of range")
+    if not (cap > 0).all():
+        raise ValueError("capacity must be > 0")
+    for f in range(n_f):
+        if np.unique(res[ptr[f]:ptr[f + 1]]).size != ptr[f + 1] - ptr[f]:
+            raise ValueError(f"flow {f} takes a resource twice")
+    keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
+                left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
+                dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
+                queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
+                pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
+                comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
+                dh_pair=np.zeros(max(n_f, 1), np.int32))
+    _flow_null(&s)
+    s.now = 0
+    s.n_res = R
+    s.rs_cap = <double*>_ptr(cap)
+    s.rs_head = <int32_t*>_ptr(keep["head"])
+    s.rs_n = <int32_t*>_ptr(keep["n"])
+    s.rs_left = <double*>_ptr(keep["left"])
+    s.rs_unf = <int32_t*>_ptr(keep["unf"])
+    s.rs_mark = <int64_t*>_ptr(keep["mark"])
+    s.rs_dirty = <int32_t*>_ptr(keep["dirty"])
+    s.rs_isdirty = <uint8_t*>_ptr(keep["isdirty"])
+    s.rs_queue = <int32_t*>_ptr(keep["queue"])
+    s.rq_key = <double*>_ptr(keep["key"])
+    s.rq_res = <int32_t*>_ptr(keep["rres"])
+    s.pr = <Pair*>_ptr(keep["pairs"])
+    s.vc_res = NULL
+    s.vc_res_base = 0x7FFFFFFF
+    s.comp = <int32_t*>_ptr(keep["comp"])
+    s.dh_time = <cycle_t*>_ptr(keep["dh_time"])
+    s.dh_pair = <int32_t*>_ptr(keep["dh_pair"])
+    s.n_pairs = n_f
+    s.hmax = max(1, int(np.diff(ptr).max(initial=1)))
+    _pairs_init(s.pr, n_f)
+    try:
+        while s.fl_cap < n_f:
+            if flow_grow(&s) != 0:
+                raise MemoryError()
+        for f in range(n_f):                     # each flow its own pair
+            s.pr[f].slot = slot_alloc(&s, f)
+            if s.pr[f].slot < 0:
+                raise MemoryError()
+            s.pr[f].rlen = <int32_t>(ptr[f + 1] - ptr[f])
+            s.pr[f].n = 1
+            s.pr[f].root = f
+            s.fl[f].v = 1.0
+            s.fl[f].op = f
+            for k in range(s.pr[f].rlen):
+                s.fe_res[<int64_t>s.pr[f].slot * s.hmax + k] = res[ptr[f] + k]
+                s.rs_n[res[ptr[f] + k]] += 1
+                if not s.rs_isdirty[res[ptr[f] + k]]:
+                    s.rs_isdirty[res[ptr[f] + k]] = 1
+                    s.rs_dirty[s.n_dirty] = res[ptr[f] + k]
+                    s.n_dirty += 1
+            pair_link(&s, f)
+        flow_rates(&s)
+        out = np.zeros(n_f)
+        for f in range(n_f):
+            out[f] = s.pr[f].rate
+        return out
+    finally:
+        _flow_free(&s)

@@ -34,7 +34,12 @@ cdef enum:
     OP_COMPUTE = 0           # op kinds of an op graph
     OP_SEND = 1
     OP_DELAY = 2
-    N_UNITS = 3              # per node: 0 compute, 1 memory (HBM), 2 collectives engine
+    OP_ROOF = 3              # a roofline op, run in slices: its compute parts (unit 0) ...
+    OP_ROOF_MEM = 4          # ... and, as the next op id, its memory parts (unit 1)
+    OP_ACQUIRE = 5           # takes a gate (a unit held until a release), by priority
+    OP_RELEASE = 6           # frees a gate
+    N_UNITS = 4              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+                             # 3 a gate (a queue that orders work: see _dag.pxd)
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -147,6 +152,32 @@ cdef struct Packet:           # 64 bytes: one cache line
     int32_t tag              # trace index, or -1
     int32_t op               # the send op it belongs to, or -1
     cycle_t create, inject
+
+cdef struct Flow:            # a message in flight at the flow level (csim/_flow.pxd)
+    double v                 # its pair's per-flow service at which its last byte is carried
+    cycle_t lat              # cycles from then to its op's finish
+    int32_t op               # its send op
+    int32_t left, right      # its pair's leftist heap of flows, by v (then op)
+    int32_t rank             #   (the heap's null-path length)
+    int32_t nxt              # free-list link
+
+
+cdef struct Pair:            # the messages in flight from one source to one destination
+    double service           # bytes carried per flow since the pair last became active
+    double rate              # bytes per cycle per flow: its max-min fair share
+    double solo              # a flow's rate alone on the route: its least capacity
+    cycle_t t_upd            # cycle at which service was last brought up to date
+    int64_t mark             # recomputation stamp (in the component being recomputed)
+    int32_t src, dst, cap    # ends, and its (source, destination) cap resource or -1
+    int32_t n                # flows (the pair's weight on each of its resources)
+    int32_t root             # heap of its flows (-1: none)
+    int32_t slot             # its route's slot while it has flows (-1: none)
+    int32_t rlen             # resources on its route (entries slot * hmax ...)
+    int32_t m                # channels of its bottleneck (packets that cross it at once)
+    int8_t stream            # its bottleneck is a VC class of one VC (packets one at a time)
+    int32_t hpos             # position in the drain heap (-1: not in it)
+    int8_t frozen            # progressive filling: rate fixed
+
 
 cdef struct State:
     # ---- sizes and router parameters
@@ -292,6 +323,48 @@ cdef struct State:
     int32_t* nic_msg_cur     # per node: the message whose turn it is (-1: none)
     int32_t* nic_msg_prev    # per node: the one before it in the circle
     uint8_t* nic_cut_blocked # per node: no message could be cut, and nothing changed since
+
+    # ---- flow-level network (csim/_flow.pxd): sends carried as flows instead of packets
+    int32_t flow_mode
+    int32_t n_res            # resources: channel groups (by their first channel), then the
+    double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
+    int32_t* rs_lanes        # per resource: channels (packets it carries at once)
+    int32_t* rs_head         # per resource: its first route entry (-1: no flow)
+    int32_t* rs_n            # flows on it
+    double* rs_bytes         # wire bytes carried (counted when a flow starts)
+    double* rs_left          # scratch of the recomputation: capacity not yet given,
+    int32_t* rs_unf          #   flows not yet frozen,
+    int64_t* rs_mark         #   and the stamp of the component it was found in
+    int32_t* rs_dirty        # resources whose flows changed since the last recomputation
+    uint8_t* rs_isdirty
+    int32_t n_dirty
+    int32_t* rs_queue        # scratch: breadth-first walk of a component
+    double* rq_key           # scratch: heap of (fair share, resource) of progressive filling
+    int32_t* rq_res
+    int32_t* op_pair         # per send op: its (source, destination) pair
+    int64_t* op_lat          # per send op: zero-load latency of its last packet (cycles),
+    int64_t* op_lat_full     #   of a full packet,
+    int64_t* op_lat_whole    #   and of one packet as long as the whole message
+    int32_t* ch_base         # per channel: the first channel of its parallel group
+    int32_t* vc_res          # [group's first channel * n_classes + class]: the resource of
+                             #   a class of one VC on that group (see pysim/flow.py), or -1
+    int32_t vc_res_base      # resources from this id on are such
+    Pair* pr                 # per pair
+    int32_t n_pairs
+    int32_t hmax             # longest route (resources), the stride of the entries
+    Flow* fl                 # flows (messages in flight), pooled (realloc'd)
+    int32_t fl_cap, fl_free, fl_alive
+    int32_t* fe_res          # route entries [slot * hmax + k]: the resource, and its links
+    int32_t* fe_next         #   in the resource's list of entries (realloc'd with the slots)
+    int32_t* fe_prev
+    int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
+    int32_t sl_cap, sl_free
+    int32_t* comp            # scratch: the pairs of the component being recomputed
+    cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte
+    int32_t* dh_pair         #   carried, pair), indexed by Pair.hpos
+    int32_t dh_n
+    int64_t stamp
+    int64_t flows_started, recomputes, pairs_recomputed
 
     # ---- statistics
     cycle_t meas_start, meas_end

@@ -16,12 +16,13 @@ __version__ = "0.1.0"
 
 import importlib  # noqa: E402
 
-from pysim.config import Config, ConfigError, from_dict, load  # noqa: E402
+from pysim.config import Config, ConfigError, PysimWarning, from_dict, load  # noqa: E402
 from pysim.sim import DeadlockError, SimulationError, simulate  # noqa: E402
 from pysim.sweep import sweep, to_pandas  # noqa: E402
 
-__all__ = ["Config", "ConfigError", "DeadlockError", "SimulationError", "from_dict", "load",
-           "simulate", "sweep", "to_pandas", "__version__", "plot", "workload", "systems"]
+__all__ = ["Config", "ConfigError", "DeadlockError", "PysimWarning", "SimulationError",
+           "from_dict", "load", "simulate", "sweep", "to_pandas", "__version__", "plot",
+           "workload", "systems"]
 
 _LAZY = ("plot", "workload", "systems")
 

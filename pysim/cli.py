@@ -27,21 +27,58 @@ def _overrides(pairs):
 
 def _refuse_overwrite(path, force):
     """Checked before any work: an output file is not overwritten unless --force, and one
-    that could not be written at all (no such directory) stops the command at once, not
-    after a long run whose results would then be lost."""
-    if not path:
-        return
-    if os.path.exists(path) and not force:
-        raise click.ClickException(f"{path} exists; pass --force to overwrite it")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise click.ClickException(f"cannot write {path}: no directory {folder}")
+    that could not be written at all (no such directory, a read-only one) stops the command
+    at once, not after a long run whose results would then be lost."""
+    from pysim._io import OutputError, check_output
+    try:
+        check_output(path, force)
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _write(path, write, keep=None, **kw):
+    """Write an output (whole or not at all); if that fails after the work is done, say so,
+    and keep what was computed: `keep()` saves it elsewhere and returns where."""
+    from pysim._io import OutputError, write_atomic
+    try:
+        write_atomic(path, write, **kw)
+        return True
+    except OutputError as e:
+        where = ""
+        if keep is not None:
+            try:
+                where = f"; kept in {keep()}"
+            except OSError:
+                where = "; it could not be kept elsewhere either"
+        click.echo(f"error: {e}{where}", err=True)
+        return False
+
+
+def _keep_json(obj, name):
+    """Save a computed result that could not go where asked: a new file in the temporary
+    directory. Returns its path."""
+    import tempfile
+    from pysim._io import dump_json
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        dump_json(obj, f, indent=1)
+    return path
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pysim")
 def main():
     """pysim: cycle-level simulation of accelerator, memory-node and host networks."""
+    import warnings
+    from pysim.config import PysimWarning
+    default = warnings.showwarning
+
+    def show(message, category, *args, **kw):
+        if issubclass(category, PysimWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            default(message, category, *args, **kw)
+    warnings.showwarning = show
 
 
 @main.command()
@@ -73,9 +110,6 @@ def run(config, sets, json_path, trace_path, force, quiet):
         finally:
             if progress is not None:
                 progress.clear()
-        if trace_path:
-            with open(trace_path, "w") as f:
-                json.dump(result.trace(), f)
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except DeadlockError as e:
@@ -87,16 +121,28 @@ def run(config, sets, json_path, trace_path, force, quiet):
         click.echo("\ninterrupted: nothing written", err=True)
         sys.exit(130)
     except MemoryError as e:
-        raise click.ClickException(f"out of memory: {e}") from None
+        raise click.ClickException(
+            f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
+            f"building or running {config}: make the system or the workload smaller") from None
+    from pysim._io import dump_json
+    ok = True
+    if trace_path:
+        trace = result.trace()
+        ok &= _write(trace_path, lambda f: dump_json(trace, f),
+                     keep=lambda: _keep_json(trace, "trace"))
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
-    if not quiet:
+        d = result.to_dict()
+        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
+                     keep=lambda: _keep_json(d, "result"))
+    if not quiet or not ok:
         click.echo(result.summary())
-        if json_path:
+    if not quiet:
+        if json_path and ok:
             click.echo(f"result written to {json_path}")
-        if trace_path:
+        if trace_path and ok:
             click.echo(f"trace written to {trace_path}")
+    if not ok:
+        sys.exit(1)
 
 
 @main.command()
@@ -115,8 +161,16 @@ def topo(config, sets, draw_path, json_path, force):
     try:
         _refuse_overwrite(draw_path, force)
         _refuse_overwrite(json_path, force)
+        if draw_path:
+            _figure_ext(draw_path, "--draw")
         cfg = load(config, _overrides(sets))
         network = compile_network(cfg)
+        if draw_path:
+            from pysim.plot import check_drawable
+            try:
+                check_drawable(network.topo)
+            except ConfigError as e:
+                raise click.ClickException(f"--draw {draw_path}: {e}") from None
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     d = describe(network, cfg)
@@ -140,13 +194,18 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
                f"{d['vcs']} VCs configured (deadlock-free: checked)")
     click.echo(f"VC classes  {d['vc_scheme']}")
+    from pysim._io import by_path, dump_json
+    ok = True
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(d, f, indent=1)
+        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1))
     if draw_path:
         from pysim.plot import draw_topology
-        draw_topology(network, cfg, draw_path)
-        click.echo(f"drawn to {draw_path}")
+        if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp))):
+            click.echo(f"drawn to {draw_path}")
+        else:
+            ok = False
+    if not ok:
+        sys.exit(1)
 
 
 @main.command(name="models")
@@ -192,7 +251,8 @@ def models_cmd(model, batch, precision, params, as_json):
 
 SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_packet_latency",
                    "avg_hops", "saturated", "collective_cycles", "algbw_gbps", "busbw_gbps",
-                   "makespan_cycles", "cycles_per_second")   # (those a row has are shown)
+                   "makespan_cycles", "iteration_cycles", "samples_per_second",
+                   "exposed_comm_cycles", "cycles_per_second")   # (those a row has are shown)
 
 
 def _format(v):
@@ -225,13 +285,21 @@ def _print_table(rows, columns):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
 def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
-    from pysim.sweep import parse_param, sweep, tidy
+    from pysim.sweep import StoreError, parse_param, sweep, tidy
     try:
-        grid = dict(parse_param(p) for p in params)
+        grid = {}
+        for p in params:
+            key, values = parse_param(p)
+            if key in grid:
+                raise ConfigError(f"--param {key} is given twice; give all its values in one "
+                                  f"--param ({key}=V1,V2,...)")
+            grid[key] = values
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: expected at least 1")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
                      progress=not quiet)
+    except StoreError as e:
+        raise click.ClickException(str(e)) from None
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     except KeyboardInterrupt:
@@ -263,10 +331,12 @@ def results(db, csv_path, force):
     _refuse_overwrite(csv_path, force)
     try:
         store = Store(db, readonly=True)
+        try:
+            rows = store.rows()
+        finally:
+            store.close()
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
-    rows = store.rows()
-    store.close()
     if not rows:
         raise click.ClickException(f"{db} holds no results")
     swept = sorted({k for r in rows for k in r["params"]})
@@ -274,11 +344,13 @@ def results(db, csv_path, force):
     if csv_path:
         cols = swept + ["status", "error"] + sorted({k for r in t for k in r} - set(swept) -
                                                    {"status", "error"})
-        with open(csv_path, "w", newline="") as f:
+        def write(f):
             w = csv.DictWriter(f, fieldnames=cols)
             w.writeheader()
             for r in t:
                 w.writerow({k: r.get(k) for k in cols})
+        if not _write(csv_path, write):
+            sys.exit(1)
         click.echo(f"{len(t)} rows written to {csv_path}")
         return
     _print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
@@ -299,8 +371,8 @@ def systems():
     click.echo(f"(files in {S.directory()}; pysim topo NAME describes one)")
 
 
-PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "link-utilisation",
-              "timeline", "topology")
+PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",
+              "link-utilisation", "timeline", "topology", "memory")
 
 
 class _Ticker:
@@ -330,7 +402,9 @@ class _Ticker:
 FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.json)",
               "timeline": "a trace (pysim run CONFIG --trace t.json, for an op graph or a "
                           "collective)",
-              "topology": "a config"}
+              "topology": "a config",
+              "memory": "a run's result (pysim run CONFIG --json r.json, for a run that "
+                        "holds memory)"}
 
 
 def _json_kind(obj):
@@ -355,9 +429,10 @@ def _takes(source, kind, obj, expected):
 @main.command()
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(PLOT_KINDS), required=True,
-              help="latency-load, throughput, collective, speedup (from a sweep DB); "
+              help="latency-load, throughput, collective, speedup, breakdown (from a sweep "
+                   "DB); "
                    "link-utilisation (a run's --json); timeline (a --trace file); topology "
-                   "(a config).")
+                   "(a config); memory (a run's --json: occupancy over time).")
 @click.option("--x", "x", default=None, help="Key on the x axis.")
 @click.option("--y", "y", default=None, help="Metric on the y axis.")
 @click.option("--series", default=None, help="Key whose values make the series.")
@@ -377,61 +452,141 @@ def _takes(source, kind, obj, expected):
 def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     from pysim import plot as P
-    from pysim.sweep import Store, is_sqlite
+    from pysim._io import by_path
+    from pysim.sweep import Store, StoreError, is_sqlite
     _refuse_overwrite(out, force)
-    if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
-        raise click.ClickException(f"-o {out}: expected a .png, .pdf or .svg file")
+    _figure_ext(out, "-o")
     if kind != "topology" and not os.path.isfile(source):     # (a config may be a name)
         raise click.ClickException(f"{source}: no such file")
     try:
-        if kind in ("latency-load", "throughput", "collective", "speedup"):
+        if kind in ("latency-load", "throughput", "collective", "speedup", "breakdown"):
             store = Store(source, readonly=True)
-            rows = store.rows()
-            store.close()
+            try:
+                rows = store.rows()
+            finally:
+                store.close()
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
             if kind == "latency-load":
-                P.latency_load(rows, out, x=x or "traffic.injection_rate", series=series,
-                               y=y or "avg_packet_latency", **axes)
+                P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
+                             y=y or "avg_packet_latency")
+
+                def draw(tmp):
+                    P.latency_load(rows, tmp, x=x or "traffic.injection_rate", series=series,
+                                   y=y or "avg_packet_latency", **axes)
             elif kind == "throughput":
-                P.throughput(rows, out, x=x or "offered_rate", series=series,
-                             y=y or "accepted_rate", **axes)
+                P.check_rows(rows, x=x or "offered_rate", series=series,
+                             y=y or "accepted_rate")
+
+                def draw(tmp):
+                    P.throughput(rows, tmp, x=x or "offered_rate", series=series,
+                                 y=y or "accepted_rate", **axes)
             elif kind == "collective":
-                P.collective(rows, out, x=x or "workload.bytes", y=y or "busbw_gbps",
-                             series=series or "workload.algorithm", **axes)
+                P.check_rows(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
+                             series=series or "workload.algorithm")
+
+                def draw(tmp):
+                    P.collective(rows, tmp, x=x or "workload.bytes", y=y or "busbw_gbps",
+                                 series=series or "workload.algorithm", **axes)
+            elif kind == "breakdown":
+                swept = [k for k in rows[0]["params"]]
+                if x is None and not swept:
+                    raise click.ClickException("--kind breakdown needs --x (the key whose "
+                                               "values make the bars)")
+                bx = x or swept[0]
+                bs = series if series else (swept[1] if len(swept) > 1 and x is None else None)
+
+                def draw(tmp):
+                    P.breakdown(rows, tmp, x=bx, series=bs, title=axes.get("title"),
+                                ylim=axes.get("ylim"))
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "
                                                "--baseline and --y (the metric)")
                 base = parse_override(f"v={baseline}")[1]
-                P.speedup_bars(rows, out, group, series, y, base, title=title, ylim=ylim,
-                               logy=logy)
+                P.check_speedup(rows, group, series, y, base)
+
+                def draw(tmp):
+                    P.speedup_bars(rows, tmp, group, series, y, base, title=title, ylim=ylim,
+                                   logy=logy)
         elif os.path.isfile(source) and is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":
             from pysim.config import from_resolved
             from pysim.network import compile_network
-            with open(source) as f:
-                result = json.load(f)
+            result = _read_json(source)
             _takes(source, kind, result, "result")
+            P.check_result(result, source)
             cfg = from_resolved(result["config"])
-            P.link_utilisation(compile_network(cfg), cfg, result, out, title=title)
+            network = compile_network(cfg)
+            P.check_links(network, result, source)
+            P.check_drawable(network.topo)
+
+            def draw(tmp):
+                P.link_utilisation(network, cfg, result, tmp, title=title)
         elif kind == "timeline":
-            with open(source) as f:
-                trace = json.load(f)
+            trace = _read_json(source)
             _takes(source, kind, trace, "trace")
-            P.timeline(trace, out, title=title, xlim=xlim)
+            P.check_trace(trace, source)
+            P.check_timeline(trace, xlim)
+
+            def draw(tmp):
+                P.timeline(trace, tmp, title=title, xlim=xlim)
+        elif kind == "memory":
+            result = _read_json(source)
+            _takes(source, kind, result, "result")
+            if not (result.get("memory") or {}).get("timeline"):
+                raise click.ClickException(
+                    f"{source}: the result has no memory occupancy (run a training iteration "
+                    f"or an op graph that holds memory, and write it with --json)")
+
+            def draw(tmp):
+                P.memory(result, tmp, title=title, xlim=xlim)
         else:
             from pysim.network import compile_network
             cfg = load(source)
-            P.draw_topology(compile_network(cfg), cfg, out, title=title)
+            network = compile_network(cfg)
+            P.check_drawable(network.topo)
+
+            def draw(tmp):
+                P.draw_topology(network, cfg, tmp, title=title)
+    except StoreError as e:
+        raise click.ClickException(str(e)) from None
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
-    except (KeyError, ValueError, json.JSONDecodeError) as e:
+    except (KeyError, ValueError) as e:
         raise click.ClickException(f"{source}: not usable for --kind {kind}: {e}") from None
+    if not _write(out, by_path(draw)):
+        sys.exit(1)
     click.echo(f"written {out}")
+
+
+def _figure_ext(path, option):
+    if os.path.splitext(path)[1].lower() not in (".png", ".pdf", ".svg"):
+        raise click.ClickException(f"{option} {path}: expected a .png, .pdf or .svg file")
+
+
+def _read_json(path):
+    """A JSON file the user names for a figure (bounded, strict: NaN and Infinity are not
+    JSON)."""
+    from pysim._io import read_bounded
+
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    try:
+        return json.loads(read_bounded(path).decode("utf-8"), parse_constant=refuse)
+    except UnicodeDecodeError:
+        raise click.ClickException(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{path}: not a JSON file: {e}") from None
+    except RecursionError:
+        raise click.ClickException(f"{path}: nests too deeply") from None
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise click.ClickException(f"{path}: {e}") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,6 +25,10 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type or out of range."""
 
 
+class PysimWarning(UserWarning):
+    """Something runs, but perhaps not as meant: the message says what is assumed."""
+
+
 class Key:
     """One declared configuration key."""
 
@@ -65,6 +69,8 @@ def _all_nonneg(xs):
 
 MAX_INT = 10 ** 15          # integers (cycles, bytes, counts) above this are refused: cycle
                             # stamps are 64-bit, and no run gets near 10^15 of anything
+MAX_FLIT_BYTES = 1 << 16   # the engine counts a flit's bytes in 32 bits, and serialisation
+                            # credits in flit_bytes * 2**20
 MAX_DELAY_CYCLES = 10 ** 6  # a router stage or a link: the event wheel spans the longest
 
 POS = (_positive, "a number > 0")
@@ -75,11 +81,30 @@ NONNEG = (_nonneg, "a number >= 0")
 PROB = (_prob, "a number in [0, 1]")
 
 
+def finite_float(v):
+    """v (an int or a float, not a bool) as a finite float, else None: an integer too large
+    for a float (10**400) or an infinite or NaN float is not a quantity."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def positive_number(where, v):
     """A finite number > 0 given for `where` (a key or a table field), as a float."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-        raise ConfigError(f"{where} = {v!r}: expected a finite number > 0")
-    return float(v)
+    f = finite_float(v)
+    if f is None or not f > 0:
+        raise ConfigError(f"{where} = {_short(v)}: expected a finite number > 0")
+    return f
+
+
+def _short(v, limit=60):
+    """repr(v), cut short: a 400-digit integer named in full buries the message."""
+    r = repr(v)
+    return r if len(r) <= limit else f"{r[:limit - 20]}...{r[-12:]} ({len(r)} characters)"
 
 
 def _check_fields(path, table, fields):
@@ -111,7 +136,7 @@ def _fields(path, fields, kinds=None):
 
 NIC_FIELDS = ("injection_gbps", "ejection_gbps")
 NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "reduce_gbps", "offload_gbps", "offload_sram_mb")
+              "reduce_gbps", "offload_gbps", "offload_sram_mb", "offload_pieces")
 
 
 def _npu_table(table):
@@ -126,6 +151,13 @@ def _npu_table(table):
     return True
 
 
+def _parallel_table(table):
+    """[workload.parallel]: the training plan's fields (pysim.workload.training)."""
+    from pysim.workload.training import check_parallel
+    check_parallel(table)
+    return True
+
+
 def _topology_kinds():
     from pysim.topology import BUILDERS
     return sorted(BUILDERS)
@@ -134,6 +166,18 @@ def _topology_kinds():
 def _workload_kinds():
     from pysim.workload import WORKLOADS
     return sorted(WORKLOADS)
+
+
+def _memory_policy(v):
+    from pysim.workload.memory import parse_policy
+    parse_policy(v)                      # raises a ConfigError naming the known ones
+    return True
+
+
+def _ratio_table(t):
+    from pysim.workload.memory import check_ratios
+    check_ratios(t)
+    return True
 
 
 def _patterns():
@@ -153,12 +197,15 @@ KEYS = [
         "Most cycles to wait, after the window, for measured packets; "
         "if they are not all delivered by then the run is saturated.", NONNEG),
     Key("simulation", "watchdog_cycles", "int", 20000, "cycles",
-        "Flits buffered and none moving for this long is reported as deadlock.", POS),
+        "Flits buffered and none moving for this long, beyond the longest a flit takes "
+        "through the slowest link or NIC (serialisation and latency) and a router, is "
+        "reported as deadlock.", POS),
     Key("simulation", "max_packets", "int", 4000000, "packets",
         "Most packets alive at once (queued at sources or in flight); beyond it the run "
         "stops as saturated.", POS),
     # ------------------------------------------------------------------ network
-    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.", POS),
+    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.",
+        (lambda x: 1 <= x <= MAX_FLIT_BYTES, f"an integer in 1 .. {MAX_FLIT_BYTES:,}")),
     Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
         POS),
     Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
@@ -199,6 +246,11 @@ KEYS = [
         "NIC ejection bandwidth; default one flit per cycle.", POS),
     Key("network", "nic_latency_ns", "float", None, "ns",
         "Latency of the NIC-router channel, each way; default one cycle.", POS),
+    Key("network", "model", "str", "flit", "-",
+        "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
+        "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
+        "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
+        "flit-level only.", None, lambda: ["flit", "flow"]),
     # ------------------------------------------------------------------ topology
     Key("topology", "kind", "str", "mesh", "-", "Registered topology builder.", None,
         _topology_kinds),
@@ -234,12 +286,14 @@ KEYS = [
         "tflops_fp32, tflops_fp16, tflops_bf16 (peak at one precision; mixed takes the 16-bit "
         "one), hbm_gbps (900), hbm_gb (32: a collective's data must fit), reduce_gbps "
         "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
-        "engine's, 256), offload_sram_mb (8), efficiency (a table: fraction of peak per "
+        "engine's, 256), offload_sram_mb (8), offload_pieces (16: the engine streams its SRAM in "
+        "pieces of offload_sram_mb / this), efficiency (a table: fraction of peak per "
         "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
         "override (and name their own preset).", (_npu_table, "a table")),
     Key("topology", "host", "table", None, "-",
-        "Host roofline: [topology.host] tflops (default 2), dram_gbps (100); graph nodes may "
-        "override.", _fields("topology.host", ("tflops", "dram_gbps"))),
+        "Host: [topology.host] tflops (default 2), dram_gbps (100), dram_gb (its memory, "
+        "256); graph nodes may override.",
+        _fields("topology.host", ("tflops", "dram_gbps", "dram_gb"))),
     Key("topology", "route_weight", "str", "hops", "-",
         "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
         None, lambda: ["hops", "latency", "bandwidth"]),
@@ -250,11 +304,12 @@ KEYS = [
         "half until it crosses the wrap-around link, the upper from it on; 'fewest': every VC "
         "for every packet when the routes cannot deadlock without classes (a 4-ary torus with "
         "tie_break = 'parity'), else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
-    Key("topology", "tie_break", "str", "random", "-",
+    Key("topology", "tie_break", "str", "parity", "-",
         "Ring, torus: the way a packet takes at distance exactly k/2 (k even) where it enters "
-        "a dimension: 'random' (BookSim's: either, by a coin per packet) or 'parity' (+ if its "
-        "coordinate there is even, else -: every link gets the same share of ties, and a "
-        "4-ary torus needs no dateline classes).", None, lambda: ["parity", "random"]),
+        "a dimension: 'parity' (+ if its coordinate there is even, else -: routes are a fixed "
+        "table, as the flow level's, every link gets the same share of ties, and a 4-ary "
+        "torus needs no dateline classes) or 'random' (BookSim's: either, by a coin per "
+        "packet).", None, lambda: ["parity", "random"]),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),
@@ -263,8 +318,9 @@ KEYS = [
     # ------------------------------------------------------------------ traffic
     # ------------------------------------------------------------------ workload
     Key("workload", "kind", "str", "synthetic", "-",
-        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file) or a "
-        "'collective' (the registered workload kinds).", None, _workload_kinds),
+        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file), a "
+        "'collective' or 'training' iterations (the registered workload kinds).", None,
+        _workload_kinds),
     Key("workload", "collective", "str", "all_reduce", "-",
         "Collective: all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce "
         "(the root is the first participant).", None,
@@ -275,14 +331,15 @@ KEYS = [
         "binary tree), hierarchical.", None,
         lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
-        NONNEG),
+        (_positive, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
     Key("workload", "chunks", "int", 4, "-",
         "Collective: pieces the data is split into, pipelined through the steps.", POS),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),
     Key("workload", "group", "strs", None, "node names",
-        "Collective participants (default: every NPU, or every endpoint if there is none).",
+        "Collective participants, NPUs or hosts (default: every NPU, or every host if there "
+        "is none); training: the NPUs used, in rank order (default: every NPU).",
         None),
     Key("workload", "ring_order", "strs", None, "node names",
         "Ring order of the participants, and their ranks for every algorithm (default: ring "
@@ -296,8 +353,37 @@ KEYS = [
         "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
     Key("workload", "engine", "str", None, "-",
         "Collectives: where reductions run: 'npu' (its cores, through HBM) or 'offload' (a "
-        "collectives engine); default: not modelled, reductions at workload.reduce_gbps.",
+        "collectives engine); default: not modelled, reductions at workload.reduce_gbps "
+        "(training: default 'npu').",
         None, lambda: ["npu", "offload"]),
+    Key("workload", "model", "str", None, "-",
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
+        "(relative to the config).", None),
+    Key("workload", "model_params", "table", None, "-",
+        "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
+        None),
+    Key("workload", "batch", "int", None, "samples",
+        "Training: the global mini-batch, samples per iteration over all data-parallel "
+        "replicas.", POS),
+    Key("workload", "parallel", "table", None, "-",
+        "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
+        "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
+        "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated').",
+        (_parallel_table, "a table")),
+    Key("workload", "precision", "str", None, "-",
+        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
+        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+    Key("workload", "optimizer", "str", "sgd", "-",
+        "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
+        "writes.", None, lambda: ["sgd", "adam"]),
+    Key("workload", "iterations", "int", 2, "-",
+        "Training: iterations simulated; the last is reported.", POS),
+    Key("workload", "bucket_mb", "float", 25.0, "MiB",
+        "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
+    Key("workload", "overlap", "bool", True, "-",
+        "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
+        "it (false: one all-reduce after the whole backward pass).", None),
     Key("workload", "slice_cycles", "int", 1000, "cycles",
         "Roofline compute ops run in slices of at most this many cycles, so that memory "
         "traffic of other ops can interleave with theirs.", POS),
@@ -306,6 +392,59 @@ KEYS = [
         "access overlap.", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
+    # ------------------------------------------------------------------ workload.memory
+    Key("workload", "memory.policy", "str", "none", "-",
+        "Training: the memory plan: none, offload (vDNN-style), lms, recompute, karma, "
+        "compression (COMET), or a policy joined with compression ('offload+compression').",
+        (lambda v: _memory_policy(v), "a memory policy")),
+    Key("workload", "memory.target", "str", "auto", "-",
+        "Where offloaded bytes go: 'mem' (the NPU's nearest memory nodes, in proportion to "
+        "their links' bandwidth), 'host' (its host's DRAM) or 'auto' (mem if the system has "
+        "memory nodes, else host).", None, lambda: ["auto", "mem", "host"]),
+    Key("workload", "memory.budget_fraction", "float", 0.9, "-",
+        "Share of each NPU's HBM the planning policies (lms, karma) aim to fill; "
+        "the rest is left for what is not modelled (TFLMS's auto-tuning uses 0.9).",
+        (lambda x: 0 < x <= 1, "a number in (0, 1]")),
+    Key("workload", "memory.prefetch_layers", "int", 1, "layers",
+        "offload: a stash is prefetched when the backward pass of the layer this many layers "
+        "after it starts.", NONNEG),
+    Key("workload", "memory.layers", "str", "all", "-",
+        "offload: the stashes offloaded: 'all' layers' or 'conv' layers' only (vDNN's two "
+        "policies).", None, lambda: ["all", "conv"]),
+    Key("workload", "memory.swapout_threshold", "int", -1, "ops",
+        "lms: a stash is swapped out when more than this many ops separate its producer from "
+        "its consumer in the iteration's order (-1: the largest that fits, found as TFLMS's "
+        "auto-tuning does).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_ahead", "int", -1, "ops",
+        "lms: a stash is swapped in this many ops before its consumer (-1: the largest that "
+        "fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_groupby", "int", -1, "ops",
+        "lms: consumers of a stash within this many ops of each other share one swap-in (-1: "
+        "the largest that fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.sync_mode", "int", -1, "-",
+        "lms: 0 asynchronous swaps, 1 the next op waits for each swap-out, 2 swap-ins wait "
+        "until their consumer is next, 3 both (-1: the lowest that fits, as TFLMS's "
+        "auto-tuning).", (lambda x: -1 <= x <= 3, "an integer in -1 .. 3")),
+    Key("workload", "memory.min_bytes", "int", 1048576, "bytes",
+        "lms, karma: stashes smaller than this are never swapped (PyTorch LMS's default "
+        "size threshold, 1 MiB).", NONNEG),
+    Key("workload", "memory.segments", "int", 0, "-",
+        "recompute: segments whose first layer's stash is kept (0: round(sqrt(layers)), as "
+        "Chen et al. 2016).", NONNEG),
+    Key("workload", "memory.host_update", "bool", False, "-",
+        "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
+        "state in host DRAM (KARMA's multi-node scheme).", None),
+    Key("workload", "memory.ratio", "table", None, "-",
+        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
+        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
+        "kinds not given are not compressed).",
+        (lambda t: _ratio_table(t), "a table of layer kinds")),
+    Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
+        "compression: compressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)")),
+    Key("workload", "memory.decompress_gbps", "float", 200.0, "GB/s",
+        "compression: decompressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)")),
     # ------------------------------------------------------------------ traffic
     Key("traffic", "pattern", "str", "uniform", "-", "Destination pattern (see Traffic).",
         None, _patterns),
@@ -333,6 +472,7 @@ KEYS = [
 ]
 
 KEY_MAP = {k.path: k for k in KEYS}
+INF_OK = {"workload.memory.compress_gbps", "workload.memory.decompress_gbps"}
 SECTIONS = list(dict.fromkeys(k.section for k in KEYS))
 
 
@@ -384,25 +524,33 @@ def check_value(key: Key, v):
         raise ConfigError(f"{key.path} = None: expected {_KIND_TEXT[key.kind]} (leave the key "
                           f"out for its default, {key.default!r})")
     if not _type_ok(key.kind, v):
-        raise ConfigError(f"{key.path} = {v!r}: expected {_KIND_TEXT[key.kind]}")
+        raise ConfigError(f"{key.path} = {_short(v)}: expected {_KIND_TEXT[key.kind]}")
     if key.kind in ("int", "ints", "int|ints"):
         limit = 2 ** 64 - 1 if key.path == "simulation.seed" else MAX_INT
         if any(abs(x) > limit for x in (v if isinstance(v, list) else [v])):
-            raise ConfigError(f"{key.path} = {v!r}: expected at most {limit:,}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected at most {limit:,}")
     if key.kind == "float":
-        v = float(v)
-        if not math.isfinite(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected a finite number")
+        f = finite_float(v)
+        if f is None and key.path in INF_OK and not isinstance(v, bool) and v == math.inf:
+            f = math.inf                 # a throughput that costs nothing
+        if f is None:
+            raise ConfigError(f"{key.path} = {_short(v)}: expected a finite number")
+        v = f
     if key.kind == "floats":
-        v = [float(x) for x in v]
+        fs = [finite_float(x) for x in v]
+        if any(f is None for f in fs):
+            bad = v[fs.index(None)]
+            raise ConfigError(f"{key.path} = {_short(v)}: expected finite numbers (entry "
+                              f"{fs.index(None)} is {_short(bad)})")
+        v = fs
     if key.check is not None:
         pred, expected = key.check
         if not pred(v):
-            raise ConfigError(f"{key.path} = {v!r}: expected {expected}")
+            raise ConfigError(f"{key.path} = {_short(v)}: expected {expected}")
     if key.choices is not None:
         names = key.choices()
         if v not in names:
-            raise ConfigError(f"{key.path} = {v!r}: unknown name{_suggest(v, names)}; "
+            raise ConfigError(f"{key.path} = {_short(v)}: unknown name{_suggest(v, names)}; "
                               f"known: {', '.join(names)}")
     return v
 
@@ -418,6 +566,10 @@ class Section:
         try:
             return self._values[item]
         except KeyError:
+            pre = item + "."
+            sub = {k[len(pre):]: v for k, v in self._values.items() if k.startswith(pre)}
+            if sub:                                   # a sub-table: workload.memory
+                return Section(f"{self._name}.{item}", sub)
             raise AttributeError(f"{self._name}.{item} is not a configuration key") from None
 
     def __setattr__(self, key, value):
@@ -436,7 +588,18 @@ class Config:
             setattr(self, s, Section(s, values[s]))
 
     def to_dict(self):
-        return copy.deepcopy(self._values)
+        """{section: {key: value}}, keys of a sub-table nested as TOML writes them
+        ({"workload": {"memory": {"policy": ...}}})."""
+        out = {}
+        for s, body in self._values.items():
+            out[s] = {}
+            for k, v in body.items():
+                sub, dot, field = k.partition(".")
+                if dot:
+                    out[s].setdefault(sub, {})[field] = copy.deepcopy(v)
+                else:
+                    out[s][k] = copy.deepcopy(v)
+        return out
 
     def get(self, path):
         section, name = path.split(".", 1)
@@ -449,12 +612,23 @@ class Config:
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in SECTIONS}
-        for path, v in cwd_paths(overrides).items():
+        for path, v in cwd_paths(_as_overrides(overrides, "with_overrides()")).items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
     def __repr__(self):
         return f"Config({self._values!r})"
+
+
+def _as_overrides(overrides, who):
+    """Overrides as a dict: a dict {'section.key': value}, or (key, value) pairs."""
+    if overrides is None or isinstance(overrides, dict):
+        return overrides or {}
+    try:
+        return dict(overrides)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: overrides must be a dict {{'section.key': value}} or (key, "
+                        f"value) pairs, not {_short(overrides)}") from None
 
 
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
@@ -466,15 +640,28 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     values = {s: {} for s in SECTIONS}
     explicit = set()
     for section, body in raw.items():
+        if not isinstance(section, str):
+            raise ConfigError(f"section {section!r}: expected a section name (a string); "
+                              f"known: {', '.join(SECTIONS)}")
         if section not in values:
             raise ConfigError(f"unknown section [{section}]{_suggest(section, SECTIONS)}; "
                               f"known: {', '.join(SECTIONS)}")
         if not isinstance(body, dict):
             raise ConfigError(f"[{section}] must be a table, got {body!r}")
-        names = [k.name for k in KEYS if k.section == section]
-        for name, v in body.items():
+        names = sorted({k.name.partition(".")[0] for k in KEYS if k.section == section},
+                       key=[k.name.partition(".")[0] for k in KEYS].index)
+        for name, v in _flatten(section, body):
+            if not isinstance(name, str):
+                raise ConfigError(f"[{section}] key {name!r}: expected a key name (a string); "
+                                  f"known in [{section}]: {', '.join(names)}")
             path = f"{section}.{name}"
             if path not in KEY_MAP:
+                sub, dot, field = name.rpartition(".")
+                if dot:
+                    fields = [k.name.rpartition(".")[2] for k in KEYS
+                              if k.section == section and k.name.startswith(sub + ".")]
+                    raise ConfigError(f"unknown key {path}{_suggest(field, fields)}; known in "
+                                      f"[{section}.{sub}]: {', '.join(fields)}")
                 raise ConfigError(f"unknown key {path}{_suggest(name, names)}; "
                                   f"known in [{section}]: {', '.join(names)}")
             values[section][name] = check_value(KEY_MAP[path], v)
@@ -487,6 +674,26 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     return cfg
 
 
+def _sub_tables(section):
+    """Names of the sub-tables of a section ('memory' for [workload.memory])."""
+    return {k.name.partition(".")[0] for k in KEYS if k.section == section and "." in k.name}
+
+
+def _flatten(section, body):
+    """(name, value) pairs of a section's body, the keys of a sub-table given as a nested
+    table ([workload.memory] policy = ...) named 'memory.policy' as when given flat."""
+    subs = _sub_tables(section)
+    for name, v in body.items():
+        if name in subs:
+            if not isinstance(v, dict):
+                raise ConfigError(f"{section}.{name} = {v!r}: expected a table of keys "
+                                  f"([{section}.{name}])")
+            for field, fv in v.items():
+                yield f"{name}.{field}", fv
+        else:
+            yield name, v
+
+
 def from_resolved(resolved: dict) -> Config:
     """A Config from a resolved config (as a Result carries it: every key, defaults filled
     in): keys at their default value are taken as not given."""
@@ -494,7 +701,11 @@ def from_resolved(resolved: dict) -> Config:
     for section, body in resolved.items():
         if section.startswith("_") or not isinstance(body, dict):
             continue
-        for name, v in body.items():
+        try:
+            items = list(_flatten(section, body))
+        except ConfigError:
+            continue
+        for name, v in items:
             key = KEY_MAP.get(f"{section}.{name}")
             if key is None or v is None or v == key.default:
                 continue
@@ -509,7 +720,7 @@ def _cross_checks(cfg: Config):
         if len(t.packet_weights) != len(sizes):
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected "
                               f"{len(sizes)} weights, one per entry of traffic.packet_flits")
-        if sum(t.packet_weights) <= 0:
+        if max(t.packet_weights) <= 0:
             raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
                               f"positive sum")
 
@@ -517,9 +728,11 @@ def _cross_checks(cfg: Config):
 def read_toml(path, what, error=ConfigError):
     """Parse a TOML file; `what` says which file it is in the error if it is missing or not
     valid TOML."""
+    from pysim._io import read_bounded
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        data = read_bounded(path)
+        text = data.decode("utf-8")
+        return tomllib.loads(text[1:] if text.startswith("\ufeff") else text)  # (a BOM)
     except FileNotFoundError:
         raise error(f"{what}: no such file {path}") from None
     except IsADirectoryError:
@@ -530,30 +743,61 @@ def read_toml(path, what, error=ConfigError):
         raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what}: {path} is not valid TOML: {e}") from None
+    except ValueError as e:          # not a regular file, or too large (read_bounded)
+        raise error(f"{what}: {e}") from None
+    except RecursionError:
+        raise error(f"{what}: {path} nests tables or arrays too deeply") from None
+
+
+def _split_key(path):
+    """(the declared key that `path` names or starts with, the fields after it), or
+    (None, ...): 'workload.memory.policy' -> (that key, []), 'topology.npu.tflops' ->
+    (topology.npu, ['tflops'])."""
+    parts = path.split(".")
+    for n in range(len(parts), 1, -1):
+        key = KEY_MAP.get(".".join(parts[:n]))
+        if key is not None:
+            return key, parts[n:]
+    return None, parts[2:]
 
 
 def is_key(path):
-    """A key that can be overridden: a declared 'section.key', or a field inside a table key
-    ('topology.npu.tflops', 'topology.nic.mem.injection_gbps')."""
-    parts = path.split(".")
-    head = KEY_MAP.get(".".join(parts[:2]))
-    return head is not None and (len(parts) == 2 or (head.kind == "table" and all(parts)))
+    """A key that can be overridden: a declared 'section.key' ('workload.memory.policy'),
+    or a field inside a table key ('topology.npu.tflops', 'topology.nic.mem.injection_gbps')."""
+    key, rest = _split_key(path)
+    return key is not None and (not rest or (key.kind == "table" and all(rest)))
 
 
 def apply_override(raw, path, value, what="override"):
     """Set `path` to `value` in a raw config dict (as TOML parses one): 'section.key', or a
     field inside a table key, which keeps the table's other fields."""
+    if not isinstance(path, str):
+        raise ConfigError(f"{what} {path!r}: expected a key 'section.key' (a string)")
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
-    section, key, rest = parts[0], parts[1], parts[2:]
+    section = parts[0]
     body = raw.setdefault(section, {})
     if not isinstance(body, dict):
         raise ConfigError(f"{what} {path!r}: [{section}] is not a table")
+    head, rest = _split_key(path)
+    if head is not None and head.section == section and "." in head.name:
+        # a key of a sub-table ([workload.memory] policy): kept flat, as the Config keeps it
+        sub = head.name.partition(".")[0]
+        if isinstance(body.get(sub), dict):
+            for f, v in list(_flatten(section, {sub: body.pop(sub)})):
+                body.setdefault(f, v)
+        key = head.name
+    else:
+        head, key, rest = KEY_MAP.get(".".join(parts[:2])), parts[1], parts[2:]
+        if rest and key in _sub_tables(section):
+            fields = [k.name.partition(".")[2] for k in KEYS
+                      if k.section == section and k.name.startswith(key + ".")]
+            raise ConfigError(f"{what} {path!r}: unknown key{_suggest(rest[0], fields)}; "
+                              f"known in [{section}.{key}]: {', '.join(fields)}")
     if not rest:
         body[key] = value
         return
-    head = KEY_MAP.get(f"{section}.{key}")
     if head is None or head.kind != "table":
         raise ConfigError(f"{what} {path!r}: {section}.{key} is not a table of fields")
     node = copy.deepcopy(body.get(key)) if body.get(key) is not None else {}
@@ -599,8 +843,9 @@ def cwd_paths(overrides: dict, what="override") -> dict:
 def load(path, overrides: dict | None = None) -> Config:
     """Read a TOML file, or a shipped system given by name ("mesh8x8"), into a validated
     Config; `overrides` maps "section.key" to values (their paths relative to the current
-    directory)."""
+    directory), or is a list of (key, value) pairs."""
     from pysim import systems
+    overrides = _as_overrides(overrides, "load()")
     path = systems.resolve(path)
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
@@ -621,6 +866,10 @@ def _include_topology(raw, base, overrides):
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
         return raw
+    if topo is None:
+        topo = {}
+    if not isinstance(topo, dict):
+        raise ConfigError(f"[topology] must be a table, got {_short(topo)}")
     if not isinstance(name, str):
         raise ConfigError(f"topology.file = {name!r}: expected a string (a path)")
     from pysim import systems

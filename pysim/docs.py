@@ -43,14 +43,19 @@ LIMITS = """\
 ## Limits
 
 Each is refused with an error naming the key (or the link or NIC) before anything is built:
-integers up to 10^15 (the seed up to 2^64 - 1); router stage delays and the latency of every
-link and NIC up to 10^6 cycles; at most 1,024 flits per cycle on one link or NIC (a link of B
-GB/s is ceil(B / (flit_bytes x clock_ghz)) parallel channels); networks of 2 to 16,384 nodes
-(the routing table holds an entry per pair: a 128x128 mesh sets up in about 40 s and 4.3 GB)
-and at most 4,000,000 channels; `simulation.watchdog_cycles` longer than the longest step a
-flit takes through one router and link, where nothing else need move; op graphs (collectives
-included) of at most 10,000,000 ops (built in Python at about 3 s and 200 MB a million: a ring
-all-reduce on 1,024 NPUs has 3.1 million) and 10^6 slices per roofline op.
+numbers that are not finite (inf, NaN, an integer too large for a float) wherever a quantity
+is meant, lists included; integers up to 10^15 (the seed up to 2^64 - 1); flits of at most
+65,536 bytes; router stage delays and the latency of every link and NIC up to 10^6 cycles; at
+most 1,024 flits per cycle on one link or NIC (a link of B GB/s is ceil(B / (flit_bytes x
+clock_ghz)) parallel channels); networks of 2 to 16,384 nodes (the routing table holds an
+entry per pair) and at most 4,000,000 channels; a graph routed by tables (graph, switch,
+fully_connected) of at most 8 x 10^9 endpoints x channels (a fully connected graph of 2,000
+nodes), a switch of at most 8,192 NPUs, and routes whose channel-dependency graph has at most
+2^26 edges; op graphs (collectives included) of at most 10,000,000 ops, counted in the engine's
+ops they expand into before any is built (memory pieces, roofline slices: a ring all-reduce on
+1,024 NPUs has 3.1 million) and 10^6 slices per roofline op. The set-up time and memory of
+the largest system of each kind, what each error means, and how sweeps, outputs and results
+databases behave when things go wrong: [reliability](reliability.md).
 """
 
 

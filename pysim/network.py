@@ -41,6 +41,7 @@ class Network:
     ch_lat: np.ndarray
     inj_ch: np.ndarray        # per node: its first injection channel, -1 for switches
     ej_ch: np.ndarray         # per node: its first ejection channel, -1 for switches
+    longest_step: int = 0     # cycles the watchdog waits beyond simulation.watchdog_cycles
 
     def channel_label(self, c):
         names = self.topo.node_names
@@ -54,7 +55,10 @@ class Network:
 
 def lanes(bytes_per_cycle: float, flit_bytes: int) -> int:
     """Parallel channels needed to carry a bandwidth at one flit per cycle each."""
-    return max(1, math.ceil(bytes_per_cycle / flit_bytes - 1e-9))
+    n = bytes_per_cycle / flit_bytes
+    if not math.isfinite(n):        # (1e308 GB/s at a slow clock): past the limit
+        return 2 ** 1024
+    return max(1, math.ceil(n - 1e-9))
 
 
 def rate(bytes_per_cycle: float, flit_bytes: int, what: str):
@@ -91,38 +95,49 @@ MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
 
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
-    of a latency past MAX_DELAY_CYCLES, and a watchdog shorter than the longest step a flit
-    legitimately takes with nothing else moving (it would report deadlock where there is none)."""
+    of a latency past MAX_DELAY_CYCLES. Returns the longest step a flit legitimately takes
+    with nothing else moving: the slowest channel's gap between two flits (its
+    serialisation) and its latency, a credit's way back, and one router's pipeline. The
+    watchdog waits that long beyond simulation.watchdog_cycles, so a slow link or NIC is slow,
+    not deadlocked. (Vectorised: a dense graph has millions of channels.)"""
     F, clock = cfg.network.flit_bytes, cfg.network.clock_ghz
-    ends = [(c, topo.ch_bytes_per_cycle[c], topo.ch_latency_cycles[c])
-            for c in range(topo.n_channels)]
-    for node in topo.endpoints():
-        ends += [((node, "injection"), inj_bpc[node], nic_lat),
-                 ((node, "ejection"), ej_bpc[node], nic_lat)]
-    longest = 0
-    for end, bpc, lat in ends:
-        if lanes(bpc, F) <= MAX_LANES and lat <= MAX_DELAY_CYCLES:
-            longest = max(longest, lat)
-            continue
-        if isinstance(end, tuple):
-            what = f"NIC of {topo.node_names[end[0]]} ({end[1]})"
+    eps = np.asarray(topo.endpoints(), np.int64)
+    bpc = np.concatenate([np.asarray(topo.ch_bytes_per_cycle, float), inj_bpc[eps],
+                          ej_bpc[eps]])
+    try:
+        link_lat = np.asarray(topo.ch_latency_cycles, float)
+    except OverflowError:        # a latency past any float: past the limit all the same
+        link_lat = np.array([min(x, 1e300) for x in topo.ch_latency_cycles], float)
+    lat = np.concatenate([link_lat, np.full(2 * eps.size, min(float(nic_lat), 1e300))])
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        n_lanes = np.maximum(1, np.ceil(bpc / F - 1e-9))
+    bad = np.flatnonzero(~(n_lanes <= MAX_LANES) | ~(lat <= MAX_DELAY_CYCLES))
+    if bad.size:
+        i = int(bad[0])
+        C = topo.n_channels
+        if i >= C:
+            node = int(eps[(i - C) % eps.size])
+            end = "injection" if i - C < eps.size else "ejection"
+            what = f"NIC of {topo.node_names[node]} ({end})"
             lat_key = "network.nic_latency_ns"
+            b, L = (inj_bpc if end == "injection" else ej_bpc)[node], nic_lat
         else:
-            what = f"link {topo.channel_name(end)}"
+            what = f"link {topo.channel_name(i)}"
             lat_key = "topology.link_latency_ns or the link's latency"
-        if lanes(bpc, F) > MAX_LANES:
-            raise ConfigError(f"{what}: {bpc * clock:g} GB/s is {lanes(bpc, F):,} flits per "
+            b, L = topo.ch_bytes_per_cycle[i], topo.ch_latency_cycles[i]
+        if lanes(b, F) > MAX_LANES:
+            raise ConfigError(f"{what}: {b * clock:g} GB/s is {lanes(b, F):,} flits per "
                               f"cycle of {F} bytes; expected at most {MAX_LANES:,} (raise "
                               f"network.flit_bytes, or lower the bandwidth)")
-        raise ConfigError(f"{what}: latency {lat:,} cycles; expected at most "
+        raise ConfigError(f"{what}: latency {L:,} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
+    # a lane of bpc / lanes bytes per cycle waits up to ceil(F / that) cycles between flits
+    with np.errstate(divide="ignore", over="ignore"):
+        gap = np.ceil(F * n_lanes / np.maximum(bpc, 1e-300))
+    step = float(np.max(np.minimum(gap, 2.0 ** 62) + 2 * lat)) if bpc.size else 0.0
     net = cfg.network
-    longest = max(longest + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay +
-                  net.st_delay, nic_lat + net.injection_delay)
-    if cfg.simulation.watchdog_cycles <= longest:
-        raise ConfigError(f"simulation.watchdog_cycles = {cfg.simulation.watchdog_cycles}: "
-                          f"expected more than {longest} cycles, the longest a flit takes "
-                          f"through one router and link with nothing else moving")
+    return int(step) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + \
+        net.st_delay + net.injection_delay
 
 
 def _port_ranks(topo, incoming):
@@ -147,79 +162,90 @@ def compile_network(cfg, topo=None) -> Network:
     inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
     nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
         net.nic_latency_ns, net.clock_ghz)
-    _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
+    longest_step = _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
     route = routing_mod.build(topo, cfg)
     F = net.flit_bytes
     n = topo.n_nodes
 
-    # engine channels, unsorted: (router key, kind, src, dst, bpc, lat, topo id, group key)
-    rows = []
-    for c in range(topo.n_channels):
-        bpc = topo.ch_bytes_per_cycle[c]
-        m = lanes(bpc, F)
-        for _ in range(m):
-            rows.append((topo.ch_dst[c], CH_NET, topo.ch_src[c], topo.ch_dst[c], bpc / m,
-                         topo.ch_latency_cycles[c], c))
-    for node in topo.endpoints():
-        m = lanes(inj_bpc[node], F)
-        for _ in range(m):
-            rows.append((node, CH_INJECT, node, node, inj_bpc[node] / m, nic_lat, -1))
-        m = lanes(ej_bpc[node], F)
-        for _ in range(m):
-            rows.append((node, CH_EJECT, node, node, ej_bpc[node] / m, nic_lat, -1))
+    # engine channels (vectorised: a dense graph has millions), first unsorted: every lane of
+    # every topology channel, then per endpoint its injection lanes and its ejection lanes
+    T = topo.n_channels
+    eps = np.asarray(topo.endpoints(), np.int64)
+    t_bpc = np.asarray(topo.ch_bytes_per_cycle, float)
+    t_lanes = np.maximum(1, np.ceil(t_bpc / F - 1e-9)).astype(np.int64)
+    i_lanes = np.maximum(1, np.ceil(inj_bpc[eps] / F - 1e-9)).astype(np.int64)
+    e_lanes = np.maximum(1, np.ceil(ej_bpc[eps] / F - 1e-9)).astype(np.int64)
+    tc = np.repeat(np.arange(T, dtype=np.int64), t_lanes)
+    nic_node = np.repeat(np.stack([eps, eps], 1).reshape(-1),
+                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
+    nic_kind = np.repeat(np.tile(np.array([CH_INJECT, CH_EJECT], np.int8), eps.size),
+                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
+    nic_bpc = np.where(nic_kind == CH_INJECT, inj_bpc[nic_node], ej_bpc[nic_node])
+    nic_m = np.maximum(1, np.ceil(nic_bpc / F - 1e-9)).astype(np.int64)
+    t_src = np.asarray(topo.ch_src, np.int64)
+    t_dst = np.asarray(topo.ch_dst, np.int64)
+    t_lat = np.asarray(topo.ch_latency_cycles, np.int64)
+    kinds = np.concatenate([np.full(tc.size, CH_NET, np.int8), nic_kind])
+    src = np.concatenate([t_src[tc], nic_node])
+    dst = np.concatenate([t_dst[tc], nic_node])
+    bpc = np.concatenate([t_bpc[tc] / t_lanes[tc], nic_bpc / nic_m])
+    lat = np.concatenate([t_lat[tc], np.full(nic_node.size, nic_lat, np.int64)])
+    topo_channel = np.concatenate([tc, np.full(nic_node.size, -1, np.int64)])
     # channels entering a router contiguous (ejection channels after, by source router);
     # within that, by port (on meshes, rings and tori BookSim's order: per dimension the
     # channel from the + neighbour, then from the - neighbour, the NIC last; the allocators'
     # round-robin pointers turn in this order), upstream node and kind, then bandwidth and
     # latency: groups adjacent
     in_rank = _port_ranks(topo, incoming=True)
-    key = [(r, k == CH_EJECT, in_rank[tc] if k == CH_NET else (-1 if k == CH_EJECT else
-                                                                in_rank[-1]), s, k, bpc, lat)
-           for (r, k, s, d, bpc, lat, tc) in rows]
-    perm = sorted(range(len(rows)), key=lambda i: (key[i], i))
-    rows = [rows[i] for i in perm]
-    C = len(rows)
-    kinds = np.array([r[1] for r in rows], np.int8)
-    src = np.array([r[2] for r in rows], np.int32)
-    dst = np.array([r[3] for r in rows], np.int32)
-    lat = np.array([r[5] for r in rows], np.int32)
-    topo_channel = np.array([r[6] for r in rows], np.int64)
-    nums = np.zeros(C, np.int64)
-    dens = np.zeros(C, np.int64)
-    for i, r in enumerate(rows):
-        what = (f"link {topo.channel_name(r[6])}" if r[1] == CH_NET else
-                f"NIC of {topo.node_names[r[2]]}")
-        nums[i], dens[i] = rate(r[4], F, what)
+    port = np.where(kinds == CH_NET, in_rank[np.maximum(topo_channel, 0)],
+                    np.where(kinds == CH_EJECT, -1, in_rank[-1]))
+    perm = np.lexsort((np.arange(kinds.size), lat, bpc, kinds, src, port, kinds == CH_EJECT,
+                       dst))
+    kinds, src, dst, bpc, lat, topo_channel = (a[perm] for a in (kinds, src, dst, bpc, lat,
+                                                                 topo_channel))
+    C = kinds.size
+    src, dst, lat = src.astype(np.int32), dst.astype(np.int32), lat.astype(np.int32)
+    # exact integer serialisation credits (see rate)
+    dens = np.full(C, F * SCALE, np.int64)
+    nums = np.rint(bpc * SCALE).astype(np.int64)
+    bad = np.flatnonzero(nums < 1)
+    if bad.size:
+        r = int(bad[0])
+        what = (f"link {topo.channel_name(int(topo_channel[r]))} (topology.link_gbps or the "
+                f"link's gbps)" if kinds[r] == CH_NET else f"NIC of {topo.node_names[src[r]]} "
+                f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
+        rate(float(bpc[r]), F, what)                # raises, naming it
+    if np.any(nums > dens):
+        raise AssertionError("a channel carries at most one flit per cycle")
 
     # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)
-    par_base = np.arange(C, dtype=np.int32)
-    for i in range(1, C):
-        if (kinds[i], src[i], dst[i], nums[i], lat[i]) == \
-                (kinds[i - 1], src[i - 1], dst[i - 1], nums[i - 1], lat[i - 1]):
-            par_base[i] = par_base[i - 1]
+    same = np.zeros(C, bool)
+    if C > 1:
+        same[1:] = ((kinds[1:] == kinds[:-1]) & (src[1:] == src[:-1]) & (dst[1:] == dst[:-1])
+                    & (nums[1:] == nums[:-1]) & (lat[1:] == lat[:-1]))
+    par_base = np.maximum.accumulate(np.where(same, 0, np.arange(C))).astype(np.int32)
     par_n = np.bincount(par_base, minlength=C)[par_base].astype(np.int32)
 
-    # topology channel -> its group's first engine channel
-    first_of_topo = np.full(max(topo.n_channels, 1), -1, np.int64)
-    for i in range(C - 1, -1, -1):
-        if topo_channel[i] >= 0:
-            first_of_topo[topo_channel[i]] = par_base[i]
+    # topology channel -> its group's first engine channel (its first lane's group)
+    first_of_topo = np.full(max(T, 1), -1, np.int64)
+    is_net = topo_channel >= 0
+    tcs, first = np.unique(topo_channel[is_net], return_index=True)
+    first_of_topo[tcs] = par_base[np.flatnonzero(is_net)[first]]
     inj_ch = np.full(n, -1, np.int32)
     ej_ch = np.full(n, -1, np.int32)
-    inj_n = np.zeros(n, np.int32)
-    for i in range(C - 1, -1, -1):
-        if kinds[i] == CH_INJECT:
-            inj_ch[src[i]] = i
-            inj_n[src[i]] += 1
-        elif kinds[i] == CH_EJECT:
-            ej_ch[dst[i]] = i
+    inj = np.flatnonzero(kinds == CH_INJECT)
+    nodes_i, first_i = np.unique(src[inj], return_index=True)
+    inj_ch[nodes_i] = inj[first_i]
+    inj_n = np.bincount(src[inj], minlength=n).astype(np.int32)
+    ej = np.flatnonzero(kinds == CH_EJECT)
+    nodes_e, first_e = np.unique(dst[ej], return_index=True)
+    ej_ch[nodes_e] = ej[first_e]
     # each channel's index among its router's outputs, in port order (BookSim's on regular
     # topologies: per dimension +, then -, the ejection port last), lanes in id order: the
     # order the switch allocator's input arbiters turn over
     out_rank = _port_ranks(topo, incoming=False)
-    rank = np.array([out_rank[tc] if k == CH_NET else out_rank[-1] for k, tc in
-                     zip(kinds, topo_channel)], np.int64)
-    owner = np.where(kinds == CH_EJECT, dst, src)
+    rank = np.where(kinds == CH_NET, out_rank[np.maximum(topo_channel, 0)], out_rank[-1])
+    owner = np.where(kinds == CH_EJECT, dst, src).astype(np.int64)
     out_idx = np.zeros(C, np.int32)
     outs = np.flatnonzero(kinds != CH_INJECT)
     outs = outs[np.lexsort((outs, rank[outs], owner[outs]))]
@@ -227,19 +253,26 @@ def compile_network(cfg, topo=None) -> Network:
     out_idx[outs] = np.arange(outs.size) - start
     table = route.table
     # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
-    rt = first_of_topo.astype(np.int32)[table]        # (-1 entries take the last; reset)
-    rt[table < 0] = -1
+    # (a few rows at a time: temporaries stay small beside the n x n table itself)
+    first32 = first_of_topo.astype(np.int32)
+    rt = np.empty((n, n), np.int32)
+    used_mask = np.zeros(max(T, 1), bool)
+    step = max(1, (1 << 22) // max(n, 1))
+    for lo in range(0, n, step):
+        rows = table[lo:lo + step]
+        ok = rows >= 0
+        np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
+        used_mask[rows[ok]] = True
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt[eps, eps] = ej_ch[eps]
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
-    rep = topo_channel.copy()
-    used = np.unique(table[table >= 0])
-    rep_of_base = {int(first_of_topo[tc]): int(tc) for tc in used}
-    for i in range(C):
-        if kinds[i] == CH_NET:
-            rep[i] = rep_of_base.get(int(par_base[i]), topo_channel[i])
+    used = np.flatnonzero(used_mask).astype(np.int64)
+    rep_of_base = np.full(C, -1, np.int64)
+    rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
+    named = rep_of_base[par_base]
+    rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
     group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
     # random ties: per engine channel, the first of the group leaving its router the other way
@@ -259,8 +292,9 @@ def compile_network(cfg, topo=None) -> Network:
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
-        injection_delay=net.injection_delay, wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
-        watchdog_cycles=cfg.simulation.watchdog_cycles, max_packets=cfg.simulation.max_packets,
+        injection_delay=net.injection_delay,
+        wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
+        watchdog_cycles=cfg.simulation.watchdog_cycles + longest_step, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
         ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
@@ -273,7 +307,7 @@ def compile_network(cfg, topo=None) -> Network:
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
                    ch_kind=kinds, ch_src=src, ch_dst=dst, ch_num=nums, ch_den=dens,
-                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch)
+                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch, longest_step=longest_step)
 
 
 # ------------------------------------------------------------------ describing a system
@@ -298,7 +332,9 @@ def bisection(topo, cfg):
     Balanced: each side holds half of the endpoints (switches go where they fall). Exact
     minimum bisection is NP-hard in general; this tries the halving cuts of every dimension
     of a regular topology and a spectral cut (Fiedler vector of the bandwidth-weighted
-    Laplacian), so the value is an upper bound, and exact for meshes and tori."""
+    Laplacian; on graphs of more than SPECTRAL_MAX_NODES, the first half of the endpoints in
+    breadth-first order instead), so the value is an upper bound, and exact for meshes and
+    tori."""
     n = topo.n_nodes
     _, directed = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
@@ -307,12 +343,18 @@ def bisection(topo, cfg):
         for d, k in enumerate(topo.dims):
             if k > 1:
                 cuts.append(topo.coords[:, d] < k // 2)
-    W = np.zeros((n, n))
-    for (a, b), g in directed.items():
+    if n > SPECTRAL_MAX_NODES and not cuts:
+        # too large for a dense eigen-decomposition (O(n^3): hours at 16,384 nodes): the
+        # first half of the endpoints in breadth-first order from the first node
+        side = np.zeros(n, bool)
+        side[eps[_bfs_order(topo, eps)[: eps.size // 2]]] = True
+        cuts.append(side)
+    W = np.zeros((n, n)) if 2 <= n <= SPECTRAL_MAX_NODES else None
+    for (a, b), g in (directed.items() if W is not None else ()):
         W[a, b] += g
         W[b, a] += g
-    L = np.diag(W.sum(axis=1)) - W
-    if n >= 2:
+    if W is not None:
+        L = np.diag(W.sum(axis=1)) - W
         _, vecs = np.linalg.eigh(L)
         fiedler = vecs[:, 1]
         order = np.argsort(fiedler[eps], kind="stable")
@@ -335,6 +377,26 @@ def bisection(topo, cfg):
         if bw < best:
             best, best_cut = bw, side
     return best, best_cut
+
+
+SPECTRAL_MAX_NODES = 2048     # the spectral cut's dense eigen-decomposition: a few seconds
+
+
+def _bfs_order(topo, eps):
+    """Endpoint indices (into eps) in breadth-first order from node 0, links either way."""
+    adj = {}
+    for a, b in zip(topo.ch_src, topo.ch_dst):
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    seen, order, queue = {0}, [], [0]
+    for u in queue:
+        order.append(u)
+        for v in adj.get(u, ()):
+            if v not in seen:
+                seen.add(v)
+                queue.append(v)
+    pos = {int(e): i for i, e in enumerate(eps)}
+    return np.array([pos[u] for u in order if u in pos], np.int64)
 
 
 def _cut_bw(side, directed):
@@ -377,24 +439,34 @@ def describe(network, cfg):
     topo = network.topo
     pairs, _ = _undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
-    d, s = np.meshgrid(eps, eps, indexing="ij")     # grouped by destination (path_arrays)
-    mask = s != d
-    hops = theory.path_arrays(network, s[mask], d[mask])[0] if mask.any() else np.zeros(1)
+    # hops between every ordered pair of endpoints, a few destinations at a time (grouped by
+    # destination for path_arrays; all pairs at once took gigabytes on 16,384 nodes)
+    diameter, hop_sum, n_pairs = 0, 0, 0
+    step = max(1, (1 << 22) // max(eps.size, 1))
+    for lo in range(0, eps.size, step):
+        d, s = np.meshgrid(eps[lo:lo + step], eps, indexing="ij")
+        mask = s != d
+        if mask.any():
+            h = theory.path_arrays(network, s[mask], d[mask])[0]
+            diameter = max(diameter, int(h.max()))
+            hop_sum += int(h.sum())
+            n_pairs += h.size
     kinds = {}
     for name, kind in zip(topo.node_names, topo.node_kinds):
         kinds.setdefault(kind, []).append(name)
+    by_pair = {}                                   # (src, dst) -> its channels, in one pass
+    for c, key in enumerate(zip(topo.ch_src, topo.ch_dst)):
+        by_pair.setdefault(key, []).append(c)
     links = []
     for (a, b), g in sorted(pairs.items()):
-        fwd = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (a, b)]
-        back = [c for c in range(topo.n_channels) if (topo.ch_src[c], topo.ch_dst[c]) == (b, a)]
+        fwd, back = by_pair.get((a, b), []), by_pair.get((b, a), [])
         lat = topo.ch_latency_cycles[(fwd or back)[0]]
         links.append(dict(a=topo.node_names[a], b=topo.node_names[b], gbps=g,
                           parallel=max(len(fwd), len(back)), latency_cycles=int(lat),
                           directed=not (fwd and back)))
     bis, _ = bisection(topo, cfg)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
-                diameter=int(hops.max()) if hops.size else 0,
-                avg_hops=float(hops.mean()) if hops.size else 0.0,
+                diameter=diameter, avg_hops=hop_sum / n_pairs if n_pairs else 0.0,
                 bisection_gbps=bis, routing=network.routing.name,
                 vc_scheme=network.routing.scheme,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),

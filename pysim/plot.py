@@ -12,6 +12,7 @@ are averaged, with 95% confidence intervals as error bars.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -124,7 +125,106 @@ def _require(tidy_rows, **roles):
 
 
 def _hashable(v):
-    return tuple(_hashable(x) for x in v) if isinstance(v, list) else v
+    """A series or group value as a dict key: a list (topology.dims) as a tuple, a table as
+    its JSON text."""
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _numeric(tidy_rows, **roles):
+    """Every key named for a role must have numbers (or nothing) where it has a value: a
+    string metric (saturation_reason) on an axis is refused, naming the numeric ones."""
+    ok = [t for t in tidy_rows if t["status"] != "failed"]
+    for role, key in roles.items():
+        bad = [v for v in (_get(t, key) for t in ok) if v is not None and not _number(v)]
+        if bad:
+            names = sorted({k for t in ok for k, v in t.items()
+                            if not k.startswith("_") and _number(v)})
+            raise ConfigError(f"--{role} {key}: its values are not numbers (one is "
+                              f"{_short(bad[0])}); the numeric columns are {', '.join(names)}")
+
+
+def check_rows(rows, x, y, series=None):
+    """Refuse, before drawing, a figure whose axes would be empty or not numbers."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, y=y, series=series)
+    _numeric(tidy_rows, x=x, y=y)
+    return tidy_rows
+
+
+def check_speedup(rows, group, series, metric, baseline):
+    """Refuse a speed-up figure whose baseline no point has (its bars would all be empty),
+    or whose metric is not a number."""
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, group=group, series=series, y=metric)
+    _numeric(tidy_rows, y=metric)
+    values = {_hashable(_get(t, series)) for t in tidy_rows if t["status"] != "failed"}
+    if _hashable(baseline) not in values:
+        shown = ", ".join(sorted(map(repr, values)))
+        raise ConfigError(f"--baseline {baseline!r}: no point that did not fail has {series} "
+                          f"= {baseline!r}; its values are {shown}")
+
+
+def check_result(obj, source):
+    """A run's --json result, as far as a link-utilisation figure reads it."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a run's --json result (a JSON object), got a "
+                         f"{type(obj).__name__}")
+    if not isinstance(obj.get("config"), dict):
+        raise ValueError(f"'config' = {_short(obj.get('config'))}: expected the resolved "
+                         f"configuration (an object of sections)")
+    links = obj.get("links")
+    if not isinstance(links, list) or not all(
+            isinstance(link, dict) and isinstance(link.get("src"), str) and
+            isinstance(link.get("dst"), str) and _number(link.get("utilization"))
+            for link in links):
+        raise ValueError(f"'links' = {_short(links)}: expected a list of objects with src, "
+                         f"dst (node names) and utilization (a number)")
+    return obj
+
+
+def check_links(network, result, source):
+    """Every link of a result names nodes of the system its config describes."""
+    names = set(network.topo.node_names)
+    for link in result["links"]:
+        for end in ("src", "dst"):
+            if link[end] not in names:
+                raise ValueError(f"link {link['src']}->{link['dst']}: {link[end]!r} is not a "
+                                 f"node of the system its config describes")
+
+
+def check_trace(obj, source):
+    """A Chrome/Perfetto trace as `pysim run --trace` writes it (or its list of events)."""
+    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise ValueError(f"'traceEvents' = {_short(events)}: expected a list of event objects")
+    for e in events:
+        if e.get("ph") == "X":
+            if not (_number(e.get("ts")) and _number(e.get("dur")) and
+                    _number(e["ts"] + e["dur"]) and e["dur"] >= 0 and
+                    isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a complete event (ph 'X') needs ts and "
+                                 f"dur (finite numbers, dur >= 0), pid and tid")
+        elif e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            if not (isinstance(e.get("args"), dict) and isinstance(e["args"].get("name"), str)
+                    and isinstance(e.get("pid"), (int, str)) and
+                    isinstance(e.get("tid", 0), (int, str))):
+                raise ValueError(f"event {_short(e)}: a name event needs pid, tid and "
+                                 f"args.name")
+    return obj
+
+
+def _short(v, limit=80):
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit] + "..."
 
 
 def _series_keys(tidy_rows, x, series, exclude=()):
@@ -153,8 +253,7 @@ def points(rows, x, y, series=None, extra=()):
     that of `series`, or a tuple when other swept keys vary too (their values in order).
     When x is a measured metric (offered_rate) rather than a swept key, the points along it
     are told apart by the swept injection rate, and x is their mean."""
-    tidy_rows = _tidy_with_config(rows)
-    _require(tidy_rows, x=x, y=y, series=series)
+    tidy_rows = check_rows(rows, x, y, series)
     ok = [t for t in tidy_rows if t["status"] != "failed"]
     swept = {k for t in ok for k in t["_params"]}
     along = x if x in swept or "traffic.injection_rate" not in swept else \
@@ -417,9 +516,10 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
     """Grouped bars: metric(baseline series value) / metric(series value) per group, i.e.
     speed-up over the baseline (> 1 is faster for a time-like metric); values over seeds are
     averaged first."""
+    check_speedup(rows, group, series, metric, baseline)
+    baseline = _hashable(baseline)
     plt = _figure()
     tidy_rows = _tidy_with_config(rows)
-    _require(tidy_rows, group=group, series=series, y=metric)
     cells = {}
     for t in tidy_rows:
         if t["status"] != "failed" and _get(t, metric) is not None:
@@ -457,11 +557,74 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
     return groups, data
 
 
+BREAKDOWN = (("compute_cycles", "compute", "#4c72b0"),
+             ("exposed_comm_cycles", "exposed communication", "#dd8452"),
+             ("other_cycles", "other (idle)", "#bbbbbb"))
+
+
+def breakdown(rows, path, x, series=None, title=None, ylim=None):
+    """Stacked bars of training iterations: the busiest NPU's compute, the communication it
+    waited for, and the rest of the iteration, in ms, one bar per `x` value (and per `series`
+    value beside it); values over seeds averaged. Returns {(x value, series value):
+    (compute, exposed, other) ms}."""
+    plt = _figure()
+    tidy_rows = _tidy_with_config(rows)
+    _require(tidy_rows, x=x, series=series, y="iteration_cycles")
+    cells = {}
+    for t in tidy_rows:
+        if t["status"] == "failed" or not t.get("iteration_cycles"):
+            continue
+        ms = t["iteration_seconds"] * 1e3 / t["iteration_cycles"]
+        key = (_hashable(_get(t, x)), _hashable(_get(t, series)) if series else None)
+        cells.setdefault(key, []).append([(t.get(k) or 0) * ms for k, _, _ in BREAKDOWN])
+    table = {k: tuple(float(v) for v in np.mean(np.array(c), axis=0)) for k, c in cells.items()}
+    from pysim.sweep import _order
+    xs = sorted({a for a, _ in table}, key=_order)
+    ss = sorted({b for _, b in table}, key=_order) if series else [None]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) * len(ss) + 2), 4.4))
+    width = 0.8 / max(len(ss), 1)
+    ticks, labels = [], []
+    for j, sv in enumerate(ss):
+        pos = np.arange(len(xs)) + j * width
+        bottom = np.zeros(len(xs))
+        for k, (_, name, color) in enumerate(BREAKDOWN):
+            vals = np.array([table.get((xv, sv), (np.nan,) * 3)[k] for xv in xs])
+            ax.bar(pos, vals, width * 0.92, bottom=bottom, color=color,
+                   label=name if j == 0 else None, edgecolor="white", linewidth=0.5)
+            bottom = bottom + np.nan_to_num(vals)
+        for p_, xv in zip(pos, xs):
+            ticks.append(p_)
+            labels.append(f"{xv}" + (f"\n{sv}" if series else ""))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlabel(_label(x) + (f" / {_label(series)}" if series else ""))
+    ax.set_ylabel("iteration (ms)")
+    _apply_axes(ax, None, ylim, False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _finish(fig, ax, path, _title(title, rows))
+    plt.close(fig)
+    return table
+
+
 # ------------------------------------------------------------------ one run
+
+FORCE_MAX_NODES = 1000     # a force-directed layout above this is a circle instead
+MAX_DRAWN_LINKS = 20000    # node pairs a drawing of a system shows at most
+
+
+def check_drawable(topo, pairs=None):
+    """Refuse to draw more linked node pairs than a figure can show (a fully connected graph
+    of 2,000 nodes has two million: hours of drawing for a grey disc)."""
+    if pairs is None:
+        pairs = {(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}
+    if len(pairs) > MAX_DRAWN_LINKS:
+        raise ConfigError(f"{topo.name} has {len(pairs):,} linked node pairs; a drawing shows "
+                          f"at most {MAX_DRAWN_LINKS:,}")
+
 
 def layout(topo, seed=1):
     """Node positions: coordinates for meshes and tori (3-D projected), a circle for rings,
-    a seeded force-directed layout for graphs."""
+    a seeded force-directed layout for graphs (a circle for more than FORCE_MAX_NODES)."""
     n = topo.n_nodes
     if topo.coords is not None:
         c = topo.coords.astype(float)
@@ -474,6 +637,8 @@ def layout(topo, seed=1):
     rng = np.random.default_rng(seed)
     angle = 2 * np.pi * np.arange(n) / n
     pos = np.stack([np.cos(angle), np.sin(angle)], axis=1) + 0.01 * rng.standard_normal((n, 2))
+    if n > FORCE_MAX_NODES:        # (its n x n forces: 4 GB an iteration at 16,384 nodes)
+        return pos
     edges = np.array(sorted({(min(a, b), max(a, b)) for a, b in zip(topo.ch_src, topo.ch_dst)}))
     k = 1.0 / np.sqrt(n)
     t = 0.1
@@ -557,8 +722,9 @@ def draw_topology(network, cfg, path, title=None):
     from pysim.network import _undirected_bandwidth
     plt = _figure()
     topo = network.topo
-    pos = layout(topo)
     pairs, _ = _undirected_bandwidth(topo, cfg)
+    check_drawable(topo, pairs)
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7, 6))
     gmax = max(pairs.values()) if pairs else 1.0
 
@@ -595,12 +761,13 @@ def link_utilisation(network, cfg, result, path, title=None):
     plt = _figure()
     import matplotlib as mpl
     topo = network.topo
-    pos = layout(topo)
     index = {n: i for i, n in enumerate(topo.node_names)}
     util = {}
     for link in result["links"]:
         k = (index[link["src"]], index[link["dst"]])
         util[k] = max(util.get(k, 0.0), link["utilization"])
+    check_drawable(topo, {(min(a, b), max(a, b)) for a, b in util})
+    pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7.4, 6))
     cmap = mpl.colormaps["inferno_r"]
     vmax = max(max(util.values(), default=0.0), 1e-9)
@@ -633,7 +800,8 @@ def link_utilisation(network, cfg, result, path, title=None):
 KIND_NAMES = {"compute": "compute", "send": "send", "delay": "delay",
               "memory": "HBM/DRAM traffic", "engine": "offload engine",
               "mem_write": "memory-node write", "mem_read": "memory-node read",
-              "reduce_npu": "reduction on the NPU", "reduce_offload": "reduction offloaded"}
+              "reduce_npu": "reduction on the NPU", "reduce_offload": "reduction offloaded",
+              "acquire": "gate taken", "release": "gate freed"}
 
 
 def _lanes(spans):
@@ -661,6 +829,31 @@ def _time_unit(end_us):
     return "ns", 1e3
 
 
+MAX_TIMELINE_OPS = 50000   # ops a timeline draws at most (each is a bar)
+
+
+def _window(spans, xlim):
+    """The complete events a timeline draws: those that overlap xlim (in the axis's unit, as
+    timeline chooses it from the whole trace) if given; more than MAX_TIMELINE_OPS are
+    refused, before drawing."""
+    if xlim is not None:
+        _, scale = _time_unit(max((e["ts"] + e["dur"] for e in spans), default=1.0))
+        lo, hi = xlim[0] / scale, xlim[1] / scale
+        spans = [e for e in spans if e["ts"] <= hi and e["ts"] + e["dur"] >= lo]
+    if len(spans) > MAX_TIMELINE_OPS:
+        raise ConfigError(f"the trace has {len(spans):,} ops"
+                          f"{' in the window --xlim' if xlim is not None else ''}; a timeline "
+                          f"draws at most {MAX_TIMELINE_OPS:,} (--xlim LO HI draws those in a "
+                          f"window of time)")
+    return spans
+
+
+def check_timeline(trace, xlim=None):
+    """Refuse, before drawing, a timeline of more ops than it can draw."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    _window([e for e in events if e.get("ph") == "X"], xlim)
+
+
 def timeline(trace, path, title=None, xlim=None):
     """A Gantt chart from a Chrome/Perfetto trace (events with ph = "X": pid = node, tid =
     resource, ts and dur in microseconds): a row per node and resource, ops that overlap on
@@ -673,15 +866,18 @@ def timeline(trace, path, title=None, xlim=None):
                           "writes one)")
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     other = trace.get("otherData", {}) if isinstance(trace, dict) else {}
-    spans = [e for e in events if e.get("ph") == "X"]
+    every = [e for e in events if e.get("ph") == "X"]
+    spans = _window(every, xlim)
     names = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
             names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = \
                 e["args"]["name"]
     tracks = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
-    by_track = {t: [e for e in spans if (e["pid"], e.get("tid", 0)) == t] for t in tracks}
-    end = max((e["ts"] + e["dur"] for e in spans), default=1.0)
+    by_track = {t: [] for t in tracks}
+    for e in spans:                       # (one pass: a track per span searched every span)
+        by_track[(e["pid"], e.get("tid", 0))].append(e)
+    end = max((e["ts"] + e["dur"] for e in every), default=1.0)
     unit, scale = _time_unit(end)
     cats = sorted({e.get("cat", e.get("name", "")) for e in spans})
     color = {c: f"C{i % 10}" for i, c in enumerate(cats)}
@@ -723,3 +919,74 @@ def timeline(trace, path, title=None, xlim=None):
     _save(fig, path)
     plt.close(fig)
     return {t: [(e["ts"], e["dur"]) for e in by_track[t]] for t in tracks}
+
+
+def memory(result, path, title=None, devices=None, xlim=None):
+    """Occupancy over time of every device that held memory in a run (a result with
+    `memory`: pysim run CONFIG --json r.json): a step line per device in GB, its capacity
+    dashed in the same colour when it is within reach; NPUs in one panel, memory nodes and
+    hosts in another; time in ns, µs or ms (xlim in that unit). Returns {device: peak
+    bytes}."""
+    mem = result.get("memory") if isinstance(result, dict) else None
+    if not mem or not mem.get("timeline"):
+        raise ValueError("the result has no memory occupancy (run a training iteration or "
+                         "an op graph that holds memory, and write it with --json)")
+    plt = _figure()
+    tl = mem["timeline"]
+    info = mem.get("devices", {})
+    names = [d for d in (devices or tl) if d in tl]
+    if not names:
+        raise ValueError(f"none of the devices {devices} held memory; those that did: "
+                         f"{', '.join(tl)}")
+    groups = [[d for d in names if info.get(d, {}).get("kind") == "npu"],
+              [d for d in names if info.get(d, {}).get("kind") != "npu"]]
+    groups = [g for g in groups if g]
+    clock = ((result.get("config") or {}).get("network") or {}).get("clock_ghz") or 1.0
+    end = max((pts[-1][0] for pts in tl.values() if pts), default=1)
+    end = max(end, result.get("makespan_cycles") or 0)
+    unit, per_us = _time_unit(end / clock / 1e3)
+    scale = per_us / clock / 1e3                 # cycles -> the unit
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.8 * len(groups) + 0.6),
+                             squeeze=False, sharex=True)
+    for ax, group in zip(axes[:, 0], groups):
+        top = 0.0
+        for i, d in enumerate(group[:16]):
+            pts = tl[d]
+            t = [p[0] * scale for p in pts] + [end * scale]
+            v = [p[1] / 1e9 for p in pts] + [pts[-1][1] / 1e9 if pts else 0]
+            top = max(top, max(v))
+            ax.step(t, v, where="post", color=f"C{i % 10}", linewidth=1.2, label=d)
+            cap = info.get(d, {}).get("capacity_bytes")
+            if cap and cap / 1e9 <= 2 * max(top, 1e-9):
+                ax.axhline(cap / 1e9, color=f"C{i % 10}", linestyle="--", linewidth=0.8)
+        kind = "NPU HBM" if info.get(group[0], {}).get("kind") == "npu" else \
+            "memory nodes, hosts"
+        ax.set_ylabel(f"{kind} held (GB)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if len(group) > 16:
+            ax.text(0.99, 0.02, f"(the first 16 of {len(group)})", transform=ax.transAxes,
+                    ha="right", fontsize=7)
+        ax.legend(fontsize=7, frameon=False, ncol=min(4, len(group)),
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        _apply_axes(ax, xlim, None, False)
+    axes[-1, 0].set_xlabel(f"time ({unit})")
+    system = (result.get("config") or {}).get("_system")
+    policy = mem.get("policy")
+    default = ((f"{system}: " if system else "") + "memory held" +
+               (f" (policy {policy})" if policy else "") + "; dashed: capacity")
+    t = default if title is None else title
+    if t:
+        axes[0, 0].set_title(t, fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
+    return {d: max((p[1] for p in tl[d]), default=0) for d in names}
+
+
+def _system_title(rows, what):
+    for r in rows:
+        res = r.get("result") or {}
+        name = (res.get("config") or {}).get("_system")
+        if name:
+            return f"{name}: {what}"
+    return what

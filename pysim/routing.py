@@ -35,12 +35,11 @@ whose routes need more classes than there are VCs, naming a cycle of the one-cla
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
-from csim._engine import mark_dependencies
+from csim._engine import dfs_order, mark_class_dependencies, mark_dependencies, next_hops
 from pysim.config import ConfigError
 
 
@@ -203,61 +202,44 @@ def _weights(topo, how):
 
 
 def shortest_path_table(topo, how="hops"):
-    """table[u, d]: the channel u takes towards d on a shortest path (Dijkstra from every
-    destination over reversed channels; weights: 1 per hop, link latency, or inverse
-    bandwidth; ties go to the neighbour with the lowest node id, and among parallel channels
-    to the lowest channel id: the engine spreads packets over a group of parallel channels).
-    Every destination's next hops form a tree, so routes are loop-free. Switches are not
-    destinations."""
+    """table[u, d]: the channel u takes towards d on a shortest path (weights: 1 per hop, link
+    latency, or inverse bandwidth; ties go to the neighbour with the lowest node id, and among
+    parallel channels to the lowest channel id: the engine spreads packets over a group of
+    parallel channels). Every destination's next hops form a tree, so routes are loop-free.
+    Switches are not destinations. Compiled (csim next_hops): a search from every
+    destination over the reversed channels, O(nodes x channels) in all; where every channel
+    weighs the same (hops, or links all alike), a breadth-first search that stops once every
+    node is reached (the same table: distances are hops times the weight)."""
     n = topo.n_nodes
-    w = _weights(topo, how)
-    into = [[] for _ in range(n)]           # channels entering each node
-    for c in range(topo.n_channels):
-        into[topo.ch_dst[c]].append(c)
-    table = np.full((n, n), -1, dtype=np.int32)
-    for d in range(n):
-        if topo.node_kinds[d] == "switch":
-            continue
-        dist = np.full(n, np.inf)
-        dist[d] = 0.0
-        heap = [(0.0, d)]
-        while heap:
-            du, u = heapq.heappop(heap)
-            if du > dist[u]:
-                continue
-            for c in into[u]:
-                v = topo.ch_src[c]
-                nd = du + w[c]
-                if nd < dist[v] - 1e-12:
-                    dist[v] = nd
-                    heapq.heappush(heap, (nd, v))
-        # next hop of u: among channels u -> v with dist[v] + w = dist[u], lowest v, then
-        # the parallel channel picked by destination id
-        best = {}
-        for c in range(topo.n_channels):
-            u, v = topo.ch_src[c], topo.ch_dst[c]
-            if u == d or not np.isfinite(dist[u]):
-                continue
-            if abs(dist[v] + w[c] - dist[u]) <= 1e-9:
-                best.setdefault(u, {}).setdefault(v, []).append(c)
-        for u, by_v in best.items():
-            v = min(by_v)
-            par = by_v[v]
-            table[u, d] = par[0]          # parallel channels: the engine spreads packets
-        unreachable = [topo.node_names[u] for u in range(n)
-                       if u != d and table[u, d] < 0 and topo.node_kinds[u] != "switch"]
-        if unreachable:
-            raise ConfigError(f"topology: {topo.node_names[d]} cannot be reached from "
-                              f"{', '.join(unreachable[:5])} (the graph is not connected)")
-    return table
+    w = np.ascontiguousarray(_weights(topo, how), np.float64)
+    src = np.asarray(topo.ch_src, np.int64)
+    dst = np.asarray(topo.ch_dst, np.int64)
+    C = src.size
+    in_ch = np.lexsort((np.arange(C), dst))                  # entering each node
+    in_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=in_ptr[1:])
+    out_ch = np.lexsort((np.arange(C), dst, src))            # leaving: by next node, id
+    out_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
+    is_dest = np.array([k != "switch" for k in topo.node_kinds], np.uint8)
+    table = np.full(n * n, -1, dtype=np.int32)
+    bad = next_hops(n, in_ptr, src[in_ch].astype(np.int32), w[in_ch], in_ch.astype(np.int32),
+                    out_ptr, dst[out_ch].astype(np.int32), out_ch.astype(np.int32), w[out_ch],
+                    is_dest, bool(w.size == 0 or np.all(w == w[0])), table)
+    if bad is not None:
+        d, u = bad
+        table = table.reshape(n, n)
+        lost = [topo.node_names[v] for v in range(n)
+                if v != d and is_dest[v] and table[v, d] < 0]
+        raise ConfigError(f"topology: {topo.node_names[d]} cannot be reached from "
+                          f"{', '.join(lost[:5])} (the graph is not connected)")
+    return table.reshape(n, n)
 
 
 def route_table(topo, cfg):
     """Shortest paths on any graph; classes from the CDG order (see the module docstring)."""
     table = shortest_path_table(topo, cfg.topology.route_weight)
-    deps = channel_dependencies(topo, table)
-    return Routing("table", table, np.zeros(topo.n_channels, np.int32),
-                   _cdg_order(topo.n_channels, deps))
+    return Routing("table", table, np.zeros(topo.n_channels, np.int32), None)  # (build: order)
 
 
 # ------------------------------------------------------------------ channel dependencies
@@ -319,6 +301,36 @@ def _walk(topo, routing, group, order, chunk=1 << 18):
 MARKS_MAX = 1 << 27     # bytes of marks channel_dependencies may use (else np.unique)
 
 
+MAX_DEPENDENCIES = 1 << 26   # edges of the one-class channel-dependency graph (a switch of
+                             # 8,192 NPUs has 67,100,672: about 4 GB and a minute to check)
+
+
+def _check_dependencies(topo, n):
+    if n > MAX_DEPENDENCIES:
+        raise ConfigError(f"topology: the routes of {topo.name} ({topo.n_nodes:,} nodes, "
+                          f"{topo.n_channels:,} channels) make a channel-dependency graph of "
+                          f"more than {MAX_DEPENDENCIES:,} edges, the most the deadlock check "
+                          f"takes (a switch of 8,192 NPUs has 67,100,672)")
+
+
+def _marks_layout(topo):
+    """Where the mark of each possible dependency (c1, then c2 out of the node c1 enters) is:
+    first[c1] + lo[c2]. Returns (out-channels grouped by node, their offsets per node, lo,
+    first)."""
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
+    C = np.int64(topo.n_channels)
+    src = np.asarray(topo.ch_src, np.int64)
+    by_src = np.lexsort((np.arange(C), src))                # out-channels, grouped by node
+    out_ptr = np.zeros(topo.n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=topo.n_nodes), out=out_ptr[1:])
+    lo = np.empty(C, np.int64)
+    lo[by_src] = np.arange(C) - out_ptr[src[by_src]]
+    width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
+    first = np.zeros(C + 1, np.int64)
+    np.cumsum(width, out=first[1:])
+    return by_src, out_ptr, lo, first
+
+
 def channel_dependencies(topo, table, alt=None):
     """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
 
@@ -333,26 +345,19 @@ def channel_dependencies(topo, table, alt=None):
     C = np.int64(topo.n_channels)
     # compiled: one mark per possible pair (a channel, then one out of the node it enters),
     # where that table is small enough; in order of (c1, c2) as np.unique gives them
-    src = np.asarray(topo.ch_src, np.int64)
-    by_src = np.lexsort((np.arange(C), src))                # out-channels, grouped by node
-    out_ptr = np.zeros(topo.n_nodes + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=topo.n_nodes), out=out_ptr[1:])
-    lo = np.empty(C, np.int64)
-    lo[by_src] = np.arange(C) - out_ptr[src[by_src]]
-    width = out_ptr[ch_dst + 1] - out_ptr[ch_dst]           # marks per c1
-    first = np.zeros(C + 1, np.int64)
-    np.cumsum(width, out=first[1:])
+    by_src, out_ptr, lo, first = _marks_layout(topo)
     if first[-1] <= MARKS_MAX:
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
         for t1 in tables:
             for t2 in tables:
                 mark_dependencies(t1, topo.n_nodes, np.asarray(topo.ch_dst, np.int32), first,
                                   lo, seen, t2)
+        _check_dependencies(topo, int(np.count_nonzero(seen)))
         idx = np.flatnonzero(seen)
         c1 = np.searchsorted(first, idx, side="right") - 1
         c2 = by_src[out_ptr[ch_dst[c1]] + idx - first[c1]]
         return np.stack([c1, c2], axis=1).astype(np.int64)
-    keys = []
+    keys, total = [], 0
     n = topo.n_nodes
     for d in range(n):
         for t1 in tables:
@@ -362,90 +367,110 @@ def channel_dependencies(topo, table, alt=None):
                 v = ch_dst[c1]
                 c1 = c1[v != d]
                 c2 = t2[ch_dst[c1] * n + d].astype(np.int64)
-                keys.append(c1 * C + c2)
+                keys.append(np.unique(c1 * C + c2))
+                total += keys[-1].size
+        if total > MAX_DEPENDENCIES:              # (an upper bound of the unique count)
+            _check_dependencies(topo, np.unique(np.concatenate(keys)).size)
+            keys = [np.unique(np.concatenate(keys))]
+            total = keys[0].size
     k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     return np.stack([k // C, k % C], axis=1)
 
 
+def _csr(n_vertices, edges):
+    """Successor lists of a directed graph given as an (m, 2) array of edges, in increasing
+    order of (source, target)."""
+    e = np.asarray(edges, np.int64).reshape(-1, 2)
+    a, b = e[:, 0], e[:, 1]
+    if np.all((a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (b[1:] >= b[:-1]))):
+        adj = np.ascontiguousarray(b)          # (already in order, as the dependencies are)
+    else:
+        adj = np.ascontiguousarray(b[np.lexsort((b, a))])
+    ptr = np.zeros(n_vertices + 1, np.int64)
+    np.cumsum(np.bincount(e[:, 0], minlength=n_vertices), out=ptr[1:])
+    return ptr, adj
+
+
 def _find_cycle(n_vertices, edges):
-    """A cycle (list of vertices) in a directed graph, or None. Iterative DFS."""
-    adj = [[] for _ in range(n_vertices)]
-    for a, b in edges:
-        adj[a].append(b)
-    color = [0] * n_vertices          # 0 new, 1 on stack, 2 done
-    parent = [-1] * n_vertices
-    for root in range(n_vertices):
-        if color[root]:
-            continue
-        stack = [(root, 0)]
-        color[root] = 1
-        while stack:
-            u, i = stack[-1]
-            if i < len(adj[u]):
-                stack[-1] = (u, i + 1)
-                v = adj[u][i]
-                if color[v] == 0:
-                    color[v] = 1
-                    parent[v] = u
-                    stack.append((v, 0))
-                elif color[v] == 1:
-                    cyc = [u]
-                    while cyc[-1] != v:
-                        cyc.append(parent[cyc[-1]])
-                    return cyc[::-1]
-            else:
-                color[u] = 2
-                stack.pop()
-    return None
+    """A cycle (list of vertices) in a directed graph, or None (compiled depth-first
+    search)."""
+    return dfs_order(n_vertices, *_csr(n_vertices, edges))[1]
 
 
-def _cdg_order(n_channels, deps):
-    """Channel order for VC classes: reverse postorder of a DFS of the one-class CDG (a
-    topological order when it is acyclic), so descents happen only on back edges."""
-    adj = [[] for _ in range(n_channels)]
-    for a, b in deps.tolist():
-        adj[a].append(b)
-    seen = [False] * n_channels
-    post = []
-    for root in range(n_channels):
-        if seen[root]:
-            continue
-        seen[root] = True
-        stack = [(root, iter(adj[root]))]
-        while stack:
-            u, it = stack[-1]
-            for v in it:
-                if not seen[v]:
-                    seen[v] = True
-                    stack.append((v, iter(adj[v])))
-                    break
-            else:
-                post.append(u)
-                stack.pop()
-    order = np.zeros(n_channels, np.int32)
-    for rank, c in enumerate(reversed(post)):
-        order[c] = rank
-    return order
+def _first_hop_top(topo, routing):
+    """The highest class a route's first hop takes: with entry classes, 1 if some endpoint
+    lies above a destination in the group its route to it enters first, else 0."""
+    eps = np.asarray(topo.endpoints(), np.int64)
+    group = np.asarray(routing.ch_group, np.int64)
+    pos = routing.node_pos
+    rows = max(1, (1 << 20) // max(eps.size, 1))
+    for lo in range(0, eps.size, rows):
+        s = eps[lo:lo + rows]
+        c = routing.table[np.ix_(s, eps)].astype(np.int64)
+        g = group[np.maximum(c, 0)]
+        up = (c >= 0) & (pos[s[:, None], g] > pos[eps[None, :], g])
+        if up.any():
+            return 1
+    return 0
 
 
 def analyse(topo, routing):
     """Follow all routes with their classes: set routing.n_classes and check that the CDG over
-    (channel, class) is acyclic (raises ConfigError naming a cycle if not)."""
+    (channel, class) is acyclic (raises ConfigError naming a cycle if not). Compiled
+    (mark_class_dependencies) where its marks fit in MARKS_MAX bytes; else the vectorised
+    walk of every route (_walk)."""
     group = np.asarray(routing.ch_group, np.int64)
     order = np.asarray(routing.ch_order, np.int64)
     C = np.int64(topo.n_channels)
-    M = np.int64(1 << 16)                     # classes per channel, as a key field
-    keys = []
-    top = 0                                   # highest class any hop takes (a route's first
-    for p, pc, c, cc in _walk(topo, routing, group, order):
-        top = max(top, int(cc.max(initial=0)))    # hop may enter its group in class 1)
-        had = p >= 0
-        p, pc, c, cc = p[had], pc[had], c[had], cc[had]
-        keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
-    k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
-    a, b = k // (C * M), k % (C * M)
-    K = top + 1
-    edges = np.stack([(a // M) * K + a % M, (b // M) * K + b % M], axis=1).tolist()
+    by_src, out_ptr, lo, first = _marks_layout(topo)
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
+    rt = np.ascontiguousarray(routing.table, np.int32).reshape(-1)
+    alt = rt if routing.alt_table is None else \
+        np.ascontiguousarray(routing.alt_table, np.int32).reshape(-1)
+    pos = np.zeros((topo.n_nodes, 0), np.int32) if routing.node_pos is None else \
+        np.ascontiguousarray(routing.node_pos, np.int32)
+    kb = 2
+    while first[-1] * kb * kb <= MARKS_MAX and kb <= 64:
+        seen = np.zeros(max(int(first[-1]) * kb * kb, 1), np.uint8)
+        st = mark_class_dependencies(
+            rt, topo.n_nodes, np.asarray(topo.endpoints(), np.int64),
+            np.asarray(topo.ch_dst, np.int32), group, order, first, lo, kb, seen, alt,
+            pos.reshape(-1), pos.shape[1] if routing.entry_class else 0)
+        if st == 2:
+            raise ConfigError("routing: a route ends before its destination")
+        if st == 3:
+            raise ConfigError("routing: the routing tables loop")
+        if st == 0:
+            idx = np.flatnonzero(seen)
+            k2 = idx % kb
+            k1 = (idx // kb) % kb
+            mk = idx // (kb * kb)
+            c1 = np.searchsorted(first, mk, side="right") - 1
+            c2 = by_src[out_ptr[ch_dst[c1]] + mk - first[c1]]
+            a, pa, b, pb = c1, k1, c2, k2
+            top = 0                        # (the first hops' classes: below)
+            break
+        kb *= 2
+    else:
+        keys = []
+        top = 0
+        M = np.int64(64)      # classes per channel, as a key field: (C x 64)^2 fits in 64 bits
+        for p, pc, c, cc in _walk(topo, routing, group, order):
+            if cc.size and cc.max() >= M:       # (more than network.vcs can ever be)
+                raise ConfigError(f"routing {routing.name!r} on {topo.name}: its routes need "
+                                  f"more than {int(M)} VC classes; network.vcs is at most 64")
+            top = max(top, int(cc.max(initial=0)))
+            had = p >= 0
+            p, pc, c, cc = p[had], pc[had], c[had], cc[had]
+            keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
+        k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        x, y = k // (C * M), k % (C * M)
+        a, pa, b, pb = x // M, x % M, y // M, y % M
+    # (a route's first hop may enter its group in class 1: with entry classes, count them)
+    if routing.entry_class:
+        top = max(top, _first_hop_top(topo, routing))
+    K = int(max(pa.max(initial=0), pb.max(initial=0), top)) + 1
+    edges = np.stack([a * K + pa, b * K + pb], axis=1)
     cyc = _find_cycle(topo.n_channels * K, edges)
     if cyc is not None:
         names = " -> ".join(f"{topo.channel_name(v // K)} (class {v % K})" for v in cyc)
@@ -461,7 +486,7 @@ def check(topo, routing, vcs):
     if routing.n_classes <= vcs:
         return
     plain = channel_dependencies(topo, routing.table, routing.alt_table)
-    cyc = _find_cycle(topo.n_channels, plain.tolist())
+    cyc = _find_cycle(topo.n_channels, plain)
     where = ""
     if cyc is not None:
         where = (" The channel-dependency graph with one VC class has the cycle "
@@ -485,13 +510,18 @@ def build(topo, cfg) -> Routing:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
     r = ROUTINGS[name](topo, cfg)
     deps = channel_dependencies(topo, r.table, r.alt_table)
+    post, cycle = dfs_order(topo.n_channels, *_csr(topo.n_channels, deps))
+    # reverse postorder of a DFS of the one-class CDG: a topological order when it is
+    # acyclic, and where it is not, descents (new VC classes) happen on back edges only
+    order = np.zeros(topo.n_channels, np.int32)
+    order[post[::-1]] = np.arange(topo.n_channels, dtype=np.int32)
     keep = name == "dor_dateline" and cfg.topology.dateline != "fewest"
-    if not keep and _find_cycle(topo.n_channels, deps.tolist()) is None:
+    if not keep and cycle is None:
         # the routes cannot deadlock even in one class: every VC serves every packet, and
         # with a topological order no route ever drops in order (one group: the table's
         # ties, whose dependencies were counted too, are taken as they are)
         r.ch_group = np.zeros(topo.n_channels, np.int32)
-        r.ch_order = _cdg_order(topo.n_channels, deps)
+        r.ch_order = order
         r.node_pos = None
         r.entry_class = False
         r.tie_k = r.ch_rev = r.alt_table = None
@@ -500,6 +530,8 @@ def build(topo, cfg) -> Routing:
         r.scheme = ("one VC class: the routes' channel-dependency graph is acyclic" +
                     (" (topology.dateline = 'fewest')" if name == "dor_dateline" else ""))
     else:
+        if r.ch_order is None:                     # (table routing: the CDG's own order)
+            r.ch_order = order
         analyse(topo, r)
         if not r.scheme:
             r.scheme = (f"{r.n_classes} VC class(es) from the order of the channel-dependency "

@@ -50,6 +50,7 @@ class Result:
     links: list = field(default_factory=list)
     latency_histogram: list = field(default_factory=list)   # [[cycles, count], ...]
     config: dict = field(default_factory=dict)
+    network_model: str = "flit"     # synthetic traffic runs at the flit level only
     seed: int = 0
     version: str = ""
     build: dict = field(default_factory=dict)
@@ -57,12 +58,10 @@ class Result:
     def to_dict(self):
         """Plain JSON-able data; a number that could not be measured (no packet delivered)
         is None rather than NaN."""
+        from pysim._io import json_safe
         d = dict(self.__dict__)
         d["config"] = dict(self.config)
-        for k, v in d.items():
-            if isinstance(v, float) and v != v:
-                d[k] = None
-        return d
+        return json_safe(d)
 
     def to_json(self, **kw):
         return json.dumps(self.to_dict(), **kw)
@@ -75,6 +74,7 @@ class Result:
         verdict = "SATURATED (" + self.saturation_reason + ")" if self.saturated else "no"
         rows = [
             ("system", self.config.get("_system", "")),
+            ("network model", self.network_model),
             ("offered load", f"{f(self.offered_rate, 4)} flits/node/cycle"),
             ("accepted load", f"{f(self.accepted_rate, 4)} flits/node/cycle"),
             ("saturated", verdict),

@@ -21,7 +21,6 @@ import sqlite3
 import sys
 import time
 import urllib.parse
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from pysim import __version__
 from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, cwd_paths,
@@ -55,10 +54,18 @@ def _schema_columns():
 COLUMNS = _schema_columns()    # what a pysim results database's table has
 
 
+class StoreError(ConfigError):
+    """The results database cannot be opened, read or written (the message says which and
+    why)."""
+
+
 def is_sqlite(path):
     """The file starts as every SQLite database does."""
-    with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 # ------------------------------------------------------------------ grids
@@ -81,7 +88,7 @@ def parse_param(text: str):
             raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
                               f"STEP > 0")
         if (stop - start) / step + 1 > MAX_POINTS:
-            raise ConfigError(f"--param {text!r}: {(stop - start) / step + 1:,.0f} values; a "
+            raise ConfigError(f"--param {text!r}: {_count((stop - start) / step + 1)} values; a "
                               f"sweep has at most {MAX_POINTS:,} points")
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         vals = [start + i * step for i in range(n)]
@@ -117,6 +124,11 @@ def _range_hint(key, value):
     return "expected V1,V2,... or START:STOP:STEP (STOP included)"
 
 
+def _count(x):
+    """A count of values for a message: in full up to 10^15, else in three digits."""
+    return f"{x:,.0f}" if x < 1e15 else f"{x:.3g}"
+
+
 def _split_top_level(spec):
     """Split on commas that are not inside brackets or quotes (lists as values)."""
     out, depth, cur, quote = [], 0, "", None
@@ -144,13 +156,36 @@ def _split_top_level(spec):
     return out
 
 
+def _values(key, v):
+    """A grid entry as a list of plain values: a list, a tuple, a range or a numpy array
+    (its numbers as Python's); a single value may be given bare."""
+    if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__iter__"):
+        out = [_plain(v)]
+    else:
+        if hasattr(v, "tolist"):                 # a numpy array
+            v = v.tolist()
+        out = [_plain(x) for x in v]
+        if not out:
+            raise ConfigError(f"--param {key}: no values")
+    for x in out:                        # (1e999 reads as inf: refused before any point runs)
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ConfigError(f"--param {key}: the value {x!r} is not a finite number")
+    return out
+
+
+def _plain(x):
+    """A numpy scalar as the Python number it holds (np.int64 is not an int)."""
+    return x.item() if hasattr(x, "item") and hasattr(x, "dtype") else x
+
+
 def expand(grid: dict, zipped: bool = False):
     """{key: [values]} -> list of {key: value}: the cross product, or paired lists."""
     keys = list(grid)
     if not keys:
         return [{}]
-    lists = [list(grid[k]) if isinstance(grid[k], (list, tuple)) else [grid[k]]
-             for k in keys]                            # (a single value may be given bare)
+    if not all(isinstance(k, str) for k in keys):
+        raise ConfigError(f"grid keys {keys!r}: expected configuration keys (strings)")
+    lists = [_values(k, grid[k]) for k in keys]
     unknown = [k for k in keys if not is_key(k)]
     if unknown:
         k = unknown[0]
@@ -179,8 +214,12 @@ def _base(config):
             s, k = path.split(".", 1)
             raw.setdefault(s, {})[k] = config.get(path)
         return raw, config.base_dir, config.source
-    path = os.fspath(config)
-    cfg = load(path)           # validates, resolves topology.file
+    if isinstance(config, dict):
+        return _base(from_dict(config))
+    if not isinstance(config, (str, os.PathLike)):
+        raise TypeError(f"sweep() takes a Config, a path to a TOML file or a dict, not "
+                        f"{type(config).__name__}")
+    cfg = load(os.fspath(config))           # validates, resolves topology.file
     return _base(cfg)
 
 
@@ -215,67 +254,135 @@ def run_point(base, overrides):
 # ------------------------------------------------------------------ the store
 
 class Store:
-    """The SQLite results file: one row per point, committed as each finishes."""
+    """The SQLite results file: one row per point, committed as each finishes. While a sweep
+    writes it, it is in WAL mode (a reader never blocks the writer, and a killed sweep loses
+    no committed point); when the sweep ends it goes back to a single file (journal mode
+    DELETE), so that a finished database can be read where nothing can be written."""
 
     def __init__(self, path, readonly=False):
         """readonly (results, plot): the file must exist and is never written."""
         self.path = os.fspath(path)
+        self.readonly = readonly
+        self.db = None
+        if self.path != ":memory:" and os.path.exists(self.path) and \
+                not os.path.isfile(self.path):
+            raise StoreError(f"results database {self.path}: not a regular file (a directory, "
+                             f"a device or a FIFO)")
         if self.path != ":memory:" and os.path.exists(self.path) and \
                 os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
-            raise ConfigError(f"{self.path} exists and is not a pysim results database "
-                              f"(SQLite); not touching it")
-        if readonly:
+            raise StoreError(f"{self.path} exists and is not a pysim results database "
+                             f"(SQLite); not touching it")
+        try:
+            self._open()
+        except sqlite3.Error as e:
+            self.close()
+            raise StoreError(self._why(e)) from None
+
+    def _why(self, e):
+        text = str(e)
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return (f"{self.path} is damaged or not a complete SQLite database ({text}); "
+                    f"not touching it")
+        if self.readonly:
+            return f"cannot read the results database {self.path}: {text}"
+        return (f"cannot write the results database {self.path} (--db): {text}; check that "
+                f"its directory and the file can be written")
+
+    def _open(self):
+        if self.readonly:
             if not os.path.isfile(self.path):
-                raise ConfigError(f"results database {self.path}: no such file")
-            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, timeout=30)
+                raise StoreError(f"results database {self.path}: no such file")
+            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+            try:
+                self.db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
+                tables = self._tables()
+            except sqlite3.OperationalError:
+                # a read-only place: WAL mode could not make its -shm file there. Open it
+                # as immutable (nothing may change it meanwhile, and a write-ahead log left
+                # by a sweep that was killed is not read: say so)
+                if self.db is not None:
+                    self.db.close()
+                self.db = sqlite3.connect(uri + "?immutable=1", uri=True)
+                tables = self._tables()
+                wal = self.path + "-wal"
+                if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                    sys.stderr.write(f"warning: {self.path} is read-only and has a write-ahead "
+                                     f"log ({wal}) that cannot be read without writing: "
+                                     f"points stored last by a sweep that was killed may be "
+                                     f"missing\n")
         else:
             folder = os.path.dirname(os.path.abspath(self.path))
             if self.path != ":memory:" and not os.path.isdir(folder):
-                raise ConfigError(f"results database {self.path}: no directory {folder}")
+                raise StoreError(f"results database {self.path}: no directory {folder}")
             self.db = sqlite3.connect(self.path, timeout=30)
-        tables = {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
-                                                "WHERE type = 'table'")}
+            tables = self._tables()
         columns = [c[1] for c in self.db.execute("PRAGMA table_info(points)")]
         if ("points" in tables and columns != COLUMNS) or (tables and "points" not in tables):
-            self.db.close()
-            raise ConfigError(f"{self.path} is an SQLite database of something else than "
-                              f"pysim's results; not touching it")
-        if readonly:
+            raise StoreError(f"{self.path} is an SQLite database of something else than "
+                             f"pysim's results; not touching it")
+        if self.readonly:
             if not tables:
-                self.db.close()
-                raise ConfigError(f"{self.path} holds no results")
+                raise StoreError(f"{self.path} holds no results")
             return
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         self.db.commit()
 
+    def _tables(self):
+        return {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
+                                              "WHERE type = 'table'")}
+
     def finished(self):
         """Hashes of the points already stored (failed ones are retried)."""
-        return {h for (h,) in self.db.execute(
-            "SELECT hash FROM points WHERE status != 'failed'")}
+        try:
+            return {h for (h,) in self.db.execute(
+                "SELECT hash FROM points WHERE status != 'failed'")}
+        except sqlite3.Error as e:
+            raise StoreError(self._why(e)) from None
 
     def put(self, h, params, status, result, error, wall):
-        self.db.execute(
-            "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
-            "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
-            (h, json.dumps(params), status, None if result is None else json.dumps(result),
-             error, wall, __version__))
-        self.db.commit()
+        from pysim._io import json_safe
+        try:
+            self.db.execute(
+                "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
+                "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+                (h, json.dumps(json_safe(params), default=str), status,
+                 None if result is None else json.dumps(json_safe(result), allow_nan=False),
+                 error, wall, __version__))
+            self.db.commit()
+        except sqlite3.Error as e:
+            raise StoreError(f"{self._why(e)} (the points stored before are kept)") from None
 
     def rows(self):
-        return [row_dict(*r) for r in self.db.execute(
-            "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
-            "ORDER BY rowid")]
+        try:
+            raw = self.db.execute(
+                "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
+                "ORDER BY rowid").fetchall()      # (all: no statement left open holding a lock)
+            return [row_dict(*r) for r in raw]
+        except sqlite3.Error as e:
+            raise StoreError(self._why(e)) from None
+        except (ValueError, TypeError) as e:      # a row whose JSON is not pysim's
+            raise StoreError(f"{self.path}: a stored point is not readable ({e}); not a "
+                             f"database pysim wrote, or damaged") from None
 
     def close(self):
+        if self.db is None:
+            return
+        if not self.readonly and self.path != ":memory:":
+            try:                        # a finished database is one file again
+                self.db.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:       # (another sweep has it open: it stays in WAL mode)
+                pass
         self.db.close()
+        self.db = None
 
 
 def row_dict(h, params, status, result, error, wall, version):
     params = json.loads(params)
     res = json.loads(result) if result else None
+    if not isinstance(params, dict) or not (res is None or isinstance(res, dict)):
+        raise ValueError("params and result are not JSON objects")
     return dict(hash=h, params=params, status=status, result=res, error=error,
                 wall_seconds=wall, version=version)
 
@@ -365,6 +472,11 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
     jobs: local worker processes (default: the machine's cores). scheduler: the address of a
     Dask distributed scheduler ("tcp://host:port"), or a dask.distributed.Client, instead of
     local processes."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ConfigError(f"jobs = {jobs!r}: expected a number of worker processes >= 1 (None: "
+                          f"one per core)")
+    if not isinstance(grid, dict):
+        raise ConfigError(f"grid = {grid!r}: expected a dict {{'section.key': [values]}}")
     base = _base(config)
     points = expand(cwd_paths(grid), zipped)
     store = Store(db if db is not None else ":memory:")
@@ -397,6 +509,73 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
         store.close()
 
 
+def _die_with_parent(parent_pid):
+    """In a worker: end when the sweep's process ends, however it ends (kill -9 included), so
+    that no worker lives on orphaned. On Linux the kernel sends SIGKILL when the parent dies
+    (prctl PR_SET_PDEATHSIG); everywhere, a thread checks once a second that the parent is
+    still there (the engine releases the GIL while it runs, so the thread gets its turn)."""
+    import signal
+    import threading
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)        # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):                      # (the thread still watches)
+            pass
+    ppid = os.getppid()
+
+    def gone():
+        if os.getppid() != ppid:
+            return True
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
+
+    if gone():                      # the parent died before the prctl took effect
+        os._exit(1)
+
+    def watch():
+        while not gone():
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="pysim-parent-watch").start()
+
+
+def _worker(conn, parent_pid):
+    """A local worker: runs the points it is sent, one at a time, until told to stop (None)
+    or its pipe closes."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the sweep's to handle
+    _die_with_parent(parent_pid)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        base, p = msg
+        conn.send(run_point(base, p))
+
+
+def _death(exitcode):
+    """Why a worker process ended, from its exit code, for the failed point's error."""
+    import signal
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = " (as the kernel's out-of-memory killer does)" if name == "SIGKILL" else ""
+        return f"WorkerDied: the worker process running this point was killed by {name}{why}"
+    return f"WorkerDied: the worker process running this point exited (code {exitcode})"
+
+
 def _run_local(jobs, base, todo, store, bar):
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1:
@@ -406,30 +585,79 @@ def _run_local(jobs, base, todo, store, bar):
             bar.update(status)
         return
     import multiprocessing as mp
+    from multiprocessing.connection import wait as wait_for
     # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if the
     # calling process runs threads that must not be forked
     method = os.environ.get("PYSIM_MP_START",
                             "fork" if sys.platform.startswith("linux") else "spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
-                               mp_context=mp.get_context(method))
+    ctx = mp.get_context(method)
+    queue = list(reversed(todo))
+    busy = {}                       # connection -> (process, (point, hash), start time)
+    idle = []
+
+    def start():
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(theirs, os.getpid()), daemon=True,
+                           name="pysim-sweep-worker")
+        proc.start()
+        theirs.close()              # so that the worker's death is an end of file here
+        return mine, proc
+
+    def hand_out():
+        while queue and idle:
+            conn, proc = idle.pop()
+            ph = queue.pop()
+            try:
+                conn.send((base, ph[0]))
+            except OSError:          # it died while idle: the point goes back
+                queue.append(ph)
+                proc.join(1)
+                idle.append(start())
+                continue
+            busy[conn] = (proc, ph, time.perf_counter())
+
     try:
-        futures = {pool.submit(run_point, base, p): (p, h) for p, h in todo}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                p, h = futures[f]
-                status, result, error, wall = f.result()
+        for _ in range(min(jobs, len(todo))):
+            idle.append(start())
+        hand_out()
+        while busy:
+            for conn in wait_for(list(busy)):
+                proc, (p, h), t0 = busy.pop(conn)
+                try:
+                    status, result, error, wall = conn.recv()
+                    idle.append((conn, proc))
+                except (EOFError, OSError):
+                    # the worker died with the point (the OOM killer, kill -9): the point is
+                    # failed with the reason, a new worker takes the next one
+                    proc.join(5)
+                    conn.close()
+                    status, result, wall = "failed", None, time.perf_counter() - t0
+                    error = _death(proc.exitcode)
+                    if queue:
+                        idle.append(start())
                 store.put(h, p, status, result, error, wall)
                 bar.update(status)
+            hand_out()
     except BaseException:
         # interrupted (or failed): stop the workers now rather than let them finish the
         # points already handed to them (their results could not be stored anyway)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        for _, (proc, _, _) in busy.items():
+            proc.kill()
+        for conn, proc in idle:
+            proc.kill()
         raise
-    pool.shutdown(wait=True)
+    finally:
+        for conn, proc in idle:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for conn, proc in list(idle) + [(c, v[0]) for c, v in busy.items()]:
+            proc.join(2)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1)
+            conn.close()
 
 
 def _run_dask(scheduler, base, todo, store, bar):
@@ -448,7 +676,10 @@ def _run_dask(scheduler, base, todo, store, bar):
         point_of = {f.key: ph for f, ph in zip(futures, todo)}
         for f in as_completed(futures):
             p, h = point_of[f.key]
-            status, result, error, wall = f.result()
+            try:
+                status, result, error, wall = f.result()
+            except Exception as e:    # its worker died (KilledWorker), or was lost
+                status, result, error, wall = "failed", None, f"{type(e).__name__}: {e}", 0.0
             store.put(h, p, status, result, error, wall)
             bar.update(status)
     finally:

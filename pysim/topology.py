@@ -20,6 +20,9 @@ NODE_KINDS = ("npu", "mem", "host", "switch")
 # the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
 MAX_NODES = 16384
 MAX_CHANNELS = 4_000_000
+MAX_SWITCH_PORTS = 8192         # (routing.MAX_DEPENDENCIES: a star's k(k-1) dependencies)
+MAX_ROUTE_WORK = 8_000_000_000   # endpoints x channels of a graph routed by tables (the
+                                 # shortest-path search: about 20 s at this size)
 
 
 def check_size(setting, nodes, channels):
@@ -87,6 +90,8 @@ class Topology:
 def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     """A latency in ns as whole cycles of the network clock (rounded up, at least 1)."""
     cycles = ns * clock_ghz
+    if not math.isfinite(cycles):   # (1e308 ns at 10 GHz): past every limit, which then
+        return 2 ** 1024            # refuses it naming the key
     return max(1, int(math.ceil(cycles - 1e-9)))
 
 
@@ -169,17 +174,39 @@ def build_ring(cfg):
                     "dor_dateline", key="topology.size")
 
 
-def _graph(name, nodes, links, cfg):
-    """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)]."""
+def _graph(name, nodes, links, cfg, setting):
+    """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)];
+    `setting` names what set the size, for the refusal of one too large to route."""
+    ends = sum(1 for x in nodes if x[1] != "switch")
+    channels = sum(x[4] * (1 if x[5] else 2) for x in links)
+    if ends * channels > MAX_ROUTE_WORK:
+        raise ConfigError(f"{setting}: {ends:,} endpoints x {channels:,} channels = "
+                          f"{ends * channels:,}; a graph's routing tables search every channel "
+                          f"once per endpoint, and at most {MAX_ROUTE_WORK:,} are supported "
+                          f"(a fully connected graph of 2,000 nodes)")
     t = Topology(name=name, node_names=[x[0] for x in nodes],
                  node_kinds=[x[1] for x in nodes], routing="table",
                  node_mem=[{k: v for k, v in x[2].items() if k in OWN_FIELDS} for x in nodes])
     index = {x[0]: i for i, x in enumerate(nodes)}
-    for a, b, bpc, lat, count, directed in links:
-        for _ in range(count):
-            t.add_channel(index[a], index[b], bpc, lat)
-            if not directed:
-                t.add_channel(index[b], index[a], bpc, lat)
+    # per link, `count` times: a -> b, then b -> a unless directed (vectorised: a dense graph
+    # has millions of channels)
+    if links:
+        a = np.array([index[x[0]] for x in links], np.int64)
+        b = np.array([index[x[1]] for x in links], np.int64)
+        bpc = np.array([x[2] for x in links], float)
+        lat = np.array([x[3] for x in links], object)
+        per = np.array([1 if x[5] else 2 for x in links], np.int64)
+        count = np.array([x[4] for x in links], np.int64)
+        link = np.repeat(np.arange(len(links)), per * count)
+        start = np.repeat(np.cumsum(per * count) - per * count, per * count)
+        back = (np.arange(link.size) - start) % per[link] == 1
+        t.ch_src = np.where(back, b[link], a[link]).tolist()
+        t.ch_dst = np.where(back, a[link], b[link]).tolist()
+        t.ch_bytes_per_cycle = bpc[link].tolist()
+        t.ch_latency_cycles = [int(x) for x in lat[link]]
+        t.ch_dim = [-1] * link.size
+        t.ch_dir = [0] * link.size
+        t.ch_wrap = [False] * link.size
     _apply_nic_defaults(t, cfg, [x[2] for x in nodes])
     _check_graph(t)
     return t
@@ -188,25 +215,32 @@ def _graph(name, nodes, links, cfg):
 def _check_graph(t):
     if not t.endpoints():
         raise ConfigError("topology: the graph has no node with a NIC (all are switches)")
-    touched = set(t.ch_src) | set(t.ch_dst)
-    for i, kind in enumerate(t.node_kinds):
-        if i not in touched:
-            what = "a switch" if kind == "switch" else "a node"
-            raise ConfigError(f"topology: node {t.node_names[i]!r} is {what} with no links")
-    # connectivity, ignoring direction (direction is checked by the routing)
-    adj = [[] for _ in t.node_names]
-    for a, b in zip(t.ch_src, t.ch_dst):
-        adj[a].append(b)
-        adj[b].append(a)
-    seen = {0}
-    stack = [0]
-    while stack:
-        for v in adj[stack.pop()]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    if len(seen) != t.n_nodes:
-        lost = [t.node_names[i] for i in range(t.n_nodes) if i not in seen]
+    src = np.asarray(t.ch_src, np.int64)
+    dst = np.asarray(t.ch_dst, np.int64)
+    touched = np.zeros(t.n_nodes, bool)
+    touched[src] = touched[dst] = True
+    for i in np.flatnonzero(~touched)[:1]:
+        what = "a switch" if t.node_kinds[i] == "switch" else "a node"
+        raise ConfigError(f"topology: node {t.node_names[i]!r} is {what} with no links")
+    # connectivity, ignoring direction (direction is checked by the routing): a breadth-
+    # first search a level at a time over the neighbour lists
+    ends = np.concatenate([src, dst])
+    other = np.concatenate([dst, src])
+    order = np.argsort(ends, kind="stable")
+    nbr = other[order]
+    ptr = np.zeros(t.n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=t.n_nodes), out=ptr[1:])
+    seen = np.zeros(t.n_nodes, bool)
+    seen[0] = True
+    frontier = np.array([0], np.int64)
+    while frontier.size:
+        lo, hi = ptr[frontier], ptr[frontier + 1]
+        idx = np.repeat(hi - np.cumsum(hi - lo), hi - lo) + np.arange(int((hi - lo).sum()))
+        nxt = np.unique(nbr[idx])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    if not seen.all():
+        lost = [t.node_names[i] for i in np.flatnonzero(~seen)]
         raise ConfigError(f"topology: the graph is not connected: {', '.join(lost[:6])}"
                           f"{' ...' if len(lost) > 6 else ''} cannot be reached from "
                           f"{t.node_names[0]!r}")
@@ -216,10 +250,15 @@ def build_switch(cfg):
     """`size` NPUs, each linked to one central switch (an NVSwitch-like star)."""
     k = cfg.topology.size
     check_size(f"topology.size = {k}", k + 1, 2 * k)
+    if k > MAX_SWITCH_PORTS:
+        raise ConfigError(f"topology.size = {k}: a switch of at most {MAX_SWITCH_PORTS:,} NPUs "
+                          f"is supported (its routes make size x (size - 1) channel "
+                          f"dependencies, which the deadlock check walks: 67 million at "
+                          f"8,192)")
     bpc, lat = link_params(cfg)
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)] + [("sw0", "switch", {})]
     links = [(f"npu{i}", "sw0", bpc, lat, 1, False) for i in range(k)]
-    return _graph(f"switch{k}", nodes, links, cfg)
+    return _graph(f"switch{k}", nodes, links, cfg, f"topology.size = {k}")
 
 
 def build_fully_connected(cfg):
@@ -230,12 +269,13 @@ def build_fully_connected(cfg):
     nodes = [(f"npu{i}", "npu", {}) for i in range(k)]
     links = [(f"npu{i}", f"npu{j}", bpc, lat, 1, False) for i in range(k)
              for j in range(i + 1, k)]
-    return _graph(f"fully-connected{k}", nodes, links, cfg)
+    return _graph(f"fully-connected{k}", nodes, links, cfg, f"topology.size = {k}")
 
 
 MEM_FIELDS = ("mem_gbps", "mem_latency_ns", "capacity_gb")
 CPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "dram_gbps", "reduce_gbps", "offload_gbps", "offload_sram_mb")
+              "dram_gbps", "dram_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb",
+              "offload_pieces")
 NODE_FIELDS = ("name", "kind", "preset") + NIC_FIELDS + MEM_FIELDS + CPU_FIELDS
 OWN_FIELDS = MEM_FIELDS + CPU_FIELDS + ("preset",)      # kept per node in Topology.node_mem
 LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycles", "count",
@@ -279,8 +319,9 @@ def build_graph(cfg):
                               f"(kind = 'mem'), and this node's kind is {kind!r}")
         cpu = {k: positive_number(f"{where}.{k}", e[k]) for k in CPU_FIELDS if k in e}
         allowed = {"npu": {"tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps",
-                           "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb"},
-                   "host": {"tflops", "dram_gbps"}}.get(kind, ())
+                           "hbm_gb", "reduce_gbps", "offload_gbps", "offload_sram_mb",
+                           "offload_pieces"},
+                   "host": {"tflops", "dram_gbps", "dram_gb"}}.get(kind, ())
         if set(cpu) - set(allowed):
             raise ConfigError(f"{where}: {', '.join(sorted(set(cpu) - set(allowed)))}: not "
                               f"for a node of kind {kind!r} (it takes "
@@ -300,6 +341,9 @@ def build_graph(cfg):
         for end in ("a", "b"):
             if end not in e:
                 raise ConfigError(f"{where}: missing {end} (a node name)")
+            if not isinstance(e[end], str):
+                raise ConfigError(f"{where}.{end} = {e[end]!r}: expected a node name (a "
+                                  f"string)")
             if e[end] not in names:
                 raise ConfigError(f"{where}.{end} = {e[end]!r}: no node of that name")
         if e["a"] == e["b"]:
@@ -333,7 +377,8 @@ def build_graph(cfg):
                sum(x[4] * (1 if x[5] else 2) for x in links))
     named = tp.file or cfg.source
     name = os.path.splitext(os.path.basename(named))[0] if named else "graph"
-    return _graph(name, nodes, links, cfg)
+    return _graph(name, nodes, links, cfg, f"topology.nodes ({len(nodes)} entries) and "
+                                           f"topology.links")
 
 
 # name -> (builder, topology.* keys it reads besides the common ones)
@@ -359,4 +404,23 @@ def build(cfg) -> Topology:
         if section == "topology" and name not in uses | _COMMON:
             raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r} "
                               f"(it reads: {', '.join(sorted(uses | _COMMON))})")
-    return builder(cfg)
+    topo = builder(cfg)
+    _check_kind_defaults(topo, cfg)
+    return topo
+
+
+def _check_kind_defaults(topo, cfg):
+    """A table of defaults for a kind of node the system does not have would be silently
+    unused: refuse it, naming it."""
+    have = set(topo.node_kinds)
+    tables = [("topology.mem", "mem", "memory node"), ("topology.npu", "npu", "NPU"),
+              ("topology.host", "host", "host")]
+    tables += [(f"topology.nic.{k}", k, f"{k} node") for k in (cfg.topology.nic or {})]
+    for path, kind, what in tables:
+        section, _, rest = path.partition(".")
+        table = cfg.topology.nic.get(kind) if rest.startswith("nic.") else \
+            getattr(cfg.topology, rest)
+        if table and kind not in have:
+            raise ConfigError(f"{path}: {topo.name} has no {what} (kind = {kind!r}), so these "
+                              f"defaults would not be used; its nodes are "
+                              f"{', '.join(sorted(have))}")

@@ -14,6 +14,7 @@ from `traffic.hotspot_nodes` and the rest uniformly (self included).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,6 +152,7 @@ def packet_sizes(cfg):
     t = cfg.traffic
     sizes = t.packet_flits if isinstance(t.packet_flits, list) else [t.packet_flits]
     w = np.ones(len(sizes)) if t.packet_weights is None else np.asarray(t.packet_weights, float)
+    w = w / w.max()                 # first: weights of 1e308 would sum to infinity
     w = w / w.sum()
     return np.array(sizes, np.int32), np.cumsum(w), float(np.dot(sizes, w))
 
@@ -165,11 +167,14 @@ def engine_args(topo, cfg, inj_flits_per_cycle=1.0):
                           f"injection bandwidth of the slowest NIC, {inj_flits_per_cycle:g} "
                           f"flits/cycle")
     p = t.injection_rate / mean           # packets per endpoint per cycle
+    if not (math.isfinite(mean) and mean >= 1 and math.isfinite(p)):   # (config checks it)
+        raise ConfigError(f"traffic.packet_weights = {t.packet_weights}: the mean packet "
+                          f"length is {mean!r} flits; expected a finite number >= 1")
     duty = t.burst_on_cycles / (t.burst_on_cycles + t.burst_off_cycles)
     p_on = p / duty
     if t.process == "onoff" and p_on > 1.0:
         raise ConfigError(f"traffic.injection_rate = {t.injection_rate}: with on/off bursts "
-                          f"on {duty:.0%} of the time, a node would need {p_on:.2f} packets "
+                          f"on {duty:.0%} of the time, a node would need {p_on:.3g} packets "
                           f"per cycle while on; lower the rate or lengthen burst_on_cycles")
     n_ep = len(topo.endpoints())
     perm = pat.perm if pat.perm is not None else np.zeros(n_ep, np.int32)

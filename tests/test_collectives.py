@@ -9,6 +9,7 @@ participants, N bytes each, link bandwidth B, per-step latency alpha.
 Small N: the latency terms, exactly (alpha = the zero-load time of a one-flit message to the
 neighbour). Large N: within 3% of the bandwidth term plus the latency terms."""
 
+import math
 import os
 
 import pytest
@@ -236,6 +237,99 @@ def test_offload_engine_moves_3x_less_hbm_and_spares_concurrent_compute():
     assert ratio["npu"] / ratio["offload"] >= 3
     assert slow["npu"] > 0.5 * isolated
     assert slow["offload"] < slow["npu"] / 3
+
+
+def ring8_slow_links(engine, nbytes):
+    """8 NPUs on a ring of 53.7 GB/s links of 500 ns, NICs at twice the link."""
+    B = 53.7
+    return make_cfg(topology={"kind": "ring", "size": 8, "link_gbps": B,
+                              "link_latency_ns": 500.0},
+                    network={"vcs": 4, "vc_buffer_flits": 2048, "wait_for_tail_credit": False,
+                             "injection_gbps": 2 * B, "ejection_gbps": 2 * B},
+                    workload={"kind": "collective", "packet_flits": 16, "bytes": nbytes,
+                              "engine": engine})
+
+
+def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth():
+    """A ring all-reduce of 32 MiB with the default 4 chunks of 8 MiB and the default 8 MiB
+    SRAM: the engine streams each chunk through its SRAM in pieces, so it runs at the links'
+    bandwidth, 2(p-1)/p N / B, within 1% (run chunk after chunk, as whole chunks that fill
+    the SRAM, it took 1.19x), and no slower than the NPU running the same collective."""
+    N = 32 << 20
+    t = {e: simulate(ring8_slow_links(e, N)).to_dict()["collective_cycles"]
+         for e in ("npu", "offload")}
+    bandwidth_term = 2 * 7 / 8 * N / 53.7
+    assert bandwidth_term <= t["offload"] <= 1.01 * bandwidth_term
+    assert t["offload"] <= t["npu"]
+
+
+def test_offload_engine_is_no_slower_than_the_npu_on_the_dgx1():
+    """32 MB all-reduce on the shipped DGX-1 with default chunking: the offload engine, which
+    touches HBM about 3x less per network byte, finishes no later than the NPU (whole chunks
+    through the SRAM one at a time made it 15% slower)."""
+    t = {}
+    for e in ("npu", "offload"):
+        cfg, _ = dgx1(bytes=32 << 20, engine=e)
+        t[e] = simulate(cfg).to_dict()["collective_cycles"]
+    assert t["offload"] <= t["npu"]
+
+
+@pytest.mark.parametrize("pieces", [4, 16])
+def test_offload_engine_sram_bounds_the_bytes_in_flight(pieces):
+    """Per node, the bytes loaded into the engine's SRAM and not yet stored back never pass
+    its size, and the engine does fill it (pieces of SRAM / offload_pieces stream, several
+    at a time). Loads are the memory ops that wait only for stores; stores wait for the
+    piece's last step."""
+    from pysim.workload import run_graph
+    sram = 1 << 20
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "npu": {"offload_sram_mb": 1,
+                                                              "offload_pieces": pieces}},
+                   network=FAST, workload={"kind": "collective", "packet_flits": 16,
+                                           "bytes": 8 << 20, "engine": "offload"})
+    topo = compile_network(cfg).topo
+    g, _ = collectives.collective_graph(cfg, topo)
+    res = run_graph(cfg, g)
+    events = {}
+    for i, op in enumerate(res.ops):
+        if op["kind"] != "memory":
+            continue
+        load = all(g.kind[d] == "memory" for d in g.after[i])
+        ev = events.setdefault(op["node"], [])
+        ev.append((op["start"], 1, op["size"]) if load else (op["finish"], 0, -op["size"]))
+    for node, ev in events.items():
+        held = peak = 0
+        for _, _, b in sorted(ev):            # at equal times, stores free before loads take
+            held += b
+            peak = max(peak, held)
+        assert held == 0
+        assert sram // 2 < peak <= sram, (node, peak)
+        assert len(ev) == 2 * (8 << 20) // (sram // pieces)      # a load and a store each
+
+
+def test_offload_engine_reduces_as_data_arrives():
+    """Two NPUs reduce-scatter on the engine: each node's reduction of the half it receives
+    runs while the message arrives, so it ends one packet's reduction after the data, not
+    a whole block's reduction after it; with an engine slower than the link it ends when
+    the engine has done all the work since the message started."""
+    from pysim.workload import run_graph
+    out = {}
+    for gbps in (256.0, 4.0):              # faster and slower than the 32 GB/s link
+        cfg = make_cfg(topology={"kind": "ring", "size": 2, "npu": {"offload_gbps": gbps}},
+                       network=FAST, workload={"kind": "collective", "packet_flits": 16,
+                                               "collective": "reduce_scatter", "chunks": 1,
+                                               "bytes": 2 << 20, "engine": "offload"})
+        topo = compile_network(cfg).topo
+        g, _ = collectives.collective_graph(cfg, topo)
+        res = run_graph(cfg, g)
+        sends = [op for op in res.ops if op["kind"] == "send"]
+        red = [op for op in res.ops if op["kind"] == "reduce_offload"]
+        arrive = max(op["finish"] for op in sends)
+        start = min(op["start"] for op in sends)
+        out[gbps] = (max(op["finish"] for op in red), arrive, start)
+    done, arrive, _ = out[256.0]
+    assert arrive < done <= arrive + math.ceil(512 / 256.0) + 1
+    done, arrive, start = out[4.0]
+    assert done >= start + (1 << 20) / 4.0 > arrive
 
 
 def test_collective_json_reports_per_npu_hbm_per_network_byte(tmp_path):

@@ -154,7 +154,7 @@ def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
         g.delay(1)
     cfg = make_cfg(topology={"kind": "ring", "size": 8},
                    workload={"kind": "collective", "chunks": 100})
-    with pytest.raises(GraphError, match="fewer workload.chunks"):
+    with pytest.raises(GraphError, match="makes up to 16,800 ops, more than the 1,000"):
         simulate(cfg)
 
 
@@ -285,8 +285,8 @@ def test_writing_past_a_memory_nodes_capacity_is_refused():
     g = OpGraph()
     g.mem_write("npu", "m", 3_000_000, name="a")
     g.mem_write("npu", "m", 3_000_000, name="b")
-    with pytest.raises(GraphError, match="op b: writing 3000000 bytes to m passes its "
-                                         "capacity of 4000000 bytes"):
+    with pytest.raises(GraphError, match="op b: holding 3000000 bytes at m passes its "
+                                         "capacity of 4000000 bytes \\(6000000 held there"):
         run_graph(mem_system(16.0), g)
     g = OpGraph()
     g.compute("m", 10)
@@ -332,7 +332,7 @@ def test_compute_ops_timed_by_the_roofline():
                              "nodes": [{"name": "h", "kind": "host", "hbm_gbps": 1.0},
                                        {"name": "x"}]})
     with pytest.raises(ConfigError, match="hbm_gbps: not for a node of kind 'host' "
-                                          "\\(it takes dram_gbps, tflops\\)"):
+                                          "\\(it takes dram_gb, dram_gbps, tflops\\)"):
         compile_network(bad)
 
 
@@ -351,3 +351,33 @@ def test_reduce_ops_on_the_npu_and_on_the_offload_engine():
     assert r.ops[1]["start"] == r.ops[2]["start"] == 400     # different units, in parallel
     with pytest.raises(GraphError, match="expected 'npu' or 'offload'"):
         g.reduce("a", 5, "gpu")
+
+
+def test_roofline_slices_take_turns_with_other_memory_traffic_exactly():
+    """The sharing rule, cycle for cycle: a roofline op runs in slices of at most
+    slice_cycles (1000), each a compute part beside a memory part, the next slice when both
+    are done; another memory op on the node takes its turn between slices.
+    Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op queued at 0:
+    slice 0 [0, 1000), the op [1000, 1500), slices 1-3 [1500, 4500).
+    Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op:
+    slice 0 [0, 1000) with its memory part [0, 100); the op [100, 2100); slice 1's compute
+    [1000, 2000) and memory part [2100, 2200); slices 2 and 3 from 2200: done at 4200."""
+    cfg = make_cfg(topology={"kind": "ring", "size": 2, "npu": {"tflops": 1.0,
+                                                              "hbm_gbps": 1.0}})
+    g = OpGraph()
+    g.compute("n0", bytes=4000)
+    g.memory("n0", 500)
+    r = run_graph(cfg, g)
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4500), (1000, 1500)]
+    g = OpGraph()
+    g.compute("n0", flops=4000 * 1000, bytes=400)        # 1 TFLOP/s = 1000 FLOPs/cycle
+    g.memory("n0", 2000)
+    r = run_graph(cfg, g)
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4200), (100, 2100)]
+    assert r.ops[0]["isolated_cycles"] == 4000
+    # a per-op peak: 3.5e6 FLOPs at 2 TFLOP/s = 1750 cycles, whatever the node's own peak
+    g = OpGraph()
+    g.compute("n1", flops=3.5e6, peak_flops=2e12)
+    assert run_graph(cfg, g).ops[0]["finish"] == 1750
+    with pytest.raises(GraphError, match="peak_flops = -1"):
+        OpGraph().compute("n1", flops=1, peak_flops=-1)

@@ -3,6 +3,7 @@ and not (a value somewhere replaced by a wrong type, a sign, a huge or non-finit
 either run or are refused with a ConfigError. The generator is the one that found the defects
 named in test_config_cli.py (there in a longer run); here it is a regression net, kept small."""
 import math
+import os
 import random
 
 import pytest
@@ -10,7 +11,11 @@ import pytest
 from pysim import ConfigError, from_dict, simulate
 
 WEIRD = [0, -1, 0.0, 2 ** 63, 1e300, float("inf"), float("nan"), "x", True, None, [], {},
-         [1, "a"]]
+         [1, "a"],
+         # the classes a hostile pass found: integers no float holds, non-finite numbers in
+         # lists, names that are not names (unhashable), tiny positive numbers
+         10 ** 400, -10 ** 400, [float("inf"), 1.0], [1.0, float("nan")], [10 ** 400, 1],
+         [1e308, 1e308], ["a"], {"a": 1}, [["x"]], 1e-300, 5e-324]
 
 
 def random_config(rng):
@@ -52,7 +57,74 @@ def random_config(rng):
     if rng.random() < 0.5:
         section = rng.choice([s for s in c if c[s]])
         c[section][rng.choice(list(c[section]))] = rng.choice(WEIRD)
+    if rng.random() < 0.3:
+        _deep_weird(rng, c)
     return c
+
+
+def _deep_weird(rng, c):
+    """A weird value one level deeper: a field of a graph's node or link, or of a table of
+    defaults ([topology.npu], [topology.nic.npu], ...), where names and numbers are read."""
+    topo = c["topology"]
+    if topo.get("kind") == "graph" and rng.random() < 0.6:
+        entry = rng.choice(topo["nodes"] + topo["links"])
+        field = rng.choice(list(entry) + ["gbps", "latency_ns", "count", "injection_gbps"])
+        entry[field] = rng.choice(WEIRD)
+    else:
+        table, fields = rng.choice([("npu", ["tflops", "hbm_gbps", "offload_sram_mb"]),
+                                    ("mem", ["gbps", "capacity_gb"]),
+                                    ("nic", ["npu"])])
+        value = rng.choice(WEIRD)
+        topo[table] = {rng.choice(fields): value if table != "nic" else
+                       {"injection_gbps": value}}
+
+
+def random_op_graph(rng, tmp_path):
+    """An op-graph config whose ops may expand hugely (memory pieces of a byte, roofline
+    slices of a cycle, collectives of many chunks), with weird values here and there: it
+    must run quickly or be refused before building."""
+    names = ["a", "b", "m"]
+    cfg = {"simulation": {"seed": rng.randrange(100)},
+           "topology": {"kind": "graph",
+                        "nodes": [{"name": "a"}, {"name": "b"}, {"name": "m", "kind": "mem"}],
+                        "links": [{"a": "a", "b": "b"}, {"a": "b", "b": "m"}]},
+           "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml"),
+                        "mem_piece_bytes": rng.choice([1, 4096, 65536]),
+                        "slice_cycles": rng.choice([1, 1000])}}
+    ops = []
+    for i in range(rng.randint(1, 4)):
+        kind = rng.choice(["mem_write", "mem_read", "compute", "send", "delay"])
+        size = rng.choice([64, 4096, 10 ** 6] if kind in ("send", "delay") else
+                          [64, 4096, 10 ** 7])     # (a gigabyte really sent takes seconds)
+        op = {"kind": kind, "name": f"o{i}"}
+        if kind in ("mem_write", "mem_read"):
+            op.update(npu=rng.choice(["a", "b"]), mem="m", bytes=size)
+        elif kind == "compute":
+            op.update(node=rng.choice(["a", "b"]),
+                      **({"flops": float(size) * 1e6} if rng.random() < 0.5 else
+                         {"cycles": size}))
+        elif kind == "send":
+            op.update(src="a", dst="b", bytes=size)
+        else:
+            op.update(cycles=size)
+        if rng.random() < 0.3:
+            op[rng.choice(list(op))] = rng.choice(WEIRD + names)
+        ops.append(op)
+    return cfg, ops
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return {float("inf"): "inf", float("-inf"): "-inf"}.get(v, "nan" if v != v else repr(v))
+    if isinstance(v, (int, str)):
+        return repr(v).replace("'", '"') if isinstance(v, str) else str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return '""'          # (None: TOML has none; an empty string is as wrong)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -67,3 +139,93 @@ def test_a_random_config_runs_or_is_refused_clearly(seed):
     for k in ("avg_packet_latency", "collective_cycles"):
         if k in r and r.get("packets_delivered", 1):
             assert math.isfinite(r[k]) and r[k] > 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_random_op_graph_runs_quickly_or_is_refused_before_building(seed, tmp_path):
+    import time
+    import warnings
+    rng = random.Random(1000 + seed)
+    cfg, ops = random_op_graph(rng, tmp_path)
+    (tmp_path / "ops.toml").write_text("".join(
+        "[[ops]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in op.items())
+        for op in ops))
+    t = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            simulate(from_dict(cfg))
+    except ConfigError as e:
+        assert str(e) and "Traceback" not in str(e)
+    assert time.perf_counter() - t < 20
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_configs_with_an_output_in_a_read_only_place(seed, place_for_outputs):
+    """Whatever the config, an output that cannot be written is refused before the run (or
+    the config is refused first): exit 1 with a message, never a traceback or a lost run."""
+    from test_reliability import invoke_unprivileged
+    rng = random.Random(2000 + seed)
+    cfg = random_config(rng)
+    text = ""
+    for section, body in cfg.items():
+        scalars = {k: v for k, v in body.items() if not isinstance(v, list) or
+                   not v or not isinstance(v[0], dict)}
+        text += f"[{section}]\n" + "".join(f"{k} = {toml_value(v)}\n"
+                                           for k, v in scalars.items())
+        for k, v in body.items():
+            if k not in scalars:
+                text += "".join(f"[[{section}.{k}]]\n" + "".join(
+                    f"{f} = {toml_value(x)}\n" for f, x in e.items()) for e in v)
+    with open(os.path.join(place_for_outputs, f"c{seed}.toml"), "w") as f:
+        f.write(text)
+    cmd, opt = rng.choice([("run", "--json"), ("run", "--trace"), ("topo", "--json"),
+                           ("topo", "--draw")])
+    out = "ro/x.png" if opt == "--draw" else "ro/x.json"
+    code, output = invoke_unprivileged([cmd, f"c{seed}.toml", opt, out], place_for_outputs)
+    assert code == 1, output
+    assert "Traceback" not in output
+    assert "cannot write ro/x" in output or "configuration error" in output, output
+    assert "result written" not in output
+
+
+@pytest.fixture
+def place_for_outputs():
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="pysim-rand-")
+    os.chmod(d, 0o755)
+    os.mkdir(os.path.join(d, "ro"))
+    os.chmod(os.path.join(d, "ro"), 0o555)
+    yield d
+    os.chmod(os.path.join(d, "ro"), 0o755)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _every_key_every_weird_value():
+    from pysim.config import KEYS
+    for key in KEYS:
+        if key.path in ("workload.file", "topology.file"):
+            continue                    # (paths: test_reliability covers what they name)
+        for i, v in enumerate(WEIRD):
+            yield pytest.param(key.path, v, id=f"{key.path}-{i}")
+
+
+@pytest.mark.parametrize("path,value", list(_every_key_every_weird_value()))
+def test_every_key_given_every_weird_value_runs_or_is_refused_clearly(path, value):
+    """Systematically, not by chance: each declared key set alone to each weird value, on a
+    small mesh (and a collective for workload keys), with a short run."""
+    import warnings
+    section, key = path.split(".", 1)      # (a sub-table key: "memory.policy", flat)
+    base = {"simulation": {"warmup_cycles": 0, "measure_cycles": 100, "drain_cycles": 300},
+            "topology": {"kind": "mesh", "dims": [2, 2]}}
+    if section == "workload":
+        base["workload"] = {"kind": "collective", "bytes": 256}
+        base.pop("simulation")
+    base.setdefault(section, {})[key] = value
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            simulate(from_dict(base))
+    except ConfigError as e:
+        assert str(e) and len(str(e)) < 2000

@@ -66,6 +66,20 @@ pysim run dgx1-v100 --set workload.kind=collective --set workload.engine=npu \
     --set workload.bytes=4194304 --trace "$tmp/allreduce.json" -q
 pysim plot "$tmp/allreduce.json" --kind timeline -o timeline-allreduce-dgx1-v100.png --force
 
+# training: the iteration's breakdown with reductions on the NPUs and on the offload engine;
+# memory held over time with the offload policy on MC-DLA
+pysim sweep dgx1-v100 --param workload.kind=training --param workload.model=resnet50 \
+    --param "workload.model_params={image = 64}" --param workload.batch=64,256 \
+    --param workload.engine=npu,offload --param workload.iterations=1 \
+    --db "$tmp/train.sqlite" -q
+pysim plot "$tmp/train.sqlite" --kind breakdown --x workload.batch \
+    --series workload.engine -o breakdown-dgx1-v100.png --force
+pysim run mcdla-8 --set workload.kind=training --set workload.model=resnet50 \
+    --set "workload.model_params={image = 64}" --set workload.batch=256 \
+    --set workload.iterations=1 --set workload.memory.policy=offload \
+    --set workload.mem_piece_bytes=1048576 --json "$tmp/memory.json" -q
+pysim plot "$tmp/memory.json" --kind memory -o memory-mcdla-8.png --force
+
 # systems
 for name in dgx1-v100 mcdla-8 torus4x4x4; do
     pysim topo "$name" --draw "$name.png" --force > /dev/null

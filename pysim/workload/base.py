@@ -47,7 +47,8 @@ class SimulationError(RuntimeError):
 
 
 class DeadlockError(SimulationError):
-    """Flits were buffered and none moved for simulation.watchdog_cycles."""
+    """Flits were buffered and none moved for simulation.watchdog_cycles (beyond the longest
+    step a flit legitimately takes)."""
 
     def __init__(self, message, report):
         super().__init__(message + "\n" + report)
@@ -90,7 +91,9 @@ def check_status(status, network, engine):
         c = engine.counters()
         raise DeadlockError(
             f"deadlock: {c['flits_buffered']} flits buffered and none moved between cycle "
-            f"{c['last_progress']} and {c['deadlock_cycle']}", deadlock_report(network, engine))
+            f"{c['last_progress']} and {c['deadlock_cycle']} (simulation.watchdog_cycles, "
+            f"plus {network.longest_step} cycles: the longest a flit takes through the slowest "
+            f"link or NIC and a router)", deadlock_report(network, engine))
     if status == "nomem":
         raise SimulationError("the engine ran out of memory")
     c = engine.counters()

@@ -12,7 +12,10 @@ pipeline through the steps; within a chunk, the algorithms are the textbook ones
 
 A reduction of b bytes at a node is a compute op of ceil(b / reduce_bytes_per_cycle) cycles
 on that node (0 when the reduction rate is not modelled); the next step's send of that data
-depends on it. Collectives registered here: see ALGORITHMS.
+depends on it. With an endpoint model (engine 'npu' or 'offload') the reductions and the
+memory traffic are those of the NPU's cores or of its collectives offload engine, which
+streams the data through its SRAM in pieces and reduces messages as they arrive (_Builder).
+Collectives registered here: see ALGORITHMS.
 """
 from __future__ import annotations
 
@@ -20,10 +23,13 @@ import math
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.config import MAX_INT, ConfigError
 from pysim.topology import build as build_topology
+from pysim.workload import graph as graph_module
 from pysim.workload.base import register
-from pysim.workload.graph import MAX_OPS, OpGraph, engine_params, run_graph
+from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
+
+OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -32,10 +38,20 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broa
 class _Builder:
     """Adds a collective's ops to an op graph. engine: None (reductions at reduce_bpc, no
     endpoint model), 'npu' (the NPU's own cores, through HBM) or 'offload' (a collectives
-    engine beside the NPU)."""
+    engine beside the NPU).
+
+    The data is cut into `chunks` pieces that pipeline through the algorithm's steps. The
+    offload engine streams the data through its SRAM: each chunk is cut further into pieces
+    of at most SRAM / sram_pieces bytes ([topology.npu] offload_pieces, default 16), each
+    piece loaded from HBM into the SRAM
+    before its first step at a node and stored back after its last, and a node loads a piece
+    only when the bytes of the pieces it holds (loaded, not yet stored) leave room for it:
+    the SRAM bounds the bytes in flight, and the pieces of one chunk pipeline through the
+    steps like chunks do."""
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
-                 graph=None, in_flight=0):
+                 graph=None, in_flight=0, grain=512, start=None, sram_state=None,
+                 sram_pieces=OFFLOAD_PIECES_IN_SRAM):
         self.g = graph if graph is not None else OpGraph()
         self.order = list(order)
         self.p = len(order)
@@ -44,50 +60,91 @@ class _Builder:
         self.reduce_bpc = reduce_bpc
         self.engine = engine
         self.sram = sram_bytes
-        self.loads = {}                 # offload: per node, the load of this chunk's input
-        self.last_at = {}               # per node: its latest op in this chunk
-        self.chunk_bytes = 0
-        self.stores = []                # offload: per chunk, the ops storing its result
+        self.loads = {}                 # offload: per node, the load of this piece's input
+        self.last_at = {}               # per node: its latest op in this piece
+        self.chunk_bytes = 0            # bytes of the piece being built
+        # offload: per node name, [bytes, store op] of the pieces its SRAM holds, and their
+        # bytes (shared by the collectives of one graph when sram_state is given)
+        self.held, self.held_bytes = sram_state if sram_state is not None else ({}, {})
+        self.start = start or {}        # per participant: what its first ops wait for
+        self.node_last = {}             # per participant: the last ops of each piece there
         self.in_flight = in_flight      # at most this many chunks under way per node (0: all)
-        self.ends = []                  # per chunk: {node: its last op in the chunk}
+        self.ends = []                  # per piece: {node: its last op in the piece}
+        self.chunk_of = []              # per piece: the chunk it belongs to
+        self.last_piece = {}            # per chunk: its last piece
         self.io = True                  # offload: load inputs and store results here
+        self.grain = grain              # offload: the bytes reduced after a message arrives
+        self.sram_pieces = sram_pieces  # offload: pieces of SRAM / this
 
     def _note(self, node, op):
         self.last_at[node] = op
         return op
 
+    def _streams(self):
+        return self.engine == "offload" and self.io
+
     def send(self, a, b, nbytes, after):
         after = list(after)
-        if not after and self.in_flight and len(self.ends) >= self.in_flight:
-            prev = self.ends[-self.in_flight].get(a)        # the window of chunks in flight
-            if prev is not None:
-                after = [prev]
+        if not after:                   # a first step: the participant's data is ready
+            after = list(self.start.get(a, ()))
+            c = self.chunk_of[len(self.ends)] - self.in_flight if self.in_flight else -1
+            if c >= 0:                  # the window of chunks in flight
+                prev = self.ends[self.last_piece[c]].get(a)
+                if prev is not None:
+                    after.append(prev)
         if self.engine == "npu":        # what is sent is read from HBM first
             after = [self.g.memory(self.order[a], int(nbytes), after=after)]
-        elif self.engine == "offload" and not after and self.io:
-            after = [self._load(a)]     # the engine streams the input in from HBM once
+        elif self._streams():
+            after.append(self._load(a))     # the piece's input is in the SRAM
         return self.g.send(self.order[a], self.order[b], int(nbytes), after=after)
 
     def _load(self, a):
+        """The load of this piece's input at node a into its engine's SRAM: after the stores
+        of the oldest pieces it holds, as many as must leave to make room."""
         if a not in self.loads:
-            deps = []
-            if self.sram is not None and self.stores:
-                k = max(1, self.sram // max(self.chunk_bytes, 1))
-                if len(self.stores) >= k:            # SRAM holds k chunks at a time
-                    deps = self.stores[-k]
+            deps = list(self.start.get(a, ()))
+            if self.sram is not None:
+                name = self.order[a]
+                held = self.held.setdefault(name, [])
+                self.held_bytes.setdefault(name, 0)
+                while held and self.held_bytes[name] + self.chunk_bytes > self.sram:
+                    nb, store = held.pop(0)
+                    self.held_bytes[name] -= nb
+                    deps.append(store)
             self.loads[a] = self.g.memory(self.order[a], self.chunk_bytes, after=deps)
         return self.loads[a]
 
     def reduce(self, node, nbytes, after):
         """The received block is reduced into the local one."""
         n = self.order[node]
+        after = list(after) + list(self.start.get(node, ()))   # the local data is ready
         if self.engine in ("npu", "offload"):
             # npu: the received block is written to HBM, read back with the local block, the
             # result written (it is read again when sent), the cores reduce it; offload: the
-            # engine reduces it in its SRAM (OpGraph.reduce)
+            # engine reduces it in its SRAM (OpGraph.reduce), with the local block loaded
+            if self.engine == "offload":
+                return self._note(node, self._stream_reduce(node, int(nbytes), after))
             return self._note(node, self.g.reduce(n, int(nbytes), self.engine, after=after))
-        cycles = 0 if not self.reduce_bpc else math.ceil(nbytes / self.reduce_bpc)
+        cycles = 0 if not self.reduce_bpc else nbytes / self.reduce_bpc
+        if not cycles <= MAX_INT:
+            raise ConfigError(f"workload.reduce_gbps: reducing {nbytes:,} bytes at "
+                              f"{self.reduce_bpc:g} bytes per cycle takes more than "
+                              f"{MAX_INT:,} cycles")
+        cycles = math.ceil(cycles)
         return self._note(node, self.g.compute(n, cycles, after=after))
+
+    def _stream_reduce(self, node, nbytes, after):
+        """The offload engine reduces a message as it arrives: the bulk of the work (all but
+        the last packet's worth) may run from the moment the message starts, on the engine,
+        and the last packet's worth after the message has arrived. So the reduction finishes
+        one packet's reduction after the data, or when the engine has done it all if the
+        engine is slower than the data arrives. `after` is [the send]."""
+        g, n = self.g, self.order[node]
+        snd = after[0]
+        early = list(g.after[snd]) + ([self._load(node)] if self._streams() else [])
+        last = min(nbytes, self.grain)
+        bulk = g.reduce(n, nbytes - last, "offload", after=early)
+        return g.reduce(n, last, "offload", after=list(after) + [bulk])
 
     def received(self, node, nbytes, snd):
         """A block received without reduction (all-gather): on the NPU it is written to HBM
@@ -100,15 +157,32 @@ class _Builder:
         self.loads, self.last_at, self.chunk_bytes = {}, {}, size
 
     def end_chunk(self):
+        self.last_piece[self.chunk_of[len(self.ends)]] = len(self.ends)
         self.ends.append(dict(self.last_at))
-        if self.engine == "offload" and self.io:    # each node stores its share of the result
-            self.stores.append([self.g.memory(self.order[i], self.chunk_bytes,
-                                              after=[self.last_at[i]])
-                                for i in sorted(self.last_at)])
+        for i, op in self.last_at.items():
+            self.node_last.setdefault(i, []).append(op)
+        if self._streams():             # each node stores its share of the result
+            for i in sorted(self.last_at):
+                st = self.g.memory(self.order[i], self.chunk_bytes, after=[self.last_at[i]])
+                self.node_last[i].append(st)
+                if self.sram is not None:
+                    name = self.order[i]
+                    self.held.setdefault(name, []).append([self.chunk_bytes, st])
+                    self.held_bytes[name] = self.held_bytes.get(name, 0) + self.chunk_bytes
 
     def chunk_sizes(self):
-        base, extra = divmod(self.N, self.C)
-        return [base + (1 if c < extra else 0) for c in range(self.C)]
+        """The sizes of the pieces to build, in order: the chunks, each cut (offload engine)
+        into pieces of at most SRAM / sram_pieces bytes."""
+        sizes = _split(self.N, self.C)
+        piece = None
+        if self._streams() and self.sram is not None:
+            piece = max(1, self.sram // self.sram_pieces)
+        out, self.chunk_of = [], []
+        for c, s in enumerate(sizes):
+            n = 1 if piece is None else max(1, -(-s // piece))
+            out += _split(s, n)
+            self.chunk_of += [c] * n
+        return out
 
 
 def _split(total, parts):
@@ -371,7 +445,7 @@ def hierarchical(b, collective, dims):
 
     def sub(members):
         s = _Builder([b.order[i] for i in members], 0, 1, b.reduce_bpc, b.engine, b.sram,
-                     b.g)
+                     b.g, grain=b.grain, sram_pieces=b.sram_pieces)
         s.io = False
         return s
 
@@ -395,7 +469,8 @@ def hierarchical(b, collective, dims):
     n = len(dims)
     for size in b.chunk_sizes():
         b.begin_chunk(size)
-        ready = {i: ([b._load(i)] if b.engine == "offload" else []) for i in range(p)}
+        ready = {i: ([b._load(i)] if b.engine == "offload" else list(b.start.get(i, ())))
+                 for i in range(p)}
         shard = size
         for d in range(n - 1):                               # reduce-scatter inward
             phase(d, shard, "rs")
@@ -423,10 +498,50 @@ ALGORITHMS = {
 }
 
 
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None):
+    """An upper bound of the engine ops a collective expands into, counted before building
+    any (so that a graph too large is refused at once, not after minutes of building): per
+    chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
+    model), each send and reception on the NPU with its HBM op and a reduction there three
+    ops (at most 3 times as many), or on the offload engine each reduction in two parts (the
+    bulk as a message arrives, its last packet's worth after it) and the loads and stores
+    (2 per node)."""
+    log = max(1, (p - 1).bit_length())
+    ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
+    if algorithm in ("ring", "bidir_ring") and collective in ring:
+        per = ring[collective] * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    elif algorithm == "ring":                   # broadcast, reduce: a pipeline
+        per = 2 * (p - 1)
+    elif algorithm == "direct":
+        per = {"all_to_all": 1, "broadcast": 0, "reduce": 0}.get(
+            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1)
+    elif algorithm == "halving_doubling":
+        per = ring.get(collective, 3) * p * log
+    elif algorithm == "tree":
+        per = 6 * (p - 1)
+    elif algorithm == "hierarchical" and dims:
+        per = 3 * p * sum(int(k) - 1 for k in dims)
+    else:
+        per = 3 * p * p
+    if engine == "npu":
+        per *= 3
+    elif engine == "offload":
+        per = 2 * per + 2 * p
+    return chunks * per
+
+
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
-          engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None):
+          engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
+          grain=512, after=None, done=None, sram_state=None,
+          sram_pieces=OFFLOAD_PIECES_IN_SRAM):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
-    to `graph` if given (so that other ops can run beside it)."""
+    to `graph` if given (so that other ops can run beside it).
+
+    after: {node name: [op ids]}, what each participant's part waits for (its data being
+    ready; default: nothing). done: a dict, filled with {node name: op id} of an op that
+    finishes when the participant's part of the collective is complete. sram_state: the
+    offload engines' SRAM occupancy, shared by the collectives of one graph (an empty
+    tuple of two dicts to start; by default each collective has the SRAM to itself)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -438,13 +553,20 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     _at_least_two(order)
     if len(set(order)) != len(order):
         raise ConfigError("workload.group names a node twice")
-    if nbytes < 0 or chunks < 1:
-        raise ConfigError("workload.bytes must be >= 0 and workload.chunks >= 1")
-    if chunks * len(order) > MAX_OPS:      # every participant sends every chunk at least once
-        raise ConfigError(f"workload.chunks = {chunks}: with {len(order)} participants, more "
-                          f"than the {MAX_OPS:,} ops a graph may have")
+    if nbytes < 0 or chunks < 1:          # (0 bytes: a training layer with nothing to send)
+        raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
+                          f"workload.bytes >= 0 and workload.chunks >= 1")
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims)
+    limit = graph_module.MAX_OPS
+    if ops > limit:
+        raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
+                         f"{len(order)} participants makes up to {ops:,} ops, more than the "
+                         f"{limit:,} ops a graph may have (fewer chunks or participants make "
+                         f"fewer)")
+    idx = {n: i for i, n in enumerate(order)}
+    start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
-                 chunks_in_flight)
+                 chunks_in_flight, grain, start, sram_state, sram_pieces)
     if algorithm == "hierarchical":
         if dims is None:
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
@@ -452,6 +574,10 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         hierarchical(b, collective, dims)
     else:
         fn(b, collective)
+    if done is not None:
+        for i, n in enumerate(order):
+            last = b.node_last.get(i) or list(b.start.get(i, ()))
+            done[n] = b.g.delay(0, after=last)
     return b.g
 
 
@@ -471,12 +597,15 @@ def participants(cfg, topo):
     group = cfg.workload.group
     if group is None:
         npus = [n for n, k in zip(names, topo.node_kinds) if k == "npu"]
-        group = npus or [names[i] for i in topo.endpoints()]
+        group = npus or [n for n, k in zip(names, topo.node_kinds) if k == "host"]
+    index = {n: i for i, n in enumerate(names)}
     for n in group:
-        if n not in names:
+        if n not in index:
             raise ConfigError(f"workload.group: {n!r} is not a node of {topo.name}")
-        if topo.node_kinds[names.index(n)] == "switch":
-            raise ConfigError(f"workload.group: {n!r} is a switch")
+        kind = topo.node_kinds[index[n]]
+        if kind in ("switch", "mem"):
+            raise ConfigError(f"workload.group: {n!r} is a {'memory node' if kind == 'mem' else kind}"
+                              f"; a collective runs among NPUs and hosts (nodes that compute)")
     _at_least_two(group)
     return list(group)
 
@@ -484,7 +613,7 @@ def participants(cfg, topo):
 def _at_least_two(group):
     if len(group) < 2:
         raise ConfigError(f"workload.group = {list(group)}: a collective needs at least 2 "
-                          f"participants (by default every NPU takes part, or every endpoint "
+                          f"participants (by default every NPU takes part, or every host "
                           f"if there is no NPU)")
 
 
@@ -600,14 +729,24 @@ def collective_graph(cfg, topo, graph=None):
         order = list(group)
     clock = cfg.network.clock_ghz
     reduce_bpc = None if w.reduce_gbps is None else w.reduce_gbps / clock
-    sram = None
+    sram, pieces = None, OFFLOAD_PIECES_IN_SRAM
     if w.engine is not None:
         idx = {n: i for i, n in enumerate(topo.node_names)}
         kinds = {topo.node_kinds[idx[n]] for n in order}
         if kinds != {"npu"}:
             raise ConfigError(f"workload.engine = {w.engine!r}: the participants must all be "
                               f"NPUs, got {', '.join(sorted(kinds))}")
-        sram = engine_params(topo, cfg)[idx[order[0]]][1]
+        eparams = engine_params(topo, cfg)
+        sram, pieces = eparams[idx[order[0]]][1::2]
+        chunk = -(-w.bytes // w.chunks)
+        smallest = min(eparams[idx[n]][1] for n in order)
+        if w.engine == "offload" and smallest < pieces:
+            # the engine streams a chunk through its SRAM in pieces of SRAM / offload_pieces
+            raise ConfigError(
+                f"workload.engine = 'offload': a chunk of {chunk:,} bytes (workload.bytes = "
+                f"{w.bytes} / workload.chunks = {w.chunks}) does not fit in the engine's SRAM "
+                f"of {smallest:,} bytes ([topology.npu] offload_sram_mb) even in pieces of one "
+                f"byte (it streams pieces of SRAM / offload_pieces = {pieces}); raise the SRAM")
         for n in order:                                  # the data must fit in HBM
             own = topo.node_mem[idx[n]] if topo.node_mem else {}
             cap = own.get("hbm_gb", (cfg.topology.npu or {}).get("hbm_gb", 32.0)) * 1e9
@@ -625,7 +764,8 @@ def collective_graph(cfg, topo, graph=None):
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
-              sram, graph, w.chunks_in_flight, dims)
+              sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
+              sram_pieces=pieces)
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 
@@ -666,7 +806,7 @@ def run_collective(cfg, progress=None):
     cycles = result.makespan_cycles
     p = len(meta["order"])
     w = cfg.workload
-    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("inf")
+    algbw = w.bytes * cfg.network.clock_ghz / cycles if cycles else float("nan")  # (null)
     per_npu = endpoint_report(graph, result, meta["order"], cfg.network.clock_ghz)
     result.collective = dict(
         **meta, collective_cycles=cycles,

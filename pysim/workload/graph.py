@@ -13,28 +13,41 @@ cuts its message into packets of at most `workload.packet_flits` flits at the so
 finishes when the tail of the last packet is delivered at the destination.
 
 File format (`[workload] kind = "graph"`, `file = "ops.toml"`): an array `[[ops]]` of tables
-with `name` (optional, unique), `kind` (compute, send, delay), `node` and `cycles` (compute),
-`src`, `dst` and `bytes` (send), `cycles` (delay), and `after` (names of dependencies).
+with `name` (optional, unique), `kind` (compute, send, delay, reduce, mem_write, mem_read),
+`node` and `cycles` (compute), `src`, `dst` and `bytes` (send), `cycles` (delay), `npu`,
+`mem` and `bytes` (mem_write, mem_read; a mem_write's `free_after` names the op whose finish
+frees its space), and `after` (names of dependencies).
+
+Memory space: `hold(device, bytes, at=op)` takes bytes of a device's memory when an op
+starts (or finishes) and `free(h, at=op)` gives them back when another finishes (or starts);
+a mem_write holds its bytes at its target. After the run, `memory_usage` turns the holds and
+the ops' times into each device's occupancy over time and its peak, and refuses a device
+over its capacity.
 """
 from __future__ import annotations
 
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from csim import _engine
 from pysim import __version__
-from pysim.config import MAX_INT, ConfigError, read_toml
+from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_float,
+                          read_toml)
+from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.topology import ns_to_cycles
 from pysim.workload.base import check_status, link_report, register
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
-KINDS = {"compute": 0, "send": 1, "delay": 2}   # csim's primitive ops
+KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
+         "acquire": 5, "release": 6}     # csim's primitive ops
+GATE_UNIT = 3
 
 
 class GraphError(ConfigError):
@@ -48,18 +61,25 @@ class OpGraph:
         self.kind, self.node, self.dst, self.size, self.after, self.names = [], [], [], [], [], []
         self._by_name = {}
         self.work = []                  # compute ops given as (flops, bytes): the roofline
+        self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
+        self._space = {}                # mem_write op -> the hold of its bytes at the target
+        self._forward = False           # depend() added a dependency on a later op
 
     def __len__(self):
         return len(self.kind)
 
     def _add(self, kind, node, dst, size, after, name):
-        if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
-            after = [after]                   # one dependency, given bare
-        if after is not None and not isinstance(after, (list, tuple)):
-            raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+        n = len(self.kind)
+        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
+            after = list(after)               # the common case: op ids, checked at once
+        else:
+            if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
+                after = [after]               # one dependency, given bare
+            if after is not None and not isinstance(after, (list, tuple)):
+                raise GraphError(f"after = {after!r}: expected a list of op names or ids")
+            after = [self._ref(a) for a in (after or [])]
         if name is not None and not isinstance(name, str):
             raise GraphError(f"name = {name!r}: expected a string")
-        after = [self._ref(a) for a in (after or [])]
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
         if len(self.kind) >= MAX_OPS:
@@ -90,9 +110,13 @@ class OpGraph:
             return self._by_name[a]
         raise GraphError(f"dependency {a!r}: expected an op id or name")
 
-    def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None):
+    def compute(self, node, cycles=None, after=None, name=None, flops=None, bytes=None,
+                peak_flops=None):
         """A compute op: `cycles` on the node's compute unit, or `flops` and/or `bytes` (of
-        memory traffic) timed by the node's roofline: max(flops / peak, bytes / bandwidth)."""
+        memory traffic) timed by the node's roofline: max(flops / peak, bytes / bandwidth).
+        `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
+        op's precision times its kernel's efficiency --; by default the node's own peak
+        ([topology.npu] tflops, or its preset's fp32 peak)."""
         what = f"op {name!r}" if name else f"op {len(self.kind)}"
         if cycles is None and flops is None and bytes is None:
             raise GraphError(f"{what}: a compute op needs cycles, or flops and/or bytes (a "
@@ -102,9 +126,13 @@ class OpGraph:
                              f"roofline), not both")
         if cycles is not None:
             return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
+        if peak_flops is not None and not (isinstance(peak_flops, (int, float)) and
+                                           math.isfinite(peak_flops) and peak_flops > 0):
+            raise GraphError(f"{what}: peak_flops = {peak_flops!r}: expected a number > 0")
         i = self._add("compute", node, None, -1, after, name)
         self.work[i] = (_size(flops or 0, "flops", name, real=True),
-                        _size(bytes or 0, "bytes", name))
+                        _size(bytes or 0, "bytes", name),
+                        None if peak_flops is None else float(peak_flops))
         return i
 
     def send(self, src, dst, bytes, after=None, name=None):
@@ -129,34 +157,99 @@ class OpGraph:
         return self._add("reduce_" + engine, node, None, _size(bytes, "bytes", name), after,
                          name)
 
+    def acquire(self, node, priority=0, after=None, name=None):
+        """Take the node's gate: a queue that orders work no single op spans (one holder at
+        a time; waiting acquires take it highest `priority` first, the first to wait among
+        equals). Finishes when taken; the gate stays taken until a release op."""
+        return self._add("acquire", node, None, _size(priority, "priority", name), after,
+                         name)
+
+    def release(self, node, after=None, name=None):
+        """Free the node's gate (taken by an acquire op)."""
+        return self._add("release", node, None, 0, after, name)
+
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
         [topology.npu] offload_gbps)."""
         return self._add("engine", node, None, _size(bytes, "bytes", name), after, name)
 
     def mem_write(self, npu, mem, bytes, after=None, name=None):
-        """npu writes `bytes` into memory node `mem`: the data crosses the network and the
-        node's memory controller stores it as it arrives (see compile_graph)."""
-        return self._add("mem_write", npu, mem, _size(bytes, "bytes", name), after, name)
+        """npu writes `bytes` into `mem`, a memory node or a host's DRAM: read from npu's own
+        memory, across the network, stored by the target's memory as it arrives (see
+        compile_graph). The bytes take space at `mem` from the write's start until freed:
+        `free(g.space(op), at=...)` (held to the end of the run otherwise)."""
+        i = self._add("mem_write", npu, mem, _size(bytes, "bytes", name), after, name)
+        self._space[i] = self.hold(mem, self.size[i], i, "start", what=f"op {self.label(i)}")
+        return i
 
     def mem_read(self, npu, mem, bytes, after=None, name=None):
-        """npu reads `bytes` from memory node `mem`: a request, the controller's access, the
-        data back as it is read."""
+        """npu reads `bytes` from `mem` (a memory node or a host): a request, the target's
+        access, the data back as it is read, written into npu's own memory."""
         return self._add("mem_read", npu, mem, _size(bytes, "bytes", name), after, name)
+
+    # ------------------------------------------------------------------ memory space
+    def hold(self, device, bytes, at, edge="start", what=None):
+        """`bytes` of `device`'s memory (an NPU's HBM, a memory node's or a host's DRAM) are
+        taken when op `at` starts (edge 'start') or finishes ('finish'), until `free`d (held
+        to the end of the run otherwise). Returns the hold's id. Holds are bookkeeping: they
+        change no op's timing; after the run the occupancy of every device is computed from
+        its holds and the ops' times, and a device over its capacity is an error."""
+        h = len(self.holds)
+        self.holds.append([device, _size(bytes, "bytes", what), (self._ref(at),
+                          _edge(edge)), None, what])
+        return h
+
+    def free(self, h, at, edge="finish"):
+        """Release hold `h` when op `at` finishes (edge 'finish') or starts ('start')."""
+        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self.holds):
+            raise GraphError(f"free({h!r}): no such hold")
+        if self.holds[h][3] is not None:
+            raise GraphError(f"hold {h} ({self.holds[h][4] or 'unnamed'}) is freed twice")
+        self.holds[h][3] = (self._ref(at), _edge(edge))
+
+    def space(self, op):
+        """The hold of the bytes a mem_write op stores at its target."""
+        i = self._ref(op)
+        if i not in self._space:
+            raise GraphError(f"op {self.label(i)}: a {self.kind[i]} op holds no space; "
+                             f"expected a mem_write")
+        return self._space[i]
+
+    def depend(self, op, on):
+        """Make op `op` wait for op `on` as well (either may have been added after the
+        other; a cycle of dependencies is refused when the graph is compiled)."""
+        op, on = self._ref(op), self._ref(on)
+        if op == on:
+            raise GraphError(f"op {self.label(op)} cannot depend on itself")
+        if on not in self.after[op]:
+            self.after[op].append(on)
+            self._forward |= on > op
 
     def label(self, i):
         return self.names[i] if self.names[i] is not None else f"op{i}"
 
 
+def _edge(edge):
+    if edge not in ("start", "finish"):
+        raise GraphError(f"edge = {edge!r}: expected 'start' or 'finish'")
+    return edge == "finish"
+
+
 def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
+    if type(v) is int and 0 <= v <= MAX_INT:          # the common case
+        return float(v) if real else v
     where = f"op {name!r}: " if name else ""
-    ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
-          and math.isfinite(v) and v >= 0 and (real or float(v).is_integer()))
+    if isinstance(v, (np.integer, np.floating)):
+        v = v.item()
+    f = finite_float(v)                 # (None: inf, NaN, or an integer no float holds)
+    ok = f is not None and f >= 0 and (real or f.is_integer())
+    if f is None and isinstance(v, int) and not isinstance(v, bool) and v > 0 and not real:
+        raise GraphError(f"{where}{what} = {_short(v)}: expected at most {MAX_INT:,}")
     if not ok:
-        raise GraphError(f"{where}{what} = {v!r}: expected {'a number' if real else 'an integer'}"
-                         f" >= 0")
+        raise GraphError(f"{where}{what} = {_short(v)}: expected "
+                         f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
         raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
@@ -175,11 +268,13 @@ def load_graph(path) -> OpGraph:
               "delay": {"cycles"}, "reduce": {"node", "bytes"},
               "mem_write": {"npu", "mem", "bytes"},
               "mem_read": {"npu", "mem", "bytes"}}
-    optional = {"compute": {"cycles", "flops", "bytes"}, "reduce": {"engine"}}
+    optional = {"compute": {"cycles", "flops", "bytes"}, "reduce": {"engine"},
+                "mem_write": {"free_after"}}
+    frees = []
     for i, op in enumerate(ops):
         where = f"{path}: ops[{i}]"
         kind = op.get("kind")
-        if kind not in fields:
+        if not isinstance(kind, str) or kind not in fields:
             raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
                              f"reduce, mem_write or mem_read")
         takes = fields[kind] | optional.get(kind, set()) | {"name", "after"}
@@ -200,13 +295,20 @@ def load_graph(path) -> OpGraph:
                 g.reduce(op["node"], op["bytes"], op.get("engine", "npu"), op.get("after"),
                          op.get("name"))
             elif kind == "mem_write":
-                g.mem_write(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
+                w = g.mem_write(op["npu"], op["mem"], op["bytes"], op.get("after"),
+                                op.get("name"))
+                if "free_after" in op:
+                    frees.append((where, w, op["free_after"]))
             elif kind == "mem_read":
                 g.mem_read(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
             else:
                 g.delay(op["cycles"], op.get("after"), op.get("name"))
         except GraphError as e:
             raise GraphError(f"{where}: {e}") from None
+    for where, w, name in frees:          # the freeing op may come later in the file
+        if not isinstance(name, str) or name not in g._by_name:
+            raise GraphError(f"{where}.free_after = {name!r}: expected the name of an op")
+        g.free(g.space(w), g._by_name[name])
     return g
 
 
@@ -216,17 +318,24 @@ REQUEST_BYTES = 64          # a memory read request
 def compile_graph(g: OpGraph, topo, cfg=None):
     """Check the graph against the topology and turn it into csim's arrays.
 
-    Memory ops become primitive ops on the memory node's controller (its compute unit, one
-    access at a time, in order), in pieces of workload.mem_piece_bytes so that transfer and
-    access overlap: a write of b bytes is, per piece, a send npu -> mem then an access of
-    piece / bandwidth cycles (the first also pays the access latency); a read is a request
-    send npu -> mem, then per piece an access and a send mem -> npu. A memory op starts with
-    its first piece and finishes with its last. Memory nodes cannot run compute ops; writing
-    more than a node's capacity (writes add up; nothing is freed) is an error naming it.
+    Memory ops move in pieces of workload.mem_piece_bytes so that reading, transfer and
+    storing overlap. A write of b bytes from an NPU (or host) to a memory node (or a host's
+    DRAM) is, per piece, a read of the piece from the source's own memory (its memory unit,
+    at its HBM or DRAM bandwidth), a send to the target, and the target's access of piece /
+    bandwidth cycles (a memory node's controller, its one unit, also paying the access
+    latency on the first piece; a host's memory unit); a read is a request send, then per
+    piece the target's access, a send back and the write into the reader's memory. Pieces
+    go in order. A memory op starts with its first piece and finishes with its last. Memory
+    nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    more than a device's capacity are an error naming it (the exact check, from the ops'
+    times, follows the run: `memory_usage`).
     Returns the arrays and, per op of `g`, its (first, last) primitive op."""
     index = {name: i for i, name in enumerate(topo.node_names)}
 
     def node_id(name, i, what, kinds=None):
+        if not isinstance(name, str):
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
+                             f"string)")
         if name not in index:
             known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
             raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
@@ -244,12 +353,17 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     if len(g) == 0:
         raise GraphError("the op graph is empty")
     mem = memory_params(topo, cfg)
+    cparams = compute_params(topo, cfg)          # (once: each walks every node)
+    eparams = engine_params(topo, cfg)
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     kind, node, dst, size, after, unit = [], [], [], [], [], []
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
-    span = []                           # per op of g: (first primitive, last primitive)
+    span = [None] * len(g)              # per op of g: (first primitive, last primitive)
     isolated = {}                       # roofline ops: their time alone
-    stored = {}
+    companions = []                     # roofline ops' memory companions
+    stored, read = {}, {}               # per memory node or host: bytes written, bytes read
+    caps = capacities(topo, cfg)
 
     def prim(k, n, d, s, deps, u=0):
         kind.append(KINDS[k])
@@ -257,23 +371,27 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         node.append(n)
         dst.append(d)
         size.append(int(s))
-        after.append(sorted(set(deps)))
+        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
         return len(kind) - 1
 
-    for i in range(len(g)):
+    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock)
+    for i in (topological_order(g) if g._forward else range(len(g))):
         k = g.kind[i]
         deps = [span[d][1] for d in g.after[i]]
         if k == "compute" and g.work[i] is None:
             n = node_id(g.node[i], i, "node", ("npu", "host"))
             p = prim("compute", n, -1, g.size[i], deps)
-            span.append((p, p))
+            span[i] = (p, p)
         elif k == "compute":
             # roofline: slices of at most slice_cycles, each a compute part on the compute
-            # unit beside a memory part on the memory unit; the next slice waits for both
+            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-            C = _ceil(g.work[i][0], flops_pc)
-            H = _ceil(g.work[i][1], bytes_pc)
+            flops_pc, bytes_pc = cparams[n]
+            flops, nbytes, peak = g.work[i]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            C = _ceil(flops, flops_pc)
+            H = _ceil(nbytes, bytes_pc)
             isolated[i] = max(C, H)
             S = max(1, -(-max(C, H) // slice_cycles))
             if S > MAX_SLICES:
@@ -281,79 +399,87 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                                  f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
                                  f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
                                  f"workload.slice_cycles)")
-            first, prev = None, deps
-            for s_ in range(S):
-                c = (s_ + 1) * C // S - s_ * C // S
-                h = (s_ + 1) * H // S - s_ * H // S
-                parts = []
-                if c or not h:
-                    parts.append(prim("compute", n, -1, c, prev, 0))
-                if h:
-                    parts.append(prim("compute", n, -1, h, prev, 1))
-                first = parts[0] if first is None else first
-                if len(parts) == 2:
-                    prev = [prim("delay", -1, -1, 0, parts)]     # joins the two parts
-                else:
-                    prev = parts
-            span.append((first, prev[0]))
+            p = prim("roofline", n, S, C, deps, 0)
+            companions.append(prim("roofline_mem", n, -1, H, [], 1))
+            span[i] = (p, p)
         elif k == "reduce_npu":
             n = node_id(g.node[i], i, "node", ("npu",))
-            _, bytes_pc = compute_params(topo, cfg)[n]
+            _, bytes_pc = cparams[n]
             mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
-            red = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][2]),
-                       deps, 0)
+            red = prim("compute", n, -1, _ceil(g.size[i], eparams[n][2]), deps, 0)
             p = prim("delay", -1, -1, 0, [mem_, red])
-            span.append((mem_, p))
+            span[i] = (mem_, p)
         elif k == "reduce_offload":
             n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, _ceil(g.size[i], engine_params(topo, cfg)[n][0]), deps,
-                     2)
-            span.append((p, p))
+            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps, 2)
+            span[i] = (p, p)
         elif k in ("memory", "engine"):
             n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
-            flops_pc, bytes_pc = compute_params(topo, cfg)[n]
-            rate = bytes_pc if k == "memory" else engine_params(topo, cfg)[n][0]
+            flops_pc, bytes_pc = cparams[n]
+            rate = bytes_pc if k == "memory" else eparams[n][0]
             p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
-            span.append((p, p))
+            span[i] = (p, p)
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
-            span.append((p, p))
+            span[i] = (p, p)
+        elif k in ("acquire", "release"):
+            n = node_id(g.node[i], i, "node")
+            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
+            span[i] = (p, p)
         elif k == "send":
             a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
             if a == b:
                 raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
             p = prim("send", a, b, g.size[i], deps)
-            span.append((p, p))
+            span[i] = (p, p)
         else:
             a = node_id(g.node[i], i, "npu", ("npu", "host"))
-            m = node_id(g.dst[i], i, "mem", ("mem",))
-            bpc, lat, cap = mem[m]
+            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
+            if a == m:
+                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
+                                 f"memory is a compute op with bytes, not a {k}")
+            own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
+            if topo.node_kinds[m] == "mem":
+                bpc, lat, _ = mem[m]
+                m_unit = 0                    # the memory node's controller
+            else:
+                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
             total = g.size[i]
             pieces = [min(piece, total - o) for o in range(0, total, piece)] or [0]
             if k == "mem_write":
                 stored[m] = stored.get(m, 0) + total
-                if stored[m] > cap:
-                    raise GraphError(f"op {g.label(i)}: writing {total} bytes to "
-                                     f"{topo.node_names[m]} passes its capacity of {cap} "
-                                     f"bytes ({stored[m]} written in all)")
-                first = last = snd = None
+                first = rd = snd = acc = None
                 for j, b in enumerate(pieces):       # pieces leave in order, one after another
-                    snd = prim("send", a, m, b, deps if snd is None else [snd])
+                    rd = prim("compute", a, -1, _ceil(b, own_bpc),
+                              deps if rd is None else [rd], 1)
+                    snd = prim("send", a, m, b, [rd] + ([snd] if snd is not None else []))
                     acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [snd] + ([last] if last is not None else []))
-                    first = snd if first is None else first
-                    last = acc
-                span.append((first, last))
+                               [snd] + ([acc] if acc is not None else []), m_unit)
+                    first = rd if first is None else first
+                span[i] = (first, acc)
             else:
+                read[m] = read.get(m, 0) + total
+                if total > caps[m]:
+                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
+                                     f"{topo.node_names[m]}, more than its capacity of "
+                                     f"{caps[m]} bytes")
                 req = prim("send", a, m, REQUEST_BYTES, deps)
-                last_acc = None
-                last = None
+                acc = wr = None
                 for j, b in enumerate(pieces):
                     acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [req] + ([last_acc] if last_acc is not None else []))
-                    last = prim("send", m, a, b, [acc]) if b else acc
-                    last_acc = acc
-                span.append((req, last))
+                               [req] + ([acc] if acc is not None else []), m_unit)
+                    back = prim("send", m, a, b, [acc]) if b else acc
+                    wr = prim("compute", a, -1, _ceil(b, own_bpc),
+                              [back] + ([wr] if wr is not None else []), 1)
+                span[i] = (req, wr)
+    for m, b in read.items():
+        if b > stored.get(m, 0):
+            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
+            warnings.warn(PysimWarning(
+                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
+                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
+                f"from the start"), stacklevel=2)
+    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
     n_ops = len(kind)
     succ_lists = [[] for _ in range(n_ops)]
     for i, a in enumerate(after):
@@ -362,45 +488,131 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     succ_ptr = np.zeros(n_ops + 1, np.int64)
     succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
     succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
-    # dependencies only point backwards (an op names ops given before it), so no cycles
+    # the ops of g were taken in a topological order, so the primitives have no cycles
+    deps_n = np.array([len(a) for a in after], np.int32)
+    deps_n[companions] = 1                  # started by their roofline op, never by deps
     arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
                   node=np.array(node, np.int32),
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
-                  deps=np.array([len(a) for a in after], np.int32), succ_ptr=succ_ptr,
-                  succ=succ)
+                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
     return arrays, span
 
 
-MAX_SLICES = 1_000_000     # a roofline op's slices: ops of the engine's graph, built here
+def topological_order(g: OpGraph):
+    """The ops of g in an order where every op comes after its dependencies (Kahn's
+    algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
+    ops on it."""
+    import heapq
+    n = len(g)
+    deps = np.array([len(a) for a in g.after], np.int64)
+    succ = [[] for _ in range(n)]
+    for i, a in enumerate(g.after):
+        for d in a:
+            succ[d].append(i)
+    ready = [i for i in range(n) if deps[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            deps[j] -= 1
+            if deps[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) < n:
+        stuck = [g.label(i) for i in np.flatnonzero(deps > 0)[:5]]
+        raise GraphError(f"the op graph has a cycle of dependencies (ops waiting on each "
+                         f"other include {', '.join(stuck)})")
+    return order
+
+
+MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
+
+
+def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
+    """Count, before building any, the engine's ops the graph's ops expand into -- a memory
+    op's pieces (three ops each), a roofline op (two, csim running its slices; past
+    MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
+    more than MAX_OPS, naming the op that expands most and the key that sets its expansion.
+    (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    total, worst, worst_i = 0, -1, -1
+    for i in range(len(g)):
+        k = g.kind[i]
+        if k in ("mem_write", "mem_read"):
+            n = 3 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
+        elif k == "compute" and g.work[i] is not None:
+            # a roofline op and its memory companion; csim runs its slices, at most
+            # MAX_SLICES of them (more are counted as ops, so that they are refused here)
+            flops, nbytes, peak = g.work[i]
+            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            cycles = max(flops / flops_pc, nbytes / bytes_pc)      # (may be inf)
+            slices = int(math.ceil(min(cycles, 1e30) / slice_cycles))
+            n = 2 if slices <= MAX_SLICES else slices
+        elif k == "reduce_npu":
+            n = 3
+        else:
+            n = 1
+        total += n
+        if n > worst:
+            worst, worst_i = n, i
+    if total <= MAX_OPS:
+        return
+    k = g.kind[worst_i]
+    if k in ("mem_write", "mem_read"):
+        why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
+               f"(raise it)")
+    elif k == "compute":
+        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
+    else:
+        why = "the graph's ops themselves"
+    raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "
+                     f"op {g.label(worst_i)} alone into up to {worst:,}: {why}")
 
 
 def _ceil(b, bpc):
-    return int(math.ceil(b / bpc - 1e-9)) if b else 0
+    """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
+    rate of 1e-300 GB/s) is refused, naming the rate."""
+    if not b:
+        return 0
+    cycles = b / bpc - 1e-9
+    if not cycles <= MAX_INT:
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
+                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                         f"mem_gbps) or workload.reduce_gbps is too small")
+    return int(math.ceil(cycles))
 
 
 def compute_params(topo, cfg):
-    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline, from
-    [topology.npu] (tflops, hbm_gbps) and [topology.host] (tflops, dram_gbps), or the node's
-    own values."""
+    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline. An NPU's
+    from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
+    hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
+    bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
+    from pysim.models.presets import npu_spec
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     out = {}
     for i, k in enumerate(topo.node_kinds):
-        if k not in ("npu", "host"):
-            continue
-        d = ((cfg.topology.npu if k == "npu" else cfg.topology.host) or {}) if cfg else {}
-        own = topo.node_mem[i] if topo.node_mem else {}
-        mem_key = "hbm_gbps" if k == "npu" else "dram_gbps"
-        tflops = own.get("tflops", d.get("tflops", 100.0 if k == "npu" else 2.0))
-        gbps = own.get(mem_key, d.get(mem_key, 900.0 if k == "npu" else 100.0))
-        out[i] = (tflops * 1e3 / clock, gbps / clock)
+        if k == "npu":
+            sp = npu_spec(cfg, topo, i)
+            peak = sp.tflops.get("fp32") or max(sp.tflops.values())
+            out[i] = (peak * 1e3 / clock, sp.hbm_bytes_per_s / 1e9 / clock)
+        elif k == "host":
+            d = (cfg.topology.host or {}) if cfg else {}
+            own = topo.node_mem[i] if topo.node_mem else {}
+            tflops = own.get("tflops", d.get("tflops", 2.0))
+            gbps = own.get("dram_gbps", d.get("dram_gbps", 100.0))
+            out[i] = (tflops * 1e3 / clock, gbps / clock)
     return out
 
 
 def engine_params(topo, cfg):
     """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
-    reduction bytes per cycle), from [topology.npu] offload_gbps (default 256),
-    offload_sram_mb (8) and reduce_gbps (450), or the node's own."""
+    reduction bytes per cycle, the pieces the engine streams its SRAM in), from
+    [topology.npu] offload_gbps (default 256), offload_sram_mb (8), reduce_gbps (450) and
+    offload_pieces (16), or the node's own."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.npu or {}) if cfg is not None else {}
     out = {}
@@ -409,7 +621,8 @@ def engine_params(topo, cfg):
             own = topo.node_mem[i] if topo.node_mem else {}
             out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
                       int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
-                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock)
+                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
+                      max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
     return out
 
 
@@ -427,6 +640,191 @@ def memory_params(topo, cfg):
         cap = own.get("capacity_gb", d.get("capacity_gb", 128.0))
         out[i] = (gbps / clock, ns_to_cycles(lat, clock), int(cap * 1e9))
     return out
+
+
+def capacities(topo, cfg):
+    """Per NPU, memory node and host: its memory in bytes -- an NPU's preset's HBM or
+    [topology.npu] hbm_gb (default 32), [topology.mem] capacity_gb (128), [topology.host]
+    dram_gb (256), or the node's own (decimal GB)."""
+    out = {}
+    t = cfg.topology if cfg is not None else None
+    table = {"npu": ("hbm_gb", (t.npu if t else None) or {}, "hbm_gb", 32.0),
+             "mem": ("capacity_gb", (t.mem if t else None) or {}, "capacity_gb", 128.0),
+             "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
+    for i, k in enumerate(topo.node_kinds):
+        if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
+            from pysim.models.presets import npu_spec
+            out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
+        elif k in table:
+            own_key, d, key, default = table[k]
+            own = topo.node_mem[i] if topo.node_mem else {}
+            out[i] = int(round(own.get(own_key, d.get(key, default)) * 1e9))
+    return out
+
+
+def _hold_devices(g, topo):
+    index = {name: i for i, name in enumerate(topo.node_names)}
+    dev = np.empty(len(g.holds), np.int64)
+    for h, (device, _, _, _, what) in enumerate(g.holds):
+        n = index.get(device) if isinstance(device, str) else None
+        if n is None or topo.node_kinds[n] not in ("npu", "mem", "host"):
+            why = "no node of that name" if n is None else f"a {topo.node_kinds[n]} node"
+            raise GraphError(f"{what or f'hold {h}'}: memory held at {device!r}, {why}; "
+                             f"expected an NPU, a memory node or a host")
+        dev[h] = n
+    return dev
+
+
+def check_holds(g, topo, cfg):
+    """Before the run: the holds never freed must fit on their device together (they are
+    all held at the end)."""
+    if not g.holds:
+        return
+    dev = _hold_devices(g, topo)
+    cap = capacities(topo, cfg)
+    kept = {}
+    for h, (device, b, _, end, what) in enumerate(g.holds):
+        if end is None and b:
+            kept[dev[h]] = kept.get(dev[h], 0) + b
+            if kept[dev[h]] > cap[dev[h]]:
+                label = what or f"hold {h}"
+                total = sum(x[1] for x, d in zip(g.holds, dev) if d == dev[h] and x[3] is None)
+                raise GraphError(f"{label}: holding {b} bytes at {device} passes its capacity "
+                                 f"of {cap[dev[h]]} bytes ({total} held there and never "
+                                 f"freed)")
+
+
+@dataclass
+class MemoryUsage:
+    """Occupancy of every device that holds memory, from the holds and the ops' times."""
+    peak_bytes: dict            # device name -> the most held at once
+    peak_cycle: dict            # device name -> when the peak was first reached
+    capacity_bytes: dict        # device name -> its capacity
+    end_bytes: dict             # device name -> still held when the last op finished
+    timeline: dict              # device name -> [[cycle, bytes held from then on], ...]
+    live_at_peak: dict          # device name -> [(what, bytes), ...] largest first
+
+
+def occupancy(dev, nb, t_take, t_free):
+    """{device: (cycles, bytes held from each of those cycles on)} for holds of nb bytes on
+    devices dev over [t_take, t_free): one point per cycle where the level changes, releases
+    at a cycle before takes (vectorised: sort the events, cumulative sums per device)."""
+    dev = np.asarray(dev, np.int64)
+    nb = np.asarray(nb, np.int64)
+    ev_dev = np.concatenate([dev, dev])
+    ev_t = np.concatenate([np.asarray(t_take, np.int64), np.asarray(t_free, np.int64)])
+    ev_d = np.concatenate([nb, -nb])
+    order = np.lexsort((ev_d > 0, ev_t, ev_dev))
+    ev_dev, ev_t, ev_d = ev_dev[order], ev_t[order], ev_d[order]
+    level = np.cumsum(ev_d)
+    bounds = np.flatnonzero(np.diff(ev_dev)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(ev_d)]]).astype(np.int64)
+    offset = np.concatenate([[0], level[bounds - 1]])
+    level = level - np.repeat(offset, ends - starts)
+    out = {}
+    for lo, hi in zip(starts, ends):
+        lv, tt = level[lo:hi], ev_t[lo:hi]
+        last = np.flatnonzero(np.concatenate([tt[1:] != tt[:-1], [True]]))
+        out[int(ev_dev[lo])] = (tt[last], lv[last])
+    return out
+
+
+def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsage:
+    """Occupancy per device from the holds and the ops' start/finish cycles (computed once,
+    after the run, in numpy). A hold is taken at its op's edge and released at its free's
+    (never: after the last op); at the same cycle releases come before takes. With check, a
+    device whose peak passes its capacity is an error naming it, the bytes at the peak, the
+    capacity, the cycle and the largest holds live then."""
+    names = topo.node_names
+    empty = MemoryUsage({}, {}, {}, {}, {}, {})
+    if not g.holds:
+        return empty
+    dev = _hold_devices(g, topo)
+    cap = capacities(topo, cfg)
+    start = np.asarray(start, np.int64)
+    finish = np.asarray(finish, np.int64)
+    end_time = int(finish.max()) + 1
+    nb = np.array([h[1] for h in g.holds], np.int64)
+    a_op = np.array([h[2][0] for h in g.holds], np.int64)
+    a_fin = np.array([h[2][1] for h in g.holds], bool)
+    freed = np.array([h[3] is not None for h in g.holds], bool)
+    f_op = np.array([h[3][0] if h[3] else 0 for h in g.holds], np.int64)
+    f_fin = np.array([h[3][1] if h[3] else True for h in g.holds], bool)
+    t_take = np.where(a_fin, finish[a_op], start[a_op])
+    t_free = np.where(f_fin, finish[f_op], start[f_op])
+    t_free = np.where(freed, np.maximum(t_free, t_take), end_time)
+    u = MemoryUsage({}, {}, {}, {}, {}, {})
+    for d, (pts_t, pts_l) in occupancy(dev, nb, t_take, t_free).items():
+        name = names[d]
+        k = int(np.argmax(pts_l))
+        peak = int(max(pts_l[k], 0))
+        u.peak_bytes[name] = peak
+        u.peak_cycle[name] = int(pts_t[k])
+        u.capacity_bytes[name] = cap[d]
+        u.end_bytes[name] = int(pts_l[pts_t < end_time][-1]) if (pts_t < end_time).any() else 0
+        u.timeline[name] = [[int(a), int(b)] for a, b in zip(pts_t, pts_l) if a < end_time]
+        at = int(pts_t[k])
+        live = np.flatnonzero((dev == d) & (t_take <= at) & (t_free > at) & (nb > 0))
+        live = live[np.argsort(-nb[live], kind="stable")][:5]
+        u.live_at_peak[name] = [(g.holds[h][4] or f"hold {h}", int(nb[h])) for h in live]
+        if check and peak > cap[d]:
+            held = ", ".join(f"{w} {b:,}" for w, b in u.live_at_peak[name])
+            raise GraphError(f"{name}: {peak:,} bytes held at once (cycle {at:,}), past its "
+                             f"capacity of {cap[d]:,} bytes (largest held then: {held})")
+    return u
+
+
+def memory_report(g: OpGraph, usage: MemoryUsage, topo, cfg):
+    """The result's `memory`: per device that holds memory, its peak against its capacity
+    and the bytes moved out to (offloaded) and back from (prefetched) remote memory, and per
+    device its occupancy timeline."""
+    if not usage.peak_bytes:
+        return {}
+    kinds = dict(zip(topo.node_names, topo.node_kinds))
+    cap = {topo.node_names[i]: c for i, c in capacities(topo, cfg).items()}
+    devices = {}
+    for name in topo.node_names:          # node order
+        if name in usage.peak_bytes:
+            devices[name] = dict(kind=kinds[name], peak_bytes=usage.peak_bytes[name],
+                                 capacity_bytes=usage.capacity_bytes[name],
+                                 peak_cycle=usage.peak_cycle[name],
+                                 end_bytes=usage.end_bytes[name],
+                                 offloaded_bytes=0, prefetched_bytes=0)
+    for i, k in enumerate(g.kind):
+        if k in ("mem_write", "mem_read"):
+            key = "offloaded_bytes" if k == "mem_write" else "prefetched_bytes"
+            for name in (g.node[i], g.dst[i]):
+                if name not in devices:
+                    devices[name] = dict(kind=kinds[name], peak_bytes=0,
+                                         capacity_bytes=cap[name], peak_cycle=0, end_bytes=0,
+                                         offloaded_bytes=0, prefetched_bytes=0)
+                devices[name][key] += g.size[i]
+    return dict(devices=devices, timeline=usage.timeline)
+
+
+def memory_rows(memory):
+    """Summary lines: each device's peak against its capacity, and the bytes moved."""
+    if not memory:
+        return []
+    rows = []
+    for name, v in list(memory["devices"].items())[:12]:
+        line = (f"peak {v['peak_bytes'] / 1e9:.3f} GB of {v['capacity_bytes'] / 1e9:.3g} GB "
+                f"({100 * v['peak_bytes'] / max(v['capacity_bytes'], 1):.0f}%)"
+                if v["capacity_bytes"] else "")
+        moved = [f"{v['offloaded_bytes'] / 1e9:.3f} GB out" if v["offloaded_bytes"] else "",
+                 f"{v['prefetched_bytes'] / 1e9:.3f} GB back" if v["prefetched_bytes"] else ""]
+        if v.get("recomputed_flops"):
+            moved.append(f"{v['recomputed_flops'] / 1e9:.3g} GFLOP recomputed")
+        rows.append((f"memory {name}", ", ".join(x for x in [line] + moved if x)))
+    if len(memory["devices"]) > 12:
+        rows.append(("memory ...", f"{len(memory['devices']) - 12} more devices in the JSON"))
+    return rows
+
+
+MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
+              "flow": "flow (messages as flows sharing links max-min fairly, plus their "
+                      "zero-load latency)"}
 
 
 @dataclass
@@ -447,13 +845,18 @@ class GraphResult:
     build: dict = field(default_factory=dict)
     collective: dict = field(default_factory=dict)   # set for collective workloads
     links: list = field(default_factory=list)        # per channel, over the makespan
+    memory: dict = field(default_factory=dict)       # set when the graph holds memory
+    network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
+    flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
 
     def to_dict(self):
+        """Plain JSON data: a number that is not defined (no packet, no time) is None."""
+        from pysim._io import json_safe
         d = dict(self.__dict__)
-        if d["avg_packet_latency"] != d["avg_packet_latency"]:
-            d["avg_packet_latency"] = None
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
-        return d
+        if not d["memory"]:
+            del d["memory"]
+        return json_safe(d)
 
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
@@ -485,6 +888,8 @@ class GraphResult:
                            "args": {"name": "memory"}})
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 3,
                            "args": {"name": "collectives engine"}})
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 4,
+                           "args": {"name": "gate"}})
         events.append({"ph": "M", "name": "process_name", "pid": delay_pid,
                        "args": {"name": "delays"}})
         for op in self.ops:
@@ -493,7 +898,7 @@ class GraphResult:
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
-                   "reduce_offload": 3}[op["kind"]]
+                   "reduce_offload": 3, "acquire": 4, "release": 4}[op["kind"]]
             args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
             args.update({"size": op["size"]} if op["size"] >= 0 else
                         {"flops": op["flops"], "bytes": op["bytes"]})
@@ -539,18 +944,22 @@ class GraphResult:
                                  f"{v['hbm_bytes_per_network_byte']:.2f} per network byte, "
                                  f"{v['network_gbps']:.1f} GB/s sent, compute slowed "
                                  f"{v['compute_slowdown_cycles']} cycles"))
-        rows += [("makespan", f"{self.makespan_cycles} cycles"),
+        rows += [("network model", MODEL_TEXT.get(self.network_model, self.network_model)),
+                 ("makespan", f"{self.makespan_cycles} cycles"),
                 ("ops", f"{len(self.ops)} (" + ", ".join(
                     f"{k} {v}" for k, v in sorted(self._count().items())) + ")"),
                 ("packets", f"{self.packets}, avg latency "
-                            + (f"{self.avg_packet_latency:.1f}" if self.packets else "n/a")
-                            + " cycles"),
+                            + (f"{self.avg_packet_latency:.1f}" if self.packets and
+                               self.avg_packet_latency == self.avg_packet_latency else "n/a")
+                            + " cycles" + (" (flows: packets not simulated)"
+                                           if self.network_model == "flow" else "")),
                 ("compute busy", ", ".join(f"{n} {100 * b / max(self.makespan_cycles, 1):.0f}%"
                                            for n, b in sorted(busy.items())[:8]) or "none"),
-                ("link utilisation", self._link_line()),
-                ("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
+                ("link utilisation", self._link_line())]
+        rows += memory_rows(self.memory)
+        rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                           f"wall"),
-                ("seed / version", f"{self.seed} / pysim {self.version}")]
+                 ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
@@ -571,9 +980,11 @@ class GraphResult:
 
 
 @register("graph", traces=True)
-def run_graph(cfg, graph=None, progress=None) -> GraphResult:
+def run_graph(cfg, graph=None, progress=None, check_memory=True) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network; progress(cycle,
-    None) is called about ten times a second (see pysim.simulate)."""
+    None) is called about ten times a second (see pysim.simulate). With check_memory, a
+    device whose memory held at once passes its capacity is an error (else it is
+    reported)."""
     t0 = time.perf_counter()
     if graph is None:
         if cfg.workload.file is None:
@@ -585,9 +996,11 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
     network = compile_network(cfg)
     arrays, span = compile_graph(graph, network.topo, cfg)
     eng = _engine.Engine(network.arrays)
+    model = cfg.network.model          # how sends are carried; everything else is the same
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
                   arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"])
+                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"],
+                  flow=flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
@@ -600,6 +1013,7 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
         unfinished = [graph.label(i) for i in np.flatnonzero(finish < 0)[:5]]
         raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles}: the graph did not "
                           f"finish (unfinished: {', '.join(unfinished)})")
+    usage = memory_usage(graph, start, finish, network.topo, cfg, check=check_memory)
     names = network.topo.node_names
     ops = []
     for i in range(len(graph)):
@@ -607,14 +1021,17 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
                   dst=graph.dst[i], size=graph.size[i], start=int(start[i]),
                   finish=int(finish[i]))
         if graph.work[i] is not None:
-            op["flops"], op["bytes"] = graph.work[i]
+            op["flops"], op["bytes"] = graph.work[i][:2]
             op["isolated_cycles"] = int(arrays["isolated"][i])
         ops.append(op)
     c = eng.counters()
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
-    links = link_report(network, cfg, eng.channel_flits(), makespan, eng.vc_flits())
+    links = link_report(network, cfg, eng.channel_flits(), makespan,
+                        eng.vc_flits() if model != "flow" else None)
+    flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
+                                    "pairs_recomputed")} if model == "flow" else {}
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
@@ -622,4 +1039,5 @@ def run_graph(cfg, graph=None, progress=None) -> GraphResult:
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD), links=links)
+        version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
+        flow=flow, memory=memory_report(graph, usage, network.topo, cfg))

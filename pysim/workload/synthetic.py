@@ -17,14 +17,26 @@ import numpy as np
 
 from csim import _engine
 from pysim import __version__, theory, traffic
+from pysim.config import ConfigError
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 from pysim.workload.base import check_status, link_report, register
 
 
+def flit_only(cfg, what):
+    """Refuse network.model = 'flow' for what only the flit level can run."""
+    if cfg.network.model != "flit":
+        raise ConfigError(f"network.model = {cfg.network.model!r}: {what} runs at the flit "
+                          f"level only (its packets are drawn cycle by cycle and measured "
+                          f"one by one, which flows do not model); the flow model runs op "
+                          f"graphs and collectives (workload.kind = 'graph' or "
+                          f"'collective'). Use network.model = 'flit'")
+
+
 def prepare(cfg, horizon=None):
     """Compile cfg and return (network, engine) with its synthetic traffic set up, generated
     up to cycle `horizon` (None: without end)."""
+    flit_only(cfg, "synthetic traffic")
     network = compile_network(cfg)
     topo = network.topo
     inj_bpc, _ = nic_bandwidths(topo, cfg)
@@ -125,6 +137,7 @@ def run_synthetic(cfg, progress=None):
 def run_packets(cfg, times, src, dst, lengths, max_cycles=None, network=None):
     """Inject an explicit packet list (creation cycle, source node, destination node, flits)
     and run until all are delivered. Returns (network, engine, deliver, inject, hops)."""
+    flit_only(cfg, "a packet trace")
     network = network or compile_network(cfg)
     eng = _engine.Engine(network.arrays)
     order = np.argsort(np.asarray(times), kind="stable")

@@ -1,0 +1,542 @@
+# The flow-level network: each send is one flow along the route the flit level takes, and
+# flows share every resource on their routes max-min fairly.
+#
+# Resources are the channel groups of the compiled network (a parallel group is one resource
+# whose capacity is the sum of its members'; the table rt names a group by its first channel,
+# and a NIC's injection and ejection channels are groups too), plus, where it binds, a cap per
+# (source, destination) pair: a NIC sends no more packets at once to one destination than the
+# first link towards it has channels, each on one injection channel. Capacities are in bytes
+# per cycle; a flow's volume is its wire bytes (whole flits: the last flit of a packet is sent
+# whole), so a lone flow drains at the rate the flit level serialises its flits.
+#
+# Flows of one (source, destination) pair take the same route, so max-min fairness gives them
+# the same rate: the solver works on pairs, each weighing as many flows as it has, and a pair
+# keeps its flows in a heap by the per-flow service (bytes carried per flow since the pair
+# became active) at which each is done. So an event costs the pairs in its component, not the
+# flows: a memory node's read pieces waiting in its NIC are one pair.
+#
+# Rates are recomputed when flows start or end, once per cycle at which something changed,
+# and only in the connected components (pairs linked by shared resources) that changed: the
+# rates of other components cannot move. Within a component, progressive filling: every
+# unfrozen flow's rate rises together until a resource is full; its unfrozen pairs freeze at
+# that level; repeat. A heap of resources by fair share (capacity left / unfrozen flows)
+# finds the next full one; a resource's share only rises as other flows freeze, so stale
+# entries are re-pushed when popped.
+#
+# Where a VC class has one VC on a channel, a packet of that class waits, at the channel's
+# upstream router, until its predecessor's tail has left and then for VC allocation, so the
+# channel's packets of that class cannot follow each other back to back: the pair (channel
+# group, class) is a resource too, of the rate such a stream reaches at the flit level
+# (pysim/flow.py measures it on a two-hop line).
+#
+# A message of b bytes is n packets of P flits, the last of L, W wire bytes (N flits) in all.
+# Alone at the flit level, on a route whose bottleneck (the least capacity, R bytes per cycle)
+# is one channel, its packets follow each other through it flit after flit (with VCs to spare
+# they interleave there, which changes which flit is last but not when the last one crosses),
+# and it arrives as one packet of N flits would: T0(N), the zero-load latency of pysim.theory
+# (given per op in op_lat_whole). Where the bottleneck is m parallel channels, packets cross it
+# m at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
+# own zero-load latency (op_lat_full for a full packet, op_lat for the last):
+# T0(L') + ceil(((n - 1) // m) * P * F * m / R); so too, with m its channels, where it is a
+# class of one VC (packets one at a time, at its stream's period). Here the W bytes drain at
+# the max-min rate and the op finishes `lat` cycles after the last byte is carried, lat chosen
+# so that a lone message takes exactly that time: lat = T_alone - ceil(W / R) (never below 0).
+# No Python runs per flow or event.
+from libc.math cimport ceil
+from libc.stdlib cimport realloc
+from csim._types cimport *
+from csim._heap cimport heap_push
+
+
+cdef inline cycle_t ceil_cycles(double x) noexcept nogil:
+    """ceil(x) for x >= 0, forgiving the rounding of a division that should be whole."""
+    cdef double y = x - 1e-9 - 1e-12 * x
+    return <cycle_t>ceil(y) if y > 0 else 0
+
+
+# ------------------------------------------------------------------ pools
+
+cdef inline int flow_grow(State* s) noexcept nogil:
+    """Double the flow slots."""
+    cdef int32_t cap = s.fl_cap * 2 if s.fl_cap > 0 else 64
+    cdef int32_t i
+    cdef void* p = realloc(s.fl, cap * sizeof(Flow))
+    if p == NULL:
+        return -1
+    s.fl = <Flow*>p
+    for i in range(s.fl_cap, cap):
+        s.fl[i].nxt = i + 1 if i + 1 < cap else s.fl_free
+    s.fl_free = s.fl_cap
+    s.fl_cap = cap
+    return 0
+
+
+cdef inline int slot_grow(State* s) noexcept nogil:
+    """Double the route slots (hmax entries each)."""
+    cdef int32_t cap = s.sl_cap * 2 if s.sl_cap > 0 else 64
+    cdef int32_t i
+    cdef int64_t ne = <int64_t>cap * s.hmax
+    cdef void* p
+    p = realloc(s.fe_res, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_res = <int32_t*>p
+    p = realloc(s.fe_next, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_next = <int32_t*>p
+    p = realloc(s.fe_prev, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_prev = <int32_t*>p
+    p = realloc(s.sl_pair, cap * sizeof(int32_t))
+    if p == NULL: return -1
+    s.sl_pair = <int32_t*>p
+    for i in range(s.sl_cap, cap):       # free slots: sl_pair holds -2 - (next free slot)
+        s.sl_pair[i] = -2 - (i + 1 if i + 1 < cap else s.sl_free)
+    s.sl_free = s.sl_cap
+    s.sl_cap = cap
+    return 0
+
+
+cdef inline void _dirty(State* s, int32_t r) noexcept nogil:
+    if not s.rs_isdirty[r]:
+        s.rs_isdirty[r] = 1
+        s.rs_dirty[s.n_dirty] = r
+        s.n_dirty += 1
+
+
+cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
+    """Pair p (its route in fe_res of its slot, rlen set) joins its resources' lists."""
+    cdef int32_t k, r
+    cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    for k in range(s.pr[p].rlen):
+        e = base + k
+        r = s.fe_res[e]
+        s.fe_prev[e] = -1
+        s.fe_next[e] = s.rs_head[r]
+        if s.rs_head[r] >= 0:
+            s.fe_prev[s.rs_head[r]] = <int32_t>e
+        s.rs_head[r] = <int32_t>e
+    return 0
+
+
+cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
+    cdef int32_t k, r
+    cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    for k in range(s.pr[p].rlen):
+        e = base + k
+        r = s.fe_res[e]
+        if s.fe_prev[e] >= 0:
+            s.fe_next[s.fe_prev[e]] = s.fe_next[e]
+        else:
+            s.rs_head[r] = s.fe_next[e]
+        if s.fe_next[e] >= 0:
+            s.fe_prev[s.fe_next[e]] = s.fe_prev[e]
+
+
+cdef inline int32_t slot_alloc(State* s, int32_t p) noexcept nogil:
+    cdef int32_t sl
+    if s.sl_free < 0 and slot_grow(s) != 0:
+        return -1
+    sl = s.sl_free
+    s.sl_free = -2 - s.sl_pair[sl]
+    s.sl_pair[sl] = p
+    return sl
+
+
+cdef inline void _slot_free(State* s, int32_t sl) noexcept nogil:
+    s.sl_pair[sl] = -2 - s.sl_free
+    s.sl_free = sl
+
+
+# ------------------------------------------------------------------ a pair's heap of flows
+# leftist heap: the right spine of a heap of n flows is at most log2(n + 1) long, so the
+# merge's recursion is shallow
+
+cdef inline bint _fl_before(Flow* fl, int32_t a, int32_t b) noexcept nogil:
+    return fl[a].v < fl[b].v or (fl[a].v == fl[b].v and fl[a].op < fl[b].op)
+
+
+cdef inline int32_t _lh_rank(Flow* fl, int32_t a) noexcept nogil:
+    return fl[a].rank if a >= 0 else 0
+
+
+cdef inline int32_t lh_merge(Flow* fl, int32_t a, int32_t b) noexcept nogil:
+    cdef int32_t t
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    if _fl_before(fl, b, a):
+        t = a
+        a = b
+        b = t
+    fl[a].right = lh_merge(fl, fl[a].right, b)
+    if _lh_rank(fl, fl[a].left) < _lh_rank(fl, fl[a].right):
+        t = fl[a].left
+        fl[a].left = fl[a].right
+        fl[a].right = t
+    fl[a].rank = _lh_rank(fl, fl[a].right) + 1
+    return a
+
+
+# ------------------------------------------------------------------ the drain heap
+# (cycle, pair) ordered by cycle, then pair; positions kept in Pair.hpos for updates
+
+cdef inline bint _dh_less(State* s, int32_t i, int32_t j) noexcept nogil:
+    return s.dh_time[i] < s.dh_time[j] or (s.dh_time[i] == s.dh_time[j] and
+                                           s.dh_pair[i] < s.dh_pair[j])
+
+
+cdef inline void _dh_swap(State* s, int32_t i, int32_t j) noexcept nogil:
+    cdef cycle_t t = s.dh_time[i]
+    cdef int32_t p = s.dh_pair[i]
+    s.dh_time[i] = s.dh_time[j]
+    s.dh_pair[i] = s.dh_pair[j]
+    s.dh_time[j] = t
+    s.dh_pair[j] = p
+    s.pr[s.dh_pair[i]].hpos = i
+    s.pr[s.dh_pair[j]].hpos = j
+
+
+cdef inline void _dh_sift(State* s, int32_t i) noexcept nogil:
+    cdef int32_t p, c
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _dh_less(s, i, p):
+            break
+        _dh_swap(s, i, p)
+        i = p
+    while True:
+        c = 2 * i + 1
+        if c >= s.dh_n:
+            break
+        if c + 1 < s.dh_n and _dh_less(s, c + 1, c):
+            c += 1
+        if not _dh_less(s, c, i):
+            break
+        _dh_swap(s, i, c)
+        i = c
+
+
+cdef inline void dh_set(State* s, int32_t p, cycle_t t) noexcept nogil:
+    """Pair p's next flow has its last byte carried at cycle t (insert, or move it)."""
+    cdef int32_t i = s.pr[p].hpos
+    if i < 0:
+        i = s.dh_n
+        s.dh_n += 1
+        s.dh_pair[i] = p
+        s.pr[p].hpos = i
+    s.dh_time[i] = t
+    _dh_sift(s, i)
+
+
+cdef inline void _dh_pop(State* s) noexcept nogil:
+    cdef int32_t p = s.dh_pair[0]
+    s.dh_n -= 1
+    if s.dh_n > 0:
+        s.dh_time[0] = s.dh_time[s.dh_n]
+        s.dh_pair[0] = s.dh_pair[s.dh_n]
+        s.pr[s.dh_pair[0]].hpos = 0
+        _dh_sift(s, 0)
+    s.pr[p].hpos = -1
+
+
+cdef inline cycle_t flow_next(State* s) noexcept nogil:
+    return s.dh_time[0] if s.dh_n > 0 else NEVER
+
+
+cdef inline void _dh_schedule(State* s, int32_t p) noexcept nogil:
+    """Pair p's drain time from its service, rate and the first flow of its heap."""
+    cdef Pair* q = &s.pr[p]
+    cdef double left = s.fl[q.root].v - q.service
+    if left < 0.0:
+        left = 0.0
+    if q.rate > 0.0:
+        dh_set(s, p, s.now + ceil_cycles(left / q.rate))
+    else:                                    # (capacities are > 0: cannot happen)
+        dh_set(s, p, NEVER)
+
+
+# ------------------------------------------------------------------ starting and ending flows
+
+cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_res,
+                               int32_t* out) noexcept nogil:
+    """Write the resources of src's messages to dst into out (if not NULL): its NIC's
+    injection group, the (source, destination) cap if any, the channel groups rt takes (each
+    followed by the resource of its VC class if that class has one VC there: the class as
+    csim/_router.pxd's route() assigns it), the destination's ejection group. Returns how
+    many, or -1 if rt has no route (or loops)."""
+    cdef int32_t k = 0, v = src, c, steps = 0, grp = -1, cls = 0, last_order = -1, x
+    cdef int64_t n = s.n_nodes
+    if out != NULL:
+        out[k] = s.ch_base[s.nic_inj_base[src]]
+    k += 1
+    if cap_res >= 0:
+        if out != NULL:
+            out[k] = cap_res
+        k += 1
+    while True:
+        c = s.rt[v * n + dst]
+        if c < 0 or steps > s.n_nodes:
+            return -1
+        if out != NULL:
+            out[k] = s.ch_base[c]
+        k += 1
+        steps += 1
+        if s.ch[c].kind == CH_EJECT:
+            return k
+        if s.ch[c].group != grp:
+            cls = 0
+            grp = s.ch[c].group
+        elif s.ch[c].order < last_order:
+            cls += 1
+        last_order = s.ch[c].order
+        if cls >= s.n_classes:
+            cls = s.n_classes - 1
+        if s.vc_res != NULL:
+            x = s.vc_res[<int64_t>s.ch_base[c] * s.n_classes + cls]
+            if x >= 0:
+                if out != NULL:
+                    out[k] = x
+                k += 1
+        v = s.ch[c].dst
+
+
+cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
+    """Pair p gets its first flow: a route slot, its route, its place on its resources."""
+    cdef Pair* q = &s.pr[p]
+    cdef int32_t sl = slot_alloc(s, p)
+    cdef int32_t k, r
+    cdef int64_t base
+    if sl < 0:
+        return -1
+    q.slot = sl
+    base = <int64_t>sl * s.hmax
+    q.rlen = flow_route(s, q.src, q.dst, q.cap, s.fe_res + base)
+    q.solo = 0.0
+    q.m = 1
+    q.stream = 0
+    for k in range(q.rlen):
+        r = s.fe_res[base + k]
+        if k == 0 or s.rs_cap[r] < q.solo or (s.rs_cap[r] == q.solo and s.rs_lanes[r] < q.m):
+            q.solo = s.rs_cap[r]             # the bottleneck, and how many channels it has
+            q.m = s.rs_lanes[r]
+            q.stream = r >= s.vc_res_base    # (a class of one VC: packets one at a time)
+    q.service = 0.0
+    q.rate = 0.0
+    q.t_upd = s.now
+    q.root = -1
+    q.n = 0
+    return pair_link(s, p)
+
+
+cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
+    """Send op (bytes > 0) starts now: a flow of its pair; rates are recomputed before the
+    next event."""
+    cdef int32_t p = s.op_pair[op]
+    cdef Pair* q = &s.pr[p]
+    cdef int64_t F = s.flit_bytes
+    cdef int64_t bpp = <int64_t>s.packet_flits_max * F
+    cdef int64_t b = s.op_size[op]
+    cdef int64_t rest = b % bpp
+    cdef int64_t flits = (b // bpp) * s.packet_flits_max + (rest + F - 1) // F
+    cdef int64_t packets = (b + bpp - 1) // bpp
+    cdef int64_t rounds, in_last, base
+    cdef double wire = <double>(flits * F)
+    cdef int32_t f, k, r
+    cdef cycle_t lat, t0
+    if q.n == 0:
+        if _pair_activate(s, p) != 0:
+            return -1
+    else:
+        q.service += q.rate * <double>(s.now - q.t_upd)
+        q.t_upd = s.now
+    if s.fl_free < 0 and flow_grow(s) != 0:
+        return -1
+    f = s.fl_free
+    s.fl_free = s.fl[f].nxt
+    s.fl_alive += 1
+    if q.m == 1 and not q.stream:
+        lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
+    else:
+        rounds = (packets - 1) // q.m         # rounds of m packets before the last
+        in_last = packets - rounds * q.m
+        t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]
+        lat = t0 + ceil_cycles(<double>(rounds * q.m * bpp) / q.solo) - \
+            ceil_cycles(wire / q.solo)
+    s.fl[f].lat = lat if lat > 0 else 0
+    s.fl[f].op = op
+    s.fl[f].v = q.service + wire
+    s.fl[f].left = -1
+    s.fl[f].right = -1
+    s.fl[f].rank = 1
+    q.root = lh_merge(s.fl, q.root, f)
+    q.n += 1
+    base = <int64_t>q.slot * s.hmax
+    for k in range(q.rlen):
+        r = s.fe_res[base + k]
+        s.rs_n[r] += 1
+        s.rs_bytes[r] += wire
+        _dirty(s, r)
+    # router-to-router channels: the route less the NIC groups and the cap
+    s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
+    s.flows_started += 1
+    if q.hpos < 0:
+        dh_set(s, p, NEVER)      # (its rate, and so its drain, come with the recomputation)
+    return 0
+
+
+cdef inline int flow_drains(State* s) noexcept nogil:
+    """Flows whose last byte is carried by now leave their resources; their ops finish `lat`
+    cycles later (on the op heap, as compute and delay ops do)."""
+    cdef int32_t p, f, op, k, r
+    cdef int64_t base
+    cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
+    cdef Pair* q
+    while s.dh_n > 0 and s.dh_time[0] <= s.now:
+        p = s.dh_pair[0]
+        q = &s.pr[p]
+        q.service += q.rate * <double>(s.now - q.t_upd)
+        q.t_upd = s.now
+        f = q.root
+        q.root = lh_merge(s.fl, s.fl[f].left, s.fl[f].right)
+        q.n -= 1
+        op = s.fl[f].op
+        s.packets_done += (s.op_size[op] + bpp - 1) // bpp
+        heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.fl[f].lat, op)
+        s.fl[f].nxt = s.fl_free
+        s.fl_free = f
+        s.fl_alive -= 1
+        base = <int64_t>q.slot * s.hmax
+        for k in range(q.rlen):
+            r = s.fe_res[base + k]
+            s.rs_n[r] -= 1
+            _dirty(s, r)
+        if q.n == 0:
+            _dh_pop(s)
+            _pair_unlink(s, p)
+            _slot_free(s, q.slot)
+            q.slot = -1
+        else:                     # its next flow, at the rate it has until recomputed
+            _dh_schedule(s, p)
+    return 0
+
+
+# ------------------------------------------------------------------ max-min fair rates
+
+cdef inline void _rq_push(State* s, int32_t* n, double key, int32_t r) noexcept nogil:
+    cdef int32_t i = n[0], p
+    n[0] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if s.rq_key[p] < key or (s.rq_key[p] == key and s.rq_res[p] < r):
+            break
+        s.rq_key[i] = s.rq_key[p]
+        s.rq_res[i] = s.rq_res[p]
+        i = p
+    s.rq_key[i] = key
+    s.rq_res[i] = r
+
+
+cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
+    cdef int32_t m = n[0] - 1, i = 0, c
+    cdef double key = s.rq_key[m]
+    cdef int32_t r = s.rq_res[m]
+    n[0] = m
+    while True:
+        c = 2 * i + 1
+        if c >= m:
+            break
+        if c + 1 < m and (s.rq_key[c + 1] < s.rq_key[c] or
+                          (s.rq_key[c + 1] == s.rq_key[c] and s.rq_res[c + 1] < s.rq_res[c])):
+            c += 1
+        if key < s.rq_key[c] or (key == s.rq_key[c] and r < s.rq_res[c]):
+            break
+        s.rq_key[i] = s.rq_key[c]
+        s.rq_res[i] = s.rq_res[c]
+        i = c
+    if m > 0:
+        s.rq_key[i] = key
+        s.rq_res[i] = r
+
+
+cdef inline void flow_rates(State* s) noexcept nogil:
+    """Recompute the rates of every component holding a resource whose flows changed, by
+    progressive filling, and when each of their pairs' next flow has its last byte carried."""
+    cdef int64_t st, base, e
+    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
+    cdef double share, cur
+    cdef Pair* pp
+    if s.n_dirty == 0:
+        return
+    s.stamp += 1
+    st = s.stamp
+    for i in range(s.n_dirty):
+        r = s.rs_dirty[i]
+        s.rs_isdirty[r] = 0
+        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
+            s.rs_mark[r] = st
+            s.rs_queue[nq] = r
+            nq += 1
+    s.n_dirty = 0
+    # the components: resources and pairs reachable from the changed resources
+    while head < nq:
+        r = s.rs_queue[head]
+        head += 1
+        e = s.rs_head[r]
+        while e >= 0:
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if pp.mark != st:
+                pp.mark = st
+                s.comp[ncomp] = p
+                ncomp += 1
+                base = <int64_t>pp.slot * s.hmax
+                for k in range(pp.rlen):
+                    q = s.fe_res[base + k]
+                    if s.rs_mark[q] != st:
+                        s.rs_mark[q] = st
+                        s.rs_queue[nq] = q
+                        nq += 1
+            e = s.fe_next[e]
+    if ncomp == 0:
+        return
+    for i in range(ncomp):
+        pp = &s.pr[s.comp[i]]
+        pp.service += pp.rate * <double>(s.now - pp.t_upd)
+        pp.t_upd = s.now
+        pp.frozen = 0
+    for i in range(nq):
+        r = s.rs_queue[i]
+        s.rs_left[r] = s.rs_cap[r]
+        s.rs_unf[r] = s.rs_n[r]
+        _rq_push(s, &nh, s.rs_cap[r] / s.rs_n[r], r)
+    # progressive filling
+    while nh > 0:
+        r = s.rq_res[0]
+        share = s.rq_key[0]
+        _rq_pop(s, &nh)
+        if s.rs_unf[r] == 0:
+            continue
+        cur = s.rs_left[r] / s.rs_unf[r]
+        if cur > share * (1.0 + 1e-12):     # others froze since: its share rose
+            _rq_push(s, &nh, cur, r)
+            continue
+        if cur < 0.0:
+            cur = 0.0
+        e = s.rs_head[r]
+        while e >= 0:
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if not pp.frozen:
+                pp.frozen = 1
+                pp.rate = cur
+                base = <int64_t>pp.slot * s.hmax
+                for k in range(pp.rlen):
+                    q = s.fe_res[base + k]
+                    s.rs_left[q] -= cur * pp.n
+                    s.rs_unf[q] -= pp.n
+            e = s.fe_next[e]
+    for i in range(ncomp):
+        _dh_schedule(s, s.comp[i])
+    s.recomputes += 1
+    s.pairs_recomputed += ncomp

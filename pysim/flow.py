@@ -1,0 +1,213 @@
+"""The flow-level network model (`network.model = "flow"`): what csim's flow engine
+(csim/_flow.pxd) needs beyond the compiled network, built once per op graph, vectorised.
+
+Each send is one flow along the route the flit level takes (the same routing table, parallel
+channel groups, NIC injection and ejection channels). Flows share every channel group and NIC
+max-min fairly, and each message also pays the zero-load latency of its last packet, from the
+closed form of pysim.theory, so that a message alone takes what it takes at the flit level:
+that form is the one the flit level's tests hold it to, and whatever changes the router's
+timing changes both.
+
+Besides the channel groups, two more constraints of the flit level are resources:
+- a NIC sends no more packets at once to one destination than the first link towards it has
+  channels, each on one of its injection channels, so the messages of one (source,
+  destination) pair share at most (first link's channels) x (one injection channel's rate).
+  Where that is below both the NIC's and the first link's capacity, the pair gets a resource
+  of its own;
+- where a VC class has a single VC (as many classes as VCs: rings and tori with 2 VCs), a
+  packet cannot take a channel until the one before it in its class has left it and the VC
+  has been allocated again: its packets cross the channel one after another with a gap, at
+  a rate below the channel's. That rate is measured once per kind of channel at the flit
+  level itself (a stream of full packets over it with one VC, the same router, fed by the
+  NIC of the node at its upstream end, or by a router if that is a switch), so it follows
+  whatever the router's timing is, and each (channel group, class) pair is a resource of
+  that rate (times its channels).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from csim import _engine
+from pysim import theory
+from pysim.network import CH_NET, compile_network, nic_bandwidths
+
+MODELS = ("flit", "flow")
+SEND = 1                       # csim's op kind of a send (pysim.workload.graph.KINDS)
+
+
+def message_shape(size, packet_flits, flit_bytes):
+    """Per message of `size` bytes cut into packets of at most packet_flits flits: the flits
+    of its last packet, and its flits in all."""
+    size = np.asarray(size, np.int64)
+    bpp = int(packet_flits) * int(flit_bytes)
+    rest = size % bpp
+    last = np.where(rest == 0, packet_flits, -(-rest // flit_bytes))
+    flits = (size // bpp) * packet_flits + -(-rest // flit_bytes)
+    return last, flits
+
+
+def nic_caps(network, cfg, src, dst):
+    """Per (source, destination) pair (src[i] -> dst[i], node ids): the index of its cap
+    resource, numbered from the engine's channel count on (-1 where the cap does not bind),
+    and each cap resource's bytes per cycle and packets at once."""
+    arr = network.arrays
+    n = int(arr["n_nodes"])
+    F = cfg.network.flit_bytes
+    inj = network.inj_ch[src]
+    lanes_inj = np.asarray(arr["nic_inj_n"])[src]
+    lane = network.ch_num[inj] / network.ch_den[inj] * F
+    first = np.asarray(arr["rt"]).reshape(-1)[src * n + dst]
+    par = np.asarray(arr["ch_par_n"])[first]
+    first_cap = par * network.ch_num[first] / network.ch_den[first] * F
+    cap = par * lane
+    binds = (lanes_inj > 1) & (cap < np.minimum(lanes_inj * lane, first_cap) * (1 - 1e-9))
+    ids = np.full(src.size, -1, np.int32)
+    ids[binds] = len(network.ch_kind) + np.arange(int(binds.sum()))
+    return ids, cap[binds].astype(np.float64), par[binds].astype(np.int32)
+
+
+STREAM_PACKETS = 24       # packets of the calibration streams (the period: their difference)
+
+
+@functools.lru_cache(maxsize=512)
+def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
+                  wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps):
+    """Cycles per packet of a stream of full packets over a channel of num / den flits per
+    cycle and lat_cycles latency whose class has one VC, at the flit level, with the given
+    router (delays: routing, VC allocation, switch allocation, switch traversal): a message of
+    K and one of 2K packets, their times' difference over K. The channel's upstream end
+    matters: a NIC of injection_gbps feeds it (one hop), or, if None, a router (the second
+    hop of a line of three). vcs = 1."""
+    from pysim.config import from_dict
+    rd, va, sa, st = delays
+    bpc = num / den * flit_bytes
+    hops = 1 if injection_gbps is not None else 2
+    nodes = [{"name": f"x{i}", "kind": "npu"} for i in range(hops + 1)]
+    if injection_gbps is not None:
+        nodes[0]["injection_gbps"] = injection_gbps
+    cfg = from_dict({
+        "topology": {"kind": "graph", "nodes": nodes,
+                     "links": [{"a": f"x{i}", "b": f"x{i + 1}", "bytes_per_cycle": bpc,
+                                "latency_cycles": int(lat_cycles)} for i in range(hops)]},
+        "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": 1,
+                    "vc_buffer_flits": buffer_flits, "routing_delay": rd,
+                    "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
+                    "wait_for_tail_credit": wait_for_tail_credit,
+                    **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
+        "workload": {"kind": "graph", "packet_flits": packet_flits}})
+    network = compile_network(cfg)
+    t = []
+    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
+        eng = _engine.Engine(network.arrays)
+        eng.set_graph([SEND], [0], [hops], [k * packet_flits * flit_bytes], [0], [0, 0],
+                      np.zeros(0, np.int32), packet_flits, flit_bytes)
+        if eng.run(1 << 40, stop="all") != "done":
+            raise RuntimeError("the stream calibration did not finish")
+        t.append(int(eng.op_times()[1][0]))
+    return (t[1] - t[0]) / STREAM_PACKETS
+
+
+def vc_class_resources(network, cfg, first_id):
+    """Resources of (channel group, VC class) where the class has one VC and a stream of
+    packets through the group's channels is slower than they are: the table csim reads
+    ([group's first channel * n_classes + class] -> resource id, -1 elsewhere) and the
+    resources' bytes per cycle and channels, numbered from first_id. None where every class
+    has two VCs or more."""
+    arr = network.arrays
+    V, K = int(arr["vcs"]), int(arr["n_classes"])
+    bounds = np.arange(K + 1) * V // K                     # as csim's class_lo / class_hi
+    single = np.flatnonzero(np.diff(bounds) == 1)
+    if single.size == 0:
+        return None, np.zeros(0), np.zeros(0, np.int32)
+    net = cfg.network
+    C = len(network.ch_kind)
+    base = np.asarray(arr["ch_par_base"])
+    par = np.asarray(arr["ch_par_n"])
+    groups = np.flatnonzero((network.ch_kind == CH_NET) & (base == np.arange(C)))
+    inj_bpc, _ = nic_bandwidths(network.topo, cfg)
+    table = np.full(C * K, -1, np.int32)
+    caps, lanes = [], []
+    for c in groups:
+        num, den, lat = int(network.ch_num[c]), int(network.ch_den[c]), int(network.ch_lat[c])
+        up = int(network.ch_src[c])                  # fed by its node's NIC, or a switch
+        inj = float(inj_bpc[up] * net.clock_ghz) if network.inj_ch[up] >= 0 else None
+        period = stream_period(num, den, lat, net.flit_bytes, cfg.workload.packet_flits,
+                               net.vc_buffer_flits, (net.routing_delay, net.vc_alloc_delay,
+                                                     net.sw_alloc_delay, net.st_delay),
+                               net.wait_for_tail_credit, net.nic_latency_ns, net.clock_ghz,
+                               inj)
+        rate = cfg.workload.packet_flits / period * net.flit_bytes      # bytes per cycle
+        if rate >= num / den * net.flit_bytes * (1 - 1e-9):
+            continue                                 # a stream fills the channel anyway
+        for k in single:
+            table[c * K + k] = first_id + len(caps)
+            caps.append(rate * par[c])
+            lanes.append(par[c])
+    if not caps:
+        return None, np.zeros(0), np.zeros(0, np.int32)
+    return table, np.array(caps, np.float64), np.array(lanes, np.int32)
+
+
+WHOLE_MAX = 1 << 36      # flits: T0 of longer messages is extended exactly, in Python ints
+
+
+def _zero_load(network, cfg, src, dst, length):
+    """theory.zero_load_latency per (src[i], dst[i], length[i]), computed once per distinct
+    triple, in destination order (the path walk shares each destination's routes). Lengths
+    past WHOLE_MAX flits (messages of terabytes: int64 would overflow) add their extra flits'
+    spacing at the path's slowest rate exactly."""
+    big = length > WHOLE_MAX
+    capped = np.minimum(length, WHOLE_MAX)
+    order = np.lexsort((capped, src, dst))             # by destination, then source, length
+    d, s_, c = dst[order], src[order], capped[order]
+    new = np.ones(order.size, bool)
+    new[1:] = (d[1:] != d[:-1]) | (s_[1:] != s_[:-1]) | (c[1:] != c[:-1])
+    first = np.flatnonzero(new)
+    t0u = np.asarray(theory.zero_load_latency(network, cfg, s_[first], d[first], c[first]),
+                     np.int64)
+    t0 = np.empty(order.size, np.int64)
+    t0[order] = t0u[np.cumsum(new) - 1]
+    if big.any():
+        _, _, num, den, _ = theory.path_arrays(network, src[big], dst[big])
+        extra = [-(-(int(x) - WHOLE_MAX) * int(d) // int(u))
+                 for x, u, d in zip(length[big], num, den)]
+        t0 = t0.astype(object)
+        t0[big] += np.array(extra, dtype=object)
+    return t0
+
+
+def flow_arrays(network, cfg, arrays):
+    """For csim's Engine.set_graph(flow=...): per op of the compiled graph `arrays`
+    (pysim.workload.graph.compile_graph), for sends, the zero-load latency (theory's closed
+    form) of a packet as long as its last, of a full packet and of one as long as the whole
+    message, and its (source, destination) pair; per pair its ends and cap resource; the
+    resources of VC classes of one VC; the extra resources' capacities and channels."""
+    kind, size = arrays["kind"], arrays["size"]
+    n_ops = kind.size
+    lat = {k: np.zeros(n_ops, np.int64) for k in ("latency", "latency_full", "latency_whole")}
+    pair = np.full(n_ops, -1, np.int32)
+    sends = np.flatnonzero((kind == SEND) & (size > 0))
+    P, F = cfg.workload.packet_flits, cfg.network.flit_bytes
+    n = int(network.arrays["n_nodes"])
+    src = arrays["node"][sends].astype(np.int64)
+    dst = arrays["dst"][sends].astype(np.int64)
+    last, flits = message_shape(size[sends], P, F)
+    for key, length in (("latency", last), ("latency_full", np.full(sends.size, P)),
+                        ("latency_whole", flits)):
+        if sends.size:
+            t0 = _zero_load(network, cfg, src, dst, np.asarray(length, np.int64))
+            lat[key][sends] = np.minimum(t0, np.iinfo(np.int64).max // 4).astype(np.int64)
+    pairs, inv = np.unique(src * n + dst, return_inverse=True)
+    pair[sends] = inv.reshape(-1)
+    psrc, pdst = pairs // n, pairs % n
+    pcap, cap_bytes, cap_lanes = nic_caps(network, cfg, psrc, pdst)
+    vc_base = len(network.ch_kind) + cap_bytes.size
+    vc_res, vc_bytes, vc_lanes = vc_class_resources(network, cfg, vc_base) if sends.size \
+        else (None, np.zeros(0), np.zeros(0, np.int32))
+    return dict(**lat, pair=pair, pair_src=psrc.astype(np.int32),
+                pair_dst=pdst.astype(np.int32), pair_cap=pcap,
+                cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
+                cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
+                vc_res=vc_res, vc_res_base=vc_base)
