@@ -153,7 +153,12 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                 m &= m - 1
                 if s.r_wake[r] > s.now:
                     continue
-                if unlikely(sw_allocate(s, r) != 0):
+                # (the allocator's input arbiter as a constant: each call site compiles to
+                # its own copy, without the other's work)
+                if not s.sa_by_vc:
+                    if unlikely(sw_allocate(s, r, 0) != 0):
+                        return ST_NOMEM
+                elif unlikely(sw_allocate(s, r, 1) != 0):
                     return ST_NOMEM
         if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
             return ST_PROTOCOL
@@ -252,10 +257,15 @@ cdef class Engine:
     """One simulated network. Build it with the arrays pysim.network compiles.
 
     Parameters (all in a dict `net`): n_nodes, vcs, buffer_flits, routing_delay,
-    vc_alloc_delay, sw_alloc_delay, st_delay, wait_for_tail_credit, n_classes,
+    vc_alloc_delay, sw_alloc_delay, st_delay, injection_delay (a NIC's choice of a flit to
+    its entering the injection channel), wait_for_tail_credit, n_classes,
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
-    ch_group, ch_order (VC classes, see _router.route); rt (n_nodes * n_nodes output channel per (node, destination));
+    ch_group, ch_order (VC classes, see _router.route), ch_out_idx (a channel's index among
+    its router's outputs: the switch allocator's round-robin order over them), va_own_index and
+    sa_by_vc (the allocators' input arbiters, see _router), node_pos (None, or per node its
+    position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
+    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -326,12 +336,35 @@ cdef class Engine:
         s.sa_delay = int(net["sw_alloc_delay"])
         s.st_delay = int(net["st_delay"])
         s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
+        s.va_own_index = 1 if net["va_own_index"] else 0
+        s.sa_by_vc = 1 if net["sa_by_vc"] else 0
+        inj_delay = int(net["injection_delay"])
+        if inj_delay < 0:
+            raise ValueError("injection_delay must be >= 0")
         s.n_classes = int(net["n_classes"])
         if not 1 <= s.n_classes <= V:
             raise ValueError("need 1 <= n_classes <= vcs")
         k = np.arange(s.n_classes + 1) * V // s.n_classes
         s.class_lo = <int32_t*>_ptr(self._own("class_lo", k[:-1], np.int32))
         s.class_hi = <int32_t*>_ptr(self._own("class_hi", k[1:], np.int32))
+        pos = net["node_pos"]
+        pos = np.zeros((n, 0), np.int32) if pos is None else np.asarray(pos, np.int32)
+        if pos.ndim != 2 or pos.shape[0] != n:
+            raise ValueError("node_pos: one row of positions per node")
+        s.pos_groups = pos.shape[1]
+        s.node_pos = <int32_t*>_ptr(self._own("node_pos", pos.reshape(-1), np.int32))
+        s.entry_cls = 1 if net["entry_class"] else 0
+        if s.entry_cls and not s.pos_groups:
+            raise ValueError("entry classes need node positions")
+        s.tie_k = NULL
+        s.ch_rev = NULL
+        s.tie_seed = <uint64_t>int(net["tie_seed"])
+        if net["tie_k"] is not None:
+            tk = np.asarray(net["tie_k"], np.int32)
+            if not s.pos_groups or tk.size != s.pos_groups:
+                raise ValueError("tie_k: one entry per group with node positions")
+            s.tie_k = <int32_t*>_ptr(self._own("tie_k", tk, np.int32))
+            s.ch_rev = <int32_t*>_ptr(self._own("ch_rev", net["ch_rev"], np.int32))
         s.watchdog_cycles = int(net["watchdog_cycles"])
         s.max_packets = int(net["max_packets"])
         s.now = 0
@@ -340,8 +373,16 @@ cdef class Engine:
         num = np.asarray(net["ch_num"], dtype=np.int64)
         den = np.asarray(net["ch_den"], dtype=np.int64)
         group = np.asarray(net["ch_group"], dtype=np.int32)
+        if s.pos_groups and np.any(group[ch_kind == CH_NET] >= s.pos_groups):
+            raise ValueError("a channel's group has no column in node_pos")
         order_ = np.asarray(net["ch_order"], dtype=np.int32)
         par_n = np.asarray(net["ch_par_n"], dtype=np.int32)
+        out_idx = np.asarray(net["ch_out_idx"], dtype=np.int32)
+        if out_idx.size != C or (C and out_idx.min() < 0):
+            raise ValueError("ch_out_idx: one index >= 0 per channel")
+        r_nout = np.zeros(n, dtype=np.int32)
+        np.maximum.at(r_nout, ch_src[ch_kind != CH_INJECT], out_idx[ch_kind != CH_INJECT] + 1)
+        s.r_nout = <int32_t*>_ptr(self._own("r_nout", np.maximum(r_nout, 1), np.int32))
 
         # router input ports: channels that end at a router (net and inject), in channel order
         has_buf = ch_kind != CH_EJECT
@@ -391,7 +432,8 @@ cdef class Engine:
             s.ch[i].src = ch_src[i]
             s.ch[i].dst = ch_dst[i]
             s.ch[i].kind = ch_kind[i]
-            s.ch[i].fdelay = lat[i] + (0 if ch_kind[i] == CH_INJECT else s.sa_delay + s.st_delay)
+            s.ch[i].fdelay = lat[i] + (inj_delay if ch_kind[i] == CH_INJECT else
+                                       s.sa_delay + s.st_delay)
             s.ch[i].cdelay = lat[i] + s.sa_delay
             s.ch[i].num = num[i]
             s.ch[i].den = den[i]
@@ -408,6 +450,8 @@ cdef class Engine:
             s.ch[i].order = order_[i]
             s.ch[i].flits = 0
             s.ch[i].sa_in_ptr = 0
+            s.ch[i].sa_in_optr = 0
+            s.ch[i].out_idx = out_idx[i] if ch_kind[i] != CH_INJECT else 0
             s.ch[i].sa_out_ptr = 0
             s.ch[i].out_best = -1
             s.ch[i].out_best_dist = 0
@@ -427,6 +471,8 @@ cdef class Engine:
             s.ivc[i].cnt = 0
             s.ivc[i].head = 0
             s.ivc[i].out_ch = -1
+            s.ivc[i].va_in_ptr = 0
+            s.ivc[i].flits = 0
             s.ivc[i].out_vc = -1
             s.ivc[i].out_ov = -1
             s.ivc[i].mw = -1
@@ -443,7 +489,6 @@ cdef class Engine:
             s.ivc[i].state = VC_IDLE
             s.ivc[i].ready = 0
             s.ivc[i].free_t = 0
-            s.ivc[i].spare = 0
             s.ovc[i].owner = OVC_FREE
             s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
             s.ovc[i].va_ptr = 0
@@ -459,7 +504,7 @@ cdef class Engine:
         s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
         # the wheel spans the longest delay an event can be scheduled with
-        maxdelay = int(lat.max(initial=1)) + s.sa_delay + s.st_delay + 1
+        maxdelay = int(lat.max(initial=1)) + max(s.sa_delay + s.st_delay, inj_delay) + 1
         s.wheel_size = 1
         while s.wheel_size <= maxdelay:
             s.wheel_size *= 2
@@ -831,6 +876,16 @@ cdef class Engine:
             out[c] = self.s.ch[c].flits
         return out
 
+    def vc_flits(self):
+        """Flits written into each input VC's buffer since the start: (channels, vcs), a
+        network or injection channel's VCs at its downstream router (0 for ejection
+        channels)."""
+        cdef int64_t i
+        out = np.zeros(self.s.n_ivc, dtype=np.int64)
+        for i in range(self.s.n_ivc):
+            out[i] = self.s.ivc[i].flits
+        return out.reshape(self.s.n_ch, self.s.V)
+
     def latency_histograms(self):
         """Counts of measured packets by packet latency and by network latency (cycles)."""
         cdef State* s = &self.s
@@ -983,12 +1038,17 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
 
 
 def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
-                      const int64_t[::1] first, const int64_t[::1] lo, uint8_t[::1] seen):
+                      const int64_t[::1] first, const int64_t[::1] lo, uint8_t[::1] seen,
+                      rt_next=None):
     """For destination-based routes rt ([node * n + dst] -> channel), mark every channel
     dependency (c1, c2): a route takes c1 into node v, then c2 out of it. c2 is one of v's
     out-channels, lo[c2] its index among them, and first[c1] where c1's marks start in
-    seen (one per out-channel of the node c1 enters)."""
+    seen (one per out-channel of the node c1 enters). With rt_next, c2 is read from that
+    table instead (routes that may take either table's channel at every node)."""
+    cdef const int32_t[::1] rt2 = rt if rt_next is None else rt_next
     cdef int64_t u, d, v, c1, c2, row
+    if rt2.shape[0] != rt.shape[0]:
+        raise ValueError("rt_next differs in size from rt")
     for u in range(n):
         row = u * n
         for d in range(n):
@@ -998,7 +1058,7 @@ def mark_dependencies(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_ds
             v = ch_dst[c1]
             if v == d:
                 continue
-            c2 = rt[v * n + d]
+            c2 = rt2[v * n + d]
             if c2 >= 0:
                 seen[first[c1] + lo[c2]] = 1
 
@@ -1194,72 +1254,113 @@ def dfs_order(int64_t n, const int64_t[::1] ptr, const int64_t[::1] adj):
     return post_a[:n], cycle
 
 
-cdef int _class_walk(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
-                     const int32_t[::1] ch_dst, const int64_t[::1] group,
-                     const int64_t[::1] order, const int64_t[::1] first,
+cdef int _class_walk(const int32_t[::1] rt, const int32_t[::1] alt, int64_t n,
+                     const int64_t[::1] eps, const int32_t[::1] ch_dst,
+                     const int64_t[::1] group, const int64_t[::1] order,
+                     const int32_t[::1] pos, int64_t G, const int64_t[::1] first,
                      const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
-                     int64_t[::1] stamp, int64_t d_lo, int64_t d_hi) noexcept nogil:
-    cdef int64_t di, si, d, s, cur, c, prev, cls, nc, grp, last, steps
+                     int64_t[::1] stamp, int64_t[:, ::1] stk, int64_t d_lo,
+                     int64_t d_hi) noexcept nogil:
+    cdef int64_t di, si, d, s, cur, c, ca, prev, cls, nc, grp, last, steps, sp
+    cdef int64_t depth = stk.shape[0]
     for di in range(d_lo, d_hi):
         d = eps[di]
         for si in range(eps.shape[0]):
             s = eps[si]
             if s == d:
                 continue
-            cur = s
-            prev = -1
-            cls = 0
-            grp = -1
-            last = -1
-            steps = 0
-            while cur != d:
-                c = rt[cur * n + d]
-                if c < 0:
-                    return 2
-                if grp == group[c]:
-                    nc = cls + (1 if order[c] < last else 0)
-                else:
-                    nc = 0
-                if nc >= kb:
-                    return 1
-                if prev >= 0:
-                    seen[(first[prev] + lo[c]) * kb + cls] = 1
-                if stamp[c * kb + nc] == d + 1:
-                    break
-                stamp[c * kb + nc] = d + 1
-                prev = c
-                cls = nc
-                grp = group[c]
-                last = order[c]
-                cur = ch_dst[c]
-                steps += 1
-                if steps > n:
-                    return 3
+            # a stack of routes to follow: (node, channel to take or -1, previous channel,
+            # its class, group, order, hops); a node where alt differs from rt (a tie) pushes
+            # the other way
+            stk[0, 0] = s
+            stk[0, 1] = -1
+            stk[0, 2] = -1
+            stk[0, 3] = 0
+            stk[0, 4] = -1
+            stk[0, 5] = -1
+            stk[0, 6] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                cur = stk[sp, 0]
+                c = stk[sp, 1]
+                prev = stk[sp, 2]
+                cls = stk[sp, 3]
+                grp = stk[sp, 4]
+                last = stk[sp, 5]
+                steps = stk[sp, 6]
+                while cur != d:
+                    if c < 0:
+                        c = rt[cur * n + d]
+                        if c < 0:
+                            return 2
+                        ca = alt[cur * n + d]
+                        if ca != c:
+                            if sp == depth:
+                                return 3
+                            stk[sp, 0] = cur
+                            stk[sp, 1] = ca
+                            stk[sp, 2] = prev
+                            stk[sp, 3] = cls
+                            stk[sp, 4] = grp
+                            stk[sp, 5] = last
+                            stk[sp, 6] = steps
+                            sp += 1
+                    if grp == group[c]:
+                        nc = cls + (1 if order[c] < last else 0)
+                    elif G > 0:
+                        nc = 1 if pos[cur * G + group[c]] > pos[d * G + group[c]] else 0
+                    else:
+                        nc = 0
+                    if nc >= kb:
+                        return 1
+                    if prev >= 0:
+                        seen[((first[prev] + lo[c]) * kb + cls) * kb + nc] = 1
+                    if stamp[c * kb + nc] == d + 1:
+                        break
+                    stamp[c * kb + nc] = d + 1
+                    prev = c
+                    cls = nc
+                    grp = group[c]
+                    last = order[c]
+                    cur = ch_dst[c]
+                    c = -1
+                    steps += 1
+                    if steps > n:
+                        return 3
     return 0
 
 
 def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1] eps,
                             const int32_t[::1] ch_dst, const int64_t[::1] group,
                             const int64_t[::1] order, const int64_t[::1] first,
-                            const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen):
+                            const int64_t[::1] lo, int64_t kb, uint8_t[::1] seen,
+                            const int32_t[::1] alt, const int32_t[::1] pos, int64_t G):
     """Follow every endpoint-to-endpoint route of rt ([node * n + dst] -> channel) with its VC
-    class -- class 0 on a group's first channel, one more whenever a channel of lower order
-    than the one before in the same group is taken -- and mark each dependency (c1 in class
-    k1, then c2): seen[(first[c1] + lo[c2]) * kb + k1] (c2's class follows from c1, k1 and
-    c2). A route that reaches a (channel, class) already followed towards the same
+    class -- on a group's first channel class 0, or with G > 0 groups of node positions
+    (pos[node * G + group]) class 1 where the node is above the destination; one more
+    whenever a channel of lower order than the one before in the same group is taken -- and
+    mark each dependency (c1 in class k1, then c2 in class k2):
+    seen[((first[c1] + lo[c2]) * kb + k1) * kb + k2]. Where alt ([node * n + dst], the same
+    shape; rt itself if routes have no choice) differs from rt, a route goes both ways (random
+    ties). A route that reaches a (channel, class) already followed towards the same
     destination stops there: what follows was marked then. So O(destinations x (endpoints +
     channels x classes)), not O(pairs x hops). Returns 0, or 1 if a class reaches kb (call
     again with more), 2 if a route ends before its destination, 3 if routes loop."""
     cdef int st = 0
     cdef int64_t d0, d1, m = eps.shape[0]
+    if alt.shape[0] != rt.shape[0] or (G > 0 and pos.shape[0] != n * G):
+        raise ValueError("alt and pos must match rt and n")
     stamp_a = np.zeros(max(ch_dst.shape[0] * kb, 1), np.int64)
     cdef int64_t[::1] stamp = stamp_a
+    stk_a = np.zeros((n + 2, 7), np.int64)
+    cdef int64_t[:, ::1] stk = stk_a
     for d0 in range(0, m, 64):
         PyErr_CheckSignals()          # (Ctrl-C: KeyboardInterrupt between destinations)
         d1 = min(m, d0 + 64)
         with nogil:
-            st = _class_walk(rt, n, eps, ch_dst, group, order, first, lo, kb, seen, stamp,
-                             d0, d1)
+            st = _class_walk(rt, alt, n, eps, ch_dst, group, order, pos, G, first, lo, kb,
+                             seen, stamp, stk, d0, d1)
         if st != 0:
             return st
     return st

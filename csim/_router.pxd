@@ -56,18 +56,35 @@ cdef inline void sa_cand_clear(State* s, IVC* q) noexcept nogil:
     s.sa_mask[q.mw] &= ~((<uint64_t>1) << q.mb)
 
 
+cdef inline bint tie_minus(uint64_t serial, int32_t group, uint64_t seed) noexcept nogil:
+    """The coin of packet `serial` at a tie in `group`: a hash of the three (splitmix64's
+    finaliser), so that it is the same whenever the packet is routed (tests/refmodel.py
+    draws it alike)."""
+    cdef uint64_t z = serial * <uint64_t>0x9E3779B97F4A7C15 + \
+        (<uint64_t>group) * <uint64_t>0xD1B54A32D192ED03 + seed
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    z = z ^ (z >> 31)
+    return <bint>(z >> 63)
+
+
 cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     """Route computation for packet p's head at router r: output channel and VC class.
 
     VC classes: a packet is in class 0 on the first channel of a group (a dimension of a
-    torus, or the whole of an arbitrary graph) and moves to the next class whenever it takes a
-    channel of lower order than the previous one, so its (class, order) only increases within
-    a group: the channel-dependency graph over (channel, class) is acyclic (routing.py checks
-    it for the actual routes and computes how many classes they need)."""
+    torus, or the whole of an arbitrary graph) -- or in class 1 if entry classes are on and
+    this router's position in the group is above the destination's (BookSim's dateline
+    classes) -- and
+    moves to the next class whenever it takes a channel of lower order than the previous one,
+    so its (class, order) only increases within a group: routing.py checks that the
+    channel-dependency graph over (channel, class) of the actual routes is acyclic and computes
+    how many classes they need. Where ties are random, a packet entering a ring group at
+    distance k/2 from its destination takes the reverse of the table's channel if its coin
+    says so."""
     cdef Packet* pk = &s.pk[p]
     cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
     cdef Chan* o = &s.ch[oc]
-    cdef int32_t cls
+    cdef int32_t cls, k, d
     pk.hops += 1                 # a head is routed once at every router on its path
     q.out_ch = oc                # a parallel group's first channel: VA picks the member
     if o.kind == CH_EJECT:
@@ -75,7 +92,19 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
         q.hi = <int16_t>s.V
         return
     if o.group != pk.group:
+        if s.tie_k != NULL and s.tie_k[o.group]:     # random ties: at distance k/2, either way
+            k = s.tie_k[o.group]
+            d = s.node_pos[pk.dst * s.pos_groups + o.group] - \
+                s.node_pos[r * s.pos_groups + o.group]
+            d += k & -(d < 0)
+            if 2 * d == k and tie_minus(<uint64_t>pk.serial, o.group, s.tie_seed):
+                oc = s.ch_rev[oc]
+                o = &s.ch[oc]
+                q.out_ch = oc
         cls = 0
+        if s.entry_cls:
+            cls = s.node_pos[r * s.pos_groups + o.group] > \
+                s.node_pos[pk.dst * s.pos_groups + o.group]
         pk.group = o.group
     else:
         cls = pk.cls
@@ -135,6 +164,7 @@ cdef inline void buffer_write(State* s, int32_t c, int32_t v, int32_t pkt,
     s.buf[slot].pkt = pkt
     s.buf[slot].seq = seq
     q.cnt += 1
+    q.flits += 1
     if q.cnt == 1:
         if q.state == VC_ACTIVE:
             sa_join(s, q)
@@ -198,7 +228,18 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
                     m = 0
             if mch < 0:
                 continue                 # nothing free: a freed VC wakes the router
-        j = 0 if n == 1 else iv % n
+        # the first VC tried: the input VC's round-robin pointer, if it falls among the
+        # class's VCs of this member (BookSim's input-first separable allocator, whose input
+        # arbiter turns over every output VC), else the class's first; or, with
+        # va_own_index, the VC at the input VC's own index
+        if n == 1:
+            j = 0
+        elif s.va_own_index:
+            j = iv % n
+        else:
+            j = q.va_in_ptr - (mch * V + lo)
+            if <uint32_t>j >= <uint32_t>n:
+                j = 0
         for k in range(n):
             ov = mch * V + lo + j
             j += 1
@@ -229,8 +270,9 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         o.va_ptr = iv + 1 if iv + 1 < s.n_ivc else 0
         q = &s.ivc[iv]
         q.out_ch = ov // V           # the member of the group it got
-        q.out_vc = ov - q.out_ch * V
         q.out_ov = ov
+        q.out_vc = <int8_t>(ov - q.out_ch * V)
+        q.va_in_ptr = ov + 1
         q.state = VC_ACTIVE
         q.ready = s.now + s.va_delay
         if s.va_delay == 0:
@@ -243,7 +285,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     return wake
 
 
-cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
+cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
     Sets r_wake[r]: the earliest cycle at which it could grant again by itself (arrivals,
     timers and returning credits wake it earlier)."""
@@ -252,6 +294,8 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
     cdef int32_t nin = s.r_in_ptr[r + 1] - base
     cdef int32_t w0 = s.r_mw[r]
     cdef int32_t w, b, pb, i, c, k, v, iv, oc, dist, ntouched = 0, seq, p
+    cdef int32_t nout = s.r_nout[r]
+    cdef int32_t best, best_od, best_oc = 0, od
     cdef int32_t moved = 0, hops = 0
     cdef cycle_t wake = NEVER
     cdef uint64_t m, pm, hi, rr
@@ -260,9 +304,11 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
     cdef IVC* q
     cdef OVC* up
     cdef Flit* f
-    # stage 1: every input port picks one ready VC (round robin from the one after its last
-    # grant) among its candidates (VCs holding an output VC and flits: bits of sa_mask);
-    # it requests that VC's output
+    # stage 1: every input port requests one output for one of its ready VCs (candidates:
+    # VCs holding an output VC and flits, bits of sa_mask). BookSim's separable allocator:
+    # the VC nearest after the port's VC pointer for each output asked for, and among those
+    # outputs the one nearest after the port's output pointer; with sa_by_vc: the ready VC
+    # nearest after the VC pointer, whatever its output
     for w in range(w0, s.r_mw[r + 1]):
         m = s.sa_mask[w]
         while m:
@@ -274,30 +320,56 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
             c = s.r_in_ch[i]
             ch = &s.ch[c]
             rr = (~(<uint64_t>0)) << ch.sa_in_ptr
-            while pm:
-                hi = pm & rr             # the first VC at or after the pointer, else the first
-                v = ctz64(hi if hi else pm)
-                pm &= ~((<uint64_t>1) << v)
-                iv = c * V + v
-                q = &s.ivc[iv]
-                oc = q.out_ch
-                o = &s.ch[oc]
-                if unlikely(not link_can_send(s, o)):
-                    if o.next_ok < wake:
-                        wake = o.next_ok
-                    continue
-                wake = s.now + 1
-                dist = i - base - o.sa_out_ptr
-                dist += nin & -(dist < 0)
-                if o.out_best < 0:
-                    s.touched[ntouched] = oc
-                    ntouched += 1
-                elif dist >= o.out_best_dist:
+            best = -1
+            if by_vc or pm & (pm - 1) == 0:  # the first ready VC (or the only candidate)
+                while pm:
+                    hi = pm & rr         # the first VC at or after the pointer, else the first
+                    v = ctz64(hi if hi else pm)
+                    pm &= ~((<uint64_t>1) << v)
+                    iv = c * V + v
+                    oc = s.ivc[iv].out_ch
+                    o = &s.ch[oc]
+                    if unlikely(not link_can_send(s, o)):
+                        if o.next_ok < wake:
+                            wake = o.next_ok
+                        continue
+                    wake = s.now + 1
+                    best = iv
+                    best_oc = oc
                     break
-                o.out_best = iv
-                o.out_best_dist = dist
-                o.out_best_in = i - base
-                break
+            else:                        # of the ready VCs, in VC order from the pointer, the
+                best_od = nout           # first whose output is nearest the output pointer
+                while pm:
+                    hi = pm & rr
+                    v = ctz64(hi if hi else pm)
+                    pm &= ~((<uint64_t>1) << v)
+                    iv = c * V + v
+                    oc = s.ivc[iv].out_ch
+                    o = &s.ch[oc]
+                    if unlikely(not link_can_send(s, o)):
+                        if o.next_ok < wake:
+                            wake = o.next_ok
+                        continue
+                    wake = s.now + 1
+                    od = o.out_idx - ch.sa_in_optr   # (the pointer may be nout: read as 0)
+                    od += nout & -(od < 0)
+                    if od < best_od:
+                        best_od = od
+                        best = iv
+                        best_oc = oc
+            if best < 0:
+                continue
+            o = &s.ch[best_oc]
+            dist = i - base - o.sa_out_ptr
+            dist += nin & -(dist < 0)
+            if o.out_best < 0:
+                s.touched[ntouched] = best_oc
+                ntouched += 1
+            elif dist >= o.out_best_dist:
+                continue
+            o.out_best = best
+            o.out_best_dist = dist
+            o.out_best_in = i - base
     # stage 2: every requested output grants one input; the winner traverses the switch
     for k in range(ntouched):
         oc = s.touched[k]
@@ -318,6 +390,8 @@ cdef inline int sw_allocate(State* s, int32_t r) noexcept nogil:
         q.cnt -= 1
         moved += 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
+        if not by_vc:
+            ch.sa_in_optr = o.out_idx + 1
         o.sa_out_ptr = i + 1 if i + 1 < nin else 0
         link_take(s, o)
         if o.kind != CH_EJECT:

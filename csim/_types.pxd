@@ -86,25 +86,28 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
                              # what switch allocation touches is in the first 64)
     cycle_t next_ok          # first cycle at which the serialisation credit is back to a flit
     int64_t flits            # flits sent, ever
-    int32_t sa_in_ptr        # input port: round-robin VC pointer
     int32_t cdelay           # a buffer slot freed downstream to its credit upstream, cycles
     int32_t sa_out_ptr       # output port: round-robin input pointer
     int32_t out_best         # scratch (-1 between uses): switch allocation winner,
     int32_t out_best_dist    #   its round-robin distance
     int32_t out_best_in      #   and its input port (index among the router's inputs)
     int32_t fdelay           # switch allocation to the flit's arrival downstream, cycles
+    int32_t out_idx          # output port: its index among its router's outputs
+    int32_t sa_in_optr       # input port: round-robin pointer over the router's outputs
     int32_t dst              # downstream router (or NIC's node)
     int32_t par_n            # parallel channels with the same ends (consecutive ids)
     int8_t kind
     int8_t full_rate         # at least one flit per cycle: no serialisation credit kept
+    int8_t sa_in_ptr         # input port: round-robin VC pointer
+    int8_t cur_vc            # injection channels: the VC of the packet being sent
     int32_t src              # upstream router (or NIC's node)
     int32_t gap_k            # slower channels: from a send to the next, gap_k cycles, or
                              #   gap_k - 1 when the credit left is at least gap_thr
     int32_t group            # VC-class group (a dimension); entering a new group -> class 0
+                             #   (or 1, by the nodes' positions in it: State.node_pos)
     int32_t order            # VC-class order: taking a channel of lower order -> next class
     int32_t cur_pkt          # injection channels: packet being sent (-1: none),
-    int32_t cur_seq          #   its next flit, its VC,
-    int32_t cur_vc
+    int32_t cur_seq          #   its next flit,
     int32_t vc_rr            #   and the round-robin pointer for the next packet's VC
     int64_t gap_thr          #   (see gap_k)
     int64_t num              # serialisation credit earned per cycle (fixed point)
@@ -115,19 +118,21 @@ cdef struct Chan:            # a directed channel: its link, and both of its por
 cdef struct IVC:             # an input virtual channel and its buffer's bookkeeping (64 B)
     int32_t cnt
     int32_t head             # buffer slot of the front flit
-    int32_t out_ch           # the output VC it holds (VC_ACTIVE): its channel and VC,
-    int32_t out_vc
+    int32_t out_ch           # the output VC it holds (VC_ACTIVE): its channel,
     int32_t out_ov           #   and its index out_ch * V + out_vc
     int32_t mw               # its bit in the router's switch-allocation candidates: word
     int32_t r                # (the router it belongs to)
-    int16_t lo, hi           # VC range of the packet's class on out_ch
+    int32_t c                # (its channel,
+    int8_t v                 #  and its VC on it)
+    int8_t out_vc            # the output VC it holds, on out_ch
     int8_t mb                # bit mb of sa_mask[mw]
     int8_t state
-    int16_t v                # (its VC on its channel,
-    int32_t c                #  and that channel: what was padding before `ready`)
+    int16_t lo, hi           # VC range of the packet's class on out_ch
+    int32_t va_in_ptr        # VC allocation: round-robin pointer over output VCs (an index
+                             #   out_ch * V + vc; the one after the last granted)
     cycle_t ready            # VC_ROUTING: first VA cycle; VC_ACTIVE: head's first SA cycle
     cycle_t free_t           # cycle after the previous tail left
-    int64_t spare            # (unused: keeps the record one cache line)
+    int64_t flits            # flits written into its buffer, ever
 
 cdef struct OVC:             # an output virtual channel, held at the channel's upstream end
     int32_t owner
@@ -179,9 +184,21 @@ cdef struct State:
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
     int32_t routing_delay, va_delay, sa_delay, st_delay
     int32_t wait_tail
+    int32_t va_own_index     # VC allocation: a head asks from its own index (else from its
+                             #   input VC's round-robin pointer, BookSim's)
+    int32_t sa_by_vc         # switch allocation: an input port's arbiter turns over its VCs
+                             #   (else over the router's outputs, BookSim's)
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi
+    int32_t pos_groups       # > 0: nodes have a position in each of this many groups,
+    int32_t* node_pos        #   node_pos[node * pos_groups + group]
+    int32_t entry_cls        # a packet enters a group in class 1 where the router's position
+                             #   is above its destination's (else class 0)
+    int32_t* tie_k           # NULL, or per group: k > 0 if it is a ring of k (even) nodes on
+                             #   which a packet at distance k/2 goes either way, at random
+    int32_t* ch_rev          #   (then: per channel, the one leaving its router the other way
+    uint64_t tie_seed        #   in its group; and the seed of the choice)
     cycle_t now
     cycle_t watchdog_cycles
     int64_t max_packets
@@ -195,6 +212,7 @@ cdef struct State:
     int32_t* r_in_ptr
     int32_t* r_in_ch
     int32_t* r_nbuf
+    int32_t* r_nout          # outputs of each router (out_idx < r_nout)
     int32_t Vp, vshift       # V rounded up to a power of two, and its log2
     uint64_t vpmask          # Vp low bits set
     uint64_t* sa_mask        # switch allocation candidates: input VCs holding flits and an

@@ -193,6 +193,7 @@ def topo(config, sets, draw_path, json_path, force):
                f"found; exact for meshes and tori, an upper bound otherwise)")
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
                f"{d['vcs']} VCs configured (deadlock-free: checked)")
+    click.echo(f"VC classes  {d['vc_scheme']}")
     from pysim._io import by_path, dump_json
     ok = True
     if json_path:

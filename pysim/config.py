@@ -220,10 +220,26 @@ KEYS = [
         "Switch allocation grant to switch traversal (also delays the credit).", DELAY1),
     Key("network", "st_delay", "int", 1, "cycles",
         "Switch traversal: crossbar to the output link.", DELAY),
+    Key("network", "injection_delay", "int", 1, "cycles",
+        "NIC: cycles from choosing a flit to send (a free VC with a credit) to its entering "
+        "the NIC-router channel, like a router's switch traversal; 1 is BookSim's timing, 0 "
+        "puts the flit on the channel the cycle it is chosen.", DELAY),
     Key("network", "wait_for_tail_credit", "bool", False, "-",
         "true: an output VC is reallocated only after the credit of the previous packet's "
         "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
         "as soon as the tail has left.", None),
+    Key("network", "va_input_arbiter", "str", "round_robin", "-",
+        "VC allocation: 'round_robin' (BookSim's separable input-first allocator): a waiting "
+        "head asks for the first free output VC of its class at or after its input VC's "
+        "round-robin pointer, which moves past each VC it is granted; 'own_index': from the VC "
+        "at its input VC's own index, so heads in different input VCs ask for different output "
+        "VCs first (fewer conflicts).", None, lambda: ["own_index", "round_robin"]),
+    Key("network", "sa_input_arbiter", "str", "outputs", "-",
+        "Switch allocation: what an input port's round-robin arbiter turns over: 'outputs' "
+        "(BookSim's separable input-first allocator: per output asked for, the ready VC "
+        "nearest after the port's VC pointer, and among those outputs the one nearest after "
+        "its output pointer) or 'vcs' (the ready VC nearest after the VC pointer).", None,
+        lambda: ["outputs", "vcs"]),
     Key("network", "injection_gbps", "float", None, "GB/s",
         "NIC injection bandwidth; default one flit per cycle.", POS),
     Key("network", "ejection_gbps", "float", None, "GB/s",
@@ -287,6 +303,19 @@ KEYS = [
         "other NPUs, as on servers whose GPUs do not route.",
         (lambda xs: len(xs) > 0 and all(x in ("npu", "mem", "host", "switch") for x in xs),
          "a non-empty list of node kinds: npu, mem, host, switch")),
+    Key("topology", "dateline", "str", "booksim", "-",
+        "Ring, torus: VC classes of each dimension. 'booksim' (BookSim's): for its whole trip "
+        "in a dimension a packet uses the upper half of the VCs if its destination's "
+        "coordinate is below the one it entered at, else the lower; 'crossing': the lower "
+        "half until it crosses the wrap-around link, the upper from it on; 'fewest': every VC "
+        "for every packet when the routes cannot deadlock without classes (a 4-ary torus with "
+        "tie_break = 'parity'), else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
+    Key("topology", "tie_break", "str", "parity", "-",
+        "Ring, torus: the way a packet takes at distance exactly k/2 (k even) where it enters "
+        "a dimension: 'parity' (+ if its coordinate there is even, else -: routes are a fixed "
+        "table, as the flow level's, every link gets the same share of ties, and a 4-ary "
+        "torus needs no dateline classes) or 'random' (BookSim's: either, by a coin per "
+        "packet).", None, lambda: ["parity", "random"]),
     Key("topology", "link_gbps", "float", None, "GB/s",
         "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
         POS),

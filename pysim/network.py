@@ -137,7 +137,23 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     step = float(np.max(np.minimum(gap, 2.0 ** 62) + 2 * lat)) if bpc.size else 0.0
     net = cfg.network
     return int(step) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + \
-        net.st_delay
+        net.st_delay + net.injection_delay
+
+
+def _port_ranks(topo, incoming):
+    """Per topology channel, its port's rank at the router it enters (incoming) or leaves, and
+    last, the NIC's port. On regular topologies BookSim's numbering of a router's ports: in
+    dimension d, 2d for the + direction and 2d + 1 for the - (an input port is named after
+    the neighbour it comes from: 2d from the + neighbour, which travels -), the NIC's 2n;
+    elsewhere every rank is 0 (the upstream or downstream node orders the ports)."""
+    ranks = np.zeros(topo.n_channels + 1, np.int64)
+    if topo.coords is None:
+        return ranks
+    dim = np.asarray(topo.ch_dim, np.int64)
+    plus = np.asarray(topo.ch_dir, np.int64) > 0
+    ranks[:-1] = 2 * dim + (plus if incoming else ~plus)
+    ranks[-1] = 2 * len(topo.dims)
+    return ranks
 
 
 def compile_network(cfg, topo=None) -> Network:
@@ -176,8 +192,15 @@ def compile_network(cfg, topo=None) -> Network:
     lat = np.concatenate([t_lat[tc], np.full(nic_node.size, nic_lat, np.int64)])
     topo_channel = np.concatenate([tc, np.full(nic_node.size, -1, np.int64)])
     # channels entering a router contiguous (ejection channels after, by source router);
-    # within that, by kind and upstream node, then bandwidth and latency: groups adjacent
-    perm = np.lexsort((np.arange(kinds.size), lat, bpc, kinds, src, kinds == CH_EJECT, dst))
+    # within that, by port (on meshes, rings and tori BookSim's order: per dimension the
+    # channel from the + neighbour, then from the - neighbour, the NIC last; the allocators'
+    # round-robin pointers turn in this order), upstream node and kind, then bandwidth and
+    # latency: groups adjacent
+    in_rank = _port_ranks(topo, incoming=True)
+    port = np.where(kinds == CH_NET, in_rank[np.maximum(topo_channel, 0)],
+                    np.where(kinds == CH_EJECT, -1, in_rank[-1]))
+    perm = np.lexsort((np.arange(kinds.size), lat, bpc, kinds, src, port, kinds == CH_EJECT,
+                       dst))
     kinds, src, dst, bpc, lat, topo_channel = (a[perm] for a in (kinds, src, dst, bpc, lat,
                                                                  topo_channel))
     C = kinds.size
@@ -217,6 +240,17 @@ def compile_network(cfg, topo=None) -> Network:
     ej = np.flatnonzero(kinds == CH_EJECT)
     nodes_e, first_e = np.unique(dst[ej], return_index=True)
     ej_ch[nodes_e] = ej[first_e]
+    # each channel's index among its router's outputs, in port order (BookSim's on regular
+    # topologies: per dimension +, then -, the ejection port last), lanes in id order: the
+    # order the switch allocator's input arbiters turn over
+    out_rank = _port_ranks(topo, incoming=False)
+    rank = np.where(kinds == CH_NET, out_rank[np.maximum(topo_channel, 0)], out_rank[-1])
+    owner = np.where(kinds == CH_EJECT, dst, src).astype(np.int64)
+    out_idx = np.zeros(C, np.int32)
+    outs = np.flatnonzero(kinds != CH_INJECT)
+    outs = outs[np.lexsort((outs, rank[outs], owner[outs]))]
+    start = np.searchsorted(owner[outs], owner[outs], side="left")
+    out_idx[outs] = np.arange(outs.size) - start
     table = route.table
     # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
     # (a few rows at a time: temporaries stay small beside the n x n table itself)
@@ -241,6 +275,14 @@ def compile_network(cfg, topo=None) -> Network:
     rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
     group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
+    # random ties: per engine channel, the first of the group leaving its router the other way
+    ch_rev = None
+    if route.ch_rev is not None:
+        ch_rev = np.full(C, -1, np.int32)
+        for i in np.flatnonzero(kinds == CH_NET):
+            other = route.ch_rev[topo_channel[i]]
+            if other >= 0:
+                ch_rev[i] = first_of_topo[other]
     buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
     if buffer_bytes > MAX_BUFFER_BYTES:
         raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
@@ -250,11 +292,16 @@ def compile_network(cfg, topo=None) -> Network:
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
+        injection_delay=net.injection_delay,
         wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
         watchdog_cycles=cfg.simulation.watchdog_cycles + longest_step, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
         ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
-        ch_par_base=par_base, ch_par_n=par_n,
+        ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
+        entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
+        tie_seed=int(cfg.simulation.seed),
+        va_own_index=net.va_input_arbiter == "own_index",
+        sa_by_vc=net.sa_input_arbiter == "vcs",
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
         nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )
@@ -421,6 +468,7 @@ def describe(network, cfg):
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
                 diameter=diameter, avg_hops=hop_sum / n_pairs if n_pairs else 0.0,
                 bisection_gbps=bis, routing=network.routing.name,
+                vc_scheme=network.routing.scheme,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
                 dependency_edges=int(network.routing.cdg_edges),
                 engine_channels=int(len(network.ch_kind)))

@@ -5,18 +5,31 @@ Routing functions are registered by name in ROUTINGS. Each returns a `Routing`: 
 dst]` is the topology channel a packet at `node` bound for `dst` takes next (-1 when node ==
 dst: eject), and, per topology channel, a VC-class `group` and `order`.
 
-VC classes (what csim's route computation does, _router.route): a packet is in class 0 on the
-first channel of a group and moves to the next class whenever it takes a channel of lower
-order than the one before, within the same group. On a torus a group is a dimension and the
-order runs along each direction with the wrap-around channel lowest, which is the dateline
-scheme: a packet moves to class 1 when it crosses the dateline. On an arbitrary graph there is
-one group, and the order is chosen from the channel-dependency graph (CDG) of the routes: a
-topological order when the CDG is acyclic (one class suffices), else depth-first reverse
-postorder, so that only the CDG's back edges cost a class.
+VC classes (what csim's route computation does, _router.route): a packet entering a group
+takes class 0, or, where the routing gives nodes a position in each group (`node_pos`), class 1
+if the router it enters at lies at a higher position than its destination; it then moves to
+the next class whenever it takes a channel of lower order than the one before, within the same
+group. On rings and tori a group is a dimension, and `topology.dateline` picks the scheme:
+
+- "booksim" (BookSim's dim_order_torus): the position is the coordinate and the order is flat,
+  so a packet keeps, for its whole trip in the dimension, class 1 if its destination's
+  coordinate is below the one it entered at, else class 0. Going +, class 1 holds the packets
+  that will cross the wrap-around link; going -, those that will not (BookSim's rule is the
+  same comparison for both directions). No route of at most k/2 hops can close a ring within
+  one class; a ring one way round has longer ones, and takes "crossing".
+- "crossing" (the dateline of Dally and Seitz): no positions; along each direction the order
+  rises with the position travelled and the wrap-around channel is lowest, so a packet moves
+  to class 1 when it crosses the wrap-around link.
+- "fewest": one class if the routes' channel-dependency graph (CDG) is acyclic with one (a
+  4-ary torus with our tie rule), else "crossing".
+
+On an arbitrary graph there is one group, and the order is chosen from the CDG of the routes:
+a topological order when it is acyclic (one class suffices), else depth-first reverse
+postorder, so that only the CDG's back edges cost a class. Meshes need one class.
 
 `build()` first checks the one-class CDG of the routes: if it is acyclic, one class will do
-(one group, topological order), whatever the topology. Otherwise the routing's own groups and
-order are used. `analyse()` follows every route, builds the CDG over (channel, class),
+(one group, topological order), except on rings and tori under "booksim" and "crossing", which
+keep their scheme. `analyse()` follows every route, builds the CDG over (channel, class),
 checks that it is acyclic and counts the classes needed; `check()` refuses a configuration
 whose routes need more classes than there are VCs, naming a cycle of the one-class CDG.
 """
@@ -38,6 +51,13 @@ class Routing:
     ch_order: np.ndarray
     n_classes: int = 1     # VC classes the routes need (set by analyse)
     cdg_edges: int = 0
+    node_pos: np.ndarray | None = None   # (n_nodes, groups) positions, or None (see above)
+    entry_class: bool = False   # class 1 on entering a group where the position is above
+                                # the destination's (else class 0)
+    scheme: str = ""       # how the classes were chosen, in words (pysim topo prints it)
+    tie_k: np.ndarray | None = None      # random ties: per group, k of its ring (0: none)
+    ch_rev: np.ndarray | None = None     # ... per channel, the one leaving its source the
+    alt_table: np.ndarray | None = None  # other way; the table with every tie taken that way
 
 
 # ------------------------------------------------------------------ dimension order
@@ -112,10 +132,59 @@ def route_dor(topo, cfg):
     return Routing("dor", *_dimension_order(topo, wrap_dims=False))
 
 
+def _random_ties(topo, r):
+    """Let a packet at distance k/2 on a ring dimension of even k go either way (chosen per
+    packet by the engine): per dimension k, per channel the one leaving its source the other
+    way in its dimension, and the table with every tie taken that other way."""
+    chan = _channel_index(topo)
+    dims = np.array(topo.dims)
+    tie_k = np.where(np.array(topo.wrap) & (dims % 2 == 0), dims, 0).astype(np.int32)
+    rev = np.full(topo.n_channels, -1, np.int32)
+    for c in range(topo.n_channels):
+        d = topo.ch_dim[c]
+        if d >= 0:
+            rev[c] = chan[topo.ch_src[c], d, 1 if topo.ch_dir[c] > 0 else 0]
+    alt = r.table.copy()
+    coords = topo.coords
+    rows = np.arange(topo.n_nodes)
+    for src in range(topo.n_nodes):
+        diff = coords - coords[src]
+        moving = diff != 0
+        has = moving.any(axis=1)
+        first = np.argmax(moving, axis=1)
+        k = tie_k[first]
+        tie = has & (k > 0) & (np.mod(diff[rows, first], np.maximum(k, 1)) * 2 == k)
+        alt[src, tie] = rev[r.table[src, tie]]
+    r.tie_k, r.ch_rev, r.alt_table = tie_k, rev, alt
+
+
+DATELINES = ("booksim", "crossing", "fewest")
+
+
 def route_dor_dateline(topo, cfg):
     if topo.coords is None:
         raise ConfigError("routing 'dor_dateline' needs a regular (ring or torus) topology")
-    return Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+    r = Routing("dor_dateline", *_dimension_order(topo, wrap_dims=True))
+    r.node_pos = np.ascontiguousarray(topo.coords, np.int32)
+    if cfg.topology.tie_break == "random" and topo.bidirectional:
+        _random_ties(topo, r)
+    scheme = cfg.topology.dateline
+    if scheme == "booksim" and not topo.bidirectional:
+        # BookSim's classes rely on minimal routes of at most k/2 hops: on a ring one way
+        # round the packets of the upper class could close the ring
+        r.scheme = ("dateline classes: the upper VCs from the wrap-around link on (a ring one "
+                    "way round: BookSim's classes, topology.dateline = 'booksim', need both "
+                    "directions)")
+    elif scheme == "booksim":
+        r.ch_order = np.zeros(topo.n_channels, np.int32)
+        r.entry_class = True
+        r.scheme = ("dateline classes as BookSim's: a packet keeps, for its whole trip in a "
+                    "dimension, the upper VCs if its destination's coordinate is below the one "
+                    "it entered at (topology.dateline = 'booksim')")
+    else:
+        r.scheme = ("dateline classes: the upper VCs from the wrap-around link on "
+                    f"(topology.dateline = '{scheme}')")
+    return r
 
 
 # ------------------------------------------------------------------ shortest paths, any graph
@@ -180,10 +249,15 @@ def route_table(topo, cfg):
 
 # ------------------------------------------------------------------ channel dependencies
 
-def _walk(topo, table, group, order, chunk=1 << 18):
+def _walk(topo, routing, group, order, chunk=1 << 18):
     """Follow every endpoint-to-endpoint route with its VC class, vectorised over up to
     `chunk` routes at a time. Yields arrays (prev channel, prev class, channel, class) of
-    consecutive channels of the routes."""
+    consecutive channels of the routes (the first channel of a route with prev channel -1).
+    Where ties are random, a route entering a ring dimension at distance k/2 is followed both
+    ways."""
+    table = routing.table
+    node_pos = routing.node_pos
+    tie_k = routing.tie_k
     eps = np.asarray(topo.endpoints())
     n = eps.size
     rows = max(1, chunk // max(n, 1))
@@ -204,10 +278,25 @@ def _walk(topo, table, group, order, chunk=1 << 18):
             c = table[cur[act], dst[act]].astype(np.int64)
             if np.any(c < 0):
                 raise ConfigError("routing: a route ends before its destination")
+            if tie_k is not None:        # ties entering a ring dimension: a copy goes the
+                g = np.maximum(group[c], 0)     # other way
+                k = tie_k[g]
+                off = np.mod(node_pos[dst[act], g] - node_pos[cur[act], g], np.maximum(k, 1))
+                tie = (grp[act] != group[c]) & (k > 0) & (off * 2 == k)
+                if tie.any():
+                    twin = act[tie]
+                    base = cur.size
+                    dst, cur, grp, last, cls, prev = (np.concatenate([a, a[twin]]) for a in
+                                                      (dst, cur, grp, last, cls, prev))
+                    act = np.concatenate([act, base + np.arange(twin.size)])
+                    c = np.concatenate([c, routing.ch_rev[c[tie]].astype(np.int64)])
             same = grp[act] == group[c]
-            new_cls = np.where(same, cls[act] + (order[c] < last[act]), 0)
-            had = prev[act] >= 0
-            yield prev[act][had], cls[act][had], c[had], new_cls[had]
+            entry = 0
+            if routing.entry_class:
+                g = np.maximum(group[c], 0)
+                entry = (node_pos[cur[act], g] > node_pos[dst[act], g]).astype(np.int64)
+            new_cls = np.where(same, cls[act] + (order[c] < last[act]), entry)
+            yield prev[act], cls[act], c, new_cls
             prev[act], cls[act], grp[act], last[act] = c, new_cls, group[c], order[c]
             cur[act] = np.asarray(topo.ch_dst)[c]
         else:
@@ -247,12 +336,16 @@ def _marks_layout(topo):
     return by_src, out_ptr, lo, first
 
 
-def channel_dependencies(topo, table):
+def channel_dependencies(topo, table, alt=None):
     """Unique (c1, c2) pairs, as an (m, 2) array: a packet holding channel c1 waits for c2.
 
     Routes are destination-based, so the pairs are, for every destination d and every node u
     with a route to d, (table[u, d], table[v, d]) where v is where the first channel leads
-    (counting switches no route passes through errs on the safe side)."""
+    (counting switches no route passes through errs on the safe side). With `alt` (random
+    ties: a second table that differs where a packet entering a dimension may go either way),
+    a route may take either table's channel at every node: the pairs of all four mixes."""
+    tables = [np.ascontiguousarray(t, np.int32).reshape(-1)
+              for t in ([table] if alt is None else [table, alt])]
     ch_dst = np.asarray(topo.ch_dst, np.int64)
     C = np.int64(topo.n_channels)
     # compiled: one mark per possible pair (a channel, then one out of the node it enters),
@@ -260,22 +353,27 @@ def channel_dependencies(topo, table):
     by_src, out_ptr, lo, first = _marks_layout(topo)
     if first[-1] <= MARKS_MAX:
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
-        mark_dependencies(np.ascontiguousarray(table, np.int32).reshape(-1), topo.n_nodes,
-                          np.asarray(topo.ch_dst, np.int32), first, lo, seen)
+        for t1 in tables:
+            for t2 in tables:
+                mark_dependencies(t1, topo.n_nodes, np.asarray(topo.ch_dst, np.int32), first,
+                                  lo, seen, t2)
         _check_dependencies(topo, int(np.count_nonzero(seen)))
         idx = np.flatnonzero(seen)
         c1 = np.searchsorted(first, idx, side="right") - 1
         c2 = by_src[out_ptr[ch_dst[c1]] + idx - first[c1]]
         return np.stack([c1, c2], axis=1).astype(np.int64)
     keys, total = [], 0
-    for d in range(topo.n_nodes):
-        c1 = table[:, d].astype(np.int64)
-        c1 = c1[c1 >= 0]
-        v = ch_dst[c1]
-        c1 = c1[v != d]
-        c2 = table[ch_dst[c1], d].astype(np.int64)
-        keys.append(np.unique(c1 * C + c2))
-        total += keys[-1].size
+    n = topo.n_nodes
+    for d in range(n):
+        for t1 in tables:
+            for t2 in tables:
+                c1 = t1[d::n].astype(np.int64)       # column d: every node's channel to d
+                c1 = c1[c1 >= 0]
+                v = ch_dst[c1]
+                c1 = c1[v != d]
+                c2 = t2[ch_dst[c1] * n + d].astype(np.int64)
+                keys.append(np.unique(c1 * C + c2))
+                total += keys[-1].size
         if total > MAX_DEPENDENCIES:              # (an upper bound of the unique count)
             _check_dependencies(topo, np.unique(np.concatenate(keys)).size)
             keys = [np.unique(np.concatenate(keys))]
@@ -304,6 +402,23 @@ def _find_cycle(n_vertices, edges):
     return dfs_order(n_vertices, *_csr(n_vertices, edges))[1]
 
 
+def _first_hop_top(topo, routing):
+    """The highest class a route's first hop takes: with entry classes, 1 if some endpoint
+    lies above a destination in the group its route to it enters first, else 0."""
+    eps = np.asarray(topo.endpoints(), np.int64)
+    group = np.asarray(routing.ch_group, np.int64)
+    pos = routing.node_pos
+    rows = max(1, (1 << 20) // max(eps.size, 1))
+    for lo in range(0, eps.size, rows):
+        s = eps[lo:lo + rows]
+        c = routing.table[np.ix_(s, eps)].astype(np.int64)
+        g = group[np.maximum(c, 0)]
+        up = (c >= 0) & (pos[s[:, None], g] > pos[eps[None, :], g])
+        if up.any():
+            return 1
+    return 0
+
+
 def analyse(topo, routing):
     """Follow all routes with their classes: set routing.n_classes and check that the CDG over
     (channel, class) is acyclic (raises ConfigError naming a cycle if not). Compiled
@@ -314,39 +429,52 @@ def analyse(topo, routing):
     C = np.int64(topo.n_channels)
     by_src, out_ptr, lo, first = _marks_layout(topo)
     ch_dst = np.asarray(topo.ch_dst, np.int64)
+    rt = np.ascontiguousarray(routing.table, np.int32).reshape(-1)
+    alt = rt if routing.alt_table is None else \
+        np.ascontiguousarray(routing.alt_table, np.int32).reshape(-1)
+    pos = np.zeros((topo.n_nodes, 0), np.int32) if routing.node_pos is None else \
+        np.ascontiguousarray(routing.node_pos, np.int32)
     kb = 2
-    while first[-1] * kb <= MARKS_MAX and kb <= 64:
-        seen = np.zeros(max(int(first[-1]) * kb, 1), np.uint8)
+    while first[-1] * kb * kb <= MARKS_MAX and kb <= 64:
+        seen = np.zeros(max(int(first[-1]) * kb * kb, 1), np.uint8)
         st = mark_class_dependencies(
-            np.ascontiguousarray(routing.table, np.int32).reshape(-1), topo.n_nodes,
-            np.asarray(topo.endpoints(), np.int64), np.asarray(topo.ch_dst, np.int32),
-            group, order, first, lo, kb, seen)
+            rt, topo.n_nodes, np.asarray(topo.endpoints(), np.int64),
+            np.asarray(topo.ch_dst, np.int32), group, order, first, lo, kb, seen, alt,
+            pos.reshape(-1), pos.shape[1] if routing.entry_class else 0)
         if st == 2:
             raise ConfigError("routing: a route ends before its destination")
         if st == 3:
             raise ConfigError("routing: the routing tables loop")
         if st == 0:
             idx = np.flatnonzero(seen)
-            k1 = idx % kb
-            mk = idx // kb
+            k2 = idx % kb
+            k1 = (idx // kb) % kb
+            mk = idx // (kb * kb)
             c1 = np.searchsorted(first, mk, side="right") - 1
             c2 = by_src[out_ptr[ch_dst[c1]] + mk - first[c1]]
-            k2 = np.where(group[c1] == group[c2], k1 + (order[c2] < order[c1]), 0)
             a, pa, b, pb = c1, k1, c2, k2
+            top = 0                        # (the first hops' classes: below)
             break
         kb *= 2
     else:
         keys = []
+        top = 0
         M = np.int64(64)      # classes per channel, as a key field: (C x 64)^2 fits in 64 bits
-        for p, pc, c, cc in _walk(topo, routing.table, group, order):
+        for p, pc, c, cc in _walk(topo, routing, group, order):
             if cc.size and cc.max() >= M:       # (more than network.vcs can ever be)
                 raise ConfigError(f"routing {routing.name!r} on {topo.name}: its routes need "
                                   f"more than {int(M)} VC classes; network.vcs is at most 64")
+            top = max(top, int(cc.max(initial=0)))
+            had = p >= 0
+            p, pc, c, cc = p[had], pc[had], c[had], cc[had]
             keys.append(np.unique((p * M + pc) * (C * M) + c * M + cc))
         k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
         x, y = k // (C * M), k % (C * M)
         a, pa, b, pb = x // M, x % M, y // M, y % M
-    K = int(max(pa.max(initial=0), pb.max(initial=0))) + 1
+    # (a route's first hop may enter its group in class 1: with entry classes, count them)
+    if routing.entry_class:
+        top = max(top, _first_hop_top(topo, routing))
+    K = int(max(pa.max(initial=0), pb.max(initial=0), top)) + 1
     edges = np.stack([a * K + pa, b * K + pb], axis=1)
     cyc = _find_cycle(topo.n_channels * K, edges)
     if cyc is not None:
@@ -362,7 +490,7 @@ def check(topo, routing, vcs):
     """Refuse a configuration whose routes need more VC classes than there are VCs."""
     if routing.n_classes <= vcs:
         return
-    plain = channel_dependencies(topo, routing.table)
+    plain = channel_dependencies(topo, routing.table, routing.alt_table)
     cyc = _find_cycle(topo.n_channels, plain)
     where = ""
     if cyc is not None:
@@ -396,23 +524,38 @@ def build(topo, cfg) -> Routing:
     if name not in ROUTINGS:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
     r = ROUTINGS[name](topo, cfg)
-    deps = channel_dependencies(topo, r.table)
+    deps = channel_dependencies(topo, r.table, r.alt_table)
     post, cycle = dfs_order(topo.n_channels, *_csr(topo.n_channels, deps))
     # reverse postorder of a DFS of the one-class CDG: a topological order when it is
     # acyclic, and where it is not, descents (new VC classes) happen on back edges only
     order = np.zeros(topo.n_channels, np.int32)
     order[post[::-1]] = np.arange(topo.n_channels, dtype=np.int32)
-    if cycle is None:
+    keep = name == "dor_dateline" and cfg.topology.dateline != "fewest"
+    if not keep and cycle is None:
         # the routes cannot deadlock even in one class: every VC serves every packet, and
-        # with a topological order no route ever drops in order
+        # with a topological order no route ever drops in order (one group: the table's
+        # ties, whose dependencies were counted too, are taken as they are)
         r.ch_group = np.zeros(topo.n_channels, np.int32)
         r.ch_order = order
+        r.node_pos = None
+        r.entry_class = False
+        r.tie_k = r.ch_rev = r.alt_table = None
         r.n_classes = 1
         r.cdg_edges = len(deps)
+        r.scheme = ("one VC class: the routes' channel-dependency graph is acyclic" +
+                    (" (topology.dateline = 'fewest')" if name == "dor_dateline" else ""))
     else:
         if r.ch_order is None:                     # (table routing: the CDG's own order)
             r.ch_order = order
         analyse(topo, r)
+        if not r.scheme:
+            r.scheme = (f"{r.n_classes} VC class(es) from the order of the channel-dependency "
+                        "graph")
+    if name == "dor_dateline" and topo.bidirectional and \
+            any(w and k % 2 == 0 for w, k in zip(topo.wrap, topo.dims)):
+        r.scheme += ("; ties at distance k/2 either way, by a coin per packet "
+                     "(topology.tie_break = 'random')" if r.tie_k is not None else
+                     "; ties at distance k/2 by parity (topology.tie_break = 'parity')")
     check(topo, r, cfg.network.vcs)
     return r
 

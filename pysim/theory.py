@@ -3,10 +3,12 @@
 Zero-load latency of one packet of L flits, created at a NIC with nothing else in the network,
 from creation to the ejection of its tail:
 
-    T0 = W_nic + (H + 1) * (routing + vc_alloc + sw_alloc + st) + sum(W_link) + W_nic
+    T0 = I + W_nic + (H + 1) * (routing + vc_alloc + sw_alloc + st) + sum(W_link) + W_nic
          + max(L - 1, ceil((L - 1) / r) - K * (routing + vc_alloc))
 
-with H router-to-router hops (H + 1 routers) and W_nic the NIC-router channel latency. The
+with I the NIC's injection delay (network.injection_delay: a flit chosen at cycle t enters the
+NIC-router channel at t + I), H router-to-router hops (H + 1 routers) and W_nic the NIC-router
+channel latency. The
 last term is the tail's distance behind the head: r (flits/cycle) is the rate of the slowest
 channel on the path, which spaces the flits ceil(i / r) cycles behind the head, and K is the
 number of routers after the last channel of that rate; at each of them the head spends
@@ -47,7 +49,7 @@ def zero_load_latency(network, cfg, src, dst, length):
     body = np.asarray(length, np.int64) - 1
     spaced = -((-body * den) // num)                                  # ceil(body / r)
     tail = np.maximum(body, spaced - after * (net.routing_delay + net.vc_alloc_delay))
-    return w_nic + (hops + 1) * per_router + lat + tail
+    return net.injection_delay + w_nic + (hops + 1) * per_router + lat + tail
 
 
 def _uniform_pairs(eps, pattern, chunk):

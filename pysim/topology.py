@@ -385,8 +385,8 @@ def build_graph(cfg):
 # name -> (builder, topology.* keys it reads besides the common ones)
 BUILDERS = {
     "mesh": (build_mesh, {"dims", "dim_link_gbps"}),
-    "torus": (build_torus, {"dims", "dim_link_gbps"}),
-    "ring": (build_ring, {"size", "bidirectional"}),
+    "torus": (build_torus, {"dims", "dim_link_gbps", "dateline", "tie_break"}),
+    "ring": (build_ring, {"size", "bidirectional", "dateline", "tie_break"}),
     "switch": (build_switch, {"size", "route_weight", "transit"}),
     "fully_connected": (build_fully_connected, {"size", "route_weight", "transit"}),
     "graph": (build_graph, {"nodes", "links", "route_weight", "transit"}),

@@ -8,7 +8,8 @@ The pipeline (README, "Router pipeline"), per cycle t, in this order:
  1. flits and credits due at t arrive (flit into its input-VC buffer, or into the NIC);
  2. packets created at t join their NIC's source queue;
  3. every NIC (node order) sends at most one flit: a new packet first claims a free injection
-    VC with a credit (round-robin from the VC after the last one it used);
+    VC with a credit (round-robin from the VC after the last one it used); a flit sent at t
+    enters the NIC-router channel at t + injection_delay;
  4. every router (node order): VC allocation, then switch allocation.
 Every channel earns num/den flits of serialisation credit per cycle and a flit costs one;
 credit that reaches one flit plus one cycle's earnings (an idle cycle) restarts at one flit.
@@ -38,6 +39,17 @@ class Packet:
         self.hops, self.inject, self.ejected = 0, -1, 0
 
 
+def coin(serial, group, seed):
+    """A packet's coin at a tie in a group (splitmix64's finaliser of the three): True sends
+    it the other way. Exactly csim's _router.tie_minus."""
+    m = (1 << 64) - 1
+    z = (serial * 0x9E3779B97F4A7C15 + group * 0xD1B54A32D192ED03 + seed) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    z ^= z >> 31
+    return bool(z >> 63)
+
+
 def offer(grants, resource, dist, c, v):
     """Separable round-robin allocation: a resource keeps the requester (input VC c, v) whose
     distance after its round-robin pointer is smallest; resources are granted in the order
@@ -52,6 +64,8 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     n = a["n_nodes"]
     V, D = a["vcs"], a["buffer_flits"]
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
+    I = a["injection_delay"]
+    own_index, by_vc = bool(a["va_own_index"]), bool(a["sa_by_vc"])
     wait_tail = bool(a["wait_for_tail_credit"])
     n_classes = a["n_classes"]
     class_lo = [k * V // n_classes for k in range(n_classes)]
@@ -68,17 +82,30 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     inj_n = [int(x) for x in a["nic_inj_n"]]
     [int(x) for x in a["ch_par_base"]]
     par_n = [int(x) for x in a["ch_par_n"]]
+    src_of = [int(x) for x in a["ch_src"]]
+    out_idx = [int(x) for x in a["ch_out_idx"]]
+    pos = None if a["node_pos"] is None else [[int(x) for x in row] for row in a["node_pos"]]
+    entry_class = bool(a["entry_class"])
+    tie_k = None if a["tie_k"] is None else [int(x) for x in a["tie_k"]]
+    ch_rev = None if a["ch_rev"] is None else [int(x) for x in a["ch_rev"]]
+    tie_seed = int(a["tie_seed"])
     C = len(kind)
     n_ivc = C * V
 
     # inputs of each router, ordered by channel id
     inputs = [[c for c in range(C) if kind[c] != EJ and dst[c] == r] for r in range(n)]
     local = {c: i for r in range(n) for i, c in enumerate(inputs[r])}
+    # outputs of each router (network and ejection channels), counted for the switch
+    # allocator's round robin over them
+    n_out = [max([out_idx[c] + 1 for c in range(C) if kind[c] != INJ and src_of[c] == r],
+                 default=1) for r in range(n)]
     ivc = {(c, v): InputVC() for c in range(C) if kind[c] != EJ for v in range(V)}
     owner = {(c, v): FREE for c in range(C) for v in range(V)}
     credits = {(c, v): (0 if kind[c] == EJ else D) for c in range(C) for v in range(V)}
     va_ptr = defaultdict(int)
+    va_in_ptr = defaultdict(int)     # input VC -> output VC index (ch * V + vc) it asks from
     sa_in_ptr = defaultdict(int)
+    sa_in_optr = defaultdict(int)    # input port -> round-robin pointer over outputs
     sa_out_ptr = defaultdict(int)
     acc = [den[c] for c in range(C)]
     events = defaultdict(list)       # cycle -> [("flit", c, v, pkt, seq) | ("credit", c, v, tail)]
@@ -149,7 +176,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                 p, seq, v = cur[c]
                 if credits[(c, v)] <= 0 or acc[c] < den[c]:
                     continue
-                events[t + lat[c]].append(("flit", c, v, p, seq))
+                events[t + I + lat[c]].append(("flit", c, v, p, seq))
                 acc[c] -= den[c]
                 credits[(c, v)] -= 1
                 if seq + 1 == p.len:
@@ -176,9 +203,19 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                         if kind[o] == EJ:
                             q.lo, q.hi = 0, V
                         else:
-                            # class 0 entering a group; next class on a drop in order
+                            # class 0 entering a group (with entry classes, 1 where this
+                            # router's position is above the destination's); next class on
+                            # a drop in order
                             if group[o] != p.group:
-                                cls = 0
+                                g = group[o]
+                                # random ties: at distance k/2 on a ring of even k, the
+                                # packet's coin may send it the other way
+                                if tie_k is not None and tie_k[g] and \
+                                        (pos[p.dst][g] - pos[r][g]) % tie_k[g] * 2 == tie_k[g] \
+                                        and coin(p.serial, g, tie_seed):
+                                    o = ch_rev[o]
+                                    q.out_ch = o
+                                cls = int(pos[r][g] > pos[p.dst][g]) if entry_class else 0
                             else:
                                 cls = p.cls + (1 if ch_order[o] < p.last_order else 0)
                             assert cls < n_classes, "more VC classes than routing.py allowed"
@@ -210,8 +247,16 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                             member, fewest = cand, held
                     chosen = None
                     if member is not None:
+                        # the first VC tried: the one at the input VC's own index, or the
+                        # input VC's round-robin pointer if it is one of the class's VCs of
+                        # this member, else the class's first
+                        if own_index:
+                            first = me
+                        else:
+                            first = va_in_ptr[(c, v)] - (member * V + q.lo)
+                            first = first if 0 <= first < span else 0
                         for k in range(span):
-                            ov = q.lo + (me + k) % span
+                            ov = q.lo + (first + k) % span
                             if owner[(member, ov)] == FREE:
                                 chosen = (member, ov)
                                 break
@@ -222,6 +267,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
             for key, (_, c, v) in best.items():
                 q = ivc[(c, v)]
                 owner[key] = c * V + v
+                va_in_ptr[(c, v)] = key[0] * V + key[1] + 1
                 va_ptr[key] = (c * V + v + 1) % n_ivc
                 q.out_ch = key[0]
                 q.out_vc = key[1]
@@ -231,6 +277,8 @@ def simulate(a, packets, max_cycles=200000, hops=False):
             nin = len(inputs[r])
             req = {}                     # output channel -> (distance, c, v)
             for i, c in enumerate(inputs[r]):
+                # the port's ready VCs, in round-robin order from its VC pointer
+                ready = []
                 for k in range(V):
                     v = (sa_in_ptr[c] + k) % V
                     q = ivc[(c, v)]
@@ -244,14 +292,22 @@ def simulate(a, packets, max_cycles=200000, hops=False):
                         continue
                     if acc[o] < den[o]:
                         continue
-                    d = (i - sa_out_ptr[o]) % nin
-                    offer(req, o, d, c, v)
-                    break
+                    ready.append(v)
+                if not ready:
+                    continue
+                if by_vc:                # the first of them
+                    v = ready[0]
+                else:                    # per output the first; of those, the output nearest
+                    v = min(ready, key=lambda v: ((out_idx[ivc[(c, v)].out_ch] -
+                                                   sa_in_optr[c]) % n_out[r], ready.index(v)))
+                o = ivc[(c, v)].out_ch
+                offer(req, o, (i - sa_out_ptr[o]) % nin, c, v)
             for o, (_, c, v) in req.items():
                 q = ivc[(c, v)]
                 p, seq, arr = q.buf.popleft()
                 sa_in_ptr[c] = (v + 1) % V
                 sa_out_ptr[o] = (local[c] + 1) % nin
+                sa_in_optr[c] = (out_idx[o] + 1) % n_out[r]
                 acc[o] -= den[o]
                 if kind[o] != EJ:
                     credits[(o, q.out_vc)] -= 1

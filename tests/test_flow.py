@@ -154,7 +154,7 @@ def test_one_message_alone_takes_the_closed_form_time_in_both_models(topo, netwo
         N = size // (P * 32) * P + -(-rest // 32)          # the message's flits
         H = hops(topo["kind"], dims, s, d)
         tail = max(N - 1, math.ceil((N - 1) / r) - (c.routing_delay + c.vc_alloc_delay))
-        expect.append(1 + (H + 1) * per_router + H * w + 1 + tail)
+        expect.append(c.injection_delay + 1 + (H + 1) * per_router + H * w + 1 + tail)
         # one after another: each waits for the previous to finish, plus a gap
         gap = g.delay(50, after=[prev] if prev is not None else None)
         prev = g.send(names[s], names[d], size, after=[gap])

@@ -39,11 +39,17 @@ def random_case(seed, long_delays=False):
         "st_delay": int(rng.integers(0, 3 if long_delays else 2)),
         "wait_for_tail_credit": bool(rng.integers(0, 2)),
         "flit_bytes": 16,
+        "injection_delay": int(rng.integers(0, 3)),
+        "va_input_arbiter": str(rng.choice(["round_robin", "own_index"])),
+        "sa_input_arbiter": str(rng.choice(["outputs", "vcs"])),
     }
     if rng.random() < 0.6:     # slow NICs, or NICs with two injection/ejection channels
         network["injection_gbps"] = float(rng.choice([8.0, 12.0, 24.0, 32.0]))
     if rng.random() < 0.3:
         network["ejection_gbps"] = float(rng.choice([12.0, 32.0]))
+    if dateline:               # VC classes and ties of rings and tori, every variant
+        topo["dateline"] = str(rng.choice(["booksim", "crossing", "fewest"]))
+        topo["tie_break"] = str(rng.choice(["random", "parity"]))
     cfg = make_cfg(topology=topo, network=network)
     topo_obj = topology.build(cfg)
     for c in range(topo_obj.n_channels):     # heterogeneous links, some of two lanes
@@ -109,7 +115,8 @@ def test_csim_matches_reference_model_on_high_radix_routers(seed):
     network = {"vcs": vcs, "vc_buffer_flits": int(rng.integers(1, 5)),
                "routing_delay": int(rng.integers(0, 2)), "vc_alloc_delay": int(rng.integers(0, 2)),
                "st_delay": int(rng.integers(0, 2)),
-               "wait_for_tail_credit": bool(rng.integers(0, 2)), "flit_bytes": 16}
+               "wait_for_tail_credit": bool(rng.integers(0, 2)), "flit_bytes": 16,
+               "sa_input_arbiter": ["outputs", "vcs"][seed % 2]}
     cfg = make_cfg(topology=topo, network=network)
     net = compile_network(cfg)
     if seed < len(HIGH_RADIX) - 1:   # the premise: a router needs more than one mask word

@@ -59,7 +59,7 @@ def zero_load_recurrence(net, cfg, src, dst, length):
     cycles after reaching a router, body flits on arrival; (b) the flit before it left at
     least a cycle earlier; (c) the channel has a flit of serialisation credit, credit
     accruing num per cycle and a flit costing den, starting full. It then reaches the next
-    router SA + ST + latency later (a NIC channel: its latency)."""
+    router SA + ST + latency later (the NIC's injection channel: injection_delay + latency)."""
     n = cfg.network
     rt = net.arrays["rt"].reshape(net.topo.n_nodes, -1)
     chans = [int(net.inj_ch[src])]
@@ -87,7 +87,8 @@ def zero_load_recurrence(net, cfg, src, dst, length):
             acc -= den
             last = t
             out.append(t)
-        delay = int(net.ch_lat[c]) + (0 if j == 0 else n.sw_alloc_delay + n.st_delay)
+        delay = int(net.ch_lat[c]) + (n.injection_delay if j == 0 else
+                                      n.sw_alloc_delay + n.st_delay)
         avail = [t + delay for t in out]
         head_extra = n.routing_delay + n.vc_alloc_delay
     return avail[-1]

@@ -3,7 +3,10 @@
 One packet of L flits alone in the network, created at cycle t0 at its source's NIC, has its
 tail ejected at t0 + T0 with (README, "Router pipeline"):
 
-    T0 = W_nic                                   NIC -> router channel
+    T0 = I                                       the NIC's injection delay (BookSim's
+                                                 timing: 1; the flit chosen at t enters the
+                                                 channel at t + I)
+       + W_nic                                   NIC -> router channel
        + (H + 1) * (R + VA + SA + ST)            every router on the path, H hops
        + sum of the H link latencies
        + W_nic                                   router -> NIC channel
@@ -60,6 +63,9 @@ CASES = [
     # (topology, network overrides, packet length)
     ({"kind": "mesh", "dims": [4, 4]}, {}, 1),
     ({"kind": "mesh", "dims": [4, 4]}, {}, 5),
+    ({"kind": "mesh", "dims": [2]}, {}, 1),                 # BookSim's tiny case
+    ({"kind": "mesh", "dims": [4, 4]}, {"injection_delay": 0}, 3),
+    ({"kind": "mesh", "dims": [3, 3]}, {"injection_delay": 3}, 2),
     ({"kind": "mesh", "dims": [3, 2, 2]}, {"routing_delay": 2, "vc_alloc_delay": 0,
                                            "st_delay": 0}, 3),
     ({"kind": "mesh", "dims": [4, 3], "link_latency_ns": 3.0}, {"sw_alloc_delay": 2}, 4),
@@ -94,10 +100,33 @@ def test_zero_load_latency_every_pair(topo, network, length):
         tail = max(length - 1, math.ceil((length - 1) / r) - K * (n.routing_delay +
                                                                      n.vc_alloc_delay)) \
             if H > 0 else length - 1
-        expected = 1 + (H + 1) * per_router + H * w + 1 + tail
+        expected = n.injection_delay + 1 + (H + 1) * per_router + H * w + 1 + tail
         assert h_sim == H, (s, d)
         assert got == expected, f"pair {s}->{d}: {got} cycles, closed form {expected}"
 
+
+
+@pytest.mark.parametrize("topo", [{"kind": "mesh", "dims": [2]}, {"kind": "mesh", "dims": [8, 8]},
+                                  {"kind": "ring", "size": 16}, {"kind": "torus", "dims": [4, 4]}])
+def test_default_timing_is_booksims(topo):
+    """BookSim2 (its IQ router with 1-cycle routing, VC and switch allocation and crossbar,
+    1-cycle channels, credit_delay 0) takes 5 R + 2 cycles for a 1-flit packet through R
+    routers, 7 to its own node. Its log of a packet from node 0 to node 1 of a 2x1 mesh: created
+    and written to the injection channel at t; channel at t+1; router 0 buffers and routes
+    it at t+2, VC allocation t+3, switch allocation t+4, crossbar t+5, channel t+6; router 1
+    at t+7 .. t+10, ejection channel t+11, the node reads it at t+12. The default pipeline
+    gives the same for every pair."""
+    cfg = make_cfg(topology=topo)
+    net = compile_network(cfg)
+    n = net.topo.n_nodes
+    eps = np.arange(n)
+    pick = eps if n <= 16 else np.random.default_rng(3).choice(eps, 12, replace=False)
+    pairs = [(a, b) for a in pick for b in pick]
+    times = np.arange(len(pairs)) * 100
+    s = np.array([p[0] for p in pairs])
+    d = np.array([p[1] for p in pairs])
+    _, _, deliver, _, hop = run_packets(cfg, times, s, d, np.ones(len(pairs), int), network=net)
+    np.testing.assert_array_equal(deliver - times, 5 * (hop + 1) + 2)
 
 def test_zero_load_one_slow_link_on_the_path():
     """One channel at 0.3 flits/cycle in a 4x4 mesh: pairs whose DOR path crosses it pay its
@@ -131,7 +160,7 @@ def test_zero_load_one_slow_link_on_the_path():
             tail = max(length - 1, math.ceil((length - 1) / Fraction(3, 10)) - 2 * K)
         else:
             tail = length - 1
-        assert got == 1 + (H + 1) * 4 + H + 1 + tail, (s, d)
+        assert got == 1 + 1 + (H + 1) * 4 + H + 1 + tail, (s, d)
     assert crossing > 0
 
 

@@ -103,10 +103,12 @@ def check_status(status, network, engine):
                           f"the last VC class {c['bad_class']}")
 
 
-def link_report(network, cfg, flits, cycles):
+def link_report(network, cfg, flits, cycles, vc_flits=None):
     """Per router-to-router channel (each lane of a parallel link its own row): its ends,
     bandwidth, latency, the flits it carried (`flits`, per channel) and its utilisation over
-    `cycles` cycles (carried / what its bandwidth allows)."""
+    `cycles` cycles (carried / what its bandwidth allows); with `vc_flits` ((channels, vcs),
+    the engine's count of flits entering each VC buffer at the channel's far end), those per
+    VC."""
     names = network.topo.node_names
     out = []
     for c in np.flatnonzero(network.ch_kind == CH_NET):
@@ -116,6 +118,8 @@ def link_report(network, cfg, flits, cycles):
                         bandwidth_gbps=float(r * cfg.network.flit_bytes * cfg.network.clock_ghz),
                         latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
                         utilization=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
+        if vc_flits is not None:
+            out[-1]["vc_flits"] = [int(x) for x in vc_flits[c]]
     return out
 
 

@@ -1037,7 +1037,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
-    links = link_report(network, cfg, eng.channel_flits(), makespan)
+    links = link_report(network, cfg, eng.channel_flits(), makespan,
+                        eng.vc_flits() if model != "flow" else None)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
     return GraphResult(

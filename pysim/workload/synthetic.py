@@ -63,11 +63,13 @@ def run_synthetic(cfg, progress=None):
     check_status(st, network, eng)
     c0 = eng.counters()
     f0 = eng.channel_flits()
+    v0 = eng.vc_flits()
     if st != "backlog":
         st = eng.run(W + M, progress=tick)
         check_status(st, network, eng)
     c1 = eng.counters()
     f1 = eng.channel_flits()
+    v1 = eng.vc_flits()
     drained = False
     if st != "backlog":
         st = eng.run(W + M + sim.drain_cycles, stop="measured", progress=tick)
@@ -95,7 +97,7 @@ def run_synthetic(cfg, progress=None):
     done = c2["meas_done"]
     nan = float("nan")
     pattern = traffic.pattern(topo, cfg)
-    links = link_report(network, cfg, f1 - f0, M)
+    links = link_report(network, cfg, f1 - f0, M, v1 - v0)
     nz = np.flatnonzero(hist_lat)
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = topo.name
