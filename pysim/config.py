@@ -21,30 +21,8 @@ else:  # pragma: no cover
 from csim._engine import MAX_PACKET_FLITS, MAX_VCS     # limits of the compiled core
 
 
-class ConfigError(ValueError):
-    """A configuration value is missing, unknown, of the wrong type or out of range."""
-
-
-class PysimWarning(UserWarning):
-    """Something runs, but perhaps not as meant: the message says what is assumed."""
-
-
-class Key:
-    """One declared configuration key."""
-
-    def __init__(self, section, name, kind, default, unit, doc, check=None, choices=None):
-        self.section = section
-        self.name = name
-        self.kind = kind          # "int", "float", "bool", "str", "ints", "floats", "int|ints"
-        self.default = default
-        self.unit = unit
-        self.doc = doc
-        self.check = check        # (predicate, "what was expected") or None
-        self.choices = choices    # callable returning the allowed names, or None
-
-    @property
-    def path(self):
-        return f"{self.section}.{self.name}"
+from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
+from pysim.schema import KEY_MAP, KEYS, Key, declare, sections  # noqa: F401
 
 
 def _positive(x):
@@ -185,7 +163,7 @@ def _patterns():
     return sorted(PATTERNS)
 
 
-KEYS = [
+declare(
     # ------------------------------------------------------------------ simulation
     Key("simulation", "seed", "int", 1, "-", "Seed of the traffic generator's PRNG.",
         NONNEG),
@@ -525,11 +503,9 @@ KEYS = [
     Key("jobs", "corun_iterations", "int", 3, "iterations",
         "A simulation of jobs running together spans this many iterations of the slowest.",
         POS),
-]
+)
 
-KEY_MAP = {k.path: k for k in KEYS}
 INF_OK = {"workload.memory.compress_gbps", "workload.memory.decompress_gbps"}
-SECTIONS = list(dict.fromkeys(k.section for k in KEYS))
 
 
 def _type_ok(kind, v):
@@ -640,7 +616,7 @@ class Config:
         self.explicit = frozenset(explicit)   # keys the user gave
         self.base_dir = base_dir       # files named in the config resolve against this
         self.source = source           # the file it was read from, if any
-        for s in SECTIONS:
+        for s in sections():
             setattr(self, s, Section(s, values[s]))
 
     def __reduce__(self):
@@ -671,7 +647,7 @@ class Config:
     def with_overrides(self, overrides: dict):
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
-               for s in SECTIONS}
+               for s in sections()}
         for path, v in cwd_paths(_as_overrides(overrides, "with_overrides()")).items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
@@ -697,6 +673,7 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
+    SECTIONS = sections()
     values = {s: {} for s in SECTIONS}
     explicit = set()
     for section, body in raw.items():

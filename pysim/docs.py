@@ -70,7 +70,7 @@ def _default(k):
 
 def configuration_page():
     out = ["# Configuration reference", "", GENERATED, "", CONFIG_INTRO]
-    for section in config.SECTIONS:
+    for section in config.sections():
         out += [f"## [{section}]", "", "| key | type | unit | default | meaning |",
                 "|---|---|---|---|---|"]
         for k in config.KEYS:

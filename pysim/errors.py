@@ -1,0 +1,10 @@
+"""The errors and warnings every layer of pysim may raise: a leaf module that imports nothing
+of pysim (and nothing compiled), so that any module can import it without a circle."""
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown, of the wrong type or out of range."""
+
+
+class PysimWarning(UserWarning):
+    """Something runs, but perhaps not as meant: the message says what is assumed."""
