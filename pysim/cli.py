@@ -31,6 +31,7 @@ from pysim.models import get as get_model
 from pysim.models import names as model_names
 from pysim.models.report import format_model, format_zoo, resolve, to_json
 from pysim.network import compile_network, describe
+from pysim.topology import describe_systems
 from pysim.sweep import Store, StoreError, WorkerDied, is_sqlite, parse_param, sort_rows, sweep, tidy
 
 
