@@ -129,7 +129,7 @@ def link_params(cfg):
 
 
 def _apply_nic_defaults(t, cfg, per_node=None):
-    defaults = cfg.topology.nic or {}          # (checked with the config: config._fields)
+    defaults = cfg.topology.nic or {}          # (checked with the config: schema.fields_check)
     per_node = per_node or [{} for _ in t.node_names]
     t.node_injection_gbps = []
     t.node_ejection_gbps = []
