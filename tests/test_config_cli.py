@@ -309,7 +309,7 @@ def test_progress_is_reported_between_slices_and_changes_nothing(capsys):
     for k in ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second"):
         with_p.pop(k, None), plain.pop(k, None)
     assert with_p == plain
-    from pysim.cli import _Ticker
+    from pysim.cli import Ticker as _Ticker
     t = _Ticker()
     t(500, 5000)                                   # within the first second: nothing
     t.t0 -= 5
