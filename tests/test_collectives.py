@@ -103,7 +103,7 @@ def test_a_collective_reports_what_each_link_carried():
     assert {l["flits"] for l in used} == {2 * 7 * N // 8 // 32}
     assert sum(l["flits"] for l in links) == r["flit_hops"]
     for l in used:                     # 32 GB/s at 1 GHz: one flit per cycle
-        assert l["utilization"] == pytest.approx(l["flits"] / r["makespan_cycles"])
+        assert l["utilisation"] == pytest.approx(l["flits"] / r["makespan_cycles"])
 
 
 def test_algbw_and_busbw_follow_nccl_tests_conventions():

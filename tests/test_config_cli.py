@@ -249,7 +249,7 @@ def test_cli_run_writes_json_with_the_documented_keys(tmp_path):
         assert key in d
     assert d["config"]["traffic"]["injection_rate"] == 0.05
     assert d["seed"] == 1 and d["version"]
-    assert len(d["links"]) == 224 and {"src", "dst", "flits", "utilization"} <= set(d["links"][0])
+    assert len(d["links"]) == 224 and {"src", "dst", "flits", "utilisation"} <= set(d["links"][0])
     assert d["offered_rate"] == pytest.approx(0.05, rel=0.1)
     # never overwrite without being asked
     before = out.read_text()

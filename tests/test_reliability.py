@@ -451,7 +451,7 @@ def test_a_damaged_or_fake_database_is_a_clear_error(tmp_path, damage):
     ("link-utilisation", '{"config": "x", "links": []}', "'config' = 'x'"),
     ("link-utilisation", '{"config": {}, "links": 5}', "'links' = 5"),
     ("link-utilisation", '{"config": {}, "links": [{"src": "a", "dst": "b", '
-                         '"utilization": 0.5}]}', "'a' is not a node"),
+                         '"utilisation": 0.5}]}', "'a' is not a node"),
     ("link-utilisation", '{"config": {}, "links": [], "x": NaN}', "NaN is not JSON"),
     ("timeline", '{"traceEvents": 5}', "'traceEvents' = 5"),
     ("timeline", '{"traceEvents": [{"ph": "X", "ts": "a", "dur": 1, "pid": 0}]}',

@@ -247,7 +247,7 @@ def test_link_utilisation_and_timeline_figures(tmp_path):
     util = plot.link_utilisation(compile_network(cfg), cfg, result, str(tmp_path / "u.png"))
     names = {n: i for i, n in enumerate(compile_network(cfg).topo.node_names)}
     for link in result["links"]:
-        assert util[(names[link["src"]], names[link["dst"]])] == link["utilization"]
+        assert util[(names[link["src"]], names[link["dst"]])] == link["utilisation"]
     res = CliRunner().invoke(main, ["plot", str(out), "--kind", "link-utilisation", "-o",
                                     str(tmp_path / "u2.png")])
     assert res.exit_code == 0, res.output

@@ -185,11 +185,17 @@ def check_result(obj, source):
     links = obj.get("links")
     if not isinstance(links, list) or not all(
             isinstance(link, dict) and isinstance(link.get("src"), str) and
-            isinstance(link.get("dst"), str) and number(link.get("utilization"))
+            isinstance(link.get("dst"), str) and number(utilisation_of(link))
             for link in links):
         raise ValueError(f"'links' = {short(links)}: expected a list of objects with src, "
-                         f"dst (node names) and utilization (a number)")
+                         f"dst (node names) and utilisation (a number)")
     return obj
+
+
+def utilisation_of(link):
+    """A link's utilisation in a result: `utilisation`, or `utilization` in results written by
+    pysim 0.1.0 (see CHANGELOG.md)."""
+    return link.get("utilisation", link.get("utilization"))
 
 
 def check_links(network, result, source):

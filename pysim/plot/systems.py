@@ -6,7 +6,8 @@ import numpy as np
 
 from pysim.errors import ConfigError
 from pysim.network import undirected_bandwidth
-from pysim.plot._common import figure, KIND_STYLE, label, points, run_description, save
+from pysim.plot._common import (KIND_STYLE, figure, label, points, run_description, save,
+                                utilisation_of)
 
 
 FORCE_MAX_NODES = 1000     # a force-directed layout above this is a circle instead
@@ -167,7 +168,7 @@ def link_utilisation(network, cfg, result, path, title=None):
     util = {}
     for link in result["links"]:
         k = (index[link["src"]], index[link["dst"]])
-        util[k] = max(util.get(k, 0.0), link["utilization"])
+        util[k] = max(util.get(k, 0.0), utilisation_of(link))
     check_drawable(topo, {(min(a, b), max(a, b)) for a, b in util})
     pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7.4, 6))

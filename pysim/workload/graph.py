@@ -977,9 +977,9 @@ class GraphResult:
         used = [l for l in self.links if l["flits"]]
         if not used:
             return "no router-to-router link used"
-        top = max(used, key=lambda l: l["utilization"])
-        mean = sum(l["utilization"] for l in used) / len(used)
-        return (f"max {top['utilization']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
+        top = max(used, key=lambda l: l["utilisation"])
+        mean = sum(l["utilisation"] for l in used) / len(used)
+        return (f"max {top['utilisation']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
                 f"over the {len(used)} of {len(self.links)} channels used (whole run)")
 
     def _count(self):
