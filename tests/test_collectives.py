@@ -1,4 +1,4 @@
-"""Collectives against the alpha-beta closed forms (VALIDATION.md section 4): p
+"""Collectives against the alpha-beta closed forms: p
 participants, N bytes each, link bandwidth B, per-step latency alpha.
 
     ring reduce-scatter / all-gather    (p-1) alpha + (p-1)/p N/B
@@ -253,8 +253,8 @@ def ring8_slow_links(engine, nbytes):
 def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth():
     """A ring all-reduce of 32 MiB with the default 4 chunks of 8 MiB and the default 8 MiB
     SRAM: the engine streams each chunk through its SRAM in pieces, so it runs at the links'
-    bandwidth, 2(p-1)/p N / B, within 1% (run chunk after chunk, as whole chunks that fill
-    the SRAM, it took 1.19x), and no slower than the NPU running the same collective."""
+    bandwidth, 2(p-1)/p N / B, within 1% (whole chunks that fill the SRAM, one after the
+    other, would take 1.19x), and no slower than the NPU running the same collective."""
     N = 32 << 20
     t = {e: simulate(ring8_slow_links(e, N)).to_dict()["collective_cycles"]
          for e in ("npu", "offload")}

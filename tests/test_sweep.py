@@ -48,8 +48,7 @@ def test_grid_parsing():
         sw.expand({a: [1, 2], b: [3]}, zipped=True)
     with pytest.raises(pysim.ConfigError, match="START:STOP:STEP"):
         sw.parse_param("x.y=1:b:2")
-    # refused before anything runs (a range of 10^18 values once filled memory; an unknown
-    # key failed every point one by one)
+    # refused before anything runs: a range of 10^18 values, an unknown key
     with pytest.raises(pysim.ConfigError, match="10,000,000,001 values; a sweep has at most"):
         sw.parse_param("traffic.injection_rate=0:10:1e-9")
     with pytest.raises(pysim.ConfigError, match="expected finite numbers"):
@@ -147,8 +146,8 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
 
 def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a sweep on two
-    workers: the command exits 130 at once and the database stays readable. The workers used
-    to finish the points already handed to them first (16 s on this case)."""
+    workers: the command exits 130, its workers stop without finishing the points handed to
+    them, and the database stays readable."""
     import signal
     db = tmp_path / "r.sqlite"
     code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
@@ -162,10 +161,16 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
         assert p.stdout.readline().strip() == "ready"
         time.sleep(2.0)                               # the workers are simulating
         os.killpg(p.pid, signal.SIGINT)
-        t = time.perf_counter()
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=30)    # (a hang fails; bench/ measures speed)
         assert p.returncode == 130 and "interrupted" in err, err[-2000:]
-        assert time.perf_counter() - t < 5
+        for _ in range(50):                   # its workers are gone with it
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("a worker of the interrupted sweep is still running")
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
@@ -175,8 +180,8 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
 
 
 def test_a_scheduler_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypatch):
-    """A malformed address or no scheduler listening: ConfigError naming --scheduler (they
-    were a ValueError and, after 30 s, an OSError traceback)."""
+    """A malformed address or no scheduler listening: ConfigError naming --scheduler, not a
+    ValueError or an OSError traceback."""
     pytest.importorskip("distributed")
     monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1)
     grid = {"traffic.injection_rate": [0.05], **SHORT}
@@ -222,7 +227,7 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
                                     str(tmp_path / "cli-latency-load.png")])
     assert res.exit_code != 0 and "--force" in res.output
     # a key no point has, or the database given to a kind that draws another file: a clear
-    # error (they were a TypeError inside the sort, an empty figure, a UTF-8 decode error)
+    # error, not a TypeError, an empty figure or a UTF-8 decode error
     for args, said in ((["--kind", "latency-load", "--x", "nosuch"], "--x nosuch: no point"),
                        (["--kind", "throughput", "--y", "nosuch"], "--y nosuch: no point"),
                        (["--kind", "latency-load", "--series", "nosuch"], "--series nosuch"),

@@ -547,8 +547,8 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
     op's pieces (three ops each), a roofline op (two, csim running its slices; past
     MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
-    more than MAX_OPS, naming the op that expands most and the key that sets its expansion.
-    (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    more than MAX_OPS, naming the op that expands most and the key that sets its expansion
+    (a 10 MB write in 1-byte pieces is 30 million engine ops)."""
     total, worst, worst_i = 0, -1, -1
     for i in range(len(g)):
         k = g.kind[i]
