@@ -98,6 +98,22 @@ SHARED = ("a logical ring that is not a physical one (the model-parallel group s
           "congestion")
 
 
+# pysim's options that depart from ASTRA-sim's rules: (name, workload overrides, what it does)
+DEPARTURES = [
+    ("one-way ring", {"algorithm": "ring"},
+     "each ring message goes one way on one link's bandwidth (ASTRA-sim's analytical ring "
+     "gives it the dimension's links both ways)"),
+    ("NPU reductions", {"engine": "npu"},
+     "reductions on the NPU's cores through HBM (pysim's endpoint model 'npu'): they queue "
+     "on the compute unit behind the layers' compute, and each message is read from and "
+     "written to HBM"),
+    ("offload reductions", {"engine": "offload"},
+     "reductions on pysim's collectives offload engine (its SRAM, ALUs and HBM traffic)"),
+    ("no endpoint delay", {"astra_endpoint_delay": 0},
+     "messages cost their NPUs nothing"),
+]
+
+
 def mechanism(platform, name):
     if platform == "ring8" and "ransformer" in name:
         return SHARED + "; " + HOP
@@ -207,6 +223,9 @@ def main():
                     help="ASTRA-sim's inputs/workload folder (its shipped workloads)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
+    ap.add_argument("--departures", action="store_true",
+                    help="the DATA workloads with each of pysim's options that depart from "
+                         "ASTRA-sim's rules (DEPARTURES)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "vs_astrasim.json"))
     a = ap.parse_args()
     binary = os.environ.get("ASTRASIM")
@@ -234,27 +253,35 @@ def main():
             todo = [c for c in todo if a.only in c[0]]
         print(f"{'case':34s} {'platform':11s} {'ASTRA-sim':>14s} {'pysim':>14s} "
               f"{'diff':>8s}", flush=True)
+        variants = [("ASTRA-sim's rules", {}, None)]
+        if a.departures:
+            todo = [c for c in todo if c[0] in ("small_data", "Resnet50_DataParallel")]
+            variants += DEPARTURES
         for name, kind, path, passes in todo:
             for plat in plats:
                 ast = run_astra(binary, plat, path, passes, tmp)
-                cfg = pysim_config(plat, path, passes, a.network)
-                pys = run_pysim(cfg)
-                diff = 100.0 * (pys["cycles"] - ast["cycles"]) / ast["cycles"]
-                row = dict(case=name, kind=kind, platform=plat, passes=passes,
-                           astra_cycles=ast["cycles"], pysim_cycles=pys["cycles"],
-                           diff_pct=round(diff, 3), mechanism=mechanism(plat, name),
-                           astra_wall_seconds=round(ast["wall_seconds"], 3),
-                           pysim_wall_seconds=round(pys["wall_seconds"], 3),
-                           workload=(os.path.basename(path) if kind == "shipped"
-                                     else open(path).read()),
-                           astra_network=astra_network(plat),
-                           astra_system=astra_system(plat),
-                           pysim_config={k: v for k, v in cfg.items()})
-                row["pysim_config"]["workload"] = dict(cfg["workload"],
-                                                       model=os.path.basename(path))
-                rows.append(row)
-                print(f"{name:34s} {plat:11s} {ast['cycles']:14,d} {pys['cycles']:14,d} "
-                      f"{diff:+7.2f}%", flush=True)
+                for vname, over, vwhat in variants:
+                    cfg = pysim_config(plat, path, passes, a.network)
+                    cfg["workload"].update(over)
+                    pys = run_pysim(cfg)
+                    diff = 100.0 * (pys["cycles"] - ast["cycles"]) / ast["cycles"]
+                    row = dict(case=name, kind=kind, platform=plat, passes=passes,
+                               astra_cycles=ast["cycles"], pysim_cycles=pys["cycles"],
+                               diff_pct=round(diff, 3),
+                               mechanism=vwhat or mechanism(plat, name), pysim_rules=vname,
+                               astra_wall_seconds=round(ast["wall_seconds"], 3),
+                               pysim_wall_seconds=round(pys["wall_seconds"], 3),
+                               workload=(os.path.basename(path) if kind == "shipped"
+                                         else open(path).read()),
+                               astra_network=astra_network(plat),
+                               astra_system=astra_system(plat),
+                               pysim_config={k: v for k, v in cfg.items()})
+                    row["pysim_config"]["workload"] = dict(cfg["workload"],
+                                                           model=os.path.basename(path))
+                    rows.append(row)
+                    print(f"{name:34s} {plat:11s} {ast['cycles']:14,d} {pys['cycles']:14,d} "
+                          f"{diff:+7.2f}%" + (f"  ({vname})" if a.departures else ""),
+                          flush=True)
     out = dict(provenance=dict(provenance(), astrasim_binary=binary,
                                astrasim_commit=commit, network_model=a.network,
                                command=" ".join(sys.argv)),

@@ -1,8 +1,19 @@
-"""ASTRA-sim 1.0 text workloads, from small files written here by hand."""
+"""ASTRA-sim 1.0 text workloads (small files written here by hand) and ASTRA-sim's rules: its
+closed forms, and its measured times beside pysim's (tests/data/astrasim.json)."""
+import heapq
+import json
+import os
+import time
+
 import pytest
 
-from pysim import models
+import pysim
+from pysim import models, simulate
+from pysim.config import ConfigError
 from pysim.models import ModelError
+from pysim.topology import build as build_topology
+from pysim.workload import OpGraph, run_graph
+from pysim.workload.astra import chunk_sizes, phase_plan, run_cycles
 
 DATA = """DATA
 3
@@ -98,17 +109,6 @@ def test_missing_and_binary_files(tmp_path):
 
 
 # ------------------------------------------------------------------ ASTRA-sim's rules
-
-import heapq  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-
-import pysim  # noqa: E402
-from pysim import simulate  # noqa: E402
-from pysim.config import ConfigError  # noqa: E402
-from pysim.topology import build as build_topology  # noqa: E402
-from pysim.workload import OpGraph, run_graph  # noqa: E402
-from pysim.workload.astra import chunk_sizes, phase_plan, run_cycles  # noqa: E402
 
 GIB = 2 ** 30 / 1e9                  # ASTRA-sim's GB/s: 2^30 bytes per second
 NIC = {"npu": {"injection_gbps": 1024.0, "ejection_gbps": 1024.0}}
@@ -367,3 +367,13 @@ def test_reductions_never_wait_for_compute(tmp_path):
     r = simulate(astra_cfg(tmp_path, text, topo))
     ends = [op["finish"] for op in r.ops if op["kind"] == "release"]
     assert max(ends) == 2 + A                 # issued at 2 (two forward events)
+
+
+def test_a_graph_too_large_is_refused_before_it_is_built(tmp_path):
+    """A workload whose expansion would pass the op graph's limit is refused at once, naming
+    the keys that make fewer ops."""
+    t = time.perf_counter()
+    with pytest.raises(ConfigError, match="fewer workload.chunks or workload.iterations"):
+        simulate(astra_cfg(tmp_path, "DATA\n1\nl0 -1 10 NONE 0 10 NONE 0 10 ALLREDUCE "
+                           "1000000000 0\n", platform([8], [32.0]), chunks=1000000))
+    assert time.perf_counter() - t < 5

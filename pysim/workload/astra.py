@@ -70,7 +70,8 @@ from __future__ import annotations
 from pysim.config import ConfigError
 from pysim.schema import Key, declare
 from pysim.workload import collectives as coll
-from pysim.workload.graph import OpGraph
+from pysim.workload import graph as graph_module
+from pysim.workload.graph import GraphError, OpGraph
 
 COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_gather",
         "REDUCESCATTER": "reduce_scatter"}
@@ -275,6 +276,28 @@ class _System:
         return g.delay(0, after=ends)
 
 
+def ops_bound(model, dims, splits, iterations, bidir):
+    """An upper bound of the ops astra_graph makes, counted before building any: every
+    collective of every layer as if issued on every dimension, each phase per NPU and step
+    its sends and one delay, and a few ops per phase and collective."""
+    p = 1
+    for k in dims:
+        p *= k
+    total = 0
+    parts = 2 if bidir else 1
+    for layer in model.layers:
+        gv = layer.given
+        for phase in ("fwd", "ig", "wg"):
+            ctype, size = gv[phase + "_comm"]
+            if ctype == "NONE" or size <= 0 or ctype not in COMM:
+                continue
+            n = len(chunk_sizes(size, splits))
+            steps = sum(k * (k - 1) // 2 + 2 * (k - 1) for k in dims if k > 1)
+            total += n * (p * steps * (parts + 1) + (p + 4) * len(dims) * 2) + 4
+        total += 8 * p
+    return iterations * total
+
+
 def involved_dims(kind, ndims, boundary, phase, layer=None):
     """Which logical dimensions a collective of `phase` ('fwd', 'ig', 'wg') uses
     (ASTRA-sim's Workload::decode_involved_dimensions)."""
@@ -312,6 +335,13 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
     w = cfg.workload
     group = model.config.get("model_parallel_npu_group") if model.config else None
     order, dims, boundary = logical_dims(cfg, topo, npus, group)
+    bound = ops_bound(model, dims, w.chunks, w.iterations, w.algorithm == "bidir_ring")
+    if bound > graph_module.MAX_OPS:
+        raise GraphError(f"workload.model: {len(model.layers):,} layers' collectives in "
+                         f"{w.chunks} chunks over {len(npus)} NPUs for {w.iterations} "
+                         f"iterations make up to {bound:,} ops, more than the "
+                         f"{graph_module.MAX_OPS:,} ops a graph may have (fewer "
+                         f"workload.chunks or workload.iterations make fewer)")
     g = graph if graph is not None else OpGraph()
     sysl = _System(cfg, topo, npus, g, order, dims)
     plan = Plan(model=model, precision=None, optimizer_name=None, batch=w.batch, dp=len(npus),
@@ -427,5 +457,5 @@ def run_cycles(res):
     return max((op["finish"] for op in res.ops), default=0)
 
 
-__all__ = ["astra_graph", "chunk_sizes", "phase_plan", "ring_steps", "phase_cycles",
+__all__ = ["astra_graph", "chunk_sizes", "ops_bound", "phase_plan", "ring_steps", "phase_cycles",
            "logical_dims", "involved_dims", "run_cycles"]
