@@ -456,7 +456,8 @@ def test_cli_jobs_json_and_plot(cli, tmp_path):
     again = json.loads((tmp_path / "again.json").read_text())
     assert [j["exec_s"] for j in again["jobs"]] == [j["exec_s"] for j in d["jobs"]]
     r = cli("plot", out, "--kind", "jobs", "-o", fig)
-    assert r.exit_code == 0, r.output and fig.stat().st_size > 10_000
+    assert r.exit_code == 0, r.output
+    assert fig.stat().st_size > 10_000
     r = cli("jobs", "dgx1-v100", "--jobs", 3, "--json", out)
     assert r.exit_code != 0 and "exists" in r.output
 
@@ -569,7 +570,6 @@ def test_a_shape_met_again_is_named_after_its_placement(dgx):
     b = shape(dgx, [[2, 7]], ["x"])
     assert a.key == b.key
     assert b.topo.node_names[:2] == ["gpu2", "gpu7"] and a.topo.node_names[:2] == ["gpu1", "gpu4"]
-    assert b.topo.n_channels == a.topo.n_channels
 
 
 def test_training_builder_matches_the_training_workload(dgx):
