@@ -215,3 +215,14 @@ def test_the_configuration_machinery_needs_no_compiled_core():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "needs the core"
+
+
+def test_no_assert_of_the_suite_hides_a_check_in_its_message():
+    """`assert a, b and c` checks a alone: b and c are its message. No test does that."""
+    bad = []
+    for f in sorted(os.listdir(os.path.join(ROOT, "tests"))):
+        if f.endswith(".py"):
+            tree = ast.parse(open(os.path.join(ROOT, "tests", f), encoding="utf-8").read())
+            bad += [f"{f}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)
+                    and isinstance(n.msg, (ast.BoolOp, ast.Compare))]
+    assert bad == []

@@ -6,5 +6,6 @@ run.py (run, topo, systems), models.py, sweep.py (sweep, results), jobs.py, plot
 """
 from pysim.cli import jobs, models, plot, run, sweep  # noqa: F401  (each adds its commands)
 from pysim.cli._common import Ticker, main
+from pysim.cli.plot import PLOT_KINDS
 
-__all__ = ["Ticker", "main"]
+__all__ = ["PLOT_KINDS", "Ticker", "main"]
