@@ -177,7 +177,7 @@ def test_a_field_inside_a_table_key_can_be_overridden_alone():
     sw = importlib.import_module("pysim.sweep")
     assert sw.expand({"topology.npu.tflops": [50.0, 100.0]}) == \
         [{"topology.npu.tflops": 50.0}, {"topology.npu.tflops": 100.0}]
-    assert sw.resolve(sw._base(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
+    assert sw.resolve(sw.base_config(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
         {"hbm_gbps": 450.0}
 
 

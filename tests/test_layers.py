@@ -32,8 +32,8 @@ MODELS_MAY_IMPORT = ("pysim.models", "pysim.errors", "pysim.schema", "pysim.conf
 DEFERRED = {
     ("pysim.engine", "csim"),            # the compiled core, loaded on first use
     ("pysim.models.onnx_import", "onnx"),  # optional extra: pysim[onnx]
-    ("pysim.sweep", "dask"), ("pysim.sweep", "distributed"),  # optional extra: pysim[dask]
-    ("pysim.sweep", "pandas"),           # optional extra: pysim[pandas]
+    ("pysim.sweep.execute", "dask"),     # optional extra: pysim[dask]
+    ("pysim.sweep.store", "pandas"),     # optional extra: pysim[pandas]
 }
 DEFERRED_ANYWHERE = {"matplotlib"}     # heavy: loaded when a figure is first drawn
 

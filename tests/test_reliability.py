@@ -165,7 +165,7 @@ def test_a_worker_killed_mid_point_fails_that_point_and_the_rest_run(tmp_path, m
         if p["traffic.injection_rate"] == 0.1:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(base, p)
-    monkeypatch.setattr(sw, "run_point", dies_on_the_second)
+    monkeypatch.setattr(sw.execute, "run_point", dies_on_the_second)
     grid = {"traffic.injection_rate": [0.05, 0.1, 0.15, 0.2, 0.25],
             "simulation.measure_cycles": [300]}
     rows = sw.sweep(from_dict(SMALL), grid, jobs=2, db=tmp_path / "r.sqlite")

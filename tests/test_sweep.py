@@ -71,7 +71,7 @@ def test_sweep_on_processes_gives_the_rows_and_resumes(tmp_path, monkeypatch):
         assert r["result"]["config"]["traffic"]["injection_rate"] == \
             r["params"]["traffic.injection_rate"]
     # re-running runs nothing
-    monkeypatch.setattr(sw, "run_point", lambda *a: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(sw.execute, "run_point", lambda *a: (_ for _ in ()).throw(AssertionError))
     again = pysim.sweep(MESH, grid, jobs=1, db=db)
     assert [r["hash"] for r in again] == [r["hash"] for r in rows]
 
@@ -119,7 +119,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_points(tmp_path, mon
     def counting(base, p):
         calls.append(p)
         return real(base, p)
-    monkeypatch.setattr(sw, "run_point", counting)
+    monkeypatch.setattr(sw.execute, "run_point", counting)
     grid = {"traffic.injection_rate": sw.parse_param("x.y=0.01:0.08:0.01")[1],
             "simulation.measure_cycles": [4000]}
     rows = pysim.sweep(MESH, grid, jobs=1, db=db)
@@ -183,7 +183,7 @@ def test_a_scheduler_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypat
     """A malformed address or no scheduler listening: ConfigError naming --scheduler, not a
     ValueError or an OSError traceback."""
     pytest.importorskip("distributed")
-    monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1)
+    monkeypatch.setattr(sw.execute, "SCHEDULER_TIMEOUT_S", 1)
     grid = {"traffic.injection_rate": [0.05], **SHORT}
     for addr in ("notaurl", "tcp://127.0.0.1:1"):
         with pytest.raises(pysim.ConfigError, match=f"--scheduler '{addr}': cannot connect"):
