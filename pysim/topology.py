@@ -425,3 +425,6 @@ def _check_kind_defaults(topo, cfg):
             raise ConfigError(f"{path}: {topo.name} has no {what} (kind = {kind!r}), so these "
                               f"defaults would not be used; its nodes are "
                               f"{', '.join(sorted(have))}")
+
+
+from pysim import cluster as _cluster  # noqa: E402,F401  (registers topology.kind = "cluster")
