@@ -112,13 +112,16 @@ declare(
     Key("topology", "nvlink_latency_ns", "float", None, "ns",
         "Cluster: latency of a GPU-NVSwitch link (default: the node type's).",
         (_positive, "a number > 0")),
+    Key("topology", "nvls", "bool", False, "-",
+        "Cluster of one node: its NVSwitch reduces and multicasts (NVLink SHARP, for "
+        "workload.nccl_algorithm = 'nvls'): adds the switch's engine as node nvls0.", None),
     Key("topology", "fabric_latency_ns", "float", None, "ns",
         "Cluster: latency of each InfiniBand link, switch included (default: the node "
         "type's).", (_positive, "a number > 0")),
 )
 
 KEYS_READ = {"node", "node_count", "fabric", "radix", "oversubscription", "nvlink_gbps",
-             "nic_gbps", "fabric_gbps", "nvlink_latency_ns", "fabric_latency_ns"}
+             "nic_gbps", "fabric_gbps", "nvlink_latency_ns", "fabric_latency_ns", "nvls"}
 
 
 @dataclass
@@ -268,14 +271,21 @@ def build_cluster(cfg):
         s, k = np.divmod(np.arange(n_spine * p.spine_up, dtype=np.int64), p.spine_up)
         c_top = block(o_spine + s, o_core + (s % p.spines) * p.cores + k // p.m2, fab_bpc,
                       ib_lat)
+    n_nvls = 0
+    if tp.nvls:
+        if N != 1:
+            raise ConfigError(f"topology.nvls = true: NVLink SHARP is modelled within one node "
+                              f"(topology.node_count = 1), not {N}")
+        n_nvls = 1                         # the switch's engine: a link as wide as its ports
+        block(np.array([n]), np.array([o_nvs]), G * nv_bpc, nv_lat)
     ch_src = np.concatenate(src)
     names = ([f"gpu{i}" for i in range(E)] + [f"nvswitch{i}" for i in range(N)] +
              [f"leaf{i}" for i in range(p.leaves)] + [f"spine{i}" for i in range(n_spine)] +
-             [f"core{i}" for i in range(n_core)])
-    kinds = ["npu"] * E + ["switch"] * (n - E)
+             [f"core{i}" for i in range(n_core)] + ["nvls0"] * n_nvls)
+    kinds = ["npu"] * E + ["switch"] * (n - E) + ["host"] * n_nvls
     own = {} if (tp.npu or {}).get("preset") else {"preset": nt.preset}
     t = Topology(name=f"{tp.node}-x{N}-{tp.fabric}", node_names=names, node_kinds=kinds,
-                 routing="given", node_mem=[own] * E + [{}] * (n - E))
+                 routing="given", node_mem=[own] * E + [{}] * (n - E + n_nvls))
     t.ch_src = ch_src.tolist()
     t.ch_dst = np.concatenate(dst).tolist()
     t.ch_bytes_per_cycle = np.concatenate(bpc).tolist()
@@ -290,13 +300,23 @@ def build_cluster(cfg):
     F = cfg.network.flit_bytes
     both = math.ceil((nv_bpc + (nic_bpc if p.tiers else 0.0)) / F - 1e-9) * F * clock
     _apply_nic_defaults(t, cfg, [{"injection_gbps": both, "ejection_gbps": both}] * E +
-                        [{}] * (n - E))
+                        [{}] * (n - E) + [{"injection_gbps": G * nv_bpc * clock,
+                                           "ejection_gbps": G * nv_bpc * clock}] * n_nvls)
     if (tp.nic or {}).get("npu"):
         _apply_nic_defaults(t, cfg)
     t.table = _routes(p, n, E, G, o_nvs, o_leaf, o_spine, o_core, c_nv, c_nic, c_up, c_top)
+    if n_nvls:                  # nvls0 <-> the GPUs, through the NVSwitch
+        c_e = C - 2
+        big = np.full((n + 1, n + 1), -1, np.int32)
+        big[:n, :n] = t.table
+        big[:E, n] = c_nv + 2 * np.arange(E)
+        big[o_nvs, n] = c_e + 1
+        big[n, :E] = c_e
+        t.table = big
     t.cluster = dict(node=tp.node, nodes=N, gpus=E, fabric=tp.fabric, tiers=p.tiers,
                      radix=radix, leaves=p.leaves, spines=n_spine, cores=n_core,
-                     down=p.down, up=p.up)
+                     down=p.down, up=p.up, gpus_per_node=G, nvls=bool(n_nvls),
+                     nvlink_gbps=nv_bpc * clock, nic_gbps=nic_bpc * clock, clock_ghz=clock)
     return t
 
 
