@@ -1,0 +1,50 @@
+"""Data parallelism: the gradients of each stage all-reduced over its data-parallel group in
+buckets, and the optimizer steps that follow them."""
+from __future__ import annotations
+
+
+class _Buckets:
+    """Data-parallel gradient buckets of one stage in one iteration, filled in backward
+    order. With overlap, a bucket is all-reduced as soon as the layers in it have produced
+    their gradients on every micro-batch, and each layer's optimizer step follows its
+    bucket; without, one all-reduce of every gradient after the whole backward pass."""
+
+    def __init__(self, b: _Builder, it, s, final):
+        self.b, self.it, self.s = b, it, s
+        lay = b.lay
+        self.cap = int(lay.cfg.workload.bucket_mb * 2 ** 20)
+        self.overlap = lay.cfg.workload.overlap
+        self.layers, self.sizes, self.bytes = [], [], 0
+
+    def add(self, i, ready):
+        lay = self.b.lay
+        nbytes = lay.grad_bytes(i)
+        if lay.model.layers[i].params == 0:
+            return
+        if lay.dp == 1 or not nbytes:
+            for n, deps in ready.items():       # nothing to all-reduce: step at once
+                self.b._optimizer(self.it, i, n, deps)
+            return
+        self.layers.append(i)
+        self.sizes.append(nbytes)
+        self.bytes += nbytes
+        self.ready = ready
+        if self.overlap and self.bytes >= self.cap:
+            self.flush(ready)
+
+    def flush(self, ready):
+        if not self.layers:
+            return
+        lay, b = self.b.lay, self.b
+        for t in range(lay.tp):
+            grp = lay.dp_group(t, self.s)
+            done = b.collective("dp_all_reduce", "all_reduce", grp, self.bytes,
+                                {n: ready[n] for n in grp}, self.it, None, self.layers,
+                                self.sizes)
+            for n in grp:
+                for i in self.layers:
+                    b._optimizer(self.it, i, n, [done[n]])
+        self.layers, self.sizes, self.bytes = [], [], 0
+
+    def close(self, ready):
+        self.flush(ready)
