@@ -12,7 +12,8 @@ from pysim.workload.training.data import _Buckets
 from pysim.workload.training.layout import _Layout, load_model
 from pysim.workload.training.pipeline import schedule
 from pysim.workload.training.records import CollectiveOps, LayerOps, Plan
-from pysim.workload.training.tensor import tp_backward, tp_forward
+from pysim.workload.training.tensor import (gather_bytes, scatter_bytes, tp_backward,
+                                            tp_forward)
 
 
 class _Builder:
@@ -33,6 +34,8 @@ class _Builder:
         self.sram_pieces = ep[3]
         self.sram_state = ({}, {})
         self.orders = {}
+        self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
+        self.gathered = {}
         self.plan = Plan(model=lay.model, precision=lay.precision,
                          optimizer_name=lay.optimizer,
                          batch=lay.batch, dp=lay.dp, tp=lay.tp, pp=lay.pp,
@@ -96,30 +99,77 @@ class _Builder:
     # -------------------------------------------------------------- one iteration
     def iteration(self, it, last, prev_opt):
         """Add iteration `it`; last[npu] is the last op of the previous iteration's schedule
-        on npu (updated), prev_opt[(layer, npu)] the previous optimizer steps."""
+        on npu (updated), prev_opt[(layer, npu)] the previous optimizer steps. Each stage
+        runs its schedule (pysim.workload.training.pipeline) over its virtual stages."""
         lay = self.lay
+        pp, V = lay.pp, lay.v
         first_op = len(self.g)
-        seqs = {s: schedule(lay.schedule, s, lay.pp, lay.m) for s in range(lay.pp)}
-        pos = {s: 0 for s in range(lay.pp)}
-        built = set()                    # (stage, 'F' or 'B', mb) done
-        fsend, bsend = {}, {}            # (stage, mb, d, t) -> the send into that stage
-        while any(pos[s] < len(seqs[s]) for s in range(lay.pp)):
+        seqs = {s: schedule(lay.schedule, s, pp, lay.m, V) for s in range(pp)}
+        pos = {s: 0 for s in range(pp)}
+        built = set()                    # (virtual stage, 'F' or 'B', mb) done
+        fsend, bsend = {}, {}            # (virtual stage, mb, d, t) -> what it waits for
+        self.gathered = {}               # ZeRO-3: per (iteration, mb, layer, pass) its gathers
+        while any(pos[s] < len(seqs[s]) for s in range(pp)):
             progressed = False
-            for s in range(lay.pp):
+            for s in range(pp):
                 while pos[s] < len(seqs[s]):
-                    kind, j = seqs[s][pos[s]]
-                    need = (s - 1, "F", j) if kind == "F" else (s + 1, "B", j)
-                    if 0 <= need[0] < lay.pp and need not in built:
+                    kind, j, c = seqs[s][pos[s]]
+                    vs = c * pp + s
+                    need = (vs - 1, "F", j) if kind == "F" else (vs + 1, "B", j)
+                    if 0 <= need[0] < pp * V and need not in built:
                         break
                     if kind == "F":
-                        self.forward(it, s, j, last, prev_opt, fsend)
+                        self.forward(it, vs, j, last, prev_opt, fsend)
                     else:
-                        self.backward(it, s, j, last, bsend)
-                    built.add((s, kind, j))
+                        self.backward(it, vs, j, last, bsend)
+                    built.add((vs, kind, j))
                     pos[s] += 1
                     progressed = True
             assert progressed, "pipeline schedule cannot proceed"
+        self.tied_embeddings(it, last)
         self.plan.iterations.append((first_op, len(self.g)))
+
+    def tp_collectives(self, what, entries, npus, cur, it, j, i):
+        """Each tensor-parallel group's collectives `entries` [(collective, bytes)] in turn,
+        after cur[npu]; cur updated to their ends."""
+        lay = self.lay
+        for collective, nbytes in entries:
+            for d in sorted({lay.coords[n][0] for n in npus}):
+                grp = lay.tp_group(d, lay.coords[npus[0]][2])
+                done = self.collective(what, collective, grp, nbytes,
+                                       {n: cur[n] for n in grp}, it, j, [i], [nbytes])
+                for n in grp:
+                    cur[n] = [done[n]]
+
+    def layer_forward(self, it, i, j, npus, cur, prev_opt, tag="fwd", record=True):
+        """Layer i's forward op on each NPU of npus after cur[npu] (and the previous
+        iteration's optimizer step; ZeRO-3: its weights' all-gather), with the sequence-
+        parallel all-gather before it and the tensor-parallel collectives after it."""
+        lay = self.lay
+        layer = lay.model.layers[i]
+        if lay.seq.gather_before[i]:
+            self.tp_collectives("tp_all_gather", [("all_gather", gather_bytes(lay, i))], npus,
+                                cur, it, j, i)
+        fwd, _, _, stash = lay.costs(i, lay.mb)
+        when = "forward" if record else "recompute"
+        gathered = self.zero3_gather(it, j, i, npus, cur, when)
+        if i + 1 < len(lay.model.layers) and lay.stage_of[i + 1] == lay.stage_of[i]:
+            self.zero3_gather(it, j, i + 1, npus, cur, when)       # prefetch the next
+        for n in npus:
+            deps = list(cur[n])
+            if j == 0 and record and (i, n) in prev_opt:
+                deps.append(prev_opt[(i, n)])
+            if n in gathered:
+                deps.append(gathered[n])
+            op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} {tag} mb{j} {n}")
+            if record:
+                self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
+                if self.hooks is not None:
+                    self.hooks.forward(self.g, self.plan, it, i, n, j, op)
+            cur[n] = [op]
+        for collective, nbytes in tp_forward(lay, i):
+            self.tp_collectives("tp_" + collective, [(collective, nbytes)], npus, cur, it,
+                                j, i)
 
     def forward(self, it, s, j, last, prev_opt, fsend):
         lay, g = self.lay, self.g
@@ -128,8 +178,7 @@ class _Builder:
         cur = {}
         for n in npus:
             d, t, _ = lay.coords[n]
-            cur[n] = ([last[n]] if n in last else []) + \
-                ([fsend[(s, j, d, t)]] if (s, j, d, t) in fsend else [])
+            cur[n] = ([last[n]] if n in last else []) + list(fsend.get((s, j, d, t), []))
         start = {n: list(cur[n]) for n in npus}
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
@@ -143,52 +192,95 @@ class _Builder:
                 done = self._all_to_all(it, j, npus, table_last, start, tables, "forward")
                 for n in npus:
                     cur[n] = cur[n] + [done[n]]
-            ops = {}
+            if not lay.split_table[i]:
+                self.layer_forward(it, i, j, npus, cur, prev_opt)
+                continue
             for n in npus:
-                deps = list(cur[n] if not lay.split_table[i] else start[n])
+                if lay.table_owner[i] != n:
+                    continue
+                deps = list(start[n])
                 if j == 0 and (i, n) in prev_opt:
                     deps.append(prev_opt[(i, n)])
-                if lay.split_table[i]:
-                    if lay.table_owner[i] != n:
-                        continue
-                    fwd, _, bw, stash = lay.costs(i, lay.gmb)   # all replicas' samples
-                else:
-                    fwd, _, bw, stash = lay.costs(i, lay.mb)
+                fwd, _, bw, stash = lay.costs(i, lay.gmb)   # all replicas' samples
                 op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} fwd mb{j} {n}")
-                ops[n] = op
                 self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
                 if self.hooks is not None:
                     self.hooks.forward(g, self.plan, it, i, n, j, op)
-                if lay.split_table[i]:
-                    table_last[n] = op
-                else:
-                    cur[n] = [op]
-            if lay.split_table[i]:
-                continue
-            for extra, nbytes in tp_forward(lay, i):
-                for d in range(lay.dp):
-                    grp = lay.tp_group(d, s)
-                    done = self.collective("tp_all_reduce", "all_reduce", grp, nbytes,
-                                           {n: cur[n] for n in grp}, it, j, [i], [nbytes])
-                    for n in grp:
-                        cur[n] = [done[n]]
+                table_last[n] = op
         if a2a_at is None and tables:      # tables at the stage's end: exchange there
             done = self._all_to_all(it, j, npus, table_last, start, tables, "forward")
             for n in npus:
                 cur[n] = cur[n] + [done[n]]
         for n in npus:
             last[n] = cur[n][-1] if len(cur[n]) == 1 else g.delay(0, after=cur[n])
-        if s + 1 < lay.pp:               # the activations go to the next stage
-            nbytes = lay.mb * lay.model.layers[b - 1].out_elems * lay.pb.act
-            for n in npus:
-                d, t, _ = lay.coords[n]
-                dst = lay.npu(d, t, s + 1)
-                op = g.send(n, dst, int(math.ceil(nbytes)), after=[last[n]],
-                            name=f"{self.prefix}it{it} act s{s}->s{s + 1} mb{j} {n}")
-                fsend[(s + 1, j, d, t)] = op
-                self.plan.sends.append(dict(iteration=it, micro_batch=j, direction="forward",
-                                            src=n, dst=dst, bytes=int(math.ceil(nbytes)),
-                                            op=op))
+        if s + 1 < lay.pp * lay.v:       # the activations go to the next stage
+            self.stage_send(it, j, s, s + 1, b - 1, lay.model.layers[b - 1].out_elems,
+                            npus, last, fsend, "forward", "act")
+
+    def stage_send(self, it, j, s, to, i, elems, npus, last, into, direction, label):
+        """The activations (or their gradients) of layer i's boundary from virtual stage s to
+        `to`, from each NPU to its counterpart there. With tensor parallelism each NPU of a
+        group holds the same tensor: Megatron-LM's scatter-gather optimisation
+        (workload.parallel.scatter_gather, default true) sends 1/tp of it from each and
+        all-gathers it over the receiving group; under sequence parallelism the tensor is
+        already split by sequence and its parts are sent as they are."""
+        lay, g = self.lay, self.g
+        nbytes = lay.mb * elems * lay.pb.act
+        split = lay.tp > 1 and (lay.sp or lay.scatter_gather)
+        gather = split and not lay.sp
+        if split:
+            nbytes /= lay.tp
+        nbytes = int(math.ceil(nbytes))
+        sent = {}
+        for n in npus:
+            d, t, _ = lay.coords[n]
+            dst = lay.npu(d, t, to % lay.pp)
+            op = g.send(n, dst, nbytes, after=[last[n]],
+                        name=f"{self.prefix}it{it} {label} s{s}->s{to} mb{j} {n}")
+            sent[dst] = op
+            into[(to, j, d, t)] = [op]
+            self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
+                                        src=n, dst=dst, bytes=nbytes, op=op))
+        if gather:
+            for d in sorted({lay.coords[n][0] for n in npus}):
+                grp = lay.tp_group(d, to)
+                done = self.collective("pp_all_gather", "all_gather", grp, nbytes * lay.tp,
+                                       {n: [sent[n]] for n in grp}, it, j, [i])
+                for n in grp:
+                    into[(to, j, d, lay.coords[n][1])] = [done[n]]
+
+    def counterpart_starts(self, group, cur):
+        """Each member's start in cur; a member of a replica whose passes are not built
+        (replicas = 'one') starts with its counterpart in replica 0, as it would by symmetry."""
+        lay = self.lay
+        out = {}
+        for n in group:
+            if n in cur:
+                out[n] = list(cur[n])
+            else:
+                _, t, s = lay.coords[n]
+                out[n] = list(cur.get(lay.npu(0, t, s), []))
+        return out
+
+    def zero3_gather(self, it, j, i, npus, cur, when):
+        """ZeRO-3: layer i's weights all-gathered over each data-parallel group of npus
+        before its `when` pass (forward, backward or recompute) of micro-batch j, issued as
+        the layer before it starts (cur: what that layer waits for), so that one layer's
+        gather runs ahead of the compute; returns {npu: its end}."""
+        lay = self.lay
+        if lay.zero < 3 or lay.dp == 1 or not lay.model.layers[i].params:
+            return {}
+        key = (it, j, i, when)
+        if key not in self.gathered:
+            nbytes = lay.model.layers[i].params * lay.pad[i] * lay.pb.weight / lay.splits[i][2]
+            ends = {}
+            for t in sorted({lay.coords[n][1] for n in npus}):
+                grp = lay.dp_group(t, lay.coords[npus[0]][2])
+                ends.update(self.collective("zero3_all_gather", "all_gather", grp,
+                                            int(math.ceil(nbytes)),
+                                            self.counterpart_starts(grp, cur), it, j, [i]))
+            self.gathered[key] = ends
+        return self.gathered[key]
 
     def _all_to_all(self, it, j, npus, table_last, start, tables, direction):
         """The embeddings of the split tables, computed by their owners for the global
@@ -212,7 +304,7 @@ class _Builder:
         cur = {}
         for n in npus:
             d, t, _ = lay.coords[n]
-            cur[n] = [last[n]] + ([bsend[(s, j, d, t)]] if (s, j, d, t) in bsend else [])
+            cur[n] = [last[n]] + list(bsend.get((s, j, d, t), []))
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
         if tables:
@@ -224,6 +316,7 @@ class _Builder:
         if a2a_at is None and tables:
             table_grad = self._all_to_all(it, j, npus, {n: cur[n][0] for n in npus},
                                           cur, tables, "backward")
+        block_end = {bb - 1: aa for aa, bb in lay.blocks}
         for i in range(b - 1, a - 1, -1):
             layer = lay.model.layers[i]
             if lay.split_table[i]:
@@ -237,15 +330,28 @@ class _Builder:
                                       f"it{it} {layer.name} bwd_weight mb{j} {n}")
                     self.plan.layer_ops[(it, i, n, j)].bwd_weight = op
                     if final:
-                        self._optimizer(it, i, n, [op])
+                        self.step_done[(it, i, n)] = self._optimizer(it, i, n, [op])
                 continue
+            if lay.recompute == "full" and i in block_end:
+                # the transformer layer's forward again (its collectives too), from its input
+                for k in range(max(block_end[i], a), i + 1):
+                    self.layer_forward(it, k, j, npus, cur, {}, "recompute", record=False)
+            elif lay.recompute == "selective" and layer.kind == "attention" and \
+                    (lay.blocks and any(aa <= i < bb for aa, bb in lay.blocks)):
+                fwd, _, _, _ = lay.costs(i, lay.mb)
+                for n in npus:
+                    cur[n] = [self.compute(n, i, fwd, cur[n],
+                                           f"it{it} {layer.name} recompute mb{j} {n}")]
+            if lay.seq.scatter_after[i]:     # the output gradient, whole again
+                self.tp_collectives("tp_all_gather", [("all_gather", scatter_bytes(lay, i))],
+                                    npus, cur, it, j, i)
+            gathered = self.zero3_gather(it, j, i, npus, cur, "backward")
             _, bin_, bw, _ = lay.costs(i, lay.mb)
             for n in npus:
                 lo = self.plan.layer_ops[(it, i, n, j)]
-                deps = cur[n]
+                deps = list(cur[n]) + ([gathered[n]] if n in gathered else [])
                 if self.hooks is not None:
-                    deps = list(deps) + list(self.hooks.backward(g, self.plan, it, i, n, j)
-                                             or [])
+                    deps = deps + list(self.hooks.backward(g, self.plan, it, i, n, j) or [])
                 if bin_ is not None:
                     lo.bwd_input = self.compute(n, i, bin_, deps,
                                                 f"it{it} {layer.name} bwd_input mb{j} {n}")
@@ -255,12 +361,11 @@ class _Builder:
                                                  f"it{it} {layer.name} bwd_weight mb{j} {n}")
                     deps = [lo.bwd_weight]
                 cur[n] = deps
-            nbytes = tp_backward(lay, i)
-            if nbytes:
-                for d in range(lay.dp):
+            for collective, nbytes in tp_backward(lay, i):
+                for d in sorted({lay.coords[n][0] for n in npus}):
                     grp = lay.tp_group(d, s)
                     st = {n: [self.plan.layer_ops[(it, i, n, j)].bwd_input] for n in grp}
-                    done = self.collective("tp_all_reduce", "all_reduce", grp, nbytes, st,
+                    done = self.collective("tp_" + collective, collective, grp, nbytes, st,
                                            it, j, [i], [nbytes])
                     for n in grp:
                         cur[n] = cur[n] + [done[n]]
@@ -274,16 +379,26 @@ class _Builder:
         if final:
             buckets.close({n: [last[n]] for n in npus})
         if s > 0:                        # the input gradient goes back to the stage before
-            nbytes = lay.mb * lay.model.layers[a].in_elems * lay.pb.act
-            for n in npus:
-                d, t, _ = lay.coords[n]
-                dst = lay.npu(d, t, s - 1)
-                op = g.send(n, dst, int(math.ceil(nbytes)), after=[last[n]],
-                            name=f"{self.prefix}it{it} grad s{s}->s{s - 1} mb{j} {n}")
-                bsend[(s - 1, j, d, t)] = op
-                self.plan.sends.append(dict(iteration=it, micro_batch=j, direction="backward",
-                                            src=n, dst=dst, bytes=int(math.ceil(nbytes)),
-                                            op=op))
+            self.stage_send(it, j, s, s - 1, a, lay.model.layers[a].in_elems, npus, last,
+                            bsend, "backward", "grad")
+
+    def tied_embeddings(self, it, last):
+        """A tied output layer (the LM head sharing the token embedding's weights) on another
+        stage than the embedding: Megatron-LM keeps a copy on the last stage and all-reduces
+        the two copies' gradients between the first and last stage after the backward pass."""
+        lay = self.lay
+        for head, emb in lay.tied:
+            se, sh = lay.stage_of[emb] % lay.pp, lay.stage_of[head] % lay.pp
+            if se == sh:
+                continue
+            nbytes = lay.grad_bytes(emb)
+            for d in lay.replicas_run():
+                for t in range(lay.tp):
+                    grp = [lay.npu(d, t, se), lay.npu(d, t, sh)]
+                    done = self.collective("tied_all_reduce", "all_reduce", grp, nbytes,
+                                           {n: [last[n]] for n in grp}, it, None, [emb, head])
+                    for n in grp:
+                        last[n] = done[n]
 
     def _optimizer(self, it, i, npu, after):
         work = self.lay.optimizer_work(i, npu)
@@ -325,7 +440,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)
-        prev_opt = {(i, n): op for (it_, i, n), op in b.plan.optimizer.items()
-                    if it_ == it}
+        prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
+                    if it_ == it and op is not None}
     return g, b.plan
 

@@ -1,5 +1,7 @@
 """Data parallelism: the gradients of each stage all-reduced over its data-parallel group in
-buckets, and the optimizer steps that follow them."""
+buckets, and the optimizer steps that follow them; under ZeRO (pysim.workload.training.zero)
+the buckets are reduce-scattered, each replica steps its shard, and (stages 1 and 2) the
+updated weights are all-gathered."""
 from __future__ import annotations
 
 
@@ -23,7 +25,7 @@ class _Buckets:
             return
         if lay.dp == 1 or not nbytes:
             for n, deps in ready.items():       # nothing to all-reduce: step at once
-                self.b._optimizer(self.it, i, n, deps)
+                self.b.step_done[(self.it, i, n)] = self.b._optimizer(self.it, i, n, deps)
             return
         self.layers.append(i)
         self.sizes.append(nbytes)
@@ -38,12 +40,32 @@ class _Buckets:
         lay, b = self.b.lay, self.b
         for t in range(lay.tp):
             grp = lay.dp_group(t, self.s)
-            done = b.collective("dp_all_reduce", "all_reduce", grp, self.bytes,
-                                {n: ready[n] for n in grp}, self.it, None, self.layers,
-                                self.sizes)
-            for n in grp:
+            starts = b.counterpart_starts(grp, ready)
+            runs = [n for n in grp if n in ready]      # replicas whose passes are built
+            if not lay.zero:
+                done = b.collective("dp_all_reduce", "all_reduce", grp, self.bytes, starts,
+                                    self.it, None, self.layers, self.sizes)
+                for n in runs:
+                    for i in self.layers:
+                        b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, [done[n]])
+                continue
+            done = b.collective("zero_reduce_scatter", "reduce_scatter", grp, self.bytes,
+                                starts, self.it, None, self.layers, self.sizes)
+            steps = {n: [b._optimizer(self.it, i, n, [done[n]]) for i in self.layers]
+                     for n in runs}
+            if lay.zero == 3:            # the weights stay sharded: gathered per layer
+                for n in runs:
+                    for i, op in zip(self.layers, steps[n]):
+                        b.step_done[(self.it, i, n)] = op
+                continue
+            wbytes = int(self.bytes * lay.pb.weight / lay.pb.grad)
+            after = b.counterpart_starts(grp, {n: [x for x in steps[n] if x is not None]
+                                               for n in runs})
+            gathered = b.collective("zero_all_gather", "all_gather", grp, wbytes, after,
+                                    self.it, None, self.layers, self.sizes)
+            for n in runs:
                 for i in self.layers:
-                    b._optimizer(self.it, i, n, [done[n]])
+                    b.step_done[(self.it, i, n)] = gathered[n]
         self.layers, self.sizes, self.bytes = [], [], 0
 
     def close(self, ready):

@@ -15,11 +15,17 @@ from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.presets import npu_spec
 from pysim.workload.training.pipeline import SCHEDULES
-from pysim.workload.training.tensor import tp_split
+from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
+from pysim.workload.training.sequence import sequence_plan
+from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_split,
+                                            vocabulary_padding)
+from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
-PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables")
+PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
+                   "interleave", "zero", "replicas", "scatter_gather")
+REPLICAS = ("all", "one")
 # FLOPs per parameter of an optimizer step (SGD with momentum: momentum and weight updates;
 # Adam: both moments, the bias corrections, the square root and the update). The step is
 # memory-bound: its time is its bytes (see _optimizer_bytes) over the HBM bandwidth.
@@ -37,9 +43,15 @@ def check_parallel(table):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"{where}: unknown field{hint}; expected "
                               f"{', '.join(PARALLEL_FIELDS)}")
-        if k in ("dp", "tp", "pp", "micro_batches"):
+        if k in ("dp", "tp", "pp", "micro_batches", "interleave"):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{where} = {v!r}: expected an integer >= 1")
+        elif k == "zero" and (isinstance(v, bool) or v not in ZERO_STAGES):
+            raise ConfigError(f"{where} = {v!r}: expected a ZeRO stage, one of 0, 1, 2, 3")
+        elif k in ("sp", "scatter_gather") and not isinstance(v, bool):
+            raise ConfigError(f"{where} = {v!r}: expected true or false")
+        elif k == "replicas" and v not in REPLICAS:
+            raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(REPLICAS)}")
         elif k == "schedule" and v not in SCHEDULES:
             raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(SCHEDULES)}")
         elif k == "tables" and v not in TABLES:
@@ -156,10 +168,22 @@ class _Layout:
         self.gmb = self.mb * dp          # one micro-batch of every replica
         self.schedule = par.get("schedule", "1f1b")
         self.order = list(par.get("order", ["tp", "dp", "pp"]))
+        self.v = par.get("interleave", 1)
+        if self.v > 1 and (pp == 1 or self.m % pp):
+            raise ConfigError(f"workload.parallel.interleave = {self.v}: the interleaved "
+                              f"schedule needs pp > 1 and micro_batches a multiple of pp (got "
+                              f"pp = {pp}, micro_batches = {self.m})")
+        self.sp = bool(par.get("sp", False)) and tp > 1
+        self.zero = par.get("zero", 0)
+        self.replicas = par.get("replicas", "all")
+        self.scatter_gather = par.get("scatter_gather", True)
+        self.recompute = recompute_mode(cfg)
         L = len(model.layers)
-        if pp > L:
-            raise ConfigError(f"workload.parallel.pp = {pp}: more stages than the {L} layers "
-                              f"of {model.name}")
+        if pp * self.v > L:
+            raise ConfigError(f"workload.parallel.pp = {pp}" +
+                              (f" x interleave = {self.v}" if self.v > 1 else "") +
+                              f": more stages than the {L} layers of {model.name}")
+        check_divisible(model, tp)
         self.precision = w.precision or model.default_precision
         self.pb = precision_bytes(self.precision)
         self.optimizer = w.optimizer
@@ -190,11 +214,25 @@ class _Layout:
         self.split_table = [self.tables == "split" and l.kind == "embedding" and
                             l.table is not None for l in model.layers]
         self.splits = [tp_split(l, tp) for l in model.layers]
-        # stages: contiguous layer ranges of about equal roofline time on the first NPU
+        self.pad = vocabulary_padding(model, tp)
+        self.tied = tied_layers(model)
+        # sequence parallelism: which layers run on 1/tp of the sequence, and where the
+        # sequence is gathered and scattered
+        self.seq = sequence_plan(model, tp, self.sp)
+        self.stash_div = [tp if (self.seq.split[i] or self.seq.gather_before[i]) else
+                          self.splits[i][0] for i in range(L)]
+        for i in range(L):
+            if self.seq.split[i]:
+                self.splits[i] = (tp, tp, self.splits[i][2], tp)
+        # per sample, the bytes each layer keeps for its backward pass (recomputation
+        # keeps less)
+        self.stash_sample, self.blocks = stash_per_sample(model, self.pb, self.recompute)
+        # stages: contiguous layer ranges of about equal roofline time on the first NPU;
+        # with interleave = v, pp x v virtual stages, virtual stage c pp + s on stage s
         sp0 = self.specs[self.npus[0]]
         t = [sum(sp0.layer_seconds(l, self.precision, self.mb, ph)
                  for ph in ("fwd", "bwd_input", "bwd_weight")) for l in model.layers]
-        self.stages = _partition(t, pp)
+        self.stages = _partition(t, pp * self.v)
         self.stage_of = np.zeros(L, np.int64)
         for s, (a, b) in enumerate(self.stages):
             self.stage_of[a:b] = s
@@ -208,13 +246,22 @@ class _Layout:
         return self.at[(d, t, s)]
 
     def dp_group(self, t, s):
-        return [self.at[(d, t, s)] for d in range(self.dp)]
+        return [self.at[(d, t, s % self.pp)] for d in range(self.dp)]
 
     def tp_group(self, d, s):
-        return [self.at[(d, t, s)] for t in range(self.tp)]
+        return [self.at[(d, t, s % self.pp)] for t in range(self.tp)]
+
+    def replicas_run(self):
+        """The data-parallel replicas whose passes are built (replicas = 'one': replica 0;
+        the others, identical, only join its gradient collectives)."""
+        return range(1 if self.replicas == "one" else self.dp)
 
     def stage_npus(self, s):
-        return [self.at[(d, t, s)] for d in range(self.dp) for t in range(self.tp)]
+        """The NPUs of stage s (a virtual stage: the stage s % pp) that run passes: every
+        replica's, or replica 0's alone when workload.parallel.replicas = 'one'."""
+        s %= self.pp
+        reps = 1 if self.replicas == "one" else self.dp
+        return [self.at[(d, t, s)] for d in range(reps) for t in range(self.tp)]
 
     # -------------------------------------------------------------- costs
     def costs(self, i, samples):
@@ -226,11 +273,14 @@ class _Layout:
         gradient (as pysim.models.presets.NpuSpec.layer_seconds)."""
         layer = self.model.layers[i]
         fi, fo, fw, ff = self.splits[i]
+        pad = self.pad[i]
         a, wb_ = self.pb.act, self.pb.weight
         inb = samples * layer.in_elems * a / fi
-        outb = samples * layer.out_elems * a / fo
-        wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1)
-        stash = samples * (layer.stash_elems * a + layer.stash_mask_bytes) / fi
+        outb = samples * layer.out_elems * a / fo * pad
+        wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1) \
+            * pad
+        stash = samples * self.stash_sample[i] / self.stash_div[i]
+        ff = ff / pad
         fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
         bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
             if layer.bwd_input_flops else None
@@ -244,7 +294,7 @@ class _Layout:
         layer = self.model.layers[i]
         if self.split_table[i]:
             return 0
-        return int(math.ceil(layer.params * self.pb.grad / self.splits[i][2]))
+        return int(math.ceil(layer.params * self.pad[i] * self.pb.grad / self.splits[i][2]))
 
     def optimizer_work(self, i, npu):
         """(flops, bytes) of layer i's optimizer step on npu, or None. Reads the weights,
@@ -257,7 +307,9 @@ class _Layout:
                 return None
             n = min(layer.params, self.batch * layer.weight_elems)
             return n, n * (2 * self.pb.weight + self.pb.grad)
-        n = layer.params / self.splits[i][2]
+        n = layer.params * self.pad[i] / self.splits[i][2]
+        if self.zero:                    # each replica steps its shard of the parameters
+            n /= self.dp
         if not n:
             return None
         per = (2 * self.pb.weight + self.pb.grad + 2 * self.pb.master +
@@ -281,23 +333,29 @@ class _Layout:
         stashed activations (of the micro-batches in flight at once: all of them under
         GPipe, pp - stage under 1F1B) need in HBM."""
         pb = self.pb
-        per_param = pb.weight + pb.grad + pb.master + optimizer_bytes(self.optimizer,
-                                                                      self.precision)
+        per_param = state_bytes_per_param(pb, optimizer_bytes(self.optimizer, self.precision),
+                                          self.zero, self.dp)
         out = {}
         for npu in self.npus:
             d, t, s = self.coords[npu]
-            a, b = self.stages[s]
             state = stash = 0.0
-            for i in range(a, b):
-                layer = self.model.layers[i]
-                if self.split_table[i]:
-                    if self.table_owner.get(i) == npu:
-                        state += layer.params * pb.weight
-                    continue
-                state += layer.params / self.splits[i][2] * per_param
-                stash += self.mb * (layer.stash_elems * pb.act + layer.stash_mask_bytes) / \
-                    self.splits[i][0]
-            inflight = self.m if self.schedule == "gpipe" else min(self.m, self.pp - s)
+            for c in range(self.v):
+                a, b = self.stages[c * self.pp + s]
+                for i in range(a, b):
+                    layer = self.model.layers[i]
+                    if self.split_table[i]:
+                        if self.table_owner.get(i) == npu:
+                            state += layer.params * pb.weight
+                        continue
+                    state += layer.params * self.pad[i] / self.splits[i][2] * per_param
+                    stash += self.mb * self.stash_sample[i] / self.stash_div[i] / self.v
+            if self.schedule == "gpipe":
+                inflight = self.m * self.v
+            elif self.v == 1:
+                inflight = min(self.m, self.pp - s)
+            else:                        # the interleaved schedule's warm-up, in chunks
+                inflight = min(self.m * self.v, (self.pp - s - 1) * 2 + (self.v - 1) *
+                               self.pp + 1)
             out[npu] = int(math.ceil(state + stash * inflight))
         return out
 
