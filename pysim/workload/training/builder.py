@@ -166,6 +166,8 @@ class _Builder:
                 self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
                 if self.hooks is not None:
                     self.hooks.forward(self.g, self.plan, it, i, n, j, op)
+            else:
+                self.plan.recomputed.append((it, n, op))
             cur[n] = [op]
         for collective, nbytes in tp_forward(lay, i):
             self.tp_collectives("tp_" + collective, [(collective, nbytes)], npus, cur, it,
@@ -342,6 +344,7 @@ class _Builder:
                 for n in npus:
                     cur[n] = [self.compute(n, i, fwd, cur[n],
                                            f"it{it} {layer.name} recompute mb{j} {n}")]
+                    self.plan.recomputed.append((it, n, cur[n][0]))
             if lay.seq.scatter_after[i]:     # the output gradient, whole again
                 self.tp_collectives("tp_all_gather", [("all_gather", scatter_bytes(lay, i))],
                                     npus, cur, it, j, i)

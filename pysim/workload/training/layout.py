@@ -115,6 +115,23 @@ def _partition(costs, parts):
     return [(cuts[i], cuts[i + 1]) for i in range(parts)]
 
 
+def _stages(costs, parts, blocks):
+    """Contiguous layer ranges for `parts` stages. A model of transformer layers is cut
+    between them, as Megatron-LM cuts it: the layers before the first one go with it, those
+    after the last with the last; as many transformer layers per stage where parts divides
+    their number, else about equal costs. Other models: about equal costs per stage."""
+    if not blocks or len(blocks) < parts:
+        return _partition(costs, parts)
+    units = [list(b) for b in blocks]
+    units[0][0] = 0
+    units[-1][1] = len(costs)
+    if len(units) % parts == 0:
+        k = len(units) // parts
+        return [(units[p * k][0], units[p * k + k - 1][1]) for p in range(parts)]
+    cut = _partition([sum(costs[a:b]) for a, b in units], parts)
+    return [(units[a][0], units[b - 1][1]) for a, b in cut]
+
+
 class _Layout:
     """The resolved plan: sizes, NPUs and their coordinates, groups, stages, costs."""
 
@@ -232,7 +249,7 @@ class _Layout:
         sp0 = self.specs[self.npus[0]]
         t = [sum(sp0.layer_seconds(l, self.precision, self.mb, ph)
                  for ph in ("fwd", "bwd_input", "bwd_weight")) for l in model.layers]
-        self.stages = _partition(t, pp * self.v)
+        self.stages = _stages(t, pp * self.v, self.blocks)
         self.stage_of = np.zeros(L, np.int64)
         for s, (a, b) in enumerate(self.stages):
             self.stage_of[a:b] = s
@@ -280,11 +297,13 @@ class _Layout:
         wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1) \
             * pad
         stash = samples * self.stash_sample[i] / self.stash_div[i]
+        # what the weight gradient reads: the whole stash, recomputed or kept
+        saved = samples * (layer.stash_elems * a + layer.stash_mask_bytes) / self.stash_div[i]
         ff = ff / pad
         fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
         bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
             if layer.bwd_input_flops else None
-        bw = (samples * layer.bwd_weight_flops / ff, outb + stash + wts) \
+        bw = (samples * layer.bwd_weight_flops / ff, outb + saved + wts) \
             if layer.bwd_weight_flops else None
         return fwd, bin_, bw, int(math.ceil(stash))
 

@@ -126,6 +126,9 @@ def training_report(graph, plan, res, cfg):
     for (it_, i, n), op in plan.optimizer.items():
         if it_ == it:
             comp[n].append((int(start[op]), int(finish[op])))
+    for it_, n, op in plan.recomputed:
+        if it_ == it:
+            comp[n].append((int(start[op]), int(finish[op])))
     comp_u = {n: _union(v) for n, v in comp.items()}
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
