@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import time
 
+from pysim.config import Config
 from pysim.topology import build as build_topology
 from pysim.workload.base import register
 from pysim.workload.graph import run_graph
@@ -59,6 +60,17 @@ from pysim.workload.training.report import TrainingResult, training_report
 from pysim.workload.training.tensor import LOSS_ALL_REDUCES
 
 
+def _memory_config(cfg, plan):
+    """The configuration the memory plan sees: with Megatron-LM's recomputation (full or
+    selective, built into the iteration by the plan itself) it holds the iteration's tensors
+    as policy 'none' does."""
+    if plan.layout.recompute is None:
+        return cfg
+    c = cfg.with_overrides({"workload.memory.policy": "none"})
+    return Config(c._values, c.explicit - {"workload.memory.recompute"}, c.base_dir,
+                  c.source)
+
+
 @register("training", traces=True)
 def run_training(cfg, progress=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
@@ -69,7 +81,7 @@ def run_training(cfg, progress=None):
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         from pysim.workload.memory import apply_training, training_memory_report
-        applied = apply_training(cfg, topo, graph, plan)
+        applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)
     built = time.perf_counter() - t0
     res = run_graph(cfg, graph, progress=progress)
     if applied is not None:

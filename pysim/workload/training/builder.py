@@ -89,12 +89,18 @@ class _Builder:
         return done
 
     # -------------------------------------------------------------- compute
-    def compute(self, npu, i, work, after, name):
+    def compute(self, npu, i, work, after, name, phase="fwd", samples=None):
+        """A compute op of layer i's `phase` (None: an optimizer step) on npu: its
+        (FLOPs, bytes) at the roofline of the layer kind, or (workload.compute = 'kernels')
+        at the kernel model's time."""
         flops, nbytes = work
-        kind = self.lay.model.layers[i].kind if i is not None else "eltwise"
+        lay = self.lay
+        kind = lay.model.layers[i].kind if i is not None else "eltwise"
+        peak = lay.peak[(npu, kind)]
+        if lay.kernels is not None and i is not None:
+            peak, nbytes = lay.kernels.rate(npu, i, phase, samples or lay.mb, flops, nbytes)
         return self.g.compute(npu, flops=flops, bytes=int(math.ceil(nbytes)), after=after,
-                              peak_flops=self.lay.peak[(npu, kind)],
-                              name=f"{self.prefix}{name}")
+                              peak_flops=peak, name=f"{self.prefix}{name}")
 
     # -------------------------------------------------------------- one iteration
     def iteration(self, it, last, prev_opt):
@@ -204,7 +210,8 @@ class _Builder:
                 if j == 0 and (i, n) in prev_opt:
                     deps.append(prev_opt[(i, n)])
                 fwd, _, bw, stash = lay.costs(i, lay.gmb)   # all replicas' samples
-                op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} fwd mb{j} {n}")
+                op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} fwd mb{j} {n}",
+                                  "fwd", lay.gmb)
                 self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
                 if self.hooks is not None:
                     self.hooks.forward(g, self.plan, it, i, n, j, op)
@@ -329,7 +336,8 @@ class _Builder:
                     if bw is None:
                         continue
                     op = self.compute(n, i, bw, [table_grad[n]],
-                                      f"it{it} {layer.name} bwd_weight mb{j} {n}")
+                                      f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                      "bwd_weight", lay.gmb)
                     self.plan.layer_ops[(it, i, n, j)].bwd_weight = op
                     if final:
                         self.step_done[(it, i, n)] = self._optimizer(it, i, n, [op])
@@ -357,11 +365,13 @@ class _Builder:
                     deps = deps + list(self.hooks.backward(g, self.plan, it, i, n, j) or [])
                 if bin_ is not None:
                     lo.bwd_input = self.compute(n, i, bin_, deps,
-                                                f"it{it} {layer.name} bwd_input mb{j} {n}")
+                                                f"it{it} {layer.name} bwd_input mb{j} {n}",
+                                                "bwd_input")
                     deps = [lo.bwd_input]
                 if bw is not None:
                     lo.bwd_weight = self.compute(n, i, bw, deps,
-                                                 f"it{it} {layer.name} bwd_weight mb{j} {n}")
+                                                 f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                                 "bwd_weight")
                     deps = [lo.bwd_weight]
                 cur[n] = deps
             for collective, nbytes in tp_backward(lay, i):

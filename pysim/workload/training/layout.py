@@ -14,6 +14,7 @@ from pysim.errors import ConfigError
 from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.presets import npu_spec
+from pysim.workload.training.compute import KernelTimes
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
 from pysim.workload.training.sequence import sequence_plan
@@ -253,6 +254,7 @@ class _Layout:
         self.stage_of = np.zeros(L, np.int64)
         for s, (a, b) in enumerate(self.stages):
             self.stage_of[a:b] = s
+        self.kernels = KernelTimes(self) if w.compute == "kernels" else None
         self.table_owner = {}
         if any(self.split_table):
             self._place_tables()
