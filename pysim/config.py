@@ -353,7 +353,11 @@ declare(
         "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
         "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
         "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
-        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated').",
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated'), "
+        "sp (sequence parallelism, default false), interleave (model chunks per stage, "
+        "default 1), zero (ZeRO stage 0-3, default 0), scatter_gather (default true), "
+        "replicas ('all' or 'one': build data-parallel replica 0's passes only); see "
+        "docs/training.md.",
         (_parallel_table, "a table")),
     Key("workload", "precision", "str", None, "-",
         "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,

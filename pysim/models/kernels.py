@@ -50,8 +50,8 @@ KERNELS = {
                "Azure's AI benchmarking guide (github.com/Azure/AI-benchmarking-guide, "
                "Azure_Results/ND_A100_v4_results.md, CUDA 12.5: 1024^3 119.4, 2048^3 221.8, "
                "4096^3 228.0, 8192^3 253.7, 16384^3 256.5, 1024x2145x1024 132.8, "
-               "6144x12288x12288 250.8, 802816x192x768 157.8 TFLOP/s; fit within 3% but "
-               "2048^3, 15% high); HBM: its STREAM triad, 1.70 TB/s; FlashAttention-2: "
+               "6144x12288x12288 250.8, 802816x192x768 157.8 TFLOP/s; the fit is within 6% "
+               "of each but 2048^3, 15% below); HBM: its STREAM triad, 1.70 TB/s; FlashAttention-2: "
                "179.5 TFLOP/s (head dimension 64, batch 2, sequence 8192). 108 SMs: NVIDIA "
                "A100 Tensor Core GPU Architecture white paper (2020)."),
     "h100": KernelModel(
