@@ -355,7 +355,8 @@ declare(
         "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
         "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated'), "
         "sp (sequence parallelism, default false), interleave (model chunks per stage, "
-        "default 1), zero (ZeRO stage 0-3, default 0), scatter_gather (default true), "
+        "default 1), zero (ZeRO stage 0-3, default 0), ep (expert parallelism, default 1), "
+        "scatter_gather (default true), "
         "replicas ('all' or 'one': build data-parallel replica 0's passes only); see "
         "docs/training.md.",
         (_parallel_table, "a table")),

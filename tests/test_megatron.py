@@ -247,3 +247,39 @@ def test_bad_megatron_fields_are_refused(field, value, fragment):
     m = model([layer("l0", flops=1e6, ins=8, outs=8)])
     with pytest.raises(ConfigError, match=fragment):
         plan_of(m, {"batch": 8, "parallel": {field: value}})
+
+
+# ------------------------------------------------------------------ expert parallelism
+
+def test_expert_parallelism_dispatches_and_combines_all_to_all():
+    """gpt_moe over dp = 8 with ep = 4: per transformer layer and expert-parallel group of 4
+    replicas, an all-to-all of each NPU's b s top_k h activations before the experts
+    (dispatch) and after them (combine), and the two again in backward; each NPU holds
+    experts / ep of the experts' weights, whose gradients are all-reduced over the dp / ep
+    replicas holding the same experts; the rest of the model over all 8."""
+    L, h, s, E, k, ep, dp = 2, 64, 16, 4, 2, 4, 8
+    m = models.get("gpt_moe", layers=L, hidden=h, heads=4, seq=s, vocab=256, experts=E,
+                   top_k=k)
+    plan = plan_of(m, {"batch": dp, "parallel": {"dp": dp, "ep": ep}})
+    act = s * k * h * 2
+    for what in ("ep_dispatch", "ep_combine", "ep_dispatch_grad", "ep_combine_grad"):
+        cs = [c for c in plan.collectives if c.what == what]
+        assert len(cs) == L * dp // ep
+        assert all(c.bytes == act and len(c.group) == ep for c in cs)
+    names = [l.name for l in m.layers]
+    fc1 = m.layers[names.index("layer0.experts.fc1")]
+    assert plan.layout.grad_bytes(names.index("layer0.experts.fc1")) == fc1.params * 2 // ep
+    xr = [c for c in plan.collectives if c.what == "expert_dp_all_reduce"]
+    assert len(xr) == L * 2 * ep and all(len(c.group) == dp // ep for c in xr)
+    assert [len(c.group) for c in plan.collectives if c.what == "dp_all_reduce"] == [dp]
+
+
+def test_expert_parallelism_is_refused_where_it_cannot_be():
+    m = models.get("gpt_moe", layers=1, hidden=64, heads=4, seq=16, vocab=256, experts=4)
+    with pytest.raises(ConfigError, match="ep = 3 does not divide dp = 8"):
+        plan_of(m, {"batch": 8, "parallel": {"dp": 8, "ep": 3}})
+    with pytest.raises(ConfigError, match="ep = 8 does not divide the 4 experts"):
+        plan_of(m, {"batch": 8, "parallel": {"dp": 8, "ep": 8}})
+    dense = model([layer("l0", flops=1e6, ins=8, outs=8)])
+    with pytest.raises(ConfigError, match="has no experts"):
+        plan_of(dense, {"batch": 8, "parallel": {"dp": 8, "ep": 2}})

@@ -92,4 +92,4 @@ def _load_zoo():
     global _loaded
     if not _loaded:
         _loaded = True
-        from pysim.models import cnn, dlrm, language  # noqa: F401  (they register)
+        from pysim.models import cnn, dlrm, language, moe  # noqa: F401  (they register)

@@ -9,6 +9,7 @@ from pysim.errors import ConfigError
 from pysim.workload import collectives as coll
 from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training.data import _Buckets
+from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
 from pysim.workload.training.pipeline import schedule
 from pysim.workload.training.records import CollectiveOps, LayerOps, Plan
@@ -156,6 +157,8 @@ class _Builder:
         if lay.seq.gather_before[i]:
             self.tp_collectives("tp_all_gather", [("all_gather", gather_bytes(lay, i))], npus,
                                 cur, it, j, i)
+        if dispatch_before(lay, i) and lay.ep > 1:
+            self.ep_all_to_all("ep_dispatch", i, lay.model.layers[i].in_elems, npus, cur, it, j)
         fwd, _, _, stash = lay.costs(i, lay.mb)
         when = "forward" if record else "recompute"
         gathered = self.zero3_gather(it, j, i, npus, cur, when)
@@ -178,6 +181,25 @@ class _Builder:
         for collective, nbytes in tp_forward(lay, i):
             self.tp_collectives("tp_" + collective, [(collective, nbytes)], npus, cur, it,
                                 j, i)
+        if combine_after(lay, i) and lay.ep > 1:
+            self.ep_all_to_all("ep_combine", i, lay.model.layers[i].out_elems, npus, cur, it, j)
+
+    def ep_all_to_all(self, what, i, elems, npus, cur, it, j):
+        """Expert parallelism: an all-to-all of `elems` activations per sample over each
+        expert-parallel group of npus, after cur[npu]; cur updated to its ends."""
+        lay = self.lay
+        nbytes = lay.mb * elems * lay.pb.act
+        seen = set()
+        for n in npus:
+            grp = lay.ep_group(n)
+            if grp[0] in seen:
+                continue
+            seen.add(grp[0])
+            done = self.collective(what, "all_to_all", grp, nbytes,
+                                   self.counterpart_starts(grp, cur), it, j, [i], [nbytes])
+            for m in grp:
+                if m in cur:
+                    cur[m] = [done[m]]
 
     def forward(self, it, s, j, last, prev_opt, fsend):
         lay, g = self.lay, self.g
@@ -353,6 +375,8 @@ class _Builder:
                     cur[n] = [self.compute(n, i, fwd, cur[n],
                                            f"it{it} {layer.name} recompute mb{j} {n}")]
                     self.plan.recomputed.append((it, n, cur[n][0]))
+            if combine_after(lay, i) and lay.ep > 1:     # the combine's gradient
+                self.ep_all_to_all("ep_combine_grad", i, layer.out_elems, npus, cur, it, j)
             if lay.seq.scatter_after[i]:     # the output gradient, whole again
                 self.tp_collectives("tp_all_gather", [("all_gather", scatter_bytes(lay, i))],
                                     npus, cur, it, j, i)
@@ -382,6 +406,8 @@ class _Builder:
                                            it, j, [i], [nbytes])
                     for n in grp:
                         cur[n] = cur[n] + [done[n]]
+            if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
+                self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
             if i == a2a_at:                # the tables' gradients go back to their owners
                 st = {n: [cur[n][0]] for n in npus}
                 table_grad = self._all_to_all(it, j, npus, {}, st, tables, "backward")

@@ -17,11 +17,15 @@ class _Buckets:
         self.cap = int(lay.cfg.workload.bucket_mb * 2 ** 20)
         self.overlap = lay.cfg.workload.overlap
         self.layers, self.sizes, self.bytes = [], [], 0
+        self.experts = []                # expert layers: all-reduced over their own groups
 
     def add(self, i, ready):
         lay = self.b.lay
         nbytes = lay.grad_bytes(i)
         if lay.model.layers[i].params == 0:
+            return
+        if lay.expert[i] and lay.ep > 1:
+            self.experts.append((i, ready))
             return
         if lay.dp == 1 or not nbytes:
             for n, deps in ready.items():       # nothing to all-reduce: step at once
@@ -70,3 +74,19 @@ class _Buckets:
 
     def close(self, ready):
         self.flush(ready)
+        lay, b = self.b.lay, self.b
+        for i, ready_i in self.experts:
+            nbytes = lay.grad_bytes(i)
+            for t in range(lay.tp):
+                for grp in lay.expert_dp_groups(t, self.s):
+                    runs = [n for n in grp if n in ready_i]
+                    if len(grp) > 1:
+                        done = b.collective("expert_dp_all_reduce", "all_reduce", grp, nbytes,
+                                            b.counterpart_starts(grp, ready_i), self.it, None,
+                                            [i], [nbytes])
+                        after = {n: [done[n]] for n in runs}
+                    else:
+                        after = {n: ready_i[n] for n in runs}
+                    for n in runs:
+                        b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, after[n])
+        self.experts = []

@@ -15,6 +15,7 @@ from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.presets import npu_spec
 from pysim.workload.training.compute import KernelTimes
+from pysim.workload.training.experts import check_experts
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
 from pysim.workload.training.sequence import sequence_plan
@@ -25,7 +26,7 @@ from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
-                   "interleave", "zero", "replicas", "scatter_gather")
+                   "interleave", "zero", "replicas", "scatter_gather", "ep")
 REPLICAS = ("all", "one")
 # FLOPs per parameter of an optimizer step (SGD with momentum: momentum and weight updates;
 # Adam: both moments, the bias corrections, the square root and the update). The step is
@@ -44,7 +45,7 @@ def check_parallel(table):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"{where}: unknown field{hint}; expected "
                               f"{', '.join(PARALLEL_FIELDS)}")
-        if k in ("dp", "tp", "pp", "micro_batches", "interleave"):
+        if k in ("dp", "tp", "pp", "micro_batches", "interleave", "ep"):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{where} = {v!r}: expected an integer >= 1")
         elif k == "zero" and (isinstance(v, bool) or v not in ZERO_STAGES):
@@ -202,6 +203,9 @@ class _Layout:
                               (f" x interleave = {self.v}" if self.v > 1 else "") +
                               f": more stages than the {L} layers of {model.name}")
         check_divisible(model, tp)
+        self.ep = par.get("ep", 1)
+        self.expert = [l.tp == "expert" for l in model.layers]
+        check_experts(model, self.expert, self.ep, dp, tp)
         self.precision = w.precision or model.default_precision
         self.pb = precision_bytes(self.precision)
         self.optimizer = w.optimizer
@@ -242,6 +246,8 @@ class _Layout:
         for i in range(L):
             if self.seq.split[i]:
                 self.splits[i] = (tp, tp, self.splits[i][2], tp)
+            if self.expert[i]:           # each NPU holds experts / ep of the experts
+                self.splits[i] = (1, 1, self.ep, 1)
         # per sample, the bytes each layer keeps for its backward pass (recomputation
         # keeps less)
         self.stash_sample, self.blocks = stash_per_sample(model, self.pb, self.recompute)
@@ -269,6 +275,19 @@ class _Layout:
 
     def tp_group(self, d, s):
         return [self.at[(d, t, s % self.pp)] for t in range(self.tp)]
+
+    def ep_group(self, npu):
+        """The expert-parallel group of npu: the ep consecutive data-parallel replicas it
+        belongs to (same tensor rank and stage)."""
+        d, t, s = self.coords[npu]
+        first = d - d % self.ep
+        return [self.at[(x, t, s)] for x in range(first, first + self.ep)]
+
+    def expert_dp_groups(self, t, s):
+        """The groups that all-reduce the experts' gradients: replicas holding the same
+        experts (the same position in their expert-parallel group)."""
+        return [[self.at[(d, t, s % self.pp)] for d in range(c, self.dp, self.ep)]
+                for c in range(self.ep)]
 
     def replicas_run(self):
         """The data-parallel replicas whose passes are built (replicas = 'one': replica 0;
