@@ -84,7 +84,17 @@ def flops_per_iteration(row, vocab, seq):
     return 96 * B * seq * l * h * h * (1 + seq / (6 * h) + vocab / (16 * l * h))
 
 
-def config(row, vocab, seq, micro_batch=1, interleave=1):
+def cluster_builder(gpus):
+    """Selene as pysim's cluster builder lays it out: DGX A100 nodes on a rail-optimised
+    fat tree (topology.kind = 'cluster')."""
+    return {"kind": "cluster", "node": "dgx-a100", "node_count": gpus // GPUS_PER_NODE,
+            "fabric": "rail-optimised"}
+
+
+SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
+
+
+def config(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
     tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
@@ -94,23 +104,26 @@ def config(row, vocab, seq, micro_batch=1, interleave=1):
         par["interleave"] = interleave
     return from_dict({
         "network": {"model": "flow"},
-        "topology": cluster_system(gpus),
+        "topology": SYSTEMS[system](gpus),
         "workload": {"kind": "training", "model": "transformer",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
+                     "algorithm": algorithm,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
-def run_row(row, vocab, seq, micro_batch, interleave):
+def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
     t0 = time.perf_counter()
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
-           "interleave": interleave, "published_tflops_per_gpu": row["tflops_per_gpu"]}
+           "interleave": interleave, "system": system, "algorithm": algorithm,
+           "published_tflops_per_gpu": row["tflops_per_gpu"]}
     try:
-        res = run_training(config(row, vocab, seq, micro_batch, interleave))
+        res = run_training(config(row, vocab, seq, micro_batch, interleave, system,
+                                  algorithm))
     except GraphError as e:
         out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
                    wall_seconds=time.perf_counter() - t0)
@@ -131,6 +144,9 @@ def main(argv=None):
     ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
     ap.add_argument("--micro-batch", type=int, default=1)
     ap.add_argument("--interleave", type=int, default=1)
+    ap.add_argument("--system", choices=sorted(SYSTEMS), default="graph",
+                    help="graph: the stand-in built here; cluster: topology.kind = 'cluster'")
+    ap.add_argument("--algorithm", default="ring", help="workload.algorithm of every group")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     meta, rows = table()
@@ -139,7 +155,8 @@ def main(argv=None):
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
           f"{'error':>7} {'iteration':>10} {'wall':>7}")
     for k in pick:
-        r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave)
+        r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
+                    a.algorithm)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

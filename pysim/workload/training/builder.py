@@ -98,7 +98,7 @@ class _Builder:
         lay = self.lay
         kind = lay.model.layers[i].kind if i is not None else "eltwise"
         peak = lay.peak[(npu, kind)]
-        if lay.kernels is not None and i is not None:
+        if lay.kernels is not None:
             peak, nbytes = lay.kernels.rate(npu, i, phase, samples or lay.mb, flops, nbytes)
         return self.g.compute(npu, flops=flops, bytes=int(math.ceil(nbytes)), after=after,
                               peak_flops=peak, name=f"{self.prefix}{name}")

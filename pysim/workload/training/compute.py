@@ -79,8 +79,11 @@ class KernelTimes:
 
     def rate(self, npu, i, phase, samples, flops, nbytes):
         """(peak FLOP/s, bytes) for a compute op of layer i on npu taking the kernel
-        model's time."""
-        t = self.seconds(npu, i, phase, samples, nbytes)
+        model's time (i None: an optimizer step, memory-bound)."""
+        if i is None:
+            t = memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, nbytes)
+        else:
+            t = self.seconds(npu, i, phase, samples, nbytes)
         spec = self.lay.specs[npu]
         if flops > 0:
             return flops / t, nbytes
