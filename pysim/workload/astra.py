@@ -30,9 +30,10 @@ reductions, which ASTRA-sim does not.
 """
 from __future__ import annotations
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.workload import collectives as coll
 from pysim.workload.graph import OpGraph, engine_params
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 
 COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_gather",
         "REDUCESCATTER": "reduce_scatter"}
@@ -41,7 +42,6 @@ COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_g
 def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
     """Add workload.iterations passes of an ASTRA-sim DATA workload to `graph`; returns
     (graph, plan) as pysim.workload.training.training_graph does."""
-    from pysim.workload.training import LayerOps, Plan, CollectiveOps
     if model.parallelism != "DATA":
         raise ConfigError(f"workload.model = {cfg.workload.model!r}: an ASTRA-sim workload of "
                           f"parallelism {model.parallelism}; pysim runs ASTRA-sim's DATA "

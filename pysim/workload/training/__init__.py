@@ -51,11 +51,13 @@ from pysim.config import Config
 from pysim.topology import build as build_topology
 from pysim.workload.base import register
 from pysim.workload.graph import run_graph
+from pysim.workload.memory import apply_training, training_memory_report
 from pysim.workload.training.builder import training_graph
-from pysim.workload.training.layout import (DIMS, OPTIMIZER_FLOPS, PARALLEL_FIELDS,
-                                                TABLES, check_parallel, load_model)
+from pysim.models.precision import OPTIMIZER_FLOPS
+from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
+                                            load_model)
 from pysim.workload.training.pipeline import SCHEDULES
-from pysim.workload.training.records import CollectiveOps, LayerOps, Plan
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.report import TrainingResult, training_report
 from pysim.workload.training.tensor import LOSS_ALL_REDUCES
 
@@ -80,7 +82,6 @@ def run_training(cfg, progress=None):
     graph, plan = training_graph(cfg, topo)
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
-        from pysim.workload.memory import apply_training, training_memory_report
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)
     built = time.perf_counter() - t0
     res = run_graph(cfg, graph, progress=progress)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 
 from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
+from pysim.workload.astra import astra_graph
 from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
 from pysim.workload.training.pipeline import schedule
-from pysim.workload.training.records import CollectiveOps, LayerOps, Plan
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.tensor import (gather_bytes, scatter_bytes, tp_backward,
                                             tp_forward)
 
@@ -468,7 +470,6 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     if model is None:
         model = load_model(cfg)
     if model.given_times:
-        from pysim.workload.astra import astra_graph
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
     if cfg.workload.memory.policy == "none":
@@ -483,3 +484,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                     if it_ == it and op is not None}
     return g, b.plan
 
+
+
+declare(Key("workload", "iterations", "int", 2, "-",
+            "Training: iterations simulated; the last is reported.", POS))

@@ -4,6 +4,16 @@ the buckets are reduce-scattered, each replica steps its shard, and (stages 1 an
 updated weights are all-gathered."""
 from __future__ import annotations
 
+from pysim.schema import POS, Key, declare
+
+declare(
+    Key("workload", "bucket_mb", "float", 25.0, "MiB",
+        "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
+    Key("workload", "overlap", "bool", True, "-",
+        "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
+        "it (false: one all-reduce after the whole backward pass)."),
+)
+
 
 class _Buckets:
     """Data-parallel gradient buckets of one stage in one iteration, filled in backward

@@ -11,8 +11,10 @@ import os
 import numpy as np
 
 from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare, raising
 from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
+from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.models.presets import npu_spec
 from pysim.workload.training.compute import KernelTimes
 from pysim.workload.training.experts import check_experts
@@ -28,10 +30,6 @@ TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
                    "interleave", "zero", "replicas", "scatter_gather", "ep")
 REPLICAS = ("all", "one")
-# FLOPs per parameter of an optimizer step (SGD with momentum: momentum and weight updates;
-# Adam: both moments, the bias corrections, the square root and the update). The step is
-# memory-bound: its time is its bytes (see _optimizer_bytes) over the HBM bandwidth.
-OPTIMIZER_FLOPS = {"sgd": 4, "adam": 12}
 
 
 # ------------------------------------------------------------------ configuration
@@ -410,3 +408,33 @@ class _Layout:
                     f"{self.optimizer}, dp x tp x pp = {self.dp} x {self.tp} x {self.pp}, "
                     f"micro_batches = {self.m})")
 
+
+
+# The configuration keys the layout reads (pysim.schema).
+declare(
+    Key("workload", "model", "str", None, "-",
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
+        "(relative to the config).", None),
+    Key("workload", "model_params", "table", None, "-",
+        "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
+        None),
+    Key("workload", "batch", "int", None, "samples",
+        "Training: the global mini-batch, samples per iteration over all data-parallel "
+        "replicas.", POS),
+    Key("workload", "parallel", "table", None, "-",
+        "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
+        "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
+        "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated'), "
+        "sp (sequence parallelism, default false), interleave (model chunks per stage, "
+        "default 1), zero (ZeRO stage 0-3, default 0), ep (expert parallelism, default 1), "
+        "scatter_gather (default true), replicas ('all' or 'one': build data-parallel "
+        "replica 0's passes only); see docs/training.md.",
+        raising(check_parallel)),
+    Key("workload", "precision", "str", None, "-",
+        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
+        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+    Key("workload", "optimizer", "str", "sgd", "-",
+        "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
+        "writes.", None, lambda: ["sgd", "adam"]),
+)

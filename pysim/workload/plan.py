@@ -1,8 +1,13 @@
-"""What a training plan records of the op graph it built: per layer, NPU and micro-batch the
-forward and backward ops (`LayerOps`), the collectives (`CollectiveOps`) and the `Plan`."""
+"""What a training plan records of the op graph it built: per layer and NPU the ops of each
+pass and the bytes kept for backward (LayerOps), each collective's ops (CollectiveOps), and
+the plan itself (Plan). Written by the training builders (pysim.workload.training, and the
+ASTRA-sim workloads, pysim.workload.astra); read by the memory plans and the reports."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+# ------------------------------------------------------------------ what the plan records
 
 @dataclass
 class LayerOps:
@@ -55,10 +60,6 @@ class Plan:
     memory: dict = field(default_factory=dict)         # npu -> bytes needed in HBM
     layout: object = None                # the resolved layout (sizes, splits, costs)
 
-    @property
-    def micro_batch_size(self):
-        return self.batch // self.dp // self.micro_batches
-
     def stash(self, iteration, layer, npu, micro_batch):
         """(op producing the layer's stash, last op consuming it, bytes) on npu, or None."""
         lo = self.layer_ops.get((iteration, layer, npu, micro_batch))
@@ -75,4 +76,3 @@ class Plan:
                     algorithm=self.algorithm, npus=list(self.npus),
                     stages=[list(s) for s in self.stages],
                     memory_bytes=dict(self.memory))
-
