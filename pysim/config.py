@@ -372,8 +372,8 @@ declare(
         "Roofline compute ops run in slices of at most this many cycles, so that memory "
         "traffic of other ops can interleave with theirs.", POS),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
-        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
-        "access overlap.", POS),
+        "Op graphs at the flit level: memory reads and writes move in pieces of this size, so "
+        "that transfer and access overlap (at the flow level a transfer is one flow).", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
     # ------------------------------------------------------------------ workload.memory
@@ -393,8 +393,9 @@ declare(
         "offload: a stash is prefetched when the backward pass of the layer this many layers "
         "after it starts.", NONNEG),
     Key("workload", "memory.layers", "str", "all", "-",
-        "offload: the stashes offloaded: 'all' layers' or 'conv' layers' only (vDNN's two "
-        "policies).", None, lambda: ["all", "conv"]),
+        "offload: the tensors offloaded: 'all' kept tensors, those 'conv' layers keep, or "
+        "'dynamic': none, conv or all, the first whose predicted peak fits (vDNN's three "
+        "policies).", None, lambda: ["all", "conv", "dynamic"]),
     Key("workload", "memory.swapout_threshold", "int", -1, "ops",
         "lms: a stash is swapped out when more than this many ops separate its producer from "
         "its consumer in the iteration's order (-1: the largest that fits, found as TFLMS's "

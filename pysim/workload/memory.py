@@ -30,13 +30,15 @@ host's DRAM.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError, _suggest
+from pysim.config import NONNEG, ConfigError, _suggest
+from pysim.schema import Key, declare
 
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
@@ -58,7 +60,12 @@ class Policy:
 
 
 POLICIES: dict[str, Policy] = {}
-COMMON_FIELDS = ("policy", "target", "budget_fraction")
+COMMON_FIELDS = ("policy", "target", "budget_fraction", "workspace_mb")
+
+declare(Key("workload", "memory.workspace_mb", "float", 0.0, "MiB",
+            "Scratch memory each convolution op (forward, input gradient, weight gradient) "
+            "holds in HBM while it runs, as cuDNN's algorithms take a workspace (0: none).",
+            NONNEG))
 COMPRESSION_FIELDS = ("ratio", "compress_gbps", "decompress_gbps")
 
 
@@ -137,19 +144,42 @@ def params_from(cfg):
 # ---------------------------------------------------------------------- inputs, plans
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A tensor kept for the backward pass, on one NPU for one micro-batch, owned by the
+    layer whose LayerCost holds it (the first to keep it: its backward ops are the last to
+    need it). Indices are positions in the NPU's list of layer costs."""
+    nbytes: int
+    last_read: int                   # the last layer whose forward op reads it
+    needed: int                      # the layer whose backward ops need it first
+    keepers: tuple = ()              # every layer that keeps it (none given: the owner)
+    name: str = "stash"
+    conv: bool = False               # a convolution keeps it (vDNN's 'conv' policy)
+
+
 @dataclass
 class LayerCost:
     """One layer on one NPU for one micro-batch."""
     name: str
     kind: str
-    stash_bytes: int                 # kept from the forward pass for the backward pass
+    stash_bytes: int                 # the tensors it owns, kept for the backward pass
     fwd_cycles: int
     bwd_cycles: tuple                # each backward op of the layer, in program order
     fwd_flops: float = 0.0           # the forward op's roofline, repeated by a recompute
     fwd_bytes: int = 0
     fwd_peak: float = None           # its FLOP/s (None: the NPU's default)
-    out_bytes: int = 0               # the forward op's output (transient)
+    out_bytes: int = 0               # the forward op's output (transient; 0 in place)
     grad_bytes: int = 0              # the input gradient its backward ops produce (transient)
+    tensors: tuple = ()              # Kept, its stash_bytes in all (none given: one tensor
+                                     # of stash_bytes, read and needed by this layer alone)
+    workspace: int = 0               # held by each of its ops while it runs
+
+    def kept(self, l):
+        """The tensors this layer (at position l) owns."""
+        if self.tensors:
+            return self.tensors
+        return (Kept(self.stash_bytes, l, l, (l,), conv=self.kind == "conv"),) \
+            if self.stash_bytes else ()
 
 
 @dataclass
@@ -166,6 +196,7 @@ class Budget:
     ratio: dict = field(default_factory=dict)   # compression ratio per layer kind
     inflight: int = 1                # micro-batches whose stashes are held at once (a
                                      # pipeline stage: all of them under GPipe)
+    clock_ghz: float = 1.0           # cycles per ns (a compressor's roofline in FLOP/s)
 
     @property
     def limit(self):
@@ -221,13 +252,22 @@ def decide_none(costs, budget, params, compress=False):
 
 @register("offload", fields=("prefetch_layers", "layers"))
 def decide_offload(costs, budget, params, compress=False):
-    """vDNN (Rhu et al., MICRO 2016), the runtime MC-DLA builds on: every stash (layers =
-    'all', or of convolutions only, 'conv') goes out to remote memory after its forward op,
-    the layer two after waiting for it, and comes back when the backward pass of the layer
-    prefetch_layers after it starts. The last layer, whose backward follows at once, keeps
-    its stash."""
-    conv_only = params.get("layers", "all") == "conv"
-    action = [SWAP if (c.stash_bytes and c.bwd_cycles and (not conv_only or c.kind == "conv")
+    """vDNN (Rhu et al., MICRO 2016), the runtime MC-DLA builds on: every kept tensor (layers
+    = 'all', or those a convolution keeps, 'conv') goes out to remote memory once the last
+    forward op that reads it is done, the layer two after waiting for it, and comes back
+    when the backward pass of the layer prefetch_layers after its first consumer starts.
+    The last layer, whose backward follows at once, keeps its stash. 'dynamic' (vDNN_dyn,
+    without its choice of convolution algorithms): nothing offloaded if the predicted peak
+    fits the budget, else the convolutions' tensors if that fits, else all."""
+    which = params.get("layers", "all")
+    if which == "dynamic":
+        for w in ("none", "conv", "all"):
+            p = decide_offload(costs, budget, {**params, "layers": w}, compress)
+            if w == "all" or estimate(p, costs, budget).fits:
+                p.chosen = dict(layers=w)
+                return p
+    action = [SWAP if (which != "none" and c.stash_bytes and c.bwd_cycles and
+                       (which == "all" or any(t.conv for t in c.kept(i)))
                        and i != budget.last_keeps(len(costs))) else KEEP
               for i, c in enumerate(costs)]
     return _plan("offload", costs, budget, compress, action, sync=1,
@@ -242,7 +282,12 @@ def _lms_plan(costs, budget, compress, threshold, ahead, groupby, min_bytes, syn
         if ("B", l, 0) not in pos:            # no backward op: nothing to swap back for
             action.append(KEEP)
             continue
-        dist = pos[("B", l, 0)] - pos[("F", l)]
+        kept = c.kept(l)
+        u = max([t.last_read for t in kept] + [l])
+        k = max([t.needed for t in kept] + [l])
+        while ("B", k, 0) not in pos:
+            k -= 1
+        dist = pos[("B", k, 0)] - pos[("F", u)]
         action.append(SWAP if c.stash_bytes >= max(min_bytes, 1) and dist > threshold
                       else KEEP)
     return _plan("lms", costs, budget, compress, action, sync=2 if sync_mode & 1 else 0,
@@ -476,8 +521,19 @@ class Skeleton:
         return self.order[max(0, self.pos[op] - k)]
 
 
+def _backward_of(B, m):
+    """Layer m's backward ops, or those of the nearest layer below it that has some."""
+    while m > 0 and not B[m]:
+        m -= 1
+    return B[m]
+
+
 def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
-    """Add a plan's ops, dependencies and holds for one micro-batch on one NPU to `sink`."""
+    """Add a plan's ops, dependencies and holds for one micro-batch on one NPU to `sink`.
+    A layer's action applies to every tensor it owns (`LayerCost.kept`): a tensor is held
+    from its owner's forward op, may leave once the last forward op reading it is done, must
+    be back before the backward ops of the first layer that needs it, and is freed when its
+    owner's backward ops are done."""
     n = len(costs)
     F, B = sk.F, sk.B
     for l, c in enumerate(costs):
@@ -487,94 +543,121 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
         if c.grad_bytes and B[l]:
             sink.free(sink.hold(npu, c.grad_bytes, B[l][0], "start",
                                 f"{tag}{c.name} input gradient"), B[l][-1], "finish")
+        for op in ([F[l]] + list(B[l])) if c.workspace else ():
+            sink.free(sink.hold(npu, c.workspace, op, "start", f"{tag}{c.name} workspace"),
+                      op, "finish")
     rec_prev = {}                     # a run of recomputed layers: the previous one's op
     for l in range(n):
         c = costs[l]
-        S, act, r = c.stash_bytes, plan.action[l], plan.ratio[l]
-        if not S or not B[l]:
+        act = plan.action[l]
+        kept = [t for t in c.kept(l) if t.nbytes]
+        if not kept or not B[l]:
             continue
-        first, last = B[l][0], B[l][-1]
-        nxt = F[l + 1] if l + 1 < n else None
-        what = f"{tag}{c.name} stash"
+        last = B[l][-1]
         if act == RECOMPUTE:
-            h = sink.hold(npu, S, F[l], "start", what)
-            sink.free(h, nxt if nxt is not None else F[l], "finish")
+            u = max(max(t.last_read for t in kept), l)
+            drop = F[u + 1] if u + 1 < n else F[u]
+            hs = [sink.hold(npu, t.nbytes, F[l], "start", f"{tag}{t.name} kept by {c.name}")
+                  for t in kept]
+            for h in hs:
+                sink.free(h, drop, "finish")
             if l - 1 in rec_prev and plan.action[l - 1] == RECOMPUTE:
                 after = [rec_prev[l - 1]]
             else:                     # the run's first: before the run's first consumer
                 m = l
                 while m + 1 < n and plan.action[m + 1] == RECOMPUTE and B[m + 1]:
                     m += 1
-                after = [sk.before(B[m][0])]
+                m = max([m] + [t.needed for j in range(l, m + 1)
+                               for t in costs[j].kept(j)])
+                after = [sk.before(_backward_of(B, min(m, n - 1))[0])]
             R = sink.compute(npu, c.fwd_cycles, after, f"{tag}recompute {c.name}",
                              flops=c.fwd_flops, recompute=True, nbytes=c.fwd_bytes,
                              peak=c.fwd_peak)
             rec_prev[l] = R
-            h = sink.hold(npu, S, R, "start", what + " (recomputed)")
-            sink.free(h, last, "finish")
-            for b in B[l]:
-                sink.depend(b, R)
-            continue
-        Sc = max(1, int(math.ceil(S / r))) if r else S
-        ready = F[l]                         # the op after which the stash is final
-        h = sink.hold(npu, S, F[l], "start", what)
-        if r:
-            C = sink.compute(npu, _cycles(S, budget.compress_bpc), [F[l]],
-                             f"{tag}compress {c.name}")
-            if nxt is not None:
-                sink.depend(nxt, C)        # the compressor runs right after the layer
-            sink.free(h, C, "finish")
-            h = sink.hold(npu, Sc, C, "start", what + " (compressed)")
-            ready = C
-        if act == KEEP:
-            if r:
-                D = sink.compute(npu, _cycles(S, budget.decompress_bpc),
-                                 [sk.before(first), ready], f"{tag}decompress {c.name}")
-                sink.free(h, D, "finish")
-                full = sink.hold(npu, S, D, "start", what + " (decompressed)")
-                sink.depend(first, D)
-                sink.free(full, last, "finish")
-            else:
+            for t in kept:
+                h = sink.hold(npu, t.nbytes, R, "start",
+                              f"{tag}{t.name} kept by {c.name} (recomputed)")
                 sink.free(h, last, "finish")
+                for j in set(t.keepers or (l,)) | {t.needed}:
+                    for b in _backward_of(B, j):
+                        sink.depend(b, R)
             continue
-        # swap: out after the stash is final, back before its consumers
-        W = sink.write(npu, Sc, [ready], f"{tag}swap-out {c.name}")
-        sink.queue(npu, "out", (sk.pos[F[l]], 0), W)
-        if plan.sync:
-            sink.free(h, W, "finish")
-            waiter = l + (2 if plan.sync == 1 else 1)
-            if waiter < n:
-                sink.depend(F[waiter], W)
+        for t in kept:
+            _expand_tensor(plan, costs, budget, sink, sk, npu, tag, l, t)
+
+
+def _expand_tensor(plan, costs, budget, sink, sk, npu, tag, l, t):
+    """One kept tensor of layer l, kept (perhaps compressed) or swapped."""
+    n = len(costs)
+    F, B = sk.F, sk.B
+    c = costs[l]
+    S, act, r = t.nbytes, plan.action[l], plan.ratio[l]
+    u = max(t.last_read, l)
+    k = max(t.needed, l)
+    last = B[l][-1]
+    consumers = sorted({b for j in set(t.keepers or (l,)) | {k} for b in _backward_of(B, j)},
+                       key=lambda op: sk.pos[op])
+    first = consumers[0]
+    nxt = F[u + 1] if u + 1 < n else None
+    tn = c.name if t.name == "stash" else t.name
+    what = f"{tag}{tn} kept by {c.name}" if t.name != "stash" else f"{tag}{c.name} stash"
+    Sc = max(1, int(math.ceil(S / r))) if r else S
+    ready = F[u]                         # the op after which the tensor may leave
+    h = sink.hold(npu, S, F[l], "start", what)
+    if r:
+        C = _codec(sink, npu, S, Sc, budget.compress_bpc, budget, [F[u]],
+                   f"{tag}compress {tn}")
+        if nxt is not None:
+            sink.depend(nxt, C)        # the compressor runs right after its last reader
+        sink.free(h, C, "finish")
+        h = sink.hold(npu, Sc, C, "start", what + " (compressed)")
+        ready = C
+    if act == KEEP:
+        if r:
+            D = _codec(sink, npu, S, Sc, budget.decompress_bpc, budget,
+                       [sk.before(first), ready], f"{tag}decompress {tn}")
+            sink.free(h, D, "finish")
+            full = sink.hold(npu, S, D, "start", what + " (decompressed)")
+            sink.depend(first, D)
+            sink.free(full, last, "finish")
         else:
-            J = sink.join([W] + ([nxt] if nxt is not None else []))
-            sink.free(h, J, "finish")
-        if plan.ahead_unit == "layers":        # the layer `ahead` after l (or the
-            m = min(l + plan.ahead, n - 1)     # nearest below it) with backward ops
-            while not B[m]:
-                m -= 1
-            trig = sk.before(B[m][0])
-            groups = [list(B[l])]
-        else:
-            trig = None
-            groups = _group(B[l], sk, plan.groupby)
-        for gi, grp in enumerate(groups):
-            t = trig if trig is not None else sk.before(grp[0], plan.ahead + 1)
-            if sk.pos[t] < sk.pos[F[l]]:
-                t = F[l]
-            label = f"{tag}swap-in {c.name}" + (f" ({gi + 1})" if len(groups) > 1 else "")
-            R = sink.read(npu, W, [t, W], label, last=gi == len(groups) - 1)
-            sink.queue(npu, "in", (sk.pos[grp[0]], sk.pos[t]), R)
-            hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
-            dep = R
-            if r:
-                D = sink.compute(npu, _cycles(S, budget.decompress_bpc), [R],
-                                 f"{tag}decompress {c.name}")
-                sink.free(hin, D, "finish")
-                hin = sink.hold(npu, S, D, "start", what + " (decompressed)")
-                dep = D
-            for b in grp:
-                sink.depend(b, dep)
-            sink.free(hin, grp[-1], "finish")
+            sink.free(h, last, "finish")
+        return
+    # swap: out once its last forward reader is done, back before its first consumer
+    W = sink.write(npu, Sc, [ready], f"{tag}swap-out {tn}")
+    sink.queue(npu, "out", (sk.pos[F[u]], 0), W)
+    if plan.sync:
+        sink.free(h, W, "finish")
+        waiter = u + (2 if plan.sync == 1 else 1)
+        if waiter < n:
+            sink.depend(F[waiter], W)
+    else:
+        J = sink.join([W] + ([nxt] if nxt is not None else []))
+        sink.free(h, J, "finish")
+    if plan.ahead_unit == "layers":        # the layer `ahead` after its first consumer
+        trig = sk.before(_backward_of(B, min(k + plan.ahead, n - 1))[0])
+        groups = [consumers]
+    else:
+        trig = None
+        groups = _group(consumers, sk, plan.groupby)
+    for gi, grp in enumerate(groups):
+        tr = trig if trig is not None else sk.before(grp[0], plan.ahead + 1)
+        if sk.pos[tr] < sk.pos[F[u]]:
+            tr = F[u]
+        label = f"{tag}swap-in {tn}" + (f" ({gi + 1})" if len(groups) > 1 else "")
+        R = sink.read(npu, W, [tr, W], label, last=gi == len(groups) - 1)
+        sink.queue(npu, "in", (sk.pos[grp[0]], sk.pos[tr]), R)
+        hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
+        dep = R
+        if r:
+            D = _codec(sink, npu, S, Sc, budget.decompress_bpc, budget, [R],
+                       f"{tag}decompress {tn}")
+            sink.free(hin, D, "finish")
+            hin = sink.hold(npu, S, D, "start", what + " (decompressed)")
+            dep = D
+        for b in grp:
+            sink.depend(b, dep)
+        sink.free(hin, grp[-1] if gi < len(groups) - 1 else last, "finish")
 
 
 class _Queues:
@@ -602,6 +685,16 @@ def _group(ops, sk, groupby):
         else:
             groups.append([op])
     return groups
+
+
+def _codec(sink, npu, S, Sc, bpc, budget, after, name):
+    """A compressor or decompressor (COMET) as a roofline op of the NPU: it reads the full
+    tensor and writes the compressed one (or the reverse), S + Sc bytes of HBM, and works
+    through S bytes at its throughput (bpc bytes per cycle, counted as its 'FLOPs')."""
+    rate = bpc * budget.clock_ghz * 1e9
+    fast = bpc == math.inf
+    return sink.compute(npu, _cycles(S, bpc), after, name, flops=0.0 if fast else float(S),
+                        nbytes=S + Sc, peak=None if fast else rate)
 
 
 def _cycles(nbytes, bpc):
@@ -936,7 +1029,7 @@ def budget_for(cfg, topo, npu, resident, placement_=None, inflight=1) -> Budget:
                   out_bpc=p.out_bpc if p else 0.0, in_bpc=p.in_bpc if p else 0.0,
                   latency=p.latency if p else 0,
                   compress_bpc=m.compress_gbps / clock, decompress_bpc=m.decompress_gbps / clock,
-                  ratio=dict(m.ratio or {}), inflight=inflight)
+                  ratio=dict(m.ratio or {}), inflight=inflight, clock_ghz=clock)
 
 
 @dataclass
@@ -969,7 +1062,11 @@ def apply(cfg, topo, g, work: dict) -> Applied:
     placements = {npu: placement(topo, cfg, npu) if needs_remote else None for npu in work}
     sink = GraphSink(g, placements)
     plans, budgets, seen = {}, {}, {}
+    ws = int(round(cfg.workload.memory.workspace_mb * 2**20))
     for npu, w in work.items():
+        for c in w.costs:                     # convolution algorithms' scratch
+            if c.kind == "conv":
+                c.workspace = ws
         b = budget_for(cfg, topo, npu, w.resident, placements[npu], w.inflight)
         key = (repr(w.costs), repr(b))        # replicas with the same layers and budget
         if key not in seen:
@@ -987,15 +1084,44 @@ def apply(cfg, topo, g, work: dict) -> Applied:
                    sink.recomputed_flops)
 
 
+def kept_tensors(model, layer_ids, act_bytes, samples, div=None):
+    """Per layer of `layer_ids` (the model's indices of one NPU's layers, ascending): the
+    Kept tensors it owns for `samples` samples (bytes divided by div(i), its tensor-parallel
+    split of layer i's input), with the positions of their last reader and first consumer
+    among those layers. A model that does not know its tensors (pysim.models.tensors): one
+    tensor per layer, its stash."""
+    local = {i: p for p, i in enumerate(layer_ids)}
+    out = [[] for _ in layer_ids]
+    if model.stashes is None:
+        return [()] * len(layer_ids)
+
+    def at(i):                        # the position of the last of the layers <= i
+        return max(0, bisect.bisect_right(layer_ids, i) - 1)
+
+    kinds = [l.kind for l in model.layers]
+    for s in model.stashes:
+        if s.owner not in local:
+            continue
+        d = div(s.owner) if div else 1
+        nb = int(math.ceil(samples * s.bytes(act_bytes) / d))
+        keepers = tuple(sorted({at(j) for j in s.keepers if j >= layer_ids[0]}))
+        out[local[s.owner]].append(Kept(nb, at(s.last_read), at(s.needed), keepers, s.name,
+                                        any(kinds[j] == "conv" for j in s.keepers)))
+    return [tuple(x) for x in out]
+
+
 def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
     """One LayerCost per layer of `model` for `batch` samples on an NPU whose roofline is
     `spec` (pysim.models.presets.NpuSpec): the stash (layer.bytes(precision)['stash'] per
-    sample), the forward op's cycles and FLOPs, the backward ops' cycles (input gradient,
-    then weight gradient; those with work), the forward's output and the input gradient as
-    transients."""
+    sample, each kept tensor once: `kept_tensors`), the forward op's cycles and FLOPs, the
+    backward ops' cycles (input gradient, then weight gradient; those with work), the
+    forward's output (none in place) and the input gradient as transients."""
+    from pysim.models import precision_bytes
     out = []
     hz = clock_ghz * 1e9
-    for layer in model.layers:
+    kept = kept_tensors(model, list(range(len(model.layers))),
+                        precision_bytes(precision).act, batch)
+    for li, layer in enumerate(model.layers):
         b = layer.bytes(precision)
         fwd = spec.layer_seconds(layer, precision, batch, "fwd")
         bwd = [spec.layer_seconds(layer, precision, batch, ph)
@@ -1007,8 +1133,10 @@ def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
                              fwd_flops=layer.fwd_flops * batch,
                              fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights"]),
                              fwd_peak=spec.peak_flops(precision) * spec.efficiency(layer.kind),
-                             out_bytes=int(b["write"] * batch),
-                             grad_bytes=int(b["read"] * batch)))
+                             out_bytes=0 if layer.inplace else int(b["write"] * batch),
+                             grad_bytes=int(b["read"] * batch), tensors=kept[li]))
+        if kept[li]:
+            out[-1].stash_bytes = sum(t.nbytes for t in kept[li])
     return out
 
 
@@ -1064,7 +1192,9 @@ def training_work(cfg, topo, g, plan):
         layers = sorted({i for ops in runs.values() for i in ops})
         first_run = runs[min(runs)]
         costs = []
-        for i in layers:
+        samples_ = lay.mb
+        kept = kept_tensors(lay.model, layers, pb.act, samples_, lambda i: lay.splits[i][0])
+        for li, i in enumerate(layers):
             layer = lay.model.layers[i]
             lo = first_run[i]
             fi, fo, _, _ = lay.splits[i]
@@ -1077,9 +1207,13 @@ def training_work(cfg, topo, g, plan):
                 _op_cycles(g, lo.fwd, cparams, clock, index),
                 tuple(_op_cycles(g, b, cparams, clock, index) for b in bwd),
                 fwd_flops=flops, fwd_bytes=int(nbytes), fwd_peak=peak,
-                out_bytes=int(math.ceil(samples * layer.out_elems * pb.act / fo)),
+                out_bytes=0 if layer.inplace else
+                int(math.ceil(samples * layer.out_elems * pb.act / fo)),
                 grad_bytes=int(math.ceil(samples * layer.in_elems * pb.act / fi))
-                if lo.bwd_input is not None else 0))
+                if lo.bwd_input is not None else 0,
+                tensors=() if lay.split_table[i] else kept[li]))
+            if costs[-1].tensors:
+                costs[-1].stash_bytes = sum(t.nbytes for t in costs[-1].tensors)
         order = sorted(op for ops in runs.values() for lo in ops.values()
                        for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None)
         pos = {op: k for k, op in enumerate(order)}

@@ -363,8 +363,10 @@ class _Layout:
         NPU for `samples` samples (None where there is no such work), and the bytes it
         stashes. Forward reads its input and weights and writes its output; the input
         gradient reads the output gradient and the weights and writes the input gradient;
-        the weight gradient reads the output gradient and the stash and writes the weight
-        gradient (as pysim.models.presets.NpuSpec.layer_seconds)."""
+        the weight gradient reads the output gradient and the tensors the layer saved and
+        writes the weight gradient (as pysim.models.presets.NpuSpec.layer_seconds). The
+        bytes stashed are those of the tensors the layer owns (each kept tensor counted
+        once, pysim.models.tensors)."""
         layer = self.model.layers[i]
         fi, fo, fw, ff = self.splits[i]
         a, wb_ = self.pb.act, self.pb.weight
@@ -372,10 +374,11 @@ class _Layout:
         outb = samples * layer.out_elems * a / fo
         wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1)
         stash = samples * (layer.stash_elems * a + layer.stash_mask_bytes) / fi
+        saved = samples * (layer.saved_elems * a + layer.saved_fixed_bytes) / fi
         fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
         bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
             if layer.bwd_input_flops else None
-        bw = (samples * layer.bwd_weight_flops / ff, outb + stash + wts) \
+        bw = (samples * layer.bwd_weight_flops / ff, outb + saved + wts) \
             if layer.bwd_weight_flops else None
         return fwd, bin_, bw, int(math.ceil(stash))
 
