@@ -68,6 +68,13 @@ def resnet50(image=224, classes=1000, variant="v1.5"):
     return _resnet("resnet50", (3, 4, 6, 3), image, classes, variant, RESNET_SOURCE)
 
 
+@register("resnet200")
+def resnet200(image=224, classes=1000, variant="v1.5"):
+    """ResNet-200 (He et al., "Identity Mappings in Deep Residual Networks", ECCV 2016):
+    bottleneck blocks 3, 24, 36, 3."""
+    return _resnet("resnet200", (3, 24, 36, 3), image, classes, variant, RESNET_SOURCE)
+
+
 @register("resnet152")
 def resnet152(image=224, classes=1000, variant="v1.5"):
     """ResNet-152: bottleneck blocks 3, 8, 36, 3."""

@@ -9,9 +9,10 @@ stores them; a read runs the other way after a request.
   workload.mem_piece_bytes, each read, sent and stored in turn, so that the three parts
   overlap piece by piece as a DMA engine streams them.
 - **Flow level**: the network part is one message (one flow, sharing the links max-min
-  fairly with every other flow); the two memory sides start with it, each in at most
-  SIDE_PIECES pieces on its memory unit (so that other ops' memory traffic interleaves with
-  them), and the transfer is done when all three are, plus the target's access latency (a
+  fairly with every other flow); the two memory sides start with it, each in pieces of
+  workload.mem_piece_bytes on its memory unit (so that other ops' memory traffic interleaves
+  with them as at the flit level), at most SIDE_PIECES of them (larger ones past that), and
+  the transfer is done when all three are, plus the target's access latency (a
   read: its request's trip and the access latency come first). A transfer of S bytes whose
   narrowest part is a link of B bytes per cycle takes S / B cycles plus the route's and the
   access latency.
@@ -21,15 +22,15 @@ and last; `engine_ops` counts them before anything is built.
 """
 from __future__ import annotations
 
-SIDE_PIECES = 16           # flow level: pieces of each memory side of a transfer
+SIDE_PIECES = 64           # flow level: at most this many pieces on each memory side
 
 
 def _side(total, piece, flow):
-    """The sizes the memory sides move in."""
-    if flow:
-        n = max(1, min(SIDE_PIECES, -(-total // max(piece, 1))))
-        q, r = divmod(total, n)
-        return [q + (1 if j < r else 0) for j in range(n)] if total else [0]
+    """The sizes the memory sides move in: pieces of `piece`; at the flow level, past
+    SIDE_PIECES of them, SIDE_PIECES of equal size."""
+    if flow and total > SIDE_PIECES * piece:
+        q, r = divmod(total, SIDE_PIECES)
+        return [q + (1 if j < r else 0) for j in range(SIDE_PIECES)]
     return [min(piece, total - o) for o in range(0, total, piece)] or [0]
 
 
