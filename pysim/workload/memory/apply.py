@@ -4,7 +4,7 @@ from __future__ import annotations
 import math  # noqa: F401
 from dataclasses import dataclass
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.workload.graph import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
 from pysim.workload.memory.expand import _Queues, expand

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.network import nic_bandwidths
 from pysim.workload.graph import compute_params, memory_params
 

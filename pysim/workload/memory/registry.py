@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pysim.config import NONNEG, ConfigError, _suggest
-from pysim.schema import Key, declare
+from pysim.errors import ConfigError
+from pysim.schema import NONNEG, Key, declare, raising
+from pysim.schema import suggest as _suggest
 
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
@@ -29,10 +30,6 @@ class Policy:
 POLICIES: dict[str, Policy] = {}
 COMMON_FIELDS = ("policy", "target", "budget_fraction", "workspace_mb")
 
-declare(Key("workload", "memory.workspace_mb", "float", 0.0, "MiB",
-            "Scratch memory each convolution op (forward, input gradient, weight gradient) "
-            "holds in HBM while it runs, as cuDNN's algorithms take a workspace (0: none).",
-            NONNEG))
 COMPRESSION_FIELDS = ("ratio", "compress_gbps", "decompress_gbps")
 
 
@@ -106,3 +103,69 @@ def params_from(cfg):
     """The workload.memory table as a dict of its fields."""
     m = cfg.workload.memory
     return {f: getattr(m, f) for f in m._values}
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "memory.policy", "str", "none", "-",
+        "Training: the memory plan: none, offload (vDNN-style), lms, recompute, karma, "
+        "compression (COMET), or a policy joined with compression ('offload+compression').",
+        raising(parse_policy, "a memory policy")),
+    Key("workload", "memory.target", "str", "auto", "-",
+        "Where offloaded bytes go: 'mem' (the NPU's nearest memory nodes, in proportion to "
+        "their links' bandwidth), 'host' (its host's DRAM) or 'auto' (mem if the system has "
+        "memory nodes, else host).", None, lambda: ["auto", "mem", "host"]),
+    Key("workload", "memory.budget_fraction", "float", 0.9, "-",
+        "Share of each NPU's HBM the planning policies (lms, karma, offload's dynamic) aim to "
+        "fill; "
+        "the rest is left for what is not modelled (TFLMS's auto-tuning uses 0.9).",
+        (lambda x: 0 < x <= 1, "a number in (0, 1]")),
+    Key("workload", "memory.prefetch_layers", "int", 1, "layers",
+        "offload: a stash is prefetched when the backward pass of the layer this many layers "
+        "after it starts.", NONNEG),
+    Key("workload", "memory.layers", "str", "all", "-",
+        "offload: the tensors offloaded: 'all' kept tensors, those 'conv' layers keep, or "
+        "'dynamic': none, conv or all, the first whose predicted peak fits (vDNN's three "
+        "policies).", None, lambda: ["all", "conv", "dynamic"]),
+    Key("workload", "memory.swapout_threshold", "int", -1, "ops",
+        "lms: a stash is swapped out when more than this many ops separate its producer from "
+        "its consumer in the iteration's order (-1: the largest that fits, found as TFLMS's "
+        "auto-tuning does).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_ahead", "int", -1, "ops",
+        "lms: a stash is swapped in this many ops before its consumer (-1: the largest that "
+        "fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_groupby", "int", -1, "ops",
+        "lms: consumers of a stash within this many ops of each other share one swap-in (-1: "
+        "the largest that fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.sync_mode", "int", -1, "-",
+        "lms: 0 asynchronous swaps, 1 the next op waits for each swap-out, 2 swap-ins wait "
+        "until their consumer is next, 3 both (-1: the lowest that fits, as TFLMS's "
+        "auto-tuning).", (lambda x: -1 <= x <= 3, "an integer in -1 .. 3")),
+    Key("workload", "memory.min_bytes", "int", 1048576, "bytes",
+        "lms, karma: stashes smaller than this are never swapped (PyTorch LMS's default "
+        "size threshold, 1 MiB).", NONNEG),
+    Key("workload", "memory.segments", "int", 0, "-",
+        "recompute: segments whose first layer's stash is kept (0: round(sqrt(layers)), as "
+        "Chen et al. 2016).", NONNEG),
+    Key("workload", "memory.host_update", "bool", False, "-",
+        "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
+        "state in host DRAM (KARMA's multi-node scheme).", None),
+    Key("workload", "memory.ratio", "table", None, "-",
+        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
+        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
+        "kinds not given are not compressed).",
+        raising(check_ratios, "a table of layer kinds")),
+    Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
+        "compression: compressor throughput, a roofline op of the NPU that reads S and writes "
+        "S / ratio bytes of HBM (inf: only its HBM traffic).",
+        (lambda x: x > 0, "a number > 0 (inf: free)"),
+        allow_inf=True),
+    Key("workload", "memory.decompress_gbps", "float", 200.0, "GB/s",
+        "compression: decompressor throughput, a roofline op of the NPU that reads S / ratio "
+        "and writes S bytes of HBM (inf: only its HBM traffic).",
+        (lambda x: x > 0, "a number > 0 (inf: free)"),
+        allow_inf=True),
+    Key("workload", "memory.workspace_mb", "float", 0.0, "MiB",
+        "Scratch memory each convolution op (forward, input gradient, weight gradient) holds "
+        "in HBM while it runs, as cuDNN's algorithms take a workspace (0: none).", NONNEG),
+)

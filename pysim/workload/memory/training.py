@@ -12,7 +12,7 @@ from pysim.workload.memory.expand import Skeleton
 from pysim.workload.memory.placement import placement
 from pysim.workload.memory.plan import Kept, LayerCost
 from pysim.workload.memory.registry import parse_policy
-from pysim.workload.training import OPTIMIZER_FLOPS
+from pysim.models.precision import OPTIMIZER_FLOPS
 
 
 def kept_tensors(model, layer_ids, act_bytes, samples, div=None):
