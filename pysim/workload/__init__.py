@@ -7,7 +7,6 @@ from pysim.workload.graph import GraphError, GraphResult, OpGraph, load_graph, r
 from pysim.workload import collectives  # noqa: F401  (registers 'collective')
 from pysim.workload import training  # noqa: F401  (registers 'training')
 from pysim.workload import astra  # noqa: F401,E402  (declares the workload.astra_* keys)
-from pysim.workload import memory  # noqa: F401,E402  (declares workload.memory's own keys)
 
 __all__ = ["WORKLOADS", "register", "GraphError", "GraphResult", "OpGraph", "load_graph",
            "run_graph"]
