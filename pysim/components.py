@@ -15,3 +15,4 @@ from pysim.workload import (astra, base, collectives, graph, memory, synthetic, 
                             training)
 from pysim.workload.training import (builder, compute, data, layout,  # noqa: F401
                                      recompute)
+from pysim.workload.memory import registry  # noqa: F401  (declares workload.memory's keys)
