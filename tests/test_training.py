@@ -12,7 +12,7 @@ import pytest
 
 from conftest import make_cfg
 from pysim import simulate
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.models import Layer, Model
 from pysim.topology import build as build_topology
 from pysim.workload import OpGraph, run_graph

@@ -74,11 +74,12 @@ after which the endpoint delay still applies.
 """
 from __future__ import annotations
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.schema import Key, declare
 from pysim.workload import collectives as coll
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError, OpGraph
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 
 COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_gather",
         "REDUCESCATTER": "reduce_scatter"}
@@ -334,7 +335,6 @@ def involved_dims(kind, ndims, boundary, phase, layer=None):
 def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
     """Add workload.iterations passes of an ASTRA-sim workload to `graph`; returns
     (graph, plan) as pysim.workload.training.training_graph does."""
-    from pysim.workload.training import LayerOps, Plan, CollectiveOps
     kind = model.parallelism
     if kind not in SUPPORTED:
         raise ConfigError(f"workload.model = {cfg.workload.model!r}: an ASTRA-sim workload of "
