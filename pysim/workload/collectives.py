@@ -545,7 +545,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     tuple of two dicts to start; by default each collective has the SRAM to itself).
     units: {node name: compute units} the collective holds at each participant from its
     start there to its end (an NPU-run collective: pysim.workload.endpoint). streams: (state,
-    n), the collectives of one group in issue order: each participant's part waits for the
+    n), the collectives of one group in the order issued: each participant's part waits for the
     end of its part of the collective issued n before on the same group (state: a dict
     shared by the collectives of one graph)."""
     if algorithm not in ALGORITHMS:
@@ -577,7 +577,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     g = graph if graph is not None else OpGraph()
     key = tuple(sorted(order))
-    if streams is not None:            # in issue order on the group's streams
+    if streams is not None:            # in the order issued, on the group's streams
         state, n_streams = streams
         for n in order:
             prev = state.get((key, n), ())

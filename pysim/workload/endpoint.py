@@ -9,9 +9,9 @@ collective's copies and reductions move through the NPU's memory on a budget of
 reductions run on the held units at their share of `topology.npu.reduce_gbps`. Compute's and
 communication's memory traffic share the HBM in proportion (processor sharing), the
 communication's share capped at its budget. A collectives offload engine holds no units: its
-memory traffic shares the HBM uncapped.
+memory traffic shares the HBM with compute's, capped only if a budget is given.
 
-Collectives of one communicator (one group of NPUs) run in issue order, as NCCL runs the
+Collectives of one communicator (one group of NPUs) run in the order they are issued, as NCCL runs the
 kernels of one stream: `workload.comm_streams` streams per communicator (default 1).
 
 csim carries all of it (csim/_dag.pxd): a collective's take/free ops change its NPU's held
@@ -58,11 +58,12 @@ declare(
         "Memory bandwidth budget of an NPU-run collective's copies and reductions; compute's "
         "and communication's memory traffic share the HBM in proportion, communication's "
         "share capped at this (default: the held units' share of the HBM bandwidth, "
-        "comm_sms / sms x hbm_gbps; the whole HBM if no units are modelled).",
+        "comm_sms / sms x hbm_gbps; the whole HBM if no units are modelled and for an "
+        "offload engine's traffic).",
         (_pos, "a number > 0")),
     Key("workload", "comm_streams", "int", 1, "-",
         "Collectives of one communicator (one group of NPUs) at once: each waits for the "
-        "one issued comm_streams before it on the same group (1: in issue order, as NCCL "
+        "one issued comm_streams before it on the same group (1: in the order issued, as NCCL "
         "runs one stream).", (_pos_int, "an integer >= 1")),
 )
 
@@ -110,11 +111,9 @@ def endpoint_arrays(cfg, topo, specs):
         sms[i], units[i] = k_all, k
         if k_all and k:
             red[i] = k / k_all
-        if offload:
-            continue                   # the engine holds no units; its traffic is uncapped
-        if budget is not None:
+        if budget is not None:         # (the engine's traffic too, when one is given)
             cap[i] = min(1.0, budget * 1e9 / hbm)
-        elif k_all and k:
+        elif k_all and k and not offload:     # the engine holds no units: the whole HBM
             cap[i] = k / k_all
     return dict(sms=sms, comm_hbm=cap, reduce_fraction=red, units=units)
 
