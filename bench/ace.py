@@ -109,21 +109,30 @@ def _crossing(pts, target):
     return None
 
 
+_CURVES = {}
+
+
 def hbm_needed(plat, model, network, log=print):
     """Per engine, the least budget at which one all-reduce of the model's gradients (at
-    most 64 MiB) reaches 90% of the lesser of the two engines' best network bandwidths, and
-    the ratio npu / engine."""
+    most 64 MiB) reaches a target network bandwidth, and the ratio npu / engine, for targets
+    of 25%, 50% and 90% of the lesser of the two engines' best bandwidths (the ratio at 90%
+    first)."""
     nbytes = min(gradient_bytes(model), 64 << 20)
-    curve = {e: [(b, allreduce_gbps(plat, e, nbytes, b, network)) for b in BUDGETS]
-             for e in ("npu", "offload")}
-    target = 0.9 * min(max(g for _, g in c) for c in curve.values())
-    need = {e: _crossing(pts, target) for e, pts in curve.items()}
+    key = (plat, nbytes, network)
+    if key not in _CURVES:
+        _CURVES[key] = {e: [(b, allreduce_gbps(plat, e, nbytes, b, network))
+                            for b in BUDGETS] for e in ("npu", "offload")}
+    curve = _CURVES[key]
+    best = min(max(g for _, g in c) for c in curve.values())
+    ratios, need = {}, {}
+    for frac in (0.9, 0.5, 0.25):
+        need[frac] = {e: _crossing(pts, frac * best) for e, pts in curve.items()}
+        ratios[frac] = need[frac]["npu"] / need[frac]["offload"]
     for e, pts in curve.items():
         log(f"  {plat} {model}: {e} all-reduce GB/s per NPU by budget: "
-            + ", ".join(f"{b:g}:{g:.1f}" for b, g in pts) + f"; {target:.1f} GB/s needs "
-            f"{need[e]:.1f} GB/s")
-    ratio = need["npu"] / need["offload"]
-    return ratio, curve, need
+            + ", ".join(f"{b:g}:{g:.1f}" for b, g in pts) + f"; {0.9 * best:.1f} GB/s needs "
+            f"{need[0.9][e]:.1f} GB/s", flush=True)
+    return ratios, curve, need
 
 
 def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None):
@@ -147,8 +156,10 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
                              if best["comm_network_gbps_per_npu"] else None),
                paper_speedup=PAPER[model], baselines=rows, engine=eng)
     if sweep_hbm:
-        ratio, curve, need = hbm_needed(plat, model, network, log)
-        out.update(hbm_for_same_net_bw_ratio=ratio, hbm_needed_gbps=need,
+        ratios, curve, need = hbm_needed(plat, model, network, log)
+        out.update(hbm_for_same_net_bw_ratio=ratios[0.9],
+                   hbm_for_same_net_bw_ratio_by_target={str(k): v for k, v in ratios.items()},
+                   hbm_needed_gbps={str(k): v for k, v in need.items()},
                    hbm_sweep={e: [list(p) for p in c] for e, c in curve.items()})
     return out
 
@@ -156,15 +167,18 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
 def table(rows):
     out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | best baseline "
            "(ms) | engine (ms) | speed-up (paper's mean) | network GB/s ratio | HBM for the "
-           "same network GB/s, NPU / engine |", "|---|---|---|---|---|---|---|---|---|"]
+           "same network GB/s, NPU / engine, at 90% (50%, 25%) of the NPU's best |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["best_baseline"]
         h = r.get("hbm_for_same_net_bw_ratio")
+        by = r.get("hbm_for_same_net_bw_ratio_by_target") or {}
+        hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x, {by['0.25']:.2f}x)"
         out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
                    f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
                    f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "
                    f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
-                   f"{'-' if h is None else f'{h:.2f}x'} |")
+                   f"{hs} |")
     return "\n".join(out)
 
 

@@ -34,13 +34,18 @@ SMS = {"v100": 80, "a100": 108, "h100": 132, "tpu_v3": 2}
 # DGX-1, 16 on A100 and H100 NVSwitch systems); one core of a TPU v3.
 COMM_SMS = {"v100": 8, "a100": 16, "h100": 16, "tpu_v3": 1}
 
+MIN_SHARE = 1e-6         # the least budget, as a fraction of the HBM (a bounded slowdown)
+
+
+MAX_UNITS = 1_000_000
+
 
 def _nonneg_int(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_UNITS
 
 
 def _pos_int(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_UNITS
 
 
 def _pos(v):
@@ -53,7 +58,7 @@ declare(
         "end there; compute meanwhile runs at (sms - held) / sms of peak (default: the NCCL "
         "channel count of the preset's systems: v100 8, a100 16, h100 16, tpu_v3 1; no "
         "preset and no topology.npu.sms: no units modelled).",
-        (_nonneg_int, "an integer >= 0")),
+        (_nonneg_int, "an integer from 0 to 1,000,000")),
     Key("workload", "comm_hbm_gbps", "float", None, "GB/s",
         "Memory bandwidth budget of an NPU-run collective's copies and reductions; compute's "
         "and communication's memory traffic share the HBM in proportion, communication's "
@@ -64,7 +69,7 @@ declare(
     Key("workload", "comm_streams", "int", 1, "-",
         "Collectives of one communicator (one group of NPUs) at once: each waits for the "
         "one issued comm_streams before it on the same group (1: in the order issued, as NCCL "
-        "runs one stream).", (_pos_int, "an integer >= 1")),
+        "runs one stream).", (_pos_int, "an integer from 1 to 1,000,000")),
 )
 
 
@@ -75,8 +80,9 @@ def npu_sms(cfg, topo, i, preset):
     v = own.get("sms", table.get("sms"))
     if v is None:
         return SMS.get(preset, 0)
-    if not _nonneg_int(v):
-        raise ConfigError(f"topology.npu.sms = {v!r}: expected an integer >= 0")
+    if not _nonneg_int(v) or v > MAX_UNITS:
+        raise ConfigError(f"topology.npu.sms = {v!r}: expected an integer from 0 to "
+                          f"{MAX_UNITS:,}")
     return int(v)
 
 
@@ -113,6 +119,10 @@ def endpoint_arrays(cfg, topo, specs):
             red[i] = k / k_all
         if budget is not None:         # (the engine's traffic too, when one is given)
             cap[i] = min(1.0, budget * 1e9 / hbm)
+            if cap[i] < MIN_SHARE:
+                raise ConfigError(f"workload.comm_hbm_gbps = {budget!r}: less than "
+                                  f"{MIN_SHARE:g} of the HBM bandwidth of "
+                                  f"{topo.node_names[i]} ({hbm / 1e9:g} GB/s); expected more")
         elif k_all and k and not offload:     # the engine holds no units: the whole HBM
             cap[i] = k / k_all
     return dict(sms=sms, comm_hbm=cap, reduce_fraction=red, units=units)
