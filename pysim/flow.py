@@ -29,9 +29,11 @@ import functools
 
 import numpy as np
 
-from csim import _engine
+from pysim.engine import core as _engine
 from pysim import theory
 from pysim.network import CH_NET, compile_network, nic_bandwidths
+from pysim.schema import Key, declare
+from pysim.config import from_dict
 
 MODELS = ("flit", "flow")
 SEND = 1                       # csim's op kind of a send (pysim.workload.graph.KINDS)
@@ -80,7 +82,6 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     K and one of 2K packets, their times' difference over K. The channel's upstream end
     matters: a NIC of injection_gbps feeds it (one hop), or, if None, a router (the second
     hop of a line of three). vcs = 1."""
-    from pysim.config import from_dict
     rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
@@ -211,3 +212,13 @@ def flow_arrays(network, cfg, arrays):
                 cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
                 cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
                 vc_res=vc_res, vc_res_base=vc_base)
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("network", "model", "str", "flit", "-",
+        "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
+        "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
+        "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
+        "flit-level only.", None, lambda: ["flit", "flow"]),
+)

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from conftest import ROOT, TOPOLOGIES, make_cfg
 from pysim import config
 from pysim.cli import main
-from pysim.config import ConfigError, from_dict, load
+from pysim.config import from_dict, load
+from pysim.errors import ConfigError
 from pysim.network import compile_network
 from pysim.sim import DeadlockError, run_packets, simulate
 

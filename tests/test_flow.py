@@ -17,7 +17,7 @@ from conftest import TOPOLOGIES, make_cfg
 from csim._engine import max_min_rates
 from pysim import load
 from pysim.cli import main
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.network import compile_network
 from pysim.sim import simulate
 from pysim.workload import OpGraph, run_graph

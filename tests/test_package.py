@@ -12,7 +12,8 @@ import pysim
 from conftest import ROOT, TOPOLOGIES
 from pysim import docs, systems
 from pysim.cli import main
-from pysim.config import ConfigError, load, parse_override
+from pysim.config import load, parse_override
+from pysim.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

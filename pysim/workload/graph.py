@@ -26,6 +26,7 @@ over its capacity.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import time
@@ -34,16 +35,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from csim import _engine
-from pysim import __version__
-from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_float,
-                          read_toml)
+from pysim.engine import core as _engine
+from pysim._version import __version__
+from pysim.config import read_toml
+from pysim.errors import ConfigError, PysimWarning
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
+from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
+from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
-from pysim.models.presets import npu_spec
 from pysim.workload.base import check_status, link_report, register
 from pysim.workload.endpoint import endpoint_arrays
+from pysim._io import json_safe
+from pysim.models.presets import npu_spec
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
@@ -537,7 +541,6 @@ def topological_order(g: OpGraph):
     """The ops of g in an order where every op comes after its dependencies (Kahn's
     algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
     ops on it."""
-    import heapq
     n = len(g)
     deps = np.array([len(a) for a in g.after], np.int64)
     succ = [[] for _ in range(n)]
@@ -625,7 +628,6 @@ def compute_params(topo, cfg):
     from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
     hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
     bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
-    from pysim.models.presets import npu_spec
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     out = {}
     for i, k in enumerate(topo.node_kinds):
@@ -687,7 +689,6 @@ def capacities(topo, cfg):
              "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
     for i, k in enumerate(topo.node_kinds):
         if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
-            from pysim.models.presets import npu_spec
             out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
         elif k in table:
             own_key, d, key, default = table[k]
@@ -885,7 +886,6 @@ class GraphResult:
 
     def to_dict(self):
         """Plain JSON data: a number that is not defined (no packet, no time) is None."""
-        from pysim._io import json_safe
         d = dict(self.__dict__)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
         if not d["memory"]:
@@ -1077,3 +1077,20 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
         flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "file", "str", None, "path",
+        "Op-graph file (TOML, [[ops]]).", None),
+    Key("workload", "packet_flits", "int", 16, "flits",
+        "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
+    Key("workload", "slice_cycles", "int", 1000, "cycles",
+        "Roofline compute ops run in slices of at most this many cycles, so that memory "
+        "traffic of other ops can interleave with theirs.", POS),
+    Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
+        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
+        "access overlap.", POS),
+    Key("workload", "max_cycles", "int", 1000000000000, "cycles",
+        "Op graphs: give up (an error) if the graph has not finished by then.", POS),
+)

@@ -15,9 +15,11 @@ import time
 
 import numpy as np
 
-from csim import _engine
-from pysim import __version__, theory, traffic
-from pysim.config import ConfigError
+from pysim.engine import core as _engine
+from pysim import theory, traffic
+from pysim._version import __version__
+from pysim.errors import ConfigError
+from pysim.schema import NONNEG, POS, Key, declare
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 from pysim.workload.base import check_status, link_report, register
@@ -152,3 +154,15 @@ def run_packets(cfg, times, src, dst, lengths, max_cycles=None, network=None):
     out_h = np.empty_like(hops)
     out_d[order], out_i[order], out_h[order] = deliver, inject, hops
     return network, eng, out_d, out_i, out_h
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("simulation", "warmup_cycles", "int", 2000, "cycles",
+        "Cycles simulated before measurement starts.", NONNEG),
+    Key("simulation", "measure_cycles", "int", 10000, "cycles",
+        "Length of the measured window; packets created in it are measured.", POS),
+    Key("simulation", "drain_cycles", "int", 50000, "cycles",
+        "Most cycles to wait, after the window, for measured packets; "
+        "if they are not all delivered by then the run is saturated.", NONNEG),
+)
