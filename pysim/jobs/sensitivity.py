@@ -19,6 +19,7 @@ import dataclasses
 from pysim.jobs import execute
 from pysim.jobs.policies import _best, pattern_edges
 from pysim.jobs.shape import canonical_ranks, shape
+from pysim.jobs.stream import ALGORITHM
 
 
 def _steady(res):
@@ -46,7 +47,7 @@ def derive(server, jobs, builder, cache, cands_for, settings):
             pairs = pattern_edges(pattern, k)[1]
             nodes = canonical_ranks(server, [int(x) for x in cands.nodes[pick]], pattern,
                                     pairs)
-            spec = dict(model=model, batch=bpn * k, algorithm=execute_algorithm(pattern))
+            spec = dict(model=model, batch=bpn * k, algorithm=ALGORITHM[pattern])
             sh = shape(server, [nodes], [tuple(sorted(spec.items()))],
                        (settings["salt"], "alone", W), [pairs])
             res = cache.get(sh.key)
@@ -65,7 +66,3 @@ def derive(server, jobs, builder, cache, cands_for, settings):
         j, sensitive=bool(label[(j.model, j.npus, j.pattern, j.batch_per_npu)])) for j in jobs]
     return out, rows
 
-
-def execute_algorithm(pattern):
-    from pysim.jobs.stream import ALGORITHM
-    return ALGORITHM[pattern]
