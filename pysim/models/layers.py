@@ -35,7 +35,7 @@ from pysim.models.precision import precision_bytes
 
 KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "pool",
          "eltwise", "softmax", "interaction", "loss", "given")
-TP_SPLITS = ("column", "row", "heads", "replicated", None)
+TP_SPLITS = ("column", "row", "heads", "replicated", "expert", None)
 
 # FLOPs per output element of element-wise operations (forward)
 # ("reduce": per input element; "copy" moves data: a transpose, slice, pad or cast)

@@ -28,14 +28,20 @@ PRESETS = {
                "no bf16"),
     "a100": dict(
         tflops={"fp32": 19.5, "fp16": 312.0, "bf16": 312.0, "mixed": 312.0},
-        hbm_gbps=2039.0, hbm_gb=80.0,
+        hbm_gbps=2039.0, hbm_gb=80.0, sms=108,
         source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM: 19.5 TFLOPS "
-               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2e 2,039 GB/s"),
+               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2e 2,039 GB/s; 108 SMs"),
+    "a100_40": dict(
+        tflops={"fp32": 19.5, "fp16": 312.0, "bf16": 312.0, "mixed": 312.0},
+        hbm_gbps=1555.0, hbm_gb=40.0, sms=108,
+        source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM: 19.5 TFLOPS "
+               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2 1,555 GB/s; 108 SMs"),
     "h100": dict(
         tflops={"fp32": 67.0, "fp16": 989.5, "bf16": 989.5, "mixed": 989.5},
-        hbm_gbps=3350.0, hbm_gb=80.0,
+        hbm_gbps=3350.0, hbm_gb=80.0, sms=132,
         source="NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM: 67 TFLOPS fp32, "
-               "989.5 TFLOPS fp16/bf16 tensor (dense; 1,979 with sparsity), HBM3 3.35 TB/s"),
+               "989.5 TFLOPS fp16/bf16 tensor (dense; 1,979 with sparsity), HBM3 3.35 TB/s; "
+               "132 SMs"),
     "tpu_v3": dict(
         tflops={"bf16": 123.0, "mixed": 123.0},
         hbm_gbps=900.0, hbm_gb=32.0,

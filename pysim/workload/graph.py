@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.engine import core as _engine
+from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
 from pysim.errors import ConfigError, PysimWarning
@@ -989,12 +989,13 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         graph = load_graph(path)
     network = compile_network(cfg, topo)
     arrays, span = compile_graph(graph, network.topo, cfg)
-    eng = _engine.Engine(network.arrays)
     model = cfg.network.model          # how sends are carried; everything else is the same
-    eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
-                  arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"],
-                  flow=flow_arrays(network, cfg, arrays) if model == "flow" else None)
+    ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
+                                                "succ_ptr", "succ", "unit")},
+                      packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
+    ops.check(n_nodes=network.arrays["n_nodes"])
+    eng = new_engine(network.arrays)
+    set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
@@ -1033,7 +1034,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
+        version=__version__, build=dict(core.BUILD), links=links, network_model=model,
         flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
 
 
