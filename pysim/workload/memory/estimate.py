@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysim.config import from_dict
-from pysim.engine import core as _engine
+from pysim.engine import GraphArrays, new_engine, set_graph
 from pysim.network import compile_network
 from pysim.topology import build
 from pysim.workload.graph import KINDS, occupancy
@@ -111,10 +111,12 @@ class Estimate(_Queues):
         is_join = np.fromiter((r is None for r in self.res), bool, n)
         kind = np.where(is_join, KINDS["delay"], KINDS["compute"]).astype(np.int8)
         unit = np.fromiter((self.UNIT.get(r, 0) for r in self.res), np.int8, n)
-        eng = _engine.Engine(network.arrays)
-        eng.set_graph(kind, np.where(is_join, -1, node).astype(np.int32),
-                      np.full(n, -1, np.int32), np.array(self.dur, np.int64), counts,
-                      succ_ptr, dst[order].astype(np.int32), 1, 32, unit)
+        ops = GraphArrays(kind=kind, node=np.where(is_join, -1, node).astype(np.int32),
+                          dst=np.full(n, -1, np.int32), size=np.array(self.dur, np.int64),
+                          deps=counts, succ_ptr=succ_ptr, succ=dst[order].astype(np.int32),
+                          unit=unit, packet_flits=1, flit_bytes=32)
+        eng = new_engine(network.arrays)
+        set_graph(eng, ops, None)
         eng.run(MAX_CYCLES, stop="all")
         start, finish = (np.asarray(x, np.int64) for x in eng.op_times())
         if (finish < 0).any():
