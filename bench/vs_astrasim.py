@@ -1,7 +1,8 @@
 """pysim beside ASTRA-sim 1.0 (analytical backend) on the same workloads and platforms (not a
-test): ASTRA-sim's microbenchmarks (one collective of several sizes), small workloads
-written here, and ASTRA-sim's shipped DATA, HYBRID_TRANSFORMER and HYBRID_DLRM workloads, on
-a ring of 8 and 4x4 and 4x4x4 tori; pysim runs the same files by ASTRA-sim's system rules
+test): ASTRA-sim's microbenchmarks (one collective of several sizes), small workloads of
+every kind written here, and ASTRA-sim's shipped workloads (DATA, HYBRID_TRANSFORMER and its
+_FWD_IN_BCKWD, HYBRID_DLRM, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED),
+on a ring of 8 and 4x4 and 4x4x4 tori; pysim runs the same files by ASTRA-sim's system rules
 (pysim.workload.astra). Prints a table (both times, the difference, the mechanism behind it)
 and writes JSON with provenance.
 
