@@ -398,3 +398,17 @@ def test_the_forward_pass_again_from_a_checkpoint_takes_its_closed_form_time(tmp
     r = simulate(astra_cfg(tmp_path, text, platform([8], [32.0])))
     want = (sum(f) + 3) + 1 + (f[0] + 1) + (f[1] + 1) + sum(ig) + sum(wg) + 6
     assert run_cycles(r) == want
+
+
+def test_a_collective_of_fewer_bytes_than_chunks_or_npus_finishes(tmp_path):
+    """3 bytes over 4 chunks and 8 NPUs (ASTRA-sim cuts chunks of 0 bytes and never ends):
+    one chunk, whose messages have no bytes: each step costs its endpoint delay alone,
+    e + 14 e for an all-reduce on 8 NPUs; the queue is taken and given back in order, so a
+    collective after it runs."""
+    topo = platform([8], [32.0])
+    r = simulate(astra_cfg(tmp_path, "MICRO\n1\nl -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 3 0\n",
+                           topo, astra_endpoint_delay=2))
+    assert run_cycles(r) == 2 + 14 * 2
+    r = simulate(astra_cfg(tmp_path, "DATA\n2\na -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 3 0\n"
+                           "b -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 65536 0\n", topo))
+    assert run_cycles(r) > 0

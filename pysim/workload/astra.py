@@ -259,12 +259,13 @@ class _System:
                     for b, way in parts:
                         to = ring[(j + way) % k]
                         got[to].append(g.send(n, to, b, after=[ready[n]]))
-                for n in ring:
-                    if s < reduced and self.engine in ("npu", "offload"):
-                        red = g.reduce(n, msg, self.engine, after=got[n])
+                for n in ring:                # (messages of no bytes: the step's delay)
+                    got_n = got[n] or [ready[n]]
+                    if s < reduced and self.engine in ("npu", "offload") and msg:
+                        red = g.reduce(n, msg, self.engine, after=got_n)
                         ready[n] = g.delay(e, after=[red])
                     else:
-                        ready[n] = g.delay(e + (proc if s < reduced else 0), after=got[n])
+                        ready[n] = g.delay(e + (proc if s < reduced else 0), after=got_n)
             ends += list(ready.values())
         return g.delay(0, after=ends)
 
