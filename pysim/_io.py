@@ -150,3 +150,26 @@ def read_bounded(path, limit=None):
     if len(data) > limit:
         raise ValueError(f"{path} has more than {limit:,} bytes")
     return data
+
+
+MAX_MODEL_BYTES = 2 << 30       # a model file (.onnx, a Chakra trace): protobuf's own limit
+MAX_TEXT_MODEL_BYTES = 64 << 20  # an ASTRA-sim text workload (100,000 layers are ~10 MB)
+
+
+def read_input(path, limit=None, what="file"):
+    """read_bounded(path, limit), every failure an InputError saying what is wrong with the
+    file in words (no such file, a directory, a device or FIFO, too large, unreadable)."""
+    try:
+        return read_bounded(path, limit)
+    except FileNotFoundError:
+        raise InputError(f"no such file {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory; expected a {what}") from None
+    except ValueError as e:
+        raise InputError(f"{e} (reading a {what})") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+class InputError(ValueError):
+    """An input file cannot be read; the message names it and says why."""

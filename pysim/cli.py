@@ -278,12 +278,13 @@ def _print_table(rows, columns):
 @click.option("--db", default="results.sqlite", show_default=True,
               type=click.Path(dir_okay=False),
               help="SQLite file the results go to; points already in it are skipped.")
-@click.option("--jobs", "-j", type=int, default=None,
-              help="Local worker processes (default: the number of cores).")
+@click.option("--workers", "-j", "jobs", type=int, default=None,
+              help="Local worker processes (default and most: the number of cores).")
+@click.option("--jobs", "jobs_alias", type=int, default=None, hidden=True)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the points on this Dask distributed scheduler instead.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
-def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
+def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
     from pysim.sweep import StoreError, parse_param, sweep, tidy
     try:
@@ -294,8 +295,9 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
                 raise ConfigError(f"--param {key} is given twice; give all its values in one "
                                   f"--param ({key}=V1,V2,...)")
             grid[key] = values
+        jobs = jobs if jobs is not None else jobs_alias     # (--jobs: the older spelling)
         if jobs is not None and jobs < 1:
-            raise ConfigError(f"--jobs {jobs}: expected at least 1")
+            raise ConfigError(f"--workers {jobs}: expected at least 1")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
                      progress=not quiet)
     except StoreError as e:
@@ -376,7 +378,8 @@ def results(db, csv_path, force):
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
-              help="Local worker processes for the simulations.")
+              help="Local worker processes for the simulations (at most the number of "
+                   "cores).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the simulations on this Dask distributed scheduler instead.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")

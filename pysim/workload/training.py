@@ -55,6 +55,7 @@ import numpy as np
 from pysim.config import ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import collectives as coll
+from pysim.workload import estimate
 from pysim.workload.base import register
 from pysim.workload.graph import GraphResult, OpGraph, engine_params, memory_rows, run_graph
 
@@ -111,7 +112,7 @@ def load_model(cfg):
         except ConfigError as e:
             raise ConfigError(f"workload.model_params: {e}") from None
     path = w.model if os.path.isabs(w.model) else os.path.join(cfg.base_dir, w.model)
-    if os.path.isfile(path):
+    if os.path.exists(path):        # (a device or FIFO is refused by the reader, by name)
         try:
             return models.load(path, **params)
         except ConfigError as e:
@@ -846,8 +847,12 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         model = load_model(cfg)
     if model.given_times:
         from pysim.workload.astra import astra_graph
+        estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
+                                        [k for k in topo.node_kinds if k == "npu"]),
+                             cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
+    estimate.check_training(lay, cfg.workload.iterations, cfg.workload.chunks)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()

@@ -1,0 +1,181 @@
+"""Inputs that could hurt the machine, hang, lose a result or mislead: each class is refused
+before any work, with the key named, or gives a correct result. Resource bounds are asserted as
+outcomes (processes started, a refusal before the work, a file untouched), never as timings."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from pysim import ConfigError
+from pysim.cli import main
+from pysim.sweep import Executor
+
+
+def cores():
+    return len(os.sched_getaffinity(0))
+
+
+def _pid(delay):
+    time.sleep(delay)
+    return os.getpid()
+
+
+# ------------------------------------------------------------ worker processes
+
+def test_workers_never_outnumber_the_cores():
+    """However many workers are asked for, no more processes run than the cores."""
+    asked = cores() + 30
+    with pytest.warns(Warning, match="worker processes asked for"):
+        ex = Executor(jobs=asked, tasks=asked)
+    with ex:
+        fs = {ex.submit(_pid, 0.05) for _ in range(asked)}
+        pids = set()
+        while fs:
+            done, fs = ex.wait(fs)
+            pids.update(ex.result(f) for f in done)
+    assert len(pids) <= cores()
+
+
+def test_jobs_workers_refused_when_not_positive():
+    from pysim.jobs import run_stream
+    from pysim.jobs.servers import load_server
+    srv = load_server("dgx1-v100", {"network.model": "flow", "jobs.count": 2})
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="workers"):
+            run_stream(srv, workers=bad)
+
+
+def test_jobs_workers_die_with_their_parent(tmp_path):
+    """kill -9 of the process that started an executor's workers ends them too."""
+    pidfile = tmp_path / "pids"
+    script = textwrap.dedent(f"""
+        import os, time
+        from pysim.sweep import Executor
+
+        def work(_):
+            with open({str(pidfile)!r}, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            time.sleep(120)
+
+        with Executor(jobs=2, tasks=2) as ex:
+            fs = [ex.submit(work, i) for i in range(2)]
+            ex.wait(set(fs))
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        for _ in range(300):
+            if pidfile.exists() and len(pidfile.read_text().split()) >= min(2, cores()):
+                break
+            time.sleep(0.1)
+        workers = [int(p) for p in pidfile.read_text().split()]
+        assert workers
+    finally:
+        parent.kill()
+        parent.wait()
+    alive = workers
+    for _ in range(100):                   # the kernel (or the watch thread) ends them
+        alive = [p for p in alive if _alive(p)]
+        if not alive:
+            break
+        time.sleep(0.1)
+    for p in alive:                        # (leave nothing behind if the check fails)
+        os.kill(p, signal.SIGKILL)
+    assert not alive
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------ model files read bounded
+
+@pytest.fixture
+def alarm():
+    """Fail (rather than hang the suite) if a call blocks for 20 s."""
+    def ring(*_):
+        raise TimeoutError("blocked for 20 s")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".txt"])
+def test_model_files_that_are_not_regular_or_too_large_are_refused(tmp_path, alarm, suffix):
+    pytest.importorskip("onnx")
+    from pysim import models
+    fifo = tmp_path / f"fifo{suffix}"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        models.load(str(fifo))
+    dev = tmp_path / f"zero{suffix}"
+    dev.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        models.load(str(dev))
+    sparse = tmp_path / f"sparse{suffix}"
+    with open(sparse, "wb") as f:
+        f.truncate(10 << 30)               # 10 GB that take no disk
+    with pytest.raises(ConfigError, match="10,737,418,240 bytes"):
+        models.load(str(sparse))
+
+
+def test_a_device_as_workload_model_is_named_as_such(alarm):
+    from pysim import load
+    from pysim.workload.training import load_model
+    cfg = load("dgx1-v100", {"workload.kind": "training", "workload.model": "/dev/zero"})
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_model(cfg)
+
+
+# ------------------------------------------------------------ limits decided before work
+
+def _refused_before_building(monkeypatch, config, over, key):
+    """The run is refused, naming `key`, before a single op is added to a graph."""
+    from pysim import load, simulate as run
+    from pysim.workload import graph as G
+    added = []
+    real = G.OpGraph._add
+
+    def counting(self, *a, **k):
+        added.append(1)
+        if len(added) > 1000:
+            raise AssertionError("ops are being built")
+        return real(self, *a, **k)
+    monkeypatch.setattr(G.OpGraph, "_add", counting)
+    with pytest.raises(ConfigError, match=key):
+        run(load(config, over))
+    assert len(added) <= 1000
+
+
+TRAIN = {"workload.kind": "training", "network.model": "flow"}
+
+
+def test_too_many_iterations_refused_before_building(monkeypatch):
+    _refused_before_building(monkeypatch, "dgx1-v100", {
+        **TRAIN, "workload.model": "resnet50", "workload.batch": 64,
+        "workload.iterations": 1000000}, "workload.iterations = 1,000,000")
+
+
+def test_tiny_buckets_refused_before_building(monkeypatch):
+    _refused_before_building(monkeypatch, "mesh8x8", {
+        **TRAIN, "workload.model": "resnet152", "workload.batch": 64,
+        "workload.bucket_mb": 1e-6}, "workload.bucket_mb")
+
+
+def test_too_many_layers_refused_before_building(monkeypatch):
+    _refused_before_building(monkeypatch, "dgx1-v100", {
+        **TRAIN, "workload.model": "transformer", "workload.batch": 64,
+        "workload.model_params": {"layers": 8000, "hidden": 8, "heads": 1, "seq": 8,
+                                  "vocab": 8}, "workload.iterations": 1,
+        "workload.parallel": {"micro_batches": 8}}, "layers")
