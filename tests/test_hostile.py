@@ -179,3 +179,39 @@ def test_too_many_layers_refused_before_building(monkeypatch):
         "workload.model_params": {"layers": 8000, "hidden": 8, "heads": 1, "seq": 8,
                                   "vocab": 8}, "workload.iterations": 1,
         "workload.parallel": {"micro_batches": 8}}, "layers")
+
+
+# ------------------------------------------------------------ slow links and long packets
+
+def _collective(over):
+    from pysim import load, simulate
+    return simulate(load("ring8", {"workload.kind": "collective", **over}))
+
+
+def test_flow_calibration_is_bounded_by_neither_packet_size_nor_link_slowness(alarm):
+    """The flow level's calibration finishes whatever the packets and links (it was a
+    flit-level stream of 72 packets: hours at packet_flits = 1e9 or a 1e-5 GB/s link)."""
+    base = {"workload.bytes": 1 << 20, "network.model": "flow"}
+    small = _collective({**base, "workload.packet_flits": 1 << 15})   # one packet a message
+    huge = _collective({**base, "workload.packet_flits": 10 ** 9})
+    assert huge.makespan_cycles == small.makespan_cycles
+    slow = _collective({"workload.bytes": 1024, "network.model": "flow",
+                        "topology.link_gbps": 1e-5})
+    # ring all-reduce: 2 (p - 1) / p x bytes over each link, at the link's rate (as the engine
+    # holds it: an integer number of 2^-20 bytes per cycle)
+    rate = round(1e-5 * 2 ** 20) / 2 ** 20
+    assert slow.makespan_cycles >= 2 * 7 / 8 * 1024 / rate
+
+
+def test_a_slow_link_is_slow_not_deadlocked(alarm):
+    """The watchdog allows the serialisation the engine runs (the integer rate), so a slow
+    link finishes whatever simulation.watchdog_cycles is."""
+    r = _collective({"topology.size": 2, "workload.bytes": 512, "workload.chunks": 1,
+                     "topology.link_gbps": 0.0000958347, "simulation.watchdog_cycles": 1})
+    rate = round(0.0000958347 * 2 ** 20) / 2 ** 20          # bytes per cycle, as run
+    assert r.makespan_cycles >= 256 / rate
+
+
+def test_a_link_too_slow_to_keep_statistics_of_is_refused():
+    with pytest.raises(ConfigError, match="topology.link_gbps"):
+        _collective({"workload.bytes": 1024, "topology.link_gbps": 1e-6})
