@@ -35,6 +35,14 @@ def check_output(path, force=False, what="output"):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise OutputError(f"cannot write {path}: no directory {folder}")
+    name = os.fsencode(os.path.basename(path))
+    try:
+        most = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        most = 255
+    if len(name) > most:
+        raise OutputError(f"cannot write {path}: its name has {len(name)} bytes; the file "
+                          f"system holding {folder} takes at most {most}")
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".pysim-probe-")
         os.close(fd)
@@ -59,11 +67,13 @@ def _special(path):
         return False
 
 
-def write_atomic(path, write, binary=False):
+def write_atomic(path, write, binary=False, force=True):
     """Write `path` whole or not at all: write(f) fills a temporary file in the same
     directory (or, given a path to write to, write(temp path)), which is then renamed over
     `path` (over the file a symbolic link points to, not the link). A device or FIFO is
-    written in place. Errors are OutputError naming the file."""
+    written in place. Without `force`, a file that appeared at `path` meanwhile (another
+    run writing the same output) is not replaced: the name is taken exclusively first, and
+    the write fails. Errors are OutputError naming the file."""
     path = os.fspath(path)
     if _special(path):
         try:
@@ -94,6 +104,12 @@ def write_atomic(path, write, binary=False):
             os.chmod(tmp, 0o666 & ~mask)
         except OSError:
             pass
+        if not force:
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                raise OutputError(f"cannot write {path}: another process created it while "
+                                  f"this one ran (pass --force to overwrite it)") from None
         os.replace(tmp, path)
         tmp = None
     except OSError as e:

@@ -36,12 +36,12 @@ def _refuse_overwrite(path, force):
         raise click.ClickException(str(e)) from None
 
 
-def _write(path, write, keep=None, **kw):
+def _write(path, write, keep=None, force=True, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
     and keep what was computed: `keep()` saves it elsewhere and returns where."""
     from pysim._io import OutputError, write_atomic
     try:
-        write_atomic(path, write, **kw)
+        write_atomic(path, write, force=force, **kw)
         return True
     except OutputError as e:
         where = ""
@@ -52,6 +52,15 @@ def _write(path, write, keep=None, **kw):
                 where = "; it could not be kept elsewhere either"
         click.echo(f"error: {e}{where}", err=True)
         return False
+
+
+def _keep_text(text, name, suffix):
+    """As _keep_json, for text (a job file)."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
 
 
 def _keep_json(obj, name):
@@ -128,12 +137,12 @@ def run(config, sets, json_path, trace_path, force, quiet):
     ok = True
     if trace_path:
         trace = result.trace()
-        ok &= _write(trace_path, lambda f: dump_json(trace, f),
+        ok &= _write(trace_path, lambda f: dump_json(trace, f), force=force,
                      keep=lambda: _keep_json(trace, "trace"))
     if json_path:
         d = result.to_dict()
         ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: _keep_json(d, "result"))
+                     keep=lambda: _keep_json(d, "result"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:
@@ -197,10 +206,11 @@ def topo(config, sets, draw_path, json_path, force):
     from pysim._io import by_path, dump_json
     ok = True
     if json_path:
-        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1))
+        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1), force=force)
     if draw_path:
         from pysim.plot import draw_topology
-        if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp))):
+        if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+                  force=force):
             click.echo(f"drawn to {draw_path}")
         else:
             ok = False
@@ -351,7 +361,7 @@ def results(db, csv_path, force):
             w.writeheader()
             for r in t:
                 w.writerow({k: r.get(k) for k in cols})
-        if not _write(csv_path, write):
+        if not _write(csv_path, write, force=force):
             sys.exit(1)
         click.echo(f"{len(t)} rows written to {csv_path}")
         return
@@ -434,11 +444,12 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     ok = True
     if jobs_out:
         text = jst.jobs_text(stream)
-        ok &= _write(jobs_out, lambda f: f.write(text))
+        ok &= _write(jobs_out, lambda f: f.write(text), force=force,
+                     keep=lambda: _keep_text(text, "jobs", ".toml"))
     if json_path:
         d = result.to_dict()
         ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: _keep_json(d, "jobs"))
+                     keep=lambda: _keep_json(d, "jobs"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:
@@ -573,6 +584,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     from pysim import plot as P
     from pysim._io import by_path
+    from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
     from pysim.sweep import Store, StoreError, is_sqlite
     _refuse_overwrite(out, force)
     _figure_ext(out, "-o")
@@ -588,6 +600,10 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
+            if kind in RUNS_OF:
+                check_runs(rows, kind, x or {"latency-load": "traffic.injection_rate",
+                                             "throughput": "offered_rate",
+                                             "collective": "workload.bytes"}[kind], source)
             if kind == "latency-load":
                 P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
                              y=y or "avg_packet_latency")
@@ -657,20 +673,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         elif kind == "memory":
             result = _read_json(source)
             _takes(source, kind, result, "result")
-            if not (result.get("memory") or {}).get("timeline"):
-                raise click.ClickException(
-                    f"{source}: the result has no memory occupancy (run a training iteration "
-                    f"or an op graph that holds memory, and write it with --json)")
+            check_memory(result, source)
 
             def draw(tmp):
                 P.memory(result, tmp, title=title, xlim=xlim)
         elif kind == "jobs":
             result = _read_json(source)
-            if not isinstance(result, dict) or result.get("kind") != "jobs" or \
-                    not isinstance(result.get("jobs"), list) or \
-                    not isinstance(result.get("policies"), dict):
+            if not isinstance(result, dict) or result.get("kind") != "jobs":
                 raise click.ClickException(f"{source} is not a job stream's result; --kind "
                                            f"jobs takes {FILE_KINDS[kind]}")
+            check_jobs(result, source)
 
             def draw(tmp):
                 P.jobs_cdf(result, tmp, title=title)
@@ -688,7 +700,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         raise click.ClickException(f"configuration error: {e}") from None
     except (KeyError, ValueError) as e:
         raise click.ClickException(f"{source}: not usable for --kind {kind}: {e}") from None
-    if not _write(out, by_path(draw)):
+    if not _write(out, by_path(draw), force=force):
         sys.exit(1)
     click.echo(f"written {out}")
 

@@ -284,8 +284,11 @@ def compile_network(cfg, topo=None) -> Network:
     rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
     named = rep_of_base[par_base]
     rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
-    group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
-    order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
+    # (a network of one node has no topology channel: pad so that the lookups stay in range)
+    ch_grp = np.append(np.asarray(route.ch_group, np.int64), -1)
+    ch_ord = np.append(np.asarray(route.ch_order, np.int64), 0)
+    group = np.where(rep >= 0, ch_grp[np.maximum(rep, 0)], -1)
+    order = np.where(rep >= 0, ch_ord[np.maximum(rep, 0)], 0)
     # random ties: per engine channel, the first of the group leaving its router the other way
     ch_rev = None
     if route.ch_rev is not None:

@@ -215,3 +215,175 @@ def test_a_slow_link_is_slow_not_deadlocked(alarm):
 def test_a_link_too_slow_to_keep_statistics_of_is_refused():
     with pytest.raises(ConfigError, match="topology.link_gbps"):
         _collective({"workload.bytes": 1024, "topology.link_gbps": 1e-6})
+
+
+# ------------------------------------------------------------ outputs: never lost, checked first
+
+def test_a_second_writer_of_one_output_fails_and_keeps_its_result(tmp_path):
+    """Two runs writing one --json: both passed the check before their work; the one that
+    finishes second must not replace the other's file without --force."""
+    from pysim._io import OutputError, check_output, write_atomic
+    out = tmp_path / "same.json"
+    check_output(out)                       # run A's check
+    check_output(out)                       # run B's check, while A runs
+    write_atomic(out, lambda f: f.write("A"), force=False)
+    with pytest.raises(OutputError, match="another process"):
+        write_atomic(out, lambda f: f.write("B"), force=False)
+    assert out.read_text() == "A"
+    assert [p.name for p in tmp_path.iterdir()] == ["same.json"]    # no temporary left
+
+
+def test_a_name_too_long_is_refused_before_the_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["run", "ring8", "-q", "--set", "workload.kind=collective",
+                                  "--set", "workload.bytes=1024", "--json",
+                                  "x" * 300 + ".json"])
+    assert r.exit_code == 1 and "at most 255" in r.output
+    assert "Traceback" not in r.output and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["other-schema", "truncated", "long-name"])
+def test_a_cache_that_cannot_serve_is_refused_by_name(tmp_path, damage):
+    import sqlite3
+    from pysim.jobs.cache import Cache
+    path = tmp_path / "c.sqlite"
+    if damage == "long-name":
+        path = tmp_path / ("c" * 300)
+    else:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE shapes (a, b)" if damage == "other-schema" else
+                   "CREATE TABLE t (a)")
+        db.executemany("INSERT INTO " + ("shapes VALUES (1, 2)" if damage == "other-schema"
+                                         else "t VALUES (?)"),
+                       [] if damage == "other-schema" else [(i,) for i in range(500)])
+        db.commit()
+        db.close()
+        if damage == "truncated":
+            data = path.read_bytes()
+            path.write_bytes(data[:2000])
+    with pytest.raises(ConfigError, match="--cache"):
+        Cache(str(path))
+
+
+# ------------------------------------------------------------ no traceback: the roots found
+
+def _cli(args, cwd=None):
+    r = CliRunner().invoke(main, args, catch_exceptions=True)
+    assert r.exception is None or isinstance(r.exception, SystemExit), \
+        f"{args}: {type(r.exception).__name__}: {r.exception}"
+    return r
+
+
+TRAIN_ARGS = ["run", "dgx1-v100", "-q", "--set", "workload.kind=training", "--set",
+              "workload.model=alexnet", "--set", "workload.batch=16", "--set",
+              "network.model=flow"]
+
+
+@pytest.mark.parametrize("sets,key", [
+    (["workload.group=[]"], "workload.group"),
+    (["topology.npu.hbm_gb=1e300"], "hbm_gb"),
+])
+def test_training_values_refused_not_raised(sets, key):
+    r = _cli(TRAIN_ARGS + [a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 1 and key in r.output
+
+
+@pytest.mark.parametrize("sets,key", [
+    (["jobs.min_npus=1", "jobs.max_npus=1"], None),
+    (["jobs.arrivals=uniform", "jobs.window_s=1e300"], "jobs.window_s"),
+    (['jobs.insensitive=["nosuch"]'], "jobs.insensitive"),
+])
+def test_job_streams_refused_or_run_not_raised(sets, key):
+    r = _cli(["jobs", "dgx1-v100", "-q", "--set", "network.model=flow", "--jobs", "2",
+              "--policy", "baseline"] + [a for s in sets for a in ("--set", s)])
+    if key is None:
+        assert r.exit_code == 0, r.output
+    else:
+        assert r.exit_code == 1 and key in r.output
+
+
+def test_numpy_numbers_are_numbers_in_the_api():
+    np = pytest.importorskip("numpy")
+    from pysim import load
+    cfg = load("dgx1-v100", {"workload.kind": "training", "workload.model": "alexnet",
+                             "workload.batch": np.int64(16),
+                             "workload.parallel": {"dp": np.int32(8)}})
+    assert cfg.workload.batch == 16 and type(cfg.workload.batch) is int
+
+
+def test_a_model_name_instead_of_a_model_is_refused_in_the_api():
+    from pysim import load
+    from pysim.topology import build
+    from pysim.workload.training import training_graph
+    cfg = load("dgx1-v100", {"workload.kind": "training", "workload.model": "alexnet",
+                             "workload.batch": 16})
+    with pytest.raises(ConfigError, match="pysim.models.Model"):
+        training_graph(cfg, build(cfg), "resnet50")
+
+
+def test_an_onnx_dimension_past_int64_is_refused(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from pysim import models
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S"])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g), str(path))
+    with pytest.raises(ConfigError, match="dimension S"):
+        models.load(str(path), S=2 ** 63)
+
+
+# ------------------------------------------------------------ each figure refuses what it cannot draw
+
+@pytest.fixture(scope="module")
+def jobs_json(tmp_path_factory):
+    d = tmp_path_factory.mktemp("jobsfig")
+    out = d / "jobs.json"
+    r = CliRunner().invoke(main, ["jobs", "dgx1-v100", "-q", "--set", "network.model=flow",
+                                  "--jobs", "3", "--policy", "baseline,preserve", "--json",
+                                  str(out)])
+    assert r.exit_code == 0, r.output
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("damage", ["no-jobs", "no-policies", "exec-str", "exec-zero",
+                                    "reference"])
+def test_the_jobs_figure_refuses_malformed_results(tmp_path, jobs_json, damage):
+    d = json.loads(json.dumps(jobs_json))
+    if damage == "no-jobs":
+        d["jobs"] = []
+    elif damage == "no-policies":
+        d["policies"] = {}
+    elif damage == "reference":
+        d["reference"] = "nosuch"
+    else:
+        for j in d["jobs"]:
+            j["exec_s"] = "fast" if damage == "exec-str" else 0
+    src = tmp_path / "j.json"
+    src.write_text(json.dumps(d))
+    r = _cli(["plot", str(src), "--kind", "jobs", "-o", str(tmp_path / "f.png")])
+    assert r.exit_code == 1 and "Error" in r.output
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_the_memory_figure_refuses_a_malformed_timeline(tmp_path):
+    good = tmp_path / "r.json"
+    r = _cli(TRAIN_ARGS + ["--json", str(good)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(good.read_text())
+    d["memory"]["timeline"]["gpu0"] = "abc"
+    src = tmp_path / "m.json"
+    src.write_text(json.dumps(d))
+    r = _cli(["plot", str(src), "--kind", "memory", "-o", str(tmp_path / "f.png")])
+    assert r.exit_code == 1 and "memory.timeline" in r.output
+
+
+def test_a_traffic_figure_refuses_a_training_sweep(tmp_path):
+    db = tmp_path / "t.sqlite"
+    r = _cli(["sweep", "dgx1-v100", "-q", "--db", str(db), "--param", "workload.batch=16,32",
+              "--param", "workload.kind=training", "--param",
+              "workload.model=alexnet", "--param", "network.model=flow", "-j", "1"])
+    assert r.exit_code == 0, r.output
+    r = _cli(["plot", str(db), "--kind", "latency-load", "-o", str(tmp_path / "f.png")])
+    assert r.exit_code == 1 and "training runs" in r.output

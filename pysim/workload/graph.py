@@ -663,12 +663,25 @@ def capacities(topo, cfg):
     for i, k in enumerate(topo.node_kinds):
         if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
             from pysim.models.presets import npu_spec
-            out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
+            out[i] = _capacity(npu_spec(cfg, topo, i).hbm_capacity_bytes, topo, i, "hbm_gb")
         elif k in table:
             own_key, d, key, default = table[k]
             own = topo.node_mem[i] if topo.node_mem else {}
-            out[i] = int(round(own.get(own_key, d.get(key, default)) * 1e9))
+            out[i] = _capacity(own.get(own_key, d.get(key, default)) * 1e9, topo, i, own_key)
     return out
+
+
+MAX_CAPACITY_BYTES = 1 << 62     # a device's memory (the engine counts bytes in int64)
+
+
+def _capacity(nbytes, topo, i, key):
+    if not nbytes <= MAX_CAPACITY_BYTES:
+        kind = topo.node_kinds[i]
+        given = f"{nbytes / 1e9:g} GB" if math.isfinite(nbytes) else "more than any float"
+        raise ConfigError(f"{topo.node_names[i]}: {key} ([topology.{kind}] or the node's "
+                          f"own) is {given}: expected at most "
+                          f"{MAX_CAPACITY_BYTES / 1e9:,.0f} GB")
+    return int(round(nbytes))
 
 
 def _hold_devices(g, topo):

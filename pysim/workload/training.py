@@ -260,6 +260,8 @@ class _Layout:
             "workload.group" if w.group is not None else f"every NPU of {topo.name}")
         if npus is None:
             npus = list(w.group) if w.group is not None else all_npus
+        if isinstance(npus, str) or not len(npus):
+            raise ConfigError(f"{where} = {npus!r}: expected a list of one NPU or more")
         for n in npus:
             if n not in names:
                 raise ConfigError(f"{where}: {n!r} is not a node of {topo.name}")
@@ -845,6 +847,9 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     (graph, plan)."""
     if model is None:
         model = load_model(cfg)
+    if not hasattr(model, "layers"):
+        raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
+                          f"(name) or pysim.models.load(path)), or None for workload.model")
     if model.given_times:
         from pysim.workload.astra import astra_graph
         estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
