@@ -387,3 +387,51 @@ def test_a_traffic_figure_refuses_a_training_sweep(tmp_path):
     assert r.exit_code == 0, r.output
     r = _cli(["plot", str(db), "--kind", "latency-load", "-o", str(tmp_path / "f.png")])
     assert r.exit_code == 1 and "training runs" in r.output
+
+
+# ------------------------------------------------------------ messages name the cause
+
+@pytest.mark.parametrize("sets,names,not_named", [
+    (["workload.memory.policy=compression", "workload.memory.compress_gbps=1e-300"],
+     "workload.memory.compress_gbps", None),
+    (["topology.npu.tflops=1e-12"], "TFLOP/s", "slice_cycles"),
+    (["topology.npu.hbm_gbps=1e-12"], "hbm_gbps", "slice_cycles"),
+])
+def test_a_tiny_rate_is_named_as_the_cause(sets, names, not_named):
+    r = _cli(["run", "dgx1-v100", "-q", "--set", "workload.kind=training", "--set",
+              "workload.model=resnet50", "--set", "workload.batch=64", "--set",
+              "network.model=flow"] + [a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 1 and names in r.output
+    assert not_named is None or not_named not in r.output
+    assert not any(len(w) > 40 and w.strip(",.:").isdigit() for w in r.output.split())
+
+
+def test_an_astra_value_out_of_range_names_the_file_and_line(tmp_path):
+    from pysim import models
+    path = tmp_path / "w.txt"
+    path.write_text("DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1000000000000000000 10\n")
+    with pytest.raises(ConfigError, match=r"w.txt, line 3: .*1000000000000000000"):
+        models.load(str(path))
+    path.write_text("DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 1_000 ALLREDUCE 10 10\n")
+    with pytest.raises(ConfigError, match="line 3"):
+        models.load(str(path))
+
+
+def test_a_job_that_does_not_fit_is_named():
+    r = _cli(["jobs", "dgx1-v100", "-q", "--set", "network.model=flow", "--jobs", "2",
+              "--policy", "baseline", "--set", 'jobs.models=["gpt2"]', "--set",
+              "jobs.batch_per_npu=4096"])
+    assert r.exit_code == 1 and "a job of gpt2" in r.output and "batch_per_npu" in r.output
+
+
+def test_model_paths_typed_here_resolve_here(tmp_path, monkeypatch):
+    from pysim import load
+    from pysim.workload.training import load_model
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "w.txt").write_text(
+        "DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n")
+    monkeypatch.chdir(tmp_path)
+    for given in ("sub/w.txt", "./sub/w.txt"):
+        cfg = load("dgx1-v100", {"workload.kind": "training", "workload.model": given,
+                                 "workload.batch": 8})
+        assert len(load_model(cfg).layers) == 1

@@ -35,14 +35,17 @@ COMMS = ("ALLREDUCE", "ALLTOALL", "ALLGATHER", "REDUCESCATTER", "ALLREDUCEALLTOA
 MAX_LAYERS = 100_000       # each layer costs memory in every plan built from it
 
 
+MAX_VALUE = 10 ** 15       # cycles or bytes of one layer (what an op graph takes)
+
+
 def _int(path, lineno, what, token, lo=0):
-    try:
-        v = int(token)
-    except (TypeError, ValueError):
-        raise ModelError(f"{path}, line {lineno}: {what} = {token!r}: expected an integer") \
-            from None
-    if v < lo:
-        raise ModelError(f"{path}, line {lineno}: {what} = {v}: expected an integer >= {lo}")
+    if not (isinstance(token, str) and token.isascii() and
+            token.lstrip("-").isdigit()):          # (int() also takes 1_000 and other digits)
+        raise ModelError(f"{path}, line {lineno}: {what} = {token!r}: expected an integer")
+    v = int(token)
+    if not lo <= v <= MAX_VALUE:
+        raise ModelError(f"{path}, line {lineno}: {what} = {v}: expected an integer from "
+                         f"{lo} to {MAX_VALUE:,}")
     return v
 
 

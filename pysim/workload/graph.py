@@ -260,7 +260,7 @@ def _size(v, what, name, real=False):
         raise GraphError(f"{where}{what} = {_short(v)}: expected "
                          f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
-        raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
+        raise GraphError(f"{where}{what} = {float(v):.4g}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
 
 
@@ -573,6 +573,20 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     if k in ("mem_write", "mem_read"):
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
                f"(raise it)")
+    elif k == "compute" and worst > MAX_OPS:
+        # one op alone passes the limit: no slice length mends it; its rate is what is off
+        flops, nbytes, peak = g.work[worst_i]
+        flops_pc, bytes_pc = cparams[node_id(g.node[worst_i], worst_i, "node", ("npu",
+                                                                                "host"))]
+        if peak is not None:
+            flops_pc = peak / (clock * 1e9)
+        by_flops = flops / flops_pc >= nbytes / bytes_pc
+        rate = (f"{flops:.4g} FLOPs at {flops_pc * clock / 1e3:.4g} TFLOP/s (the node's "
+                f"tflops, its preset's or its efficiency)" if by_flops else
+                f"{nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s (the node's hbm_gbps or "
+                f"dram_gbps)")
+        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles: " \
+              f"{rate}; a rate this small is the cause"
     elif k == "compute":
         why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError, _suggest
+from pysim.config import MAX_INT, ConfigError, _suggest
 
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
@@ -519,7 +519,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
         ready = F[l]                         # the op after which the stash is final
         h = sink.hold(npu, S, F[l], "start", what)
         if r:
-            C = sink.compute(npu, _cycles(S, budget.compress_bpc), [F[l]],
+            C = sink.compute(npu, _cycles(S, budget.compress_bpc, COMPRESS), [F[l]],
                              f"{tag}compress {c.name}")
             if nxt is not None:
                 sink.depend(nxt, C)        # the compressor runs right after the layer
@@ -528,7 +528,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
             ready = C
         if act == KEEP:
             if r:
-                D = sink.compute(npu, _cycles(S, budget.decompress_bpc),
+                D = sink.compute(npu, _cycles(S, budget.decompress_bpc, DECOMPRESS),
                                  [sk.before(first), ready], f"{tag}decompress {c.name}")
                 sink.free(h, D, "finish")
                 full = sink.hold(npu, S, D, "start", what + " (decompressed)")
@@ -567,7 +567,7 @@ def expand(plan: Plan, costs, budget: Budget, sink, sk: Skeleton, npu, tag=""):
             hin = sink.hold(npu, Sc, R, "start", what + " (swapped in)")
             dep = R
             if r:
-                D = sink.compute(npu, _cycles(S, budget.decompress_bpc), [R],
+                D = sink.compute(npu, _cycles(S, budget.decompress_bpc, DECOMPRESS), [R],
                                  f"{tag}decompress {c.name}")
                 sink.free(hin, D, "finish")
                 hin = sink.hold(npu, S, D, "start", what + " (decompressed)")
@@ -604,8 +604,16 @@ def _group(ops, sk, groupby):
     return groups
 
 
-def _cycles(nbytes, bpc):
-    return 0 if bpc == math.inf or not nbytes else int(math.ceil(nbytes / bpc - 1e-9))
+COMPRESS, DECOMPRESS = "workload.memory.compress_gbps", "workload.memory.decompress_gbps"
+
+
+def _cycles(nbytes, bpc, key=None):
+    c = 0 if bpc == math.inf or not nbytes else int(math.ceil(nbytes / bpc - 1e-9))
+    if key is not None and c > MAX_INT:
+        raise ConfigError(f"{key}: {nbytes:,} bytes at {bpc:.4g} bytes per cycle take "
+                          f"{float(c):.4g} cycles, more than the {MAX_INT:,} an op may take "
+                          f"(raise {key})")
+    return c
 
 
 # ---------------------------------------------------------------------- the estimate
