@@ -88,7 +88,7 @@ def write_atomic(path, write, binary=False, force=True):
     path = os.path.realpath(path)            # (a link's target is what is overwritten)
     folder = os.path.dirname(os.path.abspath(path))
     ext = os.path.splitext(path)[1]
-    tmp = None
+    tmp = placeholder = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".pysim-", suffix=ext)
         if getattr(write, "takes_path", False):
@@ -110,11 +110,17 @@ def write_atomic(path, write, binary=False, force=True):
             except FileExistsError:
                 raise OutputError(f"cannot write {path}: another process created it while "
                                   f"this one ran (pass --force to overwrite it)") from None
+            placeholder = path
         os.replace(tmp, path)
-        tmp = None
+        tmp = placeholder = None
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
+        if placeholder is not None:          # (taken, then not filled: given back)
+            try:
+                os.unlink(placeholder)
+            except OSError:
+                pass
         if tmp is not None:
             try:
                 os.unlink(tmp)

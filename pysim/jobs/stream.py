@@ -195,14 +195,6 @@ def check(jobs, server, models=None):
     the zoo does not know (`models`: the known names, when known)."""
     if not jobs:
         raise ConfigError("the job stream is empty (jobs.count = 0 or an empty job file)")
-    if models is not None:
-        import difflib
-        for name in server.cfg.jobs.insensitive:
-            if name not in models:
-                close = difflib.get_close_matches(name, models, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ConfigError(f"jobs.insensitive: model {name!r} is unknown{hint}; known: "
-                                  f"{', '.join(sorted(models))}")
     for job in jobs:
         if job.npus > server.size:
             raise ConfigError(f"job {job.id} ({job.model}) asks for {job.npus} NPUs; the "
@@ -213,3 +205,11 @@ def check(jobs, server, models=None):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
                               f"{', '.join(sorted(models))}")
+    if models is not None:      # (after the jobs' own models: a job's error first)
+        import difflib
+        for name in server.cfg.jobs.insensitive:
+            if name not in models:
+                close = difflib.get_close_matches(name, models, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"jobs.insensitive: model {name!r} is unknown{hint}; known: "
+                                  f"{', '.join(sorted(models))}")

@@ -260,7 +260,8 @@ def _size(v, what, name, real=False):
         raise GraphError(f"{where}{what} = {_short(v)}: expected "
                          f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
-        raise GraphError(f"{where}{what} = {float(v):.4g}: expected at most {MAX_INT:,}")
+        shown = repr(v) if len(repr(v)) <= 24 else f"{float(v):.4g}"
+        raise GraphError(f"{where}{what} = {shown}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
 
 
@@ -585,8 +586,9 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
                 f"tflops, its preset's or its efficiency)" if by_flops else
                 f"{nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s (the node's hbm_gbps or "
                 f"dram_gbps)")
-        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles: " \
-              f"{rate}; a rate this small is the cause"
+        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles " \
+              f"({rate}: a rate that small, or work that large, is the cause), its slices " \
+              f"of workload.slice_cycles = {slice_cycles} that many"
     elif k == "compute":
         why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
