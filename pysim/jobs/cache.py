@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 
-from pysim import __version__
+from pysim._version import __version__
 from pysim._io import OutputError, check_output
 from pysim.errors import ConfigError, PysimWarning
 
