@@ -73,7 +73,6 @@ def _write(path, write, keep=None, force=True, **kw):
 
 def _keep_text(text, name, suffix):
     """As _keep_json, for text (a job file)."""
-    import tempfile
     fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)
     with os.fdopen(fd, "w") as f:
         f.write(text)

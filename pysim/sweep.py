@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait as wait_for
@@ -32,7 +33,7 @@ from multiprocessing.connection import wait as wait_for
 from pysim._version import __version__
 from pysim.config import (KEY_MAP, Config, apply_override, cwd_paths, from_dict, is_key, load,
                           parse_override)
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.schema import suggest as _suggest
 from pysim._io import json_safe
 from pysim.sim import simulate
@@ -532,8 +533,6 @@ def cap_workers(workers, tasks=None):
     memory) nor than the tasks. Asking for more than the cores gives a PysimWarning."""
     n = cores()
     if workers is not None and workers > n:
-        import warnings
-        from pysim.errors import PysimWarning
         warnings.warn(f"{workers:,} worker processes asked for; using {n}, the cores this "
                       f"machine gives (more would only share them)", PysimWarning,
                       stacklevel=3)
@@ -595,7 +594,6 @@ def _worker(conn, parent_pid):
 
 def _pool_worker(parent_pid):
     """An executor's worker: Ctrl-C is the parent's to handle, and it dies with the parent."""
-    import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent_pid)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import warnings
 
 from pysim._version import __version__
 from pysim._io import OutputError, check_output
@@ -70,7 +71,6 @@ class Cache:
                               f"another file, or remove this one") from None
 
     def _failed(self, e):
-        import warnings
         warnings.warn(f"--cache {self.path}: {e}; the run goes on, its shapes kept in memory "
                       f"only", PysimWarning, stacklevel=3)
         try:

@@ -208,7 +208,6 @@ def check(jobs, server, models=None):
             raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
                               f"{', '.join(sorted(models))}")
     if models is not None:      # (after the jobs' own models: a job's error first)
-        import difflib
         for name in server.cfg.jobs.insensitive:
             if name not in models:
                 close = difflib.get_close_matches(name, models, n=1)
