@@ -36,11 +36,11 @@ def refuse_overwrite(path, force):
         raise click.ClickException(str(e)) from None
 
 
-def write_output(path, write, keep=None, **kw):
+def write_output(path, write, keep=None, force=True, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
     and keep what was computed: `keep()` saves it elsewhere and returns where."""
     try:
-        write_atomic(path, write, **kw)
+        write_atomic(path, write, force=force, **kw)
         return True
     except OutputError as e:
         where = ""
@@ -51,6 +51,14 @@ def write_output(path, write, keep=None, **kw):
                 where = "; it could not be kept elsewhere either"
         click.echo(f"error: {e}{where}", err=True)
         return False
+
+
+def keep_text(text, name, suffix):
+    """As keep_json, for text (a job file)."""
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
 
 
 def keep_json(obj, name):

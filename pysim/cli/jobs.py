@@ -10,7 +10,7 @@ import time
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import keep_json, main, overrides, refuse_overwrite, write_output
+from pysim.cli._common import keep_json, keep_text, main, overrides, refuse_overwrite, write_output
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -40,7 +40,8 @@ from pysim.sweep import WorkerDied
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
-              help="Local worker processes for the simulations.")
+              help="Local worker processes for the simulations (at most the number of "
+                   "cores).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the simulations on this Dask distributed scheduler instead.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")
@@ -89,11 +90,12 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     ok = True
     if jobs_out:
         text = jst.jobs_text(stream)
-        ok &= write_output(jobs_out, lambda f: f.write(text))
+        ok &= write_output(jobs_out, lambda f: f.write(text), force=force,
+                     keep=lambda: keep_text(text, "jobs", ".toml"))
     if json_path:
         d = result.to_dict()
         ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: keep_json(d, "jobs"))
+                     keep=lambda: keep_json(d, "jobs"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:

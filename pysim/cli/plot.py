@@ -14,6 +14,7 @@ from pysim._io import by_path
 from pysim.cli._common import figure_ext, main, read_json, refuse_overwrite, write_output
 from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError
+from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
 from pysim.network import compile_network
 from pysim.sweep import Store, StoreError, is_sqlite, sweep
 
@@ -90,6 +91,10 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
+            if kind in RUNS_OF:
+                check_runs(rows, kind, x or {"latency-load": "traffic.injection_rate",
+                                             "throughput": "offered_rate",
+                                             "collective": "workload.bytes"}[kind], source)
             if kind == "latency-load":
                 P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
                              y=y or "avg_packet_latency")
@@ -157,20 +162,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         elif kind == "memory":
             result = read_json(source)
             _takes(source, kind, result, "result")
-            if not (result.get("memory") or {}).get("timeline"):
-                raise click.ClickException(
-                    f"{source}: the result has no memory occupancy (run a training iteration "
-                    f"or an op graph that holds memory, and write it with --json)")
+            check_memory(result, source)
 
             def draw(tmp):
                 P.memory(result, tmp, title=title, xlim=xlim)
         elif kind == "jobs":
             result = read_json(source)
-            if not isinstance(result, dict) or result.get("kind") != "jobs" or \
-                    not isinstance(result.get("jobs"), list) or \
-                    not isinstance(result.get("policies"), dict):
+            if not isinstance(result, dict) or result.get("kind") != "jobs":
                 raise click.ClickException(f"{source} is not a job stream's result; --kind "
                                            f"jobs takes {FILE_KINDS[kind]}")
+            check_jobs(result, source)
 
             def draw(tmp):
                 P.jobs_cdf(result, tmp, title=title)
@@ -187,6 +188,6 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         raise click.ClickException(f"configuration error: {e}") from None
     except (KeyError, ValueError) as e:
         raise click.ClickException(f"{source}: not usable for --kind {kind}: {e}") from None
-    if not write_output(out, by_path(draw)):
+    if not write_output(out, by_path(draw), force=force):
         sys.exit(1)
     click.echo(f"written {out}")

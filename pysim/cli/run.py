@@ -67,12 +67,12 @@ def run(config, sets, json_path, trace_path, force, quiet):
     ok = True
     if trace_path:
         trace = result.trace()
-        ok &= write_output(trace_path, lambda f: dump_json(trace, f),
+        ok &= write_output(trace_path, lambda f: dump_json(trace, f), force=force,
                      keep=lambda: keep_json(trace, "trace"))
     if json_path:
         d = result.to_dict()
         ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: keep_json(d, "result"))
+                     keep=lambda: keep_json(d, "result"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:
@@ -133,9 +133,10 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1))
+        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1), force=force)
     if draw_path:
-        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp))):
+        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+                        force=force):
             click.echo(f"drawn to {draw_path}")
         else:
             ok = False

@@ -29,12 +29,13 @@ SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_p
 @click.option("--db", default="results.sqlite", show_default=True,
               type=click.Path(dir_okay=False),
               help="SQLite file the results go to; points already in it are skipped.")
-@click.option("--jobs", "-j", type=int, default=None,
-              help="Local worker processes (default: the number of cores).")
+@click.option("--workers", "-j", "jobs", type=int, default=None,
+              help="Local worker processes (default and most: the number of cores).")
+@click.option("--jobs", "jobs_alias", type=int, default=None, hidden=True)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the points on this Dask distributed scheduler instead.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
-def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
+def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
     try:
         grid = {}
@@ -44,8 +45,9 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
                 raise ConfigError(f"--param {key} is given twice; give all its values in one "
                                   f"--param ({key}=V1,V2,...)")
             grid[key] = values
+        jobs = jobs if jobs is not None else jobs_alias     # (--jobs: the older spelling)
         if jobs is not None and jobs < 1:
-            raise ConfigError(f"--jobs {jobs}: expected at least 1")
+            raise ConfigError(f"--workers {jobs}: expected at least 1")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
                      progress=not quiet)
     except StoreError as e:
@@ -97,7 +99,7 @@ def results(db, csv_path, force):
             w.writeheader()
             for r in t:
                 w.writerow({k: r.get(k) for k in cols})
-        if not write_output(csv_path, write):
+        if not write_output(csv_path, write, force=force):
             sys.exit(1)
         click.echo(f"{len(t)} rows written to {csv_path}")
         return

@@ -21,7 +21,7 @@ A job file is TOML:
     iterations = 1000
     arrival_s = 0.0          # optional (0)
     pattern = "ring"         # optional (ring)
-    sensitive = true         # optional (from jobs.insensitive)
+    sensitive = true         # optional (default: jobs.sensitivity decides)
     batch_per_npu = 32       # optional (jobs.batch_per_npu)
 """
 from __future__ import annotations
@@ -42,6 +42,22 @@ PATTERNS = ("ring", "clique", "tree")
 # the collective algorithm of each pattern (pysim.workload.collectives)
 ALGORITHM = {"ring": "ring", "clique": "direct", "tree": "tree"}
 MAX_JOBS = 1_000_000
+MAX_ARRIVAL_S = 1e9        # ~32 years: past it, a job's seconds lose their fraction
+MAX_COUNT = 10 ** 12       # a job's NPUs, iterations, samples per NPU
+
+declare(
+    Key("jobs", "sensitivity", "str", "derived", "-",
+        "Where a job's bandwidth sensitivity (the preserve policy's input) comes from: "
+        "'derived' (its iteration time on its worst placement over its best, simulated; see "
+        "jobs.sensitivity_threshold) or 'published' (every model sensitive but those of "
+        "jobs.insensitive, MAPA's labels); a job file's own `sensitive` wins.",
+        None, lambda: ["derived", "published"]),
+    Key("jobs", "sensitivity_threshold", "float", 0.1, "-",
+        "Derived sensitivity: a job is bandwidth-sensitive when its iteration on its worst "
+        "placement takes at least this fraction longer than on its best.",
+        (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9,
+         "a number >= 0")),
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,7 @@ class Job:
     iterations: int
     arrival_s: float = 0.0
     pattern: str = "ring"
-    sensitive: bool = True
+    sensitive: bool | None = True      # None: derived when the stream runs
     batch_per_npu: int = 32
 
     @property
@@ -78,6 +94,9 @@ def generate(cfg) -> list:
     if j.arrivals == "uniform" and j.window_s is None:
         raise ConfigError("jobs.arrivals = 'uniform' needs jobs.window_s (the arrival window "
                           "in seconds)")
+    if j.arrivals == "uniform" and not j.window_s <= MAX_ARRIVAL_S:
+        raise ConfigError(f"jobs.window_s = {j.window_s!r}: expected at most "
+                          f"{MAX_ARRIVAL_S:g} seconds")
     rng = np.random.default_rng(cfg.simulation.seed)
     npus = rng.integers(j.min_npus, j.max_npus + 1, size=n)
     if j.arrivals == "uniform":
@@ -88,9 +107,11 @@ def generate(cfg) -> list:
     patterns = rng.integers(0, len(j.patterns), size=n)
     models = rng.integers(0, len(j.models), size=n)
     insensitive = set(j.insensitive)
+    derived = j.sensitivity == "derived"
     return [Job(id=i, model=j.models[models[i]], npus=int(npus[i]),
                 iterations=int(iters[i]), arrival_s=float(arrivals[i]),
-                pattern=j.patterns[patterns[i]], sensitive=j.models[models[i]] not in insensitive,
+                pattern=j.patterns[patterns[i]],
+                sensitive=None if derived else j.models[models[i]] not in insensitive,
                 batch_per_npu=j.batch_per_npu)
             for i in range(n)]
 
@@ -111,6 +132,7 @@ def load_jobs(path, cfg) -> list:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ConfigError(f"{path}: expected an array of tables [[jobs]]")
     insensitive = set(cfg.jobs.insensitive)
+    derived = cfg.jobs.sensitivity == "derived"
     jobs = []
     for i, e in enumerate(entries):
         where = f"{path}: jobs[{i}]"
@@ -129,21 +151,24 @@ def load_jobs(path, cfg) -> list:
                         iterations=_count(where, "iterations", e["iterations"]),
                         arrival_s=_time(where, e.get("arrival_s", 0.0)),
                         pattern=_pattern(where, e.get("pattern", "ring")),
-                        sensitive=_bool(where, e.get("sensitive", model not in insensitive)),
+                        sensitive=_bool(where, e["sensitive"]) if "sensitive" in e else
+                        None if derived else model not in insensitive,
                         batch_per_npu=_count(where, "batch_per_npu",
                                              e.get("batch_per_npu", cfg.jobs.batch_per_npu))))
     return sorted(jobs, key=lambda job: (job.arrival_s, job.id))
 
 
 def _count(where, key, v):
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10 ** 12:
-        raise ConfigError(f"{where}.{key} = {v!r}: expected an integer >= 1")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
+        raise ConfigError(f"{where}.{key} = {v!r}: expected an integer from 1 to "
+                          f"{MAX_COUNT:,}")
     return v
 
 
 def _time(where, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ConfigError(f"{where}.arrival_s = {v!r}: expected a finite number of seconds >= 0")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_ARRIVAL_S:
+        raise ConfigError(f"{where}.arrival_s = {v!r}: expected a number of seconds from 0 "
+                          f"to {MAX_ARRIVAL_S:g}")
     return float(v)
 
 
@@ -165,8 +190,9 @@ def jobs_text(jobs):
     for job in jobs:
         lines += ["[[jobs]]", f"model = {json.dumps(job.model)}", f"npus = {job.npus}",
                   f"iterations = {job.iterations}", f"arrival_s = {job.arrival_s!r}",
-                  f'pattern = "{job.pattern}"', f"sensitive = {str(job.sensitive).lower()}",
-                  f"batch_per_npu = {job.batch_per_npu}", ""]
+                  f'pattern = "{job.pattern}"'] + \
+            ([] if job.sensitive is None else [f"sensitive = {str(job.sensitive).lower()}"]) + \
+            [f"batch_per_npu = {job.batch_per_npu}", ""]
     return "\n".join(lines)
 
 
@@ -200,6 +226,13 @@ def check(jobs, server, models=None):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
                               f"{', '.join(sorted(models))}")
+    if models is not None:      # (after the jobs' own models: a job's error first)
+        for name in server.cfg.jobs.insensitive:
+            if name not in models:
+                close = difflib.get_close_matches(name, models, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"jobs.insensitive: model {name!r} is unknown{hint}; known: "
+                                  f"{', '.join(sorted(models))}")
 
 
 # The configuration keys this module reads (pysim.schema).
@@ -215,7 +248,8 @@ declare(
         "Generated stream: the models jobs train, drawn uniformly.",
         (lambda xs: len(xs) > 0, "a non-empty list of model names")),
     Key("jobs", "insensitive", "strs", ["googlenet", "caffenet"], "-",
-        "Models whose jobs count as bandwidth-insensitive (the preserve policy gives them the "
+        "jobs.sensitivity = 'published': models whose jobs count as bandwidth-insensitive "
+        "(MAPA's labels; the preserve policy gives them the "
         "allocation that keeps the most NVLink bandwidth free); the others are sensitive.",
         None),
     Key("jobs", "patterns", "strs", ["ring"], "-",
