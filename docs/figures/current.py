@@ -37,7 +37,7 @@ FIGURES = ["latency-load-mesh8x8.png", "throughput-mesh8x8.png", "collective-bus
 
 # The README's sample: the command's output, the lines named here, then "..."
 SAMPLE_COMMAND = ["run", "mesh8x8", "--set", "traffic.injection_rate=0.15"]
-SAMPLE_LINES = ("system", "network model", "offered load", "accepted load", "saturated",
+SAMPLE_LINES = ("system", "offered load", "accepted load", "saturated",
                 "packets measured", "packet latency", "zero-load latency", "average hops")
 SAMPLE_AFTER = "pysim run mesh8x8 --set traffic.injection_rate=0.15 --json out.json\n```\n\n"
 

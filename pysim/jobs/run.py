@@ -8,6 +8,7 @@ import json
 import time
 
 from pysim._version import __version__
+from pysim.errors import ConfigError
 from pysim.jobs import execute, policies as pol, stream as st
 from pysim.jobs.cache import Cache
 from pysim.jobs.loop import policy_loop
