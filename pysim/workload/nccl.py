@@ -56,7 +56,7 @@ STEP_US = {
             ("nvls", "Simple"): 18.0},
 }
 # NVLink's own protocol (packet headers, flow control) leaves about 370 of the H100's
-# 450 GB/s per direction to data: S. Jeaugey (NCCL), NVIDIA/nccl-tests issue 212, 2024.
+# 450 GB/s per direction to data: S. Jeaugey (NCCL), NVIDIA/nccl-tests #212, 2024.
 NVLINK_DATA = 370.0 / 450.0
 # What one channel's thread block moves per second in LL and LL128 (its loads and stores of
 # flags, not the links, bound it), from the same tuning model: LL's bus bandwidth in all at

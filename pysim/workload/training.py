@@ -64,6 +64,7 @@ from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.models.presets import npu_spec
+from pysim.workload import chakra
 from pysim.workload.astra import astra_graph
 from pysim.workload.memory import apply_training, training_memory_report
 
@@ -1002,6 +1003,8 @@ def run_training(cfg, progress=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
     time, its compute and (exposed) communication, per layer and per NPU."""
     t0 = time.perf_counter()
+    if chakra.is_trace(cfg):             # workload.model names a folder of Chakra traces
+        return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
     graph, plan = training_graph(cfg, topo)
     applied = None
@@ -1021,8 +1024,8 @@ def run_training(cfg, progress=None):
 # The configuration keys this module reads (pysim.schema).
 declare(
     Key("workload", "model", "str", None, "-",
-        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
-        "(relative to the config).", None),
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file, "
+        "or a folder of Chakra execution traces, one per rank (relative to the config).", None),
     Key("workload", "model_params", "table", None, "-",
         "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
         None),
