@@ -118,8 +118,9 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
         for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
             if given and not WORKLOADS[cfg.workload.kind].traces:
                 with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
-                raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops "
-                                  f"(these have: {with_ops})")
+                what = "trace" if opt == "--trace" else "export"
+                raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops to "
+                                  f"{what} (these have: {with_ops})")
         if chakra_dir:
             chakra.schema()                 # (the protobuf package, before the run)
         progress = _Ticker() if not quiet and sys.stderr.isatty() else None
