@@ -462,7 +462,8 @@ class _Builder:
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces)
+                       sram_pieces=self.sram_pieces,
+                       **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
