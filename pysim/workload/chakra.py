@@ -280,6 +280,14 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
                     _attr(nd, "pysim_peak", float(peak))
         nd.ctrl_deps.extend(deps)
         mine[(i, r)] = nd.id
+    # a delay nothing waits for still ends somewhere: on the rank of what it waits for
+    copied = {j for j, _ in mine}
+    for i in range(len(graph)):
+        if graph.kind[i] == "delay" and i not in copied and ranks:
+            r = next((r for j in graph.after[i] for (k, r) in [(j, rank_of.get(
+                graph.node[j] if graph.kind[j] != "send" else graph.dst[j]))]
+                if r is not None), 0)
+            copy_delay(i, r)
     os.makedirs(folder, exist_ok=True)
     paths = []
     for r, rn in enumerate(ranks):
