@@ -16,7 +16,8 @@ pysim -> Chakra (`write`, `pysim run --export-chakra DIR`): every op graph. A ra
 NPU or host with ops, in topology order. A compute op is a COMP_NODE (its cycles, or its FLOPs
 as num_ops and bytes as tensor_size), HBM traffic a MEM_LOAD_NODE, a reduction a COMP_NODE,
 a send a COMM_SEND_NODE on its source's rank and a COMM_RECV_NODE on its destination's (one
-comm_tag for the pair), a delay a COMP_NODE copied onto each rank that waits for it. An op
+comm_tag for the pair), a delay a COMP_NODE copied onto each rank that waits for it, the
+compute units an NPU-run collective takes and frees a COMP_NODE of pysim's own kind. An op
 that waits for an op of another rank other than through a message cannot be expressed (ranks
 meet only by messages) and is refused, naming it. pysim's own attributes (pysim_kind,
 pysim_cycles, pysim_peak) make the trace read back into the same graph, so that it runs to
@@ -55,7 +56,7 @@ ATTR_FIELD = {"num_ops": "int64_val", "tensor_size": "uint64_val", "comm_type": 
               "comm_size": "int64_val", "comm_src": "int32_val", "comm_dst": "int32_val",
               "comm_tag": "int64_val", "is_cpu_op": "bool_val", "pysim_kind": "string_val",
               "pysim_cycles": "int64_val", "pysim_peak": "double_val",
-              "pysim_node": "string_val"}
+              "pysim_node": "string_val", "pysim_units": "int64_val"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -233,7 +234,8 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
         k = graph.kind[i]
         if k == "delay":
             continue                           # (copied onto the ranks that wait for it)
-        if k not in ("compute", "send", "memory", "reduce_npu", "reduce_offload"):
+        if k not in ("compute", "send", "memory", "reduce_npu", "reduce_offload", "take_units",
+                     "free_units"):
             raise ConfigError(f"--export-chakra: op {label(i)} is a {k!r} op, which a Chakra "
                               f"trace does not express (compute, send, memory, reduce and "
                               f"delay ops do)")
@@ -267,7 +269,9 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
             nd = new(r, i, "COMP_NODE", label(i))
             _attr(nd, "pysim_kind", k)
             work = graph.work[i]
-            if k != "compute":
+            if k in ("take_units", "free_units"):      # compute units a collective holds
+                _attr(nd, "pysim_units", int(graph.size[i]))
+            elif k != "compute":
                 _attr(nd, "tensor_size", int(graph.size[i]))
             elif work is None:
                 _attr(nd, "pysim_cycles", int(graph.size[i]))
@@ -438,6 +442,8 @@ def _local_op(graph, t, a, nd, node, after, clock, path):
     kind = a.get("pysim_kind")
     if kind == "delay":
         return graph.delay(int(a["pysim_cycles"]), after=after)
+    if kind in ("take_units", "free_units"):
+        return getattr(graph, kind)(node, int(a["pysim_units"]), after=after)
     if kind in ("reduce_npu", "reduce_offload"):
         return graph.reduce(node, int(a.get("tensor_size", 0)), kind[len("reduce_"):],
                             after=after)
