@@ -7,11 +7,10 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import warnings
 
 import numpy as np
 
-from pysim.errors import ConfigError, PysimWarning
+from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare, raising
 from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
@@ -60,27 +59,6 @@ def check_parallel(table):
         elif k == "order" and (not isinstance(v, list) or sorted(map(str, v)) != sorted(DIMS)):
             raise ConfigError(f"{where} = {v!r}: expected the three dimensions "
                               f"{list(DIMS)} in some order (the first: neighbouring NPUs)")
-
-
-def _check_tp_divides(model, tp):
-    """Tensor parallelism splits attention by heads and linear layers by features: tp must
-    divide the heads and the hidden size (as Megatron-LM requires). A vocabulary it does not
-    divide is split in fractions of rows, and said (Megatron-LM pads it instead)."""
-    if tp == 1:
-        return
-    conf = getattr(model, "config", None) or {}
-    for key in ("heads", "hidden"):
-        v = conf.get(key)
-        if isinstance(v, int) and v % tp:
-            raise ConfigError(f"workload.parallel.tp = {tp} does not divide the {v} {key} of "
-                              f"{model.name} (workload.model_params.{key}); tensor parallelism "
-                              f"splits them evenly")
-    v = conf.get("vocab")
-    if isinstance(v, int) and v % tp:
-        warnings.warn(f"workload.parallel.tp = {tp} does not divide the vocabulary of "
-                      f"{model.name} ({v} rows): each NPU's share of the embedding and the "
-                      f"output layer is {v / tp:g} rows (Megatron-LM pads the vocabulary to a "
-                      f"multiple of 128 x tp instead)", PysimWarning, stacklevel=4)
 
 
 def load_model(cfg):
@@ -193,7 +171,6 @@ class _Layout:
             raise ConfigError(f"workload.parallel: dp x tp x pp = {dp} x {tp} x {pp} = "
                               f"{dp * tp * pp}, but {n} NPUs are used ({where})")
         self.dp, self.tp, self.pp = dp, tp, pp
-        _check_tp_divides(model, tp)
         if w.batch is None:
             raise ConfigError("workload.kind = 'training' needs workload.batch (the global "
                               "mini-batch, samples per iteration over all replicas)")
