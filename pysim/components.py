@@ -9,6 +9,7 @@ added to the list below (tests/test_layers.py checks that every module declaring
 it).
 """
 from pysim import flow, network, routing, topology, traffic  # noqa: F401
+from pysim import cluster  # noqa: F401  (topology.kind = "cluster")
 from pysim import models  # noqa: F401  (the zoo, presets)
 from pysim.jobs import loop, policies, stream  # noqa: F401
 from pysim.workload import (astra, base, collectives, graph, memory, synthetic,  # noqa: F401

@@ -16,12 +16,15 @@ LAYERS = [
     ("csim", ["csim"]),
     ("config", ["pysim.errors", "pysim._version", "pysim._io", "pysim.schema", "pysim.systems",
                 "pysim.config", "pysim.engine"]),
-    ("components", ["pysim.models", "pysim.topology", "pysim.routing", "pysim.network",
+    ("components", ["pysim.models", "pysim.topology", "pysim.cluster", "pysim.routing",
+                    "pysim.network",
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),
     ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot"]),
-    ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "pysim"]),
+    ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "=pysim"]),
 ]
+# ("=name": that module alone, not the modules under it: a new module of pysim must be given
+# its layer here)
 
 # A model knows nothing of networks: pysim.models imports, of pysim, only itself and the
 # config layer.
@@ -92,6 +95,10 @@ def _layer(module):
     best, index = -1, None
     for i, (_, prefixes) in enumerate(LAYERS):
         for p in prefixes:
+            if p.startswith("="):
+                if module == p[1:] and len(p) > best:
+                    best, index = len(p), i
+                continue
             if (module == p or module.startswith(p + ".")) and len(p) > best:
                 best, index = len(p), i
     return index
