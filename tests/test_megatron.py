@@ -283,3 +283,27 @@ def test_expert_parallelism_is_refused_where_it_cannot_be():
     dense = model([layer("l0", flops=1e6, ins=8, outs=8)])
     with pytest.raises(ConfigError, match="has no experts"):
         plan_of(dense, {"batch": 8, "parallel": {"dp": 8, "ep": 2}})
+
+
+# ------------------------------------------------------------------ together
+
+@pytest.mark.parametrize("par,memory", [
+    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2}, "full"),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 3, "micro_batches": 2}, "selective"),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "sp": True, "replicas": "one",
+      "micro_batches": 2}, "full"),
+    ({"tp": 4, "pp": 2, "interleave": 2, "micro_batches": 4, "scatter_gather": False}, None),
+])
+def test_megatron_plans_combine_and_run(par, memory):
+    """The pieces together on 8 NPUs at the flow level: the iteration ends, the busiest
+    NPU's compute fits in it, and running twice gives the same cycles."""
+    m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
+    w = {"batch": 8 if par.get("dp", 1) == 2 else 4, "parallel": par, "optimizer": "adam"}
+    if memory:
+        w["memory"] = {"policy": "recompute", "recompute": memory}
+    sysm = ring8()
+    sysm["network"] = {**sysm["network"], "model": "flow"}
+    a, plan, *_ = run_model(m, sysm, **w)
+    b, *_ = run_model(m, sysm, **w)
+    assert 0 < a["compute_cycles"] <= a["iteration_cycles"]
+    assert a["iteration_cycles"] == b["iteration_cycles"]
