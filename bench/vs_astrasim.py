@@ -69,7 +69,9 @@ PLATFORMS = {
 SYSTEM = dict(endpoint_delay=1, splits=4, scheduling="LIFO", optimization="localBWAware")
 MICRO = [(c, s) for c in ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")
          for s in (65536, 1048576, 16777216)]
-SHIPPED = ("Resnet50_DataParallel", "Transformer_HybridParallel", "DLRM_HybridParallel")
+SHIPPED = ("Resnet50_DataParallel", "Transformer_HybridParallel", "DLRM_HybridParallel",
+           "MLP_ModelParallel", "MLP_HybridParallel_Data_Model",
+           "MLP_HybridParallel_Model_Data", "sample_per_layer_parallel_HybridCustomized")
 
 # small workloads in ASTRA-sim's format, written here (cycles and bytes of our choosing)
 SMALL = {
@@ -83,6 +85,35 @@ SMALL = {
                          "2097152 10\n"
                          "mlp -1 30000 ALLREDUCE 524288 20000 ALLREDUCE 524288 20000 "
                          "ALLREDUCE 4194304 10\n",
+    "small_model": "MODEL\n3\n"
+                   "l0 -1 3000 ALLGATHER 65536 3000 ALLREDUCE 65536 1000 NONE 0 100\n"
+                   "l1 -1 6000 ALLGATHER 262144 6000 ALLREDUCE 262144 2000 NONE 0 100\n"
+                   "l2 -1 2000 ALLGATHER 131072 2000 ALLREDUCE 131072 1000 NONE 0 100\n",
+    "small_data_model": "HYBRID_DATA_MODEL\n3\n"
+                        "l0 -1 3000 ALLGATHER 65536 3000 ALLREDUCE 65536 3000 ALLREDUCE "
+                        "65536 100\n"
+                        "l1 -1 6000 ALLGATHER 262144 6000 ALLREDUCE 262144 6000 ALLREDUCE "
+                        "524288 100\n"
+                        "l2 -1 2000 ALLGATHER 131072 2000 ALLREDUCE 131072 2000 ALLREDUCE "
+                        "262144 100\n",
+    "small_model_data": "HYBRID_MODEL_DATA\n2\n"
+                        "l0 -1 3000 ALLGATHER 65536 3000 ALLREDUCE 65536 3000 ALLREDUCE "
+                        "262144 100\n"
+                        "l1 -1 6000 ALLGATHER 262144 6000 ALLREDUCE 262144 6000 ALLREDUCE "
+                        "1048576 100\n",
+    "small_customized": "HYBRID_CUSTOMIZED\n3\n"
+                        "l0 -1 3000 ALLGATHER 65536 3000 REDUCESCATTER 65536 3000 ALLREDUCE "
+                        "65536 100 HYBRID_DATA_MODEL\n"
+                        "l1 -1 6000 ALLGATHER 262144 6000 REDUCESCATTER 262144 6000 "
+                        "ALLREDUCE 524288 100 HYBRID_MODEL_DATA\n"
+                        "l2 -1 2000 NONE 0 2000 NONE 0 2000 ALLREDUCE 262144 100 DATA\n",
+    "small_inference": "DISTRIBUTED_INFERENCE\n2\n"
+                       "l0 -1 3000 ALLREDUCE 131072 0 NONE 0 0 NONE 0 10\n"
+                       "l1 -1 5000 ALLGATHER 65536 0 NONE 0 0 NONE 0 10\n",
+    "small_dlrm_enhanced": "HYBRID_DLRM_ENHANCED 1\n3\n"
+                           "emb -1 300 ALLTOALL 131072 300 ALLTOALL 131072 300 NONE 0 50\n"
+                           "bot -1 2000 NONE 0 2000 NONE 0 2000 ALLREDUCE 262144 20\n"
+                           "top -1 4000 NONE 0 4000 NONE 0 4000 ALLREDUCE 1048576 20\n",
     "small_dlrm": "HYBRID_DLRM 1\n4\n"
                   "emb -1 300 ALLTOALL 131072 300 ALLTOALL 131072 300 NONE 0 50\n"
                   "bot -1 2000 NONE 0 2000 NONE 0 2000 ALLREDUCE 262144 20\n"

@@ -21,12 +21,13 @@ import numpy as np
 
 from pysim import routing as routing_mod
 from pysim import topology as topology_mod
+from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, SW_ARBITERS, VC_ARBITERS,  # noqa: F401
+                          NetworkArrays, arbiter_inputs)
 from pysim.errors import ConfigError
 from pysim.schema import (DELAY, DELAY1, MAX_DELAY_CYCLES, MAX_FLIT_BYTES, NONNEG, POS, VCS,
                           Key, declare)
 from pysim import theory
 
-CH_NET, CH_INJECT, CH_EJECT = 0, 1, 2
 SCALE = 1 << 20
 
 
@@ -291,7 +292,7 @@ def compile_network(cfg, topo=None) -> Network:
         raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
                           f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
                           f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB")
-    arrays = dict(
+    arrays = NetworkArrays(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
@@ -303,8 +304,7 @@ def compile_network(cfg, topo=None) -> Network:
         ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
         entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
         tie_seed=int(cfg.simulation.seed),
-        va_own_index=net.va_input_arbiter == "own_index",
-        sa_by_vc=net.sa_input_arbiter == "vcs",
+        **arbiter_inputs(net.va_input_arbiter, net.sa_input_arbiter),
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
         nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )
@@ -512,17 +512,13 @@ declare(
         "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
         "as soon as the tail has left.", None),
     Key("network", "va_input_arbiter", "str", "round_robin", "-",
-        "VC allocation: 'round_robin' (BookSim's separable input-first allocator): a waiting "
-        "head asks for the first free output VC of its class at or after its input VC's "
-        "round-robin pointer, which moves past each VC it is granted; 'own_index': from the VC "
-        "at its input VC's own index, so heads in different input VCs ask for different output "
-        "VCs first (fewer conflicts).", None, lambda: ["own_index", "round_robin"]),
+        "VC allocation's input arbiter: " + "; ".join(f"'{a.name}' ({a.doc})"
+                                                       for a in VC_ARBITERS.values()) + ".",
+        None, lambda: sorted(VC_ARBITERS)),
     Key("network", "sa_input_arbiter", "str", "outputs", "-",
-        "Switch allocation: what an input port's round-robin arbiter turns over: 'outputs' "
-        "(BookSim's separable input-first allocator: per output asked for, the ready VC "
-        "nearest after the port's VC pointer, and among those outputs the one nearest after "
-        "its output pointer) or 'vcs' (the ready VC nearest after the VC pointer).", None,
-        lambda: ["outputs", "vcs"]),
+        "Switch allocation's input arbiter (what an input port's round-robin arbiter turns "
+        "over): " + "; ".join(f"'{a.name}' ({a.doc})" for a in SW_ARBITERS.values()) + ".",
+        None, lambda: sorted(SW_ARBITERS)),
     Key("network", "injection_gbps", "float", None, "GB/s",
         "NIC injection bandwidth; default one flit per cycle.", POS),
     Key("network", "ejection_gbps", "float", None, "GB/s",

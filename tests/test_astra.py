@@ -262,10 +262,9 @@ def test_astra_sims_measured_microbenchmarks_are_its_closed_forms():
 
 
 def measured(kinds):
-    """The measured rows, those of workloads on the 4x4x4 torus (seconds each) as slow."""
+    """The measured rows, those on the 4x4x4 torus (up to seconds each) as slow."""
     data = json.load(open(DATA_FILE))
-    return [pytest.param(r, marks=pytest.mark.slow) if r["kind"] != "micro" and
-            len(r["dims"]) > 2 else r
+    return [pytest.param(r, marks=pytest.mark.slow) if len(r["dims"]) > 2 else r
             for r in data["rows"] if r["kind"] in kinds and "workload_text" in r]
 
 
@@ -275,7 +274,8 @@ def test_pysim_beside_astra_sim(tmp_path, row):
     """ASTRA-sim's measured times (its analytical backend, tests/data/astrasim.json) against
     pysim on the same file and platform by ASTRA-sim's rules, at the flow level. Where the
     rules are equivalent (a collective's per-step message of 8 KiB or more on a physical
-    ring) pysim is within 10%; pysim is never faster: what it adds (each message's zero-load
+    ring; DATA, MODEL, the HYBRID kinds, DISTRIBUTED_INFERENCE and MICRO files) pysim is within
+    10%; pysim is never faster: what it adds (each message's zero-load
     latency through NICs and routers; links shared by a logical ring laid over a physical
     one) only delays."""
     dims, gbps, latency = row["dims"], row["link_gbps"], row["link_latency_ns"]
@@ -288,11 +288,15 @@ def test_pysim_beside_astra_sim(tmp_path, row):
         assert got <= 1.10 * want, (got, want)
 
 
-def test_other_parallelisms_and_algorithms_are_refused(tmp_path):
+def test_recomputation_workloads_and_other_algorithms_are_refused(tmp_path):
     topo = platform([8], [32.0])
-    with pytest.raises(ConfigError, match="parallelism MODEL"):
-        simulate(astra_cfg(tmp_path, "MODEL\n1\nl0 -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n",
-                           topo))
+    with pytest.raises(ConfigError, match="parallelism HYBRID_TRANSFORMER_FWD_IN_BCKWD"):
+        simulate(astra_cfg(tmp_path, "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group:"
+                           " 2 checkpoints: 1 0 checkpoint_initiates: 1 0\n1\n"
+                           "l0 -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n", topo))
+    with pytest.raises(ConfigError, match="parallelism HYBRID_TRANSFORMER: expected one of"):
+        simulate(astra_cfg(tmp_path, "HYBRID_CUSTOMIZED\n1\nl0 -1 10 NONE 0 10 NONE 0 10 "
+                           "ALLREDUCE 64 0 HYBRID_TRANSFORMER\n", topo))
     with pytest.raises(ConfigError, match="ASTRA-sim's ring algorithm per dimension"):
         simulate(astra_cfg(tmp_path, "DATA\n1\nl0 -1 10 NONE 0 10 NONE 0 10 ALLREDUCE 64 0\n",
                            topo, algorithm="direct"))

@@ -137,7 +137,8 @@ class NpuSpec:
         """Roofline time of one layer for `batch` samples; `phase` fwd, bwd_input or
         bwd_weight. Forward reads inputs and weights and writes outputs; the input gradient
         reads the output gradient and the weights and writes the input gradient; the weight
-        gradient reads the output gradient and the stash and writes the weight gradients."""
+        gradient reads the output gradient and the tensors saved and writes the weight
+        gradients."""
         b = layer.bytes(precision)
         if phase == "fwd":
             flops, nbytes = layer.fwd_flops, batch * (b["read"] + b["write"]) + b["weights"]
@@ -146,7 +147,7 @@ class NpuSpec:
             nbytes = batch * (b["read"] + b["write"]) + b["weights"] if flops else 0
         elif phase == "bwd_weight":
             flops = layer.bwd_weight_flops
-            nbytes = batch * (b["write"] + b["stash"]) + b["weights"] if flops else 0
+            nbytes = batch * (b["write"] + b["saved"]) + b["weights"] if flops else 0
         else:
             raise ValueError(f"phase {phase!r}: expected fwd, bwd_input or bwd_weight")
         return self.roofline_seconds(batch * flops, nbytes, layer.kind, precision)

@@ -45,26 +45,32 @@ each step of ASTRA-sim's loop ends with its one-cycle event to the next):
   input-gradient cycles (the first layer has none); only weight-gradient collectives run, on
   every dimension.
 - HYBRID_TRANSFORMER (a model-parallel group of `model_parallel_NPU_group` NPUs, the
-  innermost dimensions): forward and input-gradient collectives on the model-parallel
-  dimensions, weight-gradient ones on the others; the forward pass waits for each layer's
-  forward collective; the backward pass runs, from the last layer down, the input-gradient
-  cycles and its collective (LIFO, not waited for), then the weight-gradient cycles and its
-  collective (FIFO priority), then waits for the layer's input-gradient collective.
+  innermost dimensions), MODEL (model parallel on every dimension), HYBRID_DATA_MODEL (model
+  parallel on dimension 0, data parallel on the others), HYBRID_MODEL_DATA (the reverse) and
+  HYBRID_CUSTOMIZED (each layer its own of DATA, MODEL, HYBRID_DATA_MODEL and
+  HYBRID_MODEL_DATA): forward and input-gradient collectives on the model-parallel
+  dimensions, weight-gradient ones on the data-parallel ones; the forward pass waits for each
+  layer's forward collective; the backward pass runs, from the last layer down, the
+  input-gradient cycles and its collective (LIFO, not waited for; none for the first layer
+  but under HYBRID_TRANSFORMER), then the weight-gradient cycles and its collective (FIFO
+  priority), then waits for the layer's input-gradient collective.
 - HYBRID_DLRM (the layer index of the last bottom-MLP layer in the header): layer 0 (the
   embeddings) communicates on every dimension, forward and input gradient, ahead of every
   other collective; the others are data parallel. The forward pass issues layer 0's
   all-to-all without waiting and waits for it at the last bottom-MLP layer; the backward pass
   as DATA's, layer 0's input-gradient all-to-all issued after the input gradient of the
   first top-MLP layer, and each layer's weight-gradient step waiting for its input-gradient
-  collective.
+  collective (HYBRID_DLRM_ENHANCED: not waiting).
+- DISTRIBUTED_INFERENCE: forward passes only, each layer's forward collective on every
+  dimension, waited for.
 - MICRO: the weight-gradient collective of the first layer, once per iteration, all issued
   at once.
 
 The run ends when every pass and every collective (and its update delay) has finished.
-Other parallelisms (MODEL, HYBRID_DATA_MODEL, ...) are refused. With `workload.engine`
-set, the reductions run on pysim's endpoint models instead ('npu': the NPU's cores through
-HBM, queued with compute; 'offload': the collectives engine's own unit), after which the
-endpoint delay still applies.
+HYBRID_TRANSFORMER_FWD_IN_BCKWD (recomputation from checkpoints) is refused. With
+`workload.engine` set, the reductions run on pysim's endpoint models instead ('npu': the
+NPU's cores through HBM, queued with compute; 'offload': the collectives engine's own unit),
+after which the endpoint delay still applies.
 """
 from __future__ import annotations
 
@@ -77,7 +83,13 @@ from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 
 COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_gather",
         "REDUCESCATTER": "reduce_scatter"}
-SUPPORTED = ("DATA", "HYBRID_TRANSFORMER", "HYBRID_DLRM", "MICRO")
+SUPPORTED = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER",
+             "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO",
+             "DISTRIBUTED_INFERENCE")
+LAYERWISE = ("HYBRID_TRANSFORMER", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
+             "HYBRID_CUSTOMIZED")       # the loop of Workload::iterate_hybrid_parallel_*
+CUSTOM_LAYER = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "MICRO",
+                "DISTRIBUTED_INFERENCE")
 REDUCE_MEMORY_GBPS = 500_000      # ASTRA-sim 1.0 analytical: the NPU memory's bandwidth
 PRIORITY_BASE = 10 ** 9           # gate priorities: LIFO counts up, FIFO down from here
 PRIORITY_HIGHEST = 10 ** 12
@@ -302,13 +314,21 @@ def ops_bound(model, dims, splits, iterations, bidir):
 
 def involved_dims(kind, ndims, boundary, phase, layer=None):
     """Which logical dimensions a collective of `phase` ('fwd', 'ig', 'wg') uses
-    (ASTRA-sim's Workload::decode_involved_dimensions)."""
-    every = [True] * ndims
-    if kind in ("DATA", "MICRO") or (kind == "HYBRID_DLRM" and layer != 0):
-        return every if phase == "wg" else [False] * ndims
-    if kind == "HYBRID_DLRM":
+    (ASTRA-sim's Workload::decode_involved_dimensions); under HYBRID_CUSTOMIZED `kind` is the
+    layer's own parallelism."""
+    every, none = [True] * ndims, [False] * ndims
+    if kind in ("DATA", "MICRO") or (kind.startswith("HYBRID_DLRM") and layer != 0):
+        return every if phase == "wg" else none
+    if kind.startswith("HYBRID_DLRM"):
         return every
-    model = [d <= boundary for d in range(ndims)]
+    if kind in ("MODEL", "DISTRIBUTED_INFERENCE"):
+        return none if phase == "wg" else every
+    if kind == "HYBRID_DATA_MODEL":          # model parallel on dimension 0, data on the rest
+        model = [d == 0 for d in range(ndims)]
+    elif kind == "HYBRID_MODEL_DATA":        # data parallel on dimension 0, model on the rest
+        model = [d > 0 for d in range(ndims)]
+    else:                                    # the transformers: up to the group's boundary
+        model = [d <= boundary for d in range(ndims)]
     return model if phase in ("fwd", "ig") else [not x for x in model]
 
 
@@ -361,7 +381,12 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
         ctype, size = gv[phase + "_comm"]
         if ctype == "NONE" or size <= 0:
             return None
-        inv = involved_dims(kind, nd, boundary, phase, i)
+        own = gv.get("parallelism", kind) if kind == "HYBRID_CUSTOMIZED" else kind
+        if own not in CUSTOM_LAYER and kind == "HYBRID_CUSTOMIZED":
+            raise ConfigError(f"workload.model: layer {layers[i].name!r} of a "
+                              f"HYBRID_CUSTOMIZED workload has parallelism {own}: expected "
+                              f"one of {', '.join(CUSTOM_LAYER)}")
+        inv = involved_dims(own, nd, boundary, phase, i)
         first = len(g)
         end = sysl.issue(ctype, size, inv, policy, after)
         if end is None:
@@ -369,6 +394,7 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
         done = g.delay(gv["update_cycles"], after=[end],
                        name=f"{prefix}it{it} {layers[i].name} {phase} update")
         plan.updates[(it, i, phase)] = done
+        issued.append(done)
         plan.collectives.append(CollectiveOps(
             what=f"{phase}_{COMM[ctype]}", collective=COMM[ctype], group=list(npus),
             bytes=size, iteration=it, micro_batch=0, layers=[i], first=first, last=len(g),
@@ -392,6 +418,7 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
 
     cur = {n: [] for n in npus}
     pending = {}                          # (layer, phase) -> the done op of its collective
+    issued = []                           # every collective's done op
     for it in range(w.iterations):
         first = len(g)
         if kind == "MICRO":
@@ -405,21 +432,25 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
             for n in npus:
                 plan.layer_ops[(it, i, n, 0)] = LayerOps(fwd[n], None, None, 0)
             cur = {n: [fwd[n]] for n in npus}
-            if kind == "HYBRID_TRANSFORMER":
+            if kind in LAYERWISE or kind == "DISTRIBUTED_INFERENCE":
                 done = issue(it, i, "fwd", None, [fwd[n] for n in npus])
                 cur = wait(cur, [done])
-            elif kind == "HYBRID_DLRM":
+            elif kind.startswith("HYBRID_DLRM"):
                 if gv["fwd_comm"][0] == "ALLTOALL":
                     pending[(i, "fwd")] = issue(it, i, "fwd", "HIGHEST",
                                                 [fwd[n] for n in npus])
                 elif i == last_bottom:
                     cur = wait(cur, [pending.pop((0, "fwd"), None)])
             cur = {n: [g.delay(1, after=cur[n])] for n in npus}
+        if kind == "DISTRIBUTED_INFERENCE":       # forward passes only
+            plan.iterations.append((first, len(g)))
+            continue
         for i in range(L - 1, -1, -1):    # backward pass
             gv = layers[i].given
-            if kind == "HYBRID_TRANSFORMER":
+            if kind in LAYERWISE:
                 ig = step(it, i, "bwd_input", gv["ig_cycles"], cur)
-                pending[(i, "ig")] = issue(it, i, "ig", "LIFO", [ig[n] for n in npus])
+                if kind == "HYBRID_TRANSFORMER" or i > 0:
+                    pending[(i, "ig")] = issue(it, i, "ig", "LIFO", [ig[n] for n in npus])
                 cur = tick(ig)
                 wg = step(it, i, "bwd_weight", gv["wg_cycles"], cur)
                 pending[(i, "wg")] = issue(it, i, "wg", "FIFO", [wg[n] for n in npus])
@@ -432,7 +463,7 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
             wg = step(it, i, "bwd_weight", gv["wg_cycles"], cur)
             pending[(i, "wg")] = issue(it, i, "wg", None, [wg[n] for n in npus])
             cur = {n: [wg[n]] for n in npus}
-            if kind == "HYBRID_DLRM":
+            if kind == "HYBRID_DLRM":           # (not HYBRID_DLRM_ENHANCED)
                 cur = wait(cur, [pending.pop((i, "ig"), None)])
             cur = {n: [g.delay(1, after=cur[n])] for n in npus}
             for n in npus:
@@ -441,14 +472,13 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
                 ig = step(it, i, "bwd_input", gv["ig_cycles"], cur)
                 for n in npus:
                     plan.layer_ops[(it, i, n, 0)].bwd_input = ig[n]
-                if kind == "HYBRID_DLRM" and i == last_bottom + 1:
+                if kind.startswith("HYBRID_DLRM") and i == last_bottom + 1:
                     pending[(0, "ig")] = issue(it, 0, "ig", "HIGHEST", [ig[n] for n in npus])
                 cur = tick(ig)
         plan.iterations.append((first, len(g)))
     # the run ends when every collective has finished: the last pass's range takes them
-    ends = [o for o in pending.values() if o is not None]
-    if ends:
-        g.delay(0, after=ends + [o for n in npus for o in cur[n]])
+    if issued:
+        g.delay(0, after=issued + [o for n in npus for o in cur[n]])
         plan.iterations[-1] = (plan.iterations[-1][0], len(g))
     return g, plan
 

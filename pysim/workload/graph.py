@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.engine import core as _engine
+from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
 from pysim.errors import ConfigError, PysimWarning
+from pysim.workload import transfer
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
@@ -332,15 +333,11 @@ REQUEST_BYTES = 64          # a memory read request
 def compile_graph(g: OpGraph, topo, cfg=None):
     """Check the graph against the topology and turn it into csim's arrays.
 
-    Memory ops move in pieces of workload.mem_piece_bytes so that reading, transfer and
-    storing overlap. A write of b bytes from an NPU (or host) to a memory node (or a host's
-    DRAM) is, per piece, a read of the piece from the source's own memory (its memory unit,
-    at its HBM or DRAM bandwidth), a send to the target, and the target's access of piece /
-    bandwidth cycles (a memory node's controller, its one unit, also paying the access
-    latency on the first piece; a host's memory unit); a read is a request send, then per
-    piece the target's access, a send back and the write into the reader's memory. Pieces
-    go in order. A memory op starts with its first piece and finishes with its last. Memory
-    nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    Memory ops (mem_write, mem_read) become a read from the source's own memory (its
+    memory unit, at its HBM or DRAM bandwidth), the network's part and the target's access
+    (a memory node's controller, paying its access latency; a host's memory unit):
+    at the flit level in pieces of workload.mem_piece_bytes, at the flow level as one flow
+    (pysim.workload.transfer). Memory nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
     more than a device's capacity are an error naming it (the exact check, from the ops'
     times, follows the run: `memory_usage`).
     Returns the arrays and, per op of `g`, its (first, last) primitive op."""
@@ -371,6 +368,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     eparams = engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
+    flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
     kind, node, dst, size, after, unit = [], [], [], [], [], []
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
     span = [None] * len(g)              # per op of g: (first primitive, last primitive)
@@ -388,7 +386,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
         return len(kind) - 1
 
-    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock)
+    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
     for i in (topological_order(g) if g._forward else range(len(g))):
         k = g.kind[i]
         deps = [span[d][1] for d in g.after[i]]
@@ -459,33 +457,18 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             else:
                 bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
             total = g.size[i]
-            pieces = [min(piece, total - o) for o in range(0, total, piece)] or [0]
             if k == "mem_write":
                 stored[m] = stored.get(m, 0) + total
-                first = rd = snd = acc = None
-                for j, b in enumerate(pieces):       # pieces leave in order, one after another
-                    rd = prim("compute", a, -1, _ceil(b, own_bpc),
-                              deps if rd is None else [rd], 1)
-                    snd = prim("send", a, m, b, [rd] + ([snd] if snd is not None else []))
-                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [snd] + ([acc] if acc is not None else []), m_unit)
-                    first = rd if first is None else first
-                span[i] = (first, acc)
             else:
                 read[m] = read.get(m, 0) + total
                 if total > caps[m]:
                     raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
                                      f"{topo.node_names[m]}, more than its capacity of "
                                      f"{caps[m]} bytes")
-                req = prim("send", a, m, REQUEST_BYTES, deps)
-                acc = wr = None
-                for j, b in enumerate(pieces):
-                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [req] + ([acc] if acc is not None else []), m_unit)
-                    back = prim("send", m, a, b, [acc]) if b else acc
-                    wr = prim("compute", a, -1, _ceil(b, own_bpc),
-                              [back] + ([wr] if wr is not None else []), 1)
-                span[i] = (req, wr)
+            span[i] = transfer.expand(
+                prim, k, a, m, total, deps, own_cycles=lambda b: _ceil(b, own_bpc),
+                target_cycles=lambda b: _ceil(b, bpc), latency=lat, m_unit=m_unit,
+                piece=piece, flow=flow, request_bytes=REQUEST_BYTES)
     for m, b in read.items():
         if b > stored.get(m, 0):
             where = "memory node" if topo.node_kinds[m] == "mem" else "host"
@@ -543,7 +526,7 @@ def topological_order(g: OpGraph):
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
-def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
+def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow=False):
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
     op's pieces (three ops each), a roofline op (two, csim running its slices; past
     MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
@@ -553,7 +536,7 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     for i in range(len(g)):
         k = g.kind[i]
         if k in ("mem_write", "mem_read"):
-            n = 3 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
+            n = transfer.engine_ops(k, g.size[i], piece, flow)
         elif k == "compute" and g.work[i] is not None:
             # a roofline op and its memory companion; csim runs its slices, at most
             # MAX_SLICES of them (more are counted as ops, so that they are refused here)
@@ -574,9 +557,10 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     if total <= MAX_OPS:
         return
     k = g.kind[worst_i]
-    if k in ("mem_write", "mem_read"):
+    if k in ("mem_write", "mem_read") and not flow:
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
-               f"(raise it)")
+               f"at the flit level (raise it, or run at the flow level, network.model = "
+               f"'flow', where a transfer is one flow)")
     elif k == "compute":
         why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
@@ -1005,12 +989,13 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         graph = load_graph(path)
     network = compile_network(cfg, topo)
     arrays, span = compile_graph(graph, network.topo, cfg)
-    eng = _engine.Engine(network.arrays)
     model = cfg.network.model          # how sends are carried; everything else is the same
-    eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
-                  arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"],
-                  flow=flow_arrays(network, cfg, arrays) if model == "flow" else None)
+    ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
+                                                "succ_ptr", "succ", "unit")},
+                      packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
+    ops.check(n_nodes=network.arrays["n_nodes"])
+    eng = new_engine(network.arrays)
+    set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
@@ -1049,7 +1034,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
+        version=__version__, build=dict(core.BUILD), links=links, network_model=model,
         flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
 
 
@@ -1063,8 +1048,8 @@ declare(
         "Roofline compute ops run in slices of at most this many cycles, so that memory "
         "traffic of other ops can interleave with theirs.", POS),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
-        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
-        "access overlap.", POS),
+        "Op graphs at the flit level: memory reads and writes move in pieces of this size, so "
+        "that transfer and access overlap (at the flow level a transfer is one flow).", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
 )

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pysim.engine import core as _engine
+from pysim.engine import core, new_engine
 from pysim import theory, traffic
 from pysim._version import __version__
 from pysim.errors import ConfigError
@@ -43,7 +43,7 @@ def prepare(cfg, horizon=None):
     topo = network.topo
     inj_bpc, _ = nic_bandwidths(topo, cfg)
     slowest = float(min(inj_bpc[i] for i in topo.endpoints())) / cfg.network.flit_bytes
-    eng = _engine.Engine(network.arrays)
+    eng = new_engine(network.arrays)
     eng.set_synthetic(**traffic.engine_args(topo, cfg, slowest), stop=horizon)
     return network, eng
 
@@ -132,7 +132,7 @@ def run_synthetic(cfg, progress=None):
         links=links,
         latency_histogram=[[int(i), int(hist_lat[i])] for i in nz],
         config=cfg_dict, seed=int(cfg.simulation.seed), version=__version__,
-        build=dict(_engine.BUILD),
+        build=dict(core.BUILD),
     )
 
 
@@ -141,7 +141,7 @@ def run_packets(cfg, times, src, dst, lengths, max_cycles=None, network=None):
     and run until all are delivered. Returns (network, engine, deliver, inject, hops)."""
     flit_only(cfg, "a packet trace")
     network = network or compile_network(cfg)
-    eng = _engine.Engine(network.arrays)
+    eng = new_engine(network.arrays)
     order = np.argsort(np.asarray(times), kind="stable")
     eng.set_trace(np.asarray(times)[order], np.asarray(src)[order], np.asarray(dst)[order],
                   np.asarray(lengths)[order])

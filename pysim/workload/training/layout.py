@@ -305,8 +305,10 @@ class _Layout:
         NPU for `samples` samples (None where there is no such work), and the bytes it
         stashes. Forward reads its input and weights and writes its output; the input
         gradient reads the output gradient and the weights and writes the input gradient;
-        the weight gradient reads the output gradient and the stash and writes the weight
-        gradient (as pysim.models.presets.NpuSpec.layer_seconds)."""
+        the weight gradient reads the output gradient and the tensors the layer saved and
+        writes the weight gradient (as pysim.models.presets.NpuSpec.layer_seconds). The
+        bytes stashed are those of the tensors the layer owns (each kept tensor counted
+        once, pysim.models.tensors)."""
         layer = self.model.layers[i]
         fi, fo, fw, ff = self.splits[i]
         pad = self.pad[i]
@@ -316,8 +318,8 @@ class _Layout:
         wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1) \
             * pad
         stash = samples * self.stash_sample[i] / self.stash_div[i]
-        # what the weight gradient reads: the whole stash, recomputed or kept
-        saved = samples * (layer.stash_elems * a + layer.stash_mask_bytes) / self.stash_div[i]
+        # what the weight gradient reads: every tensor the layer saved, recomputed or kept
+        saved = samples * (layer.saved_elems * a + layer.saved_fixed_bytes) / self.stash_div[i]
         ff = ff / pad
         fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
         bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
