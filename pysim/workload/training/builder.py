@@ -165,7 +165,8 @@ class _Builder:
         when = "forward" if record else "recompute"
         gathered = self.zero3_gather(it, j, i, npus, self._after_step(cur, i, j, prev_opt),
                                      when)
-        if i + 1 < len(lay.model.layers) and lay.stage_of[i + 1] == lay.stage_of[i]:
+        if record and i + 1 < len(lay.model.layers) and \
+                lay.stage_of[i + 1] == lay.stage_of[i]:
             self.zero3_gather(it, j, i + 1, npus,                  # prefetch the next
                               self._after_step(cur, i + 1, j, prev_opt), when)
         for n in npus:
