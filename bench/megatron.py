@@ -22,7 +22,8 @@ its rail's InfiniBand switch at 25 GB/s, the rails joined by one spine).
 
 `--json FILE` writes {"rows": [...], "provenance": ...}: per configuration
 published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wall_seconds,
-ops, or the reason it did not run.
+ops (and ops_counted, counted from the plan before building), or the reason it did not run
+(`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ import sys
 import time
 
 from pysim.config import from_dict
+from pysim.topology import build as build_topology
+from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 from pysim.workload.training import run_training
+from pysim.workload.training.builder import _Builder
+from pysim.workload.training.count import graph_ops
+from pysim.workload.training.layout import _Layout, load_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from provenance import provenance  # noqa: E402
@@ -118,15 +124,26 @@ def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algor
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
-def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring"):
+def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
+            max_ops=None):
     t0 = time.perf_counter()
+    max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm)
+    b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
+    counted = graph_ops(b)
+    out["ops_counted"] = sum(counted.values())
+    out["ops_by_part"] = counted
+    if out["ops_counted"] > max_ops:
+        out.update(error=None, simulated_tflops_per_gpu=None,
+                   refused=f"{out['ops_counted']:,} ops counted from the plan, more than "
+                           f"--max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
+        return out
     try:
-        res = run_training(config(row, vocab, seq, micro_batch, interleave, system,
-                                  algorithm))
+        res = run_training(cfg)
     except GraphError as e:
         out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
                    wall_seconds=time.perf_counter() - t0)
@@ -152,6 +169,9 @@ def main(argv=None):
                          "rail-optimised fat tree, as the shipped selene); graph: a stand-in "
                          "of NVSwitch islands on rail switches joined by one spine")
     ap.add_argument("--algorithm", default="ring", help="workload.algorithm of every group")
+    ap.add_argument("--max-ops", type=int, default=None,
+                    help="run only configurations whose graph, counted from the plan, has at "
+                         "most this many ops (default: the op graph's limit)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     meta, rows = table()
@@ -161,7 +181,7 @@ def main(argv=None):
           f"{'error':>7} {'iteration':>10} {'wall':>7}")
     for k in pick:
         r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
-                    a.algorithm)
+                    a.algorithm, a.max_ops)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
