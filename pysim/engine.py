@@ -298,12 +298,19 @@ class GraphArrays(Inputs):
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
+        Field("sms", np.int32, ("M",), "per node: its compute units (0: not modelled; an "
+              "NPU-run collective holds some of them while active, see "
+              "pysim.workload.endpoint); None: all 0", optional=True),
+        Field("comm_hbm", np.float64, ("M",), "per node: communication's memory budget as a "
+              "fraction of its memory bandwidth, in (0, 1]; None: all 1", optional=True),
     )
 
     def sizes(self):
         n = self["kind"].size
         ptr = self["succ_ptr"]
-        return {"N": n, "N+1": n + 1, "S": int(ptr[-1]) if ptr.size else 0}
+        per_node = self["sms"] if self["sms"] is not None else self["comm_hbm"]
+        return {"N": n, "N+1": n + 1, "S": int(ptr[-1]) if ptr.size else 0,
+                "M": per_node.size if per_node is not None else 0}
 
     def check(self, n_nodes=None):
         N = self["kind"].size
@@ -334,7 +341,18 @@ class GraphArrays(Inputs):
                               "predecessor")
         if self["unit"] is not None and not _in_range(self["unit"], 0, N_UNITS):
             self.fail("unit", f"a unit outside 0 .. {N_UNITS - 1}")
+        sms, hbm = self["sms"], self["comm_hbm"]
+        if sms is not None and (sms < 0).any():
+            self.fail("sms", "a negative count of compute units")
+        if hbm is not None and ((hbm <= 0) | (hbm > 1)).any():
+            self.fail("comm_hbm", "expected fractions in (0, 1]")
+        if sms is not None and hbm is not None and sms.size != hbm.size:
+            self.fail("comm_hbm", "expected one entry per node, as sms")
         if n_nodes is not None:
+            for name in ("sms", "comm_hbm"):
+                if self[name] is not None and self[name].size != n_nodes:
+                    self.fail(name, f"{self[name].size} entries, expected one per node "
+                                    f"({n_nodes})")
             kind = self["kind"]
             if not _in_range(self["node"][kind != OP_DELAY], 0, n_nodes) or \
                     not _in_range(self["dst"][kind == OP_SEND], 0, n_nodes):
@@ -394,7 +412,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
     g = graph
     engine.set_graph(g["kind"], g["node"], g["dst"], g["size"], g["deps"], g["succ_ptr"],
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
-                     flow=None if flow is None else flow.as_dict())
+                     flow=None if flow is None else flow.as_dict(), sms=g["sms"],
+                     comm_hbm=g["comm_hbm"])
 
 
 # ------------------------------------------------------------------ allocators by name

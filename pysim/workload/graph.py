@@ -46,14 +46,17 @@ from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
 from pysim.workload.base import check_status, link_report, register
+from pysim.workload.endpoint import endpoint_arrays
 from pysim._io import json_safe
 from pysim.models.presets import npu_spec
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
 KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
-         "acquire": 5, "release": 6}     # csim's primitive ops
+         "acquire": 5, "release": 6, "take_units": 7, "free_units": 8}  # csim's primitive ops
 GATE_UNIT = 3
+HELD_UNIT = 4            # the compute units held by NPU-run collectives (csim/_dag.pxd)
+COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
 
 class GraphError(ConfigError):
@@ -148,9 +151,10 @@ class OpGraph:
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
 
     def memory(self, node, bytes, after=None, name=None):
-        """Memory traffic of `bytes` at an NPU's HBM (a host's DRAM): it holds the node's
-        memory unit for bytes / bandwidth cycles, in turn with other memory traffic there
-        (the memory parts of roofline compute ops among them)."""
+        """Communication's memory traffic of `bytes` at an NPU's HBM (a host's DRAM): bytes /
+        bandwidth cycles on the node's communication memory unit, one op at a time, sharing
+        the memory in proportion with compute's traffic (the memory parts of roofline
+        compute ops) and capped at communication's budget (pysim.workload.endpoint)."""
         return self._add("memory", node, None, _size(bytes, "bytes", name), after, name)
 
     def reduce(self, node, bytes, engine="npu", after=None, name=None):
@@ -173,6 +177,15 @@ class OpGraph:
     def release(self, node, after=None, name=None):
         """Free the node's gate (taken by an acquire op)."""
         return self._add("release", node, None, 0, after, name)
+
+    def take_units(self, node, units, after=None, name=None):
+        """A collective takes `units` of an NPU's compute units (see
+        pysim.workload.endpoint); its compute runs on the rest until free_units."""
+        return self._add("take_units", node, None, _size(units, "units", name), after, name)
+
+    def free_units(self, node, units, after=None, name=None):
+        """Give back `units` compute units taken by take_units."""
+        return self._add("free_units", node, None, _size(units, "units", name), after, name)
 
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
@@ -366,6 +379,9 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     mem = memory_params(topo, cfg)
     cparams = compute_params(topo, cfg)          # (once: each walks every node)
     eparams = engine_params(topo, cfg)
+    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name, cparams[i][1] * 1e9 *
+                                           (cfg.network.clock_ghz if cfg is not None else 1.0))
+                                       for i, k in enumerate(topo.node_kinds) if k == "npu"})
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
@@ -417,8 +433,10 @@ def compile_graph(g: OpGraph, topo, cfg=None):
         elif k == "reduce_npu":
             n = node_id(g.node[i], i, "node", ("npu",))
             _, bytes_pc = cparams[n]
-            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
-            red = prim("compute", n, -1, _ceil(g.size[i], eparams[n][2]), deps, 0)
+            # on the units the collective holds, through communication's memory share
+            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, COMM_MEM_UNIT)
+            rate = eparams[n][2] * ends["reduce_fraction"][n]
+            red = prim("compute", n, -1, _ceil(g.size[i], rate), deps, HELD_UNIT)
             p = prim("delay", -1, -1, 0, [mem_, red])
             span[i] = (mem_, p)
         elif k == "reduce_offload":
@@ -429,10 +447,15 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
             flops_pc, bytes_pc = cparams[n]
             rate = bytes_pc if k == "memory" else eparams[n][0]
-            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
+            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps,
+                     COMM_MEM_UNIT if k == "memory" else 2)
             span[i] = (p, p)
         elif k == "delay":
             p = prim("delay", -1, -1, g.size[i], deps)
+            span[i] = (p, p)
+        elif k in ("take_units", "free_units"):
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim(k, n, -1, g.size[i], deps, HELD_UNIT)
             span[i] = (p, p)
         elif k in ("acquire", "release"):
             n = node_id(g.node[i], i, "node")
@@ -493,6 +516,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
                   deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
+    arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
     return arrays, span
 
 
@@ -892,7 +916,8 @@ class GraphResult:
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
-                   "reduce_offload": 3, "acquire": 4, "release": 4}[op["kind"]]
+                   "reduce_offload": 3, "acquire": 4, "release": 4, "take_units": 4,
+                   "free_units": 4}[op["kind"]]
             args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
             args.update({"size": op["size"]} if op["size"] >= 0 else
                         {"flops": op["flops"], "bytes": op["bytes"]})
@@ -991,7 +1016,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     arrays, span = compile_graph(graph, network.topo, cfg)
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
-                                                "succ_ptr", "succ", "unit")},
+                                                "succ_ptr", "succ", "unit", "sms",
+                                                "comm_hbm")},
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)

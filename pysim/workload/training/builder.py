@@ -35,6 +35,8 @@ class _Builder:
         if lay.engine == "offload":
             coll.check_offload_sram(lay.topo, cfg, lay.npus)
         self.sram_pieces = ep[3]
+        self.units = coll.held_units(cfg, lay.topo, lay.engine)   # (see workload.endpoint)
+        self.streams = coll.comm_streams(cfg)
         self.sram_state = ({}, {})
         self.orders = {}
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
@@ -84,7 +86,7 @@ class _Builder:
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces)
+                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams)
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
