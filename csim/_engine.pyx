@@ -30,6 +30,11 @@ if MAX_PACKET_FLITS != FLIT_TAIL - 1:
 if MAX_VCS != 8 * sizeof(uint64_t):
     raise ImportError(f"csim.limits.MAX_VCS = {MAX_VCS}: a port's VCs are the bits of one "
                       f"64-bit mask word")
+from csim import limits as _limits
+if (_limits.OP_UNHOLD, _limits.OP_ROOF_MEM, _limits.OP_HOLD, _limits.N_UNITS) != \
+        (OP_UNHOLD, OP_ROOF_MEM, OP_HOLD, N_UNITS):
+    raise ImportError("csim.limits' op kinds or unit count differ from those csim._engine was "
+                      "compiled with: rebuild the extension")
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
 STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}

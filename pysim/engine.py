@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from csim.limits import MAX_PACKET_FLITS, MAX_VCS
+from csim.limits import (MAX_PACKET_FLITS, MAX_VCS, N_UNITS, OP_ACQUIRE, OP_COMPUTE,  # noqa: F401
+                         OP_DELAY, OP_HOLD, OP_RELEASE, OP_ROOF, OP_ROOF_MEM, OP_SEND, OP_UNHOLD)
 
 
 class _Core:
@@ -58,8 +59,6 @@ core = _Core()
 
 # channel kinds, op kinds and units: the values of csim/_types.pxd's enums
 CH_NET, CH_INJECT, CH_EJECT = 0, 1, 2
-OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE = range(7)
-N_UNITS = 4
 
 
 class EngineInputError(ValueError):
@@ -284,7 +283,8 @@ class GraphArrays(Inputs):
 
     FIELDS = (
         Field("kind", np.int8, ("N",), "per op: OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, "
-              "OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE"),
+              "OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE, OP_HOLD (a collective takes `size` of its "
+              "node's compute units), OP_UNHOLD (and gives them back)"),
         Field("node", np.int32, ("N",), "per op: its node (a send's source; a delay's is "
               "not read)"),
         Field("dst", np.int32, ("N",), "per op: a send's destination node (else any)"),
@@ -319,8 +319,8 @@ class GraphArrays(Inputs):
                                       f"{MAX_PACKET_FLITS}")
         if self["flit_bytes"] < 1:
             self.fail("flit_bytes", f"{self['flit_bytes']}: expected >= 1")
-        if not _in_range(self["kind"], 0, OP_RELEASE + 1):
-            self.fail("kind", "an op kind outside 0 .. 6")
+        if not _in_range(self["kind"], 0, OP_UNHOLD + 1):
+            self.fail("kind", f"an op kind outside 0 .. {OP_UNHOLD}")
         if (self["size"] < 0).any():
             self.fail("size", "a negative size")
         ptr, succ = self["succ_ptr"], self["succ"]
