@@ -103,7 +103,9 @@ def cluster_builder(gpus):
 SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 
 
-def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring"):
+def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
+           sms=None):
+    """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
@@ -111,28 +113,30 @@ def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algor
            "order": ["tp", "pp", "dp"]}
     if interleave > 1:
         par["interleave"] = interleave
+    topology = SYSTEMS[system](gpus)
+    extra = {} if sms is None else {"comm_sms": sms}
     return from_dict({
         "network": {"model": "flow"},
-        "topology": SYSTEMS[system](gpus),
+        "topology": topology,
         "workload": {"kind": "training", "model": "transformer",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
-                     "algorithm": algorithm,
+                     "algorithm": algorithm, **extra,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
-            max_ops=None):
+            max_ops=None, sms=None):
     t0 = time.perf_counter()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
-           "interleave": interleave, "system": system, "algorithm": algorithm,
+           "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
-    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm)
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = graph_ops(b)
     out["ops_counted"] = sum(counted.values())
@@ -172,6 +176,10 @@ def main(argv=None):
     ap.add_argument("--max-ops", type=int, default=None,
                     help="run only configurations whose graph, counted from the plan, has at "
                          "most this many ops (default: the op graph's limit)")
+    ap.add_argument("--comm-sms", type=int, default=None,
+                    help="workload.comm_sms: the compute units an NPU-run collective holds "
+                         "(default the preset's NCCL channel count; 0: none, collectives "
+                         "limited by the links and the whole HBM)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     meta, rows = table()
@@ -181,7 +189,7 @@ def main(argv=None):
           f"{'error':>7} {'iteration':>10} {'wall':>7}")
     for k in pick:
         r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
-                    a.algorithm, a.max_ops)
+                    a.algorithm, a.max_ops, a.comm_sms)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
