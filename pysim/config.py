@@ -238,6 +238,7 @@ def apply_override(raw, path, value, what="override"):
     field inside a table key, which keeps the table's other fields."""
     if not isinstance(path, str):
         raise ConfigError(f"{what} {path!r}: expected a key 'section.key' (a string)")
+    value = _plain(value)
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
@@ -281,6 +282,18 @@ def is_path_key(path):
     return key is not None and key.unit == "path"
 
 
+def _plain(v):
+    """A value with numpy's scalars and arrays (np.int64(16), from a sweep over np.arange)
+    as the Python numbers and lists a config holds."""
+    if hasattr(v, "dtype") and hasattr(v, "tolist"):
+        return v.tolist()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
 def cwd_paths(overrides: dict, what="override") -> dict:
     """Overrides with their relative paths made absolute against the current directory: a path
     typed on the command line or given in the Python API is relative to where it is given,
@@ -296,10 +309,17 @@ def cwd_paths(overrides: dict, what="override") -> dict:
             return systems.path_of(v)
         return full
 
+    def model(v):                    # a zoo name, or a model file: a file only if it is one
+        if not isinstance(v, str) or os.path.isabs(v) or not ("." in v or os.sep in v):
+            return v
+        return os.path.abspath(v) if os.path.exists(v) else v
+
     out = {}
     for path, v in overrides.items():
         if is_path_key(path):
             v = [fix(x) for x in v] if isinstance(v, (list, tuple)) else fix(v)
+        elif path == "workload.model":
+            v = [model(x) for x in v] if isinstance(v, (list, tuple)) else model(v)
         out[path] = v
     return out
 

@@ -20,7 +20,7 @@ LAYERS = [
                     "pysim.network",
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),
-    ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot"]),
+    ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot", "pysim.figure_checks"]),
     ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "=pysim"]),
 ]
 # ("=name": that module alone, not the modules under it: a new module of pysim must be given

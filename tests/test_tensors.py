@@ -68,10 +68,10 @@ def test_a_relu_in_place_and_the_conv_after_it_keep_one_tensor():
     m = net.model("chain")
     n = 4 * 8 * 8
     found = {s.name: s for s in m.stashes}
-    assert set(found) == {"input", "r1 output", "c2 output", "p indices"}
+    assert set(found) == {"c1 input", "r1 output", "c2 output", "p indices"}
     relu = found["r1 output"]
     assert (relu.elems, relu.owner, relu.needed, relu.last_read) == (n, 1, 2, 2)
-    assert found["input"].elems == 3 * 64 and found["input"].owner == 0
+    assert found["c1 input"].elems == 3 * 64 and found["c1 input"].owner == 0
     assert found["p indices"].fixed_bytes == 4 * 4 * 4 * 8
     assert m.activation_bytes("fp32") == 4 * (3 * 64 + n + n) + 4 * 16 * 8
     # not in place: the ReLU's output is a tensor of its own, its input the conv's
@@ -117,3 +117,12 @@ def test_stashes_are_exact_for_transformer_layers():
     assert sum(l.bytes("mixed")["stash"] for l in per_layer) == s * h * (34 + 5 * a * s / h)
     assert all(len(x.keepers) == 1 for x in stashes(m.layers)
                if m.layers[x.owner].name.startswith("layer"))
+
+
+@pytest.mark.parametrize("name", ["gnmt", "bert_large", "dlrm", "inception_v3"])
+def test_kept_tensors_have_distinct_names(name):
+    """A memory plan names its ops after the tensors they move: every kept tensor of a zoo
+    model has a name of its own (tensors no layer writes, such as GNMT's decoder inputs,
+    are named after the layer that keeps them)."""
+    names = [s.name for s in models.get(name).stashes]
+    assert len(names) == len(set(names))

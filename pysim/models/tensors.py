@@ -83,7 +83,7 @@ def stashes(layers):
         elems, fixed = (n, 0) if dt == "act" else (0, n * DTYPE_BYTES[dt])
         what = {"u8": " mask", "i64": " indices"}.get(dt, "")
         name = (f"{layers[owner].name}{what}" if isinstance(t, tuple) else
-                "input" if wrote == "input" else f"{wrote} output")
+                f"{layers[owner].name} input" if wrote == "input" else f"{wrote} output")
         out.append(Stash(name, elems, fixed, owner, needed, last, tuple(keepers)))
     out.sort(key=lambda s: (s.owner, s.needed))
     return out

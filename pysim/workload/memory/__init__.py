@@ -9,11 +9,12 @@ memory after the forward op, back before the backward ops) or `recompute` (dropp
 forward pass, its forward op run again before its backward ops), with a compression ratio
 per layer when `compression` is joined to the policy (COMET). `expand` turns a plan into
 ops, dependencies and holds on a *sink*: the iteration's op graph (`GraphSink`, the real
-run) or `Estimate`, a small two-resource scheduler that predicts a plan's time and peak
-memory in a few milliseconds, which the planning policies (lms's auto-tuning, karma) use to
-choose. Both see the same expansion, so on one NPU with a dedicated link the prediction
-equals the run by construction (self-consistency); they differ by what the estimate leaves
-out (shared links, HBM contention, collectives).
+run) or `Estimate`, which schedules the plan on one NPU's compute unit and a channel each
+way in csim's compiled op scheduler and predicts its time and peak memory, which the
+planning policies (lms's auto-tuning, karma) use to choose. Both see the same expansion, so
+on one NPU with a dedicated link the prediction equals the run by construction
+(self-consistency); they differ by what the estimate leaves out (shared links, HBM contention,
+collectives).
 
 Lifetimes on an NPU (per micro-batch; bytes of the NPU's share of the layer):
 - resident: weights, gradients, optimizer state -- from the NPU's first op to its last;

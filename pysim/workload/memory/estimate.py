@@ -1,14 +1,18 @@
 """The planner's performance model: a plan expanded on one NPU's compute unit and one transfer
-channel each way, scheduled as csim's units serve their ops, and its peak from the holds."""
+channel each way, scheduled by csim's op scheduler (the compiled one the runs use, on a
+planning machine of one NPU), and its peak from the holds."""
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from pysim.workload.graph import occupancy
+from pysim.config import from_dict
+from pysim.engine import GraphArrays, new_engine, set_graph
+from pysim.network import compile_network
+from pysim.topology import build
+from pysim.workload.graph import KINDS, occupancy
 from pysim.workload.memory.expand import Skeleton, _Queues, expand
 from pysim.workload.memory.plan import Budget, Plan
 
@@ -35,12 +39,16 @@ def chain(sink, npu, costs, after=()):
 
 
 class Estimate(_Queues):
-    """A sink that schedules a plan on three resources of one NPU -- its compute unit and
-    one transfer channel each way to remote memory -- each serving its ops one at a time in
-    the order they become ready, as csim's units do, and accounts its holds. Its forward and
-    backward ops are made from the layer costs; transfers take bytes / bandwidth + latency.
-    `cycles`, `peak` (stash, transient and resident bytes) and `fits` (peak within the
-    budget) come from it."""
+    """A sink that schedules a plan on three units of one NPU -- its compute unit and one
+    transfer channel each way to remote memory -- in csim's op scheduler itself (the
+    compiled one the runs use), on a planning machine of one NPU: its compute unit runs the
+    layers' cycles, its memory unit stands for the channel out and its engine unit for the
+    channel back, each serving its ops one at a time in the order they become ready;
+    transfers take bytes / bandwidth + latency cycles. It accounts its holds; `cycles`,
+    `peak` (stash, transient and resident bytes) and `fits` (peak within the budget) come
+    from it."""
+
+    UNIT = {"c": 0, "o": 1, "i": 2}
 
     def __init__(self, budget):
         self.budget = budget
@@ -60,7 +68,8 @@ class Estimate(_Queues):
         return self._op("c", int(cycles), after)
 
     def _transfer(self, nbytes, bpc):
-        return int(math.ceil(nbytes / bpc)) + self.budget.latency if bpc > 0 else 10 ** 18
+        return min(int(math.ceil(nbytes / bpc)) + self.budget.latency if bpc > 0 else NEVER,
+                   NEVER)
 
     def write(self, npu, nbytes, after, name=None):
         w = self._op("o", self._transfer(nbytes, self.budget.out_bpc), after)
@@ -85,52 +94,52 @@ class Estimate(_Queues):
         self.holds[h][4] = edge == "finish"
 
     def run(self):
+        """Each op's start and finish cycle, from csim's scheduler: the ops as the engine's
+        arrays (compute ops on the planning NPU's units, joins as zero delays)."""
         n = len(self.res)
-        succ = [[] for _ in range(n)]
-        indeg = [0] * n
-        for i, ds in enumerate(self.deps):
-            for d in set(ds):
-                succ[d].append(i)
-                indeg[i] += 1
-        start = [0] * n
-        finish = [0] * n
-        events, queues, busy = [], {"c": [], "o": [], "i": []}, {"c": False, "o": False,
-                                                                 "i": False}
-
-        def ready(op, t):
-            if self.res[op] is None:
-                start[op] = t
-                heapq.heappush(events, (t + self.dur[op], op))
-            else:
-                heapq.heappush(queues[self.res[op]], (t, op))
-
-        def dispatch(t):
-            for r, q in queues.items():
-                if not busy[r] and q:
-                    _, op = heapq.heappop(q)
-                    busy[r] = True
-                    start[op] = t
-                    heapq.heappush(events, (t + self.dur[op], op))
-
-        for i in range(n):
-            if indeg[i] == 0:
-                ready(i, 0)
-        dispatch(0)
-        done = 0
-        while events:
-            t, op = heapq.heappop(events)
-            finish[op] = t
-            done += 1
-            if self.res[op] is not None:
-                busy[self.res[op]] = False
-            for s in succ[op]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    ready(s, t)
-            dispatch(t)
-        if done < n:
-            raise RuntimeError("memory plan estimate: a cycle of dependencies")
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        network, node = _machine()
+        deps = [sorted(set(d)) for d in self.deps]
+        counts = np.fromiter((len(d) for d in deps), np.int32, n)
+        src = np.fromiter((a for d in deps for a in d), np.int64, int(counts.sum()))
+        dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+        order = np.lexsort((dst, src))
+        succ_ptr = np.zeros(n + 1, np.int64)
+        np.add.at(succ_ptr, src + 1, 1)
+        succ_ptr = np.cumsum(succ_ptr)
+        is_join = np.fromiter((r is None for r in self.res), bool, n)
+        kind = np.where(is_join, KINDS["delay"], KINDS["compute"]).astype(np.int8)
+        unit = np.fromiter((self.UNIT.get(r, 0) for r in self.res), np.int8, n)
+        ops = GraphArrays(kind=kind, node=np.where(is_join, -1, node).astype(np.int32),
+                          dst=np.full(n, -1, np.int32), size=np.array(self.dur, np.int64),
+                          deps=counts, succ_ptr=succ_ptr, succ=dst[order].astype(np.int32),
+                          unit=unit, packet_flits=1, flit_bytes=32)
+        eng = new_engine(network.arrays)
+        set_graph(eng, ops, None)
+        eng.run(MAX_CYCLES, stop="all")
+        start, finish = (np.asarray(x, np.int64) for x in eng.op_times())
+        if (finish < 0).any():
+            raise RuntimeError("memory plan estimate: ops left unfinished (a cycle of "
+                               "dependencies)")
         return start, finish
+
+
+NEVER = 10 ** 14                      # cycles of a transfer with no bandwidth
+MAX_CYCLES = 10 ** 15
+_MACHINE = []
+
+
+def _machine():
+    """The planning machine (built once): the compiled network of one NPU and a host, and
+    the NPU's index."""
+    if not _MACHINE:
+        cfg = from_dict({"topology": {"kind": "graph", "nodes": [
+            {"name": "npu", "kind": "npu"}, {"name": "host", "kind": "host"}],
+            "links": [{"a": "npu", "b": "host"}]}, "workload": {"kind": "graph"}})
+        net = compile_network(cfg, build(cfg))
+        _MACHINE.append((net, net.topo.node_names.index("npu")))
+    return _MACHINE[0]
 
 
 @dataclass
@@ -147,7 +156,7 @@ def estimate(plan: Plan, costs, budget: Budget) -> Prediction:
     expand(plan, costs, budget, est, chain(est, None, costs), None)
     est.serialise()
     start, finish = est.run()
-    end = max(finish) if finish else 0
+    end = int(max(finish)) if len(finish) else 0
     if not est.holds:
         return Prediction(end, budget.resident, budget.resident <= budget.limit)
     nb = np.array([h[0] for h in est.holds], np.int64)

@@ -8,6 +8,7 @@ import math
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
+from pysim.workload import estimate
 from pysim.workload.astra import astra_graph
 from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training.data import _Buckets
@@ -483,9 +484,16 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     (graph, plan)."""
     if model is None:
         model = load_model(cfg)
+    if not hasattr(model, "layers"):
+        raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
+                          f"(name) or pysim.models.load(path)), or None for workload.model")
     if model.given_times:
+        estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
+                                        [k for k in topo.node_kinds if k == "npu"]),
+                             cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
+    estimate.check_training(lay, cfg.workload.iterations, cfg.workload.chunks)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()

@@ -66,6 +66,8 @@ class TrainingResult(GraphResult):
         t = self.training
         p = t["plan"]
         where = ("on each NPU's collectives offload engine" if p["engine"] == "offload" else
+                 "by ASTRA-sim's endpoint (no compute unit; workload.astra_endpoint_delay per "
+                 "message)" if p["engine"] == "astra-sim" else
                  "on the NPUs themselves (workload.engine = 'npu', the default for training)")
         rows = [("model", f"{p['model']}, {p['precision']}, optimizer {p['optimizer']}, "
                           f"batch {p['batch']}" if p["precision"] else
