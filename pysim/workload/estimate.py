@@ -26,7 +26,8 @@ def check_training(lay, iterations, chunks, limit=None):
     _Layout) makes more than `limit` ops (default: MAX_OPS), before any is built."""
     limit = graph_module.MAX_OPS if limit is None else limit
     model = lay.model
-    per_stage = len(lay.npus) // lay.pp
+    reps = len(lay.replicas_run()) if hasattr(lay, "replicas_run") else lay.dp
+    per_stage = reps * lay.tp          # the NPUs whose passes are built (replicas = 'one')
     compute = optimizer = 0
     tp_ops = 0
     tp_one = coll.ops_bound("all_reduce", "ring", lay.tp, chunks) if lay.tp > 1 else 0
@@ -39,9 +40,9 @@ def check_training(lay, iterations, chunks, limit=None):
         optimizer += per_stage if layer.params else 0       # a step per iteration
         if lay.tp > 1 and layer.tp not in (None, "replicated", "heads"):
             if layer.tp == "row" and layer.kind in ("linear", "embedding"):
-                tp_ops += lay.dp * tp_one
+                tp_ops += reps * tp_one
             if layer.kind == "linear" and layer.tp == "column" and layer.bwd_input_flops:
-                tp_ops += lay.dp * tp_one
+                tp_ops += reps * tp_one
     compute = compute * lay.m + optimizer
     tp_ops *= lay.m
     buckets = 0

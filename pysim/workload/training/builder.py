@@ -87,7 +87,8 @@ class _Builder:
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams)
+                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
@@ -166,9 +167,12 @@ class _Builder:
             self.ep_all_to_all("ep_dispatch", i, lay.model.layers[i].in_elems, npus, cur, it, j)
         fwd, _, _, stash = lay.costs(i, lay.mb)
         when = "forward" if record else "recompute"
-        gathered = self.zero3_gather(it, j, i, npus, cur, when)
-        if i + 1 < len(lay.model.layers) and lay.stage_of[i + 1] == lay.stage_of[i]:
-            self.zero3_gather(it, j, i + 1, npus, cur, when)       # prefetch the next
+        gathered = self.zero3_gather(it, j, i, npus, self._after_step(cur, i, j, prev_opt),
+                                     when)
+        if record and i + 1 < len(lay.model.layers) and \
+                lay.stage_of[i + 1] == lay.stage_of[i]:
+            self.zero3_gather(it, j, i + 1, npus,                  # prefetch the next
+                              self._after_step(cur, i + 1, j, prev_opt), when)
         for n in npus:
             deps = list(cur[n])
             if j == 0 and record and (i, n) in prev_opt:
@@ -188,6 +192,15 @@ class _Builder:
                                 j, i)
         if combine_after(lay, i) and lay.ep > 1:
             self.ep_all_to_all("ep_combine", i, lay.model.layers[i].out_elems, npus, cur, it, j)
+
+    @staticmethod
+    def _after_step(cur, i, j, prev_opt):
+        """cur, with the previous iteration's step of layer i on each NPU for micro-batch 0
+        (ZeRO-3 gathers the weights that step updated)."""
+        if j:
+            return cur
+        return {n: list(v) + ([prev_opt[(i, n)]] if (i, n) in prev_opt else [])
+                for n, v in cur.items()}
 
     def ep_all_to_all(self, what, i, elems, npus, cur, it, j):
         """Expert parallelism: an all-to-all of `elems` activations per sample over each
