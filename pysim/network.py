@@ -456,7 +456,7 @@ def describe(network, cfg):
     pairs, _ = undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
     # hops between every ordered pair of endpoints, a few destinations at a time (grouped by
-    # destination for path_arrays; all pairs at once took gigabytes on 16,384 nodes)
+    # destination for path_arrays; all pairs at once would take gigabytes on 16,384 nodes)
     diameter, hop_sum, n_pairs = 0, 0, 0
     step = max(1, (1 << 22) // max(eps.size, 1))
     for lo in range(0, eps.size, step):

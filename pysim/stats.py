@@ -89,7 +89,7 @@ class Result:
             ("zero-load latency", f"{f(self.zero_load_latency)} cycles (avg over pairs, "
                                   f"no contention)"),
             ("average hops", f(self.avg_hops, 3)),
-            ("max link utilisation", f(max((l["utilization"] for l in self.links),
+            ("max link utilisation", f(max((l["utilisation"] for l in self.links),
                                            default=float("nan")), 3)),
             ("cycles simulated", f"{self.cycles} (warm-up {self.warmup_cycles}, window "
                                  f"{self.measure_cycles}, drain {self.drain_cycles_used})"),

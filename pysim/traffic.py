@@ -7,9 +7,8 @@ destinations, optionally mixed with hotspot destinations. Endpoint index = posit
 `topo.endpoints()`; for the regular topologies that is the node id, with node id
 x0 + k0*(x1 + k1*(x2 ...)) from its coordinates.
 
-Conventions: `uniform` includes the source itself as a destination (VALIDATION.md's
-convention: a packet to itself is ejected by its own router after 0 hops); `uniform_noself`
-excludes it. `hotspot` sends `traffic.hotspot_fraction` of packets to a node drawn uniformly
+Conventions: `uniform` includes the source itself as a destination (a packet to itself is
+ejected by its own router after 0 hops); `uniform_noself` excludes it. `hotspot` sends `traffic.hotspot_fraction` of packets to a node drawn uniformly
 from `traffic.hotspot_nodes` and the rest uniformly (self included).
 """
 from __future__ import annotations

@@ -55,3 +55,9 @@ def check_state(network, eng):
             else:
                 assert sq[k] == 0
     assert c["bad_eject"] == 0 and c["buf_overflow"] == 0 and c["bad_front"] == 0
+
+
+def pytest_report_header(config):
+    from test_random_configs import FUZZ_BUDGET, FUZZ_SEED
+    return (f"fuzz sample: {FUZZ_BUDGET} cases, seed {FUZZ_SEED} (repeat with "
+            f"PYSIM_FUZZ_SEED={FUZZ_SEED}; PYSIM_FUZZ_BUDGET=0 runs every case)")

@@ -4,7 +4,7 @@ Written for clarity, not speed: objects per VC, per-cycle loops over everything,
 updates, no event wheel, no idle skipping. It takes the same compiled network arrays and an
 explicit packet list and returns each packet's tail delivery cycle, which must equal csim's.
 
-The pipeline (README, "Router pipeline"), per cycle t, in this order:
+The pipeline (docs/model.md, "Router pipeline"), per cycle t, in this order:
  1. flits and credits due at t arrive (flit into its input-VC buffer, or into the NIC);
  2. packets created at t join their NIC's source queue;
  3. every NIC (node order) sends at most one flit: a new packet first claims a free injection

@@ -1,4 +1,4 @@
-"""Per-link loads against the channel-load formulas (VALIDATION.md section 2), every link.
+"""Per-link loads against the channel-load formulas, every link.
 
 Below saturation a link carries about gamma * T flits in a window of T cycles; accept
 |measured - gamma T| <= 4 sqrt(gamma T) + 1. Single-flit packets keep flit arrivals close to

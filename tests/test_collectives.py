@@ -1,4 +1,4 @@
-"""Collectives against the alpha-beta closed forms (VALIDATION.md section 4): p
+"""Collectives against the alpha-beta closed forms: p
 participants, N bytes each, link bandwidth B, per-step latency alpha.
 
     ring reduce-scatter / all-gather    (p-1) alpha + (p-1)/p N/B
@@ -103,7 +103,7 @@ def test_a_collective_reports_what_each_link_carried():
     assert {l["flits"] for l in used} == {2 * 7 * N // 8 // 32}
     assert sum(l["flits"] for l in links) == r["flit_hops"]
     for l in used:                     # 32 GB/s at 1 GHz: one flit per cycle
-        assert l["utilization"] == pytest.approx(l["flits"] / r["makespan_cycles"])
+        assert l["utilisation"] == pytest.approx(l["flits"] / r["makespan_cycles"])
 
 
 def test_algbw_and_busbw_follow_nccl_tests_conventions():
@@ -256,8 +256,8 @@ def ring8_slow_links(engine, nbytes):
 def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth():
     """A ring all-reduce of 32 MiB with the default 4 chunks of 8 MiB and the default 8 MiB
     SRAM: the engine streams each chunk through its SRAM in pieces, so it runs at the links'
-    bandwidth, 2(p-1)/p N / B, within 1% (run chunk after chunk, as whole chunks that fill
-    the SRAM, it took 1.19x), and no slower than the NPU running the same collective."""
+    bandwidth, 2(p-1)/p N / B, within 1% (whole chunks that fill the SRAM, one after the
+    other, would take 1.19x), and no slower than the NPU running the same collective."""
     N = 32 << 20
     t = {e: simulate(ring8_slow_links(e, N)).to_dict()["collective_cycles"]
          for e in ("npu", "offload")}

@@ -38,8 +38,8 @@ from pysim.sim import DeadlockError, run_packets, simulate
     ({"traffic": {"packet_flits": [4, 8], "packet_weights": [1.0]}},
      ["traffic.packet_weights", "expected 2 weights"]),
     ({"traffic": {"hotspot_fraction": 1.5}}, ["traffic.hotspot_fraction = 1.5", "[0, 1]"]),
-    # found by fuzzing: None (from the Python API or JSON) for a key with a default, and
-    # integers past what the engine's 64-bit cycle stamps hold, once failed deep inside
+    # None (from the Python API or JSON) for a key with a default, and integers past what the
+    # engine's 64-bit cycle stamps hold: refused at the key
     ({"simulation": {"drain_cycles": None}},
      ["simulation.drain_cycles = None", "expected an integer", "for its default, 50000"]),
     ({"topology": {"dims": None}}, ["topology.dims = None", "a list of integers"]),
@@ -89,7 +89,7 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
      ["workload.group = ['a']", "at least 2 participants"]),
     ({"topology": {"kind": "switch", "size": 4}, "workload": {"kind": "collective",
                                                             "group": []}},
-     ["workload.group = []", "at least 2 participants"]),            # (was an IndexError)
+     ["workload.group = []", "at least 2 participants"]),
     ({"topology": {"kind": "graph", "nodes": [{"name": "a", "capacity_gb": 4.0}, {"name": "b"}],
                    "links": [{"a": "a", "b": "b"}]}},
      ["topology.nodes[0]: capacity_gb: only for memory nodes", "this node's kind is 'npu'"]),
@@ -121,7 +121,7 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"topology": {"kind": "ring", "size": 8}, "workload": {"kind": "collective",
                                                           "chunks": 10 ** 8}},
      ["workload.chunks = 100000000", "8 participants", "10,000,000 ops"]),
-    ({"network": {"vc_buffer_flits": 10 ** 9}},     # (was numpy's MemoryError, for 5 TiB)
+    ({"network": {"vc_buffer_flits": 10 ** 9}},     # (5 TiB of buffers: refused, not a MemoryError)
      ["network.vc_buffer_flits = 1000000000", "network.vcs = 2", "352 channels",
       "5,245.2 GiB of buffers", "at most 4 GiB"]),
 ])
@@ -177,7 +177,7 @@ def test_a_field_inside_a_table_key_can_be_overridden_alone():
     sw = importlib.import_module("pysim.sweep")
     assert sw.expand({"topology.npu.tflops": [50.0, 100.0]}) == \
         [{"topology.npu.tflops": 50.0}, {"topology.npu.tflops": 100.0}]
-    assert sw.resolve(sw._base(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
+    assert sw.resolve(sw.base_config(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
         {"preset": "v100", "hbm_gbps": 450.0}
 
 
@@ -217,7 +217,7 @@ def test_deadlock_is_reported_not_hung():
 @pytest.mark.parametrize("rate", [0.0, 1e-12])
 def test_onoff_at_no_or_vanishing_load_ends(rate):
     """On/off bursts at rate 0 (an on period would never see an arrival) or 1e-12 (the next
-    arrival lies ~1e13 cycles away): both once walked burst periods for ever while setting up.
+    arrival lies ~1e13 cycles away) must not walk burst periods for ever while setting up.
     Run in a child process so that a regression fails here instead of hanging the suite; the
     oracle: nothing offered, nothing accepted."""
     code = (f"import json, sys; sys.path[:0] = [{ROOT!r}]; "
@@ -249,7 +249,7 @@ def test_cli_run_writes_json_with_the_documented_keys(tmp_path):
         assert key in d
     assert d["config"]["traffic"]["injection_rate"] == 0.05
     assert d["seed"] == 1 and d["version"]
-    assert len(d["links"]) == 224 and {"src", "dst", "flits", "utilization"} <= set(d["links"][0])
+    assert len(d["links"]) == 224 and {"src", "dst", "flits", "utilisation"} <= set(d["links"][0])
     assert d["offered_rate"] == pytest.approx(0.05, rel=0.1)
     # never overwrite without being asked
     before = out.read_text()
@@ -274,9 +274,8 @@ def test_cli_errors_are_clear(tmp_path):
 
 
 def test_ctrl_c_stops_a_long_run():
-    """The engine runs without the GIL; Ctrl-C once waited for the whole window to end (a
-    2M-cycle run of the 16x16 mesh ran on for 30 s). Now it is handled between slices of the
-    run: the command stops at once, says so and exits 130."""
+    """The engine runs without the GIL and returns between slices of the run to let Ctrl-C
+    in: the command stops at once, says so and exits 130."""
     import signal
     import time
     code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
@@ -309,7 +308,7 @@ def test_progress_is_reported_between_slices_and_changes_nothing(capsys):
     for k in ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second"):
         with_p.pop(k, None), plain.pop(k, None)
     assert with_p == plain
-    from pysim.cli import _Ticker
+    from pysim.cli import Ticker as _Ticker
     t = _Ticker()
     t(500, 5000)                                   # within the first second: nothing
     t.t0 -= 5
@@ -329,9 +328,9 @@ LONG = "simulation.measure_cycles=50000000"
     ["sweep", "{cfg}", "--param", LONG, "--db", "{missing}/r.sqlite", "-q", "-j", "1"],
 ])
 def test_an_output_that_cannot_be_written_stops_the_command_first(tmp_path, args):
-    """Found by trying: --json into a directory that does not exist ran the whole simulation,
-    then lost its result in a traceback. Now the command stops at once (the mesh runs 50,000
-    cycles of measurement; the error must come before any of them)."""
+    """--json into a directory that does not exist stops the command before the run (the mesh
+    runs 50,000 cycles of measurement; the error comes before any of them), not after it with
+    the result lost."""
     cfg = os.path.join(TOPOLOGIES, "mesh8x8.toml")
     missing = tmp_path / "no" / "such"
     args = [a.format(cfg=cfg, missing=missing) for a in args]

@@ -91,5 +91,31 @@ def test_every_kind_of_figure_is_in_the_docs():
     assert len(re.findall(r"!\[", guide)) >= len(PLOT_KINDS)
 
 
+
+def test_validation_lists_every_test_file():
+    """docs/validation.md says what each test file checks and against which oracle."""
+    text = open(os.path.join(DOCS, "validation.md"), encoding="utf-8").read()
+    files = sorted(f for f in os.listdir(os.path.join(ROOT, "tests"))
+                   if f.startswith("test_") and f.endswith(".py"))
+    assert [f for f in files if f"`{f}`" not in text] == []
+
+
+SOURCES = [os.path.join(d, f) for top in ("pysim", "csim", "tests", "bench", "docs")
+           for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs
+           if f.endswith((".py", ".pyx", ".pxd", ".md", ".sh"))] + [README]
+
+
+def test_code_tests_and_docs_state_what_is_true_now():
+    """History is in git log (and CHANGELOG.md): no "used to", no pointers to documents the
+    repository does not have."""
+    for path in SOURCES:
+        if path == os.path.abspath(__file__):
+            continue
+        text = open(path, encoding="utf-8").read()
+        for pattern in (r"\bused to\b", r"VALIDATION\.md", r"\bthe earlier engine\b"):
+            assert not re.search(pattern, text), f"{os.path.relpath(path, ROOT)}: {pattern}"
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+

@@ -2,8 +2,8 @@
 
 Oracles: max-min fairness by its definition (every flow has a bottleneck: a full resource on
 which no flow gets more) and the textbook cases; one message alone against the zero-load
-closed form (VALIDATION.md section 1), which the flit level meets too; fluid closed forms for shared channels and NICs; the flit level itself on
-collectives (VALIDATION.md section 6); op graphs whose compute does not wait for the network
+closed form, which the flit level meets too; fluid closed forms for shared channels and NICs;
+the flit level itself on collectives; op graphs whose compute does not wait for the network
 time identically in both models."""
 import math
 import os

@@ -1,5 +1,4 @@
-"""Invariants that hold at every cycle, methodology checks and statistical oracles
-(VALIDATION.md sections 1 and 3)."""
+"""Invariants that hold at every cycle, methodology checks and statistical oracles."""
 import numpy as np
 import pytest
 

@@ -35,8 +35,8 @@ MODELS_MAY_IMPORT = ("pysim.models", "pysim.errors", "pysim.schema", "pysim.conf
 DEFERRED = {
     ("pysim.engine", "csim"),            # the compiled core, loaded on first use
     ("pysim.models.onnx_import", "onnx"),  # optional extra: pysim[onnx]
-    ("pysim.sweep", "dask"), ("pysim.sweep", "distributed"),  # optional extra: pysim[dask]
-    ("pysim.sweep", "pandas"),           # optional extra: pysim[pandas]
+    ("pysim.sweep.execute", "dask"),     # optional extra: pysim[dask]
+    ("pysim.sweep.store", "pandas"),     # optional extra: pysim[pandas]
     ("pysim.workload.chakra", "google"),  # optional extra: pysim[chakra] (protobuf)
 }
 DEFERRED_ANYWHERE = {"matplotlib"}     # heavy: loaded when a figure is first drawn
@@ -223,3 +223,14 @@ def test_the_configuration_machinery_needs_no_compiled_core():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "needs the core"
+
+
+def test_no_assert_of_the_suite_hides_a_check_in_its_message():
+    """`assert a, b and c` checks a alone: b and c are its message. No test does that."""
+    bad = []
+    for f in sorted(os.listdir(os.path.join(ROOT, "tests"))):
+        if f.endswith(".py"):
+            tree = ast.parse(open(os.path.join(ROOT, "tests", f), encoding="utf-8").read())
+            bad += [f"{f}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)
+                    and isinstance(n.msg, (ast.BoolOp, ast.Compare))]
+    assert bad == []

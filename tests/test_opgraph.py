@@ -163,7 +163,7 @@ def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
     ('[[ops]]\nname = "a"\nkind = "delay"\ncycles = 5\n'
      '[[ops]]\nkind = "delay"\ncycles = 7\nafter = "a"', None),  # one bare dependency: 5 + 7
     ("ops = []", "no ops; expected at least one [[ops]] table"),
-    ("ops = [1, 2]", "expected an array of tables [[ops]]"),          # (was an AttributeError)
+    ("ops = [1, 2]", "expected an array of tables [[ops]]"),
     ('[[ops]]\nname = 5\nkind = "delay"\ncycles = 5', "ops[0]: name = 5: expected a string"),
     ('[[ops]]\nkind = "delay"\ncycles = 5\nafter = {x = 1}', "after = {'x': 1}: expected a list"),
     ('[[ops]]\nkind = "delay"\ncycles = 5\nafter = [0]',
@@ -228,7 +228,7 @@ after = ["grad"]
     t = json.loads(trace.read_text())
     assert d["ops"][0]["finish"] == 2000 and d["ops"][2]["start"] == d["ops"][1]["finish"]
     # the trace format's ts and dur are microseconds: at 2 GHz the 2000-cycle op lasts 1 us
-    # (it once wrote cycles there, so Perfetto showed a 1 ns cycle as 1 us); cycles in args
+    # (cycles there would show a 1 ns cycle as 1 us in Perfetto); cycles in args
     spans = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
     assert spans["fwd"]["ts"] == 0 and spans["fwd"]["dur"] == pytest.approx(1.0, abs=1e-12)
     for op in d["ops"]:

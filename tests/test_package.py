@@ -41,9 +41,8 @@ def _setup_arguments(monkeypatch):
 
 
 def test_every_package_of_the_checkout_is_installed(monkeypatch):
-    """`pip install .` once left pysim.workload out (packages were listed by hand): every
-    folder of pysim/ holding Python is a package the build installs, and the shipped systems
-    go with it as package data."""
+    """Every folder of pysim/ holding Python is a package the build installs (none listed by
+    hand, none left out), and the shipped systems go with it as package data."""
     kw = _setup_arguments(monkeypatch)
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)
@@ -151,7 +150,8 @@ OPS = '[[ops]]\nname = "a"\nkind = "compute"\nnode = "n0"\ncycles = 123\n'
 
 def test_paths_typed_on_the_command_line_are_relative_to_the_current_directory(
         tmp_path, monkeypatch):
-    """--set workload.file=ops.toml once looked for ops.toml beside the config."""
+    """--set workload.file=ops.toml names ops.toml in the current directory, not beside the
+    config."""
     confdir, here = tmp_path / "configs", tmp_path / "work"
     confdir.mkdir()
     here.mkdir()

@@ -154,8 +154,8 @@ def test_a_real_deadlock_beside_slow_links_is_still_reported():
 
 def test_a_worker_killed_mid_point_fails_that_point_and_the_rest_run(tmp_path, monkeypatch):
     """One point's worker is killed by SIGKILL (what the out-of-memory killer sends): that
-    point is recorded as failed, saying so, and every other point runs (the process pool
-    used to break: a BrokenProcessPool traceback, the remaining points abandoned)."""
+    point is recorded as failed, saying so, and every other point runs (no BrokenProcessPool
+    traceback, no point abandoned)."""
     import importlib
     import signal
     sw = importlib.import_module("pysim.sweep")
@@ -165,7 +165,7 @@ def test_a_worker_killed_mid_point_fails_that_point_and_the_rest_run(tmp_path, m
         if p["traffic.injection_rate"] == 0.1:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(base, p)
-    monkeypatch.setattr(sw, "run_point", dies_on_the_second)
+    monkeypatch.setattr(sw.execute, "run_point", dies_on_the_second)
     grid = {"traffic.injection_rate": [0.05, 0.1, 0.15, 0.2, 0.25],
             "simulation.measure_cycles": [300]}
     rows = sw.sweep(from_dict(SMALL), grid, jobs=2, db=tmp_path / "r.sqlite")
@@ -451,7 +451,7 @@ def test_a_damaged_or_fake_database_is_a_clear_error(tmp_path, damage):
     ("link-utilisation", '{"config": "x", "links": []}', "'config' = 'x'"),
     ("link-utilisation", '{"config": {}, "links": 5}', "'links' = 5"),
     ("link-utilisation", '{"config": {}, "links": [{"src": "a", "dst": "b", '
-                         '"utilization": 0.5}]}', "'a' is not a node"),
+                         '"utilisation": 0.5}]}', "'a' is not a node"),
     ("link-utilisation", '{"config": {}, "links": [], "x": NaN}', "NaN is not JSON"),
     ("timeline", '{"traceEvents": 5}', "'traceEvents' = 5"),
     ("timeline", '{"traceEvents": [{"ph": "X", "ts": "a", "dur": 1, "pid": 0}]}',
@@ -711,14 +711,15 @@ def test_compiled_shortest_paths_match_the_definition(seed, how):
     np.testing.assert_array_equal(table, _reference_table(topo, how))
 
 
-def test_a_dense_graph_sets_up_in_time_linear_in_its_channels():
-    """fully_connected of 400 nodes (159,600 channels) took 57 s (a Python loop over every
-    channel for every destination, and more); the bound here is loose for a shared machine."""
-    import time
+def test_a_dense_graph_compiles_every_channel_and_route():
+    """fully_connected of 400 nodes: 159,600 links, each one channel a way plus the NICs',
+    every pair one hop apart (bench/guards.py times it: linear in the channels)."""
     from pysim.network import compile_network
-    t = time.perf_counter()
-    compile_network(from_dict({"topology": {"kind": "fully_connected", "size": 400}}))
-    assert time.perf_counter() - t < 20
+    net = compile_network(from_dict({"topology": {"kind": "fully_connected", "size": 400}}))
+    assert (net.ch_kind == 0).sum() == 400 * 399
+    rt = net.arrays["rt"].reshape(400, 400)
+    off = ~np.eye(400, dtype=bool)
+    assert (net.ch_dst[rt[off]] == np.nonzero(off)[1]).all()
 
 
 # ------------------------------------------------------------------ expansions counted first
@@ -758,30 +759,25 @@ def test_the_collective_op_bound_bounds_the_ops_built(collective, algorithm, eng
     ('kind = "compute"\nnode = "a"\nflops = 1e17', "slice_cycles = 1"),
 ])
 def test_an_op_that_expands_past_the_limit_is_refused_before_building(tmp_path, ops, said):
-    """A 10 MB write in 1-byte pieces took 6.8 GB and 56 s; a roofline op of 10^12 cycles in
-    1-cycle slices passes MAX_SLICES. Refused at once, naming the op and the key."""
-    import time
+    """A 10 MB write in 1-byte pieces is 30 million engine ops; a roofline op of 10^12 cycles
+    in 1-cycle slices passes MAX_SLICES. Refused before building, naming the op and the key
+    (bench/guards.py times it)."""
     (tmp_path / "ops.toml").write_text(f"[[ops]]\nname = \"big\"\n{ops}\n")
     cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
                         "links": [{"a": "a", "b": "m"}]},
            "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml"),
                         "mem_piece_bytes": 1, "slice_cycles": 1}}
-    t = time.perf_counter()
     with pytest.raises(ConfigError, match=f"op big alone into .*{said}"):
         simulate(from_dict(cfg))
-    assert time.perf_counter() - t < 5
 
 
 def test_a_collective_too_large_is_refused_before_building():
-    import time
     cfg = from_dict({"topology": {"kind": "mesh", "dims": [32, 32]},
                      "workload": {"kind": "collective", "algorithm": "direct",
                                   "collective": "all_to_all", "chunks": 10}})
-    t = time.perf_counter()
     with pytest.raises(ConfigError, match="workload.chunks = 10: all_to_all by direct over "
                                           "1024 participants makes up to"):
         simulate(cfg)
-    assert time.perf_counter() - t < 10
 
 
 @pytest.mark.parametrize("topology", [
@@ -821,16 +817,12 @@ def test_the_compiled_class_walk_finds_what_following_every_route_finds(topology
 # ------------------------------------------------------------------ describing and drawing big systems
 
 def test_topo_describes_a_dense_graph_without_walking_every_channel_per_link(tmp_path):
-    """`pysim topo` matched every channel against every linked pair (fully_connected of 100
-    nodes: 47 s; of 2,000: days). The description is the definition: every pair linked,
-    one hop apart."""
-    import time
+    """The description of fully_connected of 300 nodes is the definition: every pair linked,
+    one hop apart (bench/guards.py times it)."""
     (tmp_path / "c.toml").write_text('[topology]\nkind = "fully_connected"\nsize = 300\n')
-    t = time.perf_counter()
     res = CliRunner().invoke(main, ["topo", str(tmp_path / "c.toml"), "--json",
                                     str(tmp_path / "d.json")])
     assert res.exit_code == 0, res.output
-    assert time.perf_counter() - t < 30
     d = json.loads((tmp_path / "d.json").read_text())
     assert len(d["links"]) == 300 * 299 // 2 and d["diameter"] == 1 and d["avg_hops"] == 1.0
 
@@ -910,16 +902,16 @@ def test_sweep_values_that_are_not_finite_and_a_db_that_is_not_a_file(tmp_path):
 def test_with_overrides_takes_pairs_and_simulate_refuses_a_progress_that_is_not_callable():
     import pysim
     cfg = from_dict(SMALL)
-    assert cfg.with_overrides([("network.vcs", 3)]).network.vcs == 3      # (AttributeError)
+    assert cfg.with_overrides([("network.vcs", 3)]).network.vcs == 3
     with pytest.raises(TypeError, match="takes a function"):
-        pysim.simulate(cfg, progress="x")              # (failed mid-run, on a long one)
+        pysim.simulate(cfg, progress="x")              # (refused before the run)
 
 
 def test_a_timeline_of_too_many_ops_is_refused_unless_windowed(tmp_path, monkeypatch):
-    """A trace of 200,000 ops drew for more than two minutes (a bar each, and every span
-    searched per track); one whose ts + dur is infinite was a matplotlib ValueError."""
-    import pysim.plot
-    monkeypatch.setattr(pysim.plot, "MAX_TIMELINE_OPS", 100)
+    """A timeline draws a bar per op: past MAX_TIMELINE_OPS it is refused unless windowed
+    (--xlim); a span whose ts + dur is infinite is refused, not a matplotlib ValueError."""
+    import pysim.plot.runs
+    monkeypatch.setattr(pysim.plot.runs, "MAX_TIMELINE_OPS", 100)
     events = [{"ph": "X", "ts": float(i), "dur": 1.0, "pid": 0, "tid": 0, "name": "x"}
               for i in range(300)]
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
@@ -940,15 +932,12 @@ def test_a_timeline_of_too_many_ops_is_refused_unless_windowed(tmp_path, monkeyp
 
 def test_a_switch_too_large_for_the_deadlock_check_is_refused_at_once():
     """A switch of 16,383 NPUs (within the node limit) makes 268 million channel
-    dependencies: it set up for more than half an hour. Refused before anything is built;
-    the general bound on dependencies refuses a graph star the same way."""
-    import time
+    dependencies. Refused before anything is built (bench/guards.py times it); the general
+    bound on dependencies refuses a graph star the same way."""
     from pysim.routing import MAX_DEPENDENCIES, _check_dependencies
     from pysim.topology import build
-    t = time.perf_counter()
     with pytest.raises(ConfigError, match="topology.size = 16383: a switch of at most 8,192"):
         simulate(from_dict({"topology": {"kind": "switch", "size": 16383}}))
-    assert time.perf_counter() - t < 2
     topo = build(from_dict({"topology": {"kind": "switch", "size": 4}}))
     with pytest.raises(ConfigError, match="more than 67,108,864 edges"):
         _check_dependencies(topo, MAX_DEPENDENCIES + 1)
@@ -956,16 +945,12 @@ def test_a_switch_too_large_for_the_deadlock_check_is_refused_at_once():
 
 def test_a_roofline_op_of_a_million_slices_runs_inside_the_engine(tmp_path):
     """A roofline op of 10^6 cycles in 1-cycle slices is two engine ops (its slices run in
-    the compiled core; built in Python they took 3 GB): it runs at once and takes its
-    roofline time."""
-    import time
+    the compiled core): it takes its roofline time (bench/guards.py times it)."""
     (tmp_path / "ops.toml").write_text('[[ops]]\nname = "big"\nkind = "compute"\nnode = "a"\n'
                                        'flops = 1e11\n')
     cfg = {"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
                         "links": [{"a": "a", "b": "m"}]},
            "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml"),
                         "slice_cycles": 1}}
-    t = time.perf_counter()
     r = simulate(from_dict(cfg))
     assert r.ops[0]["finish"] == 10**6                 # 1e11 FLOPs at 100 TFLOP/s, 1 GHz
-    assert time.perf_counter() - t < 10

@@ -48,8 +48,7 @@ def test_grid_parsing():
         sw.expand({a: [1, 2], b: [3]}, zipped=True)
     with pytest.raises(pysim.ConfigError, match="START:STOP:STEP"):
         sw.parse_param("x.y=1:b:2")
-    # refused before anything runs (a range of 10^18 values once filled memory; an unknown
-    # key failed every point one by one)
+    # refused before anything runs: a range of 10^18 values, an unknown key
     with pytest.raises(pysim.ConfigError, match="10,000,000,001 values; a sweep has at most"):
         sw.parse_param("traffic.injection_rate=0:10:1e-9")
     with pytest.raises(pysim.ConfigError, match="expected finite numbers"):
@@ -72,7 +71,7 @@ def test_sweep_on_processes_gives_the_rows_and_resumes(tmp_path, monkeypatch):
         assert r["result"]["config"]["traffic"]["injection_rate"] == \
             r["params"]["traffic.injection_rate"]
     # re-running runs nothing
-    monkeypatch.setattr(sw, "run_point", lambda *a: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(sw.execute, "run_point", lambda *a: (_ for _ in ()).throw(AssertionError))
     again = pysim.sweep(MESH, grid, jobs=1, db=db)
     assert [r["hash"] for r in again] == [r["hash"] for r in rows]
 
@@ -120,7 +119,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_points(tmp_path, mon
     def counting(base, p):
         calls.append(p)
         return real(base, p)
-    monkeypatch.setattr(sw, "run_point", counting)
+    monkeypatch.setattr(sw.execute, "run_point", counting)
     grid = {"traffic.injection_rate": sw.parse_param("x.y=0.01:0.08:0.01")[1],
             "simulation.measure_cycles": [4000]}
     rows = pysim.sweep(MESH, grid, jobs=1, db=db)
@@ -147,8 +146,8 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
 
 def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a sweep on two
-    workers: the command exits 130 at once and the database stays readable. The workers used
-    to finish the points already handed to them first (16 s on this case)."""
+    workers: the command exits 130, its workers stop without finishing the points handed to
+    them, and the database stays readable."""
     import signal
     db = tmp_path / "r.sqlite"
     code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
@@ -162,10 +161,16 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
         assert p.stdout.readline().strip() == "ready"
         time.sleep(2.0)                               # the workers are simulating
         os.killpg(p.pid, signal.SIGINT)
-        t = time.perf_counter()
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=30)    # (a hang fails; bench/ measures speed)
         assert p.returncode == 130 and "interrupted" in err, err[-2000:]
-        assert time.perf_counter() - t < 5
+        for _ in range(50):                   # its workers are gone with it
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("a worker of the interrupted sweep is still running")
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
@@ -175,10 +180,10 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
 
 
 def test_a_scheduler_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypatch):
-    """A malformed address or no scheduler listening: ConfigError naming --scheduler (they
-    were a ValueError and, after 30 s, an OSError traceback)."""
+    """A malformed address or no scheduler listening: ConfigError naming --scheduler, not a
+    ValueError or an OSError traceback."""
     pytest.importorskip("distributed")
-    monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1)
+    monkeypatch.setattr(sw.execute, "SCHEDULER_TIMEOUT_S", 1)
     grid = {"traffic.injection_rate": [0.05], **SHORT}
     for addr in ("notaurl", "tcp://127.0.0.1:1"):
         with pytest.raises(pysim.ConfigError, match=f"--scheduler '{addr}': cannot connect"):
@@ -222,7 +227,7 @@ def test_figures_plot_the_stored_results_in_every_format(tmp_path):
                                     str(tmp_path / "cli-latency-load.png")])
     assert res.exit_code != 0 and "--force" in res.output
     # a key no point has, or the database given to a kind that draws another file: a clear
-    # error (they were a TypeError inside the sort, an empty figure, a UTF-8 decode error)
+    # error, not a TypeError, an empty figure or a UTF-8 decode error
     for args, said in ((["--kind", "latency-load", "--x", "nosuch"], "--x nosuch: no point"),
                        (["--kind", "throughput", "--y", "nosuch"], "--y nosuch: no point"),
                        (["--kind", "latency-load", "--series", "nosuch"], "--series nosuch"),
@@ -247,7 +252,7 @@ def test_link_utilisation_and_timeline_figures(tmp_path):
     util = plot.link_utilisation(compile_network(cfg), cfg, result, str(tmp_path / "u.png"))
     names = {n: i for i, n in enumerate(compile_network(cfg).topo.node_names)}
     for link in result["links"]:
-        assert util[(names[link["src"]], names[link["dst"]])] == link["utilization"]
+        assert util[(names[link["src"]], names[link["dst"]])] == link["utilisation"]
     res = CliRunner().invoke(main, ["plot", str(out), "--kind", "link-utilisation", "-o",
                                     str(tmp_path / "u2.png")])
     assert res.exit_code == 0, res.output

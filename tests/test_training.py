@@ -1,4 +1,4 @@
-"""Training iterations against closed forms (VALIDATION.md section 5): one layer on one NPU is
+"""Training iterations against closed forms: one layer on one NPU is
 the roofline time of its ops; data parallelism with free communication is the compute, with
 free compute the all-reduces' alpha-beta time, with overlap between max and sum, without
 overlap the sum; GPipe's and 1F1B's bubble (p - 1)/(m + p - 1); Megatron-LM's all-reduces

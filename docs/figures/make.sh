@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The figures of the documentation, made with the installed pysim (a few minutes on two
-# cores). Run from anywhere; the figures are written beside this script.
+# Every figure of the documentation and the README's sample output, made with the installed
+# pysim from this checkout (about 15 minutes on two cores, most of it the job streams'
+# figures). Run from anywhere; the figures are written beside this script. The figure beside
+# BookSim needs BookSim itself: set BOOKSIM to its binary (bench/vs_booksim.py says how to
+# build it; about 40 minutes more), else that figure is kept as it is. Last, current.py
+# rewrites the README's sample and records what the figures were made from
+# (manifest.json): tests/test_figures_current.py fails when that changes.
 set -euo pipefail
 cd "$(dirname "$0")"
+python="${PYTHON:-python}"
 tmp="$(mktemp -d)"
 
 # latency and throughput against offered load, 8x8 mesh, 2 and 8 VCs, three seeds per point
@@ -86,5 +92,17 @@ for name in dgx1-v100 mcdla-8 torus4x4x4; do
 done
 rm -r "$tmp"
 
-# (jobs-mapa-fp32-sync.png and jobs-mapa-mixed-sync.png, the job streams' figures, are written
-# by bench/mapa.py --model flow from the checkout: about six minutes)
+# the job streams' figures (jobs-mapa-fp32-sync.png, jobs-mapa-mixed-sync.png): MAPA's
+# reproduction at the flow level
+"$python" ../../bench/mapa.py --model flow --variants fp32-sync,mixed-sync --figures . --out "$(mktemp -d)/mapa.json" > /dev/null
+
+# pysim beside BookSim (booksim-vs-pysim.png), with BookSim
+if [ -n "${BOOKSIM:-}" ]; then
+    "$python" ../../bench/vs_booksim.py --jobs 2 --fig booksim-vs-pysim.png > /dev/null
+    made_booksim=--booksim
+else
+    echo "booksim-vs-pysim.png kept: set BOOKSIM to BookSim's binary to make it again" >&2
+    made_booksim=
+fi
+
+"$python" current.py --samples --write $made_booksim

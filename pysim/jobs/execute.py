@@ -92,7 +92,7 @@ def _zoo():
 training.known_models = _zoo
 
 
-def simulate(cfg, topo, members, builder):
+def simulate_shapes(cfg, topo, members, builder):
     """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
     network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
     iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",

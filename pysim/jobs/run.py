@@ -7,8 +7,6 @@ import hashlib
 import json
 import time
 
-import numpy as np
-
 from pysim._version import __version__
 from pysim.errors import ConfigError
 from pysim.jobs import execute, policies as pol, stream as st
@@ -86,7 +84,7 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
             return
         if need.key not in waiting:
             waiting[need.key] = []
-            inflight[ex.submit(execute.simulate, cfg, need.topo, need.members, builder)] = \
+            inflight[ex.submit(execute.simulate_shapes, cfg, need.topo, need.members, builder)] = \
                 need.key
             stats["together"] += need.kind == "together"
         waiting[need.key].append(name)
@@ -111,10 +109,3 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                         jobs=[r for n in names for r in records[n]], stream=[
                             j.to_dict() for j in jobs], stats=stats, config=cfg.to_dict(),
                         seed=int(cfg.simulation.seed), version=__version__)
-
-
-def _check_policies(names):
-    for n in names:
-        pol.get(n)
-    if not names:
-        raise ConfigError("jobs.policies: no policy given")

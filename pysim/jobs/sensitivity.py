@@ -52,7 +52,7 @@ def derive(server, jobs, builder, cache, cands_for, settings):
                        (settings["salt"], "alone", W), [pairs])
             res = cache.get(sh.key)
             if res is None:
-                res = execute.simulate(cfg, sh.topo, [(spec, sh.names[0], W)], builder)
+                res = execute.simulate_shapes(cfg, sh.topo, [(spec, sh.names[0], W)], builder)
                 cache.put(sh.key, res)
             ends.append(_steady(res))
         sens = ends[1] / ends[0] - 1.0

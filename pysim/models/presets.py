@@ -62,7 +62,7 @@ DEFAULT_EFFICIENCY = {
 }
 assert set(DEFAULT_EFFICIENCY) == set(KINDS)
 
-# the NPU's defaults without a preset (config.py's [topology.npu] documentation)
+# the NPU's defaults without a preset (the [topology.npu] key's documentation, pysim.topology)
 DEFAULT_TFLOPS = 100.0
 DEFAULT_HBM_GBPS = 900.0
 DEFAULT_HBM_GB = 32.0

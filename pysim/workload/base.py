@@ -118,7 +118,7 @@ def link_report(network, cfg, flits, cycles, vc_flits=None):
                         lane=int(c - network.arrays["ch_par_base"][c]),
                         bandwidth_gbps=float(r * cfg.network.flit_bytes * cfg.network.clock_ghz),
                         latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
-                        utilization=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
+                        utilisation=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
         if vc_flits is not None:
             out[-1]["vc_flits"] = [int(x) for x in vc_flits[c]]
     return out

@@ -555,8 +555,8 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
     op's pieces (three ops each), a roofline op (two, csim running its slices; past
     MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
-    more than MAX_OPS, naming the op that expands most and the key that sets its expansion.
-    (A 10 MB write in 1-byte pieces took 6.8 GB and 56 s.)"""
+    more than MAX_OPS, naming the op that expands most and the key that sets its expansion
+    (a 10 MB write in 1-byte pieces is 30 million engine ops)."""
     total, worst, worst_i = 0, -1, -1
     for i in range(len(g)):
         k = g.kind[i]
@@ -1018,9 +1018,9 @@ class GraphResult:
         used = [l for l in self.links if l["flits"]]
         if not used:
             return "no router-to-router link used"
-        top = max(used, key=lambda l: l["utilization"])
-        mean = sum(l["utilization"] for l in used) / len(used)
-        return (f"max {top['utilization']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
+        top = max(used, key=lambda l: l["utilisation"])
+        mean = sum(l["utilisation"] for l in used) / len(used)
+        return (f"max {top['utilisation']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
                 f"over the {len(used)} of {len(self.links)} channels used (whole run)")
 
     def _count(self):

@@ -91,7 +91,7 @@ class TrainingResult(GraphResult):
                 ("other", f"{t['other_cycles']:,} cycles (neither)")]
         util = sorted(t["per_npu"].items())
         rows.append(("compute utilisation", ", ".join(
-            f"{n} {100 * v['compute_utilization']:.0f}%" for n, v in util[:8]) +
+            f"{n} {100 * v['compute_utilisation']:.0f}%" for n, v in util[:8]) +
             (" ..." if len(util) > 8 else "")))
         rows.append(("HBM per network byte", ", ".join(
             f"{n} {v['hbm_comm_bytes_per_network_byte']:.2f}" for n, v in util[:8]) +
@@ -202,7 +202,7 @@ def training_report(graph, plan, res, cfg):
     sizes = graph.size
     per_npu = {}
     for n in plan.npus:
-        per_npu[n] = dict(compute_utilization=busy[n] / cycles if cycles else 0.0,
+        per_npu[n] = dict(compute_utilisation=busy[n] / cycles if cycles else 0.0,
                           compute_cycles=busy[n], hbm_bytes=0, hbm_comm_bytes=0,
                           network_bytes=0)
     for k in ids:

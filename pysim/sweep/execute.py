@@ -1,224 +1,34 @@
-"""Parameter sweeps: a grid of runs, in parallel, stored in SQLite as each point finishes.
-
-A point is one set of overrides of a base config. Its identity is a hash of its resolved
-config (every key, defaults included), so re-running a sweep skips the points already done,
-and a sweep interrupted (Ctrl-C, or the process killed) loses no finished point: each is
-committed on its own, in a database in WAL mode. Points run in local worker processes or on
-a Dask distributed cluster; only the submitting process writes the database.
-
-    rows = pysim.sweep("topologies/mesh8x8.toml",
-                       {"traffic.injection_rate": [0.05, 0.1, 0.15]}, jobs=2,
-                       db="results.sqlite")
+"""Running a sweep: each point's config resolved and hashed, the points not yet stored run in
+local worker processes (which die with their parent) or on a Dask cluster, each stored as it
+finishes; `Executor`, the same pool for other work (job streams).
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import itertools
 import json
-import math
 import multiprocessing as mp
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
-import urllib.parse
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait as wait_for
 
-from pysim._version import __version__
-from pysim.config import (KEY_MAP, Config, apply_override, cwd_paths, from_dict, is_key, load,
-                          parse_override)
+from pysim.config import Config, apply_override, cwd_paths, from_dict, load
 from pysim.errors import ConfigError, PysimWarning
-from pysim.schema import suggest as _suggest
-from pysim._io import json_safe
 from pysim.sim import simulate
+from pysim.sweep.grid import expand
+from pysim.sweep.store import Store
 
-MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
+
 SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS points (
-    hash TEXT PRIMARY KEY,      -- sha256 of the resolved config
-    params TEXT NOT NULL,       -- the swept keys and their values (JSON)
-    status TEXT NOT NULL,       -- done | saturated | failed
-    result TEXT,                -- the full Result.to_dict() (JSON), NULL if failed
-    error TEXT,                 -- what went wrong, NULL unless failed
-    wall_seconds REAL,
-    version TEXT,
-    finished TEXT               -- UTC time the point was stored
-);
-"""
 
-
-def _schema_columns():
-    db = sqlite3.connect(":memory:")
-    db.executescript(SCHEMA)
-    cols = [c[1] for c in db.execute("PRAGMA table_info(points)")]
-    db.close()
-    return cols
-
-
-COLUMNS = _schema_columns()    # what a pysim results database's table has
-
-
-class StoreError(ConfigError):
-    """The results database cannot be opened, read or written (the message says which and
-    why)."""
-
-
-def is_sqlite(path):
-    """The file starts as every SQLite database does."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError as e:
-        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
-
-
-# ------------------------------------------------------------------ grids
-
-def parse_param(text: str):
-    """'key=v1,v2,...' or 'key=start:stop:step' (stop included) -> (key, [values])."""
-    key, eq, spec = text.partition("=")
-    key = key.strip()
-    if not eq or not key or not spec.strip():
-        raise ConfigError(f"--param {text!r}: expected KEY=V1,V2,... or KEY=START:STOP:STEP")
-    spec = spec.strip()
-    if ":" in spec and not spec.startswith(("[", '"', "'")):
-        parts = spec.split(":")
-        try:
-            start, stop, step = (float(p) for p in parts)
-        except ValueError:
-            raise ConfigError(f"--param {text!r}: START:STOP:STEP must be three numbers") from None
-        if len(parts) != 3 or not all(map(math.isfinite, (start, stop, step))) or \
-                step <= 0 or stop < start:
-            raise ConfigError(f"--param {text!r}: expected finite numbers, START <= STOP and "
-                              f"STEP > 0")
-        if (stop - start) / step + 1 > MAX_POINTS:
-            raise ConfigError(f"--param {text!r}: {_count((stop - start) / step + 1)} values; a "
-                              f"sweep has at most {MAX_POINTS:,} points")
-        n = int(math.floor((stop - start) / step + 1e-9)) + 1
-        vals = [start + i * step for i in range(n)]
-        if all(float(p).is_integer() for p in parts):
-            vals = [int(round(v)) for v in vals]
-        else:
-            vals = [round(v, 12) for v in vals]
-        return key, vals
-    values = []
-    for item in _split_top_level(spec):
-        values.append(parse_override(f"{key}={item}", "--param")[1])
-    declared = KEY_MAP.get(key)
-    if declared is not None and declared.kind in ("int", "float", "int|ints"):
-        for v in values:
-            if isinstance(v, str):
-                raise ConfigError(f"--param {text!r}: {v!r} is not a number; {_range_hint(key, v)}")
-    return key, values
-
-
-def _range_hint(key, value):
-    """What to write instead of a value like '0.1-0.5' (taken for a range)."""
-    a, sep, b = value.partition("-")
-    try:
-        lo, hi = float(a), float(b)
-    except ValueError:
-        lo = hi = None
-    if sep and lo is not None and hi > lo:
-        step = (hi - lo) / 4
-        if lo.is_integer() and hi.is_integer():
-            step = max(1, int(step))
-        return (f"a range is START:STOP:STEP (STOP included), e.g. "
-                f"{key}={a}:{b}:{step:g}")
-    return "expected V1,V2,... or START:STOP:STEP (STOP included)"
-
-
-def _count(x):
-    """A count of values for a message: in full up to 10^15, else in three digits."""
-    return f"{x:,.0f}" if x < 1e15 else f"{x:.3g}"
-
-
-def _split_top_level(spec):
-    """Split on commas that are not inside brackets or quotes (lists as values)."""
-    out, depth, cur, quote = [], 0, "", None
-    for ch in spec:
-        if quote:
-            cur += ch
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-            cur += ch
-        elif ch == "[":
-            depth += 1
-            cur += ch
-        elif ch == "]":
-            depth -= 1
-            cur += ch
-        elif ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
-def _values(key, v):
-    """A grid entry as a list of plain values: a list, a tuple, a range or a numpy array
-    (its numbers as Python's); a single value may be given bare."""
-    if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__iter__"):
-        out = [_plain(v)]
-    else:
-        if hasattr(v, "tolist"):                 # a numpy array
-            v = v.tolist()
-        out = [_plain(x) for x in v]
-        if not out:
-            raise ConfigError(f"--param {key}: no values")
-    for x in out:                        # (1e999 reads as inf: refused before any point runs)
-        if isinstance(x, float) and not math.isfinite(x):
-            raise ConfigError(f"--param {key}: the value {x!r} is not a finite number")
-    return out
-
-
-def _plain(x):
-    """A numpy scalar as the Python number it holds (np.int64 is not an int)."""
-    return x.item() if hasattr(x, "item") and hasattr(x, "dtype") else x
-
-
-def expand(grid: dict, zipped: bool = False):
-    """{key: [values]} -> list of {key: value}: the cross product, or paired lists."""
-    keys = list(grid)
-    if not keys:
-        return [{}]
-    if not all(isinstance(k, str) for k in keys):
-        raise ConfigError(f"grid keys {keys!r}: expected configuration keys (strings)")
-    lists = [_values(k, grid[k]) for k in keys]
-    unknown = [k for k in keys if not is_key(k)]
-    if unknown:
-        k = unknown[0]
-        raise ConfigError(f"--param {k}: not a configuration key"
-                          f"{_suggest(k, list(KEY_MAP))}")
-    size = len(lists[0]) if zipped else math.prod(len(v) for v in lists)
-    if size > MAX_POINTS:
-        raise ConfigError(f"the grid has {size:,} points; a sweep has at most {MAX_POINTS:,}")
-    if zipped:
-        if len({len(v) for v in lists}) != 1:
-            raise ConfigError("--zip: every --param needs the same number of values, got "
-                              + ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, lists)))
-        combos = zip(*lists)
-    else:
-        combos = itertools.product(*lists)
-    return [dict(zip(keys, c)) for c in combos]
-
-
-# ------------------------------------------------------------------ one point
-
-def _base(config):
+def base_config(config):
     """(raw dict of the user's keys, base dir, source) from a path or a Config."""
     if isinstance(config, Config):
         raw = {}
@@ -227,12 +37,12 @@ def _base(config):
             raw.setdefault(s, {})[k] = config.get(path)
         return raw, config.base_dir, config.source
     if isinstance(config, dict):
-        return _base(from_dict(config))
+        return base_config(from_dict(config))
     if not isinstance(config, (str, os.PathLike)):
         raise TypeError(f"sweep() takes a Config, a path to a TOML file or a dict, not "
                         f"{type(config).__name__}")
     cfg = load(os.fspath(config))           # validates, resolves topology.file
-    return _base(cfg)
+    return base_config(cfg)
 
 
 def resolve(base, overrides):
@@ -261,193 +71,6 @@ def run_point(base, overrides):
     except Exception as e:     # a failing point is recorded, the sweep goes on
         return "failed", None, f"{type(e).__name__}: {e}", time.perf_counter() - t
 
-
-# ------------------------------------------------------------------ the store
-
-class Store:
-    """The SQLite results file: one row per point, committed as each finishes. While a sweep
-    writes it, it is in WAL mode (a reader never blocks the writer, and a killed sweep loses
-    no committed point); when the sweep ends it goes back to a single file (journal mode
-    DELETE), so that a finished database can be read where nothing can be written."""
-
-    def __init__(self, path, readonly=False):
-        """readonly (results, plot): the file must exist and is never written."""
-        self.path = os.fspath(path)
-        self.readonly = readonly
-        self.db = None
-        if self.path != ":memory:" and os.path.exists(self.path) and \
-                not os.path.isfile(self.path):
-            raise StoreError(f"results database {self.path}: not a regular file (a directory, "
-                             f"a device or a FIFO)")
-        if self.path != ":memory:" and os.path.exists(self.path) and \
-                os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
-            raise StoreError(f"{self.path} exists and is not a pysim results database "
-                             f"(SQLite); not touching it")
-        try:
-            self._open()
-        except sqlite3.Error as e:
-            self.close()
-            raise StoreError(self._why(e)) from None
-
-    def _why(self, e):
-        text = str(e)
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return (f"{self.path} is damaged or not a complete SQLite database ({text}); "
-                    f"not touching it")
-        if self.readonly:
-            return f"cannot read the results database {self.path}: {text}"
-        return (f"cannot write the results database {self.path} (--db): {text}; check that "
-                f"its directory and the file can be written")
-
-    def _open(self):
-        if self.readonly:
-            if not os.path.isfile(self.path):
-                raise StoreError(f"results database {self.path}: no such file")
-            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
-            try:
-                self.db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
-                tables = self._tables()
-            except sqlite3.OperationalError:
-                # a read-only place: WAL mode could not make its -shm file there. Open it
-                # as immutable (nothing may change it meanwhile, and a write-ahead log left
-                # by a sweep that was killed is not read: say so)
-                if self.db is not None:
-                    self.db.close()
-                self.db = sqlite3.connect(uri + "?immutable=1", uri=True)
-                tables = self._tables()
-                wal = self.path + "-wal"
-                if os.path.exists(wal) and os.path.getsize(wal) > 0:
-                    sys.stderr.write(f"warning: {self.path} is read-only and has a write-ahead "
-                                     f"log ({wal}) that cannot be read without writing: "
-                                     f"points stored last by a sweep that was killed may be "
-                                     f"missing\n")
-        else:
-            folder = os.path.dirname(os.path.abspath(self.path))
-            if self.path != ":memory:" and not os.path.isdir(folder):
-                raise StoreError(f"results database {self.path}: no directory {folder}")
-            self.db = sqlite3.connect(self.path, timeout=30)
-            tables = self._tables()
-        columns = [c[1] for c in self.db.execute("PRAGMA table_info(points)")]
-        if ("points" in tables and columns != COLUMNS) or (tables and "points" not in tables):
-            raise StoreError(f"{self.path} is an SQLite database of something else than "
-                             f"pysim's results; not touching it")
-        if self.readonly:
-            if not tables:
-                raise StoreError(f"{self.path} holds no results")
-            return
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        self.db.commit()
-
-    def _tables(self):
-        return {t for (t,) in self.db.execute("SELECT name FROM sqlite_master "
-                                              "WHERE type = 'table'")}
-
-    def finished(self):
-        """Hashes of the points already stored (failed ones are retried)."""
-        try:
-            return {h for (h,) in self.db.execute(
-                "SELECT hash FROM points WHERE status != 'failed'")}
-        except sqlite3.Error as e:
-            raise StoreError(self._why(e)) from None
-
-    def put(self, h, params, status, result, error, wall):
-        try:
-            self.db.execute(
-                "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
-                "strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
-                (h, json.dumps(json_safe(params), default=str), status,
-                 None if result is None else json.dumps(json_safe(result), allow_nan=False),
-                 error, wall, __version__))
-            self.db.commit()
-        except sqlite3.Error as e:
-            raise StoreError(f"{self._why(e)} (the points stored before are kept)") from None
-
-    def rows(self):
-        try:
-            raw = self.db.execute(
-                "SELECT hash, params, status, result, error, wall_seconds, version FROM points "
-                "ORDER BY rowid").fetchall()      # (all: no statement left open holding a lock)
-            return [row_dict(*r) for r in raw]
-        except sqlite3.Error as e:
-            raise StoreError(self._why(e)) from None
-        except (ValueError, TypeError) as e:      # a row whose JSON is not pysim's
-            raise StoreError(f"{self.path}: a stored point is not readable ({e}); not a "
-                             f"database pysim wrote, or damaged") from None
-
-    def close(self):
-        if self.db is None:
-            return
-        if not self.readonly and self.path != ":memory:":
-            try:                        # a finished database is one file again
-                self.db.execute("PRAGMA journal_mode=DELETE")
-            except sqlite3.Error:       # (another sweep has it open: it stays in WAL mode)
-                pass
-        self.db.close()
-        self.db = None
-
-
-def row_dict(h, params, status, result, error, wall, version):
-    params = json.loads(params)
-    res = json.loads(result) if result else None
-    if not isinstance(params, dict) or not (res is None or isinstance(res, dict)):
-        raise ValueError("params and result are not JSON objects")
-    return dict(hash=h, params=params, status=status, result=res, error=error,
-                wall_seconds=wall, version=version)
-
-
-def scalar_metrics(result):
-    """The top-level numbers, booleans and strings of a result (no lists or dicts)."""
-    if not result:
-        return {}
-    return {k: v for k, v in result.items()
-            if isinstance(v, (int, float, bool, str)) or v is None}
-
-
-def tidy(rows):
-    """One flat dict per point: the swept keys, then status, error and the scalar metrics."""
-    out = []
-    for r in rows:
-        d = dict(r["params"])
-        d.update(scalar_metrics(r["result"]))
-        d["status"] = r["status"]          # done | saturated | failed (the store's word)
-        d["error"] = r["error"]
-        out.append(d)
-    return out
-
-
-def order_key(v):
-    """A sort key for any swept value: missing first, then numbers, strings, lists."""
-    if v is None:
-        return (0,)
-    if isinstance(v, (bool, int, float)):
-        return (1, float(v))
-    if isinstance(v, str):
-        return (2, v)
-    if isinstance(v, (list, tuple)):
-        return (3, tuple(order_key(x) for x in v))
-    return (4, json.dumps(v, sort_keys=True, default=str))
-
-
-def sort_rows(rows, keys=None):
-    """Rows ordered by their swept values, key by key (`keys`, default: every swept key in
-    name order), not in the order the points finished."""
-    if keys is None:
-        keys = sorted({k for r in rows for k in r["params"]})
-    return sorted(rows, key=lambda r: tuple(order_key(r["params"].get(k)) for k in keys))
-
-
-def to_pandas(rows):
-    """The tidy table as a pandas DataFrame (pandas is optional)."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise ImportError("to_pandas needs pandas: pip install 'pysim[pandas]'") from None
-    return pd.DataFrame(tidy(rows))
-
-
-# ------------------------------------------------------------------ running
 
 class _Progress:
     def __init__(self, total, enabled):
@@ -487,7 +110,7 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
                           f"one per core)")
     if not isinstance(grid, dict):
         raise ConfigError(f"grid = {grid!r}: expected a dict {{'section.key': [values]}}")
-    base = _base(config)
+    base = base_config(config)
     points = expand(cwd_paths(grid), zipped)
     store = Store(db if db is not None else ":memory:")
     try:
@@ -718,8 +341,6 @@ def _run_dask(scheduler, base, todo, store, bar):
         if own:
             client.close()
 
-
-# ------------------------------------------------------------------ executors
 
 class WorkerDied(RuntimeError):
     """A worker process (or a Dask worker) running a task died with it."""

@@ -1,0 +1,146 @@
+"""What every command of the `pysim` command line shares: the group (`main`), reading
+overrides, refusing and writing outputs, progress lines, tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import click
+
+from pysim._io import OutputError, check_output, dump_json, read_bounded, write_atomic
+from pysim._version import __version__
+from pysim.config import parse_override
+from pysim.errors import PysimWarning
+
+
+def overrides(pairs):
+    out = {}
+    for text in pairs:
+        path, value = parse_override(text)
+        out[path] = value
+    return out
+
+
+def refuse_overwrite(path, force):
+    """Checked before any work: an output file is not overwritten unless --force, and one
+    that could not be written at all (no such directory, a read-only one) stops the command
+    at once, not after a long run whose results would then be lost."""
+    try:
+        check_output(path, force)
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def write_output(path, write, keep=None, force=True, **kw):
+    """Write an output (whole or not at all); if that fails after the work is done, say so,
+    and keep what was computed: `keep()` saves it elsewhere and returns where."""
+    try:
+        write_atomic(path, write, force=force, **kw)
+        return True
+    except OutputError as e:
+        where = ""
+        if keep is not None:
+            try:
+                where = f"; kept in {keep()}"
+            except OSError:
+                where = "; it could not be kept elsewhere either"
+        click.echo(f"error: {e}{where}", err=True)
+        return False
+
+
+def keep_text(text, name, suffix):
+    """As keep_json, for text (a job file)."""
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def keep_json(obj, name):
+    """Save a computed result that could not go where asked: a new file in the temporary
+    directory. Returns its path."""
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        dump_json(obj, f, indent=1)
+    return path
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pysim")
+def main():
+    """pysim: cycle-level simulation of accelerator, memory-node and host networks."""
+    default = warnings.showwarning
+
+    def show(message, category, *args, **kw):
+        if issubclass(category, PysimWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            default(message, category, *args, **kw)
+    warnings.showwarning = show
+
+
+def format_value(v):
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def print_table(rows, columns):
+    widths = [max(len(c), *(len(format_value(r.get(c, ""))) for r in rows)) for c in columns]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        click.echo("  ".join(format_value(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+
+
+class Ticker:
+    """A progress line on the terminal (stderr), redrawn at most once a second."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.shown = 0.0
+        self.width = 0
+
+    def __call__(self, now, last):
+        t = time.perf_counter() - self.t0
+        if t - self.shown < 1.0:
+            return
+        self.shown = t
+        text = f"cycle {now:,}" + (f" of at most {last:,}" if last else "") + f", {t:.0f} s"
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self):
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
+def figure_ext(path, option):
+    if os.path.splitext(path)[1].lower() not in (".png", ".pdf", ".svg"):
+        raise click.ClickException(f"{option} {path}: expected a .png, .pdf or .svg file")
+
+
+def read_json(path):
+    """A JSON file the user names for a figure (bounded, strict: NaN and Infinity are not
+    JSON)."""
+
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    try:
+        return json.loads(read_bounded(path).decode("utf-8"), parse_constant=refuse)
+    except UnicodeDecodeError:
+        raise click.ClickException(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{path}: not a JSON file: {e}") from None
+    except RecursionError:
+        raise click.ClickException(f"{path}: nests too deeply") from None
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise click.ClickException(f"{path}: {e}") from None

@@ -1,0 +1,131 @@
+"""`pysim jobs`: a stream of training jobs on a shared server under allocation policies.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from pysim._io import dump_json
+from pysim.cli._common import keep_json, keep_text, main, overrides, refuse_overwrite, write_output
+from pysim.errors import ConfigError
+from pysim.jobs import run_stream
+from pysim.jobs import stream as jst
+from pysim.jobs.cache import Cache
+from pysim.jobs.servers import load_server
+from pysim.sim import SimulationError
+from pysim.sweep import WorkerDied
+
+
+@main.command(name="jobs")
+@click.argument("server")
+@click.option("--jobs", "count", type=int, default=None,
+              help="Jobs in the generated stream (jobs.count).")
+@click.option("--policy", "policy", default=None, metavar="P1,P2,...",
+              help="Allocation policies to compare (jobs.policies), e.g. "
+                   "baseline,topo_aware,greedy,preserve.")
+@click.option("--seed", type=int, default=None, help="Seed of the stream (simulation.seed).")
+@click.option("--job-file", "job_file", type=click.Path(dir_okay=False), default=None,
+              help="Run the jobs of this file ([[jobs]] tables) instead of a generated "
+                   "stream (jobs.file).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write every policy's statistics and every job's record as JSON.")
+@click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the stream as a job file (to edit or rerun it).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite file of simulated shapes, reused by later runs.")
+@click.option("--workers", "-j", type=int, default=1, show_default=True,
+              help="Local worker processes for the simulations (at most the number of "
+                   "cores).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run the simulations on this Dask distributed scheduler instead.")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, cache_path,
+             workers, scheduler, force, quiet):
+    """Run a stream of training jobs on SERVER (a preset: dgx1-v100, dgx1-p100, summit-node,
+    gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
+    policy, and compare their execution and queueing times."""
+    try:
+        refuse_overwrite(json_path, force)
+        refuse_overwrite(jobs_out, force)
+        over = overrides(sets)
+        if count is not None:
+            over["jobs.count"] = count
+        if policy is not None:
+            over["jobs.policies"] = [p.strip() for p in policy.split(",") if p.strip()]
+        if seed is not None:
+            over["simulation.seed"] = seed
+        if job_file is not None:
+            over["jobs.file"] = job_file
+        if isinstance(over.get("jobs.file"), str):      # typed here: relative to here
+            over["jobs.file"] = os.path.abspath(over["jobs.file"])
+        if workers < 1:
+            raise ConfigError(f"--workers {workers}: expected at least 1")
+        srv = load_server(server, over)
+        stream = jst.stream(srv.cfg)
+        cache = Cache(cache_path)
+        bar = _Progress() if not quiet and sys.stderr.isatty() else None
+        try:
+            result = run_stream(srv, stream, workers=workers, scheduler=scheduler,
+                                cache=cache, progress=bar)
+        finally:
+            cache.close()
+            if bar is not None:
+                bar.clear()
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except (SimulationError, WorkerDied) as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: nothing written" + (
+            f" (the shapes simulated so far are in {cache_path})" if cache_path else ""),
+            err=True)
+        sys.exit(130)
+    ok = True
+    if jobs_out:
+        text = jst.jobs_text(stream)
+        ok &= write_output(jobs_out, lambda f: f.write(text), force=force,
+                     keep=lambda: keep_text(text, "jobs", ".toml"))
+    if json_path:
+        d = result.to_dict()
+        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
+                     keep=lambda: keep_json(d, "jobs"), force=force)
+    if not quiet or not ok:
+        click.echo(result.summary())
+    if not quiet:
+        if jobs_out and ok:
+            click.echo(f"stream written to {jobs_out}")
+        if json_path and ok:
+            click.echo(f"result written to {json_path}")
+    if not ok:
+        sys.exit(1)
+
+
+class _Progress:
+    """Jobs finished over all policies, on the terminal (stderr), at most once a second."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.shown = -1.0
+        self.width = 0
+
+    def __call__(self, done, total):
+        t = time.perf_counter() - self.t0
+        if t - self.shown < 1.0 and done < total:
+            return
+        self.shown = t
+        text = f"jobs {done} of {total} (over all policies), {t:.0f} s"
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self):
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()

@@ -1,0 +1,175 @@
+"""`pysim run`, `pysim topo`, `pysim systems`: one configuration run, described, or the
+shipped systems listed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from pysim import systems as S
+from pysim._io import by_path, dump_json
+from pysim.cli._common import (figure_ext, keep_json, main, overrides, refuse_overwrite, Ticker,
+                               write_output)
+from pysim.config import load
+from pysim.errors import ConfigError
+from pysim.network import compile_network, describe
+from pysim.plot import check_drawable, draw_topology
+from pysim.sim import DeadlockError, SimulationError, simulate
+from pysim.topology import describe_systems
+from pysim.workload import WORKLOADS, chakra
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. --set traffic.injection_rate=0.2 (repeatable).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the full result (with the resolved config) as JSON to this file.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
+                   "ui.perfetto.dev).")
+@click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+              help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
+                   "file per rank, in this folder.")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --trace files if they "
+                                            "exist.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
+    """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
+    summary."""
+    try:
+        refuse_overwrite(json_path, force)
+        refuse_overwrite(trace_path, force)
+        cfg = load(config, overrides(sets))
+        for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
+            if given and not WORKLOADS[cfg.workload.kind].traces:
+                with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
+                what = "trace" if opt == "--trace" else "export"
+                raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops to "
+                                  f"{what} (these have: {with_ops})")
+        if chakra_dir:
+            chakra.schema()                 # (the protobuf package, before the run)
+        progress = Ticker() if not quiet and sys.stderr.isatty() else None
+        try:
+            result = simulate(cfg, progress=progress)
+        finally:
+            if progress is not None:
+                progress.clear()
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    except DeadlockError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(3)
+    except SimulationError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: nothing written", err=True)
+        sys.exit(130)
+    except MemoryError as e:
+        raise click.ClickException(
+            f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
+            f"building or running {config}: make the system or the workload smaller") from None
+    ok = True
+    if chakra_dir:
+        try:
+            graph, topo = result.op_graph
+            files = chakra.write(graph, topo, chakra_dir, cfg.network.clock_ghz)
+        except ConfigError as e:
+            raise click.ClickException(f"configuration error: {e}") from None
+        except OSError as e:
+            raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
+        if not quiet:
+            click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
+    if trace_path:
+        trace = result.trace()
+        ok &= write_output(trace_path, lambda f: dump_json(trace, f), force=force,
+                     keep=lambda: keep_json(trace, "trace"))
+    if json_path:
+        d = result.to_dict()
+        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
+                     keep=lambda: keep_json(d, "result"), force=force)
+    if not quiet or not ok:
+        click.echo(result.summary())
+    if not quiet:
+        if json_path and ok:
+            click.echo(f"result written to {json_path}")
+        if trace_path and ok:
+            click.echo(f"trace written to {trace_path}")
+    if not ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (repeatable).")
+@click.option("--draw", "draw_path", type=click.Path(dir_okay=False), default=None,
+              help="Draw the topology to this image (.png, .pdf or .svg).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the description as JSON.")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+def topo(config, sets, draw_path, json_path, force):
+    """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
+    diameter, hops, bisection, VC classes."""
+    try:
+        refuse_overwrite(draw_path, force)
+        refuse_overwrite(json_path, force)
+        if draw_path:
+            figure_ext(draw_path, "--draw")
+        cfg = load(config, overrides(sets))
+        network = compile_network(cfg)
+        if draw_path:
+            try:
+                check_drawable(network.topo)
+            except ConfigError as e:
+                raise click.ClickException(f"--draw {draw_path}: {e}") from None
+    except ConfigError as e:
+        raise click.ClickException(f"configuration error: {e}") from None
+    d = describe(network, cfg)
+    click.echo(f"system      {d['name']}")
+    for kind, names in d["nodes"].items():
+        shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+        click.echo(f"{kind:<11} {len(names):>4}  {shown}")
+    click.echo(f"links       {len(d['links'])} node pairs (GB/s per direction; x N = parallel "
+               f"links; latency in cycles)")
+    for link in d["links"][:40]:
+        arrow = "->" if link["directed"] else "<->"
+        par = f" x{link['parallel']}" if link["parallel"] > 1 else ""
+        click.echo(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
+                   f"{link['latency_cycles']} cycles")
+    if len(d["links"]) > 40:
+        click.echo(f"  ... and {len(d['links']) - 40} more")
+    click.echo(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
+    click.echo(f"avg hops    {d['avg_hops']:.3f} (all ordered pairs of distinct endpoints)")
+    click.echo(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
+               f"found; exact for meshes and tori, an upper bound otherwise)")
+    click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
+               f"{d['vcs']} VCs configured (deadlock-free: checked)")
+    click.echo(f"VC classes  {d['vc_scheme']}")
+    ok = True
+    if json_path:
+        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1), force=force)
+    if draw_path:
+        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+                        force=force):
+            click.echo(f"drawn to {draw_path}")
+        else:
+            ok = False
+    if not ok:
+        sys.exit(1)
+
+
+@main.command()
+def systems():
+    """List the shipped systems, which CONFIG may name: nodes by kind, what each is and where
+    its numbers come from."""
+    rows = describe_systems()
+    w = max(len(r["name"]) for r in rows)
+    click.echo(f"{'name':<{w}}  {'NPU':>4} {'mem':>4} {'host':>4} {'sw':>4}  what it is "
+               f"[where its numbers come from]")
+    for r in rows:
+        click.echo(f"{r['name']:<{w}}  {r['npu']:>4} {r['mem']:>4} {r['host']:>4} "
+                   f"{r['switch']:>4}  {r['what']} [{r['source']}]")
+    click.echo(f"(files in {S.directory()}; pysim topo NAME describes one)")
