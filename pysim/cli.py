@@ -18,7 +18,7 @@ from pysim._version import __version__
 from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import DeadlockError, SimulationError, simulate
-from pysim.workload import WORKLOADS
+from pysim.workload import WORKLOADS, chakra
 from pysim import plot as P
 from pysim.plot import check_drawable, draw_topology
 from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
@@ -111,20 +111,27 @@ def main():
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
                    "ui.perfetto.dev).")
+@click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+              help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
+                   "file per rank, in this folder.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --trace files if they "
                                             "exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-def run(config, sets, json_path, trace_path, force, quiet):
+def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
     summary."""
     try:
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if trace_path and not WORKLOADS[cfg.workload.kind].traces:
-            with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
-            raise ConfigError(f"--trace: workload.kind = {cfg.workload.kind!r} has no ops to "
-                              f"trace (these have: {with_ops})")
+        for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
+            if given and not WORKLOADS[cfg.workload.kind].traces:
+                with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
+                what = "trace" if opt == "--trace" else "export"
+                raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops to "
+                                  f"{what} (these have: {with_ops})")
+        if chakra_dir:
+            chakra.schema()                 # (the protobuf package, before the run)
         progress = _Ticker() if not quiet and sys.stderr.isatty() else None
         try:
             result = simulate(cfg, progress=progress)
@@ -146,6 +153,16 @@ def run(config, sets, json_path, trace_path, force, quiet):
             f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
             f"building or running {config}: make the system or the workload smaller") from None
     ok = True
+    if chakra_dir:
+        try:
+            graph, topo = result.op_graph
+            files = chakra.write(graph, topo, chakra_dir, cfg.network.clock_ghz)
+        except ConfigError as e:
+            raise click.ClickException(f"configuration error: {e}") from None
+        except OSError as e:
+            raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
+        if not quiet:
+            click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
     if trace_path:
         trace = result.trace()
         ok &= _write(trace_path, lambda f: dump_json(trace, f), force=force,

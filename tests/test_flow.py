@@ -450,6 +450,7 @@ AGREE = [
     ("gpu16-cubemesh", "all_reduce", "bidir_ring"),
     ("dgx-a100", "all_reduce", "ring"), ("dgx-h100", "all_gather", "halving_doubling"),
     ("selene", "all_reduce", "tree"), ("superpod-h100", "reduce_scatter", "ring"),
+    ("superpod-h100", "all_reduce", "nccl"), ("dgx-a100", "all_gather", "nccl"),
 ]
 
 
@@ -457,7 +458,7 @@ def test_agreement_cases_cover_every_system_and_algorithm():
     shipped = {f[:-5] for f in os.listdir(TOPOLOGIES) if f.endswith(".toml")}
     assert {s for s, _, _ in AGREE} == shipped
     assert {a for _, _, a in AGREE} == {"ring", "bidir_ring", "direct", "halving_doubling",
-                                        "tree", "hierarchical"}
+                                        "tree", "hierarchical", "nccl"}
 
 
 @pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(16 << 20, marks=pytest.mark.slow)])

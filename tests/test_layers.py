@@ -37,6 +37,7 @@ DEFERRED = {
     ("pysim.models.onnx_import", "onnx"),  # optional extra: pysim[onnx]
     ("pysim.sweep", "dask"), ("pysim.sweep", "distributed"),  # optional extra: pysim[dask]
     ("pysim.sweep", "pandas"),           # optional extra: pysim[pandas]
+    ("pysim.workload.chakra", "google"),  # optional extra: pysim[chakra] (protobuf)
 }
 DEFERRED_ANYWHERE = {"matplotlib"}     # heavy: loaded when a figure is first drawn
 

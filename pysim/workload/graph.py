@@ -896,10 +896,13 @@ class GraphResult:
     memory: dict = field(default_factory=dict)       # set when the graph holds memory
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
+    op_graph: object = field(default=None, repr=False, compare=False)  # (graph, topology):
+                                                     # what ran (not in to_dict)
 
     def to_dict(self):
         """Plain JSON data: a number that is not defined (no packet, no time) is None."""
         d = dict(self.__dict__)
+        d.pop("op_graph", None)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
         if not d["memory"]:
             del d["memory"]
@@ -1090,7 +1093,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(core.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
+        flow=flow, memory=memory_report(graph, usage, network.topo, cfg),
+        op_graph=(graph, network.topo))
 
 
 # The configuration keys this module reads (pysim.schema).

@@ -87,7 +87,8 @@ class _Builder:
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams)
+                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),

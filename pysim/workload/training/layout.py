@@ -417,8 +417,8 @@ class _Layout:
 # The configuration keys the layout reads (pysim.schema).
 declare(
     Key("workload", "model", "str", None, "-",
-        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
-        "(relative to the config).", None),
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file, "
+        "or a folder of Chakra execution traces, one per rank (relative to the config).", None),
     Key("workload", "model_params", "table", None, "-",
         "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
         None),
