@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import warnings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -343,8 +344,10 @@ def load(path, overrides: dict | None = None) -> Config:
 
 
 def _include_topology(raw, base, overrides):
-    """Resolve topology.file: the named file's [topology] table, with this config's own
-    [topology] keys (and overrides) on top. The path is relative to the naming config."""
+    """Resolve topology.file: the named file's system -- its [topology] (sub-tables merged
+    key by key), [network] and [simulation] -- with this config's own keys (and overrides)
+    on top; the keys this config changes are named in a PysimWarning. The path is relative
+    to the naming config."""
     topo = raw.get("topology")
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
@@ -365,10 +368,31 @@ def _include_topology(raw, base, overrides):
     if "file" in t:
         raise ConfigError(f"topology.file = {name!r}: {path} names another topology.file; "
                           f"one level of inclusion only")
-    merged = dict(t)
-    merged.update(topo)                       # keeps topology.file: it names the system
     out = dict(raw)
-    out["topology"] = merged
+    changed = []
+    # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
+    # runs ([network], [simulation]), with this config's own keys on top, which are named
+    for section in ("topology", "network", "simulation"):
+        theirs = included.get(section)
+        mine = topo if section == "topology" else raw.get(section)
+        if not isinstance(theirs, dict) or (mine is not None and not isinstance(mine, dict)):
+            continue
+        merged = dict(theirs)
+        for k, v in (mine or {}).items():
+            if isinstance(v, dict) and isinstance(theirs.get(k), dict):
+                for kk, vv in v.items():
+                    if kk in theirs[k] and theirs[k][kk] != vv:
+                        changed.append(f"{section}.{k}.{kk} ({short(theirs[k][kk])} -> "
+                                       f"{short(vv)})")
+                merged[k] = {**theirs[k], **v}
+            else:
+                if k in theirs and theirs[k] != v and k != "file":
+                    changed.append(f"{section}.{k} ({short(theirs[k])} -> {short(v)})")
+                merged[k] = v                 # (keeps topology.file: it names the system)
+        out[section] = merged
+    if changed:
+        warnings.warn(f"topology.file = {name!r}: this config overrides the system's "
+                      f"{', '.join(changed)}", PysimWarning, stacklevel=3)
     return out
 
 

@@ -435,3 +435,41 @@ def test_model_paths_typed_here_resolve_here(tmp_path, monkeypatch):
         cfg = load("dgx1-v100", {"workload.kind": "training", "workload.model": given,
                                  "workload.batch": 8})
         assert len(load_model(cfg).layers) == 1
+
+
+# ------------------------------------------------------------ a system's name means its hardware
+
+def test_a_shipped_system_trains_on_its_own_accelerator():
+    """dgx1-v100's GPUs are V100s in every command (pysim run as pysim jobs), and a run says
+    which accelerator it used."""
+    from pysim import load
+    from pysim.models.presets import PRESETS, npu_spec
+    from pysim.topology import build
+    cfg = load("dgx1-v100")
+    topo = build(cfg)
+    sp = npu_spec(cfg, topo, topo.node_names[topo.node_kinds.index("npu")])
+    assert sp.tflops["fp32"] == PRESETS["v100"]["tflops"]["fp32"]
+    r = _cli(TRAIN_ARGS[:2] + TRAIN_ARGS[3:] + ["--set", "workload.precision=fp32"])
+    assert r.exit_code == 0 and "accelerator" in r.output and "v100: 15.7 TFLOP/s fp32" \
+        in r.output
+
+
+def test_a_config_based_on_a_system_inherits_it_whole_and_says_what_it_changes(tmp_path):
+    from pysim import PysimWarning, load
+    (tmp_path / "c.toml").write_text('[topology]\nfile = "dgx1-v100"\n[network]\nvcs = 4\n')
+    with pytest.warns(PysimWarning, match=r"network.vcs \(2 -> 4\)"):
+        cfg = load(str(tmp_path / "c.toml"))
+    base = load("dgx1-v100")
+    assert cfg.network.vcs == 4
+    for key in ("vc_buffer_flits", "va_input_arbiter", "sa_input_arbiter",
+                "wait_for_tail_credit"):
+        assert getattr(cfg.network, key) == getattr(base.network, key), key
+    assert cfg.topology.npu == base.topology.npu
+
+
+def test_tensor_parallelism_that_does_not_divide_the_heads_is_refused():
+    r = _cli(TRAIN_ARGS[:7] + ["--set", "workload.model=transformer", "--set",
+                               "workload.batch=8", "--set", "network.model=flow", "--set",
+                               "workload.model_params={layers=1,hidden=60,heads=3,seq=16,"
+                               "vocab=96}", "--set", "workload.parallel={tp=8}"])
+    assert r.exit_code == 1 and "does not divide the 3 attention heads" in r.output

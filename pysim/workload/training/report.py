@@ -77,6 +77,7 @@ class TrainingResult(GraphResult):
                          f"NPUs" + (f", {p['micro_batches']} micro-batches ({p['schedule']})"
                                     if p["pp"] > 1 or p["micro_batches"] > 1 else "")),
                 ("collectives", f"{p['algorithm']}, reductions {where}"),
+                *_accelerator_row(t.get("accelerator"), p.get("precision")),
                 ("iteration", f"{t['iteration_cycles']:,} cycles = "
                               f"{t['iteration_seconds'] * 1e3:.3f} ms (the last of "
                               f"{t['iterations']})" +
@@ -101,6 +102,17 @@ class TrainingResult(GraphResult):
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def _accelerator_row(acc, precision):
+    if not acc:
+        return []
+    name = acc["name"] if acc["name"] != "custom" else \
+        "no preset ([topology.npu] fields or the defaults)"
+    peak = acc["tflops"].get(precision) if precision else None
+    return [("accelerator", f"{name}: " + (f"{peak:g} TFLOP/s {precision}, " if peak else "") +
+             f"HBM {acc['hbm_gbps']:g} GB/s, {acc['hbm_gb']:g} GB" +
+             ("" if acc["all_npus"] else " (the first NPU's; others differ)"))]
 
 
 def training_report(graph, plan, res, cfg):
@@ -221,5 +233,18 @@ def training_report(graph, plan, res, cfg):
         compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
         other_cycles=max(0, cycles - busy[crit] - exp_c), critical_npu=crit,
         iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
-        per_npu=per_npu, plan=plan.describe())
+        per_npu=per_npu, plan=plan.describe(), accelerator=_accelerator(plan))
+
+
+def _accelerator(plan):
+    """The accelerator the plan's NPUs are (the first NPU's spec; a preset or the defaults),
+    so that a run says what hardware it trained on."""
+    lay = getattr(plan, "layout", None)
+    specs = getattr(lay, "specs", None)
+    if not specs:
+        return None
+    sp = specs[plan.npus[0]]
+    same = all(s == sp for s in specs.values())
+    return dict(name=sp.name, tflops=dict(sp.tflops), hbm_gbps=sp.hbm_bytes_per_s / 1e9,
+                hbm_gb=sp.hbm_capacity_bytes / 1e9, all_npus=same)
 
