@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import warnings
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,13 +44,12 @@ from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_flo
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.topology import ns_to_cycles
+from pysim.workload import compile as _compile
 from pysim.workload.base import check_status, link_report, register
+from pysim.workload.compile import GATE_UNIT, KINDS, MAX_SLICES, REQUEST_BYTES  # noqa: F401
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
-KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
-         "acquire": 5, "release": 6}     # csim's primitive ops
-GATE_UNIT = 3
 
 
 class GraphError(ConfigError):
@@ -321,26 +323,8 @@ def load_graph(path) -> OpGraph:
     return g
 
 
-REQUEST_BYTES = 64          # a memory read request
-
-
-def compile_graph(g: OpGraph, topo, cfg=None):
-    """Check the graph against the topology and turn it into csim's arrays.
-
-    Memory ops move in pieces of workload.mem_piece_bytes so that reading, transfer and
-    storing overlap. A write of b bytes from an NPU (or host) to a memory node (or a host's
-    DRAM) is, per piece, a read of the piece from the source's own memory (its memory unit,
-    at its HBM or DRAM bandwidth), a send to the target, and the target's access of piece /
-    bandwidth cycles (a memory node's controller, its one unit, also paying the access
-    latency on the first piece; a host's memory unit); a read is a request send, then per
-    piece the target's access, a send back and the write into the reader's memory. Pieces
-    go in order. A memory op starts with its first piece and finishes with its last. Memory
-    nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
-    more than a device's capacity are an error naming it (the exact check, from the ops'
-    times, follows the run: `memory_usage`).
-    Returns the arrays and, per op of `g`, its (first, last) primitive op."""
-    index = {name: i for i, name in enumerate(topo.node_names)}
-
+def _node_checker(g, topo, index):
+    """node_id(name, op, what, kinds): the node's index, or a GraphError naming the op."""
     def node_id(name, i, what, kinds=None):
         if not isinstance(name, str):
             raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
@@ -358,154 +342,27 @@ def compile_graph(g: OpGraph, topo, cfg=None):
             raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a {kind} node; expected "
                              f"{' or '.join(kinds)}")
         return n
+    return node_id
 
-    if len(g) == 0:
-        raise GraphError("the op graph is empty")
-    mem = memory_params(topo, cfg)
-    cparams = compute_params(topo, cfg)          # (once: each walks every node)
-    eparams = engine_params(topo, cfg)
-    clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
-    kind, node, dst, size, after, unit = [], [], [], [], [], []
-    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
-    span = [None] * len(g)              # per op of g: (first primitive, last primitive)
-    isolated = {}                       # roofline ops: their time alone
-    companions = []                     # roofline ops' memory companions
-    stored, read = {}, {}               # per memory node or host: bytes written, bytes read
-    caps = capacities(topo, cfg)
 
-    def prim(k, n, d, s, deps, u=0):
-        kind.append(KINDS[k])
-        unit.append(u)
-        node.append(n)
-        dst.append(d)
-        size.append(int(s))
-        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
-        return len(kind) - 1
+def compile_graph(g: OpGraph, topo, cfg=None):
+    """Check the graph against the topology and turn it into csim's arrays.
 
-    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock)
-    for i in (topological_order(g) if g._forward else range(len(g))):
-        k = g.kind[i]
-        deps = [span[d][1] for d in g.after[i]]
-        if k == "compute" and g.work[i] is None:
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
-            p = prim("compute", n, -1, g.size[i], deps)
-            span[i] = (p, p)
-        elif k == "compute":
-            # roofline: slices of at most slice_cycles, each a compute part on the compute
-            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = cparams[n]
-            flops, nbytes, peak = g.work[i]
-            if peak is not None:
-                flops_pc = peak / (clock * 1e9)
-            C = _ceil(flops, flops_pc)
-            H = _ceil(nbytes, bytes_pc)
-            isolated[i] = max(C, H)
-            S = max(1, -(-max(C, H) // slice_cycles))
-            if S > MAX_SLICES:
-                raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
-                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
-                                 f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
-                                 f"workload.slice_cycles)")
-            p = prim("roofline", n, S, C, deps, 0)
-            companions.append(prim("roofline_mem", n, -1, H, [], 1))
-            span[i] = (p, p)
-        elif k == "reduce_npu":
-            n = node_id(g.node[i], i, "node", ("npu",))
-            _, bytes_pc = cparams[n]
-            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, 1)
-            red = prim("compute", n, -1, _ceil(g.size[i], eparams[n][2]), deps, 0)
-            p = prim("delay", -1, -1, 0, [mem_, red])
-            span[i] = (mem_, p)
-        elif k == "reduce_offload":
-            n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps, 2)
-            span[i] = (p, p)
-        elif k in ("memory", "engine"):
-            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
-            flops_pc, bytes_pc = cparams[n]
-            rate = bytes_pc if k == "memory" else eparams[n][0]
-            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps, 1 if k == "memory" else 2)
-            span[i] = (p, p)
-        elif k == "delay":
-            p = prim("delay", -1, -1, g.size[i], deps)
-            span[i] = (p, p)
-        elif k in ("acquire", "release"):
-            n = node_id(g.node[i], i, "node")
-            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
-            span[i] = (p, p)
-        elif k == "send":
-            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
-            if a == b:
-                raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
-            p = prim("send", a, b, g.size[i], deps)
-            span[i] = (p, p)
-        else:
-            a = node_id(g.node[i], i, "npu", ("npu", "host"))
-            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
-            if a == m:
-                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
-                                 f"memory is a compute op with bytes, not a {k}")
-            own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
-            if topo.node_kinds[m] == "mem":
-                bpc, lat, _ = mem[m]
-                m_unit = 0                    # the memory node's controller
-            else:
-                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
-            total = g.size[i]
-            pieces = [min(piece, total - o) for o in range(0, total, piece)] or [0]
-            if k == "mem_write":
-                stored[m] = stored.get(m, 0) + total
-                first = rd = snd = acc = None
-                for j, b in enumerate(pieces):       # pieces leave in order, one after another
-                    rd = prim("compute", a, -1, _ceil(b, own_bpc),
-                              deps if rd is None else [rd], 1)
-                    snd = prim("send", a, m, b, [rd] + ([snd] if snd is not None else []))
-                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [snd] + ([acc] if acc is not None else []), m_unit)
-                    first = rd if first is None else first
-                span[i] = (first, acc)
-            else:
-                read[m] = read.get(m, 0) + total
-                if total > caps[m]:
-                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
-                                     f"{topo.node_names[m]}, more than its capacity of "
-                                     f"{caps[m]} bytes")
-                req = prim("send", a, m, REQUEST_BYTES, deps)
-                acc = wr = None
-                for j, b in enumerate(pieces):
-                    acc = prim("compute", m, -1, (lat if j == 0 else 0) + _ceil(b, bpc),
-                               [req] + ([acc] if acc is not None else []), m_unit)
-                    back = prim("send", m, a, b, [acc]) if b else acc
-                    wr = prim("compute", a, -1, _ceil(b, own_bpc),
-                              [back] + ([wr] if wr is not None else []), 1)
-                span[i] = (req, wr)
-    for m, b in read.items():
-        if b > stored.get(m, 0):
-            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
-            warnings.warn(PysimWarning(
-                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
-                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
-                f"from the start"), stacklevel=2)
-    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
-    n_ops = len(kind)
-    succ_lists = [[] for _ in range(n_ops)]
-    for i, a in enumerate(after):
-        for d in a:
-            succ_lists[d].append(i)
-    succ_ptr = np.zeros(n_ops + 1, np.int64)
-    succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
-    succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
-    # the ops of g were taken in a topological order, so the primitives have no cycles
-    deps_n = np.array([len(a) for a in after], np.int32)
-    deps_n[companions] = 1                  # started by their roofline op, never by deps
-    arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
-                  node=np.array(node, np.int32),
-                  dst=np.array(dst, np.int32), size=np.array(size, np.int64),
-                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
-    arrays["isolated"] = isolated
-    return arrays, span
+    Memory ops move in pieces of workload.mem_piece_bytes so that reading, transfer and
+    storing overlap. A write of b bytes from an NPU (or host) to a memory node (or a host's
+    DRAM) is, per piece, a read of the piece from the source's own memory (its memory unit,
+    at its HBM or DRAM bandwidth), a send to the target, and the target's access of piece /
+    bandwidth cycles (a memory node's controller, its one unit, also paying the access
+    latency on the first piece; a host's memory unit); a read is a request send, then per
+    piece the target's access, a send back and the write into the reader's memory. Pieces
+    go in order. A memory op starts with its first piece and finishes with its last. Memory
+    nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    more than a device's capacity are an error naming it (the exact check, from the ops'
+    times, follows the run: `memory_usage`).
+    Array work (pysim.workload.compile): no Python runs per op but for memory ops' pieces.
+    Returns the arrays and `span`, an (ops x 2) array: per op of `g`, its first and last
+    primitive op."""
+    return _compile.compile_arrays(g, topo, cfg, sys.modules[__name__])
 
 
 def topological_order(g: OpGraph):
@@ -536,7 +393,6 @@ def topological_order(g: OpGraph):
     return order
 
 
-MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
 def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
@@ -831,6 +687,48 @@ def memory_rows(memory):
     return rows
 
 
+class OpTable(Sequence):
+    """The ops of a run, as a sequence of dicts (name, kind, node, dst, size, start, finish;
+    a roofline op also flops, bytes and isolated_cycles) made when asked for: the columns
+    are the graph's and the run's arrays (`start`, `finish`), not a dict per op."""
+
+    def __init__(self, graph, start, finish, isolated):
+        self.n = len(graph)
+        self.names, self.kind, self.node, self.dst, self.size, self.work = (
+            graph.names, graph.kind, graph.node, graph.dst, graph.size, graph.work)
+        self.start, self.finish, self.isolated = start, finish, isolated
+
+    def __len__(self):
+        return self.n
+
+    def _op(self, i, start, finish):
+        name = self.names[i]
+        op = dict(name=name if name is not None else f"op{i}", kind=self.kind[i],
+                  node=self.node[i], dst=self.dst[i], size=self.size[i], start=start,
+                  finish=finish)
+        w = self.work[i]
+        if w is not None:
+            op["flops"], op["bytes"] = w[:2]
+            op["isolated_cycles"] = int(self.isolated[i])
+        return op
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("op index out of range")
+        return self._op(i, int(self.start[i]), int(self.finish[i]))
+
+    def __iter__(self):
+        for i, a, b in zip(range(self.n), self.start.tolist(), self.finish.tolist()):
+            yield self._op(i, a, b)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+
 MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
               "flow": "flow (messages as flows sharing links max-min fairly, plus their "
                       "zero-load latency)"}
@@ -840,7 +738,7 @@ MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
 class GraphResult:
     """What an op-graph run measured. `to_dict()` is what `pysim run --json` writes."""
     makespan_cycles: int
-    ops: list                       # per op: name, kind, node, dst, size, start, finish
+    ops: Sequence                   # per op: name, kind, node, dst, size, start, finish
     packets: int
     avg_packet_latency: float
     flit_hops: int
@@ -863,6 +761,7 @@ class GraphResult:
         from pysim._io import json_safe
         d = dict(self.__dict__)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
+        d["ops"] = list(d["ops"])
         if not d["memory"]:
             del d["memory"]
         return json_safe(d)
@@ -870,6 +769,11 @@ class GraphResult:
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
         busy = {}
+        if isinstance(self.ops, OpTable):
+            t = self.ops
+            for i in np.flatnonzero(np.fromiter(map("compute".__eq__, t.kind), bool, t.n)):
+                busy[t.node[i]] = busy.get(t.node[i], 0) + int(t.finish[i] - t.start[i])
+            return busy
         for op in self.ops:
             if op["kind"] == "compute":
                 busy[op["node"]] = busy.get(op["node"], 0) + op["finish"] - op["start"]
@@ -982,6 +886,8 @@ class GraphResult:
                 f"over the {len(used)} of {len(self.links)} channels used (whole run)")
 
     def _count(self):
+        if isinstance(self.ops, OpTable):
+            return dict(Counter(self.ops.kind[:self.ops.n]))
         c = {}
         for op in self.ops:
             c[op["kind"]] = c.get(op["kind"], 0) + 1
@@ -1016,23 +922,16 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     run_s = time.perf_counter() - t_run
     check_status(st, network, eng)
     pstart, pfinish = eng.op_times()
-    start = np.array([pstart[a] for a, _ in span], np.int64)
-    finish = np.array([pfinish[b] for _, b in span], np.int64)
+    span = np.asarray(span, np.int64)
+    start = pstart[span[:, 0]].astype(np.int64)
+    finish = pfinish[span[:, 1]].astype(np.int64)
     if st != "done":
         unfinished = [graph.label(i) for i in np.flatnonzero(finish < 0)[:5]]
         raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles}: the graph did not "
                           f"finish (unfinished: {', '.join(unfinished)})")
     usage = memory_usage(graph, start, finish, network.topo, cfg, check=check_memory)
     names = network.topo.node_names
-    ops = []
-    for i in range(len(graph)):
-        op = dict(name=graph.label(i), kind=graph.kind[i], node=graph.node[i],
-                  dst=graph.dst[i], size=graph.size[i], start=int(start[i]),
-                  finish=int(finish[i]))
-        if graph.work[i] is not None:
-            op["flops"], op["bytes"] = graph.work[i][:2]
-            op["isolated_cycles"] = int(arrays["isolated"][i])
-        ops.append(op)
+    ops = OpTable(graph, start, finish, arrays["isolated"])
     c = eng.counters()
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
@@ -1050,3 +949,4 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
         flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
+
