@@ -170,3 +170,85 @@ def test_bad_ops_raise_the_op_by_op_errors(make, fragment):
         compile_graph(g, topo, cfg)
     assert fragment in str(ref.value)
     assert str(got.value) == str(ref.value)
+
+
+def same_graph(a, b):
+    assert len(a) == len(b)
+    for f in ("kind", "node", "dst", "size", "after", "names", "work"):
+        assert getattr(a, f) == getattr(b, f), f
+
+
+@pytest.mark.parametrize("algorithm,collective", [
+    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a != "hierarchical"
+    for c in sorted(cs)])
+@pytest.mark.parametrize("engine", [None, "npu"])
+def test_collectives_in_bulk_equal_op_by_op(algorithm, collective, engine, monkeypatch):
+    """Each participant's part waits for an op of its own (as in a training plan), and the
+    graph has ops before the collective."""
+    order = [f"npu{i}" for i in (3, 1, 0, 2, 6, 7, 5, 4)]
+    graphs = []
+    for bulk in (True, False):
+        monkeypatch.setattr(coll, "BULK", bulk)
+        g = OpGraph()
+        ready = {n: [g.compute(n, 10 * i + 1)] for i, n in enumerate(order) if i % 3}
+        done = {}
+        coll.build(collective, algorithm, order, 3 * 2 ** 20 + 5, chunks=3,
+                   reduce_bytes_per_cycle=None if engine else 37.5, engine=engine, graph=g,
+                   after=ready, done=done)
+        graphs.append((g, done))
+    same_graph(graphs[0][0], graphs[1][0])
+    assert graphs[0][1] == graphs[1][1]
+
+
+@pytest.mark.parametrize("parallel", PLANS)
+def test_training_plans_in_bulk_equal_op_by_op(parallel, monkeypatch):
+    graphs = []
+    for bulk in (True, False):
+        monkeypatch.setattr(coll, "BULK", bulk)
+        cfg = training_cfg(parallel, engine="npu", algorithm="halving_doubling"
+                           if parallel.get("dp", 1) in (2, 4, 16) else "ring")
+        graphs.append(training_graph(cfg, build(cfg))[0])
+    same_graph(*graphs)
+
+
+def test_bulk_ops_are_checked():
+    g = OpGraph()
+    g.compute("a", 1)
+    with pytest.raises(GraphError, match="no such op"):
+        g.add_ops(["send"], ["a"], ["b"], [5], [[1]])
+    with pytest.raises(GraphError, match="size = -5"):
+        g.add_ops(["send"], ["a"], ["b"], [-5], [[0]])
+    assert len(g) == 1
+    assert g.add_ops(["send", "delay"], ["a", None], ["b", None], [5, 0], [[0], [1]]) == 1
+    assert g.after == [[], [0], [1]] and g.kind == ["compute", "send", "delay"]
+
+
+@pytest.mark.parametrize("parallel", PLANS + [dict(tp=2, pp=2, dp=4, micro_batches=2)])
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling"])
+@pytest.mark.parametrize("engine", [None, "npu"])
+def test_the_count_before_building_bounds_the_graph(parallel, algorithm, engine):
+    """The training graph's ops counted from the plan (pysim.workload.estimate) are at
+    least those built, and not more than twice as many."""
+    from pysim.workload.estimate import training_ops
+    from pysim.workload.training import _Builder, _Layout
+    cfg = training_cfg(parallel, engine=engine, algorithm=algorithm, bucket_mb=1.0)
+    topo = build(cfg)
+    g, plan = training_graph(cfg, topo)
+    lay = _Layout(cfg, topo, plan.model, None)
+    est = sum(training_ops(_Builder(lay, OpGraph(), "")).values())
+    assert len(g) <= est <= 2 * len(g)
+
+
+def test_a_plan_past_the_op_limit_is_refused_before_building(monkeypatch):
+    """Refused before a single op is added (adding one would fail otherwise)."""
+    from pysim.workload import graph as graph_module
+
+    def no_op(*a, **k):
+        raise AssertionError("an op was built")
+    monkeypatch.setattr(graph_module, "MAX_OPS", 5000)
+    monkeypatch.setattr(OpGraph, "_add", no_op)
+    monkeypatch.setattr(OpGraph, "add_ops", no_op)
+    cfg = training_cfg(dict(tp=4, pp=2, dp=2, micro_batches=8), chunks=4)
+    with pytest.raises(GraphError, match=r"would have up to .* ops .*most are tp collectives: "
+                                         r"fewer with workload.chunks"):
+        training_graph(cfg, build(cfg))

@@ -26,6 +26,7 @@ over its capacity.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -34,6 +35,7 @@ import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -97,6 +99,42 @@ class OpGraph:
         self.names.append(name)
         self.work.append(None)
         return len(self.kind) - 1
+
+    def add_ops(self, kind, node, dst, size, after):
+        """Append ops in bulk (the fast path of builders that make many at once): per op its
+        kind (a name of OpGraph's kinds, as `_add` records them: compute with cycles, send,
+        delay, memory, engine, reduce_npu, reduce_offload), node, dst (None but for sends),
+        size (an int >= 0: cycles or bytes) and dependencies (a list of op ids below the op's
+        own). Checked as arrays: sizes and dependencies, the op limit. Returns the first
+        op's id."""
+        n0, k = len(self.kind), len(kind)
+        if not (len(node) == len(dst) == len(size) == len(after) == k):
+            raise GraphError("add_ops: the columns differ in length")
+        if n0 + k > MAX_OPS:
+            raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
+                             f"participant, step and chunk: fewer workload.chunks make fewer)")
+        if k == 0:
+            return n0
+        sz = np.fromiter(size, np.int64, k)
+        if sz.min() < 0 or sz.max() > MAX_INT:
+            i = int(np.flatnonzero((sz < 0) | (sz > MAX_INT))[0])
+            raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in 0.."
+                             f"{MAX_INT:,}")
+        lens = np.fromiter(map(len, after), np.int64, k)
+        flat = np.fromiter(itertools.chain.from_iterable(after), np.int64, int(lens.sum()))
+        own = np.repeat(np.arange(n0, n0 + k, dtype=np.int64), lens)
+        if flat.size and ((flat < 0) | (flat >= own)).any():
+            j = int(np.flatnonzero((flat < 0) | (flat >= own))[0])
+            raise GraphError(f"dependency {int(flat[j])} of op {int(own[j])}: no such op (an "
+                             f"op can only depend on ops given before it)")
+        self.kind.extend(kind)
+        self.node.extend(node)
+        self.dst.extend(dst)
+        self.size.extend(sz.tolist())
+        self.after.extend(after)
+        self.names.extend(itertools.repeat(None, k))
+        self.work.extend(itertools.repeat(None, k))
+        return n0
 
     def _ref(self, a):
         if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
@@ -451,6 +489,22 @@ def _ceil(b, bpc):
     return int(math.ceil(cycles))
 
 
+def _last_of(fn):
+    """fn(topo, cfg), remembered for the last (topo, cfg) it was asked for (the same
+    objects): callers ask once per node of a run, and each answer walks every node. The
+    answer is read-only."""
+    last = [None, None, None]
+
+    def cached(topo, cfg):
+        if last[0] is not topo or last[1] is not cfg:
+            last[:] = [topo, cfg, MappingProxyType(fn(topo, cfg))]
+        return last[2]
+    cached.__doc__ = fn.__doc__
+    cached.__name__ = fn.__name__
+    return cached
+
+
+@_last_of
 def compute_params(topo, cfg):
     """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline. An NPU's
     from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
@@ -507,6 +561,7 @@ def memory_params(topo, cfg):
     return out
 
 
+@_last_of
 def capacities(topo, cfg):
     """Per NPU, memory node and host: its memory in bytes -- an NPU's preset's HBM or
     [topology.npu] hbm_gb (default 32), [topology.mem] capacity_gb (128), [topology.host]
@@ -729,6 +784,14 @@ class OpTable(Sequence):
         return list(self) == list(other)
 
 
+def op_times(ops):
+    """(start, finish) arrays of a run's ops (a GraphResult's `ops`)."""
+    if isinstance(ops, OpTable):
+        return ops.start, ops.finish
+    return (np.array([op["start"] for op in ops], np.int64),
+            np.array([op["finish"] for op in ops], np.int64))
+
+
 MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
               "flow": "flow (messages as flows sharing links max-min fairly, plus their "
                       "zero-load latency)"}
@@ -755,6 +818,7 @@ class GraphResult:
     memory: dict = field(default_factory=dict)       # set when the graph holds memory
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
+    profile: dict = field(default_factory=dict)      # where the wall time went, and sizes
 
     def to_dict(self):
         """Plain JSON data: a number that is not defined (no packet, no time) is None."""
@@ -872,9 +936,20 @@ class GraphResult:
         rows += memory_rows(self.memory)
         rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                           f"wall"),
+                 ("where the time went", self._profile_line()),
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def _profile_line(self):
+        p = self.profile
+        if not p:
+            return "not measured"
+        return (f"network {p['network_seconds']:.2f} s, compile {p['compile_seconds']:.2f} s "
+                f"({p['graph_ops']:,} ops into {p['engine_ops']:,} engine ops), engine set-up "
+                f"{p['engine_setup_seconds']:.2f} s, engine {p['engine_seconds']:.2f} s "
+                f"({p['event_cycles']:,} cycles with events), results "
+                f"{p['results_seconds']:.2f} s")
 
     def _link_line(self):
         used = [l for l in self.links if l["flits"]]
@@ -908,8 +983,11 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         if not os.path.isabs(path):
             path = os.path.join(cfg.base_dir, path)
         graph = load_graph(path)
+    t_load = time.perf_counter()
     network = compile_network(cfg, topo)
+    t_net = time.perf_counter()
     arrays, span = compile_graph(graph, network.topo, cfg)
+    t_compile = time.perf_counter()
     eng = _engine.Engine(network.arrays)
     model = cfg.network.model          # how sends are carried; everything else is the same
     eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
@@ -940,6 +1018,13 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                         eng.vc_flits() if model != "flow" else None)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
+    memory = memory_report(graph, usage, network.topo, cfg)
+    t_end = time.perf_counter()
+    profile = dict(load_seconds=t_load - t0, network_seconds=t_net - t_load,
+                   compile_seconds=t_compile - t_net, engine_setup_seconds=t_run - t_compile,
+                   engine_seconds=run_s, results_seconds=t_end - t_run - run_s,
+                   graph_ops=len(graph), engine_ops=int(arrays["kind"].size),
+                   event_cycles=int(c["now"] - c["cycles_skipped"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
@@ -948,5 +1033,5 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory_report(graph, usage, network.topo, cfg))
+        flow=flow, memory=memory, profile=profile)
 

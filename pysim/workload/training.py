@@ -56,7 +56,9 @@ from pysim.config import ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import collectives as coll
 from pysim.workload.base import register
-from pysim.workload.graph import GraphResult, OpGraph, engine_params, memory_rows, run_graph
+from pysim.workload.estimate import check_training
+from pysim.workload.graph import (GraphResult, OpGraph, engine_params, memory_rows, op_times,
+                                  run_graph)
 
 SCHEDULES = ("1f1b", "gpipe")
 DIMS = ("tp", "dp", "pp")
@@ -853,6 +855,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
     b.plan.layout = lay
+    check_training(b, len(g))            # refused at once past the op limit
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)
@@ -959,8 +962,7 @@ def training_report(graph, plan, res, cfg):
     """The last iteration's breakdown: its cycles, compute and communication on the busiest
     NPU, per layer and per NPU (see docs/training.md)."""
     clock = cfg.network.clock_ghz
-    start = np.array([op["start"] for op in res.ops], np.int64)
-    finish = np.array([op["finish"] for op in res.ops], np.int64)
+    start, finish = op_times(res.ops)
     lo, hi = plan.iterations[-1]
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0

@@ -1,0 +1,115 @@
+"""What a training iteration's op graph will hold, counted before any op is built.
+
+`training_ops(builder)` counts, from the plan alone (per layer and per bucket, never per op),
+the ops pysim.workload.training's builder makes: per layer, NPU and micro-batch its compute
+ops; per layer and NPU the optimizer steps; the pipeline sends and the joins between them;
+every collective as pysim.workload.collectives.ops_bound counts it (an upper bound: exact
+for the ring without an endpoint model) plus one join per participant. `check_training`
+refuses a plan past the op limit at once, naming the part that makes most of them and the
+key that makes it smaller, and the memory the graph would take.
+"""
+from __future__ import annotations
+
+import math
+
+from pysim.workload import collectives as coll
+from pysim.workload import graph as graph_module
+from pysim.workload.graph import GraphError
+
+# bytes an op of a built graph takes, graph and engine arrays together, measured on the
+# 1,024-NPU GPT-3 iteration of bench/scale.py (peak RSS over graph ops); see
+# docs/performance.md
+BYTES_PER_OP = 700
+
+
+def _collective_ops(b, collective, algorithm, group_size, nbytes):
+    """Ops of one collective (pysim.workload.collectives.build) and its joins."""
+    lay = b.lay
+    if nbytes <= 0:
+        return group_size
+    pieces = 1
+    if lay.engine == "offload" and b.sram is not None:
+        piece = max(1, b.sram // b.sram_pieces)
+        pieces = max(1, -(-(-(-int(nbytes) // b.chunks)) // piece))
+    dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims else None
+    return coll.ops_bound(collective, algorithm, group_size, b.chunks, lay.engine, dims,
+                          pieces) + group_size
+
+
+def training_ops(b):
+    """{part: ops} of the whole run (every iteration) of the training builder `b`:
+    compute, pipeline, tp_collectives, dp_collectives, all_to_all."""
+    lay = b.lay
+    cfg = lay.cfg
+    m, dp, tp, pp = lay.m, lay.dp, lay.tp, lay.pp
+    layers = lay.model.layers
+    L = len(layers)
+    split = sum(1 for x in lay.split_table if x)
+    parts = dict(compute=0, pipeline=0, tp_collectives=0, dp_collectives=0, all_to_all=0)
+    # forward, input and weight gradients per layer, NPU and micro-batch; the optimizer
+    parts["compute"] = (3 * (L - split) * dp * tp * m + 3 * split * m + L * dp * tp)
+    # a send each way between stages, and a join per NPU and micro-batch each way
+    parts["pipeline"] = 2 * (pp - 1) * dp * tp * m + 2 * dp * tp * pp * m
+    alg = lay.algorithm
+    for i in range(L):
+        if lay.split_table[i]:
+            continue
+        for _, nbytes in b._tp_forward(i):
+            parts["tp_collectives"] += m * dp * _collective_ops(b, "all_reduce", alg, tp,
+                                                                nbytes)
+        nbytes = b._tp_backward(i)
+        if nbytes:
+            parts["tp_collectives"] += m * dp * _collective_ops(b, "all_reduce", alg, tp,
+                                                                nbytes)
+    if dp > 1:
+        cap = int(cfg.workload.bucket_mb * 2 ** 20)
+        for a, e in lay.stages:
+            held = 0
+            for i in range(e - 1, a - 1, -1):        # backward order, as _Buckets fills
+                nbytes = lay.grad_bytes(i)
+                if layers[i].params == 0 or not nbytes:
+                    continue
+                held += nbytes
+                if cfg.workload.overlap and held >= cap:
+                    parts["dp_collectives"] += tp * _collective_ops(b, "all_reduce", alg, dp,
+                                                                    held)
+                    held = 0
+            if held:
+                parts["dp_collectives"] += tp * _collective_ops(b, "all_reduce", alg, dp, held)
+    if split:
+        per = 0
+        for i in range(L):
+            if lay.split_table[i]:
+                per += layers[i].out_elems
+        nbytes = lay.gmb * per * lay.pb.act
+        parts["all_to_all"] = 2 * m * _collective_ops(b, "all_to_all", "direct", dp, nbytes)
+    its = cfg.workload.iterations
+    return {k: v * its for k, v in parts.items()}
+
+
+KEYS = {"compute": "workload.parallel.micro_batches or workload.iterations",
+        "pipeline": "workload.parallel.micro_batches",
+        "tp_collectives": "workload.chunks, workload.algorithm (tree or halving_doubling "
+                          "make fewer ops than ring) or workload.parallel.micro_batches",
+        "dp_collectives": "workload.chunks, workload.bucket_mb (larger buckets, fewer "
+                          "collectives) or workload.algorithm (tree or halving_doubling)",
+        "all_to_all": "workload.parallel.micro_batches or workload.chunks"}
+
+
+def check_training(b, existing=0):
+    """Refuse, before building, a training run whose graph would pass the op limit
+    (`existing`: the ops already in the graph it is added to)."""
+    parts = training_ops(b)
+    total = sum(parts.values()) + existing
+    limit = graph_module.MAX_OPS
+    if total <= limit:
+        return parts
+    worst = max(parts, key=parts.get)
+    what = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in parts.items() if v)
+    lay = b.lay
+    raise GraphError(
+        f"workload.parallel = dp {lay.dp} x tp {lay.tp} x pp {lay.pp}, "
+        f"{lay.m} micro-batches, {b.lay.cfg.workload.iterations} iteration(s): the training "
+        f"graph would have up to {total:,} ops ({what}; about "
+        f"{math.ceil(total * BYTES_PER_OP / 1e9)} GB), more than the {limit:,} an op graph "
+        f"may have; most are {worst.replace('_', ' ')}: fewer with {KEYS[worst]}")
