@@ -276,12 +276,13 @@ def compile_arrays(g, topo, cfg, h):
         dst_e.append(first[owner[two]] + 1)
     src = np.concatenate(src_e) if src_e else np.zeros(0, np.int64)
     dst = np.concatenate(dst_e) if dst_e else np.zeros(0, np.int64)
-    key = np.unique(dst * P + src)             # deduplicated, by (to, from)
+    key = np.sort(dst * P + src)                # by (to, from), deduplicated
+    if key.size:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
     dst, src = key // P, key % P
     deps_n = np.bincount(dst, minlength=P).astype(np.int32)
     deps_n[companions] = 1                  # started by their roofline op, never by deps
-    o = np.lexsort((dst, src))
-    succ = dst[o].astype(np.int32)
+    succ = (np.sort(src * P + dst) % P).astype(np.int32)      # by (from, to)
     succ_ptr = np.zeros(P + 1, np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
     arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,

@@ -665,16 +665,20 @@ def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsag
     start = np.asarray(start, np.int64)
     finish = np.asarray(finish, np.int64)
     end_time = int(finish.max()) + 1
-    nb = np.array([h[1] for h in g.holds], np.int64)
-    a_op = np.array([h[2][0] for h in g.holds], np.int64)
-    a_fin = np.array([h[2][1] for h in g.holds], bool)
-    freed = np.array([h[3] is not None for h in g.holds], bool)
-    f_op = np.array([h[3][0] if h[3] else 0 for h in g.holds], np.int64)
-    f_fin = np.array([h[3][1] if h[3] else True for h in g.holds], bool)
+    H = len(g.holds)
+    _, nbytes_, at_, end_, _ = zip(*g.holds)
+    nb = np.fromiter(nbytes_, np.int64, H)
+    at_ = np.array(at_, np.int64).reshape(H, 2)
+    a_op, a_fin = at_[:, 0], at_[:, 1].astype(bool)
+    freed = np.fromiter((e is not None for e in end_), bool, H)
+    ends = np.array([e if e is not None else (0, 1) for e in end_], np.int64).reshape(H, 2)
+    f_op, f_fin = ends[:, 0], ends[:, 1].astype(bool)
     t_take = np.where(a_fin, finish[a_op], start[a_op])
     t_free = np.where(f_fin, finish[f_op], start[f_op])
     t_free = np.where(freed, np.maximum(t_free, t_take), end_time)
     u = MemoryUsage({}, {}, {}, {}, {}, {})
+    by_dev = np.argsort(dev, kind="stable")          # each device's holds, once
+    bounds = np.searchsorted(dev[by_dev], np.arange(len(names) + 1))
     for d, (pts_t, pts_l) in occupancy(dev, nb, t_take, t_free).items():
         name = names[d]
         k = int(np.argmax(pts_l))
@@ -685,7 +689,8 @@ def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsag
         u.end_bytes[name] = int(pts_l[pts_t < end_time][-1]) if (pts_t < end_time).any() else 0
         u.timeline[name] = [[int(a), int(b)] for a, b in zip(pts_t, pts_l) if a < end_time]
         at = int(pts_t[k])
-        live = np.flatnonzero((dev == d) & (t_take <= at) & (t_free > at) & (nb > 0))
+        mine = by_dev[bounds[d]:bounds[d + 1]]
+        live = mine[(t_take[mine] <= at) & (t_free[mine] > at) & (nb[mine] > 0)]
         live = live[np.argsort(-nb[live], kind="stable")][:5]
         u.live_at_peak[name] = [(g.holds[h][4] or f"hold {h}", int(nb[h])) for h in live]
         if check and peak > cap[d]:
