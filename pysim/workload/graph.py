@@ -953,8 +953,10 @@ class GraphResult:
         return (f"network {p['network_seconds']:.2f} s, compile {p['compile_seconds']:.2f} s "
                 f"({p['graph_ops']:,} ops into {p['engine_ops']:,} engine ops), engine set-up "
                 f"{p['engine_setup_seconds']:.2f} s, engine {p['engine_seconds']:.2f} s "
-                f"({p['event_cycles']:,} cycles with events), results "
-                f"{p['results_seconds']:.2f} s")
+                + (f"({p['events']:,} events, {p['solver_seconds']:.2f} s of it in the max-min "
+                   f"solver)" if "events" in p else
+                   f"({p['event_cycles']:,} cycles stepped)")
+                + f", results {p['results_seconds']:.2f} s")
 
     def _link_line(self):
         used = [l for l in self.links if l["flits"]]
@@ -1030,6 +1032,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                    engine_seconds=run_s, results_seconds=t_end - t_run - run_s,
                    graph_ops=len(graph), engine_ops=int(arrays["kind"].size),
                    event_cycles=int(c["now"] - c["cycles_skipped"]))
+    if model == "flow":                  # the flow level's events and its solver's share
+        profile.update(events=int(c["flow_events"]), solver_seconds=float(c["solver_seconds"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
