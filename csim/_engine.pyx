@@ -187,7 +187,6 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
         flow_rates(s)
         clock_gettime(CLOCK_MONOTONIC, &b)
         s.solver_ns += (b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec)
-        s.flow_events += 1
         if s.ops_done == s.n_ops:
             return ST_DONE
         t = next_op_event(s)
@@ -199,6 +198,7 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
             return ST_UNTIL
         if t > s.now:
             s.now = t
+        s.flow_events += 1
         flow_drains(s)
         if ops_due(s) != 0:
             return ST_NOMEM

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim.config import ConfigError, _suggest
+from pysim.workload.graph import quiet_gc
 
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
@@ -1112,6 +1113,7 @@ def training_work(cfg, topo, g, plan):
     return work
 
 
+@quiet_gc
 def apply_training(cfg, topo, g, plan):
     """Add the configured memory plan (workload.memory) to a training iteration's graph: every
     NPU's stashes, transients and resident state held in its HBM, and the plan's transfers,

@@ -58,7 +58,7 @@ from pysim.workload import collectives as coll
 from pysim.workload.base import register
 from pysim.workload.estimate import check_training
 from pysim.workload.graph import (GraphResult, OpGraph, engine_params, memory_rows, op_times,
-                                  run_graph)
+                                  quiet_gc, run_graph)
 
 SCHEDULES = ("1f1b", "gpipe")
 DIMS = ("tp", "dp", "pp")
@@ -841,6 +841,7 @@ class _Buckets:
         self.flush(ready)
 
 
+@quiet_gc
 def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
     (graph, plan)."""
