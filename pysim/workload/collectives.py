@@ -27,7 +27,7 @@ from pysim.config import MAX_INT, ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
 from pysim.workload.base import register
-from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
+from pysim.workload.graph import GraphError, OpGraph, engine_params, op_times, run_graph
 
 OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
 BULK = True                   # gather ops in bulk where _Bulk applies (False: one by one)
@@ -918,10 +918,11 @@ def endpoint_report(graph, result, order, clock_ghz):
             rows[node]["hbm_bytes"] += 4 * size
         elif node in rows and k == "send":
             rows[node]["network_bytes"] += size
-    for op in result.ops:
-        if op["kind"] == "compute" and op["node"] in rows and "isolated_cycles" in op:
-            rows[op["node"]]["compute_slowdown_cycles"] += \
-                op["finish"] - op["start"] - op["isolated_cycles"]
+    start, finish = op_times(result.ops)
+    for i, (k, node, w) in enumerate(zip(graph.kind, graph.node, graph.work)):
+        if k == "compute" and w is not None and node in rows:
+            iso = result.ops[i]["isolated_cycles"]
+            rows[node]["compute_slowdown_cycles"] += int(finish[i] - start[i]) - iso
     for r in rows.values():
         r["hbm_bytes_per_network_byte"] = r["hbm_bytes"] / r["network_bytes"] \
             if r["network_bytes"] else 0.0

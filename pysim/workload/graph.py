@@ -154,6 +154,9 @@ class OpGraph:
         self.work.extend(itertools.repeat(None, k))
         return n0
 
+    def _what(self, name):
+        return f"op {name!r}" if name else f"op {len(self.kind)}"
+
     def _ref(self, a):
         if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
             if not 0 <= a < len(self.kind):
@@ -175,18 +178,18 @@ class OpGraph:
         `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
         op's precision times its kernel's efficiency --; by default the node's own peak
         ([topology.npu] tflops, or its preset's fp32 peak)."""
-        what = f"op {name!r}" if name else f"op {len(self.kind)}"
         if cycles is None and flops is None and bytes is None:
-            raise GraphError(f"{what}: a compute op needs cycles, or flops and/or bytes (a "
-                             f"roofline)")
+            raise GraphError(f"{self._what(name)}: a compute op needs cycles, or flops and/or "
+                             f"bytes (a roofline)")
         if cycles is not None and (flops is not None or bytes is not None):
-            raise GraphError(f"{what}: a compute op takes cycles, or flops and/or bytes (a "
-                             f"roofline), not both")
+            raise GraphError(f"{self._what(name)}: a compute op takes cycles, or flops and/or "
+                             f"bytes (a roofline), not both")
         if cycles is not None:
             return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
         if peak_flops is not None and not (isinstance(peak_flops, (int, float)) and
                                            math.isfinite(peak_flops) and peak_flops > 0):
-            raise GraphError(f"{what}: peak_flops = {peak_flops!r}: expected a number > 0")
+            raise GraphError(f"{self._what(name)}: peak_flops = {peak_flops!r}: expected a "
+                             f"number > 0")
         i = self._add("compute", node, None, -1, after, name)
         self.work[i] = (_size(flops or 0, "flops", name, real=True),
                         _size(bytes or 0, "bytes", name),
@@ -305,8 +308,10 @@ def _edge(edge):
 def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
-    if type(v) is int and 0 <= v <= MAX_INT:          # the common case
+    if type(v) is int and 0 <= v <= MAX_INT:          # the common cases
         return float(v) if real else v
+    if real and type(v) is float and 0.0 <= v <= 1.7e308:
+        return v
     where = f"op {name!r}: " if name else ""
     if isinstance(v, (np.integer, np.floating)):
         v = v.item()
