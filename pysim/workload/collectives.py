@@ -621,11 +621,12 @@ ALGORITHMS = {
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
-    chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
-    model), each send and reception on the NPU with its HBM op and a reduction there three
-    ops (at most 3 times as many), or on the offload engine each reduction in two parts (the
-    bulk as a message arrives, its last packet's worth after it) and per piece a load and a
-    store per node; `pieces`: the pieces the engine cuts a chunk into."""
+    chunk, the sends, reductions and receptions of each algorithm -- exactly without an
+    endpoint model and on the NPU (_engine_ops); on the offload engine each reduction in two
+    parts (the bulk as a message arrives, its last packet's worth after it) and per piece a
+    load and a store per node, `pieces` the pieces the engine cuts a chunk into."""
+    if engine in (None, "npu") and algorithm != "hierarchical":
+        return chunks * _engine_ops(collective, algorithm, p, engine)
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
     if algorithm in ("ring", "bidir_ring") and collective in ring:
@@ -648,6 +649,28 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     elif engine == "offload":
         return chunks * pieces * (2 * per + 2 * p)
     return chunks * per
+
+
+def _engine_ops(collective, algorithm, p, engine):
+    """The engine ops of one chunk of a collective without an offload engine, exactly (each
+    half of a chunk taken as not empty): a send is one op (two on the NPU: its HBM read
+    first), a reduction one (three on the NPU: its HBM traffic, its cores, their join), a
+    reception none (one on the NPU: its HBM write)."""
+    S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
+    rs, ag = S + R, S + V
+    per = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag,
+           "all_to_all": ag, "broadcast": ag, "reduce": rs}[collective]
+    steps = max(1, (p - 1).bit_length())
+    if algorithm in ("ring", "bidir_ring") and collective not in ("broadcast", "reduce"):
+        return per * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    if algorithm == "ring" or (algorithm == "direct" and collective in ("broadcast",
+                                                                         "reduce")):
+        return per * (p - 1)
+    if algorithm == "direct":
+        return per * (p - 1) * p
+    if algorithm == "halving_doubling":
+        return per * steps * p
+    return 2 * per * (p - 1)                     # tree: two trees, up and down
 
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,

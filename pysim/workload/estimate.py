@@ -1,12 +1,14 @@
 """What a training iteration's op graph will hold, counted before any op is built.
 
 `training_ops(builder)` counts, from the plan alone (per layer and per bucket, never per op),
-the ops pysim.workload.training's builder makes: per layer, NPU and micro-batch its compute
-ops; per layer and NPU the optimizer steps; the pipeline sends and the joins between them;
-every collective as pysim.workload.collectives.ops_bound counts it (an upper bound: exact
-for the ring without an endpoint model) plus one join per participant. `check_training`
-refuses a plan past the op limit at once, naming the part that makes most of them and the
-key that makes it smaller, and the memory the graph would take.
+the engine ops (what pysim.workload.graph.compile_graph expands the graph into, and what its
+limit counts) of the ops pysim.workload.training's builder makes: per layer, NPU and
+micro-batch its compute ops (roofline ops: two engine ops each); per layer and NPU the
+optimizer steps; the pipeline sends and the joins between them; every collective as
+pysim.workload.collectives.ops_bound counts it (exact but on an offload engine, where it is
+an upper bound) plus one join per participant. A memory plan's ops come on top.
+`check_training` refuses a plan past the op limit at once, naming the part that makes most
+of them and the key that makes it smaller, and the memory the run would take.
 """
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ from pysim.workload import collectives as coll
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 
-# bytes an op of a built graph takes, graph and engine arrays together, measured on the
-# 1,024-NPU GPT-3 iteration of bench/scale.py (peak RSS over graph ops); see
-# docs/performance.md
-BYTES_PER_OP = 700
+# bytes a run takes per engine op, the graph, its plan and the engine's arrays together:
+# the 1,024-NPU GPT-3 iteration of bench/scale.py peaks at 3.4 GB for 7.4 M engine ops (see
+# docs/performance.md)
+BYTES_PER_OP = 460
 
 
 def _collective_ops(b, collective, algorithm, group_size, nbytes):
@@ -46,8 +48,15 @@ def training_ops(b):
     L = len(layers)
     split = sum(1 for x in lay.split_table if x)
     parts = dict(compute=0, pipeline=0, tp_collectives=0, dp_collectives=0, all_to_all=0)
-    # forward, input and weight gradients per layer, NPU and micro-batch; the optimizer
-    parts["compute"] = (3 * (L - split) * dp * tp * m + 3 * split * m + L * dp * tp)
+    # forward, input and weight gradients per layer, NPU and micro-batch (where the layer has
+    # such work); the optimizer steps (each a roofline op and its memory companion)
+    for i in range(L):
+        _, bin_, bw, _ = lay.costs(i, lay.mb)
+        ops = 1 + (bin_ is not None) + (bw is not None)
+        if lay.split_table[i]:
+            parts["compute"] += 2 * 3 * m + 2
+        else:
+            parts["compute"] += 2 * ops * dp * tp * m + 2 * dp * tp * (layers[i].params > 0)
     # a send each way between stages, and a join per NPU and micro-batch each way
     parts["pipeline"] = 2 * (pp - 1) * dp * tp * m + 2 * dp * tp * pp * m
     alg = lay.algorithm
@@ -110,6 +119,6 @@ def check_training(b, existing=0):
     raise GraphError(
         f"workload.parallel = dp {lay.dp} x tp {lay.tp} x pp {lay.pp}, "
         f"{lay.m} micro-batches, {b.lay.cfg.workload.iterations} iteration(s): the training "
-        f"graph would have up to {total:,} ops ({what}; about "
+        f"graph would expand into up to {total:,} engine ops ({what}; about "
         f"{math.ceil(total * BYTES_PER_OP / 1e9)} GB), more than the {limit:,} an op graph "
         f"may have; most are {worst.replace('_', ' ')}: fewer with {KEYS[worst]}")
