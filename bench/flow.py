@@ -145,7 +145,7 @@ def speed(a):
 
 def agreement(a):
     import pysim
-    from pysim.config import ConfigError
+    from pysim.errors import ConfigError
     sizes = [int(x) for x in a.bytes.split(",")]
     names = sorted(f[:-5] for f in os.listdir(TOPO) if f.endswith(".toml"))
     if a.systems:

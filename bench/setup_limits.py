@@ -43,8 +43,8 @@ def topology(name):
 
 
 def one(name):
-    from csim import _engine
     from pysim.config import from_dict
+    from pysim.engine import new_engine
     from pysim.network import compile_network
     t0 = time.perf_counter()
     # (the weighted dense graph's routes need 3 VC classes)
@@ -52,7 +52,7 @@ def one(name):
     t1 = time.perf_counter()
     net = compile_network(cfg)
     t2 = time.perf_counter()
-    _engine.Engine(net.arrays)
+    new_engine(net.arrays)
     t3 = time.perf_counter()
     return dict(case=name, nodes=net.topo.n_nodes, channels=net.topo.n_channels,
                 engine_channels=int(len(net.ch_kind)), config_seconds=t1 - t0,

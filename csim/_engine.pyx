@@ -24,8 +24,13 @@ cdef extern from *:
 BUILD = {"debug": bool(CSIM_DEBUG_FLAG), "cython_directives": "boundscheck=%s" % bool(CSIM_DEBUG_FLAG)}
 
 NEVER_CYCLE = 0x3FFFFFFFFFFFFFFF
-MAX_VCS = 64                       # a port's VCs are bits of one 64-bit candidate mask word
-MAX_PACKET_FLITS = FLIT_TAIL - 1   # a flit's position and its tail mark share an int32
+from csim.limits import MAX_PACKET_FLITS, MAX_VCS    # checked against the compiled constants
+if MAX_PACKET_FLITS != FLIT_TAIL - 1:
+    raise ImportError(f"csim.limits.MAX_PACKET_FLITS = {MAX_PACKET_FLITS}, but csim._engine was "
+                      f"compiled with FLIT_TAIL - 1 = {FLIT_TAIL - 1}: rebuild the extension")
+if MAX_VCS != 8 * sizeof(uint64_t):
+    raise ImportError(f"csim.limits.MAX_VCS = {MAX_VCS}: a port's VCs are the bits of one "
+                      f"64-bit mask word")
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
 STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}

@@ -9,27 +9,27 @@ Python API::
     rows = pysim.sweep(cfg, {"traffic.injection_rate": [0.1, 0.2]})
     pysim.plot.latency_load(rows, "fig.png")      # figures: pysim.plot (matplotlib)
 
-Modules loaded on first use: `pysim.plot` (figures), `pysim.workload` (op graphs and
-collectives), `pysim.systems` (the shipped systems).
+`import pysim` loads every component (`pysim.components`), so that configurations are checked
+against every declared key; the compiled core loads when a simulation first needs it
+(`pysim.engine`), and `pysim.plot` (with matplotlib) when it is first used.
 """
-__version__ = "0.1.0"
+import importlib
 
-import importlib  # noqa: E402
-
-from pysim.config import Config, ConfigError, PysimWarning, from_dict, load  # noqa: E402
-from pysim.sim import DeadlockError, SimulationError, simulate  # noqa: E402
-from pysim.sweep import sweep, to_pandas  # noqa: E402
+from pysim import components  # noqa: F401  (every component declares its keys)
+from pysim import systems, workload  # noqa: F401
+from pysim._version import __version__
+from pysim.config import Config, from_dict, load
+from pysim.errors import ConfigError, PysimWarning
+from pysim.sim import DeadlockError, SimulationError, simulate
+from pysim.sweep import sweep, to_pandas
 
 __all__ = ["Config", "ConfigError", "DeadlockError", "PysimWarning", "SimulationError",
            "from_dict", "load", "simulate", "sweep", "to_pandas", "__version__", "plot",
            "workload", "systems"]
 
-_LAZY = ("plot", "workload", "systems")
-
 
 def __getattr__(name):
-    """pysim.plot, pysim.workload and pysim.systems without importing them (and matplotlib)
-    with pysim itself."""
-    if name in _LAZY:
-        return importlib.import_module(f"pysim.{name}")
+    """pysim.plot without importing it (and matplotlib) with pysim itself."""
+    if name == "plot":
+        return importlib.import_module("pysim.plot")
     raise AttributeError(f"module 'pysim' has no attribute {name!r}")

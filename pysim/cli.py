@@ -4,17 +4,35 @@ Machine-readable output is JSON (`--json`); the text summary is for people.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
+import tempfile
+import warnings
 import sys
 import time
 
 import click
 
-from pysim import __version__
-from pysim.config import ConfigError, load, parse_override
+from pysim._version import __version__
+from pysim.config import from_resolved, load, parse_override
+from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import DeadlockError, SimulationError, simulate
 from pysim.workload import WORKLOADS
+from pysim import plot as P
+from pysim.plot import check_drawable, draw_topology
+from pysim import systems as S
+from pysim._io import OutputError, by_path, check_output, dump_json, read_bounded, write_atomic
+from pysim.jobs import run_stream
+from pysim.jobs import stream as jst
+from pysim.jobs.cache import Cache
+from pysim.jobs.servers import load_server
+from pysim.models import get as get_model
+from pysim.models import names as model_names
+from pysim.models.report import format_model, format_zoo, resolve, to_json
+from pysim.network import compile_network, describe
+from pysim.topology import describe_systems
+from pysim.sweep import Store, StoreError, WorkerDied, is_sqlite, parse_param, sort_rows, sweep, tidy
 
 
 def _overrides(pairs):
@@ -29,7 +47,6 @@ def _refuse_overwrite(path, force):
     """Checked before any work: an output file is not overwritten unless --force, and one
     that could not be written at all (no such directory, a read-only one) stops the command
     at once, not after a long run whose results would then be lost."""
-    from pysim._io import OutputError, check_output
     try:
         check_output(path, force)
     except OutputError as e:
@@ -39,7 +56,6 @@ def _refuse_overwrite(path, force):
 def _write(path, write, keep=None, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
     and keep what was computed: `keep()` saves it elsewhere and returns where."""
-    from pysim._io import OutputError, write_atomic
     try:
         write_atomic(path, write, **kw)
         return True
@@ -57,8 +73,6 @@ def _write(path, write, keep=None, **kw):
 def _keep_json(obj, name):
     """Save a computed result that could not go where asked: a new file in the temporary
     directory. Returns its path."""
-    import tempfile
-    from pysim._io import dump_json
     fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         dump_json(obj, f, indent=1)
@@ -69,8 +83,6 @@ def _keep_json(obj, name):
 @click.version_option(__version__, prog_name="pysim")
 def main():
     """pysim: cycle-level simulation of accelerator, memory-node and host networks."""
-    import warnings
-    from pysim.config import PysimWarning
     default = warnings.showwarning
 
     def show(message, category, *args, **kw):
@@ -124,7 +136,6 @@ def run(config, sets, json_path, trace_path, force, quiet):
         raise click.ClickException(
             f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
             f"building or running {config}: make the system or the workload smaller") from None
-    from pysim._io import dump_json
     ok = True
     if trace_path:
         trace = result.trace()
@@ -157,7 +168,6 @@ def run(config, sets, json_path, trace_path, force, quiet):
 def topo(config, sets, draw_path, json_path, force):
     """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
     diameter, hops, bisection, VC classes."""
-    from pysim.network import compile_network, describe
     try:
         _refuse_overwrite(draw_path, force)
         _refuse_overwrite(json_path, force)
@@ -166,7 +176,6 @@ def topo(config, sets, draw_path, json_path, force):
         cfg = load(config, _overrides(sets))
         network = compile_network(cfg)
         if draw_path:
-            from pysim.plot import check_drawable
             try:
                 check_drawable(network.topo)
             except ConfigError as e:
@@ -194,12 +203,10 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
                f"{d['vcs']} VCs configured (deadlock-free: checked)")
     click.echo(f"VC classes  {d['vc_scheme']}")
-    from pysim._io import by_path, dump_json
     ok = True
     if json_path:
         ok &= _write(json_path, lambda f: dump_json(d, f, indent=1))
     if draw_path:
-        from pysim.plot import draw_topology
         if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp))):
             click.echo(f"drawn to {draw_path}")
         else:
@@ -221,8 +228,6 @@ def topo(config, sets, draw_path, json_path, force):
 def models_cmd(model, batch, precision, params, as_json):
     """The model zoo, or MODEL's layers (a zoo name, an .onnx file or an ASTRA-sim
     workload)."""
-    from pysim.models import get, names
-    from pysim.models.report import format_model, format_zoo, resolve, to_json
     try:
         if batch < 1:
             raise ConfigError(f"--batch {batch}: expected an integer >= 1")
@@ -235,7 +240,7 @@ def models_cmd(model, batch, precision, params, as_json):
         if model is None:
             if kw:
                 raise ConfigError("--param needs a MODEL")
-            ms = [get(n) for n in names()]
+            ms = [get_model(n) for n in model_names()]
         else:
             ms = [resolve(model, **kw)]
     except ConfigError as e:
@@ -285,7 +290,6 @@ def _print_table(rows, columns):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
 def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
-    from pysim.sweep import StoreError, parse_param, sweep, tidy
     try:
         grid = {}
         for p in params:
@@ -326,8 +330,6 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
 @click.option("--force", is_flag=True, help="Overwrite the CSV file if it exists.")
 def results(db, csv_path, force):
     """Print or export the results stored in DB."""
-    import csv
-    from pysim.sweep import Store, sort_rows, tidy
     _refuse_overwrite(csv_path, force)
     try:
         store = Store(db, readonly=True)
@@ -386,11 +388,6 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     """Run a stream of training jobs on SERVER (a preset: dgx1-v100, dgx1-p100, summit-node,
     gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
     policy, and compare their execution and queueing times."""
-    from pysim.jobs import run_stream
-    from pysim.jobs import stream as jst
-    from pysim.jobs.cache import Cache
-    from pysim.jobs.servers import load_server
-    from pysim.sweep import WorkerDied
     try:
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(jobs_out, force)
@@ -427,7 +424,6 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
             f" (the shapes simulated so far are in {cache_path})" if cache_path else ""),
             err=True)
         sys.exit(130)
-    from pysim._io import dump_json
     ok = True
     if jobs_out:
         text = jst.jobs_text(stream)
@@ -475,8 +471,7 @@ class _Progress:
 def systems():
     """List the shipped systems, which CONFIG may name: nodes by kind, what each is and where
     its numbers come from."""
-    from pysim import systems as S
-    rows = S.describe_all()
+    rows = describe_systems()
     w = max(len(r["name"]) for r in rows)
     click.echo(f"{'name':<{w}}  {'NPU':>4} {'mem':>4} {'host':>4} {'sw':>4}  what it is "
                f"[where its numbers come from]")
@@ -568,9 +563,6 @@ def _takes(source, kind, obj, expected):
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
-    from pysim import plot as P
-    from pysim._io import by_path
-    from pysim.sweep import Store, StoreError, is_sqlite
     _refuse_overwrite(out, force)
     _figure_ext(out, "-o")
     if kind != "topology" and not os.path.isfile(source):     # (a config may be a name)
@@ -631,8 +623,6 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
         elif kind == "link-utilisation":
-            from pysim.config import from_resolved
-            from pysim.network import compile_network
             result = _read_json(source)
             _takes(source, kind, result, "result")
             P.check_result(result, source)
@@ -672,7 +662,6 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             def draw(tmp):
                 P.jobs_cdf(result, tmp, title=title)
         else:
-            from pysim.network import compile_network
             cfg = load(source)
             network = compile_network(cfg)
             P.check_drawable(network.topo)
@@ -698,7 +687,6 @@ def _figure_ext(path, option):
 def _read_json(path):
     """A JSON file the user names for a figure (bounded, strict: NaN and Infinity are not
     JSON)."""
-    from pysim._io import read_bounded
 
     def refuse(token):
         raise ValueError(f"{token} is not JSON")

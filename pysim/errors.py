@@ -6,5 +6,10 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type or out of range."""
 
 
+class ModelError(ConfigError):
+    """A model cannot be built or read: a shape that does not compose, a malformed file, an
+    unknown model or operator. The message names the layer, node or line."""
+
+
 class PysimWarning(UserWarning):
     """Something runs, but perhaps not as meant: the message says what is assumed."""

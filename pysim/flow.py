@@ -29,12 +29,14 @@ import functools
 
 import numpy as np
 
-from csim import _engine
+from pysim.engine import OP_SEND, FlowArrays, GraphArrays, new_engine, set_graph
 from pysim import theory
 from pysim.network import CH_NET, compile_network, nic_bandwidths
+from pysim.schema import Key, declare
+from pysim.config import from_dict
 
 MODELS = ("flit", "flow")
-SEND = 1                       # csim's op kind of a send (pysim.workload.graph.KINDS)
+SEND = OP_SEND
 
 
 def message_shape(size, packet_flits, flit_bytes):
@@ -80,7 +82,6 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     K and one of 2K packets, their times' difference over K. The channel's upstream end
     matters: a NIC of injection_gbps feeds it (one hop), or, if None, a router (the second
     hop of a line of three). vcs = 1."""
-    from pysim.config import from_dict
     rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
@@ -100,9 +101,11 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     network = compile_network(cfg)
     t = []
     for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
-        eng = _engine.Engine(network.arrays)
-        eng.set_graph([SEND], [0], [hops], [k * packet_flits * flit_bytes], [0], [0, 0],
-                      np.zeros(0, np.int32), packet_flits, flit_bytes)
+        eng = new_engine(network.arrays)
+        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[hops],
+                                   size=[k * packet_flits * flit_bytes], deps=[0],
+                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
+                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
         if eng.run(1 << 40, stop="all") != "done":
             raise RuntimeError("the stream calibration did not finish")
         t.append(int(eng.op_times()[1][0]))
@@ -206,8 +209,18 @@ def flow_arrays(network, cfg, arrays):
     vc_base = len(network.ch_kind) + cap_bytes.size
     vc_res, vc_bytes, vc_lanes = vc_class_resources(network, cfg, vc_base) if sends.size \
         else (None, np.zeros(0), np.zeros(0, np.int32))
-    return dict(**lat, pair=pair, pair_src=psrc.astype(np.int32),
-                pair_dst=pdst.astype(np.int32), pair_cap=pcap,
-                cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
-                cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
-                vc_res=vc_res, vc_res_base=vc_base)
+    return FlowArrays(**lat, pair=pair, pair_src=psrc.astype(np.int32),
+                      pair_dst=pdst.astype(np.int32), pair_cap=pcap,
+                      cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
+                      cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
+                      vc_res=vc_res, vc_res_base=vc_base)
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("network", "model", "str", "flit", "-",
+        "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
+        "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
+        "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
+        "flit-level only.", None, lambda: ["flit", "flow"]),
+)

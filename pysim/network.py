@@ -21,9 +21,13 @@ import numpy as np
 
 from pysim import routing as routing_mod
 from pysim import topology as topology_mod
-from pysim.config import MAX_DELAY_CYCLES, ConfigError
+from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, SW_ARBITERS, VC_ARBITERS,  # noqa: F401
+                          NetworkArrays, arbiter_inputs)
+from pysim.errors import ConfigError
+from pysim.schema import (DELAY, DELAY1, MAX_DELAY_CYCLES, MAX_FLIT_BYTES, NONNEG, POS, VCS,
+                          Key, declare)
+from pysim import theory
 
-CH_NET, CH_INJECT, CH_EJECT = 0, 1, 2
 SCALE = 1 << 20
 
 
@@ -288,7 +292,7 @@ def compile_network(cfg, topo=None) -> Network:
         raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
                           f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
                           f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB")
-    arrays = dict(
+    arrays = NetworkArrays(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
         sw_alloc_delay=net.sw_alloc_delay, st_delay=net.st_delay,
@@ -300,8 +304,7 @@ def compile_network(cfg, topo=None) -> Network:
         ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
         entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
         tie_seed=int(cfg.simulation.seed),
-        va_own_index=net.va_input_arbiter == "own_index",
-        sa_by_vc=net.sa_input_arbiter == "vcs",
+        **arbiter_inputs(net.va_input_arbiter, net.sa_input_arbiter),
         rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
         nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )
@@ -312,7 +315,7 @@ def compile_network(cfg, topo=None) -> Network:
 
 # ------------------------------------------------------------------ describing a system
 
-def _undirected_bandwidth(topo, cfg):
+def undirected_bandwidth(topo, cfg):
     """{(a, b): GB/s per direction summed over parallel links} for a < b, and the directed
     sums {(a, b): GB/s}."""
     directed = {}
@@ -336,7 +339,7 @@ def bisection(topo, cfg):
     breadth-first order instead), so the value is an upper bound, and exact for meshes and
     tori."""
     n = topo.n_nodes
-    _, directed = _undirected_bandwidth(topo, cfg)
+    _, directed = undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
     cuts = []
     if topo.coords is not None:
@@ -435,9 +438,8 @@ def _refine_cut(side, directed, topo):
 def describe(network, cfg):
     """A dict describing the compiled system: nodes by kind, links, diameter, average hops,
     bisection bandwidth, VC classes."""
-    from pysim import theory
     topo = network.topo
-    pairs, _ = _undirected_bandwidth(topo, cfg)
+    pairs, _ = undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
     # hops between every ordered pair of endpoints, a few destinations at a time (grouped by
     # destination for path_arrays; all pairs at once took gigabytes on 16,384 nodes)
@@ -472,3 +474,55 @@ def describe(network, cfg):
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
                 dependency_edges=int(network.routing.cdg_edges),
                 engine_channels=int(len(network.ch_kind)))
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("simulation", "seed", "int", 1, "-", "Seed of the traffic generator's PRNG.",
+        NONNEG, int_limit=2 ** 64 - 1),
+    Key("simulation", "watchdog_cycles", "int", 20000, "cycles",
+        "Flits buffered and none moving for this long, beyond the longest a flit takes "
+        "through the slowest link or NIC (serialisation and latency) and a router, is "
+        "reported as deadlock.", POS),
+    Key("simulation", "max_packets", "int", 4000000, "packets",
+        "Most packets alive at once (queued at sources or in flight); beyond it the run "
+        "stops as saturated.", POS),
+    Key("network", "flit_bytes", "int", 32, "bytes", "Bytes per flit.",
+        (lambda x: 1 <= x <= MAX_FLIT_BYTES, f"an integer in 1 .. {MAX_FLIT_BYTES:,}")),
+    Key("network", "clock_ghz", "float", 1.0, "GHz", "Network clock; 1 cycle = 1/clock_ghz ns.",
+        POS),
+    Key("network", "vcs", "int", 2, "-", "Virtual channels per input port.",
+        VCS),
+    Key("network", "vc_buffer_flits", "int", 8, "flits", "Buffer depth of each virtual channel.",
+        POS),
+    Key("network", "routing_delay", "int", 1, "cycles",
+        "Route computation: head arrival to first VC allocation.", DELAY),
+    Key("network", "vc_alloc_delay", "int", 1, "cycles",
+        "VC allocation grant to first switch allocation.", DELAY),
+    Key("network", "sw_alloc_delay", "int", 1, "cycles",
+        "Switch allocation grant to switch traversal (also delays the credit).", DELAY1),
+    Key("network", "st_delay", "int", 1, "cycles",
+        "Switch traversal: crossbar to the output link.", DELAY),
+    Key("network", "injection_delay", "int", 1, "cycles",
+        "NIC: cycles from choosing a flit to send (a free VC with a credit) to its entering "
+        "the NIC-router channel, like a router's switch traversal; 1 is BookSim's timing, 0 "
+        "puts the flit on the channel the cycle it is chosen.", DELAY),
+    Key("network", "wait_for_tail_credit", "bool", False, "-",
+        "true: an output VC is reallocated only after the credit of the previous packet's "
+        "tail returns, so a VC buffer holds one packet at a time; false (BookSim's default): "
+        "as soon as the tail has left.", None),
+    Key("network", "va_input_arbiter", "str", "round_robin", "-",
+        "VC allocation's input arbiter: " + "; ".join(f"'{a.name}' ({a.doc})"
+                                                       for a in VC_ARBITERS.values()) + ".",
+        None, lambda: sorted(VC_ARBITERS)),
+    Key("network", "sa_input_arbiter", "str", "outputs", "-",
+        "Switch allocation's input arbiter (what an input port's round-robin arbiter turns "
+        "over): " + "; ".join(f"'{a.name}' ({a.doc})" for a in SW_ARBITERS.values()) + ".",
+        None, lambda: sorted(SW_ARBITERS)),
+    Key("network", "injection_gbps", "float", None, "GB/s",
+        "NIC injection bandwidth; default one flit per cycle.", POS),
+    Key("network", "ejection_gbps", "float", None, "GB/s",
+        "NIC ejection bandwidth; default one flit per cycle.", POS),
+    Key("network", "nic_latency_ns", "float", None, "ns",
+        "Latency of the NIC-router channel, each way; default one cycle.", POS),
+)

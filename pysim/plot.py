@@ -18,7 +18,9 @@ import os
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
+from pysim.network import undirected_bandwidth
+from pysim.sweep import order_key, tidy
 
 KIND_STYLE = {   # colour, marker, label
     "npu": ("#1f77b4", "s", "NPU"),
@@ -102,7 +104,6 @@ def _get(row, key):
 
 
 def _tidy_with_config(rows):
-    from pysim.sweep import tidy
     out = tidy(rows)
     for t, r in zip(out, rows):
         t["_config"] = (r.get("result") or {}).get("config", {})
@@ -535,9 +536,8 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
             cells.setdefault((_hashable(_get(t, group)), _hashable(_get(t, series))),
                              []).append(_get(t, metric))
     table = {k: float(np.mean(v)) for k, v in cells.items()}
-    from pysim.sweep import _order
-    groups = sorted({g for g, _ in table}, key=_order)
-    kinds = sorted({s for _, s in table}, key=_order)
+    groups = sorted({g for g, _ in table}, key=order_key)
+    kinds = sorted({s for _, s in table}, key=order_key)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     drawn = [s for s in kinds if s != baseline]       # the baseline is the line at 1
     width = 0.8 / max(len(drawn), 1)
@@ -587,9 +587,8 @@ def breakdown(rows, path, x, series=None, title=None, ylim=None):
         key = (_hashable(_get(t, x)), _hashable(_get(t, series)) if series else None)
         cells.setdefault(key, []).append([(t.get(k) or 0) * ms for k, _, _ in BREAKDOWN])
     table = {k: tuple(float(v) for v in np.mean(np.array(c), axis=0)) for k, c in cells.items()}
-    from pysim.sweep import _order
-    xs = sorted({a for a, _ in table}, key=_order)
-    ss = sorted({b for _, b in table}, key=_order) if series else [None]
+    xs = sorted({a for a, _ in table}, key=order_key)
+    ss = sorted({b for _, b in table}, key=order_key) if series else [None]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) * len(ss) + 2), 4.4))
     width = 0.8 / max(len(ss), 1)
     ticks, labels = [], []
@@ -728,10 +727,9 @@ def draw_topology(network, cfg, path, title=None):
     summed), node kinds by colour and marker, a key of the link bandwidths. Returns the path
     written."""
     from matplotlib.lines import Line2D
-    from pysim.network import _undirected_bandwidth
     plt = _figure()
     topo = network.topo
-    pairs, _ = _undirected_bandwidth(topo, cfg)
+    pairs, _ = undirected_bandwidth(topo, cfg)
     check_drawable(topo, pairs)
     pos = layout(topo)
     fig, ax = plt.subplots(figsize=(7, 6))

@@ -39,8 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from csim._engine import dfs_order, mark_class_dependencies, mark_dependencies, next_hops
-from pysim.config import ConfigError
+from pysim.engine import core
+from pysim.errors import ConfigError
+from pysim.schema import Key, declare
 
 
 @dataclass
@@ -226,9 +227,10 @@ def shortest_path_table(topo, how="hops", transit=None):
     is_dest = np.array([k != "switch" for k in topo.node_kinds], np.uint8)
     passes = np.array([transit is None or k in transit for k in topo.node_kinds], np.uint8)
     table = np.full(n * n, -1, dtype=np.int32)
-    bad = next_hops(n, in_ptr, src[in_ch].astype(np.int32), w[in_ch], in_ch.astype(np.int32),
-                    out_ptr, dst[out_ch].astype(np.int32), out_ch.astype(np.int32), w[out_ch],
-                    is_dest, bool(w.size == 0 or np.all(w == w[0])), table, passes)
+    bad = core.next_hops(n, in_ptr, src[in_ch].astype(np.int32), w[in_ch],
+                         in_ch.astype(np.int32), out_ptr, dst[out_ch].astype(np.int32),
+                         out_ch.astype(np.int32), w[out_ch], is_dest,
+                         bool(w.size == 0 or np.all(w == w[0])), table, passes)
     if bad is not None:
         d, u = bad
         table = table.reshape(n, n)
@@ -355,8 +357,8 @@ def channel_dependencies(topo, table, alt=None):
         seen = np.zeros(max(int(first[-1]), 1), np.uint8)
         for t1 in tables:
             for t2 in tables:
-                mark_dependencies(t1, topo.n_nodes, np.asarray(topo.ch_dst, np.int32), first,
-                                  lo, seen, t2)
+                core.mark_dependencies(t1, topo.n_nodes, np.asarray(topo.ch_dst, np.int32),
+                                       first, lo, seen, t2)
         _check_dependencies(topo, int(np.count_nonzero(seen)))
         idx = np.flatnonzero(seen)
         c1 = np.searchsorted(first, idx, side="right") - 1
@@ -399,7 +401,7 @@ def _csr(n_vertices, edges):
 def _find_cycle(n_vertices, edges):
     """A cycle (list of vertices) in a directed graph, or None (compiled depth-first
     search)."""
-    return dfs_order(n_vertices, *_csr(n_vertices, edges))[1]
+    return core.dfs_order(n_vertices, *_csr(n_vertices, edges))[1]
 
 
 def _first_hop_top(topo, routing):
@@ -437,7 +439,7 @@ def analyse(topo, routing):
     kb = 2
     while first[-1] * kb * kb <= MARKS_MAX and kb <= 64:
         seen = np.zeros(max(int(first[-1]) * kb * kb, 1), np.uint8)
-        st = mark_class_dependencies(
+        st = core.mark_class_dependencies(
             rt, topo.n_nodes, np.asarray(topo.endpoints(), np.int64),
             np.asarray(topo.ch_dst, np.int32), group, order, first, lo, kb, seen, alt,
             pos.reshape(-1), pos.shape[1] if routing.entry_class else 0)
@@ -525,7 +527,7 @@ def build(topo, cfg) -> Routing:
         raise ConfigError(f"routing {name!r}: unknown; known: {', '.join(sorted(ROUTINGS))}")
     r = ROUTINGS[name](topo, cfg)
     deps = channel_dependencies(topo, r.table, r.alt_table)
-    post, cycle = dfs_order(topo.n_channels, *_csr(topo.n_channels, deps))
+    post, cycle = core.dfs_order(topo.n_channels, *_csr(topo.n_channels, deps))
     # reverse postorder of a DFS of the one-class CDG: a topological order when it is
     # acyclic, and where it is not, descents (new VC classes) happen on back edges only
     order = np.zeros(topo.n_channels, np.int32)
@@ -572,3 +574,30 @@ def path(topo, routing, src, dst):
         out.append(c)
         node = topo.ch_dst[c]
     return out
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("topology", "route_weight", "str", "hops", "-",
+        "Graph routing: shortest paths by 'hops', link 'latency' or inverse 'bandwidth'.",
+        None, lambda: ["hops", "latency", "bandwidth"]),
+    Key("topology", "transit", "strs", None, "node kinds",
+        "Graph routing: the kinds of node that forward other nodes' packets (default: every "
+        "kind); ['switch', 'host'] keeps traffic between NPUs without a direct link off the "
+        "other NPUs, as on servers whose GPUs do not route.",
+        (lambda xs: len(xs) > 0 and all(x in ("npu", "mem", "host", "switch") for x in xs),
+         "a non-empty list of node kinds: npu, mem, host, switch")),
+    Key("topology", "dateline", "str", "booksim", "-",
+        "Ring, torus: VC classes of each dimension. 'booksim' (BookSim's): for its whole trip "
+        "in a dimension a packet uses the upper half of the VCs if its destination's "
+        "coordinate is below the one it entered at, else the lower; 'crossing': the lower "
+        "half until it crosses the wrap-around link, the upper from it on; 'fewest': every VC "
+        "for every packet when the routes cannot deadlock without classes (a 4-ary torus with "
+        "tie_break = 'parity'), else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
+    Key("topology", "tie_break", "str", "parity", "-",
+        "Ring, torus: the way a packet takes at distance exactly k/2 (k even) where it enters "
+        "a dimension: 'parity' (+ if its coordinate there is even, else -: routes are a fixed "
+        "table, as the flow level's, every link gets the same share of ties, and a 4-ary "
+        "torus needs no dateline classes) or 'random' (BookSim's: either, by a coin per "
+        "packet).", None, lambda: ["parity", "random"]),
+)

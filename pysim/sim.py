@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from pysim.config import Config, ConfigError, from_dict, load
+from pysim.config import Config, from_dict, load
+from pysim.errors import ConfigError
 from pysim.workload import WORKLOADS
 from pysim.workload.base import DeadlockError, SimulationError
 from pysim.workload.synthetic import prepare, run_packets

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysim._io import json_safe
+
 
 def percentile_from_hist(hist: np.ndarray, q: float) -> float:
     """The q-th percentile (0..100) of values whose counts by value are `hist`: the smallest
@@ -58,7 +60,6 @@ class Result:
     def to_dict(self):
         """Plain JSON-able data; a number that could not be measured (no packet delivered)
         is None rather than NaN."""
-        from pysim._io import json_safe
         d = dict(self.__dict__)
         d["config"] = dict(self.config)
         return json_safe(d)

@@ -12,20 +12,30 @@ a Dask distributed cluster; only the submitting process writes the database.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import json
 import math
+import multiprocessing as mp
 import os
+import signal
 import sqlite3
 import sys
+import threading
 import time
 import urllib.parse
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait as wait_for
 
-from pysim import __version__
-from pysim.config import (KEY_MAP, ConfigError, Config, _suggest, apply_override, cwd_paths,
-                          from_dict, is_key, load, parse_override)
+from pysim._version import __version__
+from pysim.config import (KEY_MAP, Config, apply_override, cwd_paths, from_dict, is_key, load,
+                          parse_override)
+from pysim.errors import ConfigError
+from pysim.schema import suggest as _suggest
+from pysim._io import json_safe
+from pysim.sim import simulate
 
 MAX_POINTS = 1_000_000     # points in one sweep (a range of 1e18 values filled memory)
 SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
@@ -239,7 +249,6 @@ def config_hash(cfg) -> str:
 
 def run_point(base, overrides):
     """Run one point; never raises: returns (status, result dict or None, error, wall)."""
-    from pysim.sim import simulate
     t = time.perf_counter()
     try:
         cfg = resolve(base, overrides)
@@ -343,7 +352,6 @@ class Store:
             raise StoreError(self._why(e)) from None
 
     def put(self, h, params, status, result, error, wall):
-        from pysim._io import json_safe
         try:
             self.db.execute(
                 "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, "
@@ -408,7 +416,7 @@ def tidy(rows):
     return out
 
 
-def _order(v):
+def order_key(v):
     """A sort key for any swept value: missing first, then numbers, strings, lists."""
     if v is None:
         return (0,)
@@ -417,7 +425,7 @@ def _order(v):
     if isinstance(v, str):
         return (2, v)
     if isinstance(v, (list, tuple)):
-        return (3, tuple(_order(x) for x in v))
+        return (3, tuple(order_key(x) for x in v))
     return (4, json.dumps(v, sort_keys=True, default=str))
 
 
@@ -426,7 +434,7 @@ def sort_rows(rows, keys=None):
     name order), not in the order the points finished."""
     if keys is None:
         keys = sorted({k for r in rows for k in r["params"]})
-    return sorted(rows, key=lambda r: tuple(_order(r["params"].get(k)) for k in keys))
+    return sorted(rows, key=lambda r: tuple(order_key(r["params"].get(k)) for k in keys))
 
 
 def to_pandas(rows):
@@ -515,11 +523,8 @@ def _die_with_parent(parent_pid):
     that no worker lives on orphaned. On Linux the kernel sends SIGKILL when the parent dies
     (prctl PR_SET_PDEATHSIG); everywhere, a thread checks once a second that the parent is
     still there (the engine releases the GIL while it runs, so the thread gets its turn)."""
-    import signal
-    import threading
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)        # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):                      # (the thread still watches)
@@ -550,7 +555,6 @@ def _die_with_parent(parent_pid):
 def _worker(conn, parent_pid):
     """A local worker: runs the points it is sent, one at a time, until told to stop (None)
     or its pipe closes."""
-    import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the sweep's to handle
     _die_with_parent(parent_pid)
     while True:
@@ -566,7 +570,6 @@ def _worker(conn, parent_pid):
 
 def _death(exitcode):
     """Why a worker process ended, from its exit code, for the failed point's error."""
-    import signal
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -585,8 +588,6 @@ def _run_local(jobs, base, todo, store, bar):
             store.put(h, p, status, result, error, wall)
             bar.update(status)
         return
-    import multiprocessing as mp
-    from multiprocessing.connection import wait as wait_for
     # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if the
     # calling process runs threads that must not be forked
     method = os.environ.get("PYSIM_MP_START",
@@ -750,7 +751,6 @@ class Executor:
                                   f"expected the address of a running Dask scheduler, "
                                   f"tcp://HOST:PORT") from None
         elif self.jobs > 1:
-            import multiprocessing as mp
             # forked workers start in milliseconds; PYSIM_MP_START=spawn (or forkserver) if
             # the calling process runs threads that must not be forked
             method = os.environ.get("PYSIM_MP_START",
@@ -786,7 +786,6 @@ class Executor:
             if f.error is not None:
                 raise f.error
             return f.value
-        from concurrent.futures.process import BrokenProcessPool
         try:
             return f.result()
         except BrokenProcessPool as e:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -77,22 +77,3 @@ def header(path):
                 source = text[len("Source:"):].strip()
                 break
     return what, source
-
-
-def describe(name):
-    """A shipped system in one dict: name, what, source, and its nodes counted by kind."""
-    from pysim.config import load
-    from pysim.topology import build
-    path = path_of(name)
-    if path is None:
-        resolve(name)                  # raises, listing the shipped ones
-    what, source = header(path)
-    topo = build(load(path))
-    count = {k: 0 for k in ("npu", "mem", "host", "switch")}
-    for k in topo.node_kinds:
-        count[k] += 1
-    return dict(name=name, what=what, source=source, **count)
-
-
-def describe_all():
-    return [describe(n) for n in names()]

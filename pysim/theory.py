@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from csim._engine import path_walk
+from pysim.engine import core
 
 
 def path_arrays(network, src, dst):
@@ -32,7 +32,7 @@ def path_arrays(network, src, dst):
     arr = network.arrays
     src = np.ascontiguousarray(src, np.int64).reshape(-1)
     dst = np.ascontiguousarray(dst, np.int64).reshape(-1)
-    hops, lat, worst, after = path_walk(
+    hops, lat, worst, after = core.path_walk(
         np.ascontiguousarray(arr["rt"], np.int32).reshape(-1), int(arr["n_nodes"]),
         network.ch_dst, network.ch_lat, network.ch_num, network.ch_den, network.inj_ch,
         network.ej_ch, src, dst)

@@ -12,7 +12,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import NIC_FIELDS, ConfigError, positive_number
+from pysim import systems
+from pysim.config import load
+from pysim.errors import ConfigError
+from pysim.models.presets import check_efficiency, check_preset
+from pysim.schema import (POS, Key, all_positive, check_fields, declare, fields_check,
+                          positive_number, raising, suggest)
+
+NIC_FIELDS = ("injection_gbps", "ejection_gbps")
+NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
+              "reduce_gbps", "offload_gbps", "offload_sram_mb", "offload_pieces")
+
+
+def check_npu_table(table):
+    """[topology.npu]: numeric fields > 0, a preset's name, an efficiency table."""
+    numeric = {k: v for k, v in table.items() if k not in ("preset", "efficiency")}
+    check_fields("topology.npu", numeric, NPU_FIELDS + ("preset", "efficiency"))
+    if "preset" in table:
+        check_preset("topology.npu.preset", table["preset"])
+    if "efficiency" in table:
+        check_efficiency("topology.npu.efficiency", table["efficiency"])
 
 NODE_KINDS = ("npu", "mem", "host", "switch")
 
@@ -110,7 +129,7 @@ def link_params(cfg):
 
 
 def _apply_nic_defaults(t, cfg, per_node=None):
-    defaults = cfg.topology.nic or {}          # (checked with the config: config._fields)
+    defaults = cfg.topology.nic or {}          # (checked with the config: schema.fields_check)
     per_node = per_node or [{} for _ in t.node_names]
     t.node_injection_gbps = []
     t.node_ejection_gbps = []
@@ -286,7 +305,8 @@ LINK_FIELDS = ("a", "b", "gbps", "bytes_per_cycle", "latency_ns", "latency_cycle
 def _check_fields(where, entry, allowed):
     for k in entry:
         if k not in allowed:
-            raise ConfigError(f"{where}.{k}: unknown field; expected {', '.join(allowed)}")
+            raise ConfigError(f"{where}.{k}: unknown field{suggest(k, allowed)}; expected "
+                              f"{', '.join(allowed)}")
 
 
 def build_graph(cfg):
@@ -331,7 +351,6 @@ def build_graph(cfg):
             if kind != "npu":
                 raise ConfigError(f"{where}.preset: only for NPUs (kind = 'npu'), and this "
                                   f"node's kind is {kind!r}")
-            from pysim.models.presets import check_preset
             cpu["preset"] = check_preset(f"{where}.preset", e["preset"])
         nodes.append((name, kind, {**nic, **memp, **cpu}))
     bpc0, lat0 = link_params(cfg)
@@ -425,3 +444,73 @@ def _check_kind_defaults(topo, cfg):
             raise ConfigError(f"{path}: {topo.name} has no {what} (kind = {kind!r}), so these "
                               f"defaults would not be used; its nodes are "
                               f"{', '.join(sorted(have))}")
+
+
+
+def describe_system(name):
+    """A shipped system in one dict: name, what, source, and its nodes counted by kind."""
+    path = systems.path_of(name)
+    if path is None:
+        systems.resolve(name)                  # raises, listing the shipped ones
+    what, source = systems.header(path)
+    topo = build(load(path))
+    count = {k: 0 for k in ("npu", "mem", "host", "switch")}
+    for k in topo.node_kinds:
+        count[k] += 1
+    return dict(name=name, what=what, source=source, **count)
+
+
+def describe_systems():
+    """describe_system of every shipped system."""
+    return [describe_system(n) for n in systems.names()]
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("topology", "kind", "str", "mesh", "-", "Registered topology builder.", None,
+        lambda: sorted(BUILDERS)),
+    Key("topology", "dims", "ints", [8, 8], "nodes", "Nodes per dimension (mesh, torus).",
+        (all_positive, "a non-empty list of integers > 0")),
+    Key("topology", "size", "int", 8, "nodes",
+        "Number of nodes (ring, switch, fully_connected).", (lambda x: x >= 2, "an integer >= 2")),
+    Key("topology", "bidirectional", "bool", True, "-",
+        "Ring: links in both directions (else one direction only).", None),
+    Key("topology", "dim_link_gbps", "floats", None, "GB/s",
+        "Mesh, torus: bandwidth of the links of each dimension (overrides link_gbps).",
+        (all_positive, "a list of numbers > 0, one per dimension")),
+    Key("topology", "file", "str", None, "path",
+        "Take the [topology] table of this TOML file, or of a shipped system named bare "
+        "('dgx1-v100'); keys given here as well override the file's.", None),
+    Key("topology", "nodes", "tables", None, "-",
+        "Graph: [[topology.nodes]] with name, kind (npu, mem, host, switch), and optional "
+        "injection_gbps, ejection_gbps.", None),
+    Key("topology", "links", "tables", None, "-",
+        "Graph: [[topology.links]] with a, b (node names), and optional gbps or "
+        "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
+        "count (parallel links, default 1), directed (a to b only, default false).", None),
+    Key("topology", "nic", "table", None, "-",
+        "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.",
+        fields_check("topology.nic", NIC_FIELDS, kinds=("npu", "mem", "host"))),
+    Key("topology", "mem", "table", None, "-",
+        "Memory-node defaults: [topology.mem] gbps (default 100), latency_ns (50), "
+        "capacity_gb (128); graph nodes may override with mem_gbps, mem_latency_ns, "
+        "capacity_gb.", fields_check("topology.mem", ("gbps", "latency_ns", "capacity_gb"))),
+    Key("topology", "npu", "table", None, "-",
+        "NPU: [topology.npu] preset (an accelerator's datasheet figures: v100, a100, h100, "
+        "tpu_v3; see docs/models.md), tflops (peak at every precision; default 100), "
+        "tflops_fp32, tflops_fp16, tflops_bf16 (peak at one precision; mixed takes the 16-bit "
+        "one), hbm_gbps (900), hbm_gb (32: a collective's data must fit), reduce_gbps "
+        "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
+        "engine's, 256), offload_sram_mb (8), offload_pieces (16: the engine streams its SRAM in "
+        "pieces of offload_sram_mb / this), efficiency (a table: fraction of peak per "
+        "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
+        "override (and name their own preset).", raising(check_npu_table)),
+    Key("topology", "host", "table", None, "-",
+        "Host: [topology.host] tflops (default 2), dram_gbps (100), dram_gb (its memory, "
+        "256); graph nodes may override.",
+        fields_check("topology.host", ("tflops", "dram_gbps", "dram_gb"))),
+    Key("topology", "link_gbps", "float", None, "GB/s",
+        "Bandwidth of every link, per direction (decimal GB/s); default one flit per cycle.",
+        POS),
+    Key("topology", "link_latency_ns", "float", None, "ns",
+        "Latency of every link; default one cycle.", POS),
+)

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError
+from csim.limits import MAX_PACKET_FLITS
+from pysim.errors import ConfigError
+from pysim.schema import NONNEG, PACKET, PROB, Key, all_nonneg, cross_check, declare
 
 
 @dataclass
@@ -183,3 +185,44 @@ def engine_args(topo, cfg, inj_flits_per_cycle=1.0):
                 duty=duty, pattern=pat.mode, include_self=pat.include_self,
                 perm=np.asarray(perm, np.int32), hot=np.asarray(pat.hot, np.int32),
                 hot_frac=pat.hot_frac, sizes=sizes, size_cdf=cdf)
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("traffic", "pattern", "str", "uniform", "-", "Destination pattern (see Traffic).",
+        None, lambda: sorted(PATTERNS)),
+    Key("traffic", "injection_rate", "float", 0.1, "flits/node/cycle",
+        "Offered load per endpoint.", NONNEG),
+    Key("traffic", "packet_flits", "int|ints", 4, "flits",
+        "Packet length, or a list of lengths for a mix.",
+        (lambda x: PACKET[0](x) if isinstance(x, int) else
+         (len(x) > 0 and all(PACKET[0](v) for v in x)),
+         f"an integer in 1 .. {MAX_PACKET_FLITS} or a non-empty list of them")),
+    Key("traffic", "packet_weights", "floats", None, "-",
+        "Relative frequency of each length in packet_flits (default equal).",
+        (all_nonneg, "a list of numbers >= 0")),
+    Key("traffic", "process", "str", "bernoulli", "-",
+        "Injection process: 'bernoulli' or 'onoff' (Markov-modulated bursts).", None,
+        lambda: ["bernoulli", "onoff"]),
+    Key("traffic", "burst_on_cycles", "float", 20.0, "cycles",
+        "On/off process: mean length of an on period.", (lambda x: x >= 1, "a number >= 1")),
+    Key("traffic", "burst_off_cycles", "float", 20.0, "cycles",
+        "On/off process: mean length of an off period.", (lambda x: x >= 1, "a number >= 1")),
+    Key("traffic", "hotspot_nodes", "ints", [], "node ids",
+        "Hotspot pattern: the hot destination nodes.", (all_nonneg, "a list of node ids")),
+    Key("traffic", "hotspot_fraction", "float", 0.0, "-",
+        "Hotspot pattern: fraction of packets sent to the hot nodes (the rest uniform).", PROB),
+)
+
+
+@cross_check
+def _check_packet_weights(cfg):
+    t = cfg.traffic
+    if t.packet_weights is not None:
+        sizes = t.packet_flits if isinstance(t.packet_flits, list) else [t.packet_flits]
+        if len(t.packet_weights) != len(sizes):
+            raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected "
+                              f"{len(sizes)} weights, one per entry of traffic.packet_flits")
+        if max(t.packet_weights) <= 0:
+            raise ConfigError(f"traffic.packet_weights = {t.packet_weights!r}: expected a "
+                              f"positive sum")

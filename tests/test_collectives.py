@@ -17,7 +17,7 @@ import pytest
 from conftest import TOPOLOGIES, make_cfg
 from pysim import load
 from pysim.network import compile_network
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.sim import simulate
 from pysim.workload import collectives
 

@@ -17,7 +17,7 @@ from conftest import TOPOLOGIES, make_cfg
 from csim._engine import max_min_rates
 from pysim import load
 from pysim.cli import main
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.network import compile_network
 from pysim.sim import simulate
 from pysim.workload import OpGraph, run_graph
@@ -418,6 +418,8 @@ def collective_cfg(system, collective, algorithm, nbytes=1 << 20, **over):
          "workload.algorithm": algorithm, "workload.bytes": nbytes, "network.vcs": 4, **over}
     if system in ("mesh16x16", "mesh32x32"):        # a row: its flit level stays cheap
         o["workload.group"] = [f"n{x}_0" for x in range(int(system[4:6]))]
+    if system in ("selene", "superpod-h100"):       # two of its nodes, across the fabric
+        o["topology.node_count"] = 2
     return load(os.path.join(TOPOLOGIES, system + ".toml"), o)
 
 
@@ -446,6 +448,8 @@ AGREE = [
     ("dgx1-p100", "all_reduce", "ring"), ("summit-node", "all_reduce", "direct"),
     ("gpu16-torus4x4", "reduce_scatter", "halving_doubling"),
     ("gpu16-cubemesh", "all_reduce", "bidir_ring"),
+    ("dgx-a100", "all_reduce", "ring"), ("dgx-h100", "all_gather", "halving_doubling"),
+    ("selene", "all_reduce", "tree"), ("superpod-h100", "reduce_scatter", "ring"),
 ]
 
 

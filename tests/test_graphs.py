@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import refmodel
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
-from pysim.config import ConfigError, load
+from pysim.config import load
+from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
 from pysim.sim import run_packets
 

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.jobs import policies as pol
 from pysim.jobs import run_stream
 from pysim.jobs.execute import simulate

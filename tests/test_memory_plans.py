@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
-from pysim.config import ConfigError, load
+from pysim.config import load
+from pysim.errors import ConfigError
 from pysim.topology import build
 from pysim.workload import GraphError, OpGraph, run_graph
 from pysim.workload.memory import (KEEP, RECOMPUTE, SWAP, Budget, LayerCost, NpuWork,

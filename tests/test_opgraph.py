@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim.cli import main
-from pysim.config import ConfigError, load
+from pysim.config import load
+from pysim.errors import ConfigError
 from pysim.network import compile_network
 from pysim.sim import run_packets, simulate
 from pysim.workload import GraphError, OpGraph, load_graph, run_graph

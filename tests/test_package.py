@@ -12,7 +12,8 @@ import pysim
 from conftest import ROOT, TOPOLOGIES
 from pysim import docs, systems
 from pysim.cli import main
-from pysim.config import ConfigError, load, parse_override
+from pysim.config import load, parse_override
+from pysim.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +70,10 @@ def _node_counts_from_file(path):
     if kind == "graph":
         for n in t["nodes"]:
             count[n["kind"]] += 1
+    elif kind == "cluster":         # its GPUs, and the switches its comment line states
+        count["npu"] = 8 * t.get("node_count", 4)
+        line = next(x for x in open(path) if x.startswith("# Switches:"))
+        count["switch"] = sum(int(w.split()[0]) for w in line[11:].split(","))
     elif kind in ("mesh", "torus"):
         count["npu"] = eval("*".join(map(str, t["dims"])))
     else:

@@ -3,7 +3,7 @@ efficiency table, and the roofline."""
 import pytest
 
 from pysim import config, models
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.models.presets import DEFAULT_EFFICIENCY, PRESETS, npu_spec, spec
 from pysim.topology import build
 

@@ -801,7 +801,7 @@ def test_the_compiled_class_walk_finds_what_following_every_route_finds(topology
     topo = build(cfg)
     r = routing.ROUTINGS[topo.routing](topo, cfg)
     deps = routing.channel_dependencies(topo, r.table)
-    post, _ = routing.dfs_order(topo.n_channels, *routing._csr(topo.n_channels, deps))
+    post, _ = routing.core.dfs_order(topo.n_channels, *routing._csr(topo.n_channels, deps))
     if r.ch_order is None:
         r.ch_order = np.zeros(topo.n_channels, np.int32)
         r.ch_order[post[::-1]] = np.arange(topo.n_channels, dtype=np.int32)

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import make_cfg
 from pysim import simulate
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.models import Layer, Model
 from pysim.topology import build as build_topology
 from pysim.workload import OpGraph, run_graph
@@ -401,74 +401,6 @@ def test_a_zoo_model_trains_data_parallel_with_each_layer_at_its_roofline():
     assert d["iteration_cycles"] >= d["compute_cycles"] > 0
     assert sum(v["network_bytes"] for v in d["per_npu"].values()) == pytest.approx(
         8 * 2 * 7 / 8 * grads, rel=0.001)
-
-
-# ------------------------------------------------------------------ ASTRA-sim workloads
-
-TWO_LAYERS = """DATA
-2
-conv1 -1 100 NONE 0 0 NONE 0 300 NONE 0 50
-fc2 -1 200 NONE 0 150 NONE 0 400 ALLREDUCE 1048576 70
-"""
-
-
-def astra_run(tmp_path, text, **workload):
-    path = tmp_path / "w.txt"
-    path.write_text(text)
-    cfg = make_cfg(**ring8(), workload={"kind": "training", "model": str(path),
-                                        "engine": "offload", **workload})
-    r = simulate(cfg)
-    return r, r.to_dict()
-
-
-@pytest.mark.parametrize("iterations", [1, 2])
-def test_an_astra_sim_data_workload_takes_its_closed_form_time(tmp_path, iterations):
-    """ASTRA-sim 1.0's DATA loop on a two-layer file: forward steps of 100 + 1 and 200 + 1
-    cycles; fc2's weight gradient (400) issues its all-reduce at 702; its input gradient
-    (the event, 150, the event) ends at 854; conv1's weight gradient at 1154, and the pass
-    at 1155. The all-reduce's 4 chunks run one after another: 4 x a chunk's time alone (A),
-    then fc2's update delay of 70. The second pass starts at 1155 (conv1 has no collective
-    to wait for); its fc2 forward waits for the first pass's all-reduce and update."""
-    r, d = astra_run(tmp_path, TWO_LAYERS, iterations=iterations)
-    alone = simulate(make_cfg(**ring8(), workload={
-        "kind": "collective", "bytes": 1048576 // 4, "chunks": 1, "engine": "offload"}))
-    A = 4 * alone.to_dict()["collective_cycles"]
-    end1 = max(1155, 702 + A + 70)
-    if iterations == 1:
-        assert d["iteration_cycles"] == end1
-    else:
-        f1 = max(1155 + 101, 702 + A + 70)
-        end2 = max(f1 + 201 + 400 + 152 + 300 + 1, f1 + 201 + 400 + A + 70)
-        assert d["iteration_cycles"] == end2 - 1155
-    assert d["compute_cycles"] == 101 + 201 + 400 + 152 + 300
-
-
-def test_astra_sim_chunks_run_one_at_a_time_newest_collective_first(tmp_path):
-    """Two collectives queue for the network: l2's (issued first, 4 chunks of 1 MiB) and,
-    while its first chunk runs, l1's. Chunks run one at a time; l1's chunks, the newer
-    collective's, go before l2's three waiting ones (ASTRA-sim's LIFO), in order."""
-    text = """DATA
-3
-l0 -1 10 NONE 0 0 NONE 0 10 NONE 0 0
-l1 -1 10 NONE 0 10 NONE 0 10 ALLREDUCE 4194304 0
-l2 -1 10 NONE 0 10 NONE 0 10 ALLREDUCE 16777216 0
-"""
-    r, d = astra_run(tmp_path, text, iterations=1)
-    chunks = [(op["start"], op["finish"]) for op in r.ops if op["kind"] == "acquire"]
-    rels = [op["finish"] for op in r.ops if op["kind"] == "release"]
-    # ops in the order built: l2's four chunks, then l1's
-    l2, l1 = list(zip(chunks[:4], rels[:4])), list(zip(chunks[4:], rels[4:]))
-    spans = sorted((a, rel) for (a, _), rel in l2 + l1)
-    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:]))      # one at a time
-    assert l2[0][0][0] < l1[0][0][0]                # l2's first chunk went first ...
-    assert all(l1[-1][1] <= c[0][0] for c in l2[1:])    # ... then all of l1's, then l2's
-    assert [c[0][0] for c in l1] == sorted(c[0][0] for c in l1)
-
-
-def test_astra_sim_files_of_other_parallelisms_are_refused(tmp_path):
-    text = "MODEL\n1\nl0 -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n"
-    with pytest.raises(ConfigError, match="parallelism MODEL"):
-        astra_run(tmp_path, text)
 
 
 def test_a_sweep_of_training_runs_draws_a_breakdown(tmp_path):

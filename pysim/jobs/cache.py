@@ -7,8 +7,8 @@ import json
 import os
 import sqlite3
 
-from pysim import __version__
-from pysim.config import ConfigError
+from pysim._version import __version__
+from pysim.errors import ConfigError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS shapes (

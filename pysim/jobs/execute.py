@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import time
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
+from pysim import models
+from pysim.topology import build as build_topology
+from pysim.workload.graph import OpGraph, run_graph
+from pysim.workload.training import training_graph
 
 
 def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
@@ -30,8 +34,6 @@ def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
     rest: precision, engine, bucket_mb, overlap, ...). `topo`: the network the graph runs on
     (a shape's, or None: the server's). The end of an iteration is when all its ops have
     finished."""
-    from pysim.topology import build as build_topology
-    from pysim.workload.training import training_graph
     over = {"workload.model": spec["model"], "workload.batch": int(spec["batch"]),
             "workload.algorithm": spec["algorithm"], "workload.iterations": int(iterations),
             "workload.ring_order": list(nodes), "workload.group": list(nodes),
@@ -55,7 +57,6 @@ _MODELS = {}
 
 def _model(name):
     if name not in _MODELS:
-        from pysim import models
         _MODELS[name] = models.get(name)
     return _MODELS[name]
 
@@ -80,7 +81,6 @@ def _check_routes(topo, g):
 
 
 def _zoo():
-    from pysim import models
     return set(models.names())
 
 
@@ -92,7 +92,6 @@ def simulate(cfg, topo, members, builder):
     network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
     iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",
     "wall_seconds"}."""
-    from pysim.workload.graph import OpGraph, run_graph
     t0 = time.perf_counter()
     g = OpGraph()
     ends, spans = [], []

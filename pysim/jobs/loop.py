@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare
 from pysim.jobs.policies import pattern_edges
 from pysim.jobs.shape import Shape, canonical_ranks, shape
 
@@ -226,3 +227,18 @@ def _together(server, group, settings):
         else:
             slow[i] = float(e[0]) / r.first
     return slow
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("jobs", "sim_iterations", "int", 4, "iterations",
+        "Training iterations simulated per allocation shape: a job's time alone is its first "
+        "iteration plus (n - 1) times the mean of the others.", POS),
+    Key("jobs", "corun", "str", "together", "-",
+        "'together': running jobs whose routes share a link are simulated together and slow "
+        "each other down; 'apart': every job runs at its speed alone.", None,
+        lambda: ["together", "apart"]),
+    Key("jobs", "corun_iterations", "int", 3, "iterations",
+        "A simulation of jobs running together spans this many iterations of the slowest.",
+        POS),
+)

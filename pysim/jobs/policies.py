@@ -37,7 +37,9 @@ from typing import Callable
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
+from pysim.schema import Key, declare
+import difflib
 
 POLICIES: dict[str, Callable] = {}
 
@@ -54,7 +56,6 @@ def register(name):
 
 def get(name):
     if name not in POLICIES:
-        import difflib
         close = difflib.get_close_matches(name, list(POLICIES), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(f"jobs.policies: unknown policy {name!r}{hint}; known: "
@@ -233,3 +234,12 @@ def preserve(server, job, cands, free):
     if job.sensitive and cands.k > 1:
         return _best([cands.predicted, cands.score], ok)
     return _best([cands.preserve(free), cands.score], ok)
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("jobs", "policies", "strs", ["baseline", "topo_aware", "greedy", "preserve"], "-",
+        "Allocation policies the stream runs under (registered in pysim.jobs.policies).",
+        (lambda xs: len(xs) > 0 and len(set(xs)) == len(xs),
+         "a non-empty list of policy names, each once")),
+)

@@ -9,13 +9,14 @@ import time
 
 import numpy as np
 
-from pysim import __version__
-from pysim.config import ConfigError
+from pysim._version import __version__
+from pysim.errors import ConfigError
 from pysim.jobs import execute, policies as pol, stream as st
 from pysim.jobs.cache import Cache
 from pysim.jobs.loop import policy_loop
 from pysim.jobs.policies import Candidates
 from pysim.jobs.results import StreamResult, summarise
+from pysim.sweep import Executor
 
 
 def config_salt(cfg):
@@ -36,7 +37,6 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     progress(done, total): called as jobs finish, over all policies. fresh: simulate every
     job (and every group of jobs running together) on its own allocation on the whole server,
     sharing nothing -- slow; it checks what the shapes and the cache give."""
-    from pysim.sweep import Executor
     t0 = time.perf_counter()
     cfg = server.cfg
     jobs = st.stream(cfg) if jobs is None else list(jobs)

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError, load
+from pysim.config import load
+from pysim.errors import ConfigError
+from pysim import systems
+from pysim.network import compile_network
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,25 +37,16 @@ ALIASES = {"dgx-v": "dgx1-v100", "dgx-p": "dgx1-p100", "summit": "summit-node",
            "torus-2d": "gpu16-torus4x4", "cubemesh-16": "gpu16-cubemesh"}
 
 
-def _systems_dir():
-    """The shipped systems' folder (the package's, or the checkout's topologies/)."""
-    try:
-        from pysim import systems             # the installed package knows where they are
-        return systems.directory()
-    except ImportError:
-        return os.path.join(os.path.dirname(os.path.dirname(_HERE)), "topologies")
-
-
 def resolve(name):
     """(path of the config, overrides it needs) for a preset, a shipped system or a file."""
     name = os.fspath(name)
     key = ALIASES.get(name, name)
     if key in PRESETS:
         stem, over = PRESETS[key]
-        return os.path.join(_systems_dir(), stem + ".toml"), dict(over)
+        return os.path.join(systems.directory(), stem + ".toml"), dict(over)
     if os.path.exists(name):
         return name, {}
-    shipped = os.path.join(_systems_dir(), name if name.endswith(".toml") else name + ".toml")
+    shipped = os.path.join(systems.directory(), name if name.endswith(".toml") else name + ".toml")
     if os.sep not in name and os.path.exists(shipped):
         return shipped, {}
     raise ConfigError(f"server {name!r}: no such file, and not a server preset (presets: "
@@ -105,7 +99,6 @@ class Server:
 def load_server(name, overrides=None, cfg=None) -> Server:
     """The server of a preset name, a shipped system's name or a TOML file, with `overrides`
     ({"section.key": value}) applied; or of a Config already resolved (`cfg`)."""
-    from pysim.network import compile_network
     if cfg is None:
         path, over = resolve(name)
         over.update(overrides or {})

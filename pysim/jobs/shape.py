@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
 from pysim.topology import Topology
+from pysim.routing import build as routes
 
 
 @dataclass
@@ -133,7 +134,6 @@ def shape(server, members, labels, salt=(), pairs=None) -> Shape:
         return Shape(key=key, topo=topo, order=list(order), names=names)
     topo = _build(server, desc, nodes)
     try:
-        from pysim.routing import build as routes
         routes(topo, server.cfg)       # (the routes of the pairs alone pass the deadlock check)
     except ConfigError:
         if any(len(p) < len(m) * (len(m) - 1) for p, m in zip(pairs, members)):

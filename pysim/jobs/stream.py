@@ -33,7 +33,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pysim.config import ConfigError, read_toml
+from pysim.config import read_toml
+from pysim.errors import ConfigError
+from pysim.schema import POS, Key, cross_check, declare
+import difflib
 
 PATTERNS = ("ring", "clique", "tree")
 # the collective algorithm of each pattern (pysim.workload.collectives)
@@ -193,8 +196,56 @@ def check(jobs, server, models=None):
             raise ConfigError(f"job {job.id} ({job.model}) asks for {job.npus} NPUs; the "
                               f"server {server.name} has {server.size}")
         if models is not None and job.model not in models:
-            import difflib
             close = difflib.get_close_matches(job.model, models, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
                               f"{', '.join(sorted(models))}")
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("jobs", "count", "int", 100, "jobs",
+        "Job streams (pysim jobs): how many jobs a generated stream has.", POS),
+    Key("jobs", "min_npus", "int", 2, "NPUs",
+        "Generated stream: fewest NPUs a job asks for (drawn uniformly up to max_npus).", POS),
+    Key("jobs", "max_npus", "int", 5, "NPUs",
+        "Generated stream: most NPUs a job asks for.", POS),
+    Key("jobs", "models", "strs", ["alexnet", "inception_v3", "resnet50", "vgg16",
+                                   "googlenet", "caffenet"], "-",
+        "Generated stream: the models jobs train, drawn uniformly.",
+        (lambda xs: len(xs) > 0, "a non-empty list of model names")),
+    Key("jobs", "insensitive", "strs", ["googlenet", "caffenet"], "-",
+        "Models whose jobs count as bandwidth-insensitive (the preserve policy gives them the "
+        "allocation that keeps the most NVLink bandwidth free); the others are sensitive.",
+        None),
+    Key("jobs", "patterns", "strs", ["ring"], "-",
+        "Generated stream: communication patterns drawn uniformly: ring (ring all-reduce), "
+        "clique (direct all-reduce), tree (double binary tree).",
+        (lambda xs: len(xs) > 0 and all(x in ("ring", "clique", "tree") for x in xs),
+         "a non-empty list of ring, clique, tree")),
+    Key("jobs", "min_iterations", "int", 500, "iterations",
+        "Generated stream: fewest training iterations of a job (drawn uniformly up to "
+        "max_iterations).", POS),
+    Key("jobs", "max_iterations", "int", 2400, "iterations",
+        "Generated stream: most training iterations of a job.", POS),
+    Key("jobs", "arrivals", "str", "batch", "-",
+        "Generated stream: 'batch': every job arrives at time 0; 'uniform': arrival times "
+        "drawn uniformly over jobs.window_s, in order.", None,
+        lambda: ["batch", "uniform"]),
+    Key("jobs", "window_s", "float", None, "s",
+        "Generated stream with uniform arrivals: the window the arrivals fall in.", POS),
+    Key("jobs", "batch_per_npu", "int", 32, "samples",
+        "Samples per NPU per iteration: a job on k NPUs trains a global batch of k times "
+        "this, data parallel (a job file may set its own).", POS),
+    Key("jobs", "file", "str", None, "path",
+        "A job file ([[jobs]] tables) to run instead of a generated stream.", None),
+)
+
+
+@cross_check
+def _check_ranges(cfg):
+    j = cfg.jobs
+    for lo, hi in (("min_npus", "max_npus"), ("min_iterations", "max_iterations")):
+        if getattr(j, lo) > getattr(j, hi):
+            raise ConfigError(f"jobs.{lo} = {getattr(j, lo)} > jobs.{hi} = {getattr(j, hi)}: "
+                              f"expected {lo} <= {hi}")

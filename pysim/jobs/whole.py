@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from pysim.jobs.loop import spec_of
+from pysim.workload.graph import OpGraph, run_graph
 
 
 def whole_stream(server, jobs, records, builder):
     """Simulate `records` (one policy's, from run_stream) of `jobs` in one op graph; returns
     {job id: (start_s, end_s)}."""
-    from pysim.workload.graph import OpGraph, run_graph
     cfg = server.cfg
     clock = cfg.network.clock_ghz * 1e9
     by_id = {j.id: j for j in jobs}

@@ -8,8 +8,13 @@
 
 A model knows nothing of networks; the training plans turn it into op graphs.
 """
+import os
+
+from pysim.models import cnn, dlrm, language  # noqa: F401  (the zoo: each module registers)
+from pysim.models.astra import load_astra
 from pysim.models.layers import KINDS, Layer, ModelError
 from pysim.models.model import Model, Net
+from pysim.models.onnx_import import load_onnx
 from pysim.models.precision import PRECISIONS, PrecisionBytes, optimizer_bytes, precision_bytes
 from pysim.models.registry import get, names, parameters, register
 
@@ -17,12 +22,9 @@ from pysim.models.registry import get, names, parameters, register
 def load(path, **params):
     """A model from a file: `.onnx` (needs the `onnx` package: pip install 'pysim[onnx]'),
     or an ASTRA-sim 1.0 text workload (any other file)."""
-    import os
     path = os.fspath(path)
     if path.lower().endswith(".onnx"):
-        from pysim.models.onnx_import import load_onnx
         return load_onnx(path, **params)
-    from pysim.models.astra import load_astra
     return load_astra(path, **params)
 
 

@@ -21,6 +21,7 @@ repeats (ASTRA-sim allows it) is numbered from its second use on: `layernorm2#2`
 """
 from __future__ import annotations
 
+import difflib
 import os
 
 from pysim.models import layers as L
@@ -48,7 +49,6 @@ def _int(path, lineno, what, token, lo=0):
 def _header(path, lineno, tokens):
     kind = tokens[0]
     if kind not in PARALLELISMS:
-        import difflib
         close = difflib.get_close_matches(kind, PARALLELISMS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ModelError(f"{path}, line {lineno}: parallelism {kind!r} unknown{hint}; "

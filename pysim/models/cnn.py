@@ -6,6 +6,7 @@ over its classes.
 """
 from __future__ import annotations
 
+from pysim.errors import ModelError
 from pysim.models.model import Net
 from pysim.models.registry import check_choice, check_int, register
 
@@ -143,7 +144,6 @@ def caffenet(image=227, classes=1000):
 
 
 def raise_shape(model, got, want, why):
-    from pysim.models.layers import ModelError
     raise ModelError(f"model {model!r}: features of shape {got}, expected {want}: {why} "
                      f"(choose another image size)")
 

@@ -19,12 +19,8 @@ except the weights. Conventions, the same for every kind:
 """
 from __future__ import annotations
 
-from pysim.config import ConfigError
-
-
-class ModelError(ConfigError):
-    """A model cannot be built or read: a shape that does not compose, a malformed file, an
-    unknown model or operator. The message names the layer, node or line."""
+from pysim.errors import ModelError  # noqa: F401  (re-exported: pysim.models.ModelError)
+from pysim.models.precision import precision_bytes
 
 
 KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "pool",
@@ -95,7 +91,6 @@ class Layer:
     def bytes(self, precision="fp32"):
         """Bytes per sample read (activations in), written (activations out) and kept for
         the backward pass (`stash`), and the weights read (not per sample), at `precision`."""
-        from pysim.models.precision import precision_bytes
         p = precision_bytes(precision)
         return {"read": self.in_elems * p.act, "write": self.out_elems * p.act,
                 "weights": self.weight_elems * p.weight,

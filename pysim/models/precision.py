@@ -7,9 +7,10 @@ bytes per parameter, the figure Rajbhandari et al. (SC 2020, "ZeRO") start from.
 """
 from __future__ import annotations
 
+import difflib
 from collections import namedtuple
 
-from pysim.models.layers import ModelError
+from pysim.errors import ModelError
 
 PrecisionBytes = namedtuple("PrecisionBytes", "act weight grad master")
 PrecisionBytes.__doc__ = ("Bytes per element: act (activations), weight (weights used in "
@@ -24,10 +25,13 @@ PRECISIONS = {
 }
 # optimizer state: values kept per parameter (SGD: the momentum; Adam: first and second moments)
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2}
+# FLOPs per parameter of an optimizer step (SGD with momentum: momentum and weight updates;
+# Adam: both moments, the bias corrections, the square root and the update). The step is
+# memory-bound: its time is its bytes over the HBM bandwidth.
+OPTIMIZER_FLOPS = {"sgd": 4, "adam": 12}
 
 
 def _suggest(name, options):
-    import difflib
     close = difflib.get_close_matches(str(name), list(options), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

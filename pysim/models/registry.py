@@ -23,19 +23,16 @@ def register(name):
 
 
 def names():
-    _load_zoo()
     return sorted(BUILDERS)
 
 
 def parameters(name):
     """The builder's parameters and their defaults."""
-    _load_zoo()
     sig = inspect.signature(_builder(name))
     return {p.name: p.default for p in sig.parameters.values()}
 
 
 def _builder(name):
-    _load_zoo()
     try:
         return BUILDERS[name]
     except (KeyError, TypeError):
@@ -85,11 +82,3 @@ def check_choice(model, what, v, choices):
     return v
 
 
-_loaded = False
-
-
-def _load_zoo():
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from pysim.models import cnn, dlrm, language  # noqa: F401  (they register)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import os
 
+from pysim.models import load
 from pysim.models.model import Model
 from pysim.models.registry import get, names
 
 
 def resolve(spec, **params) -> Model:
     """A zoo name, or the path of an .onnx file or an ASTRA-sim workload."""
-    from pysim.models import load
     if spec in names() or not (os.path.exists(spec) or spec.lower().endswith(".onnx")):
         return get(spec, **params)
     return load(spec, **params)

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from pysim.network import CH_NET
+from pysim.schema import Key, declare
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,10 @@ def link_report(network, cfg, flits, cycles, vc_flits=None):
     return out
 
 
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "kind", "str", "synthetic", "-",
+        "What runs: 'synthetic' traffic ([traffic]), an op 'graph' (workload.file), a "
+        "'collective' or 'training' iterations (the registered workload kinds).", None,
+        lambda: sorted(WORKLOADS)),
+)

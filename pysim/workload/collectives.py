@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from pysim.config import MAX_INT, ConfigError
+from pysim.errors import ConfigError
+from pysim.schema import MAX_INT, NONNEG, POS, Key, declare
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
 from pysim.workload.base import register
@@ -970,3 +971,39 @@ def run_collective(cfg, progress=None):
         collective_seconds=cycles / (cfg.network.clock_ghz * 1e9),
         algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(w.collective, p), per_npu=per_npu)
     return result
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "collective", "str", "all_reduce", "-",
+        "Collective: all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce "
+        "(the root is the first participant).", None,
+        lambda: ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+                 "reduce"]),
+    Key("workload", "algorithm", "str", "ring", "-",
+        "Collective algorithm: ring, bidir_ring, direct, halving_doubling, tree (double "
+        "binary tree), hierarchical.", None,
+        lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
+    Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
+        (lambda x: x > 0, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
+    Key("workload", "chunks", "int", 4, "-",
+        "Collective: pieces the data is split into, pipelined through the steps.", POS),
+    Key("workload", "chunks_in_flight", "int", 0, "-",
+        "Collective: at most this many chunks under way at a node at once (0: no bound).",
+        NONNEG),
+    Key("workload", "group", "strs", None, "node names",
+        "Collective participants, NPUs or hosts (default: every NPU, or every host if there "
+        "is none); training: the NPUs used, in rank order (default: every NPU).",
+        None),
+    Key("workload", "ring_order", "strs", None, "node names",
+        "Ring order of the participants, and their ranks for every algorithm (default: ring "
+        "algorithms go round a ring over direct links if the topology has one, widest first, "
+        "else node order; the others rank in workload.group order).", None),
+    Key("workload", "reduce_gbps", "float", None, "GB/s",
+        "Reduction throughput at each node (default: reductions take no time).", POS),
+    Key("workload", "engine", "str", None, "-",
+        "Collectives: where reductions run: 'npu' (its cores, through HBM) or 'offload' (a "
+        "collectives engine); default: not modelled, reductions at workload.reduce_gbps "
+        "(training: default 'npu').",
+        None, lambda: ["npu", "offload"]),
+)

@@ -21,7 +21,8 @@ import warnings
 
 import numpy as np
 
-from pysim.config import MAX_INT, PysimWarning
+from pysim.errors import PysimWarning
+from pysim.schema import MAX_INT
 
 # csim's primitive ops (csim/_dag.pxd)
 KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import heapq
 import itertools
 import math
 import os
@@ -41,16 +42,20 @@ from types import MappingProxyType
 
 import numpy as np
 
-from csim import _engine
-from pysim import __version__
-from pysim.config import (MAX_INT, ConfigError, PysimWarning, _short, finite_float,
-                          read_toml)
+from pysim.engine import GraphArrays, core, new_engine, set_graph
+from pysim._version import __version__
+from pysim.config import read_toml
+from pysim.errors import ConfigError, PysimWarning
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
+from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
+from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
 from pysim.workload import compile as _compile
 from pysim.workload.base import check_status, link_report, register
 from pysim.workload.compile import GATE_UNIT, KINDS, MAX_SLICES, REQUEST_BYTES  # noqa: F401
+from pysim._io import json_safe
+from pysim.models.presets import npu_spec
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
@@ -430,7 +435,6 @@ def topological_order(g: OpGraph):
     """The ops of g in an order where every op comes after its dependencies (Kahn's
     algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
     ops on it."""
-    import heapq
     n = len(g)
     deps = np.array([len(a) for a in g.after], np.int64)
     succ = [[] for _ in range(n)]
@@ -533,7 +537,6 @@ def compute_params(topo, cfg):
     from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
     hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
     bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
-    from pysim.models.presets import npu_spec
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     out = {}
     for i, k in enumerate(topo.node_kinds):
@@ -596,7 +599,6 @@ def capacities(topo, cfg):
              "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
     for i, k in enumerate(topo.node_kinds):
         if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
-            from pysim.models.presets import npu_spec
             out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
         elif k in table:
             own_key, d, key, default = table[k]
@@ -850,7 +852,6 @@ class GraphResult:
 
     def to_dict(self):
         """Plain JSON data: a number that is not defined (no packet, no time) is None."""
-        from pysim._io import json_safe
         d = dict(self.__dict__)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
         d["ops"] = list(d["ops"])
@@ -1023,12 +1024,13 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     arrays, span = compile_graph(graph, network.topo, cfg)
     t_compile = time.perf_counter()
     t_compile_cpu = time.process_time()
-    eng = _engine.Engine(network.arrays)
     model = cfg.network.model          # how sends are carried; everything else is the same
-    eng.set_graph(arrays["kind"], arrays["node"], arrays["dst"], arrays["size"],
-                  arrays["deps"], arrays["succ_ptr"], arrays["succ"],
-                  cfg.workload.packet_flits, cfg.network.flit_bytes, arrays["unit"],
-                  flow=flow_arrays(network, cfg, arrays) if model == "flow" else None)
+    ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
+                                                "succ_ptr", "succ", "unit")},
+                      packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
+    ops.check(n_nodes=network.arrays["n_nodes"])
+    eng = new_engine(network.arrays)
+    set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
     t_run_cpu = time.process_time()
     st = eng.run(cfg.workload.max_cycles, stop="all",
@@ -1076,6 +1078,22 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         wall_seconds=time.perf_counter() - t0,
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
-        version=__version__, build=dict(_engine.BUILD), links=links, network_model=model,
+        version=__version__, build=dict(core.BUILD), links=links, network_model=model,
         flow=flow, memory=memory, profile=profile)
 
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "file", "str", None, "path",
+        "Op-graph file (TOML, [[ops]]).", None),
+    Key("workload", "packet_flits", "int", 16, "flits",
+        "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
+    Key("workload", "slice_cycles", "int", 1000, "cycles",
+        "Roofline compute ops run in slices of at most this many cycles, so that memory "
+        "traffic of other ops can interleave with theirs.", POS),
+    Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
+        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
+        "access overlap.", POS),
+    Key("workload", "max_cycles", "int", 1000000000000, "cycles",
+        "Op graphs: give up (an error) if the graph has not finished by then.", POS),
+)

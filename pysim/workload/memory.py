@@ -36,8 +36,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError, _suggest
-from pysim.workload.graph import quiet_gc
+from pysim.errors import ConfigError
+from pysim.schema import NONNEG, Key, declare, raising
+from pysim.schema import suggest as _suggest
+from pysim.models import optimizer_bytes, precision_bytes
+from pysim.models.precision import OPTIMIZER_FLOPS
+from pysim.network import nic_bandwidths
+from pysim.workload.graph import (capacities, compute_params, memory_params, occupancy,
+                                  quiet_gc)
 
 KEEP, SWAP, RECOMPUTE = "keep", "swap", "recompute"
 
@@ -754,7 +760,6 @@ def estimate(plan: Plan, costs, budget: Budget) -> Prediction:
     tf = np.array([end + 1 if h[3] is None else (finish[h[3]] if h[4] else start[h[3]])
                    for h in est.holds], np.int64)
     tf = np.maximum(tf, tt)
-    from pysim.workload.graph import occupancy
     (_, levels), = occupancy(np.zeros(len(nb), np.int64), nb, tt, tf).values()
     peak = int(levels.max()) + budget.resident
     return Prediction(end, peak, peak <= budget.limit)
@@ -815,8 +820,6 @@ def placement(topo, cfg, npu, target=None) -> Placement:
     (MC-DLA's bandwidth-aware page placement); 'host' -- its nearest host's DRAM (the
     widest if several are as near); 'auto' -- mem if the system has memory nodes, else
     host. A system with none reachable is a ConfigError."""
-    from pysim.network import nic_bandwidths
-    from pysim.workload.graph import compute_params, memory_params
     target = target or cfg.workload.memory.target
     kinds = set(topo.node_kinds)
     if target == "auto":
@@ -927,7 +930,6 @@ class NpuWork:
 def budget_for(cfg, topo, npu, resident, placement_=None, inflight=1) -> Budget:
     """One NPU's Budget from the config: its HBM, the policies' budget fraction, its
     bandwidth and latency to its placement's targets, compressor throughputs and ratios."""
-    from pysim.workload.graph import capacities
     m = cfg.workload.memory
     i = topo.node_names.index(npu)
     clock = cfg.network.clock_ghz
@@ -1016,7 +1018,6 @@ def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
 def resident_bytes(model, precision, optimizer="sgd"):
     """Weights (and their fp32 master copy in mixed precision), gradients and optimizer
     state of `model`: held for the whole run."""
-    from pysim.models import optimizer_bytes, precision_bytes
     p = precision_bytes(precision)
     return int(model.params * (p.weight + p.grad + p.master + optimizer_bytes(optimizer,
                                                                              precision)))
@@ -1045,8 +1046,6 @@ def training_work(cfg, topo, g, plan):
     graph's ops, a Skeleton per iteration and micro-batch, its resident training state
     (weights, gradients, master weights, optimizer state of its share of its layers) and its
     first and last ops (a zero delay after its last optimizer steps and backward op)."""
-    from pysim.models import optimizer_bytes
-    from pysim.workload.graph import compute_params
     lay = plan.layout
     cparams = compute_params(topo, cfg)
     clock = cfg.network.clock_ghz
@@ -1132,8 +1131,6 @@ def host_update(cfg, topo, g, plan, work):
     the step over the fp32 master weights and optimizer state it keeps in its DRAM, and the
     updated weights come back before the layer's next forward op (and before the NPU's last
     op). The NPU keeps only weights and gradients resident."""
-    from pysim.models import optimizer_bytes
-    from pysim.workload.training import OPTIMIZER_FLOPS
     lay = plan.layout
     pb = lay.pb
     opt_b = optimizer_bytes(lay.optimizer, lay.precision)
@@ -1182,3 +1179,62 @@ def training_memory_report(result, applied):
             d["recomputed_flops"] = v["recomputed_flops"]
     result.memory["policy"] = applied.policy
     result.memory["plans"] = rep
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "memory.policy", "str", "none", "-",
+        "Training: the memory plan: none, offload (vDNN-style), lms, recompute, karma, "
+        "compression (COMET), or a policy joined with compression ('offload+compression').",
+        raising(parse_policy, "a memory policy")),
+    Key("workload", "memory.target", "str", "auto", "-",
+        "Where offloaded bytes go: 'mem' (the NPU's nearest memory nodes, in proportion to "
+        "their links' bandwidth), 'host' (its host's DRAM) or 'auto' (mem if the system has "
+        "memory nodes, else host).", None, lambda: ["auto", "mem", "host"]),
+    Key("workload", "memory.budget_fraction", "float", 0.9, "-",
+        "Share of each NPU's HBM the planning policies (lms, karma) aim to fill; "
+        "the rest is left for what is not modelled (TFLMS's auto-tuning uses 0.9).",
+        (lambda x: 0 < x <= 1, "a number in (0, 1]")),
+    Key("workload", "memory.prefetch_layers", "int", 1, "layers",
+        "offload: a stash is prefetched when the backward pass of the layer this many layers "
+        "after it starts.", NONNEG),
+    Key("workload", "memory.layers", "str", "all", "-",
+        "offload: the stashes offloaded: 'all' layers' or 'conv' layers' only (vDNN's two "
+        "policies).", None, lambda: ["all", "conv"]),
+    Key("workload", "memory.swapout_threshold", "int", -1, "ops",
+        "lms: a stash is swapped out when more than this many ops separate its producer from "
+        "its consumer in the iteration's order (-1: the largest that fits, found as TFLMS's "
+        "auto-tuning does).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_ahead", "int", -1, "ops",
+        "lms: a stash is swapped in this many ops before its consumer (-1: the largest that "
+        "fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.swapin_groupby", "int", -1, "ops",
+        "lms: consumers of a stash within this many ops of each other share one swap-in (-1: "
+        "the largest that fits).", (lambda x: x >= -1, "an integer >= -1")),
+    Key("workload", "memory.sync_mode", "int", -1, "-",
+        "lms: 0 asynchronous swaps, 1 the next op waits for each swap-out, 2 swap-ins wait "
+        "until their consumer is next, 3 both (-1: the lowest that fits, as TFLMS's "
+        "auto-tuning).", (lambda x: -1 <= x <= 3, "an integer in -1 .. 3")),
+    Key("workload", "memory.min_bytes", "int", 1048576, "bytes",
+        "lms, karma: stashes smaller than this are never swapped (PyTorch LMS's default "
+        "size threshold, 1 MiB).", NONNEG),
+    Key("workload", "memory.segments", "int", 0, "-",
+        "recompute: segments whose first layer's stash is kept (0: round(sqrt(layers)), as "
+        "Chen et al. 2016).", NONNEG),
+    Key("workload", "memory.host_update", "bool", False, "-",
+        "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
+        "state in host DRAM (KARMA's multi-node scheme).", None),
+    Key("workload", "memory.ratio", "table", None, "-",
+        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
+        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
+        "kinds not given are not compressed).",
+        raising(check_ratios, "a table of layer kinds")),
+    Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
+        "compression: compressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)"),
+        allow_inf=True),
+    Key("workload", "memory.decompress_gbps", "float", 200.0, "GB/s",
+        "compression: decompressor throughput on the NPU's compute unit (inf: free).",
+        (lambda x: x > 0, "a number > 0 (inf: free)"),
+        allow_inf=True),
+)

@@ -15,9 +15,11 @@ import time
 
 import numpy as np
 
-from csim import _engine
-from pysim import __version__, theory, traffic
-from pysim.config import ConfigError
+from pysim.engine import core, new_engine
+from pysim import theory, traffic
+from pysim._version import __version__
+from pysim.errors import ConfigError
+from pysim.schema import NONNEG, POS, Key, declare
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 from pysim.workload.base import check_status, link_report, register
@@ -41,7 +43,7 @@ def prepare(cfg, horizon=None):
     topo = network.topo
     inj_bpc, _ = nic_bandwidths(topo, cfg)
     slowest = float(min(inj_bpc[i] for i in topo.endpoints())) / cfg.network.flit_bytes
-    eng = _engine.Engine(network.arrays)
+    eng = new_engine(network.arrays)
     eng.set_synthetic(**traffic.engine_args(topo, cfg, slowest), stop=horizon)
     return network, eng
 
@@ -130,7 +132,7 @@ def run_synthetic(cfg, progress=None):
         links=links,
         latency_histogram=[[int(i), int(hist_lat[i])] for i in nz],
         config=cfg_dict, seed=int(cfg.simulation.seed), version=__version__,
-        build=dict(_engine.BUILD),
+        build=dict(core.BUILD),
     )
 
 
@@ -139,7 +141,7 @@ def run_packets(cfg, times, src, dst, lengths, max_cycles=None, network=None):
     and run until all are delivered. Returns (network, engine, deliver, inject, hops)."""
     flit_only(cfg, "a packet trace")
     network = network or compile_network(cfg)
-    eng = _engine.Engine(network.arrays)
+    eng = new_engine(network.arrays)
     order = np.argsort(np.asarray(times), kind="stable")
     eng.set_trace(np.asarray(times)[order], np.asarray(src)[order], np.asarray(dst)[order],
                   np.asarray(lengths)[order])
@@ -152,3 +154,15 @@ def run_packets(cfg, times, src, dst, lengths, max_cycles=None, network=None):
     out_h = np.empty_like(hops)
     out_d[order], out_i[order], out_h[order] = deliver, inject, hops
     return network, eng, out_d, out_i, out_h
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("simulation", "warmup_cycles", "int", 2000, "cycles",
+        "Cycles simulated before measurement starts.", NONNEG),
+    Key("simulation", "measure_cycles", "int", 10000, "cycles",
+        "Length of the measured window; packets created in it are measured.", POS),
+    Key("simulation", "drain_cycles", "int", 50000, "cycles",
+        "Most cycles to wait, after the window, for measured packets; "
+        "if they are not all delivered by then the run is saturated.", NONNEG),
+)

@@ -45,6 +45,7 @@ and reports a `TrainingResult`.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import time
@@ -52,22 +53,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.config import ConfigError
+from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare, raising
 from pysim.topology import build as build_topology
 from pysim.workload import collectives as coll
 from pysim.workload.base import register
 from pysim.workload.estimate import check_training
 from pysim.workload.graph import (GraphResult, OpGraph, engine_params, memory_rows, op_times,
                                   quiet_gc, run_graph)
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan  # noqa: F401  (re-exported)
+from pysim import models
+from pysim.models import optimizer_bytes, precision_bytes
+from pysim.models.precision import OPTIMIZER_FLOPS
+from pysim.models.presets import npu_spec
+from pysim.workload.astra import astra_graph
+from pysim.workload.memory import apply_training, training_memory_report
 
 SCHEDULES = ("1f1b", "gpipe")
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables")
-# FLOPs per parameter of an optimizer step (SGD with momentum: momentum and weight updates;
-# Adam: both moments, the bias corrections, the square root and the update). The step is
-# memory-bound: its time is its bytes (see _optimizer_bytes) over the HBM bandwidth.
-OPTIMIZER_FLOPS = {"sgd": 4, "adam": 12}
 # Megatron's vocabulary-parallel cross entropy all-reduces, per token, the logits' maximum,
 # the target's logit and the sum of exponentials: three all-reduces of one fp32 per token.
 LOSS_ALL_REDUCES = 3
@@ -80,7 +85,6 @@ def check_parallel(table):
     for k, v in table.items():
         where = f"workload.parallel.{k}"
         if k not in PARALLEL_FIELDS:
-            import difflib
             close = difflib.get_close_matches(k, PARALLEL_FIELDS, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"{where}: unknown field{hint}; expected "
@@ -100,7 +104,6 @@ def check_parallel(table):
 def load_model(cfg):
     """workload.model: a zoo name, else a file (.onnx, or an ASTRA-sim workload) relative to
     the config."""
-    from pysim import models
     w = cfg.workload
     if w.model is None:
         raise ConfigError(f"workload.kind = 'training' needs workload.model: a model of the "
@@ -124,80 +127,6 @@ def load_model(cfg):
         raise ConfigError(f"workload.model = {w.model!r}: {e}; nor is it a file "
                           f"({path} does not exist)") from None
     raise AssertionError("unreachable")
-
-
-# ------------------------------------------------------------------ what the plan records
-
-@dataclass
-class LayerOps:
-    fwd: int | None
-    bwd_input: int | None
-    bwd_weight: int | None
-    stash_bytes: int                     # kept from this forward op for the backward ops
-
-
-@dataclass
-class CollectiveOps:
-    what: str                            # dp_all_reduce, tp_all_reduce, all_to_all, ...
-    collective: str                      # all_reduce, all_to_all
-    group: list
-    bytes: int                           # per participant
-    iteration: int
-    micro_batch: int | None
-    layers: list                         # layer indices whose data it carries
-    first: int                           # op id range [first, last) in the graph
-    last: int
-    done: dict                           # per NPU: the op ending its part
-    layer_bytes: list = field(default_factory=list)   # per layer in `layers`: its bytes
-
-
-@dataclass
-class Plan:
-    model: object
-    precision: str
-    optimizer_name: str
-    batch: int
-    dp: int
-    tp: int
-    pp: int
-    micro_batches: int
-    schedule: str
-    order: list
-    tables: str
-    engine: str
-    algorithm: str
-    npus: list
-    coords: dict                         # npu -> (dp index, tp index, stage)
-    stages: list                         # per stage: (first layer, last layer + 1)
-    iterations: list = field(default_factory=list)     # per iteration: (first, last) op ids
-    layer_ops: dict = field(default_factory=dict)
-    optimizer: dict = field(default_factory=dict)
-    collectives: list = field(default_factory=list)
-    sends: list = field(default_factory=list)
-    table_owner: dict = field(default_factory=dict)    # layer index -> npu (split tables)
-    memory: dict = field(default_factory=dict)         # npu -> bytes needed in HBM
-    layout: object = None                # the resolved layout (sizes, splits, costs)
-
-    @property
-    def micro_batch_size(self):
-        return self.batch // self.dp // self.micro_batches
-
-    def stash(self, iteration, layer, npu, micro_batch):
-        """(op producing the layer's stash, last op consuming it, bytes) on npu, or None."""
-        lo = self.layer_ops.get((iteration, layer, npu, micro_batch))
-        if lo is None or lo.fwd is None:
-            return None
-        last = lo.bwd_weight if lo.bwd_weight is not None else lo.bwd_input
-        return lo.fwd, last, lo.stash_bytes
-
-    def describe(self):
-        return dict(model=self.model.name, precision=self.precision,
-                    optimizer=self.optimizer_name, batch=self.batch, dp=self.dp, tp=self.tp,
-                    pp=self.pp, micro_batches=self.micro_batches, schedule=self.schedule,
-                    order=list(self.order), tables=self.tables, engine=self.engine,
-                    algorithm=self.algorithm, npus=list(self.npus),
-                    stages=[list(s) for s in self.stages],
-                    memory_bytes=dict(self.memory))
 
 
 # ------------------------------------------------------------------ the plan's layout
@@ -248,8 +177,6 @@ class _Layout:
     """The resolved plan: sizes, NPUs and their coordinates, groups, stages, costs."""
 
     def __init__(self, cfg, topo, model, npus):
-        from pysim.models import precision_bytes
-        from pysim.models.presets import npu_spec
         w = cfg.workload
         self.cfg, self.topo, self.model = cfg, topo, model
         names, kinds = topo.node_names, topo.node_kinds
@@ -394,7 +321,6 @@ class _Layout:
         the gradient, the fp32 master weights (mixed) and the optimizer state, and writes
         all but the gradient. Split embedding tables take a sparse SGD step: only the rows
         looked up, weights read and written and their gradients read, no state."""
-        from pysim.models import optimizer_bytes
         layer = self.model.layers[i]
         if self.split_table[i]:
             if self.table_owner.get(i) != npu:
@@ -424,7 +350,6 @@ class _Layout:
         optimizer state of the layers it holds, its share under tensor parallelism) and its
         stashed activations (of the micro-batches in flight at once: all of them under
         GPipe, pp - stage under 1F1B) need in HBM."""
-        from pysim.models import optimizer_bytes
         pb = self.pb
         per_param = pb.weight + pb.grad + pb.master + optimizer_bytes(self.optimizer,
                                                                       self.precision)
@@ -848,7 +773,6 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     if model is None:
         model = load_model(cfg)
     if model.given_times:
-        from pysim.workload.astra import astra_graph
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
     if cfg.workload.memory.policy == "none":
@@ -1085,7 +1009,6 @@ def run_training(cfg, progress=None):
     graph, plan = training_graph(cfg, topo)
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
-        from pysim.workload.memory import apply_training, training_memory_report
         applied = apply_training(cfg, topo, graph, plan)
     built = time.perf_counter() - t0
     res = run_graph(cfg, graph, progress=progress)
@@ -1096,3 +1019,36 @@ def run_training(cfg, progress=None):
     out = TrainingResult(**{k: v for k, v in res.__dict__.items()}, training=report)
     out.wall_seconds = time.perf_counter() - t0
     return out
+
+
+# The configuration keys this module reads (pysim.schema).
+declare(
+    Key("workload", "model", "str", None, "-",
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
+        "(relative to the config).", None),
+    Key("workload", "model_params", "table", None, "-",
+        "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
+        None),
+    Key("workload", "batch", "int", None, "samples",
+        "Training: the global mini-batch, samples per iteration over all data-parallel "
+        "replicas.", POS),
+    Key("workload", "parallel", "table", None, "-",
+        "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
+        "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
+        "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated').",
+        raising(check_parallel)),
+    Key("workload", "precision", "str", None, "-",
+        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
+        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+    Key("workload", "optimizer", "str", "sgd", "-",
+        "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
+        "writes.", None, lambda: ["sgd", "adam"]),
+    Key("workload", "iterations", "int", 2, "-",
+        "Training: iterations simulated; the last is reported.", POS),
+    Key("workload", "bucket_mb", "float", 25.0, "MiB",
+        "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
+    Key("workload", "overlap", "bool", True, "-",
+        "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
+        "it (false: one all-reduce after the whole backward pass).", None),
+)
