@@ -9,7 +9,7 @@ fresh process under a time and an address-space limit; a case past either is rep
 such. Writes JSON with provenance.
 
     python bench/scale.py [--sizes 1024,4096,16384] [--models gpt3,llama70b,resnet50]
-        [--systems two_level,torus] [--micro-batches 4] [--timeout 900] [--mem-gb 12]
+        [--systems cluster,torus,two_level] [--micro-batches 4] [--timeout 900] [--mem-gb 12]
         [--out bench/results/scale.json]
 """
 import argparse
@@ -75,7 +75,15 @@ def case_config(case, tmp):
                                          "micro_batches": m},
                    "workload.batch": n // (spec["tp"] * spec["pp"]) * m,
                    "workload.bucket_mb": 1024.0})
-    if case["system"] == "two_level":
+    if case["system"] == "cluster":
+        path = os.path.join(tmp, "cluster.toml")
+        with open(path, "w") as f:
+            f.write('[topology]\nkind = "cluster"\nnode = "dgx-h100"\n'
+                    'fabric = "rail-optimised"\nradix = 64\n'
+                    '[network]\nflit_bytes = 32\nvcs = 2\nvc_buffer_flits = 256\n'
+                    'wait_for_tail_credit = false\n')
+        ov["topology.node_count"] = n // 8
+    elif case["system"] == "two_level":
         path = os.path.join(tmp, f"two_level{n}.toml")
         if not os.path.exists(path):
             with open(path, "w") as f:
@@ -185,7 +193,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,4096,16384")
     ap.add_argument("--models", default="gpt3,llama70b,resnet50")
-    ap.add_argument("--systems", default="two_level,torus")
+    ap.add_argument("--systems", default="cluster,torus")
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--mem-gb", type=float, default=12)
@@ -210,9 +218,10 @@ def main():
                     r = run_case(case, a.timeout, a.mem_gb, tmp)
                     rows.append(r)
                     print(row(r), flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(dict(provenance=prov, args=vars(a), cases=rows), f, indent=1)
+                    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+                    with open(a.out, "w") as f:        # (after each case: a long sweep)
+                        json.dump(dict(provenance=prov, args=vars(a), cases=rows), f,
+                                  indent=1)
     print(f"wrote {a.out}")
 
 
