@@ -1,146 +1,222 @@
-"""Reproduction of the ACE study (Rashidi et al., "Enabling Compute-Communication Overlap in
-Distributed Deep Learning Training Platforms", ISCA 2021): training iterations of ResNet-50
-and GNMT (data parallel) and DLRM (embedding tables split over the NPUs with all-to-all, MLPs
-data parallel), with the collectives run by the NPUs themselves (`workload.engine = "npu"`)
-and by an offload engine beside each NPU (`"offload"`), on two platforms:
+"""The ACE study (Rashidi et al., "Enabling Compute-Communication Overlap in Distributed Deep
+Learning Training Platforms", ISCA 2021): data-parallel training iterations with the
+collectives run by the NPUs themselves (`workload.engine = "npu"`) under a family of baseline
+configurations, each giving communication `workload.comm_sms` compute units and a memory
+budget of `workload.comm_hbm_gbps`, against an offload engine beside each NPU (`"offload"`,
+which holds no units). Per (platform, model):
 
-- torus4x4x4: the shipped 64-NPU 4x4x4 torus (32/16/16 GB/s per direction, ASTRA-sim's
-  sample platform), hierarchical all-reduce (dimension by dimension);
-- dgx1-v100: the shipped 8-GPU DGX-1 (NVLink hybrid cube-mesh), ring all-reduce over its
-  double NVLinks.
+- speedup_over_best_baseline: the best baseline's iteration time over the engine's;
+- net_bw_ratio: the network bandwidth per NPU while communicating, engine over that best
+  baseline;
+- hbm_for_same_net_bw_ratio: the memory bandwidth the NPU-run collective needs to reach the
+  network bandwidth the engine reaches, over what the engine needs, each found by sweeping
+  the budget of one all-reduce of the model's gradients alone on the platform (the least
+  budget of the sweep reaching 95% of the engine's bandwidth with the whole HBM).
 
-Assumptions (the paper's exact NPU and engine parameters are not used here): V100-class NPUs
-(topology.npu.preset = "v100": 125 TFLOP/s at 16 bits, 900 GB/s HBM), mixed precision, SGD
-with momentum, per-NPU mini-batches of 32 (ResNet-50, GNMT) and 512 (DLRM), 25 MiB gradient
-buckets issued as the backward pass produces them, 4 chunks per collective, the NPU's own
-reductions at 450 GB/s, the engine's at 256 GB/s with 8 MiB of SRAM; 2 iterations, the last
-reported. Writes JSON and a Markdown table (docs/training.md quotes it).
+Platforms (the paper's kinds: tori and rings of rings of 16-64 NPUs): torus4x4x4, the 64-NPU
+4x4x4 torus of the paper's sample platform (32/16/16 GB/s); torus4x4, its first two
+dimensions (16 NPUs); ring-of-rings4x4 (four rings of four, 50/25 GB/s). Hierarchical
+all-reduce (dimension by dimension), collectives of one communicator in stream order.
 
-    python bench/ace.py [--platform torus4x4x4,dgx1-v100] [--models resnet50,gnmt,dlrm]
+Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 bits, 900 GB/s
+HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
+64 (DLRM), communication-heavy points; the baseline family comm_sms in {4, 8, 16} x
+comm_hbm_gbps in {90, 225, 450}; 25 MiB buckets, 4 chunks per collective; the engine's 256 GB/s
+of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
+
+    python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
+        [--network flow|flit] [--per-npu N] [--json out.json]
 """
 import argparse
+import itertools
 import json
 import os
 import resource
 import time
 
 import pysim
+from pysim import models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOPO = os.path.join(HERE, "..", "topologies")
 
 PLATFORMS = {
-    "torus4x4x4": ("torus4x4x4.toml", {"workload.algorithm": "hierarchical"}),
-    "dgx1-v100": ("dgx1-v100.toml", {"workload.algorithm": "ring"}),
+    "torus4x4": ("torus4x4x4.toml", {"topology.dims": [4, 4],
+                                     "topology.dim_link_gbps": [32.0, 16.0]}, 16),
+    "torus4x4x4": ("torus4x4x4.toml", {}, 64),
+    "ring-of-rings4x4": ("ring-of-rings4x4.toml", {}, 16),
 }
-MODELS = {                     # per-NPU mini-batch
-    "resnet50": 32,
-    "gnmt": 32,
-    "dlrm": 512,
-}
-PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}
+MODELS = {"resnet50": 2, "gnmt": 4, "dlrm": 64}          # per-NPU mini-batch
+PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over the best baseline
+COMM_SMS = (4, 8, 16)
+COMM_HBM = (90.0, 225.0, 450.0)
+BUDGETS = tuple(round(11.25 * 2 ** (i / 2), 2) for i in range(13))   # 11.25 .. 720 GB/s
+SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 
 
-def run(plat, model, engine, npus, iterations=2, pieces=16, per_npu=None, network="flit"):
-    per_npu = per_npu or MODELS[model]
-    path, over = PLATFORMS[plat]
-    cfg = pysim.load(os.path.join(TOPO, path), {
-        **over, "topology.npu.preset": "v100", "topology.npu.offload_pieces": pieces,
-        "workload.kind": "training",
-        "workload.model": model, "workload.batch": per_npu * npus,
-        "workload.precision": "mixed", "workload.engine": engine,
-        "workload.iterations": iterations, "network.model": network})
+def config(plat, overrides):
+    path, over, _ = PLATFORMS[plat]
+    return pysim.load(os.path.join(TOPO, path), {
+        **over, "topology.npu.preset": "v100", "workload.algorithm": "hierarchical",
+        **overrides})
+
+
+def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=2):
+    over = {"workload.kind": "training", "workload.model": model,
+            "workload.batch": per_npu * PLATFORMS[plat][2], "workload.precision": "mixed",
+            "workload.engine": engine, "workload.iterations": iterations,
+            "network.model": network}
+    if sms is not None:
+        over["workload.comm_sms"] = sms
+    if hbm is not None:
+        over["workload.comm_hbm_gbps"] = hbm
     t = time.perf_counter()
-    r = pysim.simulate(cfg)
-    d = r.to_dict()
+    d = pysim.simulate(config(plat, over)).to_dict()
     per = d["per_npu"].values()
     s_per_cycle = d["iteration_seconds"] / d["iteration_cycles"]
-    net = sum(v["network_bytes"] for v in per)
-    hbm_comm = sum(v["hbm_comm_bytes"] for v in per)
-    return dict(platform=plat, model=model, engine=engine, npus=npus, offload_pieces=pieces,
-                network=network,
-                batch=per_npu * npus,
-                iteration_cycles=d["iteration_cycles"],
-                iteration_ms=d["iteration_seconds"] * 1e3,
+    net = sum(v["network_bytes"] for v in per) / len(d["per_npu"])
+    return dict(platform=plat, model=model, engine=engine, comm_sms=sms, comm_hbm_gbps=hbm,
+                per_npu=per_npu, network=network, iteration_ms=d["iteration_seconds"] * 1e3,
                 compute_cycles=d["compute_cycles"], comm_cycles=d["comm_cycles"],
                 exposed_comm_cycles=d["exposed_comm_cycles"],
-                hbm_comm_bytes_per_network_byte=hbm_comm / net if net else 0.0,
-                network_gbps_per_npu=net / len(d["per_npu"]) / d["iteration_seconds"] / 1e9,
-                comm_network_gbps_per_npu=(net / len(d["per_npu"]) /
-                                           (d["comm_cycles"] * s_per_cycle) / 1e9
+                comm_network_gbps_per_npu=(net / (d["comm_cycles"] * s_per_cycle) / 1e9
                                            if d["comm_cycles"] else 0.0),
                 wall_seconds=time.perf_counter() - t)
 
 
+def gradient_bytes(model):
+    """The gradient bytes of one data-parallel iteration (mixed precision: 2 per weight)."""
+    return 2 * models.get(model).params
+
+
+def allreduce_gbps(plat, engine, nbytes, budget, network):
+    """Network GB/s per NPU of one all-reduce of nbytes alone, with a memory budget."""
+    over = {"workload.kind": "collective", "workload.collective": "all_reduce",
+            "workload.bytes": int(nbytes), "workload.chunks": 4, "workload.engine": engine,
+            "workload.comm_hbm_gbps": budget, "network.model": network,
+            "workload.comm_sms": SWEEP_SMS}
+    res = pysim.simulate(config(plat, over))
+    return res.collective["busbw_gbps"]         # (the bytes each NPU sends per second)
+
+
+def _crossing(pts, target):
+    """The budget at which the swept bandwidth first reaches target (linear between points)."""
+    for (b0, g0), (b1, g1) in zip(pts, pts[1:]):
+        if g0 >= target:
+            return b0
+        if g1 >= target:
+            return b0 + (b1 - b0) * (target - g0) / (g1 - g0)
+    return None
+
+
+_CURVES = {}
+
+
+def hbm_needed(plat, model, network, log=print):
+    """Per engine, the least budget at which one all-reduce of the model's gradients (at
+    most 64 MiB) reaches a target network bandwidth, and the ratio npu / engine, for targets
+    of 25%, 50% and 90% of the lesser of the two engines' best bandwidths (the ratio at 90%
+    first)."""
+    nbytes = min(gradient_bytes(model), 64 << 20)
+    key = (plat, nbytes, network)
+    if key not in _CURVES:
+        _CURVES[key] = {e: [(b, allreduce_gbps(plat, e, nbytes, b, network))
+                            for b in BUDGETS] for e in ("npu", "offload")}
+    curve = _CURVES[key]
+    best = min(max(g for _, g in c) for c in curve.values())
+    ratios, need = {}, {}
+    for frac in (0.9, 0.5, 0.25):
+        need[frac] = {e: _crossing(pts, frac * best) for e, pts in curve.items()}
+        ratios[frac] = need[frac]["npu"] / need[frac]["offload"]
+    for e, pts in curve.items():
+        log(f"  {plat} {model}: {e} all-reduce GB/s per NPU by budget: "
+            + ", ".join(f"{b:g}:{g:.1f}" for b, g in pts) + f"; {0.9 * best:.1f} GB/s needs "
+            f"{need[0.9][e]:.1f} GB/s", flush=True)
+    return ratios, curve, need
+
+
+def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None):
+    family = family or list(itertools.product(COMM_SMS, COMM_HBM))
+    rows = [training(plat, model, "npu", per_npu, network, s, h) for s, h in family]
+    for r in rows:
+        log(f"  {plat} {model} npu sms {r['comm_sms']:>2} hbm {r['comm_hbm_gbps']:>5g}: "
+            f"{r['iteration_ms']:.3f} ms, {r['comm_network_gbps_per_npu']:.1f} GB/s "
+            f"({r['wall_seconds']:.1f} s)", flush=True)
+    eng = training(plat, model, "offload", per_npu, network)
+    log(f"  {plat} {model} offload: {eng['iteration_ms']:.3f} ms, "
+        f"{eng['comm_network_gbps_per_npu']:.1f} GB/s ({eng['wall_seconds']:.1f} s)")
+    best = min(rows, key=lambda r: r["iteration_ms"])
+    out = dict(platform=plat, model=model, per_npu=per_npu, network=network,
+               speedup_over_best_baseline=best["iteration_ms"] / eng["iteration_ms"],
+               best_baseline=dict(comm_sms=best["comm_sms"],
+                                  comm_hbm_gbps=best["comm_hbm_gbps"]),
+               best_baseline_ms=best["iteration_ms"], engine_ms=eng["iteration_ms"],
+               net_bw_ratio=(eng["comm_network_gbps_per_npu"] /
+                             best["comm_network_gbps_per_npu"]
+                             if best["comm_network_gbps_per_npu"] else None),
+               paper_speedup=PAPER[model], baselines=rows, engine=eng)
+    if sweep_hbm:
+        ratios, curve, need = hbm_needed(plat, model, network, log)
+        out.update(hbm_for_same_net_bw_ratio=ratios[0.9],
+                   hbm_for_same_net_bw_ratio_by_target={str(k): v for k, v in ratios.items()},
+                   hbm_needed_gbps={str(k): v for k, v in need.items()},
+                   hbm_sweep={e: [list(p) for p in c] for e, c in curve.items()})
+    return out
+
+
 def table(rows):
-    out = ["| platform | model | iteration, NPU (ms) | iteration, engine (ms) | speed-up "
-           "(paper) | HBM per network byte, NPU / engine | network GB/s per NPU while "
-           "communicating, NPU / engine (ratio; paper 1.44x on average) |",
-           "|---|---|---|---|---|---|---|"]
-    by = {(r["platform"], r["model"], r["batch"], r.get("network", "flit"), r["engine"]): r
-          for r in rows}
-    for (plat, model, batch, net, eng), a in by.items():
-        if eng != "npu" or (plat, model, batch, net, "offload") not in by:
-            continue
-        b = by[(plat, model, batch, net, "offload")]
-        sp = a["iteration_cycles"] / b["iteration_cycles"]
-        ratio = b["comm_network_gbps_per_npu"] / a["comm_network_gbps_per_npu"] \
-            if a["comm_network_gbps_per_npu"] else float("nan")
-        out.append(f"| {plat}{' (flow level)' if net == 'flow' else ''} | {model} "
-                   f"({batch // a['npus']} per NPU) | "
-                   f"{a['iteration_ms']:.2f} | {b['iteration_ms']:.2f} | "
-                   f"{sp:.3f}x ({PAPER[model]}x) | {a['hbm_comm_bytes_per_network_byte']:.2f} / "
-                   f"{b['hbm_comm_bytes_per_network_byte']:.2f} "
-                   f"({a['hbm_comm_bytes_per_network_byte'] / max(b['hbm_comm_bytes_per_network_byte'], 1e-9):.2f}x less) | "
-                   f"{a['comm_network_gbps_per_npu']:.1f} / {b['comm_network_gbps_per_npu']:.1f} "
-                   f"({ratio:.2f}x) |")
+    out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | best baseline "
+           "(ms) | engine (ms) | speed-up (paper's mean) | network GB/s ratio | HBM for the "
+           "same network GB/s, NPU / engine, at 90% (50%, 25%) of the NPU's best |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r["best_baseline"]
+        h = r.get("hbm_for_same_net_bw_ratio")
+        by = r.get("hbm_for_same_net_bw_ratio_by_target") or {}
+        hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x, {by['0.25']:.2f}x)"
+        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
+                   f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
+                   f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "
+                   f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
+                   f"{hs} |")
     return "\n".join(out)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--platform", default=",".join(PLATFORMS))
+    ap.add_argument("--platform", default="torus4x4,torus4x4x4")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--iterations", type=int, default=2)
-    ap.add_argument("--engines", default="npu,offload")
-    ap.add_argument("--network", default="flit", choices=["flit", "flow"],
-                    help="network.model: the flit level (the reference) or the flow level")
+    ap.add_argument("--network", default="flow", choices=["flit", "flow"])
     ap.add_argument("--per-npu", type=int, default=None,
-                    help="samples per NPU for every model (default: 32, 32, 512)")
-    ap.add_argument("--merge", nargs="*", default=None,
-                    help="print the table of these earlier JSON outputs together, run nothing")
-    ap.add_argument("--offload-pieces", type=int, default=16,
-                    help="topology.npu.offload_pieces (fewer: larger pieces, smaller graphs)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "ace.json"))
+                    help="samples per NPU for every model (default: 2, 4, 64)")
+    ap.add_argument("--no-hbm-sweep", action="store_true",
+                    help="skip the memory-budget sweep of one all-reduce")
+    ap.add_argument("--baselines", default=None,
+                    help="the baseline family as SMSxGBPS,... (default: 4,8,16 x 90,225,450)")
+    ap.add_argument("--json", default=os.path.join(HERE, "results", "ace.json"))
     a = ap.parse_args()
-    if a.merge:
-        rows = [r for path in a.merge for r in json.load(open(path))["rows"]]
-        print(table(rows))
-        return
     from provenance import provenance
     prov = provenance()                  # the load average as the runs begin
     rows = []
     for plat in a.platform.split(","):
-        npus = 64 if plat == "torus4x4x4" else 8
         for model in a.models.split(","):
-            for engine in a.engines.split(","):
-                r = run(plat, model, engine, npus, a.iterations, a.offload_pieces, a.per_npu,
-                        a.network)
-                rows.append(r)
-                print(f"{plat:>11} {model:>9} {engine:>8}: iteration {r['iteration_ms']:8.3f} ms"
-                      f" (compute {r['compute_cycles'] / 1e6:.3f} ms, exposed comm "
-                      f"{r['exposed_comm_cycles'] / 1e6:.3f} ms), HBM/network "
-                      f"{r['hbm_comm_bytes_per_network_byte']:.2f}, "
-                      f"{r['comm_network_gbps_per_npu']:.1f} GB/s per NPU while communicating;"
-                      f" {r['wall_seconds']:.0f} s wall", flush=True)
+            family = None if not a.baselines else [
+                (int(s), float(h)) for s, h in (x.split("x") for x in a.baselines.split(","))]
+            r = study(plat, model, a.per_npu or MODELS[model], a.network,
+                      sweep_hbm=not a.no_hbm_sweep, family=family)
+            rows.append(r)
+            print(f"{plat} {model}: speed-up over the best baseline "
+                  f"{r['speedup_over_best_baseline']:.3f}x, network GB/s ratio "
+                  f"{r['net_bw_ratio']:.2f}, HBM for the same network GB/s "
+                  f"{r.get('hbm_for_same_net_bw_ratio')}", flush=True)
     md = table(rows)
     print(md)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
+    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    with open(a.json, "w") as f:
         json.dump(dict(benchmark="ace", **prov, rows=rows, table=md, paper=PAPER,
                        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                        load_average_after=list(os.getloadavg())), f, indent=1)
-    print(f"written {a.out}")
+    print(f"written {a.json}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,30 @@
-"""Memory-virtualisation studies (not tests): the reproductions of docs/memory.md.
+"""Memory-virtualisation studies (not tests): the reproductions of docs/memory.md, each at
+its paper's setting where the paper gives it (and with the assumptions stated where not).
 
-    python bench/memory.py [--study lms|karma|comet|all] [--out bench/results/memory.json]
+    python bench/memory.py [--study mcdla|mcdla_conv|mcdla_dynamic|vdnn|karma|comet|lms|all]
+                           [--out bench/results/memory.json] [--tables JSON]
 
-- lms:   the largest batch of ResNet-152 (fp32) that trains on one 16 GB V100, with every
-         stash kept in HBM and with LMS swapping to host memory over NVLink (an AC922-like
-         CPU-GPU link of 3 x 25 GB/s);
-- karma: KARMA against LMS, recomputation and vDNN-style offload on models that do not fit
-         one 16 GB V100 (host memory over PCIe gen3 x16, 16 GB/s, as on x86 servers);
-- comet: peak memory and iteration time with COMET-style compression of the stashes, alone
-         and joined to offload, against no compression.
+- mcdla: MC-DLA (Kwon and Rhu, MICRO 2018): eight applications, data parallel on 8 V100-like
+         NPUs (16 GB), fp32, vDNN-style offload (all tensors; _conv: those convolutions keep;
+         _dynamic: vDNN's dynamic choice), on DC-DLA (host memory over PCIe at an effective
+         DMA rate of 12 GB/s, two GPUs per switch), HC-DLA and MC-DLA (memory nodes of
+         150 GB/s and 1.28 TB each on the device-side rings: 150 GB/s per device);
+- vdnn:  vDNN (Rhu et al., MICRO 2016): VGG-16 (batch 256), AlexNet and GoogLeNet (128) on a
+         Titan-X-like NPU (12 GB, 6.1 TFLOPS fp32, 336 GB/s) behind PCIe (12 GB/s), its
+         three policies against an NPU with memory enough;
+- karma: KARMA (Wahib et al., SC20): a node of 4 V100s (16 GB), NVLink between them, two per
+         PCIe switch (12 GB/s each way, shared), data parallel over two such nodes with the
+         optimizer on the hosts; ResNet-50, VGG-16, ResNet-200 and a Megatron-LM-like
+         transformer over-subscribed about 2x, KARMA against vDNN-style offload, LMS and
+         gradient checkpointing;
+- comet: COMET-style compression of the kept tensors (convolutions', batch norms', ReLUs'
+         and poolings' at an assumed 15x; compressor 100 GB/s and decompressor 200 GB/s,
+         each a roofline op that reads S and writes S/r of HBM), alone and joined to offload;
+- lms:   the largest batch of ResNet-152 (fp32) on one 16 GB V100 with and without LMS over
+         an AC922-like NVLink to the host, convolution workspaces counted.
 
-Each run is one training iteration of one NPU (its layers' forward and backward ops as a
-chain of compute ops timed by the NPU's roofline, pysim.workload.memory.chain) with the
-memory plan's ops and holds, simulated as an op graph. Every run prints its wall time.
+All at the flow level (network.model = 'flow'), each memory transfer one flow. Every run
+prints its wall time.
 """
 import argparse
 import json
@@ -51,18 +63,19 @@ def fidelity():
             "flit level, coarse: 1 cycle = 100 ns, 2 KiB flits")
 
 
-def one_gpu(link_gbps, links=1, hbm_gb=16.0, dram_gb=512.0, **memory):
-    """One V100 (datasheet preset, hbm_gb of HBM) and its host's DRAM over `links` links of
-    link_gbps each way."""
+def one_gpu(link_gbps, links=1, hbm_gb=16.0, dram_gb=512.0, npu=None, **memory):
+    """One V100 (datasheet preset, hbm_gb of HBM; `npu`: other fields of the node, e.g. a
+    Titan X's) and its host's DRAM over `links` links of link_gbps each way."""
     net, _ = fidelity()
     bw = link_gbps * links
-    nodes = [{"name": "gpu0", "kind": "npu", "preset": "v100", "hbm_gb": hbm_gb,
+    gpu = npu or {"preset": "v100"}
+    nodes = [{"name": "gpu0", "kind": "npu", **gpu, "hbm_gb": hbm_gb,
               "injection_gbps": bw, "ejection_gbps": bw},
              {"name": "cpu0", "kind": "host", "dram_gb": dram_gb, "dram_gbps": 170.0,
               "injection_gbps": bw, "ejection_gbps": bw}]
     links_ = [{"a": "gpu0", "b": "cpu0", "gbps": link_gbps, "count": links,
                "latency_ns": 200.0}]
-    workload = {"kind": "graph", "mem_piece_bytes": 64 << 20, "packet_flits": 64}
+    workload = {"kind": "graph", "packet_flits": 64}
     if memory:
         workload["memory"] = memory
     return from_dict({"topology": {"kind": "graph", "nodes": nodes, "links": links_},
@@ -122,17 +135,21 @@ def largest_batch(fits, lo=1, hi=4096):
     return b
 
 
+LMS_WORKSPACE_MB = (0.0, 256.0)   # per convolution op (256 MiB: an assumed cuDNN workspace)
+
+
 def study_lms(log, host_gb=256.0):
     """ResNet-152, fp32, SGD, one 16 GB V100: the largest batch that trains without and with
-    LMS (host memory over 3 NVLinks, 75 GB/s each way; host_gb of host DRAM for this GPU).
+    LMS (host memory over 3 NVLinks, 75 GB/s each way; host_gb of host DRAM for this GPU),
+    without and with a workspace held by every convolution op.
     The batch is searched with the plans' predictions (HBM within its capacity, LMS's
     auto-tuned plan within its budget, the stashes swapped within the host's DRAM), then
     the batch found is simulated, stepping down until the run fits, and the next batch up
     is simulated to show it does not."""
     m = models.get("resnet152")
     rows = []
-    for policy in ("none", "lms"):
-        cfg = one_gpu(25.0, links=3, dram_gb=host_gb, policy=policy)
+    for ws, policy in [(w, p) for w in LMS_WORKSPACE_MB for p in ("none", "lms")]:
+        cfg = one_gpu(25.0, links=3, dram_gb=host_gb, policy=policy, workspace_mb=ws)
 
         def predicted(b):
             r = iteration(cfg, m, b, run=False)
@@ -148,36 +165,240 @@ def study_lms(log, host_gb=256.0):
             at = iteration(cfg, m, b)
         above = iteration(cfg, m, b + 1)
         rows.append(dict(policy=policy, largest_batch=b, host_gb=host_gb, at=at,
-                         above=above))
-        log(f"lms: {policy}: largest batch {b}, simulated: "
+                         above=above, workspace_mb=ws))
+        log(f"lms: {policy}, workspace {ws} MiB: largest batch {b}, simulated: "
             f"{at.get('iteration_seconds', float('nan')):.3f} s per iteration, peak "
             f"{at.get('peak_gb')}; batch {b + 1}: fits {above.get('fits')}; "
             f"{at['wall_seconds'] + above['wall_seconds']:.1f} s wall")
     return rows
 
 
-KARMA_MODELS = [("resnet50", 256, {}), ("resnet152", 128, {}), ("bert_large", 32, {}),
-                ("gpt2", 8, {"size": "medium"})]
+PCIE_DMA_GBPS = 12.0     # assumed: DMA over PCIe gen3 x16 (16 GB/s nominal) at pinned-copy rates
 
 
-def study_karma(log):
-    """Models that do not fit one 16 GB V100 (mixed precision for the transformers), each
-    with KARMA, LMS, recomputation and vDNN-style offload to host memory over PCIe
-    (16 GB/s): iteration time, and KARMA's speedup over the best of the others that fit."""
+def system_cfg(name, edit=None, **over):
+    """A shipped system (by name) as its TOML table, changed by edit(raw), with dotted
+    overrides, at the studies' network fidelity."""
+    from pysim import systems
+    from pysim.config import apply_override, read_toml
+    path = systems.resolve(name)
+    raw = read_toml(path, "config file")
+    if edit is not None:
+        edit(raw)
+    net, _ = fidelity()
+    for sec, body in net.items():
+        for k, v in body.items():
+            apply_override(raw, f"{sec}.{k}", v)
+    for k, v in over.items():
+        apply_override(raw, k, v)
+    return from_dict(raw, base_dir=os.path.dirname(path), source=path)
+
+
+def pcie_at(gbps):
+    """An edit: every link to a PCIe switch at gbps (an effective DMA rate)."""
+    def edit(raw):
+        for link in raw["topology"]["links"]:
+            if "pcie" in link["a"] or "pcie" in link["b"]:
+                link["gbps"] = gbps
+    return edit
+
+
+def memory_nodes(gbps, capacity_gb):
+    """An edit: every memory node's controller at gbps, capacity_gb of DRAM."""
+    def edit(raw):
+        raw["topology"]["mem"] = {"gbps": gbps, "capacity_gb": capacity_gb, "latency_ns": 50.0}
+    return edit
+
+
+def run_training(cfg):
+    t = time.perf_counter()
+    try:
+        r = pysim.simulate(cfg).to_dict()
+    except pysim.ConfigError as e:
+        return dict(fits=False, error=str(e), wall_seconds=time.perf_counter() - t)
+    mem = r.get("memory", {}).get("devices", {})
+    npus = {k: v for k, v in mem.items() if v["kind"] == "npu"}
+    plans = r.get("memory", {}).get("plans", {})
+    first = plans[sorted(plans)[0]] if plans else {}
+    return dict(fits=True, iteration_seconds=r["iteration_seconds"],
+                samples_per_second=r["samples_per_second"],
+                exposed_comm_seconds=r["exposed_comm_cycles"] / (cfg.network.clock_ghz * 1e9),
+                peak_hbm_gb=max(v["peak_bytes"] for v in npus.values()) / 1e9,
+                offloaded_gb_per_npu=max(v["offloaded_bytes"] for v in npus.values()) / 1e9,
+                remote_peak_gb={k: v["peak_bytes"] / 1e9 for k, v in mem.items()
+                                if v["kind"] != "npu"},
+                plan=first.get("layers"), chosen=first.get("chosen"),
+                recomputed_gflop=sum(v.get("recomputed_flops", 0.0)
+                                     for v in npus.values()) / 1e9 / max(1, len(npus)),
+                wall_seconds=time.perf_counter() - t)
+
+
+def training(system, model, params, batch, policy, precision="fp32", edit=None, **extra):
+    """A training iteration on `system` (V100-like NPUs of 16 GB) with the memory plan
+    `policy`."""
+    over = {"workload.kind": "training", "workload.model": model, "workload.batch": batch,
+            "workload.iterations": 1, "workload.memory.policy": policy,
+            "workload.packet_flits": 64, "workload.precision": precision,
+            "topology.npu.preset": "v100", "topology.npu.hbm_gb": 16.0}
+    if params:
+        over["workload.model_params"] = params
+    over.update(extra)
+    return system_cfg(system, edit, **over)
+
+
+# --------------------------------------------------------------------------- MC-DLA
+# eight applications of the paper's kinds (CNNs, an RNN, a transformer), fp32, data parallel
+# on 8 NPUs; per-NPU batches whose kept tensors take about 1.25 x a 16 GB V100's HBM (the
+# paper's batches are not given), VGG-16 at 256 per NPU (vDNN's batch)
+MCDLA_APPS = [("alexnet", {}, 5376), ("vgg16", {}, 256), ("googlenet", {}, 560),
+              ("inception_v3", {}, 192), ("resnet50", {}, 224), ("resnet152", {}, 112),
+              ("gnmt", {}, 416), ("transformer", {"layers": 12, "hidden": 1024, "heads": 16,
+                                                  "seq": 512, "vocab": 32000}, 20)]
+MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100", pcie_at(PCIE_DMA_GBPS)), ("HC-DLA", "hcdla-8", None),
+                 ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0))]
+
+
+def study_mcdla(log, layers="all", apps=None):
+    """MC-DLA against DC-DLA and HC-DLA: per application the iteration time on each, with
+    vDNN's policy `layers` (all, conv, dynamic), and every tensor kept in an HBM large
+    enough (on MC-DLA's network) as the bound."""
     rows = []
-    for name, batch, params in KARMA_MODELS:
-        m = models.get(name, **params)
-        prec = "fp32" if name.startswith("resnet") else "mixed"
-        row = dict(model=name, batch=batch, precision=prec, runs={})
-        for policy in ("none", "karma", "lms", "recompute", "offload"):
-            cfg = one_gpu(16.0, policy=policy)
-            r = iteration(cfg, m, batch, prec)
+    for name, params, per_npu in (MCDLA_APPS if apps is None else apps):
+        batch = 8 * per_npu
+        row = dict(model=name, params=params, batch=batch, per_npu=per_npu, layers=layers,
+                   runs={})
+        for label, system, edit in MCDLA_SYSTEMS:
+            r = run_training(training(system, name, params, batch, "offload", edit=edit,
+                                      **{"workload.memory.layers": layers}))
+            row["runs"][label] = r
+            log(f"mcdla[{layers}]: {name} {per_npu}/NPU {label}: "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s, HBM peak "
+                f"{r.get('peak_hbm_gb', float('nan')):.1f} GB, "
+                f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
+                f"{(r.get('chosen') or {}).get('layers', layers)}, "
+                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
+        ideal = run_training(training("mcdla-8", name, params, batch, "none",
+                                      **{"topology.npu.hbm_gb": 1000.0}))
+        row["ideal"] = ideal
+        base = row["runs"]["DC-DLA"]
+        row["speedup"] = {k: base["iteration_seconds"] / v["iteration_seconds"]
+                          for k, v in row["runs"].items() if v.get("fits") and base.get("fits")}
+        rows.append(row)
+    sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]]
+    if sp:
+        log(f"mcdla[{layers}]: MC-DLA over DC-DLA: arithmetic mean {float(np.mean(sp)):.2f}x, "
+            f"geometric {float(np.exp(np.mean(np.log(sp)))):.2f}x over {len(sp)} applications")
+    return rows
+
+
+def study_mcdla_conv(log):
+    return study_mcdla(log, "conv")
+
+
+def study_mcdla_dynamic(log):
+    return study_mcdla(log, "dynamic")
+
+
+# --------------------------------------------------------------------------- vDNN
+TITAN_X = {"tflops_fp32": 6.1, "hbm_gbps": 336.0}      # Maxwell GTX Titan X (2015) datasheet
+VDNN_CASES = [("vgg16", 256), ("vgg16", 128), ("alexnet", 128), ("googlenet", 128)]
+
+
+def study_vdnn(log):
+    """vDNN on one Titan-X-like NPU (12 GB) behind PCIe (12 GB/s effective): per network and
+    batch, the iteration with each of vDNN's policies against an NPU whose memory holds
+    everything (the paper's oracular GPU), and the peak HBM each needs."""
+    rows = []
+    for name, batch in VDNN_CASES:
+        m = models.get(name)
+        row = dict(model=name, batch=batch, runs={})
+        oracle = iteration(one_gpu(PCIE_DMA_GBPS, hbm_gb=1000.0, npu=TITAN_X), m, batch)
+        row["runs"]["oracle"] = oracle
+        for layers in ("all", "conv", "dynamic"):
+            r = iteration(one_gpu(PCIE_DMA_GBPS, hbm_gb=12.0, npu=TITAN_X, policy="offload",
+                                  layers=layers), m, batch)
+            row["runs"][layers] = r
+            log(f"vdnn: {name} b={batch} {layers}: fits {r.get('fits')}, "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s (oracle "
+                f"{oracle['iteration_seconds']:.3f}), peak {r.get('peak_gb', {}).get('gpu0')} "
+                f"GB, {r['wall_seconds']:.1f} s wall")
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- KARMA
+def abci_nodes(n_nodes=2, pcie_gbps=PCIE_DMA_GBPS):
+    """ABCI-like nodes: 4 V100s (16 GB) each, every pair joined by two NVLinks (50 GB/s),
+    two GPUs per PCIe switch (pcie_gbps each way, shared by the two), the switches on the
+    host (two sockets as one host of 384 GB), and one InfiniBand EDR port (12.5 GB/s) per
+    switch to the nodes' common switch."""
+    nodes, links = [{"name": "ib", "kind": "switch"}], []
+    for k in range(n_nodes):
+        host = f"n{k}cpu"
+        nodes.append({"name": host, "kind": "host", "dram_gb": 384.0, "dram_gbps": 128.0,
+                      "tflops": 2.0, "injection_gbps": 2 * pcie_gbps,
+                      "ejection_gbps": 2 * pcie_gbps})
+        gpus = [f"n{k}gpu{i}" for i in range(4)]
+        for i, gname in enumerate(gpus):
+            nodes.append({"name": gname, "kind": "npu", "preset": "v100", "hbm_gb": 16.0})
+        for i in range(4):
+            for j in range(i + 1, 4):
+                links.append({"a": gpus[i], "b": gpus[j], "gbps": 25.0, "count": 2,
+                              "latency_ns": 20.0})
+        for s in range(2):
+            sw = f"n{k}pcie{s}"
+            nodes.append({"name": sw, "kind": "switch"})
+            for gname in gpus[2 * s:2 * s + 2]:
+                links.append({"a": gname, "b": sw, "gbps": pcie_gbps, "latency_ns": 100.0})
+            links.append({"a": sw, "b": host, "gbps": pcie_gbps, "latency_ns": 100.0})
+            links.append({"a": sw, "b": "ib", "gbps": 12.5, "latency_ns": 600.0})
+    return {"kind": "graph", "nodes": nodes, "links": links}
+
+
+# per-GPU batches at which the training state and every kept tensor take about twice a
+# 16 GB V100 (the paper's over-subscription factors are not given here: assumed); VGG-16 at
+# 1.2x, as at twice its largest layer's working set alone (input, output and their
+# gradients) leaves no room
+KARMA_MODELS = [("resnet50", {}, 368, "fp32"), ("vgg16", {}, 256, "fp32"),
+                ("resnet200", {}, 120, "fp32"),
+                ("transformer", {"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024,
+                                 "vocab": 51200}, 8, "mixed")]
+KARMA_POLICIES = ("karma", "offload", "lms", "recompute")
+
+
+def study_karma(log, n_nodes=2):
+    """KARMA on ABCI-like nodes, data parallel over every GPU, gradients all-reduced over
+    NVLink and InfiniBand; KARMA with the optimizer on the hosts (host_update), against
+    vDNN-style offload, LMS and gradient checkpointing (optimizer on the GPUs), and every
+    tensor kept in an HBM large enough (the bound)."""
+    rows = []
+    gpus = 4 * n_nodes
+    net, _ = fidelity()
+    for name, params, per_gpu, prec in KARMA_MODELS:
+        row = dict(model=name, params=params, per_gpu=per_gpu, gpus=gpus, precision=prec,
+                   runs={})
+        for policy in ("ideal",) + KARMA_POLICIES:
+            mem = {"policy": "none" if policy == "ideal" else policy}
+            if policy == "karma":
+                mem["host_update"] = True
+            topo = abci_nodes(n_nodes)
+            if policy == "ideal":
+                for nd in topo["nodes"]:
+                    if nd["kind"] == "npu":
+                        nd["hbm_gb"] = 1000.0
+            w = {"kind": "training", "model": name, "batch": per_gpu * gpus,
+                 "iterations": 1, "precision": prec, "packet_flits": 64, "memory": mem,
+                 "parallel": {"dp": gpus}}
+            if params:
+                w["model_params"] = params
+            cfg = from_dict({"topology": topo, "workload": w, **net})
+            r = run_training(cfg)
             row["runs"][policy] = r
-            log(f"karma: {name} b={batch} {policy}: fits {r.get('fits')}, "
-                f"{r.get('iteration_seconds', float('nan')):.3f} s, {r['plan']}, "
-                f"{r['wall_seconds']:.1f} s wall")
+            log(f"karma: {name} {per_gpu}/GPU x {gpus} {policy}: "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s, plan {r.get('plan')}, "
+                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:160]}"))
         others = [r["iteration_seconds"] for p, r in row["runs"].items()
-                  if p not in ("none", "karma") and r.get("fits")]
+                  if p not in ("ideal", "karma") and r.get("fits")]
         k = row["runs"]["karma"]
         row["speedup_over_best"] = (min(others) / k["iteration_seconds"]
                                     if others and k.get("fits") else None)
@@ -185,13 +406,15 @@ def study_karma(log):
     return rows
 
 
+# --------------------------------------------------------------------------- COMET
 COMET_MODELS = [("resnet50", 64), ("resnet152", 32)]
 
 
 def study_comet(log):
-    """Peak HBM and iteration time with the stashes compressed (COMET: convolutions' at
-    15x by default, compressor 100 GB/s and decompressor 200 GB/s on the NPU), kept in HBM
-    and joined to offload, against no compression."""
+    """Peak HBM and iteration time with the kept tensors compressed (COMET-style, an assumed
+    15x for convolutions', batch norms', element-wise and poolings' feature maps; compressor
+    100 GB/s and decompressor 200 GB/s, each a roofline op of the NPU reading S and writing
+    S/r), kept in HBM and joined to offload, against no compression."""
     rows = []
     for name, batch in COMET_MODELS:
         m = models.get(name)
@@ -210,105 +433,8 @@ def study_comet(log):
     return rows
 
 
-# MC-DLA: eight applications, data parallel on the 8 NPUs, at a global batch (8 x the
-# per-NPU batch) whose stashes take about 1.25 x a 16 GB V100's HBM on each NPU
-MCDLA_APPS = [("alexnet", {}, 32768), ("vgg16", {}, 1536), ("googlenet", {}, 4096),
-              ("inception_v3", {}, 1280), ("resnet50", {}, 1280), ("resnet152", {}, 640),
-              ("gnmt", {}, 3584), ("transformer", {"layers": 12, "hidden": 1024, "heads": 16,
-                                                  "seq": 512, "vocab": 32000}, 320)]
-# and model parallel: Megatron-style tensor parallelism over the 8 NPUs, and an 8-stage
-# GPipe pipeline of 8 micro-batches
-MCDLA_MP = [("transformer", {"layers": 12, "hidden": 1024, "heads": 16, "seq": 512,
-                             "vocab": 32000}, 320, {"tp": 8}),
-            ("gnmt", {}, 3584, {"pp": 8, "micro_batches": 8, "schedule": "gpipe"})]
-MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100"), ("HC-DLA", "hcdla-8"), ("MC-DLA", "mcdla-8")]
-
-
-def training_config(system, model, params, batch, policy="offload", **extra):
-    """A data-parallel training iteration of `model` on the shipped `system` with V100-like
-    NPUs of 16 GB and the memory plan `policy`, at the studies' network fidelity."""
-    net, _ = fidelity()
-    over = {"workload.kind": "training", "workload.model": model, "workload.batch": batch,
-            "workload.iterations": 1, "workload.memory.policy": policy,
-            "workload.mem_piece_bytes": 64 << 20, "workload.packet_flits": 64,
-            "topology.npu.preset": "v100", "topology.npu.hbm_gb": 16.0}
-    if params:
-        over["workload.model_params"] = params
-    for sec, body in net.items():
-        for k, v in body.items():
-            if k != "vc_buffer_flits":
-                over[f"{sec}.{k}"] = v
-    over.update(extra)
-    return pysim.load(system, over)
-
-
-def run_training(cfg):
-    t = time.perf_counter()
-    try:
-        r = pysim.simulate(cfg).to_dict()
-    except pysim.ConfigError as e:
-        return dict(fits=False, error=str(e), wall_seconds=time.perf_counter() - t)
-    mem = r.get("memory", {}).get("devices", {})
-    npus = {k: v for k, v in mem.items() if v["kind"] == "npu"}
-    return dict(fits=True, iteration_seconds=r["iteration_seconds"],
-                samples_per_second=r["samples_per_second"],
-                exposed_comm_seconds=r["exposed_comm_cycles"] / (cfg.network.clock_ghz * 1e9),
-                peak_hbm_gb=max(v["peak_bytes"] for v in npus.values()) / 1e9,
-                offloaded_gb_per_npu=max(v["offloaded_bytes"] for v in npus.values()) / 1e9,
-                remote_peak_gb={k: v["peak_bytes"] / 1e9 for k, v in mem.items()
-                                if v["kind"] != "npu"},
-                wall_seconds=time.perf_counter() - t)
-
-
-def study_mcdla(log, apps=None, mp=None, layers="all"):
-    """MC-DLA (Kwon and Rhu, MICRO 2018): eight applications trained data parallel on 8
-    V100-like NPUs (16 GB) with vDNN-style offload of every stash, on DC-DLA (host memory
-    over PCIe), HC-DLA (host memory over NVLink) and MC-DLA (memory nodes on the device-side
-    rings): iteration time, and the speedup over DC-DLA."""
-    rows = []
-    cases = [(n, p, b, {}) for n, p, b in (MCDLA_APPS if apps is None else apps)] + \
-        list(MCDLA_MP if mp is None else mp)
-    for name, params, batch, parallel in cases:
-        row = dict(model=name, params=params, batch=batch, parallel=parallel or {"dp": 8},
-                   layers=layers, runs={})
-        for label, system in MCDLA_SYSTEMS:
-            extra = {"workload.parallel": parallel} if parallel else {}
-            if layers != "all":
-                extra["workload.memory.layers"] = layers
-            r = run_training(training_config(system, name, params, batch, **extra))
-            row["runs"][label] = r
-            log(f"mcdla: {name} {parallel or 'dp'} b={batch} {label}: "
-                f"{r.get('iteration_seconds', float('nan')):.3f}"
-                f" s, HBM peak {r.get('peak_hbm_gb', float('nan')):.1f} GB, "
-                f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
-                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
-        # the bound: every stash kept in an HBM large enough, on MC-DLA's network
-        extra = {"workload.parallel": parallel} if parallel else {}
-        ideal = run_training(training_config("mcdla-8", name, params, batch, policy="none",
-                                             **{**extra, "topology.npu.hbm_gb": 1000.0}))
-        row["ideal"] = ideal
-        log(f"mcdla: {name} {parallel or 'dp'} b={batch} every stash in HBM: "
-            f"{ideal.get('iteration_seconds', float('nan')):.3f} s")
-        base = row["runs"]["DC-DLA"]
-        row["speedup"] = {k: base["iteration_seconds"] / v["iteration_seconds"]
-                          for k, v in row["runs"].items() if v.get("fits") and base.get("fits")}
-        rows.append(row)
-    sp = [r["speedup"]["MC-DLA"] for r in rows if "MC-DLA" in r["speedup"]
-          and r["parallel"] == {"dp": 8}]
-    if sp:
-        geo = float(np.exp(np.mean(np.log(sp))))
-        log(f"mcdla: MC-DLA over DC-DLA: geometric mean {geo:.2f}x, arithmetic "
-            f"{float(np.mean(sp)):.2f}x over {len(sp)} applications")
-    return rows
-
-
-def study_mcdla_conv(log):
-    """The same data-parallel runs with vDNN's other policy: only convolutions' stashes
-    offloaded (layers = 'conv')."""
-    return study_mcdla(log, mp=[], layers="conv")
-
-
-STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv, "lms": study_lms,
+STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv,
+           "mcdla_dynamic": study_mcdla_dynamic, "vdnn": study_vdnn, "lms": study_lms,
            "karma": study_karma, "comet": study_comet}
 
 
@@ -316,40 +442,68 @@ def tables(out):
     """Markdown tables of a results JSON (as docs/memory.md shows them)."""
     lines = []
     st = out["studies"]
-    for key in ("mcdla", "mcdla_conv"):
+    nan = float("nan")
+    for key in ("mcdla", "mcdla_conv", "mcdla_dynamic"):
         if key not in st:
             continue
         lines += [f"study {key}", "",
-                  "| application | parallel | batch | DC-DLA (s) | HC-DLA (s) | MC-DLA (s) | "
-                  "MC over DC | HC over DC | offloaded per NPU (GB) | every stash in HBM (s) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| application | per NPU | DC-DLA (s) | HC-DLA (s) | MC-DLA (s) | MC over DC | "
+                  "HC over DC | offloaded per NPU (GB) | policy chosen | every tensor in HBM "
+                  "(s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        sps = []
         for r in st[key]["rows"]:
             runs = r["runs"]
             t = {k: (f"{v['iteration_seconds']:.2f}" if v.get("fits") else "does not fit")
                  for k, v in runs.items()}
             sp = r.get("speedup", {})
-            par = " x ".join(f"{k} {v}" for k, v in r.get("parallel", {"dp": 8}).items()
-                             if k in ("dp", "tp", "pp"))
-            lines.append(f"| {r['model']} | {par} | {r['batch']} | {t['DC-DLA']} | "
-                         f"{t['HC-DLA']} | {t['MC-DLA']} | "
-                         f"{sp.get('MC-DLA', float('nan')):.2f}x | "
-                         f"{sp.get('HC-DLA', float('nan')):.2f}x | "
-                         f"{runs['MC-DLA'].get('offloaded_gb_per_npu', float('nan')):.1f} | "
-                         f"{(r.get('ideal') or {}).get('iteration_seconds', float('nan')):.2f} |")
+            if "MC-DLA" in sp:
+                sps.append(sp["MC-DLA"])
+            ch = (runs["DC-DLA"].get("chosen") or {}).get("layers", r["layers"])
+            lines.append(f"| {r['model']} | {r['per_npu']} | {t['DC-DLA']} | {t['HC-DLA']} | "
+                         f"{t['MC-DLA']} | {sp.get('MC-DLA', nan):.2f}x | "
+                         f"{sp.get('HC-DLA', nan):.2f}x | "
+                         f"{runs['MC-DLA'].get('offloaded_gb_per_npu', nan):.1f} | {ch} | "
+                         f"{(r.get('ideal') or {}).get('iteration_seconds', nan):.2f} |")
+        if sps:
+            lines.append(f"| **mean** | | | | | **{np.mean(sps):.2f}x** (geometric "
+                         f"{np.exp(np.mean(np.log(sps))):.2f}x) | | | | |")
+        lines.append("")
+    if "vdnn" in st:
+        lines += ["study vdnn", "", "| network | batch | oracle (s) | all | conv | dynamic | "
+                  "peak HBM oracle / all / conv (GB) |", "|---|---|---|---|---|---|---|"]
+        for r in st["vdnn"]["rows"]:
+            runs = r["runs"]
+            o = runs["oracle"]["iteration_seconds"]
+
+            def cell(v):
+                if not v.get("fits"):
+                    return "does not fit"
+                return f"{v['iteration_seconds']:.3f} s (+{100 * (v['iteration_seconds'] / o - 1):.0f}%)"
+            dyn = runs["dynamic"]
+            lines.append(f"| {r['model']} | {r['batch']} | {o:.3f} | {cell(runs['all'])} | "
+                         f"{cell(runs['conv'])} | {cell(dyn)} ({(dyn.get('chosen') or {}).get('layers')}) | "
+                         f"{runs['oracle']['peak_gb']['gpu0']:.1f} / "
+                         f"{runs['all'].get('peak_gb', {}).get('gpu0', nan):.1f} / "
+                         f"{runs['conv'].get('peak_gb', {}).get('gpu0', nan):.1f} |")
         lines.append("")
     if "karma" in st:
-        lines += ["study karma", "", "| model | batch | none | KARMA | LMS | recompute | "
-                  "offload (vDNN) | KARMA over the best other | KARMA's plan |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["study karma", "", "| model | per GPU x GPUs | every tensor in HBM | KARMA | "
+                  "offload (vDNN) | LMS | checkpointing | KARMA over the best other | "
+                  "KARMA's plan (per GPU) | KARMA's prediction |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in st["karma"]["rows"]:
             runs = r["runs"]
             t = {k: (f"{v['iteration_seconds']:.3f} s" if v.get("fits") else "does not fit")
                  for k, v in runs.items()}
-            k = runs["karma"]["plan"]
-            lines.append(f"| {r['model']} | {r['batch']} | {t['none']} | {t['karma']} | "
-                         f"{t['lms']} | {t['recompute']} | {t['offload']} | "
-                         f"{r['speedup_over_best']:.2f}x | {k['keep']} kept, {k['swap']} "
-                         f"swapped, {k['recompute']} recomputed |")
+            k = runs["karma"].get("plan") or {}
+            spd = r.get("speedup_over_best")
+            pc = (runs["karma"].get("chosen") or {}).get("predicted_cycles")
+            pred = "-" if pc is None else f"{pc / 1e9:.3f} s"
+            lines.append(f"| {r['model']} | {r['per_gpu']} x {r['gpus']} | {t['ideal']} | "
+                         f"{t['karma']} | {t['offload']} | {t['lms']} | {t['recompute']} | "
+                         f"{'-' if spd is None else f'{spd:.2f}x'} | {k.get('keep')} kept, "
+                         f"{k.get('swap')} swapped, {k.get('recompute')} recomputed | "
+                         f"{pred} |")
         lines.append("")
     if "comet" in st:
         lines += ["study comet", "", "| model | batch | policy | peak HBM (GB) | iteration (s) |",
@@ -363,8 +517,9 @@ def tables(out):
         lines += ["study lms", ""]
         for r in st["lms"]["rows"]:
             a = r["at"]
-            lines.append(f"- {r['policy']}: largest batch {r['largest_batch']}, "
-                         f"{a.get('iteration_seconds', float('nan')):.3f} s per iteration, "
+            lines.append(f"- {r['policy']}, workspace {r.get('workspace_mb', 0)} MiB per "
+                         f"convolution: largest batch {r['largest_batch']}, "
+                         f"{a.get('iteration_seconds', nan):.3f} s per iteration, "
                          f"peak {a.get('peak_gb')}, next batch fits: "
                          f"{(r.get('above') or {}).get('fits')}")
     return "\n".join(lines)

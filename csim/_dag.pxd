@@ -35,13 +35,128 @@ from csim._flow cimport flow_start
 from csim._heap cimport heap_push, heap_pop
 
 
+cdef inline bint _uh_less(State* s, int32_t a, int32_t b) noexcept nogil:
+    """Unit a's finish comes before unit b's (ties to the lower op id, as in the op heap)."""
+    cdef cycle_t ta = s.uh_time[a], tb = s.uh_time[b]
+    return ta < tb or (ta == tb and s.u_op[s.uh_unit[a]] < s.u_op[s.uh_unit[b]])
+
+
+cdef inline void _uh_swap(State* s, int32_t a, int32_t b) noexcept nogil:
+    cdef cycle_t t = s.uh_time[a]
+    cdef int32_t u = s.uh_unit[a]
+    s.uh_time[a] = s.uh_time[b]
+    s.uh_unit[a] = s.uh_unit[b]
+    s.uh_time[b] = t
+    s.uh_unit[b] = u
+    s.uh_pos[s.uh_unit[a]] = a
+    s.uh_pos[s.uh_unit[b]] = b
+
+
+cdef inline void _uh_fix(State* s, int32_t i) noexcept nogil:
+    """Restore the heap order around place i after its key changed."""
+    cdef int32_t p, c
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _uh_less(s, i, p):
+            break
+        _uh_swap(s, i, p)
+        i = p
+    while True:
+        c = 2 * i + 1
+        if c >= s.uh_n:
+            break
+        if c + 1 < s.uh_n and _uh_less(s, c + 1, c):
+            c += 1
+        if not _uh_less(s, c, i):
+            break
+        _uh_swap(s, i, c)
+        i = c
+
+
+cdef inline void _uh_set(State* s, int32_t n, cycle_t t) noexcept nogil:
+    """Unit n's running op finishes at t (inserted, or moved)."""
+    cdef int32_t i = s.uh_pos[n]
+    if i < 0:
+        i = s.uh_n
+        s.uh_n += 1
+        s.uh_unit[i] = n
+        s.uh_pos[n] = i
+    s.uh_time[i] = t
+    _uh_fix(s, i)
+
+
+cdef inline void _uh_remove(State* s, int32_t n) noexcept nogil:
+    cdef int32_t i = s.uh_pos[n]
+    cdef int32_t last = s.uh_n - 1
+    if i < 0:
+        return
+    if i != last:
+        _uh_swap(s, i, last)
+    s.uh_n -= 1
+    s.uh_pos[n] = -1
+    if i < s.uh_n:
+        _uh_fix(s, i)
+
+
 cdef inline cycle_t next_op_event(State* s) noexcept nogil:
-    return s.oh_time[0] if s.oh_n > 0 else NEVER
+    cdef cycle_t t = s.oh_time[0] if s.oh_n > 0 else NEVER
+    if s.uh_n > 0 and s.uh_time[0] < t:
+        return s.uh_time[0]
+    return t
 
 
 cdef inline int64_t _part(int64_t total, int64_t k, int64_t slices) noexcept nogil:
     """Slice k's share of `total` cycles dealt over `slices` slices."""
     return total // slices + (1 if k < total % slices else 0)
+
+
+cdef inline cycle_t _due(State* s, int32_t n) noexcept nogil:
+    """When unit n's running op finishes at its present rate."""
+    cdef double c = s.u_work[n] / s.u_rate[n] - 1e-9
+    cdef cycle_t d = <cycle_t>c
+    if d < c:
+        d += 1
+    return s.u_t0[n] + (d if d > 0 else 0)
+
+
+cdef inline void _set_rate(State* s, int32_t n, double rate) noexcept nogil:
+    """Unit n runs at `rate` of full speed from now: its running op's finish moves."""
+    if rate == s.u_rate[n]:
+        return
+    if s.u_op[n] >= 0:
+        s.u_work[n] -= (s.now - s.u_t0[n]) * s.u_rate[n]
+        if s.u_work[n] < 0:
+            s.u_work[n] = 0
+        s.u_t0[n] = s.now
+        s.u_rate[n] = rate
+        _uh_set(s, n, _due(s, n))
+    else:
+        s.u_rate[n] = rate
+
+
+cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
+    """The rates of a node's compute unit and of its memory shared by compute and
+    communication, after its held compute units or its busy memory units changed: compute at
+    (units - held) / units of peak; the memory shared in proportion between the two classes
+    with work to do (processor sharing), communication's share capped at its budget."""
+    cdef int32_t n = node * N_UNITS
+    cdef int32_t k = s.sm_total[node]
+    cdef int32_t h = s.sm_held[node]
+    cdef double cap = s.comm_cap[node]
+    cdef double r5
+    if k > 0:
+        if h >= k:
+            h = k - 1
+        _set_rate(s, n, (<double>(k - h)) / k)
+    if s.u_op[n + 5] >= 0:
+        if s.u_op[n + 1] >= 0:
+            r5 = cap if cap < 0.5 else 0.5
+            _set_rate(s, n + 5, r5)
+            _set_rate(s, n + 1, 1.0 - r5)
+        else:
+            _set_rate(s, n + 5, cap if cap < 1.0 else 1.0)
+    else:
+        _set_rate(s, n + 1, 1.0)
 
 
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
@@ -58,7 +173,12 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
         if s.op_start[r] < 0:
             s.op_start[r] = s.now
             s.op_start[r + 1] = s.now
-    heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + dur, op)
+    s.u_op[n] = op
+    s.u_work[n] = <double>dur
+    s.u_t0[n] = s.now
+    if s.op_unit[op] == 1 or s.op_unit[op] == 5:
+        _node_rates(s, s.op_node[op])
+    _uh_set(s, n, _due(s, n))
     return 0
 
 
@@ -151,6 +271,11 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
         _release(s, op)
         return 0
     s.op_start[op] = s.now
+    if kind == OP_HOLD or kind == OP_UNHOLD:
+        s.sm_held[s.op_node[op]] += s.op_size[op] if kind == OP_HOLD else -s.op_size[op]
+        _node_rates(s, s.op_node[op])
+        heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)
+        return 0
     if kind == OP_DELAY:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_size[op], op)
         return 0
@@ -181,6 +306,8 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     else:
         n = s.op_node[op] * N_UNITS + s.op_unit[op]
         s.node_busy[n] = 0
+        s.u_op[n] = -1
+        _uh_remove(s, n)
         q = s.cq_head[n]
         if q >= 0:
             s.cq_head[n] = s.op_next[q]
@@ -188,6 +315,8 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
                 s.cq_tail[n] = -1
             if _start_compute(s, q) != 0:
                 return -1
+        elif s.op_unit[op] == 1 or s.op_unit[op] == 5:
+            _node_rates(s, s.op_node[op])
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now
             s.ops_done += 1
@@ -213,11 +342,24 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
 
 
 cdef inline int ops_due(State* s) noexcept nogil:
-    """Finish every compute and delay op due this cycle."""
-    cdef int32_t op
-    while s.oh_n > 0 and s.oh_time[0] <= s.now:
-        op = s.oh_op[0]
-        heap_pop(s.oh_time, s.oh_op, &s.oh_n)
+    """Finish every op due this cycle, in (cycle, op id) order: the units' running ops and
+    the delays and flows of the op heap."""
+    cdef int32_t op, u
+    cdef cycle_t tu
+    while True:
+        if s.uh_n > 0 and s.uh_time[0] <= s.now:
+            u = s.uh_unit[0]
+            tu = s.uh_time[0]
+            if s.oh_n > 0 and (s.oh_time[0] < tu or
+                               (s.oh_time[0] == tu and s.oh_op[0] < s.u_op[u])):
+                op = s.oh_op[0]
+                heap_pop(s.oh_time, s.oh_op, &s.oh_n)
+            else:
+                op = s.u_op[u]
+        elif s.oh_n > 0 and s.oh_time[0] <= s.now:
+            op = s.oh_op[0]
+            heap_pop(s.oh_time, s.oh_op, &s.oh_n)
+        else:
+            return 0
         if finish_op(s, op) != 0:
             return -1
-    return 0

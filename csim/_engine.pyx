@@ -31,6 +31,11 @@ if MAX_PACKET_FLITS != FLIT_TAIL - 1:
 if MAX_VCS != 8 * sizeof(uint64_t):
     raise ImportError(f"csim.limits.MAX_VCS = {MAX_VCS}: a port's VCs are the bits of one "
                       f"64-bit mask word")
+from csim import limits as _limits
+if (_limits.OP_UNHOLD, _limits.OP_ROOF_MEM, _limits.OP_HOLD, _limits.N_UNITS) != \
+        (OP_UNHOLD, OP_ROOF_MEM, OP_HOLD, N_UNITS):
+    raise ImportError("csim.limits' op kinds or unit count differ from those csim._engine was "
+                      "compiled with: rebuild the extension")
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
 STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
@@ -551,6 +556,7 @@ cdef class Engine:
         s.n_ops = 0
         s.ops_done = 0
         s.oh_n = 0
+        s.uh_n = 0
         s.op_done_n = 0
         s.n_hot = 0
         s.n_sizes = 0
@@ -635,7 +641,7 @@ cdef class Engine:
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                  int flit_bytes, unit=None, flow=None):
+                  int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -648,7 +654,12 @@ cdef class Engine:
         beyond the channels (numbered from the channel count on: the pairs' caps, then the VC
         classes') `cap_bytes` (bytes per cycle) and `cap_lanes` (packets at once); optionally
         `vc_res` ([channel * n_classes + class]: the resource of a class of one VC on a
-        group's first channel, or -1) and `vc_res_base` (the first such resource)."""
+        group's first channel, or -1) and `vc_res_base` (the first such resource).
+
+        sms: per node, its compute units (0, the default: not modelled; an NPU-run
+        collective's hold op takes some of them, and the compute unit then runs at the rest's
+        share of peak); comm_hbm: per node, communication's memory budget as a fraction of
+        its memory bandwidth (default 1)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -676,6 +687,24 @@ cdef class Engine:
         s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes * N_UNITS))
         s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0,
                                                s.n_nodes * N_UNITS))
+        nu = s.n_nodes * N_UNITS
+        s.u_op = <int32_t*>_ptr(self._own("u_op", None, np.int32, -1, nu))
+        s.u_work = <double*>_ptr(self._own("u_work", None, np.float64, 0.0, nu))
+        s.u_t0 = <cycle_t*>_ptr(self._own("u_t0", None, np.int64, 0, nu))
+        s.u_rate = <double*>_ptr(self._own("u_rate", None, np.float64, 1.0, nu))
+        s.uh_time = <cycle_t*>_ptr(self._own("uh_time", None, np.int64, 0, nu))
+        s.uh_unit = <int32_t*>_ptr(self._own("uh_unit", None, np.int32, -1, nu))
+        s.uh_pos = <int32_t*>_ptr(self._own("uh_pos", None, np.int32, -1, nu))
+        s.uh_n = 0
+        sms_a = np.zeros(s.n_nodes, np.int32) if sms is None else np.asarray(sms, np.int32)
+        cap_a = np.ones(s.n_nodes) if comm_hbm is None else np.asarray(comm_hbm, np.float64)
+        if sms_a.size != s.n_nodes or cap_a.size != s.n_nodes or (sms_a < 0).any() or \
+                not (cap_a > 0).all():
+            raise ValueError("sms and comm_hbm need one entry per node, sms >= 0 and "
+                             "comm_hbm > 0")
+        s.sm_total = <int32_t*>_ptr(self._own("sm_total", sms_a, np.int32))
+        s.sm_held = <int32_t*>_ptr(self._own("sm_held", None, np.int32, 0, s.n_nodes))
+        s.comm_cap = <double*>_ptr(self._own("comm_cap", cap_a, np.float64))
         s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
         s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 

@@ -38,8 +38,12 @@ cdef enum:
     OP_ROOF_MEM = 4          # ... and, as the next op id, its memory parts (unit 1)
     OP_ACQUIRE = 5           # takes a gate (a unit held until a release), by priority
     OP_RELEASE = 6           # frees a gate
-    N_UNITS = 4              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
-                             # 3 a gate (a queue that orders work: see _dag.pxd)
+    OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
+    OP_UNHOLD = 8            # ... and gives them back
+    N_UNITS = 6              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+                             # 3 a gate (a queue that orders work: see _dag.pxd),
+                             # 4 the compute units held by NPU-run collectives,
+                             # 5 communication's share of the memory (HBM)
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -311,7 +315,18 @@ cdef struct State:
     int32_t* cq_head         # per (node, unit): queue of ready ops waiting for the unit
     int32_t* cq_tail
     uint8_t* node_busy       # per (node, unit): the unit is running an op
-    cycle_t* oh_time         # heap of (finish cycle, op) for compute and delay ops
+    int32_t* u_op            # per (node, unit): the op it runs (-1: none)
+    double* u_work           # per (node, unit): cycles of work left at full rate, as of u_t0
+    cycle_t* u_t0
+    double* u_rate           # per (node, unit): the fraction of full rate it runs at now
+    cycle_t* uh_time         # indexed heap of (finish cycle, op) of the running units
+    int32_t* uh_unit
+    int32_t* uh_pos          # per (node, unit): its place in that heap (-1: absent)
+    int32_t uh_n
+    int32_t* sm_total        # per node: compute units (SMs; 0: not modelled)
+    int32_t* sm_held         # per node: units held by active NPU-run collectives
+    double* comm_cap         # per node: communication's memory budget, a fraction of HBM
+    cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n
     int32_t packet_flits_max

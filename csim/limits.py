@@ -5,3 +5,10 @@ from the constants it was compiled with."""
 MAX_VCS = 64                       # a port's VCs are bits of one 64-bit candidate mask word
 FLIT_TAIL = 1 << 30                # CSIM_FLIT_TAIL (_consts.h): a flit's tail mark in its seq
 MAX_PACKET_FLITS = FLIT_TAIL - 1   # a flit's position and its tail mark share an int32
+
+# Op kinds of an op graph and the units of a node (csim/_types.pxd; see csim/_dag.pxd)
+(OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE, OP_HOLD,
+ OP_UNHOLD) = range(9)
+N_OP_KINDS = 9
+N_UNITS = 6     # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
+                # by NPU-run collectives, 5 communication's share of the memory

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from csim.limits import MAX_PACKET_FLITS, MAX_VCS
+from csim.limits import (MAX_PACKET_FLITS, MAX_VCS, N_UNITS, OP_ACQUIRE, OP_COMPUTE,  # noqa: F401
+                         OP_DELAY, OP_HOLD, OP_RELEASE, OP_ROOF, OP_ROOF_MEM, OP_SEND, OP_UNHOLD)
 
 
 class _Core:
@@ -58,8 +59,6 @@ core = _Core()
 
 # channel kinds, op kinds and units: the values of csim/_types.pxd's enums
 CH_NET, CH_INJECT, CH_EJECT = 0, 1, 2
-OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE = range(7)
-N_UNITS = 4
 
 
 class EngineInputError(ValueError):
@@ -284,7 +283,8 @@ class GraphArrays(Inputs):
 
     FIELDS = (
         Field("kind", np.int8, ("N",), "per op: OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, "
-              "OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE"),
+              "OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE, OP_HOLD (a collective takes `size` of its "
+              "node's compute units), OP_UNHOLD (and gives them back)"),
         Field("node", np.int32, ("N",), "per op: its node (a send's source; a delay's is "
               "not read)"),
         Field("dst", np.int32, ("N",), "per op: a send's destination node (else any)"),
@@ -298,12 +298,19 @@ class GraphArrays(Inputs):
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
+        Field("sms", np.int32, ("M",), "per node: its compute units (0: not modelled; an "
+              "NPU-run collective holds some of them while active, see "
+              "pysim.workload.endpoint); None: all 0", optional=True),
+        Field("comm_hbm", np.float64, ("M",), "per node: communication's memory budget as a "
+              "fraction of its memory bandwidth, in (0, 1]; None: all 1", optional=True),
     )
 
     def sizes(self):
         n = self["kind"].size
         ptr = self["succ_ptr"]
-        return {"N": n, "N+1": n + 1, "S": int(ptr[-1]) if ptr.size else 0}
+        per_node = self["sms"] if self["sms"] is not None else self["comm_hbm"]
+        return {"N": n, "N+1": n + 1, "S": int(ptr[-1]) if ptr.size else 0,
+                "M": per_node.size if per_node is not None else 0}
 
     def check(self, n_nodes=None):
         N = self["kind"].size
@@ -312,8 +319,8 @@ class GraphArrays(Inputs):
                                       f"{MAX_PACKET_FLITS}")
         if self["flit_bytes"] < 1:
             self.fail("flit_bytes", f"{self['flit_bytes']}: expected >= 1")
-        if not _in_range(self["kind"], 0, OP_RELEASE + 1):
-            self.fail("kind", "an op kind outside 0 .. 6")
+        if not _in_range(self["kind"], 0, OP_UNHOLD + 1):
+            self.fail("kind", f"an op kind outside 0 .. {OP_UNHOLD}")
         if (self["size"] < 0).any():
             self.fail("size", "a negative size")
         ptr, succ = self["succ_ptr"], self["succ"]
@@ -334,7 +341,18 @@ class GraphArrays(Inputs):
                               "predecessor")
         if self["unit"] is not None and not _in_range(self["unit"], 0, N_UNITS):
             self.fail("unit", f"a unit outside 0 .. {N_UNITS - 1}")
+        sms, hbm = self["sms"], self["comm_hbm"]
+        if sms is not None and (sms < 0).any():
+            self.fail("sms", "a negative count of compute units")
+        if hbm is not None and ((hbm <= 0) | (hbm > 1)).any():
+            self.fail("comm_hbm", "expected fractions in (0, 1]")
+        if sms is not None and hbm is not None and sms.size != hbm.size:
+            self.fail("comm_hbm", "expected one entry per node, as sms")
         if n_nodes is not None:
+            for name in ("sms", "comm_hbm"):
+                if self[name] is not None and self[name].size != n_nodes:
+                    self.fail(name, f"{self[name].size} entries, expected one per node "
+                                    f"({n_nodes})")
             kind = self["kind"]
             if not _in_range(self["node"][kind != OP_DELAY], 0, n_nodes) or \
                     not _in_range(self["dst"][kind == OP_SEND], 0, n_nodes):
@@ -394,7 +412,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
     g = graph
     engine.set_graph(g["kind"], g["node"], g["dst"], g["size"], g["deps"], g["succ_ptr"],
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
-                     flow=None if flow is None else flow.as_dict())
+                     flow=None if flow is None else flow.as_dict(), sms=g["sms"],
+                     comm_hbm=g["comm_hbm"])
 
 
 # ------------------------------------------------------------------ allocators by name

@@ -808,7 +808,8 @@ KIND_NAMES = {"compute": "compute", "send": "send", "delay": "delay",
               "memory": "HBM/DRAM traffic", "engine": "offload engine",
               "mem_write": "memory-node write", "mem_read": "memory-node read",
               "reduce_npu": "reduction on the NPU", "reduce_offload": "reduction offloaded",
-              "acquire": "gate taken", "release": "gate freed"}
+              "acquire": "gate taken", "release": "gate freed",
+              "take_units": "compute units taken", "free_units": "compute units freed"}
 
 
 def _lanes(spans):

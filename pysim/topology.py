@@ -21,7 +21,7 @@ from pysim.schema import (POS, Key, all_positive, check_fields, declare, fields_
 
 NIC_FIELDS = ("injection_gbps", "ejection_gbps")
 NPU_FIELDS = ("tflops", "tflops_fp32", "tflops_fp16", "tflops_bf16", "hbm_gbps", "hbm_gb",
-              "reduce_gbps", "offload_gbps", "offload_sram_mb", "offload_pieces")
+              "reduce_gbps", "offload_gbps", "offload_sram_mb", "offload_pieces", "sms")
 
 
 def check_npu_table(table):
@@ -502,7 +502,9 @@ declare(
         "(reduction rate of the NPU's own cores, 450), offload_gbps (its collectives "
         "engine's, 256), offload_sram_mb (8), offload_pieces (16: the engine streams its SRAM in "
         "pieces of offload_sram_mb / this), efficiency (a table: fraction of peak per "
-        "layer kind, e.g. {conv = 0.6}); fields given override the preset's; graph nodes may "
+        "layer kind, e.g. {conv = 0.6}), sms (compute units: v100 80, a100 108, h100 132, "
+        "tpu_v3 2, else 0: not modelled; see workload.comm_sms); fields given override the "
+        "preset's; graph nodes may "
         "override (and name their own preset).", raising(check_npu_table)),
     Key("topology", "host", "table", None, "-",
         "Host: [topology.host] tflops (default 2), dram_gbps (100), dram_gb (its memory, "

@@ -24,7 +24,9 @@ def assert_same_compilation(g, topo, cfg):
         assert got[f].dtype == ref[f].dtype, f
         assert np.array_equal(got[f], ref[f]), f
     assert [tuple(int(x) for x in s) for s in span] == [tuple(s) for s in ref_span]
-    iso = {i: int(v) for i, v in enumerate(got["isolated"]) if v >= 0}
+    iso = got["isolated"]              # (an array, or from the op-by-op path a dict)
+    iso = {int(i): int(v) for i, v in (iso.items() if isinstance(iso, dict) else
+                                       enumerate(iso)) if v >= 0}
     assert iso == {i: int(v) for i, v in ref["isolated"].items()}
 
 
@@ -231,7 +233,8 @@ def test_the_count_before_building_bounds_the_graph(parallel, algorithm, engine)
     are those the built graph compiles into, or up to a tenth more (a collective's half
     chunk counted where it is empty, a join counted where none is needed)."""
     from pysim.workload.estimate import training_ops
-    from pysim.workload.training import _Builder, _Layout
+    from pysim.workload.training.builder import _Builder
+    from pysim.workload.training.layout import _Layout
     cfg = training_cfg(parallel, engine=engine, algorithm=algorithm, bucket_mb=1.0)
     topo = build(cfg)
     g, plan = training_graph(cfg, topo)

@@ -53,6 +53,7 @@ def server(**jobs):
     over = {f"jobs.{k}": v for k, v in jobs.items()}
     over.setdefault("jobs.models", list(MODELS))
     over.setdefault("jobs.insensitive", ["compute"])
+    over.setdefault("jobs.sensitivity", "published")
     return load_server("dgx1-v100", over)
 
 
@@ -346,7 +347,8 @@ def test_jobs_sharing_pcie_links_share_their_bandwidth(dgx):
 
 def test_generator_follows_mapas_parameters():
     srv = load_server("dgx1-v100", {"jobs.count": 600, "jobs.arrivals": "uniform",
-                                    "jobs.window_s": 100.0, "simulation.seed": 3})
+                                    "jobs.window_s": 100.0, "simulation.seed": 3,
+                                    "jobs.sensitivity": "published"})
     jobs = generate(srv.cfg)
     n = np.array([j.npus for j in jobs])
     assert set(n) == {2, 3, 4, 5} and all(np.bincount(n)[2:] > 100)
@@ -589,3 +591,26 @@ def test_training_builder_matches_the_training_workload(dgx):
         "workload.group": ["gpu0", "gpu3"], "workload.ring_order": ["gpu0", "gpu3"],
         "workload.iterations": 2}))
     assert e[1] - e[0] == pytest.approx(ref.to_dict()["iteration_cycles"], rel=0.01)
+
+
+def test_sensitivity_is_derived_from_the_best_and_worst_placements():
+    """Derived labels: a job that only computes takes the same time on every placement
+    (sensitivity 0: insensitive); one that only communicates takes longer on its worst
+    placement (a PCIe ring across the sockets) than on its best (double NVLinks): sensitive,
+    whatever the published labels say; a job file's own label wins; 'published' takes the
+    labels of jobs.insensitive."""
+    srv = server(**{"sensitivity": "derived", "insensitive": ["comm"]})
+    jobs = [Job(0, "comm", 2, 10, sensitive=None), Job(1, "compute", 2, 10, sensitive=None),
+            Job(2, "comm", 3, 10, sensitive=False)]
+    res = run(srv, jobs=jobs).to_dict()
+    label = {j["id"]: j["sensitive"] for j in res["stream"]}
+    assert label == {0: True, 1: False, 2: False}
+    rows = {(r["model"], r["npus"]): r for r in res["stats"]["sensitivity"]}
+    assert rows[("compute", 2)]["sensitivity"] == 0.0
+    assert rows[("comm", 2)]["sensitivity"] > 1.0 and not rows[("comm", 2)]["published"]
+    assert ("comm", 3) not in rows                  # labelled by its job file
+    pub = server(**{"sensitivity": "published", "insensitive": ["comm"]})
+    assert [j.sensitive for j in generate(pub.cfg)[:20]] == [
+        j.model != "comm" for j in generate(pub.cfg)[:20]]
+    with pytest.raises(ConfigError, match="jobs.sensitivity"):
+        server(**{"sensitivity": "labels"})

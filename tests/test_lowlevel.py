@@ -6,7 +6,7 @@ network equals the one pysim compiles for the same system."""
 import numpy as np
 import pytest
 
-from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, OP_COMPUTE, OP_DELAY, OP_SEND,
+from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, N_UNITS, OP_COMPUTE, OP_DELAY, OP_SEND,
                           SW_ARBITERS, VC_ARBITERS, EngineInputError, FlowArrays, GraphArrays,
                           NetworkArrays, arbiter_inputs, new_engine, set_graph)
 
@@ -239,7 +239,7 @@ def test_bad_network_inputs_are_refused_naming_them(over, names):
     (([OP_COMPUTE], [0], [0], [1]), dict(succ_ptr=[0, 1], succ=[3], deps=[0]), "succ"),
     (([OP_COMPUTE], [0], [0], [1]), dict(succ_ptr=[0, 0, 0]), "succ_ptr"),
     (([OP_COMPUTE], [0], [0], [1]), dict(packet_flits=0), "packet_flits"),
-    (([OP_COMPUTE], [0], [0], [1]), dict(unit=[4]), "unit"),
+    (([OP_COMPUTE], [0], [0], [1]), dict(unit=[N_UNITS]), "unit"),
     (([OP_COMPUTE], [0], [0], [1.5]), {}, "size"),
 ])
 def test_bad_graph_inputs_are_refused_naming_them(args, over, names):

@@ -135,9 +135,11 @@ def test_lms_that_swaps_nothing_and_neutral_compression_equal_none():
                                     ratio={"conv": 1.0, "norm": 1.0, "eltwise": 1.0,
                                            "pool": 1.0}, compress_gbps=float("inf"),
                                     decompress_gbps=float("inf")))
-    assert t_comp == t_none
-    assert comp.memory["devices"]["npu"]["peak_bytes"] == none.memory["devices"]["npu"][
+    assert t_comp > t_none              # its codecs still read and write HBM
+    # a decompressor holds its input and its output at once: at most one tensor more
+    extra = comp.memory["devices"]["npu"]["peak_bytes"] - none.memory["devices"]["npu"][
         "peak_bytes"]
+    assert 0 <= extra <= 16 * max(l.stash_elems * 4 for l in small_cnn().layers)
 
 
 def test_recomputed_flops_are_the_forward_flops_of_the_dropped_layers():
@@ -218,8 +220,9 @@ def test_karma_host_update_moves_the_optimizer_state_to_the_host():
 
 def test_a_recomputation_costs_what_its_forward_op_costs():
     """layer_costs from a preset (mixed precision: the 16-bit peak times the kind's
-    efficiency): a recomputed layer's op alone takes exactly its forward op's time, in the
-    plan's prediction and in the run (the forward ops are the chain's cycles)."""
+    efficiency): a recomputed layer's op alone takes exactly its forward op's time, and the
+    iteration, in the run and in the planner's prediction, is the sum of the chain's ops and
+    the recomputations."""
     from pysim.models.presets import spec
     from pysim.workload import OpGraph
     from pysim.workload.memory import (GraphSink, NpuWork, apply, chain, estimate,
@@ -241,8 +244,13 @@ def test_a_recomputation_costs_what_its_forward_op_costs():
     by_name = {c.name: c for c in costs}
     for o in rec:
         assert o["isolated_cycles"] == by_name[o["name"].split()[-1]].fwd_cycles
-    assert estimate(applied.plans["npu"], costs, applied.budgets["npu"]).cycles == \
-        r.makespan_cycles
+    # one compute unit, nothing else in flight: the iteration is the sum of its ops' times,
+    # a closed form independent of both the planner's estimate and the run
+    plan = applied.plans["npu"]
+    want = sum(c.fwd_cycles + sum(c.bwd_cycles) for c in costs) + \
+        sum(c.fwd_cycles for c, a in zip(costs, plan.action) if a == "recompute")
+    assert r.makespan_cycles == want
+    assert estimate(plan, costs, applied.budgets["npu"]).cycles == want
 
 
 def test_memory_keys_outside_training_are_refused():
@@ -250,3 +258,37 @@ def test_memory_keys_outside_training_are_refused():
                                     "--set", "workload.memory.policy=offload"])
     assert res.exit_code == 1
     assert "workload.memory.policy: memory plans apply to training iterations" in res.output
+
+
+def test_peak_of_a_chain_with_in_place_relus_counts_each_tensor_once():
+    """conv (3 -> 16, 32 x 32) -> ReLU in place -> max pool 2 -> conv (16 -> 32) -> ReLU in
+    place -> linear: the tensors kept, counted by hand -- the input (3 x 1024, kept by the
+    first conv), the first ReLU's output (16 x 1024, kept by the ReLU and the pool), the
+    pool's int64 indices (16 x 256 x 8 bytes), the pool's output (16 x 256, kept by the second
+    conv), the second ReLU's output (32 x 256, kept by the ReLU and the linear layer). Policy
+    none: the peak is resident + the largest of (tensors owned so far + the layer's forward
+    output, none for an in-place ReLU; + its input gradient in backward)."""
+    net = Net()
+    x = net.input((3, 32, 32))
+    x = net.conv(x, "c1", 16, 3, padding=1)
+    x = net.act(x, "r1", inplace=True)
+    x = net.pool(x, "p", 2, 2)
+    x = net.conv(x, "c2", 32, 3, padding=1)
+    x = net.act(x, "r2", inplace=True)
+    net.linear(net.flatten(x), "fc", 10)
+    model = net.model("inplace")
+    batch, a = 8, 4
+    owned = [3 * 1024 * a, 16 * 1024 * a, 16 * 256 * 8, 16 * 256 * a, 32 * 256 * a, 0]
+    outs = [16 * 1024, 0, 16 * 256, 32 * 256, 0, 10]
+    ins = [3 * 1024, 16 * 1024, 16 * 1024, 16 * 256, 32 * 256, 32 * 256]
+    assert [l.stash_elems * a + l.stash_mask_bytes for l in model.layers] == owned
+    r, _, _, _ = run(system(batch=batch), model)
+    pb = precision_bytes("fp32")
+    resident = model.params * (pb.weight + pb.grad + pb.master + optimizer_bytes("sgd", "fp32"))
+    best, cum = 0, 0
+    for l, layer in enumerate(model.layers):
+        cum += batch * owned[l]
+        best = max(best, cum + batch * outs[l] * a)
+        if layer.bwd_input_flops > 0:
+            best = max(best, cum + batch * ins[l] * a)
+    assert r.memory["devices"]["npu"]["peak_bytes"] == resident + best

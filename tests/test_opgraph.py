@@ -354,27 +354,31 @@ def test_reduce_ops_on_the_npu_and_on_the_offload_engine():
         g.reduce("a", 5, "gpu")
 
 
-def test_roofline_slices_take_turns_with_other_memory_traffic_exactly():
+def test_roofline_slices_share_the_memory_with_communication_exactly():
     """The sharing rule, cycle for cycle: a roofline op runs in slices of at most
     slice_cycles (1000), each a compute part beside a memory part, the next slice when both
-    are done; another memory op on the node takes its turn between slices.
-    Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op queued at 0:
-    slice 0 [0, 1000), the op [1000, 1500), slices 1-3 [1500, 4500).
-    Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op:
-    slice 0 [0, 1000) with its memory part [0, 100); the op [100, 2100); slice 1's compute
-    [1000, 2000) and memory part [2100, 2200); slices 2 and 3 from 2200: done at 4200."""
+    are done; communication's memory traffic (OpGraph.memory) shares the memory with the
+    memory parts in proportion (half each while both have work; no budget on a node without
+    modelled compute units).
+    Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op at 0: both at
+    half rate until the op ends at 1000 (slice 0 then has 500 left): slice 0 ends at 1500,
+    slices 1-3 take [1500, 4500).
+    Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op: the
+    op shares [0, 200) (100 done), alone [200, 1000) (900), shares slice 1's memory part
+    [1000, 1200) (1000), alone [1200, 2000) (1800), shares slice 2's [2000, 2200) (1900) and
+    ends alone at 2300; the roofline op is never slowed past its compute: done at 4000."""
     cfg = make_cfg(topology={"kind": "ring", "size": 2, "npu": {"tflops": 1.0,
                                                               "hbm_gbps": 1.0}})
     g = OpGraph()
     g.compute("n0", bytes=4000)
     g.memory("n0", 500)
     r = run_graph(cfg, g)
-    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4500), (1000, 1500)]
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4500), (0, 1000)]
     g = OpGraph()
     g.compute("n0", flops=4000 * 1000, bytes=400)        # 1 TFLOP/s = 1000 FLOPs/cycle
     g.memory("n0", 2000)
     r = run_graph(cfg, g)
-    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4200), (100, 2100)]
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4000), (0, 2300)]
     assert r.ops[0]["isolated_cycles"] == 4000
     # a per-op peak: 3.5e6 FLOPs at 2 TFLOP/s = 1750 cycles, whatever the node's own peak
     g = OpGraph()

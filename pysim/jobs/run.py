@@ -16,6 +16,7 @@ from pysim.jobs.cache import Cache
 from pysim.jobs.loop import policy_loop
 from pysim.jobs.policies import Candidates
 from pysim.jobs.results import StreamResult, summarise
+from pysim.jobs.sensitivity import derive
 from pysim.sweep import Executor
 
 
@@ -50,17 +51,19 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                     corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations,
                     fresh=fresh)
     cands = {}
+    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
 
     def cands_for(k, pattern):
         if (k, pattern) not in cands:
             cands[(k, pattern)] = Candidates(server, k, pattern)
         return cands[(k, pattern)]
 
+    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings)
+    stats["sensitivity"] = sens_rows
     loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings) for n in names}
     records = {}
     waiting = {}          # key -> [(policy, need)]
     inflight = {}         # handle -> key
-    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
 
     def step(name, value):
         """Resume loop `name` with `value` until it needs a simulation not yet known."""

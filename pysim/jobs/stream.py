@@ -21,7 +21,7 @@ A job file is TOML:
     iterations = 1000
     arrival_s = 0.0          # optional (0)
     pattern = "ring"         # optional (ring)
-    sensitive = true         # optional (from jobs.insensitive)
+    sensitive = true         # optional (default: jobs.sensitivity decides)
     batch_per_npu = 32       # optional (jobs.batch_per_npu)
 """
 from __future__ import annotations
@@ -43,6 +43,20 @@ PATTERNS = ("ring", "clique", "tree")
 ALGORITHM = {"ring": "ring", "clique": "direct", "tree": "tree"}
 MAX_JOBS = 1_000_000
 
+declare(
+    Key("jobs", "sensitivity", "str", "derived", "-",
+        "Where a job's bandwidth sensitivity (the preserve policy's input) comes from: "
+        "'derived' (its iteration time on its worst placement over its best, simulated; see "
+        "jobs.sensitivity_threshold) or 'published' (every model sensitive but those of "
+        "jobs.insensitive, MAPA's labels); a job file's own `sensitive` wins.",
+        None, lambda: ["derived", "published"]),
+    Key("jobs", "sensitivity_threshold", "float", 0.1, "-",
+        "Derived sensitivity: a job is bandwidth-sensitive when its iteration on its worst "
+        "placement takes at least this fraction longer than on its best.",
+        (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9,
+         "a number >= 0")),
+)
+
 
 @dataclass(frozen=True)
 class Job:
@@ -52,7 +66,7 @@ class Job:
     iterations: int
     arrival_s: float = 0.0
     pattern: str = "ring"
-    sensitive: bool = True
+    sensitive: bool | None = True      # None: derived when the stream runs
     batch_per_npu: int = 32
 
     @property
@@ -88,9 +102,11 @@ def generate(cfg) -> list:
     patterns = rng.integers(0, len(j.patterns), size=n)
     models = rng.integers(0, len(j.models), size=n)
     insensitive = set(j.insensitive)
+    derived = j.sensitivity == "derived"
     return [Job(id=i, model=j.models[models[i]], npus=int(npus[i]),
                 iterations=int(iters[i]), arrival_s=float(arrivals[i]),
-                pattern=j.patterns[patterns[i]], sensitive=j.models[models[i]] not in insensitive,
+                pattern=j.patterns[patterns[i]],
+                sensitive=None if derived else j.models[models[i]] not in insensitive,
                 batch_per_npu=j.batch_per_npu)
             for i in range(n)]
 
@@ -111,6 +127,7 @@ def load_jobs(path, cfg) -> list:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ConfigError(f"{path}: expected an array of tables [[jobs]]")
     insensitive = set(cfg.jobs.insensitive)
+    derived = cfg.jobs.sensitivity == "derived"
     jobs = []
     for i, e in enumerate(entries):
         where = f"{path}: jobs[{i}]"
@@ -129,7 +146,8 @@ def load_jobs(path, cfg) -> list:
                         iterations=_count(where, "iterations", e["iterations"]),
                         arrival_s=_time(where, e.get("arrival_s", 0.0)),
                         pattern=_pattern(where, e.get("pattern", "ring")),
-                        sensitive=_bool(where, e.get("sensitive", model not in insensitive)),
+                        sensitive=_bool(where, e["sensitive"]) if "sensitive" in e else
+                        None if derived else model not in insensitive,
                         batch_per_npu=_count(where, "batch_per_npu",
                                              e.get("batch_per_npu", cfg.jobs.batch_per_npu))))
     return sorted(jobs, key=lambda job: (job.arrival_s, job.id))
@@ -165,8 +183,9 @@ def jobs_text(jobs):
     for job in jobs:
         lines += ["[[jobs]]", f"model = {json.dumps(job.model)}", f"npus = {job.npus}",
                   f"iterations = {job.iterations}", f"arrival_s = {job.arrival_s!r}",
-                  f'pattern = "{job.pattern}"', f"sensitive = {str(job.sensitive).lower()}",
-                  f"batch_per_npu = {job.batch_per_npu}", ""]
+                  f'pattern = "{job.pattern}"'] + \
+            ([] if job.sensitive is None else [f"sensitive = {str(job.sensitive).lower()}"]) + \
+            [f"batch_per_npu = {job.batch_per_npu}", ""]
     return "\n".join(lines)
 
 
@@ -215,7 +234,8 @@ declare(
         "Generated stream: the models jobs train, drawn uniformly.",
         (lambda xs: len(xs) > 0, "a non-empty list of model names")),
     Key("jobs", "insensitive", "strs", ["googlenet", "caffenet"], "-",
-        "Models whose jobs count as bandwidth-insensitive (the preserve policy gives them the "
+        "jobs.sensitivity = 'published': models whose jobs count as bandwidth-insensitive "
+        "(MAPA's labels; the preserve policy gives them the "
         "allocation that keeps the most NVLink bandwidth free); the others are sensitive.",
         None),
     Key("jobs", "patterns", "strs", ["ring"], "-",

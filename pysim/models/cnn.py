@@ -1,8 +1,9 @@
 """Convolutional networks for images, each built from its paper's architecture.
 
 Convolutions followed by batch normalisation have no bias (as the papers' reference
-implementations and torchvision build them). Every classifier ends with a cross-entropy loss
-over its classes.
+implementations and torchvision build them); ReLUs run in place (torchvision's
+`ReLU(inplace=True)`: the ReLU's output is its input's tensor). Every classifier ends with a
+cross-entropy loss over its classes.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pysim.models.registry import check_choice, check_int, register
 def _conv_bn_relu(net, x, name, out, k, s=1, p=0, relu=True):
     x = net.conv(x, f"{name}", out, k, s, p, bias=False)
     x = net.norm(x, f"{name}.bn")
-    return net.act(x, f"{name}.relu") if relu else x
+    return net.act(x, f"{name}.relu", inplace=True) if relu else x
 
 
 def _classifier_input(name, image):
@@ -34,7 +35,7 @@ def _bottleneck(net, x, name, width, stride, downsample, v1):
     if downsample:
         x = _conv_bn_relu(net, x, f"{name}.downsample", 4 * width, 1, stride, relu=False)
     y = net.add([y, x], f"{name}.add")
-    return net.act(y, f"{name}.relu")
+    return net.act(y, f"{name}.relu", inplace=True)
 
 
 def _resnet(name, blocks, image, classes, variant, source):
@@ -68,6 +69,13 @@ def resnet50(image=224, classes=1000, variant="v1.5"):
     return _resnet("resnet50", (3, 4, 6, 3), image, classes, variant, RESNET_SOURCE)
 
 
+@register("resnet200")
+def resnet200(image=224, classes=1000, variant="v1.5"):
+    """ResNet-200 (He et al., "Identity Mappings in Deep Residual Networks", ECCV 2016):
+    bottleneck blocks 3, 24, 36, 3."""
+    return _resnet("resnet200", (3, 24, 36, 3), image, classes, variant, RESNET_SOURCE)
+
+
 @register("resnet152")
 def resnet152(image=224, classes=1000, variant="v1.5"):
     """ResNet-152: bottleneck blocks 3, 8, 36, 3."""
@@ -75,12 +83,16 @@ def resnet152(image=224, classes=1000, variant="v1.5"):
 
 
 # --------------------------------------------------------------------------- AlexNet, VGG
-def _mlp_head(net, x, widths, classes, dropout=True):
+def _mlp_head(net, x, widths, classes, dropout="before"):
+    """Fully connected layers with in-place ReLUs, dropout before each hidden layer
+    ("before": AlexNet) or after its ReLU ("after": torchvision's VGG)."""
     for i, w in enumerate(widths):
-        if dropout:
+        if dropout == "before":
             x = net.act(x, f"classifier.dropout{i}", "dropout")
         x = net.linear(x, f"classifier.fc{i}", w)
-        x = net.act(x, f"classifier.relu{i}")
+        x = net.act(x, f"classifier.relu{i}", inplace=True)
+        if dropout == "after":
+            x = net.act(x, f"classifier.dropout{i}", "dropout")
     return net.linear(x, f"classifier.fc{len(widths)}", classes)
 
 
@@ -99,11 +111,12 @@ def alexnet(image=224, classes=1000):
                                               (384, 3, 1, 1, False), (256, 3, 1, 1, False),
                                               (256, 3, 1, 1, True)]):
         x = net.conv(x, f"conv{i + 1}", out, k, s, p)
-        x = net.act(x, f"relu{i + 1}")
+        x = net.act(x, f"relu{i + 1}", inplace=True)
         if pool:
             x = net.pool(x, f"pool{i + 1}", 3, 2)
     if x.shape[1:] != (6, 6):       # torchvision's adaptive average pooling to 6 x 6
         raise_shape(name, x.shape, (256, 6, 6), "the classifier takes 256 x 6 x 6")
+    x = net.pool(x, "avgpool", 1, 1, op="avg")      # (6 x 6 to 6 x 6: a copy, kept input)
     x = _mlp_head(net, net.flatten(x), (4096, 4096), classes)
     net.loss(x)
     return net.model(name, input_shape=shape,
@@ -131,7 +144,7 @@ def caffenet(image=227, classes=1000):
                                                  (384, 3, 1, 1, 2, False),
                                                  (256, 3, 1, 1, 2, True)]):
         x = net.conv(x, f"conv{i + 1}", out, k, s, p, groups=g)
-        x = net.act(x, f"relu{i + 1}")
+        x = net.act(x, f"relu{i + 1}", inplace=True)
         if pool:
             x = net.pool(x, f"pool{i + 1}", 3, 2)
     if x.shape[1:] != (6, 6):
@@ -156,7 +169,7 @@ VGG16_CONFIG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "
 def vgg16(image=224, classes=1000):
     """VGG-16, configuration D of Simonyan and Zisserman (ICLR 2015, Table 1): thirteen 3x3
     convolutions in five stages, each ending in 2x2 max pooling, and three fully connected
-    layers (4096, 4096, classes) with dropout."""
+    layers (4096, 4096, classes), each hidden one followed by dropout (as torchvision's)."""
     name = "vgg16"
     check_int(name, "classes", classes)
     shape = _classifier_input(name, image)
@@ -169,11 +182,12 @@ def vgg16(image=224, classes=1000):
             stage, conv = stage + 1, 1
         else:
             x = net.conv(x, f"conv{stage}_{conv}", v, 3, 1, 1)
-            x = net.act(x, f"relu{stage}_{conv}")
+            x = net.act(x, f"relu{stage}_{conv}", inplace=True)
             conv += 1
     if x.shape[1:] != (7, 7):       # the classifier's first layer takes 512 x 7 x 7
         raise_shape(name, x.shape, (512, 7, 7), "the classifier takes 512 x 7 x 7")
-    x = _mlp_head(net, net.flatten(x), (4096, 4096), classes)
+    x = net.pool(x, "avgpool", 1, 1, op="avg")      # torchvision's adaptive pooling to 7 x 7
+    x = _mlp_head(net, net.flatten(x), (4096, 4096), classes, dropout="after")
     net.loss(x)
     return net.model(name, input_shape=shape,
                      source="Simonyan, Zisserman: Very Deep Convolutional Networks for "
@@ -193,7 +207,7 @@ GOOGLENET_MODULES = {
 
 def _relu_conv(net, x, name, out, k, s=1, p=0):
     x = net.conv(x, name, out, k, s, p)
-    return net.act(x, f"{name}.relu")
+    return net.act(x, f"{name}.relu", inplace=True)
 
 
 def _inception_v1(net, x, name, spec):

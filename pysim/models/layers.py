@@ -11,11 +11,21 @@ except the weights. Conventions, the same for every kind:
   gradients for a product of two activations: twice); the weight gradient costs the forward
   again. A layer whose input needs no gradient (it reads the model's input) has
   `bwd_input_flops = 0`. Element-wise kinds: the input gradient costs the forward.
-- `stash_elems`: the activation elements a layer keeps for its backward pass (what PyTorch's
-  autograd saves): a product keeps its input(s); a normalisation its input; ReLU, sigmoid,
-  tanh and softmax their output; GELU its input; max pooling its input; average pooling,
-  additions and concatenations nothing. Dropout keeps a one-byte mask per element
-  (`stash_mask_bytes`, independent of precision).
+- Tensors kept for the backward pass (`saves`): each layer declares what its backward pass
+  needs, as PyTorch's autograd saves it: a product keeps its input(s); a normalisation its
+  input; ReLU, sigmoid, tanh and softmax their output; GELU its input; max pooling its input
+  and the int64 index of each output's maximum; windowed average pooling its input (global
+  average pooling, a mean, nothing); additions and concatenations nothing. Dropout keeps a one-byte mask
+  per element. A declaration names its tensor by role -- an input ("in0", "in1", "in*" for
+  each), the layer's output ("out") or a tensor of its own ("own") -- with its elements and
+  dtype ("act": at the activations' precision; "u8", "i64": one and eight bytes whatever
+  the precision). In-place layers (`inplace`, CNNs' ReLUs) write their output over their
+  input: one tensor. A model built by `pysim.models.Net` knows which layer produced each
+  tensor, so a tensor kept by several layers (a ReLU's output, kept by the ReLU and by the
+  convolution it feeds) is counted once (`pysim.models.tensors`): `stash_elems` and
+  `stash_mask_bytes` are the elements and fixed-size bytes of the tensors a layer is the
+  last to need in the backward pass (those freed after its backward ops), `saved_elems`
+  and `saved_fixed_bytes` what its backward ops read.
 """
 from __future__ import annotations
 
@@ -25,7 +35,7 @@ from pysim.models.precision import precision_bytes
 
 KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "pool",
          "eltwise", "softmax", "interaction", "loss", "given")
-TP_SPLITS = ("column", "row", "heads", "replicated", None)
+TP_SPLITS = ("column", "row", "heads", "replicated", "expert", None)
 
 # FLOPs per output element of element-wise operations (forward)
 # ("reduce": per input element; "copy" moves data: a transpose, slice, pad or cast)
@@ -45,6 +55,7 @@ BINARY = ("add", "sub", "mul", "div", "max", "min")   # n inputs: n - 1 operatio
 NORM_FLOPS = 7       # per element: sum, sum of squares (2), normalise (2), scale and shift (2)
 SOFTMAX_FLOPS = 5    # per element: max, subtract, exp, sum, divide
 LOSS_FLOPS = 6       # per logit: a softmax and the log-likelihood terms
+DTYPE_BYTES = {"u8": 1, "i64": 8}    # saved tensors whose size ignores the precision
 
 
 def prod(shape):
@@ -60,12 +71,13 @@ class Layer:
 
     __slots__ = ("name", "kind", "params", "fwd_flops", "bwd_input_flops", "bwd_weight_flops",
                  "in_elems", "out_elems", "weight_elems", "stash_elems", "stash_mask_bytes",
-                 "in_shape", "out_shape", "tp", "table", "given", "op")
+                 "in_shape", "out_shape", "tp", "table", "given", "op", "saves", "inplace",
+                 "saved_elems", "saved_fixed_bytes", "in_ids", "out_id")
 
     def __init__(self, name, kind, *, params=0, fwd_flops=0.0, bwd_input_flops=0.0,
                  bwd_weight_flops=0.0, in_elems=0, out_elems=0, weight_elems=None,
                  stash_elems=0, stash_mask_bytes=0, in_shape=(), out_shape=(), tp=None,
-                 table=None, given=None, op=None):
+                 table=None, given=None, op=None, saves=None, inplace=False):
         self.name = name
         self.kind = kind
         self.params = int(params)
@@ -75,8 +87,21 @@ class Layer:
         self.in_elems = int(in_elems)
         self.out_elems = int(out_elems)
         self.weight_elems = int(params if weight_elems is None else weight_elems)
-        self.stash_elems = int(stash_elems)
-        self.stash_mask_bytes = int(stash_mask_bytes)
+        if saves is None:           # a layer of its own: what it keeps is its own tensors
+            saves = ((("own", int(stash_elems), "act"),) if stash_elems else ()) + \
+                ((("own", int(stash_mask_bytes), "u8"),) if stash_mask_bytes else ())
+        self.saves = tuple((r, int(n), dt) for r, n, dt in saves if n)
+        for r, n, dt in self.saves:
+            if dt not in DTYPE_BYTES and dt != "act":
+                raise ValueError(f"layer {name!r}: saved dtype {dt!r}")
+        self.inplace = bool(inplace)
+        self.saved_elems = sum(n for _, n, dt in self.saves if dt == "act")
+        self.saved_fixed_bytes = sum(n * DTYPE_BYTES[dt] for _, n, dt in self.saves
+                                     if dt != "act")
+        self.stash_elems = self.saved_elems      # until a model counts shared tensors once
+        self.stash_mask_bytes = self.saved_fixed_bytes
+        self.in_ids = None                       # tensor ids, given by Net
+        self.out_id = None
         self.in_shape = tuple(in_shape)
         self.out_shape = tuple(out_shape)
         self.tp = tp
@@ -94,10 +119,13 @@ class Layer:
         p = precision_bytes(precision)
         return {"read": self.in_elems * p.act, "write": self.out_elems * p.act,
                 "weights": self.weight_elems * p.weight,
-                "stash": self.stash_elems * p.act + self.stash_mask_bytes}
+                "stash": self.stash_elems * p.act + self.stash_mask_bytes,
+                "saved": self.saved_elems * p.act + self.saved_fixed_bytes}
 
     def to_dict(self, precision=None):
-        d = {k: getattr(self, k) for k in self.__slots__ if k not in ("in_shape", "out_shape")}
+        d = {k: getattr(self, k) for k in self.__slots__
+             if k not in ("in_shape", "out_shape", "saves", "in_ids", "out_id")}
+        d["saves"] = [list(x) for x in self.saves]
         d["in_shape"] = list(self.in_shape)
         d["out_shape"] = list(self.out_shape)
         if precision is not None:
@@ -189,7 +217,7 @@ def conv(name, in_shape, out_channels, kernel, stride=1, padding=0, groups=1, bi
     in_elems = c * h * w
     return Layer(name, "conv", params=params, fwd_flops=2 * macs,
                  bwd_input_flops=2 * macs if input_grad else 0, bwd_weight_flops=2 * macs,
-                 in_elems=in_elems, out_elems=out_elems, stash_elems=in_elems,
+                 in_elems=in_elems, out_elems=out_elems, saves=(("in0", in_elems, "act"),),
                  in_shape=in_shape, out_shape=out, op=f"{kh}x{kw}/{sh}")
 
 
@@ -208,8 +236,8 @@ def linear(name, in_shape, out_features, bias=True, tp=None, input_grad=True, ti
     out = tuple(in_shape[:-1]) + (out_features,)
     return Layer(name, "linear", params=b if tied else w, weight_elems=w, fwd_flops=2 * macs,
                  bwd_input_flops=2 * macs if input_grad else 0, bwd_weight_flops=2 * macs,
-                 in_elems=in_elems, out_elems=rows * out_features, stash_elems=in_elems,
-                 in_shape=in_shape, out_shape=out, tp=tp)
+                 in_elems=in_elems, out_elems=rows * out_features,
+                 saves=(("in0", in_elems, "act"),), in_shape=in_shape, out_shape=out, tp=tp)
 
 
 def matmul(name, a_shape, b_shape, tp=None):
@@ -226,7 +254,9 @@ def matmul(name, a_shape, b_shape, tp=None):
     macs = batch * m * k * n
     ins = prod(a_shape) + prod(b_shape)
     return Layer(name, "matmul", fwd_flops=2 * macs, bwd_input_flops=4 * macs, in_elems=ins,
-                 out_elems=batch * m * n, stash_elems=ins, in_shape=a_shape,
+                 out_elems=batch * m * n,
+                 saves=(("in0", prod(a_shape), "act"), ("in1", prod(b_shape), "act")),
+                 in_shape=a_shape,
                  out_shape=tuple(a_shape[:-2]) + (m, n), tp=tp)
 
 
@@ -246,7 +276,8 @@ def lstm(name, in_shape, hidden, bidirectional=False, bias=True, input_grad=True
     return Layer(name, "lstm", params=params, fwd_flops=2 * macs + gates,
                  bwd_input_flops=(2 * macs if input_grad else 0) + gates,
                  bwd_weight_flops=2 * macs, in_elems=t * i, out_elems=t * dirs * hidden,
-                 stash_elems=t * i + dirs * t * 7 * hidden, in_shape=in_shape, out_shape=out,
+                 saves=(("in0", t * i, "act"), ("own", dirs * t * 7 * hidden, "act")),
+                 in_shape=in_shape, out_shape=out,
                  op="bidirectional" if bidirectional else None)
 
 
@@ -282,8 +313,9 @@ def attention(name, q_len, kv_len, hidden, heads, dropout=False, causal=False, t
     ins = q_len * hidden + 2 * kv_len * hidden
     stash = ins + scores * (2 if dropout else 1)
     return Layer(name, "attention", fwd_flops=2 * macs + elt, bwd_input_flops=4 * macs + elt,
-                 in_elems=ins, out_elems=q_len * hidden, stash_elems=stash,
-                 stash_mask_bytes=scores if dropout else 0,
+                 in_elems=ins, out_elems=q_len * hidden,
+                 saves=(("in0", ins, "act"), ("own", stash - ins, "act"),
+                        ("own", scores if dropout else 0, "u8")),
                  in_shape=(q_len, 3 * hidden) if q_len == kv_len else (q_len, hidden),
                  out_shape=(q_len, hidden), tp=tp, op="causal" if causal else "dot")
 
@@ -335,7 +367,7 @@ def norm(name, shape, op="batch", affine=True, tp=None):
     return Layer(name, "norm", params=2 * ch if affine else 0,
                  fwd_flops=NORM_FLOPS * n, bwd_input_flops=NORM_FLOPS * n,
                  bwd_weight_flops=2 * n if affine else 0, in_elems=n, out_elems=n,
-                 stash_elems=n, in_shape=shape, out_shape=shape, tp=tp, op=op)
+                 saves=(("in0", n, "act"),), in_shape=shape, out_shape=shape, tp=tp, op=op)
 
 
 def pool(name, in_shape, kernel=None, stride=None, padding=0, op="max", ceil_mode=False):
@@ -357,13 +389,16 @@ def pool(name, in_shape, kernel=None, stride=None, padding=0, op="max", ceil_mod
     n_in, n_out = c * h * w, c * oh * ow
     flops = n_out * kh * kw
     return Layer(name, "pool", fwd_flops=flops, bwd_input_flops=flops, in_elems=n_in,
-                 out_elems=n_out, stash_elems=n_in if op == "max" else 0, in_shape=in_shape,
+                 out_elems=n_out,
+                 saves=(() if kernel is None and op == "avg" else (("in0", n_in, "act"),)) +
+                 ((("own", n_out, "i64"),) if op == "max" else ()), in_shape=in_shape,
                  out_shape=(c, oh, ow), op=op if kernel is not None else f"global_{op}")
 
 
-def eltwise(name, shape, op, inputs=1, tp=None, out_shape=None):
+def eltwise(name, shape, op, inputs=1, tp=None, out_shape=None, inplace=False):
     """An element-wise operation (`ELTWISE_FLOPS`) over `inputs` tensors of `shape`; a concat
-    takes its inputs' total and gives `out_shape`, a reduction gives `out_shape`."""
+    takes its inputs' total and gives `out_shape`, a reduction gives `out_shape`. `inplace`
+    writes the output over the (one) input, as torchvision's ReLUs do."""
     _check_shape(name, shape)
     if op not in ELTWISE_FLOPS:
         _fail(name, f"element-wise op {op!r}: expected one of {', '.join(ELTWISE_FLOPS)}")
@@ -374,19 +409,22 @@ def eltwise(name, shape, op, inputs=1, tp=None, out_shape=None):
     per = n_in if op == "reduce" else n_out * max(1, inputs - 1 if op in BINARY else 1)
     flops = ELTWISE_FLOPS[op] * per
     keep = ELTWISE_STASH[op]
-    stash = {"input": n_in, "output": n_out}.get(keep, 0)
+    if inplace and (inputs != 1 or n_out != n or keep == "input"):
+        _fail(name, f"{op} cannot run in place (it keeps its input, or its output is not its "
+                    f"input's size)")
+    saves = {"input": (("in*", n_in // inputs, "act"),), "output": (("out", n_out, "act"),),
+             "mask": (("own", n_out, "u8"),)}.get(keep, ())
     return Layer(name, "eltwise", fwd_flops=flops, bwd_input_flops=flops, in_elems=n_in,
-                 out_elems=n_out, stash_elems=stash,
-                 stash_mask_bytes=n_out if keep == "mask" else 0, in_shape=shape,
-                 out_shape=out_shape, tp=tp, op=op)
+                 out_elems=n_out, saves=saves, in_shape=shape, out_shape=out_shape, tp=tp,
+                 op=op, inplace=inplace)
 
 
 def softmax(name, shape, tp=None):
     _check_shape(name, shape)
     n = prod(shape)
     return Layer(name, "softmax", fwd_flops=SOFTMAX_FLOPS * n, bwd_input_flops=2 * n,
-                 in_elems=n, out_elems=n, stash_elems=n, in_shape=shape, out_shape=shape,
-                 tp=tp)
+                 in_elems=n, out_elems=n, saves=(("out", n, "act"),), in_shape=shape,
+                 out_shape=shape, tp=tp)
 
 
 def loss(name, shape, op="cross_entropy", tp=None):

@@ -1,9 +1,14 @@
 """A model: an ordered list of layers, and the builder the zoo writes models with."""
 from __future__ import annotations
 
+import itertools
+
 from pysim.models import layers as L
+from pysim.models import tensors as T
 from pysim.models.layers import Layer, ModelError, prod
 from pysim.models.precision import optimizer_bytes, precision_bytes
+
+_TENSOR_IDS = itertools.count()
 
 
 class Model:
@@ -33,6 +38,9 @@ class Model:
             flops += layer.fwd_flops
         self.params = params
         self.fwd_flops = flops
+        # a model whose layers know their tensors counts each kept tensor once
+        self.stashes = T.assign(self.layers) if self.layers and all(
+            l.out_id is not None for l in self.layers) else None
 
     @property
     def bwd_flops(self):
@@ -42,8 +50,8 @@ class Model:
         return self.default_precision if precision is None else precision
 
     def activation_bytes(self, precision=None):
-        """Bytes per sample kept from the forward pass for the backward pass (every layer's
-        stash, at once: no recomputation)."""
+        """Bytes per sample kept from the forward pass for the backward pass (every tensor
+        kept, once, all at once: no recomputation)."""
         a = precision_bytes(self._precision(precision)).act
         return sum(l.stash_elems * a + l.stash_mask_bytes for l in self.layers)
 
@@ -87,14 +95,16 @@ class Model:
 
 
 class Act:
-    """An activation flowing through a `Net`: its per-sample shape, and whether a gradient
-    flows back into it (False for the model's input)."""
+    """An activation flowing through a `Net`: its per-sample shape, whether a gradient
+    flows back into it (False for the model's input), and the tensor it is (`tid`: a view
+    or an in-place layer's output is its input's tensor)."""
 
-    __slots__ = ("shape", "grad")
+    __slots__ = ("shape", "grad", "tid")
 
-    def __init__(self, shape, grad=True):
+    def __init__(self, shape, grad=True, tid=None):
         self.shape = tuple(shape)
         self.grad = grad
+        self.tid = next(_TENSOR_IDS) if tid is None else tid
 
     def __repr__(self):
         return f"Act{self.shape}"
@@ -107,9 +117,14 @@ class Net:
     def __init__(self):
         self.layers = []
 
-    def _add(self, layer, grad=True):
+    def _add(self, layer, grad=True, inputs=()):
+        """Append layer, reading the tensors `inputs`; its output is a new tensor, or its
+        input's if the layer runs in place."""
+        layer.in_ids = tuple(x.tid for x in inputs)
+        out = Act(layer.out_shape, grad, inputs[0].tid if layer.inplace else None)
+        layer.out_id = out.tid
         self.layers.append(layer)
-        return Act(layer.out_shape, grad)
+        return out
 
     @staticmethod
     def input(shape):
@@ -117,14 +132,15 @@ class Net:
 
     def conv(self, x, name, out_channels, kernel, stride=1, padding=0, groups=1, bias=True):
         return self._add(L.conv(name, x.shape, out_channels, kernel, stride, padding, groups,
-                                bias, input_grad=x.grad))
+                                bias, input_grad=x.grad), inputs=[x])
 
     def linear(self, x, name, out_features, bias=True, tp=None, tied=False):
         return self._add(L.linear(name, x.shape, out_features, bias, tp, input_grad=x.grad,
-                                  tied=tied))
+                                  tied=tied), inputs=[x])
 
     def lstm(self, x, name, hidden, bidirectional=False):
-        return self._add(L.lstm(name, x.shape, hidden, bidirectional, input_grad=x.grad))
+        return self._add(L.lstm(name, x.shape, hidden, bidirectional, input_grad=x.grad),
+                         inputs=[x])
 
     def embedding(self, name, rows, dim, lookups=1, pooled=False, table=None, tp=None):
         return self._add(L.embedding(name, rows, dim, lookups, pooled, table, tp))
@@ -134,37 +150,40 @@ class Net:
         if h3 % 3:
             raise ModelError(f"layer {name!r}: input of shape {x.shape}: expected (tokens, "
                              f"3 x hidden), the concatenated Q, K and V")
-        return self._add(L.attention(name, s, s, h3 // 3, heads, dropout, causal))
+        return self._add(L.attention(name, s, s, h3 // 3, heads, dropout, causal),
+                         inputs=[x])
 
     def additive_attention(self, q, memory, name):
         if q.shape[1] != memory.shape[1]:
             raise ModelError(f"layer {name!r}: query of shape {q.shape} and memory of shape "
                              f"{memory.shape} differ in width")
         return self._add(L.additive_attention(name, q.shape[0], memory.shape[0], q.shape[1],
-                                              input_grad=q.grad or memory.grad))
+                                              input_grad=q.grad or memory.grad),
+                         inputs=[q, memory])
 
     def interaction(self, xs, name):
         dims = {x.shape for x in xs}
         if len(dims) != 1 or len(xs[0].shape) != 1:
             raise ModelError(f"layer {name!r}: the interacting vectors must be of one length, "
                              f"got shapes {sorted(dims)}")
-        return self._add(L.interaction(name, len(xs), xs[0].shape[0]))
+        return self._add(L.interaction(name, len(xs), xs[0].shape[0]), inputs=xs)
 
     def norm(self, x, name, op="batch", tp=None):
-        return self._add(L.norm(name, x.shape, op, tp=tp))
+        return self._add(L.norm(name, x.shape, op, tp=tp), inputs=[x])
 
     def pool(self, x, name, kernel=None, stride=None, padding=0, op="max", ceil_mode=False):
-        return self._add(L.pool(name, x.shape, kernel, stride, padding, op, ceil_mode), x.grad)
+        return self._add(L.pool(name, x.shape, kernel, stride, padding, op, ceil_mode), x.grad,
+                         [x])
 
-    def act(self, x, name, op="relu", tp=None):
-        return self._add(L.eltwise(name, x.shape, op, tp=tp), x.grad)
+    def act(self, x, name, op="relu", tp=None, inplace=False):
+        return self._add(L.eltwise(name, x.shape, op, tp=tp, inplace=inplace), x.grad, [x])
 
     def add(self, xs, name, tp=None):
         shapes = {x.shape for x in xs}
         if len(shapes) != 1:
             raise ModelError(f"layer {name!r}: cannot add tensors of shapes {sorted(shapes)}")
         return self._add(L.eltwise(name, xs[0].shape, "add", inputs=len(xs), tp=tp),
-                         any(x.grad for x in xs))
+                         any(x.grad for x in xs), xs)
 
     def concat(self, xs, name, axis=0):
         ref = xs[0].shape
@@ -176,18 +195,18 @@ class Net:
         out = list(ref)
         out[axis] = sum(x.shape[axis] for x in xs)
         return self._add(L.eltwise(name, ref, "concat", inputs=len(xs), out_shape=out),
-                         any(x.grad for x in xs))
+                         any(x.grad for x in xs), xs)
 
     def softmax(self, x, name):
-        return self._add(L.softmax(name, x.shape), x.grad)
+        return self._add(L.softmax(name, x.shape), x.grad, [x])
 
     def loss(self, x, name="loss", op="cross_entropy", tp=None):
-        return self._add(L.loss(name, x.shape, op, tp), x.grad)
+        return self._add(L.loss(name, x.shape, op, tp), x.grad, [x])
 
     @staticmethod
     def flatten(x):
-        """A view: no layer, no data moved."""
-        return Act((prod(x.shape),), x.grad)
+        """A view: no layer, no data moved, the same tensor."""
+        return Act((prod(x.shape),), x.grad, x.tid)
 
     def model(self, name, **kw) -> Model:
         return Model(name, self.layers, **kw)

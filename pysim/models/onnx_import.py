@@ -101,8 +101,10 @@ def _scaled(layer, div):
     if div != 1:
         for k in ("fwd_flops", "bwd_input_flops", "bwd_weight_flops"):
             setattr(layer, k, getattr(layer, k) / div)
-        for k in ("in_elems", "out_elems", "stash_elems", "stash_mask_bytes"):
+        for k in ("in_elems", "out_elems", "stash_elems", "stash_mask_bytes", "saved_elems",
+                  "saved_fixed_bytes"):
             setattr(layer, k, -(-getattr(layer, k) // div))
+        layer.saves = tuple((r, -(-n // div), dt) for r, n, dt in layer.saves)
     return layer
 
 
@@ -365,6 +367,8 @@ def load_onnx(path, **dims):
             fused.add(id(add))
 
     layers, names, unsupported = [], set(), {}
+    alias = {}                                # tensor name -> the tensor it is a view of
+    graph_inputs = {i.name for i in inputs}
     for idx, node in enumerate(graph.node):
         op = node.op_type
         name = node.name or f"{op}_{idx}"
@@ -387,6 +391,8 @@ def load_onnx(path, **dims):
         if op in VIEWS:
             if any(i in g.grad for i in ins):
                 g.grad.update(node.output)
+            for o in node.output:             # a view is its input's tensor
+                alias[o] = alias.get(ins[0], ins[0])
             continue
         try:
             layer = _handle(g, node, name, fused_bias)
@@ -410,6 +416,19 @@ def load_onnx(path, **dims):
                                   params=g.weights(ins), weight_elems=0, out_shape=outs,
                                   op=f"unsupported {qualified}"), div)
         names.add(name)
+        # the tensors it reads and writes (views resolved); an element-wise layer keeping its
+        # output whose input nobody else reads runs in place, as frameworks run ReLUs
+        acts = [alias.get(i, i) for i in ins if i not in g.const and i not in g.inits]
+        out = node.output[0]
+        if op == "MatMul" and fused_bias.get(node.name or id(node)):
+            out = fused_bias[node.name or id(node)][1]
+        if layer.kind == "eltwise" and len(acts) == 1 and \
+                [r for r, _, _ in layer.saves] == ["out"] and \
+                len(consumers.get(ins[0], [])) == 1 and acts[0] not in graph_inputs:
+            layer.inplace = True
+            alias[out] = acts[0]
+        layer.in_ids = tuple(acts)
+        layer.out_id = alias.get(out, out)
         layers.append(layer)
         if layer.params or any(i in g.grad for i in ins):
             g.grad.update(o for o in node.output if o)

@@ -28,14 +28,20 @@ PRESETS = {
                "no bf16"),
     "a100": dict(
         tflops={"fp32": 19.5, "fp16": 312.0, "bf16": 312.0, "mixed": 312.0},
-        hbm_gbps=2039.0, hbm_gb=80.0,
+        hbm_gbps=2039.0, hbm_gb=80.0, sms=108,
         source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM: 19.5 TFLOPS "
-               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2e 2,039 GB/s"),
+               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2e 2,039 GB/s; 108 SMs"),
+    "a100_40": dict(
+        tflops={"fp32": 19.5, "fp16": 312.0, "bf16": 312.0, "mixed": 312.0},
+        hbm_gbps=1555.0, hbm_gb=40.0, sms=108,
+        source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM: 19.5 TFLOPS "
+               "fp32, 312 TFLOPS fp16/bf16 tensor (dense), HBM2 1,555 GB/s; 108 SMs"),
     "h100": dict(
         tflops={"fp32": 67.0, "fp16": 989.5, "bf16": 989.5, "mixed": 989.5},
-        hbm_gbps=3350.0, hbm_gb=80.0,
+        hbm_gbps=3350.0, hbm_gb=80.0, sms=132,
         source="NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM: 67 TFLOPS fp32, "
-               "989.5 TFLOPS fp16/bf16 tensor (dense; 1,979 with sparsity), HBM3 3.35 TB/s"),
+               "989.5 TFLOPS fp16/bf16 tensor (dense; 1,979 with sparsity), HBM3 3.35 TB/s; "
+               "132 SMs"),
     "tpu_v3": dict(
         tflops={"bf16": 123.0, "mixed": 123.0},
         hbm_gbps=900.0, hbm_gb=32.0,
@@ -131,7 +137,8 @@ class NpuSpec:
         """Roofline time of one layer for `batch` samples; `phase` fwd, bwd_input or
         bwd_weight. Forward reads inputs and weights and writes outputs; the input gradient
         reads the output gradient and the weights and writes the input gradient; the weight
-        gradient reads the output gradient and the stash and writes the weight gradients."""
+        gradient reads the output gradient and the tensors saved and writes the weight
+        gradients."""
         b = layer.bytes(precision)
         if phase == "fwd":
             flops, nbytes = layer.fwd_flops, batch * (b["read"] + b["write"]) + b["weights"]
@@ -140,7 +147,7 @@ class NpuSpec:
             nbytes = batch * (b["read"] + b["write"]) + b["weights"] if flops else 0
         elif phase == "bwd_weight":
             flops = layer.bwd_weight_flops
-            nbytes = batch * (b["write"] + b["stash"]) + b["weights"] if flops else 0
+            nbytes = batch * (b["write"] + b["saved"]) + b["weights"] if flops else 0
         else:
             raise ValueError(f"phase {phase!r}: expected fwd, bwd_input or bwd_weight")
         return self.roofline_seconds(batch * flops, nbytes, layer.kind, precision)

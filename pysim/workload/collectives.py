@@ -28,6 +28,7 @@ from pysim.schema import MAX_INT, NONNEG, POS, Key, declare
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
 from pysim.workload.base import register
+from pysim.workload.endpoint import held_units, streams as comm_streams
 from pysim.workload.graph import GraphError, OpGraph, engine_params, op_times, run_graph
 
 OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
@@ -677,7 +678,7 @@ def _engine_ops(collective, algorithm, p, engine):
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
-          sram_pieces=OFFLOAD_PIECES_IN_SRAM):
+          sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -685,7 +686,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     ready; default: nothing). done: a dict, filled with {node name: op id} of an op that
     finishes when the participant's part of the collective is complete. sram_state: the
     offload engines' SRAM occupancy, shared by the collectives of one graph (an empty
-    tuple of two dicts to start; by default each collective has the SRAM to itself)."""
+    tuple of two dicts to start; by default each collective has the SRAM to itself).
+    units: {node name: compute units} the collective holds at each participant from its
+    start there to its end (an NPU-run collective: pysim.workload.endpoint). streams: (state,
+    n), the collectives of one group in the order issued: each participant's part waits for the
+    end of its part of the collective issued n before on the same group (state: a dict
+    shared by the collectives of one graph)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -713,8 +719,21 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
                          f"fewer)")
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
+    g = graph if graph is not None else OpGraph()
+    key = tuple(sorted(order))
+    if streams is not None:            # in the order issued, on the group's streams
+        state, n_streams = streams
+        for n in order:
+            prev = state.get((key, n), ())
+            if len(prev) >= n_streams:
+                start.setdefault(idx[n], []).append(prev[-n_streams])
+    if units:                          # the units held from the start to the end
+        for n in order:
+            if units.get(n):
+                start[idx[n]] = [g.take_units(n, units[n], after=start.get(idx[n], []))]
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight, grain, start, sram_state, sram_pieces)
+    b.g = g
     if algorithm == "hierarchical":
         if dims is None:
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
@@ -722,10 +741,18 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         hierarchical(b, collective, dims)
     else:
         fn(b, collective)
-    if done is not None:
+    if done is not None or units or streams is not None:
+        done = {} if done is None else done
         for i, n in enumerate(order):
             last = b.node_last.get(i) or list(b.start.get(i, ()))
-            done[n] = b.g.delay(0, after=last)
+            if units and units.get(n):
+                done[n] = b.g.free_units(n, units[n], after=last)
+            else:
+                done[n] = b.g.delay(0, after=last)
+            if streams is not None:
+                prev = streams[0].setdefault((key, n), [])
+                prev.append(done[n])
+                del prev[:-streams[1]]
     return b.g
 
 
@@ -922,7 +949,7 @@ def collective_graph(cfg, topo, graph=None):
         dims = list(topo.dims)
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
               sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
-              sram_pieces=pieces)
+              sram_pieces=pieces, units=held_units(cfg, topo, w.engine))
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order)
 

@@ -5,9 +5,8 @@ semantics) expands each op of `g` into a fixed number of csim primitives -- one 
 kinds, two for a roofline compute op (it and its memory companion), three for a reduction
 on the NPU -- so the primitives of every op are laid out by a cumulative sum of those counts
 and filled kind by kind with vectorised arithmetic; the dependencies become one array of
-(from, to) edges, deduplicated and sorted into the successor lists (CSR) csim takes. Memory
-ops (mem_write, mem_read) expand into their pieces in a short loop per op; their count is
-known before, so they are written into their place too.
+(from, to) edges, deduplicated and sorted into the successor lists (CSR) csim takes. A graph
+with memory ops (mem_write, mem_read) is expanded op by op instead (pysim.workload.graph).
 
 The primitives come out in the order the ops are taken (id order, or a topological order
 where `depend` made an op wait for a later one), each op's in a fixed order, exactly as an op
@@ -17,26 +16,18 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 
-from pysim.errors import PysimWarning
 from pysim.schema import MAX_INT
-
-# csim's primitive ops (csim/_dag.pxd)
-KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
-         "acquire": 5, "release": 6}
-GATE_UNIT = 3
-REQUEST_BYTES = 64          # a memory read request
-MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 # the kinds of an OpGraph's ops, as codes (a compute op given flops/bytes is ROOFLINE)
 OP_CODES = {"compute": 0, "send": 1, "delay": 2, "memory": 3, "engine": 4, "reduce_npu": 5,
-            "reduce_offload": 6, "acquire": 7, "release": 8, "mem_write": 9, "mem_read": 10}
+            "reduce_offload": 6, "acquire": 7, "release": 8, "mem_write": 9, "mem_read": 10,
+            "take_units": 12, "free_units": 13}
 ROOFLINE = 11
-# primitives per op of each code (memory ops: per op, from their pieces)
-_COUNT = np.array([1, 1, 1, 1, 1, 3, 1, 1, 1, 0, 0, 2], np.int64)
+# primitives per op of each code (memory ops are expanded op by op: pysim.workload.graph)
+_COUNT = np.array([1, 1, 1, 1, 1, 3, 1, 1, 1, 0, 0, 2, 1, 1], np.int64)
 NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
 
 
@@ -89,13 +80,16 @@ def compile_arrays(g, topo, cfg, h):
     node_id = h._node_checker(g, topo, index)
     if len(g) == 0:
         raise GraphError("the op graph is empty")
-    mem = h.memory_params(topo, cfg)
     cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
     eparams = h.engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    ends = h.endpoint_arrays(cfg, topo, {i: (h.npu_spec(cfg, topo, i).name,
+                                             cparams[i][1] * 1e9 * clock)
+                                         for i, k in enumerate(topo.node_kinds) if k == "npu"})
+    flow = cfg is not None and cfg.network.model == "flow"
+    KINDS, MAX_SLICES = h.KINDS, h.MAX_SLICES
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
-    caps = h.capacities(topo, cfg)
 
     n = len(g)
     code, lens, flat = graph_columns(g)
@@ -114,7 +108,7 @@ def compile_arrays(g, topo, cfg, h):
     e_off = np.ones(N)
     e_red = np.ones(N)
     for i, v in eparams.items():
-        e_off[i], e_red[i] = v[0], v[2]
+        e_off[i], e_red[i] = v[0], v[2] * ends["reduce_fraction"][i]
     kn = np.where(nid >= 0, nkind[np.maximum(nid, 0)], -1)
     kd = np.where(did >= 0, nkind[np.maximum(did, 0)], -1)
     npu_host = (kn == 0) | (kn == 2)
@@ -123,7 +117,7 @@ def compile_arrays(g, topo, cfg, h):
     ok = np.ones(n, bool)
     for c in (0, 3, ROOFLINE):
         ok &= (code != c) | npu_host
-    for c in (4, 5, 6):
+    for c in (4, 5, 6, 12, 13):
         ok &= (code != c) | npu_only
     for c in (7, 8):
         ok &= (code != c) | any_end
@@ -161,7 +155,7 @@ def compile_arrays(g, topo, cfg, h):
     expand += int((3 * np.maximum(1, -(-mem_sizes // piece))).sum()) + \
         int(np.count_nonzero(code == 10))
     if expand > h.MAX_OPS:
-        h._check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock)
+        h._check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
 
     # simple kinds' cycles (validity of the rate: the error names it)
     cyc = np.zeros(n, np.int64)
@@ -219,15 +213,16 @@ def compile_arrays(g, topo, cfg, h):
         pdst[at] = dst_
         psize[at] = size_
 
-    for c, k, u in ((0, "compute", 0), (3, "compute", 1), (4, "compute", 2),
-                    (6, "compute", 2), (2, "delay", 0), (7, "acquire", GATE_UNIT),
-                    (8, "release", GATE_UNIT), (1, "send", 0)):
+    for c, k, u in ((0, "compute", 0), (3, "compute", h.COMM_MEM_UNIT), (4, "compute", 2),
+                    (6, "compute", 2), (2, "delay", 0), (7, "acquire", h.GATE_UNIT),
+                    (8, "release", h.GATE_UNIT), (1, "send", 0),
+                    (12, "take_units", h.HELD_UNIT), (13, "free_units", h.HELD_UNIT)):
         ids = np.flatnonzero(code == c)
         if not len(ids):
             continue
         nd = -1 if c == 2 else nid[ids]
         ds = did[ids] if c == 1 else -1
-        sz = size[ids] if c in (0, 2, 7, 8, 1) else cyc[ids]
+        sz = size[ids] if c in (0, 2, 7, 8, 1, 12, 13) else cyc[ids]
         put(ids, k, nd, ds, sz, u)
     isolated = np.full(n, -1, np.int64)
     companions = np.zeros(0, np.int64)
@@ -237,32 +232,13 @@ def compile_arrays(g, topo, cfg, h):
         isolated[rl] = np.maximum(C, H)
         companions = first[rl] + 1
     if len(rn_ids):
-        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, 1)
-        put(rn_ids, "compute", nid[rn_ids], -1, cyc[rn_ids], 0, off=1)
+        # on the units the collective holds, through communication's memory share
+        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, h.COMM_MEM_UNIT)
+        put(rn_ids, "compute", nid[rn_ids], -1, cyc[rn_ids], h.HELD_UNIT, off=1)
         put(rn_ids, "delay", -1, -1, 0, 0, off=2)
         src_e += [first[rn_ids], first[rn_ids] + 1]
         dst_e += [first[rn_ids] + 2, first[rn_ids] + 2]
 
-    # memory ops, one by one (their pieces), in the order taken
-    stored, read = {}, {}
-    if len(mem_ids):
-        mem_order = order[memop[order]]
-        ms, md = [], []
-        for i in mem_order.tolist():
-            lst = _memory_op(g, i, topo, code[i] == 9, int(nid[i]), int(did[i]),
-                             int(size[i]), int(first[i]), piece, mem, cparams, caps, kind,
-                             unit, pnode, pdst, psize, ms, md, stored, read, h)
-            last[i] = lst
-        if ms:
-            src_e.append(np.array(ms, np.int64))
-            dst_e.append(np.array(md, np.int64))
-    for m, b in read.items():
-        if b > stored.get(m, 0):
-            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
-            warnings.warn(PysimWarning(
-                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
-                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
-                f"from the start"), stacklevel=3)
     h.check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
 
     # ---- dependencies: an op's dependencies finish before its first primitive starts
@@ -287,59 +263,10 @@ def compile_arrays(g, topo, cfg, h):
     succ_ptr = np.zeros(P + 1, np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
     arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,
-                  succ_ptr=succ_ptr, succ=succ, isolated=isolated)
+                  succ_ptr=succ_ptr, succ=succ, isolated=isolated, sms=ends["sms"],
+                  comm_hbm=ends["comm_hbm"])
     span = np.stack([first, last], axis=1)
     return arrays, span
-
-
-def _memory_op(g, i, topo, write, a, m, total, at, piece, mem, cparams, caps, kind, unit,
-               pnode, pdst, psize, ms, md, stored, read, h):
-    """A mem_write or mem_read's pieces from primitive `at` on; returns its last one."""
-    own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
-    if topo.node_kinds[m] == "mem":
-        bpc, lat, _ = mem[m]
-        m_unit = 0                    # the memory node's controller
-    else:
-        bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
-    pieces = [min(piece, total - o) for o in range(0, total, piece)] or [0]
-    p = [at]
-
-    def prim(k, nd, d, s, deps, u=0):
-        j = p[0]
-        kind[j] = KINDS[k]
-        unit[j] = u
-        pnode[j] = nd
-        pdst[j] = d
-        psize[j] = int(s)
-        for x in deps:
-            ms.append(x)
-            md.append(j)
-        p[0] += 1
-        return j
-
-    if write:
-        stored[m] = stored.get(m, 0) + total
-        rd = snd = acc = None
-        for j, b in enumerate(pieces):       # pieces leave in order, one after another
-            rd = prim("compute", a, -1, h._ceil(b, own_bpc), [] if rd is None else [rd], 1)
-            snd = prim("send", a, m, b, [rd] + ([snd] if snd is not None else []))
-            acc = prim("compute", m, -1, (lat if j == 0 else 0) + h._ceil(b, bpc),
-                       [snd] + ([acc] if acc is not None else []), m_unit)
-        return acc
-    read[m] = read.get(m, 0) + total
-    if total > caps[m]:
-        raise h.GraphError(f"op {g.label(i)}: reading {total} bytes from "
-                           f"{topo.node_names[m]}, more than its capacity of "
-                           f"{caps[m]} bytes")
-    req = prim("send", a, m, REQUEST_BYTES, [])
-    acc = wr = None
-    for j, b in enumerate(pieces):
-        acc = prim("compute", m, -1, (lat if j == 0 else 0) + h._ceil(b, bpc),
-                   [req] + ([acc] if acc is not None else []), m_unit)
-        back = prim("send", m, a, b, [acc]) if b else acc
-        wr = prim("compute", a, -1, h._ceil(b, own_bpc),
-                  [back] + ([wr] if wr is not None else []), 1)
-    return wr
 
 
 def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
@@ -357,15 +284,17 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
         C = h._ceil(flops, flops_pc)
         H = h._ceil(nbytes, bytes_pc)
         S = max(1, -(-max(C, H) // slice_cycles))
-        if S > MAX_SLICES:
+        if S > h.MAX_SLICES:
             raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
                              f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
-                             f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
+                             f"{slice_cycles}; expected at most {h.MAX_SLICES:,} (raise "
                              f"workload.slice_cycles)")
     elif k == "reduce_npu":
         n = node_id(g.node[i], i, "node", ("npu",))
         h._ceil(4 * g.size[i], cparams[n][1])
-        h._ceil(g.size[i], eparams[n][2])
+        h._ceil(g.size[i], eparams[n][2])        # (before the share of the held units)
+    elif k in ("take_units", "free_units"):
+        node_id(g.node[i], i, "node", ("npu",))
     elif k == "reduce_offload":
         n = node_id(g.node[i], i, "node", ("npu",))
         h._ceil(g.size[i], eparams[n][0])

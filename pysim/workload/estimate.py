@@ -17,6 +17,7 @@ import math
 from pysim.workload import collectives as coll
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
+from pysim.workload.training.tensor import tp_backward, tp_forward
 
 # bytes a run takes per engine op, the graph, its plan and the engine's arrays together:
 # the 1,024-NPU GPT-3 iteration of bench/scale.py peaks at 3.4 GB for 7.4 M engine ops (see
@@ -28,14 +29,14 @@ def _collective_ops(b, collective, algorithm, group_size, nbytes):
     """Ops of one collective (pysim.workload.collectives.build) and its joins."""
     lay = b.lay
     if nbytes <= 0:
-        return group_size
+        return 2 * group_size
     pieces = 1
     if lay.engine == "offload" and b.sram is not None:
         piece = max(1, b.sram // b.sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // b.chunks)) // piece))
     dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims else None
     return coll.ops_bound(collective, algorithm, group_size, b.chunks, lay.engine, dims,
-                          pieces) + group_size
+                          pieces) + 2 * group_size      # (the units held: taken, freed)
 
 
 def training_ops(b):
@@ -48,6 +49,8 @@ def training_ops(b):
     L = len(layers)
     split = sum(1 for x in lay.split_table if x)
     parts = dict(compute=0, pipeline=0, tp_collectives=0, dp_collectives=0, all_to_all=0)
+    # the replicas whose ops are built (all, or one standing for all)
+    runs = len(lay.replicas_run()) if hasattr(lay, "replicas_run") else dp
     # forward, input and weight gradients per layer, NPU and micro-batch (where the layer has
     # such work); the optimizer steps (each a roofline op and its memory companion)
     for i in range(L):
@@ -56,20 +59,23 @@ def training_ops(b):
         if lay.split_table[i]:
             parts["compute"] += 2 * 3 * m + 2
         else:
-            parts["compute"] += 2 * ops * dp * tp * m + 2 * dp * tp * (layers[i].params > 0)
+            parts["compute"] += 2 * ops * runs * tp * m + 2 * runs * tp * (layers[i].params > 0)
     # a send each way between stages, and a join per NPU and micro-batch each way
-    parts["pipeline"] = 2 * (pp - 1) * dp * tp * m + 2 * dp * tp * pp * m
+    parts["pipeline"] = 2 * (pp - 1) * runs * tp * m + 2 * runs * tp * pp * m
     alg = lay.algorithm
+    if tp > 1 and pp > 1 and getattr(lay, "scatter_gather", False):
+        # a send between stages split over the tensor-parallel group, all-gathered there
+        for a, e in lay.stages[1:]:
+            nbytes = lay.mb * max(layers[a].in_elems, layers[a - 1].out_elems) * lay.pb.act
+            parts["pipeline"] += 2 * m * runs * _collective_ops(b, "all_gather", "direct"
+                                                                if alg == "hierarchical"
+                                                                else alg, tp, nbytes)
     for i in range(L):
         if lay.split_table[i]:
             continue
-        for _, nbytes in b._tp_forward(i):
-            parts["tp_collectives"] += m * dp * _collective_ops(b, "all_reduce", alg, tp,
-                                                                nbytes)
-        nbytes = b._tp_backward(i)
-        if nbytes:
-            parts["tp_collectives"] += m * dp * _collective_ops(b, "all_reduce", alg, tp,
-                                                                nbytes)
+        for collective, nbytes in tp_forward(lay, i) + tp_backward(lay, i):
+            parts["tp_collectives"] += m * runs * _collective_ops(b, collective, alg, tp,
+                                                                  nbytes)
     if dp > 1:
         cap = int(cfg.workload.bucket_mb * 2 ** 20)
         for a, e in lay.stages:
@@ -85,6 +91,10 @@ def training_ops(b):
                     held = 0
             if held:
                 parts["dp_collectives"] += tp * _collective_ops(b, "all_reduce", alg, dp, held)
+    for head, emb in getattr(lay, "tied", ()):    # tied embeddings' copies all-reduced
+        if lay.stage_of[emb] % pp != lay.stage_of[head] % pp:
+            parts["dp_collectives"] += runs * tp * _collective_ops(
+                b, "all_reduce", alg, 2, lay.grad_bytes(emb))
     if split:
         per = 0
         for i in range(L):
@@ -105,9 +115,19 @@ KEYS = {"compute": "workload.parallel.micro_batches or workload.iterations",
         "all_to_all": "workload.parallel.micro_batches or workload.chunks"}
 
 
+def counted(lay):
+    """Whether training_ops counts this plan: data, tensor and pipeline parallelism with
+    neither interleaving, sequence parallelism, ZeRO nor experts (their ops are not counted
+    yet, so such a plan meets the limit while it is built)."""
+    return (getattr(lay, "v", 1) == 1 and not getattr(lay, "sp", False) and
+            not getattr(lay, "zero", 0) and getattr(lay, "ep", 1) == 1)
+
+
 def check_training(b, existing=0):
     """Refuse, before building, a training run whose graph would pass the op limit
     (`existing`: the ops already in the graph it is added to)."""
+    if not counted(b.lay):
+        return None
     parts = training_ops(b)
     total = sum(parts.values()) + existing
     limit = graph_module.MAX_OPS

@@ -46,6 +46,7 @@ from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
 from pysim.errors import ConfigError, PysimWarning
+from pysim.workload import transfer
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
@@ -53,11 +54,17 @@ from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
 from pysim.workload import compile as _compile
 from pysim.workload.base import check_status, link_report, register
-from pysim.workload.compile import GATE_UNIT, KINDS, MAX_SLICES, REQUEST_BYTES  # noqa: F401
+from pysim.workload.endpoint import endpoint_arrays
 from pysim._io import json_safe
 from pysim.models.presets import npu_spec
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
+
+KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
+         "acquire": 5, "release": 6, "take_units": 7, "free_units": 8}  # csim's primitive ops
+GATE_UNIT = 3
+HELD_UNIT = 4            # the compute units held by NPU-run collectives (csim/_dag.pxd)
+COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
 
 
@@ -208,9 +215,10 @@ class OpGraph:
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
 
     def memory(self, node, bytes, after=None, name=None):
-        """Memory traffic of `bytes` at an NPU's HBM (a host's DRAM): it holds the node's
-        memory unit for bytes / bandwidth cycles, in turn with other memory traffic there
-        (the memory parts of roofline compute ops among them)."""
+        """Communication's memory traffic of `bytes` at an NPU's HBM (a host's DRAM): bytes /
+        bandwidth cycles on the node's communication memory unit, one op at a time, sharing
+        the memory in proportion with compute's traffic (the memory parts of roofline
+        compute ops) and capped at communication's budget (pysim.workload.endpoint)."""
         return self._add("memory", node, None, _size(bytes, "bytes", name), after, name)
 
     def reduce(self, node, bytes, engine="npu", after=None, name=None):
@@ -233,6 +241,15 @@ class OpGraph:
     def release(self, node, after=None, name=None):
         """Free the node's gate (taken by an acquire op)."""
         return self._add("release", node, None, 0, after, name)
+
+    def take_units(self, node, units, after=None, name=None):
+        """A collective takes `units` of an NPU's compute units (see
+        pysim.workload.endpoint); its compute runs on the rest until free_units."""
+        return self._add("take_units", node, None, _size(units, "units", name), after, name)
+
+    def free_units(self, node, units, after=None, name=None):
+        """Give back `units` compute units taken by take_units."""
+        return self._add("free_units", node, None, _size(units, "units", name), after, name)
 
     def engine(self, node, bytes, after=None, name=None):
         """A reduction of `bytes` on the node's collectives offload engine (its own unit, at
@@ -425,10 +442,194 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
     more than a device's capacity are an error naming it (the exact check, from the ops'
     times, follows the run: `memory_usage`).
-    Array work (pysim.workload.compile): no Python runs per op but for memory ops' pieces.
+    Array work (pysim.workload.compile), but for a graph with memory ops (mem_write,
+    mem_read: at the flit level in pieces, at the flow level one flow each), expanded op by
+    op (pysim.workload.transfer).
     Returns the arrays and `span`, an (ops x 2) array: per op of `g`, its first and last
     primitive op."""
+    if any(k in ("mem_write", "mem_read") for k in g.kind):
+        return _compile_by_op(g, topo, cfg)
     return _compile.compile_arrays(g, topo, cfg, sys.modules[__name__])
+
+
+REQUEST_BYTES = 64          # a memory read request
+
+
+def _compile_by_op(g: OpGraph, topo, cfg=None):
+    """compile_graph op by op (the expansion of graphs with memory ops).
+
+    Memory ops (mem_write, mem_read) become a read from the source's own memory (its
+    memory unit, at its HBM or DRAM bandwidth), the network's part and the target's access
+    (a memory node's controller, paying its access latency; a host's memory unit):
+    at the flit level in pieces of workload.mem_piece_bytes, at the flow level as one flow
+    (pysim.workload.transfer). Memory nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    more than a device's capacity are an error naming it (the exact check, from the ops'
+    times, follows the run: `memory_usage`).
+    Returns the arrays and, per op of `g`, its (first, last) primitive op."""
+    index = {name: i for i, name in enumerate(topo.node_names)}
+
+    def node_id(name, i, what, kinds=None):
+        if not isinstance(name, str):
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
+                             f"string)")
+        if name not in index:
+            known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
+                             f"(nodes: {known})")
+        n = index[name]
+        kind = topo.node_kinds[n]
+        if kind == "switch":
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a switch, which has no "
+                             f"compute unit or NIC")
+        if kinds and kind not in kinds:
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a {kind} node; expected "
+                             f"{' or '.join(kinds)}")
+        return n
+
+    if len(g) == 0:
+        raise GraphError("the op graph is empty")
+    mem = memory_params(topo, cfg)
+    cparams = compute_params(topo, cfg)          # (once: each walks every node)
+    eparams = engine_params(topo, cfg)
+    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name, cparams[i][1] * 1e9 *
+                                           (cfg.network.clock_ghz if cfg is not None else 1.0))
+                                       for i, k in enumerate(topo.node_kinds) if k == "npu"})
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
+    flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
+    kind, node, dst, size, after, unit = [], [], [], [], [], []
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
+    span = [None] * len(g)              # per op of g: (first primitive, last primitive)
+    isolated = {}                       # roofline ops: their time alone
+    companions = []                     # roofline ops' memory companions
+    stored, read = {}, {}               # per memory node or host: bytes written, bytes read
+    caps = capacities(topo, cfg)
+
+    def prim(k, n, d, s, deps, u=0):
+        kind.append(KINDS[k])
+        unit.append(u)
+        node.append(n)
+        dst.append(d)
+        size.append(int(s))
+        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
+        return len(kind) - 1
+
+    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
+    for i in (topological_order(g) if g._forward else range(len(g))):
+        k = g.kind[i]
+        deps = [span[d][1] for d in g.after[i]]
+        if k == "compute" and g.work[i] is None:
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            p = prim("compute", n, -1, g.size[i], deps)
+            span[i] = (p, p)
+        elif k == "compute":
+            # roofline: slices of at most slice_cycles, each a compute part on the compute
+            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            flops_pc, bytes_pc = cparams[n]
+            flops, nbytes, peak = g.work[i]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            C = _ceil(flops, flops_pc)
+            H = _ceil(nbytes, bytes_pc)
+            isolated[i] = max(C, H)
+            S = max(1, -(-max(C, H) // slice_cycles))
+            if S > MAX_SLICES:
+                raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
+                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
+                                 f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
+                                 f"workload.slice_cycles)")
+            p = prim("roofline", n, S, C, deps, 0)
+            companions.append(prim("roofline_mem", n, -1, H, [], 1))
+            span[i] = (p, p)
+        elif k == "reduce_npu":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            _, bytes_pc = cparams[n]
+            # on the units the collective holds, through communication's memory share
+            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, COMM_MEM_UNIT)
+            rate = eparams[n][2] * ends["reduce_fraction"][n]
+            red = prim("compute", n, -1, _ceil(g.size[i], rate), deps, HELD_UNIT)
+            p = prim("delay", -1, -1, 0, [mem_, red])
+            span[i] = (mem_, p)
+        elif k == "reduce_offload":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps, 2)
+            span[i] = (p, p)
+        elif k in ("memory", "engine"):
+            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
+            flops_pc, bytes_pc = cparams[n]
+            rate = bytes_pc if k == "memory" else eparams[n][0]
+            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps,
+                     COMM_MEM_UNIT if k == "memory" else 2)
+            span[i] = (p, p)
+        elif k == "delay":
+            p = prim("delay", -1, -1, g.size[i], deps)
+            span[i] = (p, p)
+        elif k in ("take_units", "free_units"):
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim(k, n, -1, g.size[i], deps, HELD_UNIT)
+            span[i] = (p, p)
+        elif k in ("acquire", "release"):
+            n = node_id(g.node[i], i, "node")
+            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
+            span[i] = (p, p)
+        elif k == "send":
+            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
+            if a == b:
+                raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
+            p = prim("send", a, b, g.size[i], deps)
+            span[i] = (p, p)
+        else:
+            a = node_id(g.node[i], i, "npu", ("npu", "host"))
+            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
+            if a == m:
+                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
+                                 f"memory is a compute op with bytes, not a {k}")
+            own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
+            if topo.node_kinds[m] == "mem":
+                bpc, lat, _ = mem[m]
+                m_unit = 0                    # the memory node's controller
+            else:
+                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
+            total = g.size[i]
+            if k == "mem_write":
+                stored[m] = stored.get(m, 0) + total
+            else:
+                read[m] = read.get(m, 0) + total
+                if total > caps[m]:
+                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
+                                     f"{topo.node_names[m]}, more than its capacity of "
+                                     f"{caps[m]} bytes")
+            span[i] = transfer.expand(
+                prim, k, a, m, total, deps, own_cycles=lambda b: _ceil(b, own_bpc),
+                target_cycles=lambda b: _ceil(b, bpc), latency=lat, m_unit=m_unit,
+                piece=piece, flow=flow, request_bytes=REQUEST_BYTES)
+    for m, b in read.items():
+        if b > stored.get(m, 0):
+            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
+            warnings.warn(PysimWarning(
+                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
+                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
+                f"from the start"), stacklevel=2)
+    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
+    n_ops = len(kind)
+    succ_lists = [[] for _ in range(n_ops)]
+    for i, a in enumerate(after):
+        for d in a:
+            succ_lists[d].append(i)
+    succ_ptr = np.zeros(n_ops + 1, np.int64)
+    succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
+    succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
+    # the ops of g were taken in a topological order, so the primitives have no cycles
+    deps_n = np.array([len(a) for a in after], np.int32)
+    deps_n[companions] = 1                  # started by their roofline op, never by deps
+    arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
+                  node=np.array(node, np.int32),
+                  dst=np.array(dst, np.int32), size=np.array(size, np.int64),
+                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
+    arrays["isolated"] = isolated
+    arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
+    return arrays, span
 
 
 def topological_order(g: OpGraph):
@@ -460,7 +661,10 @@ def topological_order(g: OpGraph):
 
 
 
-def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
+MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
+
+
+def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow=False):
     """Count, before building any, the engine's ops the graph's ops expand into -- a memory
     op's pieces (three ops each), a roofline op (two, csim running its slices; past
     MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
@@ -470,7 +674,7 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     for i in range(len(g)):
         k = g.kind[i]
         if k in ("mem_write", "mem_read"):
-            n = 3 * max(1, -(-g.size[i] // piece)) + (k == "mem_read")
+            n = transfer.engine_ops(k, g.size[i], piece, flow)
         elif k == "compute" and g.work[i] is not None:
             # a roofline op and its memory companion; csim runs its slices, at most
             # MAX_SLICES of them (more are counted as ops, so that they are refused here)
@@ -491,9 +695,10 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock):
     if total <= MAX_OPS:
         return
     k = g.kind[worst_i]
-    if k in ("mem_write", "mem_read"):
+    if k in ("mem_write", "mem_read") and not flow:
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
-               f"(raise it)")
+               f"at the flit level (raise it, or run at the flow level, network.model = "
+               f"'flow', where a transfer is one flow)")
     elif k == "compute":
         why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
@@ -904,7 +1109,8 @@ class GraphResult:
             pid = pids[op["node"]] if op["node"] is not None else delay_pid
             tid = {"compute": 0, "send": 1, "delay": 0, "memory": 2, "engine": 3,
                    "mem_write": 1, "mem_read": 1, "reduce_npu": 0,
-                   "reduce_offload": 3, "acquire": 4, "release": 4}[op["kind"]]
+                   "reduce_offload": 3, "acquire": 4, "release": 4, "take_units": 4,
+                   "free_units": 4}[op["kind"]]
             args = {"start_cycle": op["start"], "cycles": op["finish"] - op["start"]}
             args.update({"size": op["size"]} if op["size"] >= 0 else
                         {"flops": op["flops"], "bytes": op["bytes"]})
@@ -1026,7 +1232,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     t_compile_cpu = time.process_time()
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
-                                                "succ_ptr", "succ", "unit")},
+                                                "succ_ptr", "succ", "unit", "sms",
+                                                "comm_hbm")},
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
@@ -1092,8 +1299,8 @@ declare(
         "Roofline compute ops run in slices of at most this many cycles, so that memory "
         "traffic of other ops can interleave with theirs.", POS),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
-        "Op graphs: memory reads and writes move in pieces of this size, so that transfer and "
-        "access overlap.", POS),
+        "Op graphs at the flit level: memory reads and writes move in pieces of this size, so "
+        "that transfer and access overlap (at the flow level a transfer is one flow).", POS),
     Key("workload", "max_cycles", "int", 1000000000000, "cycles",
         "Op graphs: give up (an error) if the graph has not finished by then.", POS),
 )

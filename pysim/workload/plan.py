@@ -55,6 +55,7 @@ class Plan:
     optimizer: dict = field(default_factory=dict)
     collectives: list = field(default_factory=list)
     sends: list = field(default_factory=list)
+    recomputed: list = field(default_factory=list)     # (iteration, npu, op): recomputation
     table_owner: dict = field(default_factory=dict)    # layer index -> npu (split tables)
     memory: dict = field(default_factory=dict)         # npu -> bytes needed in HBM
     layout: object = None                # the resolved layout (sizes, splits, costs)

@@ -1,0 +1,182 @@
+"""Megatron-LM's GPT runs on Selene (Narayanan et al., SC 2021, Table 1) simulated at the flow
+level: per configuration, the published per-GPU throughput beside pysim's, and the error.
+
+    python bench/megatron.py [--rows 0,1,2] [--json FILE] [--micro-batch 1] [--interleave 1]
+
+The ten configurations (tests/data/megatron_sc21_table1.json, with the table's citation) are
+GPT models of 1.7 to 1,008 billion parameters on 32 to 3,072 A100s. Each runs one iteration
+of pysim's `transformer` (sequence 2,048, vocabulary 51,200, dropout 0.1) in mixed precision
+with Adam, tensor parallelism inside an 8-GPU node, pipeline parallelism across nodes, full
+activation recomputation, the gradients all-reduced after the backward pass (Megatron-LM's
+local data parallelism of 2021), the NPUs' kernel model (workload.compute = 'kernels',
+unfused attention) and one data-parallel replica built for all (workload.parallel.replicas
+= 'one'). Throughput is counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) +
+V/(16 l h)) FLOPs per iteration over its time and the GPUs.
+
+Not published, and chosen here (not fitted): the micro-batch size (1), the plain 1F1B
+schedule (no interleaving), the system (`cluster_system`: each GPU on its node's NVSwitch at
+300 GB/s and on its rail's InfiniBand switch at 25 GB/s, the rails joined by a spine).
+
+`--json FILE` writes {"rows": [...], "provenance": ...}: per configuration
+published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wall_seconds,
+ops, or the reason it did not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+from pysim.config import from_dict
+from pysim.workload.graph import GraphError
+from pysim.workload.training import run_training
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from provenance import provenance  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                    "megatron_sc21_table1.json")
+GPUS_PER_NODE = 8
+NVLINK_GBPS = 300.0          # per direction: 12 NVLink3 links of 25 GB/s (A100 datasheet)
+IB_GBPS = 25.0               # one HDR InfiniBand HCA (200 Gb/s) per GPU
+NVLINK_NS = 500.0            # assumed
+IB_NS = 1000.0               # assumed: HCA and switch
+
+
+def table():
+    with open(DATA) as f:
+        d = json.load(f)
+    return d, [dict(zip(d["columns"], r)) for r in d["rows"]]
+
+
+def cluster_system(gpus):
+    """DGX A100-like nodes of 8 GPUs on an NVSwitch, each GPU on its rail's switch (GPU k of
+    every node on rail k), the rails joined by a spine; a graph topology."""
+    nodes, links = [], []
+    n_nodes = gpus // GPUS_PER_NODE
+    for r in range(GPUS_PER_NODE):
+        nodes.append({"name": f"rail{r}", "kind": "switch"})
+    nodes.append({"name": "spine", "kind": "switch"})
+    for r in range(GPUS_PER_NODE):
+        links.append({"a": f"rail{r}", "b": "spine", "gbps": IB_GBPS * n_nodes,
+                      "latency_ns": IB_NS})
+    for k in range(n_nodes):
+        nodes.append({"name": f"nvs{k}", "kind": "switch"})
+        for r in range(GPUS_PER_NODE):
+            g = f"gpu{k * GPUS_PER_NODE + r}"
+            nodes.append({"name": g, "kind": "npu"})
+            links.append({"a": g, "b": f"nvs{k}", "gbps": NVLINK_GBPS,
+                          "latency_ns": NVLINK_NS})
+            links.append({"a": g, "b": f"rail{r}", "gbps": IB_GBPS, "latency_ns": IB_NS})
+    return {"kind": "graph", "nodes": nodes, "links": links, "route_weight": "bandwidth",
+            "transit": ["switch"],
+            "npu": {"preset": "a100"},
+            "nic": {"npu": {"injection_gbps": NVLINK_GBPS + IB_GBPS,
+                            "ejection_gbps": NVLINK_GBPS + IB_GBPS}}}
+
+
+def flops_per_iteration(row, vocab, seq):
+    """Narayanan et al.'s count (section 5.1), with activation recomputation."""
+    B, l, h = row["batch"], row["layers"], row["hidden"]
+    return 96 * B * seq * l * h * h * (1 + seq / (6 * h) + vocab / (16 * l * h))
+
+
+def cluster_builder(gpus):
+    """Selene as pysim's cluster builder lays it out: DGX A100 nodes on a rail-optimised
+    fat tree (topology.kind = 'cluster')."""
+    return {"kind": "cluster", "node": "dgx-a100", "node_count": gpus // GPUS_PER_NODE,
+            "fabric": "rail-optimised"}
+
+
+SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
+
+
+def config(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
+    tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
+    dp = gpus // (tp * pp)
+    m = row["batch"] // dp // micro_batch
+    par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": "one",
+           "order": ["tp", "pp", "dp"]}
+    if interleave > 1:
+        par["interleave"] = interleave
+    return from_dict({
+        "network": {"model": "flow"},
+        "topology": SYSTEMS[system](gpus),
+        "workload": {"kind": "training", "model": "transformer",
+                     "model_params": {"layers": row["layers"], "hidden": row["hidden"],
+                                      "heads": row["heads"], "seq": seq, "vocab": vocab},
+                     "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
+                     "iterations": 1, "parallel": par, "overlap": False,
+                     "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
+                     "algorithm": algorithm,
+                     "memory": {"policy": "recompute", "recompute": "full"}}})
+
+
+def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
+    t0 = time.perf_counter()
+    out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
+           "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
+           "interleave": interleave, "system": system, "algorithm": algorithm,
+           "published_tflops_per_gpu": row["tflops_per_gpu"]}
+    try:
+        res = run_training(config(row, vocab, seq, micro_batch, interleave, system,
+                                  algorithm))
+    except GraphError as e:
+        out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
+                   wall_seconds=time.perf_counter() - t0)
+        return out
+    t = res.training["iteration_seconds"]
+    sim = flops_per_iteration(row, vocab, seq) / (t * row["gpus"]) / 1e12
+    tr = res.training
+    out.update(simulated_tflops_per_gpu=sim, error=sim / row["tflops_per_gpu"] - 1,
+               iteration_seconds=t, compute_seconds=tr["compute_cycles"] * 1e-9,
+               exposed_comm_seconds=tr["exposed_comm_cycles"] * 1e-9,
+               other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
+               wall_seconds=time.perf_counter() - t0)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
+    ap.add_argument("--micro-batch", type=int, default=1)
+    ap.add_argument("--interleave", type=int, default=1)
+    ap.add_argument("--system", choices=sorted(SYSTEMS), default="graph",
+                    help="graph: the stand-in built here; cluster: topology.kind = 'cluster'")
+    ap.add_argument("--algorithm", default="ring", help="workload.algorithm of every group")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    meta, rows = table()
+    pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
+    out = []
+    print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
+          f"{'error':>7} {'iteration':>10} {'wall':>7}")
+    for k in pick:
+        r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
+                    a.algorithm)
+        out.append(r)
+        if r["simulated_tflops_per_gpu"] is None:
+            print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
+                  f"{r['published_tflops_per_gpu']:>9} refused: {r['refused']}", flush=True)
+            continue
+        print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
+              f"{r['published_tflops_per_gpu']:>9} {r['simulated_tflops_per_gpu']:>7.1f} "
+              f"{100 * r['error']:>+6.1f}% {r['iteration_seconds']:>9.3f}s "
+              f"{r['wall_seconds']:>6.1f}s", flush=True)
+    errs = [abs(r["error"]) for r in out if r["error"] is not None]
+    if errs:
+        print(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
+              f"over {len(errs)} of {len(out)} configurations")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory {peak:.0f} MB")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,
+                       "provenance": provenance()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Kernel times on an accelerator: matrix products by their shape, attention, element-wise
+kernels at their memory roofline, and a fixed launch overhead per kernel.
+
+A matrix product C (m x n) = A (m x k) B (k x n), repeated `batch` times, runs as tiles of
+tile_m x tile_n outputs, one tile per SM at a time, in waves:
+
+    tiles = batch ceil(m / tile_m) ceil(n / tile_n),  waves = ceil(tiles / SMs)
+    wave efficiency = batch m n / (waves SMs tile_m tile_n)      (tile and wave quantisation)
+    depth efficiency = k / (k + k_half)                          (each tile's prologue and
+                                                                  epilogue beside its k loop)
+    time = launch + 2 batch m n k / (peak x gemm_efficiency x wave x depth)
+
+`gemm_efficiency` is the best fraction of peak a large product reaches. The constants of each
+accelerator (`KERNELS`) are fitted to published measurements of kernels alone, cited with
+them: none is fitted to a training iteration.
+
+Attention ("unfused", as Megatron-LM ran it in 2021): the batched products Q K^T and P V
+(forward; four in backward) by the model above, and the scores' element-wise passes
+(scaled masked softmax, dropout) at the memory roofline: 9 bytes per score forward (softmax
+read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask), 11 backward. "flash":
+the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
+everything else that is memory-bound): bytes / (HBM bandwidth x hbm_efficiency).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ATTENTION = ("unfused", "flash")
+SCORE_BYTES = {"fwd": 9, "bwd_input": 11}
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    sms: int                      # streaming multiprocessors
+    gemm_efficiency: float        # large products' fraction of peak
+    tile: tuple                   # (tile_m, tile_n) outputs per SM at a time
+    k_half: float                 # depth at which a tile reaches half its rate
+    launch_seconds: float         # fixed cost of each kernel
+    hbm_efficiency: float         # achievable fraction of the HBM bandwidth
+    flash_efficiency: float       # FlashAttention's fraction of peak
+    source: str = ""
+
+
+KERNELS = {
+    "a100": KernelModel(
+        sms=108, gemm_efficiency=0.845, tile=(128, 128), k_half=160.0,
+        launch_seconds=1.75e-6, hbm_efficiency=1.70 / 2.039, flash_efficiency=179.5 / 312,
+        source="Fitted to the cuBLASLt fp16 products measured on an A100-SXM4-80GB by "
+               "Azure's AI benchmarking guide (github.com/Azure/AI-benchmarking-guide, "
+               "Azure_Results/ND_A100_v4_results.md, CUDA 12.5: 1024^3 119.4, 2048^3 221.8, "
+               "4096^3 228.0, 8192^3 253.7, 16384^3 256.5, 1024x2145x1024 132.8, "
+               "6144x12288x12288 250.8, 802816x192x768 157.8 TFLOP/s; the fit is within 6% "
+               "of each but 2048^3, 15% below); HBM: its STREAM triad, 1.70 TB/s; FlashAttention-2: "
+               "179.5 TFLOP/s (head dimension 64, batch 2, sequence 8192). 108 SMs: NVIDIA "
+               "A100 Tensor Core GPU Architecture white paper (2020)."),
+    "h100": KernelModel(
+        sms=132, gemm_efficiency=794.5 / 989.5, tile=(128, 128), k_half=160.0,
+        launch_seconds=3.75e-6, hbm_efficiency=2.97 / 3.35, flash_efficiency=0.35,
+        source="gemm_efficiency: the largest bf16 product measured on an H100 SXM, 794.5 "
+               "TFLOP/s (github.com/stas00/ml-engineering, compute/accelerator/README.md, "
+               "'Maximum Achievable Matmul FLOPS', torch 2.7.0+cu126); tile, k_half and "
+               "launch fitted to XLA's measured bf16 matmul table for sm_90 "
+               "(github.com/tensorflow/tensorflow, third_party/xla/xla/service/gpu/model/"
+               "matmul_interpolator_data.h: 41 shapes from 256 to 4096, mean error 14%, "
+               "products of 2048^3 FLOPs and more within 9%); HBM: STREAM triad 2.97 TB/s "
+               "(Azure_Results ND H100 v5); FlashAttention-2: 35% of peak on H100 (Shah et "
+               "al., FlashAttention-3, NeurIPS 2024, abstract). 132 SMs: NVIDIA H100 Tensor Core GPU Architecture white paper "
+               "(2022)."),
+}
+KERNELS["a100_40"] = KERNELS["a100"]
+
+
+def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):
+    """Time of `batch` products of (m x k) by (k x n) at peak_flops (FLOP/s)."""
+    m, n, k = max(1, m), max(1, n), max(1, k)
+    tm, tn = km.tile
+    tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
+    waves = math.ceil(tiles / km.sms)
+    wave = batch * m * n / (waves * km.sms * tm * tn)
+    depth = k / (k + km.k_half)
+    flops = 2.0 * batch * m * n * k
+    return km.launch_seconds + flops / (peak_flops * km.gemm_efficiency * wave * depth)
+
+
+def memory_seconds(km: KernelModel, hbm_bytes_per_s, nbytes, kernels=1):
+    """Time of memory-bound kernels moving nbytes."""
+    return kernels * km.launch_seconds + nbytes / (hbm_bytes_per_s * km.hbm_efficiency)
+
+
+def linear_seconds(km, peak, tokens, k, n, phase):
+    """A linear layer's product for `tokens` rows of k inputs and n outputs: forward
+    (tokens x k)(k x n), input gradient (tokens x n)(n x k), weight gradient
+    (k x tokens)(tokens x n)."""
+    if phase == "fwd":
+        return gemm_seconds(km, peak, tokens, n, k)
+    if phase == "bwd_input":
+        return gemm_seconds(km, peak, tokens, k, n)
+    return gemm_seconds(km, peak, k, n, tokens)
+
+
+def attention_seconds(km, peak, hbm, batch_heads, q, kv, d, phase, mode="unfused",
+                      flops=0.0, act_bytes=2):
+    """The attention core of batch_heads (samples x heads) heads of dimension d."""
+    if mode == "flash":
+        return km.launch_seconds * (1 if phase == "fwd" else 2) + \
+            flops / (peak * km.flash_efficiency)
+    scores = batch_heads * q * kv
+    if phase == "fwd":
+        t = gemm_seconds(km, peak, q, kv, d, batch_heads) + \
+            gemm_seconds(km, peak, q, d, kv, batch_heads)
+    else:
+        t = gemm_seconds(km, peak, q, kv, d, batch_heads) + \
+            gemm_seconds(km, peak, kv, d, q, batch_heads) + \
+            gemm_seconds(km, peak, q, d, kv, batch_heads) + \
+            gemm_seconds(km, peak, kv, d, q, batch_heads)
+    nbytes = scores * SCORE_BYTES["fwd" if phase == "fwd" else "bwd_input"] * act_bytes / 2
+    return t + memory_seconds(km, hbm, nbytes, kernels=2)

@@ -1,0 +1,495 @@
+"""Building the op graph of training iterations: per stage and micro-batch the forward and
+backward ops of every layer on every NPU, the collectives of each group, the sends between
+stages, in the order the pipeline schedule runs them."""
+from __future__ import annotations
+
+import math
+
+from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare
+from pysim.workload import collectives as coll
+from pysim.workload.astra import astra_graph
+from pysim.workload.estimate import check_training
+from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim.workload.training.data import _Buckets
+from pysim.workload.training.experts import combine_after, dispatch_before
+from pysim.workload.training.layout import _Layout, load_model
+from pysim.workload.training.pipeline import schedule
+from pysim.workload.plan import CollectiveOps, LayerOps, Plan
+from pysim.workload.training.tensor import (gather_bytes, scatter_bytes, tp_backward,
+                                            tp_forward)
+
+
+class _Builder:
+    def __init__(self, lay: _Layout, graph, prefix, hooks=None):
+        self.lay = lay
+        self.g = graph
+        self.prefix = prefix
+        self.hooks = hooks
+        cfg = lay.cfg
+        self.chunks = cfg.workload.chunks
+        self.in_flight = cfg.workload.chunks_in_flight
+        self.grain = cfg.workload.packet_flits * cfg.network.flit_bytes
+        idx = {n: i for i, n in enumerate(lay.topo.node_names)}
+        ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
+        self.sram = ep[1] if lay.engine == "offload" else None
+        if lay.engine == "offload":
+            coll.check_offload_sram(lay.topo, cfg, lay.npus)
+        self.sram_pieces = ep[3]
+        self.units = coll.held_units(cfg, lay.topo, lay.engine)   # (see workload.endpoint)
+        self.streams = coll.comm_streams(cfg)
+        self.sram_state = ({}, {})
+        self.orders = {}
+        self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
+        self.gathered = {}
+        self.plan = Plan(model=lay.model, precision=lay.precision,
+                         optimizer_name=lay.optimizer,
+                         batch=lay.batch, dp=lay.dp, tp=lay.tp, pp=lay.pp,
+                         micro_batches=lay.m, schedule=lay.schedule, order=lay.order,
+                         tables=lay.tables, engine=lay.engine, algorithm=lay.algorithm,
+                         npus=list(lay.npus), coords=dict(lay.coords),
+                         stages=list(lay.stages), table_owner=dict(lay.table_owner),
+                         memory=dict(lay.memory))
+
+    # -------------------------------------------------------------- collectives
+    def _order(self, group, algorithm):
+        key = (tuple(group), algorithm)
+        if key not in self.orders:
+            if algorithm in coll.RING_ALGORITHMS:
+                shim = _NoRingOrder(self.lay.cfg) if sorted(group) != sorted(
+                    self.lay.cfg.workload.ring_order or []) else self.lay.cfg
+                self.orders[key] = coll.ring_order(shim, self.lay.topo, list(group))
+            else:
+                self.orders[key] = list(group)
+        return self.orders[key]
+
+    def collective(self, what, collective, group, nbytes, start, it, mb, layers,
+                   layer_bytes=()):
+        """A collective over `group` (NPU names) of nbytes per participant, each NPU's part
+        after start[npu]; returns {npu: op ending its part}."""
+        topo = self.lay.topo
+        algorithm = self.lay.algorithm if collective == "all_reduce" else "direct"
+        order = self._order(group, algorithm)
+        dims = None
+        if algorithm == "hierarchical":
+            if sorted(order) != sorted(topo.node_names) or topo.coords is None:
+                raise ConfigError(f"workload.algorithm = 'hierarchical' runs over every node "
+                                  f"of a torus or mesh; the {what} group {group} is not that "
+                                  f"(choose ring, bidir_ring, direct, halving_doubling or "
+                                  f"tree)")
+            order, dims = list(topo.node_names), list(topo.dims)
+        first = len(self.g)
+        done = {}
+        if nbytes <= 0:
+            done = {n: self.g.delay(0, after=start[n]) for n in group}
+        else:
+            coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
+                       self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
+                       after={n: start[n] for n in group}, done=done,
+                       sram_state=self.sram_state if self.sram is not None else None,
+                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams)
+        self.plan.collectives.append(CollectiveOps(
+            what=what, collective=collective, group=list(group), bytes=int(nbytes),
+            iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
+            done=dict(done), layer_bytes=list(layer_bytes)))
+        return done
+
+    # -------------------------------------------------------------- compute
+    def compute(self, npu, i, work, after, name, phase="fwd", samples=None):
+        """A compute op of layer i's `phase` (None: an optimizer step) on npu: its
+        (FLOPs, bytes) at the roofline of the layer kind, or (workload.compute = 'kernels')
+        at the kernel model's time."""
+        flops, nbytes = work
+        lay = self.lay
+        kind = lay.model.layers[i].kind if i is not None else "eltwise"
+        peak = lay.peak[(npu, kind)]
+        if lay.kernels is not None:
+            peak, nbytes = lay.kernels.rate(npu, i, phase, samples or lay.mb, flops, nbytes)
+        return self.g.compute(npu, flops=flops, bytes=int(math.ceil(nbytes)), after=after,
+                              peak_flops=peak, name=f"{self.prefix}{name}")
+
+    # -------------------------------------------------------------- one iteration
+    def iteration(self, it, last, prev_opt):
+        """Add iteration `it`; last[npu] is the last op of the previous iteration's schedule
+        on npu (updated), prev_opt[(layer, npu)] the previous optimizer steps. Each stage
+        runs its schedule (pysim.workload.training.pipeline) over its virtual stages."""
+        lay = self.lay
+        pp, V = lay.pp, lay.v
+        first_op = len(self.g)
+        seqs = {s: schedule(lay.schedule, s, pp, lay.m, V) for s in range(pp)}
+        pos = {s: 0 for s in range(pp)}
+        built = set()                    # (virtual stage, 'F' or 'B', mb) done
+        fsend, bsend = {}, {}            # (virtual stage, mb, d, t) -> what it waits for
+        self.gathered = {}               # ZeRO-3: per (iteration, mb, layer, pass) its gathers
+        while any(pos[s] < len(seqs[s]) for s in range(pp)):
+            progressed = False
+            for s in range(pp):
+                while pos[s] < len(seqs[s]):
+                    kind, j, c = seqs[s][pos[s]]
+                    vs = c * pp + s
+                    need = (vs - 1, "F", j) if kind == "F" else (vs + 1, "B", j)
+                    if 0 <= need[0] < pp * V and need not in built:
+                        break
+                    if kind == "F":
+                        self.forward(it, vs, j, last, prev_opt, fsend)
+                    else:
+                        self.backward(it, vs, j, last, bsend)
+                    built.add((vs, kind, j))
+                    pos[s] += 1
+                    progressed = True
+            assert progressed, "pipeline schedule cannot proceed"
+        self.tied_embeddings(it, last)
+        self.plan.iterations.append((first_op, len(self.g)))
+
+    def tp_collectives(self, what, entries, npus, cur, it, j, i):
+        """Each tensor-parallel group's collectives `entries` [(collective, bytes)] in turn,
+        after cur[npu]; cur updated to their ends."""
+        lay = self.lay
+        for collective, nbytes in entries:
+            for d in sorted({lay.coords[n][0] for n in npus}):
+                grp = lay.tp_group(d, lay.coords[npus[0]][2])
+                done = self.collective(what, collective, grp, nbytes,
+                                       {n: cur[n] for n in grp}, it, j, [i], [nbytes])
+                for n in grp:
+                    cur[n] = [done[n]]
+
+    def layer_forward(self, it, i, j, npus, cur, prev_opt, tag="fwd", record=True):
+        """Layer i's forward op on each NPU of npus after cur[npu] (and the previous
+        iteration's optimizer step; ZeRO-3: its weights' all-gather), with the sequence-
+        parallel all-gather before it and the tensor-parallel collectives after it."""
+        lay = self.lay
+        layer = lay.model.layers[i]
+        if lay.seq.gather_before[i]:
+            self.tp_collectives("tp_all_gather", [("all_gather", gather_bytes(lay, i))], npus,
+                                cur, it, j, i)
+        if dispatch_before(lay, i) and lay.ep > 1:
+            self.ep_all_to_all("ep_dispatch", i, lay.model.layers[i].in_elems, npus, cur, it, j)
+        fwd, _, _, stash = lay.costs(i, lay.mb)
+        when = "forward" if record else "recompute"
+        gathered = self.zero3_gather(it, j, i, npus, cur, when)
+        if i + 1 < len(lay.model.layers) and lay.stage_of[i + 1] == lay.stage_of[i]:
+            self.zero3_gather(it, j, i + 1, npus, cur, when)       # prefetch the next
+        for n in npus:
+            deps = list(cur[n])
+            if j == 0 and record and (i, n) in prev_opt:
+                deps.append(prev_opt[(i, n)])
+            if n in gathered:
+                deps.append(gathered[n])
+            op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} {tag} mb{j} {n}")
+            if record:
+                self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
+                if self.hooks is not None:
+                    self.hooks.forward(self.g, self.plan, it, i, n, j, op)
+            else:
+                self.plan.recomputed.append((it, n, op))
+            cur[n] = [op]
+        for collective, nbytes in tp_forward(lay, i):
+            self.tp_collectives("tp_" + collective, [(collective, nbytes)], npus, cur, it,
+                                j, i)
+        if combine_after(lay, i) and lay.ep > 1:
+            self.ep_all_to_all("ep_combine", i, lay.model.layers[i].out_elems, npus, cur, it, j)
+
+    def ep_all_to_all(self, what, i, elems, npus, cur, it, j):
+        """Expert parallelism: an all-to-all of `elems` activations per sample over each
+        expert-parallel group of npus, after cur[npu]; cur updated to its ends."""
+        lay = self.lay
+        nbytes = lay.mb * elems * lay.pb.act
+        seen = set()
+        for n in npus:
+            grp = lay.ep_group(n)
+            if grp[0] in seen:
+                continue
+            seen.add(grp[0])
+            done = self.collective(what, "all_to_all", grp, nbytes,
+                                   self.counterpart_starts(grp, cur), it, j, [i], [nbytes])
+            for m in grp:
+                if m in cur:
+                    cur[m] = [done[m]]
+
+    def forward(self, it, s, j, last, prev_opt, fsend):
+        lay, g = self.lay, self.g
+        a, b = lay.stages[s]
+        npus = lay.stage_npus(s)
+        cur = {}
+        for n in npus:
+            d, t, _ = lay.coords[n]
+            cur[n] = ([last[n]] if n in last else []) + list(fsend.get((s, j, d, t), []))
+        start = {n: list(cur[n]) for n in npus}
+        tables = [i for i in range(a, b) if lay.split_table[i]]
+        a2a_at = None
+        if tables:
+            a2a_at = next((i for i in range(max(tables) + 1, b) if not lay.split_table[i]),
+                          None)
+        table_last = {}
+        for i in range(a, b):
+            layer = lay.model.layers[i]
+            if a2a_at is not None and i == a2a_at:
+                done = self._all_to_all(it, j, npus, table_last, start, tables, "forward")
+                for n in npus:
+                    cur[n] = cur[n] + [done[n]]
+            if not lay.split_table[i]:
+                self.layer_forward(it, i, j, npus, cur, prev_opt)
+                continue
+            for n in npus:
+                if lay.table_owner[i] != n:
+                    continue
+                deps = list(start[n])
+                if j == 0 and (i, n) in prev_opt:
+                    deps.append(prev_opt[(i, n)])
+                fwd, _, bw, stash = lay.costs(i, lay.gmb)   # all replicas' samples
+                op = self.compute(n, i, fwd, deps, f"it{it} {layer.name} fwd mb{j} {n}",
+                                  "fwd", lay.gmb)
+                self.plan.layer_ops[(it, i, n, j)] = LayerOps(op, None, None, stash)
+                if self.hooks is not None:
+                    self.hooks.forward(g, self.plan, it, i, n, j, op)
+                table_last[n] = op
+        if a2a_at is None and tables:      # tables at the stage's end: exchange there
+            done = self._all_to_all(it, j, npus, table_last, start, tables, "forward")
+            for n in npus:
+                cur[n] = cur[n] + [done[n]]
+        for n in npus:
+            last[n] = cur[n][-1] if len(cur[n]) == 1 else g.delay(0, after=cur[n])
+        if s + 1 < lay.pp * lay.v:       # the activations go to the next stage
+            self.stage_send(it, j, s, s + 1, b - 1, lay.model.layers[b - 1].out_elems,
+                            npus, last, fsend, "forward", "act")
+
+    def stage_send(self, it, j, s, to, i, elems, npus, last, into, direction, label):
+        """The activations (or their gradients) of layer i's boundary from virtual stage s to
+        `to`, from each NPU to its counterpart there. With tensor parallelism each NPU of a
+        group holds the same tensor: Megatron-LM's scatter-gather optimisation
+        (workload.parallel.scatter_gather, default true) sends 1/tp of it from each and
+        all-gathers it over the receiving group; under sequence parallelism the tensor is
+        already split by sequence and its parts are sent as they are."""
+        lay, g = self.lay, self.g
+        nbytes = lay.mb * elems * lay.pb.act
+        split = lay.tp > 1 and (lay.sp or lay.scatter_gather)
+        gather = split and not lay.sp
+        if split:
+            nbytes /= lay.tp
+        nbytes = int(math.ceil(nbytes))
+        sent = {}
+        for n in npus:
+            d, t, _ = lay.coords[n]
+            dst = lay.npu(d, t, to % lay.pp)
+            op = g.send(n, dst, nbytes, after=[last[n]],
+                        name=f"{self.prefix}it{it} {label} s{s}->s{to} mb{j} {n}")
+            sent[dst] = op
+            into[(to, j, d, t)] = [op]
+            self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
+                                        src=n, dst=dst, bytes=nbytes, op=op))
+        if gather:
+            for d in sorted({lay.coords[n][0] for n in npus}):
+                grp = lay.tp_group(d, to)
+                done = self.collective("pp_all_gather", "all_gather", grp, nbytes * lay.tp,
+                                       {n: [sent[n]] for n in grp}, it, j, [i])
+                for n in grp:
+                    into[(to, j, d, lay.coords[n][1])] = [done[n]]
+
+    def counterpart_starts(self, group, cur):
+        """Each member's start in cur; a member of a replica whose passes are not built
+        (replicas = 'one') starts with its counterpart in replica 0, as it would by symmetry."""
+        lay = self.lay
+        out = {}
+        for n in group:
+            if n in cur:
+                out[n] = list(cur[n])
+            else:
+                _, t, s = lay.coords[n]
+                out[n] = list(cur.get(lay.npu(0, t, s), []))
+        return out
+
+    def zero3_gather(self, it, j, i, npus, cur, when):
+        """ZeRO-3: layer i's weights all-gathered over each data-parallel group of npus
+        before its `when` pass (forward, backward or recompute) of micro-batch j, issued as
+        the layer before it starts (cur: what that layer waits for), so that one layer's
+        gather runs ahead of the compute; returns {npu: its end}."""
+        lay = self.lay
+        if lay.zero < 3 or lay.dp == 1 or not lay.model.layers[i].params:
+            return {}
+        key = (it, j, i, when)
+        if key not in self.gathered:
+            nbytes = lay.model.layers[i].params * lay.pad[i] * lay.pb.weight / lay.splits[i][2]
+            ends = {}
+            for t in sorted({lay.coords[n][1] for n in npus}):
+                grp = lay.dp_group(t, lay.coords[npus[0]][2])
+                ends.update(self.collective("zero3_all_gather", "all_gather", grp,
+                                            int(math.ceil(nbytes)),
+                                            self.counterpart_starts(grp, cur), it, j, [i]))
+            self.gathered[key] = ends
+        return self.gathered[key]
+
+    def _all_to_all(self, it, j, npus, table_last, start, tables, direction):
+        """The embeddings of the split tables, computed by their owners for the global
+        batch, exchanged so that each NPU holds its samples' rows of every table (forward),
+        or their gradients sent back (backward): per NPU, the most table bytes an NPU
+        holds for the global batch (the direct all-to-all sends each other NPU 1/p)."""
+        lay = self.lay
+        per = {n: 0 for n in npus}
+        for i in tables:
+            per[lay.table_owner[i]] += lay.model.layers[i].out_elems
+        nbytes = lay.gmb * max(per.values()) * lay.pb.act
+        st = {n: ([table_last[n]] if n in table_last else list(start[n])) for n in npus}
+        return self.collective(f"all_to_all_{direction}", "all_to_all", npus, nbytes, st, it,
+                               j, tables, [lay.gmb * lay.model.layers[i].out_elems *
+                                           lay.pb.act for i in tables])
+
+    def backward(self, it, s, j, last, bsend):
+        lay, g = self.lay, self.g
+        a, b = lay.stages[s]
+        npus = lay.stage_npus(s)
+        cur = {}
+        for n in npus:
+            d, t, _ = lay.coords[n]
+            cur[n] = [last[n]] + list(bsend.get((s, j, d, t), []))
+        tables = [i for i in range(a, b) if lay.split_table[i]]
+        a2a_at = None
+        if tables:
+            a2a_at = next((i for i in range(max(tables) + 1, b) if not lay.split_table[i]),
+                          None)
+        final = j == lay.m - 1           # the last backward of either schedule
+        buckets = _Buckets(self, it, s, final)
+        table_grad = None
+        if a2a_at is None and tables:
+            table_grad = self._all_to_all(it, j, npus, {n: cur[n][0] for n in npus},
+                                          cur, tables, "backward")
+        block_end = {bb - 1: aa for aa, bb in lay.blocks}
+        for i in range(b - 1, a - 1, -1):
+            layer = lay.model.layers[i]
+            if lay.split_table[i]:
+                for n in npus:
+                    if lay.table_owner[i] != n:
+                        continue
+                    _, _, bw, _ = lay.costs(i, lay.gmb)
+                    if bw is None:
+                        continue
+                    op = self.compute(n, i, bw, [table_grad[n]],
+                                      f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                      "bwd_weight", lay.gmb)
+                    self.plan.layer_ops[(it, i, n, j)].bwd_weight = op
+                    if final:
+                        self.step_done[(it, i, n)] = self._optimizer(it, i, n, [op])
+                continue
+            if lay.recompute == "full" and i in block_end:
+                # the transformer layer's forward again (its collectives too), from its input
+                for k in range(max(block_end[i], a), i + 1):
+                    self.layer_forward(it, k, j, npus, cur, {}, "recompute", record=False)
+            elif lay.recompute == "selective" and layer.kind == "attention" and \
+                    (lay.blocks and any(aa <= i < bb for aa, bb in lay.blocks)):
+                fwd, _, _, _ = lay.costs(i, lay.mb)
+                for n in npus:
+                    cur[n] = [self.compute(n, i, fwd, cur[n],
+                                           f"it{it} {layer.name} recompute mb{j} {n}")]
+                    self.plan.recomputed.append((it, n, cur[n][0]))
+            if combine_after(lay, i) and lay.ep > 1:     # the combine's gradient
+                self.ep_all_to_all("ep_combine_grad", i, layer.out_elems, npus, cur, it, j)
+            if lay.seq.scatter_after[i]:     # the output gradient, whole again
+                self.tp_collectives("tp_all_gather", [("all_gather", scatter_bytes(lay, i))],
+                                    npus, cur, it, j, i)
+            gathered = self.zero3_gather(it, j, i, npus, cur, "backward")
+            _, bin_, bw, _ = lay.costs(i, lay.mb)
+            for n in npus:
+                lo = self.plan.layer_ops[(it, i, n, j)]
+                deps = list(cur[n]) + ([gathered[n]] if n in gathered else [])
+                if self.hooks is not None:
+                    deps = deps + list(self.hooks.backward(g, self.plan, it, i, n, j) or [])
+                if bin_ is not None:
+                    lo.bwd_input = self.compute(n, i, bin_, deps,
+                                                f"it{it} {layer.name} bwd_input mb{j} {n}",
+                                                "bwd_input")
+                    deps = [lo.bwd_input]
+                if bw is not None:
+                    lo.bwd_weight = self.compute(n, i, bw, deps,
+                                                 f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                                 "bwd_weight")
+                    deps = [lo.bwd_weight]
+                cur[n] = deps
+            for collective, nbytes in tp_backward(lay, i):
+                for d in sorted({lay.coords[n][0] for n in npus}):
+                    grp = lay.tp_group(d, s)
+                    st = {n: [self.plan.layer_ops[(it, i, n, j)].bwd_input] for n in grp}
+                    done = self.collective("tp_" + collective, collective, grp, nbytes, st,
+                                           it, j, [i], [nbytes])
+                    for n in grp:
+                        cur[n] = cur[n] + [done[n]]
+            if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
+                self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
+            if i == a2a_at:                # the tables' gradients go back to their owners
+                st = {n: [cur[n][0]] for n in npus}
+                table_grad = self._all_to_all(it, j, npus, {}, st, tables, "backward")
+            if final:
+                buckets.add(i, {n: cur[n] for n in npus})
+        for n in npus:
+            last[n] = cur[n][0] if len(cur[n]) == 1 else g.delay(0, after=cur[n])
+        if final:
+            buckets.close({n: [last[n]] for n in npus})
+        if s > 0:                        # the input gradient goes back to the stage before
+            self.stage_send(it, j, s, s - 1, a, lay.model.layers[a].in_elems, npus, last,
+                            bsend, "backward", "grad")
+
+    def tied_embeddings(self, it, last):
+        """A tied output layer (the LM head sharing the token embedding's weights) on another
+        stage than the embedding: Megatron-LM keeps a copy on the last stage and all-reduces
+        the two copies' gradients between the first and last stage after the backward pass."""
+        lay = self.lay
+        for head, emb in lay.tied:
+            se, sh = lay.stage_of[emb] % lay.pp, lay.stage_of[head] % lay.pp
+            if se == sh:
+                continue
+            nbytes = lay.grad_bytes(emb)
+            for d in lay.replicas_run():
+                for t in range(lay.tp):
+                    grp = [lay.npu(d, t, se), lay.npu(d, t, sh)]
+                    done = self.collective("tied_all_reduce", "all_reduce", grp, nbytes,
+                                           {n: [last[n]] for n in grp}, it, None, [emb, head])
+                    for n in grp:
+                        last[n] = done[n]
+
+    def _optimizer(self, it, i, npu, after):
+        work = self.lay.optimizer_work(i, npu)
+        if work is None:
+            return None
+        op = self.compute(npu, None, work, after,
+                          f"it{it} {self.lay.model.layers[i].name} optimizer {npu}")
+        self.plan.optimizer[(it, i, npu)] = op
+        return op
+
+
+class _NoRingOrder:
+    """The config seen by ring_order for a subgroup: workload.ring_order (which orders every
+    participant of one collective) does not apply."""
+
+    def __init__(self, cfg):
+        self.workload = _Ns(ring_order=None)
+
+
+class _Ns:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+@quiet_gc
+def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
+    """Add workload.iterations training iterations to `graph` (see the module's doc); returns
+    (graph, plan)."""
+    if model is None:
+        model = load_model(cfg)
+    if model.given_times:
+        return astra_graph(cfg, topo, model, npus, graph, prefix)
+    lay = _Layout(cfg, topo, model, npus)
+    if cfg.workload.memory.policy == "none":
+        lay.check_memory()               # else the memory plan decides what stays in HBM
+    g = graph if graph is not None else OpGraph()
+    b = _Builder(lay, g, prefix, hooks)
+    b.plan.layout = lay
+    check_training(b, len(g))            # refused at once past the op limit
+    last, prev_opt = {}, {}
+    for it in range(cfg.workload.iterations):
+        b.iteration(it, last, prev_opt)
+        prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
+                    if it_ == it and op is not None}
+    return g, b.plan
+
+
+
+declare(Key("workload", "iterations", "int", 2, "-",
+            "Training: iterations simulated; the last is reported.", POS))

@@ -1,0 +1,90 @@
+"""How long a training op computes: `workload.compute`.
+
+- "roofline" (the default): max(FLOPs / (peak x the layer kind's efficiency), bytes / HBM
+  bandwidth), the efficiencies of [topology.npu] (pysim.models.presets).
+- "kernels": the kernel model of the NPU's preset (pysim.models.kernels): a linear layer's
+  product by its shape on this NPU (its tensor-parallel share), the attention core's batched
+  products and score passes (`workload.attention`: 'unfused' or 'flash'), every other layer
+  at its memory roofline at the achievable HBM bandwidth, each kernel with its launch
+  overhead. The op keeps its bytes (for the HBM it shares with communication); its rate is
+  set so that it takes the kernel model's time.
+"""
+from __future__ import annotations
+
+from pysim.errors import ConfigError
+from pysim.models.kernels import (ATTENTION, KERNELS, attention_seconds, linear_seconds,
+                                  memory_seconds)
+from pysim.models.layers import prod
+from pysim.schema import Key, declare
+
+COMPUTE = ("roofline", "kernels")
+
+declare(
+    Key("workload", "compute", "str", "roofline", "-",
+        "Training: how long an op computes: 'roofline' (FLOPs at peak x the layer kind's "
+        "efficiency, or bytes at HBM bandwidth) or 'kernels' (the NPU preset's kernel "
+        "model: products by their shape, attention, element-wise kernels at achievable HBM "
+        "bandwidth, launch overhead).", None, lambda: list(COMPUTE)),
+    Key("workload", "attention", "str", "unfused", "-",
+        "Training with workload.compute = 'kernels': the attention core's kernels, "
+        "'unfused' (batched products and softmax/dropout passes over the scores) or "
+        "'flash' (FlashAttention).", None, lambda: list(ATTENTION)),
+)
+
+
+def kernel_model(spec):
+    """The kernel model of an NPU's preset, or a ConfigError."""
+    km = KERNELS.get(spec.name)
+    if km is None:
+        raise ConfigError(f"workload.compute = 'kernels' needs an NPU preset with a kernel "
+                          f"model ({', '.join(sorted(KERNELS))}); the NPU is "
+                          f"{spec.name!r} (topology.npu.preset)")
+    return km
+
+
+class KernelTimes:
+    """Per op, the rate that makes it take the kernel model's time."""
+
+    def __init__(self, lay):
+        self.lay = lay
+        self.mode = getattr(lay.cfg.workload, "attention", "unfused")
+        self.heads = lay.model.config.get("heads")
+        self.models = {n: kernel_model(sp) for n, sp in lay.specs.items()}
+
+    def seconds(self, npu, i, phase, samples, nbytes):
+        lay = self.lay
+        spec, km = lay.specs[npu], self.models[npu]
+        peak = spec.peak_flops(lay.precision)
+        hbm = spec.hbm_bytes_per_s
+        layer = lay.model.layers[i]
+        fi, fo, fw, ff = lay.splits[i]
+        if layer.kind == "linear" and layer.in_shape:
+            tokens = samples * prod(layer.in_shape[:-1])
+            k, n = layer.in_shape[-1], layer.out_shape[-1] * lay.pad[i]
+            if layer.tp == "column" and lay.tp > 1:
+                n /= lay.tp
+            elif layer.tp == "row" and lay.tp > 1:
+                k /= lay.tp
+            t = linear_seconds(km, peak, int(tokens), int(k), int(n), phase)
+            return max(t, memory_seconds(km, hbm, nbytes))
+        if layer.kind == "attention" and layer.op in ("causal", "dot") and self.heads and \
+                phase != "bwd_weight":
+            q = layer.out_shape[0]
+            hidden = layer.out_shape[-1]
+            d = hidden // self.heads
+            flops = samples * (layer.fwd_flops if phase == "fwd" else layer.bwd_input_flops)
+            return attention_seconds(km, peak, hbm, samples * self.heads / ff, q, q, d, phase,
+                                     self.mode, flops / ff, lay.pb.act)
+        return memory_seconds(km, hbm, nbytes)
+
+    def rate(self, npu, i, phase, samples, flops, nbytes):
+        """(peak FLOP/s, bytes) for a compute op of layer i on npu taking the kernel
+        model's time (i None: an optimizer step, memory-bound)."""
+        if i is None:
+            t = memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, nbytes)
+        else:
+            t = self.seconds(npu, i, phase, samples, nbytes)
+        spec = self.lay.specs[npu]
+        if flops > 0:
+            return flops / t, nbytes
+        return spec.peak_flops(self.lay.precision), max(nbytes, t * spec.hbm_bytes_per_s)

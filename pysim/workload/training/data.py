@@ -1,0 +1,102 @@
+"""Data parallelism: the gradients of each stage all-reduced over its data-parallel group in
+buckets, and the optimizer steps that follow them; under ZeRO (pysim.workload.training.zero)
+the buckets are reduce-scattered, each replica steps its shard, and (stages 1 and 2) the
+updated weights are all-gathered."""
+from __future__ import annotations
+
+from pysim.schema import POS, Key, declare
+
+declare(
+    Key("workload", "bucket_mb", "float", 25.0, "MiB",
+        "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
+    Key("workload", "overlap", "bool", True, "-",
+        "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
+        "it (false: one all-reduce after the whole backward pass)."),
+)
+
+
+class _Buckets:
+    """Data-parallel gradient buckets of one stage in one iteration, filled in backward
+    order. With overlap, a bucket is all-reduced as soon as the layers in it have produced
+    their gradients on every micro-batch, and each layer's optimizer step follows its
+    bucket; without, one all-reduce of every gradient after the whole backward pass."""
+
+    def __init__(self, b: _Builder, it, s, final):
+        self.b, self.it, self.s = b, it, s
+        lay = b.lay
+        self.cap = int(lay.cfg.workload.bucket_mb * 2 ** 20)
+        self.overlap = lay.cfg.workload.overlap
+        self.layers, self.sizes, self.bytes = [], [], 0
+        self.experts = []                # expert layers: all-reduced over their own groups
+
+    def add(self, i, ready):
+        lay = self.b.lay
+        nbytes = lay.grad_bytes(i)
+        if lay.model.layers[i].params == 0:
+            return
+        if lay.expert[i] and lay.ep > 1:
+            self.experts.append((i, ready))
+            return
+        if lay.dp == 1 or not nbytes:
+            for n, deps in ready.items():       # nothing to all-reduce: step at once
+                self.b.step_done[(self.it, i, n)] = self.b._optimizer(self.it, i, n, deps)
+            return
+        self.layers.append(i)
+        self.sizes.append(nbytes)
+        self.bytes += nbytes
+        self.ready = ready
+        if self.overlap and self.bytes >= self.cap:
+            self.flush(ready)
+
+    def flush(self, ready):
+        if not self.layers:
+            return
+        lay, b = self.b.lay, self.b
+        for t in range(lay.tp):
+            grp = lay.dp_group(t, self.s)
+            starts = b.counterpart_starts(grp, ready)
+            runs = [n for n in grp if n in ready]      # replicas whose passes are built
+            if not lay.zero:
+                done = b.collective("dp_all_reduce", "all_reduce", grp, self.bytes, starts,
+                                    self.it, None, self.layers, self.sizes)
+                for n in runs:
+                    for i in self.layers:
+                        b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, [done[n]])
+                continue
+            done = b.collective("zero_reduce_scatter", "reduce_scatter", grp, self.bytes,
+                                starts, self.it, None, self.layers, self.sizes)
+            steps = {n: [b._optimizer(self.it, i, n, [done[n]]) for i in self.layers]
+                     for n in runs}
+            if lay.zero == 3:            # the weights stay sharded: gathered per layer
+                for n in runs:
+                    for i, op in zip(self.layers, steps[n]):
+                        b.step_done[(self.it, i, n)] = op
+                continue
+            wbytes = int(self.bytes * lay.pb.weight / lay.pb.grad)
+            after = b.counterpart_starts(grp, {n: [x for x in steps[n] if x is not None]
+                                               for n in runs})
+            gathered = b.collective("zero_all_gather", "all_gather", grp, wbytes, after,
+                                    self.it, None, self.layers, self.sizes)
+            for n in runs:
+                for i in self.layers:
+                    b.step_done[(self.it, i, n)] = gathered[n]
+        self.layers, self.sizes, self.bytes = [], [], 0
+
+    def close(self, ready):
+        self.flush(ready)
+        lay, b = self.b.lay, self.b
+        for i, ready_i in self.experts:
+            nbytes = lay.grad_bytes(i)
+            for t in range(lay.tp):
+                for grp in lay.expert_dp_groups(t, self.s):
+                    runs = [n for n in grp if n in ready_i]
+                    if len(grp) > 1:
+                        done = b.collective("expert_dp_all_reduce", "all_reduce", grp, nbytes,
+                                            b.counterpart_starts(grp, ready_i), self.it, None,
+                                            [i], [nbytes])
+                        after = {n: [done[n]] for n in runs}
+                    else:
+                        after = {n: ready_i[n] for n in runs}
+                    for n in runs:
+                        b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, after[n])
+        self.experts = []

@@ -1,0 +1,442 @@
+"""The plan's layout: a model, a batch and the NPUs resolved into dp x tp x pp coordinates,
+groups, pipeline stages, per-layer costs and the memory each NPU needs.
+
+`workload.parallel` is checked here (`check_parallel`), field by field."""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+
+import numpy as np
+
+from pysim.errors import ConfigError
+from pysim.schema import POS, Key, declare, raising
+from pysim import models
+from pysim.models import optimizer_bytes, precision_bytes
+from pysim.models.precision import OPTIMIZER_FLOPS
+from pysim.models.presets import npu_spec
+from pysim.workload.training.compute import KernelTimes
+from pysim.workload.training.experts import check_experts
+from pysim.workload.training.pipeline import SCHEDULES
+from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
+from pysim.workload.training.sequence import sequence_plan
+from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_split,
+                                            vocabulary_padding)
+from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
+
+DIMS = ("tp", "dp", "pp")
+TABLES = ("split", "replicated")
+PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
+                   "interleave", "zero", "replicas", "scatter_gather", "ep")
+REPLICAS = ("all", "one")
+
+
+# ------------------------------------------------------------------ configuration
+
+def check_parallel(table):
+    """workload.parallel's fields, each checked (a ConfigError naming the field)."""
+    for k, v in table.items():
+        where = f"workload.parallel.{k}"
+        if k not in PARALLEL_FIELDS:
+            close = difflib.get_close_matches(k, PARALLEL_FIELDS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{where}: unknown field{hint}; expected "
+                              f"{', '.join(PARALLEL_FIELDS)}")
+        if k in ("dp", "tp", "pp", "micro_batches", "interleave", "ep"):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{where} = {v!r}: expected an integer >= 1")
+        elif k == "zero" and (isinstance(v, bool) or v not in ZERO_STAGES):
+            raise ConfigError(f"{where} = {v!r}: expected a ZeRO stage, one of 0, 1, 2, 3")
+        elif k in ("sp", "scatter_gather") and not isinstance(v, bool):
+            raise ConfigError(f"{where} = {v!r}: expected true or false")
+        elif k == "replicas" and v not in REPLICAS:
+            raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(REPLICAS)}")
+        elif k == "schedule" and v not in SCHEDULES:
+            raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(SCHEDULES)}")
+        elif k == "tables" and v not in TABLES:
+            raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(TABLES)}")
+        elif k == "order" and (not isinstance(v, list) or sorted(map(str, v)) != sorted(DIMS)):
+            raise ConfigError(f"{where} = {v!r}: expected the three dimensions "
+                              f"{list(DIMS)} in some order (the first: neighbouring NPUs)")
+
+
+def load_model(cfg):
+    """workload.model: a zoo name, else a file (.onnx, or an ASTRA-sim workload) relative to
+    the config."""
+    w = cfg.workload
+    if w.model is None:
+        raise ConfigError(f"workload.kind = 'training' needs workload.model: a model of the "
+                          f"zoo ({', '.join(models.names())}) or a file (.onnx, or an "
+                          f"ASTRA-sim workload)")
+    params = dict(w.model_params or {})
+    if w.model in models.names():
+        try:
+            return models.get(w.model, **params)
+        except ConfigError as e:
+            raise ConfigError(f"workload.model_params: {e}") from None
+    path = w.model if os.path.isabs(w.model) else os.path.join(cfg.base_dir, w.model)
+    if os.path.isfile(path):
+        try:
+            return models.load(path, **params)
+        except ConfigError as e:
+            raise ConfigError(f"workload.model = {w.model!r}: {e}") from None
+    try:
+        models.get(w.model)
+    except ConfigError as e:
+        raise ConfigError(f"workload.model = {w.model!r}: {e}; nor is it a file "
+                          f"({path} does not exist)") from None
+    raise AssertionError("unreachable")
+
+
+
+def _partition(costs, parts):
+    """Cut a list of costs into `parts` contiguous non-empty ranges of about equal sums."""
+    n = len(costs)
+    total = float(sum(costs)) or float(n)
+    if not sum(costs):
+        costs = [1.0] * n
+    cuts, acc, k = [0], 0.0, 1
+    for i, c in enumerate(costs):
+        if k >= parts:
+            break
+        before, acc = acc, acc + c
+        target = total * k / parts
+        # cut before or after layer i, whichever lands nearer the target; leave enough
+        # layers for the stages still to come
+        if acc >= target:
+            cut = i if (target - before) < (acc - target) and i > cuts[-1] else i + 1
+            cut = min(max(cut, cuts[-1] + 1), n - (parts - k))
+            cuts.append(cut)
+            k += 1
+    while len(cuts) < parts:
+        cuts.append(min(cuts[-1] + 1, n - (parts - len(cuts))))
+    cuts.append(n)
+    return [(cuts[i], cuts[i + 1]) for i in range(parts)]
+
+
+def _stages(costs, parts, blocks):
+    """Contiguous layer ranges for `parts` stages. A model of transformer layers is cut
+    between them, as Megatron-LM cuts it: the layers before the first one go with it, those
+    after the last with the last; as many transformer layers per stage where parts divides
+    their number, else about equal costs. Other models: about equal costs per stage."""
+    if not blocks or len(blocks) < parts:
+        return _partition(costs, parts)
+    units = [list(b) for b in blocks]
+    units[0][0] = 0
+    units[-1][1] = len(costs)
+    if len(units) % parts == 0:
+        k = len(units) // parts
+        return [(units[p * k][0], units[p * k + k - 1][1]) for p in range(parts)]
+    cut = _partition([sum(costs[a:b]) for a, b in units], parts)
+    return [(units[a][0], units[b - 1][1]) for a, b in cut]
+
+
+class _Layout:
+    """The resolved plan: sizes, NPUs and their coordinates, groups, stages, costs."""
+
+    def __init__(self, cfg, topo, model, npus):
+        w = cfg.workload
+        self.cfg, self.topo, self.model = cfg, topo, model
+        names, kinds = topo.node_names, topo.node_kinds
+        all_npus = [n for n, k in zip(names, kinds) if k == "npu"]
+        if not all_npus:
+            raise ConfigError(f"workload.kind = 'training': {topo.name} has no NPU to train on "
+                              f"(nodes of kind 'npu')")
+        where = "the npus given" if npus is not None else (
+            "workload.group" if w.group is not None else f"every NPU of {topo.name}")
+        if npus is None:
+            npus = list(w.group) if w.group is not None else all_npus
+        for n in npus:
+            if n not in names:
+                raise ConfigError(f"{where}: {n!r} is not a node of {topo.name}")
+            if kinds[names.index(n)] != "npu":
+                raise ConfigError(f"{where}: {n!r} is a {kinds[names.index(n)]}, not an NPU")
+        if len(set(npus)) != len(npus):
+            raise ConfigError(f"{where}: an NPU is named twice")
+        self.npus = list(npus)
+        par = dict(w.parallel or {})
+        check_parallel(par)
+        tp, pp = par.get("tp", 1), par.get("pp", 1)
+        n = len(npus)
+        dp = par.get("dp")
+        if dp is None:
+            if n % (tp * pp):
+                raise ConfigError(f"workload.parallel: tp x pp = {tp} x {pp} does not divide "
+                                  f"the {n} NPUs used ({where})")
+            dp = n // (tp * pp)
+        if dp * tp * pp != n:
+            raise ConfigError(f"workload.parallel: dp x tp x pp = {dp} x {tp} x {pp} = "
+                              f"{dp * tp * pp}, but {n} NPUs are used ({where})")
+        self.dp, self.tp, self.pp = dp, tp, pp
+        if w.batch is None:
+            raise ConfigError("workload.kind = 'training' needs workload.batch (the global "
+                              "mini-batch, samples per iteration over all replicas)")
+        self.batch = w.batch
+        if w.batch % dp:
+            raise ConfigError(f"workload.batch = {w.batch} is not divisible among the dp = "
+                              f"{dp} data-parallel replicas")
+        self.m = par.get("micro_batches", 1)
+        if (w.batch // dp) % self.m:
+            raise ConfigError(f"workload.parallel.micro_batches = {self.m} does not divide "
+                              f"the {w.batch // dp} samples of each replica (workload.batch = "
+                              f"{w.batch}, dp = {dp})")
+        self.mb = w.batch // dp // self.m
+        self.gmb = self.mb * dp          # one micro-batch of every replica
+        self.schedule = par.get("schedule", "1f1b")
+        self.order = list(par.get("order", ["tp", "dp", "pp"]))
+        self.v = par.get("interleave", 1)
+        if self.v > 1 and (pp == 1 or self.m % pp):
+            raise ConfigError(f"workload.parallel.interleave = {self.v}: the interleaved "
+                              f"schedule needs pp > 1 and micro_batches a multiple of pp (got "
+                              f"pp = {pp}, micro_batches = {self.m})")
+        self.sp = bool(par.get("sp", False)) and tp > 1
+        self.zero = par.get("zero", 0)
+        self.replicas = par.get("replicas", "all")
+        self.scatter_gather = par.get("scatter_gather", True)
+        self.recompute = recompute_mode(cfg)
+        L = len(model.layers)
+        if pp * self.v > L:
+            raise ConfigError(f"workload.parallel.pp = {pp}" +
+                              (f" x interleave = {self.v}" if self.v > 1 else "") +
+                              f": more stages than the {L} layers of {model.name}")
+        check_divisible(model, tp)
+        self.ep = par.get("ep", 1)
+        self.expert = [l.tp == "expert" for l in model.layers]
+        check_experts(model, self.expert, self.ep, dp, tp)
+        self.precision = w.precision or model.default_precision
+        self.pb = precision_bytes(self.precision)
+        self.optimizer = w.optimizer
+        self.engine = w.engine or "npu"
+        self.algorithm = w.algorithm
+        has_tables = any(l.kind == "embedding" and l.table is not None for l in model.layers)
+        self.tables = par.get("tables", "split" if has_tables else "replicated")
+        if self.tables == "split" and has_tables and (tp > 1 or pp > 1):
+            raise ConfigError(f"workload.parallel.tables = 'split': embedding tables are spread "
+                              f"over the data-parallel NPUs, which needs tp = pp = 1 (got tp = "
+                              f"{tp}, pp = {pp}); or set tables = 'replicated'")
+        # coordinates: rank r -> (d, t, s), the first dimension of `order` varying fastest
+        size = {"dp": dp, "tp": tp, "pp": pp}
+        self.coords, self.at = {}, {}
+        for r, npu in enumerate(self.npus):
+            c, x = {}, r
+            for d in self.order:
+                c[d] = x % size[d]
+                x //= size[d]
+            key = (c["dp"], c["tp"], c["pp"])
+            self.coords[npu] = key
+            self.at[key] = npu
+        self.specs = {n: npu_spec(cfg, topo, n) for n in self.npus}
+        self.peak = {}                   # (npu, kind) -> FLOP/s
+        for n, sp in self.specs.items():
+            for kind in sp.efficiencies:
+                self.peak[(n, kind)] = sp.peak_flops(self.precision) * sp.efficiency(kind)
+        self.split_table = [self.tables == "split" and l.kind == "embedding" and
+                            l.table is not None for l in model.layers]
+        self.splits = [tp_split(l, tp) for l in model.layers]
+        self.pad = vocabulary_padding(model, tp)
+        self.tied = tied_layers(model)
+        # sequence parallelism: which layers run on 1/tp of the sequence, and where the
+        # sequence is gathered and scattered
+        self.seq = sequence_plan(model, tp, self.sp)
+        self.stash_div = [tp if (self.seq.split[i] or self.seq.gather_before[i]) else
+                          self.splits[i][0] for i in range(L)]
+        for i in range(L):
+            if self.seq.split[i]:
+                self.splits[i] = (tp, tp, self.splits[i][2], tp)
+            if self.expert[i]:           # each NPU holds experts / ep of the experts
+                self.splits[i] = (1, 1, self.ep, 1)
+        # per sample, the bytes each layer keeps for its backward pass (recomputation
+        # keeps less)
+        self.stash_sample, self.blocks = stash_per_sample(model, self.pb, self.recompute)
+        # stages: contiguous layer ranges of about equal roofline time on the first NPU;
+        # with interleave = v, pp x v virtual stages, virtual stage c pp + s on stage s
+        sp0 = self.specs[self.npus[0]]
+        t = [sum(sp0.layer_seconds(l, self.precision, self.mb, ph)
+                 for ph in ("fwd", "bwd_input", "bwd_weight")) for l in model.layers]
+        self.stages = _stages(t, pp * self.v, self.blocks)
+        self.stage_of = np.zeros(L, np.int64)
+        for s, (a, b) in enumerate(self.stages):
+            self.stage_of[a:b] = s
+        self.kernels = KernelTimes(self) if w.compute == "kernels" else None
+        self.table_owner = {}
+        if any(self.split_table):
+            self._place_tables()
+        self.memory = self._memory_needed()
+
+    # -------------------------------------------------------------- groups
+    def npu(self, d, t, s):
+        return self.at[(d, t, s)]
+
+    def dp_group(self, t, s):
+        return [self.at[(d, t, s % self.pp)] for d in range(self.dp)]
+
+    def tp_group(self, d, s):
+        return [self.at[(d, t, s % self.pp)] for t in range(self.tp)]
+
+    def ep_group(self, npu):
+        """The expert-parallel group of npu: the ep consecutive data-parallel replicas it
+        belongs to (same tensor rank and stage)."""
+        d, t, s = self.coords[npu]
+        first = d - d % self.ep
+        return [self.at[(x, t, s)] for x in range(first, first + self.ep)]
+
+    def expert_dp_groups(self, t, s):
+        """The groups that all-reduce the experts' gradients: replicas holding the same
+        experts (the same position in their expert-parallel group)."""
+        return [[self.at[(d, t, s % self.pp)] for d in range(c, self.dp, self.ep)]
+                for c in range(self.ep)]
+
+    def replicas_run(self):
+        """The data-parallel replicas whose passes are built (replicas = 'one': replica 0;
+        the others, identical, only join its gradient collectives)."""
+        return range(1 if self.replicas == "one" else self.dp)
+
+    def stage_npus(self, s):
+        """The NPUs of stage s (a virtual stage: the stage s % pp) that run passes: every
+        replica's, or replica 0's alone when workload.parallel.replicas = 'one'."""
+        s %= self.pp
+        reps = 1 if self.replicas == "one" else self.dp
+        return [self.at[(d, t, s)] for d in range(reps) for t in range(self.tp)]
+
+    # -------------------------------------------------------------- costs
+    def costs(self, i, samples):
+        """(flops, bytes) of layer i's forward, input-gradient and weight-gradient ops on one
+        NPU for `samples` samples (None where there is no such work), and the bytes it
+        stashes. Forward reads its input and weights and writes its output; the input
+        gradient reads the output gradient and the weights and writes the input gradient;
+        the weight gradient reads the output gradient and the tensors the layer saved and
+        writes the weight gradient (as pysim.models.presets.NpuSpec.layer_seconds). The
+        bytes stashed are those of the tensors the layer owns (each kept tensor counted
+        once, pysim.models.tensors)."""
+        layer = self.model.layers[i]
+        fi, fo, fw, ff = self.splits[i]
+        pad = self.pad[i]
+        a, wb_ = self.pb.act, self.pb.weight
+        inb = samples * layer.in_elems * a / fi
+        outb = samples * layer.out_elems * a / fo * pad
+        wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1) \
+            * pad
+        stash = samples * self.stash_sample[i] / self.stash_div[i]
+        # what the weight gradient reads: every tensor the layer saved, recomputed or kept
+        saved = samples * (layer.saved_elems * a + layer.saved_fixed_bytes) / self.stash_div[i]
+        ff = ff / pad
+        fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
+        bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
+            if layer.bwd_input_flops else None
+        bw = (samples * layer.bwd_weight_flops / ff, outb + saved + wts) \
+            if layer.bwd_weight_flops else None
+        return fwd, bin_, bw, int(math.ceil(stash))
+
+    def grad_bytes(self, i):
+        """Bytes of layer i's weight gradient on one NPU (its share under tensor
+        parallelism); split embedding tables have none to all-reduce."""
+        layer = self.model.layers[i]
+        if self.split_table[i]:
+            return 0
+        return int(math.ceil(layer.params * self.pad[i] * self.pb.grad / self.splits[i][2]))
+
+    def optimizer_work(self, i, npu):
+        """(flops, bytes) of layer i's optimizer step on npu, or None. Reads the weights,
+        the gradient, the fp32 master weights (mixed) and the optimizer state, and writes
+        all but the gradient. Split embedding tables take a sparse SGD step: only the rows
+        looked up, weights read and written and their gradients read, no state."""
+        layer = self.model.layers[i]
+        if self.split_table[i]:
+            if self.table_owner.get(i) != npu:
+                return None
+            n = min(layer.params, self.batch * layer.weight_elems)
+            return n, n * (2 * self.pb.weight + self.pb.grad)
+        n = layer.params * self.pad[i] / self.splits[i][2]
+        if self.zero:                    # each replica steps its shard of the parameters
+            n /= self.dp
+        if not n:
+            return None
+        per = (2 * self.pb.weight + self.pb.grad + 2 * self.pb.master +
+               2 * optimizer_bytes(self.optimizer, self.precision))
+        return n * OPTIMIZER_FLOPS[self.optimizer], n * per
+
+    def _place_tables(self):
+        """Split embedding tables: each to the NPU holding the fewest table bytes so far,
+        largest tables first."""
+        held = {n: 0 for n in self.npus}
+        order = sorted((i for i, s in enumerate(self.split_table) if s),
+                       key=lambda i: (-self.model.layers[i].params, i))
+        for i in order:
+            n = min(self.npus, key=lambda x: (held[x], self.npus.index(x)))
+            self.table_owner[i] = n
+            held[n] += self.model.layers[i].params
+
+    def _memory_needed(self):
+        """Per NPU: the bytes its training state (weights, gradients, master weights and
+        optimizer state of the layers it holds, its share under tensor parallelism) and its
+        stashed activations (of the micro-batches in flight at once: all of them under
+        GPipe, pp - stage under 1F1B) need in HBM."""
+        pb = self.pb
+        per_param = state_bytes_per_param(pb, optimizer_bytes(self.optimizer, self.precision),
+                                          self.zero, self.dp)
+        out = {}
+        for npu in self.npus:
+            d, t, s = self.coords[npu]
+            state = stash = 0.0
+            for c in range(self.v):
+                a, b = self.stages[c * self.pp + s]
+                for i in range(a, b):
+                    layer = self.model.layers[i]
+                    if self.split_table[i]:
+                        if self.table_owner.get(i) == npu:
+                            state += layer.params * pb.weight
+                        continue
+                    state += layer.params * self.pad[i] / self.splits[i][2] * per_param
+                    stash += self.mb * self.stash_sample[i] / self.stash_div[i] / self.v
+            if self.schedule == "gpipe":
+                inflight = self.m * self.v
+            elif self.v == 1:
+                inflight = min(self.m, self.pp - s)
+            else:                        # the interleaved schedule's warm-up, in chunks
+                inflight = min(self.m * self.v, (self.pp - s - 1) * 2 + (self.v - 1) *
+                               self.pp + 1)
+            out[npu] = int(math.ceil(state + stash * inflight))
+        return out
+
+    def check_memory(self):
+        for npu, need in self.memory.items():
+            cap = self.specs[npu].hbm_capacity_bytes
+            if need > cap:
+                raise ConfigError(
+                    f"{self.model.name} does not fit in the HBM of {npu}: its training state "
+                    f"and stashed activations need {need:,} bytes, and {npu} has {cap:,.0f} "
+                    f"(workload.batch = {self.batch}, precision {self.precision}, optimizer "
+                    f"{self.optimizer}, dp x tp x pp = {self.dp} x {self.tp} x {self.pp}, "
+                    f"micro_batches = {self.m})")
+
+
+
+# The configuration keys the layout reads (pysim.schema).
+declare(
+    Key("workload", "model", "str", None, "-",
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
+        "(relative to the config).", None),
+    Key("workload", "model_params", "table", None, "-",
+        "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
+        None),
+    Key("workload", "batch", "int", None, "samples",
+        "Training: the global mini-batch, samples per iteration over all data-parallel "
+        "replicas.", POS),
+    Key("workload", "parallel", "table", None, "-",
+        "Training: the plan: dp, tp, pp (their product the NPUs used; default dp = the NPUs "
+        "/ (tp x pp)), micro_batches (default 1), schedule ('1f1b' or 'gpipe'), order (the "
+        "dimensions from neighbouring NPUs outwards, default ['tp', 'dp', 'pp']), tables "
+        "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated'), "
+        "sp (sequence parallelism, default false), interleave (model chunks per stage, "
+        "default 1), zero (ZeRO stage 0-3, default 0), ep (expert parallelism, default 1), "
+        "scatter_gather (default true), replicas ('all' or 'one': build data-parallel "
+        "replica 0's passes only); see docs/training.md.",
+        raising(check_parallel)),
+    Key("workload", "precision", "str", None, "-",
+        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
+        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+    Key("workload", "optimizer", "str", "sgd", "-",
+        "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
+        "writes.", None, lambda: ["sgd", "adam"]),
+)

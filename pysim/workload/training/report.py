@@ -1,0 +1,222 @@
+"""Results of a training run: the last iteration's time, its compute and (exposed)
+communication on the busiest NPU, per layer and per NPU."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pysim.workload.graph import GraphResult, memory_rows, op_times
+
+
+def _union(iv):
+    """Merge intervals [(start, end)] into disjoint sorted ones."""
+    out = []
+    for a, b in sorted(iv):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1][1] = b
+        else:
+            out.append([a, b])
+    return out
+
+
+def _length(iv):
+    return sum(b - a for a, b in iv)
+
+
+def _minus(iv, cut):
+    """Intervals iv (disjoint, sorted) less intervals cut (disjoint, sorted)."""
+    out = []
+    j = 0
+    for a, b in iv:
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k = j
+        while a < b:
+            if k >= len(cut) or cut[k][0] >= b:
+                out.append([a, b])
+                break
+            if cut[k][0] > a:
+                out.append([a, cut[k][0]])
+            a = max(a, cut[k][1])
+            k += 1
+    return out
+
+
+def _clip(iv, lo, hi):
+    return [[max(a, lo), min(b, hi)] for a, b in iv if min(b, hi) > max(a, lo)]
+
+
+@dataclass
+class TrainingResult(GraphResult):
+    """A training run: the op graph's result plus the iteration's breakdown (`training`)."""
+    training: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        d = super().to_dict()
+        d.pop("training", None)
+        d.pop("ops", None)               # (every op is in the trace: pysim run --trace)
+        d.update(self.training)
+        return d
+
+    def summary(self):
+        t = self.training
+        p = t["plan"]
+        where = ("on each NPU's collectives offload engine" if p["engine"] == "offload" else
+                 "on the NPUs themselves (workload.engine = 'npu', the default for training)")
+        rows = [("model", f"{p['model']}, {p['precision']}, optimizer {p['optimizer']}, "
+                          f"batch {p['batch']}" if p["precision"] else
+                          f"{p['model']} (an ASTRA-sim {p['schedule'].split()[-1]} workload: "
+                          f"given cycles, run by ASTRA-sim's rules)"),
+                ("plan", f"dp {p['dp']} x tp {p['tp']} x pp {p['pp']} on {len(p['npus'])} "
+                         f"NPUs" + (f", {p['micro_batches']} micro-batches ({p['schedule']})"
+                                    if p["pp"] > 1 or p["micro_batches"] > 1 else "")),
+                ("collectives", f"{p['algorithm']}, reductions {where}"),
+                ("iteration", f"{t['iteration_cycles']:,} cycles = "
+                              f"{t['iteration_seconds'] * 1e3:.3f} ms (the last of "
+                              f"{t['iterations']})" +
+                              (f", {t['samples_per_second']:,.1f} samples/s"
+                               if t["samples_per_second"] is not None else "")),
+                ("compute", f"{t['compute_cycles']:,} cycles on {t['critical_npu']} (the "
+                            f"busiest NPU)"),
+                ("communication", f"{t['comm_cycles']:,} cycles running there, "
+                                  f"{t['exposed_comm_cycles']:,} exposed (compute waiting)"),
+                ("other", f"{t['other_cycles']:,} cycles (neither)")]
+        util = sorted(t["per_npu"].items())
+        rows.append(("compute utilisation", ", ".join(
+            f"{n} {100 * v['compute_utilization']:.0f}%" for n, v in util[:8]) +
+            (" ..." if len(util) > 8 else "")))
+        rows.append(("HBM per network byte", ", ".join(
+            f"{n} {v['hbm_comm_bytes_per_network_byte']:.2f}" for n, v in util[:8]) +
+            (" ..." if len(util) > 8 else "")))
+        rows += [("link utilisation", self._link_line())]
+        rows += memory_rows(self.memory)
+        rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
+                           f"wall ({t['build_seconds']:.2f} s building {len(self.ops):,} ops)"),
+                 ("seed / version", f"{self.seed} / pysim {self.version}")]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def training_report(graph, plan, res, cfg):
+    """The last iteration's breakdown: its cycles, compute and communication on the busiest
+    NPU, per layer and per NPU (see docs/training.md)."""
+    clock = cfg.network.clock_ghz
+    start, finish = op_times(res.ops)
+    lo, hi = plan.iterations[-1]
+    t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
+    cycles = t1 - t0
+    ids = range(lo, hi)
+    # training compute ops (forward, backward, optimizer) per NPU, in the last iteration
+    comp = {n: [] for n in plan.npus}
+    it = len(plan.iterations) - 1
+    fwd_ops, bwd_ops = {}, {}
+    for (it_, i, n, j), lo_ in plan.layer_ops.items():
+        if it_ != it:
+            continue
+        for op, bucket in ((lo_.fwd, fwd_ops), (lo_.bwd_input, bwd_ops),
+                           (lo_.bwd_weight, bwd_ops)):
+            if op is not None:
+                comp[n].append((int(start[op]), int(finish[op])))
+                bucket[(i, n)] = bucket.get((i, n), 0) + int(finish[op] - start[op])
+    for (it_, i, n), op in plan.optimizer.items():
+        if it_ == it:
+            comp[n].append((int(start[op]), int(finish[op])))
+    for it_, n, op in plan.recomputed:
+        if it_ == it:
+            comp[n].append((int(start[op]), int(finish[op])))
+    comp_u = {n: _union(v) for n, v in comp.items()}
+    busy = {n: _length(v) for n, v in comp_u.items()}
+    crit = max(plan.npus, key=lambda n: (busy[n], n))
+    # communication intervals per NPU: each collective from its first op touching the NPU
+    # to the end of the NPU's part; each pipeline send from or to it
+    node = graph.node
+    dst = graph.dst
+    comm = {n: [] for n in plan.npus}
+    coll_iv = []                         # per collective of the last iteration: {npu: iv}
+    for c in plan.collectives:
+        if c.iteration != it:
+            continue
+        ivs = {}
+        for k in range(c.first, c.last):
+            for who in (node[k], dst[k]):
+                if who in c.done:
+                    a = ivs.setdefault(who, [start[k], finish[k]])
+                    a[0] = min(a[0], start[k])
+        for n, a in ivs.items():
+            iv = (int(a[0]), int(finish[c.done[n]]))
+            ivs[n] = iv
+            comm[n].append(iv)
+        coll_iv.append((c, ivs))
+    for sd in plan.sends:
+        if sd["iteration"] == it:
+            iv = (int(start[sd["op"]]), int(finish[sd["op"]]))
+            comm[sd["src"]].append(iv)
+            comm[sd["dst"]].append(iv)
+    comm_u = {n: _clip(_union(v), t0, t1) for n, v in comm.items()}
+    exposed = {n: _minus(comm_u[n], comp_u[n]) for n in plan.npus}
+    # per layer, on the critical NPU
+    model = plan.model
+    per_layer = []
+    lay_comm = {}
+    for c, ivs in coll_iv:
+        if crit not in ivs:
+            continue
+        iv = [list(ivs[crit])]
+        dur = iv[0][1] - iv[0][0]
+        exp = _length(_minus(iv, comp_u[crit]))
+        tot = sum(c.layer_bytes) or 1
+        for i, nb in zip(c.layers, c.layer_bytes or [1] * len(c.layers)):
+            share = nb / tot if c.layer_bytes else 1 / len(c.layers)
+            x = lay_comm.setdefault(i, [0.0, 0.0])
+            x[0] += dur * share
+            x[1] += exp * share
+    for i, layer in enumerate(model.layers):
+        cc = lay_comm.get(i, (0.0, 0.0))
+        per_layer.append(dict(name=layer.name, kind=layer.kind,
+                              fwd_cycles=fwd_ops.get((i, crit), 0),
+                              bwd_cycles=bwd_ops.get((i, crit), 0),
+                              comm_cycles=int(round(cc[0])),
+                              exposed_comm_cycles=int(round(cc[1]))))
+    # per NPU
+    kinds = graph.kind
+    sizes = graph.size
+    per_npu = {}
+    for n in plan.npus:
+        per_npu[n] = dict(compute_utilization=busy[n] / cycles if cycles else 0.0,
+                          compute_cycles=busy[n], hbm_bytes=0, hbm_comm_bytes=0,
+                          network_bytes=0)
+    for k in ids:
+        n = node[k]
+        if n not in per_npu:
+            continue
+        kd = kinds[k]
+        if kd == "compute" and graph.work[k] is not None:
+            per_npu[n]["hbm_bytes"] += graph.work[k][1]
+        elif kd == "memory":
+            per_npu[n]["hbm_bytes"] += sizes[k]
+            per_npu[n]["hbm_comm_bytes"] += sizes[k]
+        elif kd == "reduce_npu":
+            per_npu[n]["hbm_bytes"] += 4 * sizes[k]
+            per_npu[n]["hbm_comm_bytes"] += 4 * sizes[k]
+        elif kd == "send":
+            per_npu[n]["network_bytes"] += sizes[k]
+    for v in per_npu.values():
+        v["hbm_comm_bytes_per_network_byte"] = (v["hbm_comm_bytes"] / v["network_bytes"]
+                                                if v["network_bytes"] else 0.0)
+        v["network_gbps"] = v["network_bytes"] * clock / cycles if cycles else 0.0
+    seconds = cycles / (clock * 1e9)
+    comm_c = _length(comm_u[crit])
+    exp_c = _length(exposed[crit])
+    return dict(
+        iteration_cycles=cycles, iteration_seconds=seconds,
+        samples_per_second=(plan.batch / seconds if seconds else float("inf"))
+        if plan.batch else None,
+        compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
+        other_cycles=max(0, cycles - busy[crit] - exp_c), critical_npu=crit,
+        iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
+        per_npu=per_npu, plan=plan.describe())
+

@@ -1,0 +1,163 @@
+"""The NPU endpoint as compute units and memory (pysim.workload.endpoint, csim/_dag.pxd):
+closed forms for compute beside a collective that holds units, for communication's memory
+budget, for a collective limited by its budget or by its links, and for collectives in stream
+order, at both network levels."""
+import pytest
+
+from conftest import make_cfg
+from pysim.config import ConfigError
+from pysim.network import compile_network
+from pysim.workload import OpGraph, run_graph
+from pysim.workload import collectives
+
+K = 10                                          # compute units of the test NPU
+
+
+def _ring(n=2, net="flit", **workload):
+    return make_cfg(topology={"kind": "ring", "size": n,
+                              "npu": {"tflops": 1.0, "hbm_gbps": 100.0, "sms": K}},
+                    network={"model": net}, workload=workload)
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+@pytest.mark.parametrize("k", [0, 2, 5])
+def test_compute_runs_on_the_units_a_collective_leaves(k, net):
+    """A compute op of C cycles wholly inside a hold of k of K units takes C K / (K - k); one
+    overlapping the hold for its first D cycles takes D + (C - D (K - k) / K); with no units
+    held (the offload engine holds none) C."""
+    C, D = 600, 500
+    cfg = _ring(net=net)
+    g = OpGraph()
+    if k:
+        t = g.take_units("n0", k)
+    g.compute("n0", C, after=[t] if k else None, name="c")
+    if k:
+        g.free_units("n0", k, after=[g.delay(10 * C, after=[t])])
+    r = run_graph(cfg, g)
+    assert r.ops[1 if k else 0]["finish"] == (C * K // (K - k) if k else C)
+    g = OpGraph()
+    if k:
+        t = g.take_units("n0", k)
+        g.free_units("n0", k, after=[g.delay(D, after=[t])])
+    g.compute("n0", C, name="c")
+    r = run_graph(cfg, g)
+    c = [op for op in r.ops if op["name"] == "c"][0]
+    assert c["finish"] == (D + C - D * (K - k) // K if k else C)
+
+
+def test_communication_memory_runs_at_its_budget_and_shares_in_proportion():
+    """Communication's memory traffic alone moves at its budget (workload.comm_hbm_gbps of
+    100 GB/s: 100 bytes per cycle), by default the held units' share (k/K); beside compute's
+    memory traffic the two share the HBM, communication's share capped at its budget."""
+    n = 100_000                                           # 1000 cycles at the full HBM
+    for budget, want in ((25.0, 4000), (None, 1000 * K // 2), (100.0, 1000)):
+        cfg = _ring(engine="npu", comm_sms=2, **({"comm_hbm_gbps": budget} if budget else {}))
+        g = OpGraph()
+        g.memory("n0", n)
+        assert run_graph(cfg, g).ops[0]["finish"] == want
+    # beside a memory-bound roofline op of 4000 memory cycles: with a budget of 25 GB/s
+    # communication gets 1/4 (its 1000 cycles of work end at 4000) and compute 3/4 (3000 of
+    # its 4000 done by then, the last 1000 alone): 5000 (each of its 4 slices of 1000 cycles
+    # ends on a whole cycle: up to one more per slice)
+    cfg = _ring(engine="npu", comm_sms=2, comm_hbm_gbps=25.0)
+    g = OpGraph()
+    g.compute("n0", bytes=4 * n)
+    g.memory("n0", n)
+    r = run_graph(cfg, g)
+    assert r.ops[1]["finish"] == 4000
+    assert 5000 <= r.ops[0]["finish"] <= 5004
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_a_collective_alone_moves_at_the_lesser_of_its_links_and_its_budget(net):
+    """Ring all-reduce of N bytes over p NPUs run by the NPUs: each moves 2(p-1)/p N bytes
+    over its link and 7(p-1)/p N through its memory (a block read before it is sent, a
+    received block written, read with the local one and the result written, one written in
+    the all-gather), on communication's budget B. So it takes max(2(p-1)/p N / link,
+    7(p-1)/p N / B), chunks pipelined (here within 10%)."""
+    p, N = 4, 8 << 20
+    for budget, link in ((30.0, 100.0), (800.0, 25.0)):
+        cfg = make_cfg(topology={"kind": "ring", "size": p, "link_gbps": link,
+                                 "npu": {"hbm_gbps": 900.0, "sms": 80}},
+                       network={"model": net, "injection_gbps": 400.0,
+                                "ejection_gbps": 400.0},
+                       workload={"kind": "collective", "engine": "npu", "bytes": N,
+                                 "chunks": 16, "algorithm": "ring", "comm_sms": 8,
+                                 "comm_hbm_gbps": budget})
+        topo = compile_network(cfg).topo
+        g, _ = collectives.collective_graph(cfg, topo)
+        r = run_graph(cfg, g)
+        want = max(2 * (p - 1) / p * N / link, 7 * (p - 1) / p * N / budget)
+        assert r.makespan_cycles == pytest.approx(want, rel=0.1)
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_collectives_of_one_communicator_run_in_stream_order(net):
+    """Two all-reduces issued together on one communicator take the sum of their times (the
+    second starts at each NPU when the first ends there); on two communicators whose links
+    are disjoint, the max; with two streams the second starts at once."""
+    N = 1 << 20
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"hbm_gbps": 900.0}},
+                   network={"model": net})
+    topo = compile_network(cfg).topo
+
+    def run(groups, n_streams=1):
+        g, state, ends, firsts = OpGraph(), {}, [], []
+        for grp in groups:
+            done = {}
+            firsts.append(len(g))
+            collectives.build("all_reduce", "ring", grp, N, 4, graph=g, done=done,
+                              streams=(state, n_streams))
+            ends.append(done)
+        r = run_graph(cfg, g)
+        return r, [max(r.ops[d]["finish"] for d in done.values()) for done in ends], \
+            [r.ops[f]["start"] for f in firsts]
+
+    a, b = ["n0", "n1"], ["n4", "n5"]
+    one = run([a])[0].makespan_cycles
+    r, ends, starts = run([a, a])
+    assert r.makespan_cycles == pytest.approx(2 * one, rel=0.02)
+    assert starts[1] >= one * 0.98
+    assert run([a, b])[0].makespan_cycles == one
+    assert run([a, a], n_streams=2)[2] == [0, 0]
+    del topo
+
+
+def test_bad_endpoint_values_are_refused_with_the_key():
+    with pytest.raises(ConfigError, match="workload.comm_sms"):
+        make_cfg(workload={"comm_sms": -1})
+    with pytest.raises(ConfigError, match="workload.comm_streams"):
+        make_cfg(workload={"comm_streams": 0})
+    with pytest.raises(ConfigError, match="workload.comm_hbm_gbps"):
+        make_cfg(workload={"comm_hbm_gbps": 0})
+    cfg = _ring(kind="collective", engine="npu", comm_sms=K, bytes=1000)
+    with pytest.raises(ConfigError, match="workload.comm_sms = 10: .* every one"):
+        collectives.collective_graph(cfg, compile_network(cfg).topo)
+
+
+def _iteration(engine, per_npu, sms=None, hbm=None):
+    w = {"kind": "training", "model": "resnet50", "batch": 4 * per_npu, "precision": "mixed",
+         "engine": engine, "iterations": 1, "algorithm": "ring"}
+    if sms is not None:
+        w.update(comm_sms=sms, comm_hbm_gbps=hbm)
+    if engine == "offload":
+        w["offload_pieces"] = 2
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "link_gbps": 50.0,
+                             "npu": {"preset": "v100", "offload_pieces": 2}},
+                   network={"model": "flow"}, workload={k: v for k, v in w.items()
+                                                        if k != "offload_pieces"})
+    from pysim import simulate
+    return simulate(cfg).to_dict()["iteration_seconds"]
+
+
+def test_the_engines_gain_over_the_best_baseline_rises_as_the_batch_falls():
+    """ResNet-50 data parallel on a ring of 4 V100s: the offload engine's speed-up over the
+    best of a family of baselines (units x memory budget) rises as the per-NPU batch falls
+    (communication grows relative to compute), and it is above 1 where communication
+    dominates."""
+    gains = []
+    for per_npu in (32, 8, 2):
+        best = min(_iteration("npu", per_npu, s, h) for s, h in ((4, 90.0), (16, 450.0)))
+        gains.append(best / _iteration("offload", per_npu))
+    assert gains[0] < gains[1] < gains[2]
+    assert gains[2] > 1.05

@@ -1,0 +1,85 @@
+"""The kernel model (pysim.models.kernels) against published measurements of kernels alone,
+kept here as data with their sources, and the training ops that use it against the model's
+closed form.
+
+A100: cuBLASLt fp16 products measured on an A100-SXM4-80GB (Azure AI benchmarking guide,
+github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md). H100: bf16
+products measured by XLA (github.com/tensorflow/tensorflow, third_party/xla/xla/service/gpu/
+model/matmul_interpolator_data.h, sm_90). Both tables are what the presets' constants were
+fitted to: these tests hold the fit to the residuals the presets' sources state, so that a
+change of the model or its constants that loses them fails."""
+import math
+
+import pytest
+
+from conftest import make_cfg
+from pysim.models.kernels import KERNELS, gemm_seconds, memory_seconds
+from pysim.topology import build as build_topology
+from pysim.workload import run_graph
+from pysim.workload.training import training_graph
+from test_training import layer, model
+
+A100_CUBLASLT_FP16 = [          # m, n, k, TFLOP/s
+    (1024, 1024, 1024, 119.4), (2048, 2048, 2048, 221.8), (4096, 4096, 4096, 228.0),
+    (8192, 8192, 8192, 253.7), (16384, 16384, 16384, 256.5), (1024, 2145, 1024, 132.8),
+    (6144, 12288, 12288, 250.8), (802816, 192, 768, 157.8)]
+H100_XLA_BF16 = [               # batch, m, n, k, FLOP/s: the products of 2048^3 FLOPs or more
+    (2, 4096, 4096, 2048, 763.011e12), (1, 4096, 4096, 4096, 783.329e12),
+    (2, 2048, 4096, 1024, 678.724e12), (1, 2048, 2048, 2048, 631.985e12),
+    (1, 2048, 4096, 2048, 715.351e12), (1, 1024, 2048, 4096, 653.525e12),
+    (1, 4096, 4096, 1024, 677.440e12), (1, 512, 4096, 4096, 644.116e12),
+    (4, 1024, 2048, 2048, 712.739e12), (2, 4096, 2048, 4096, 783.186e12)]
+
+
+@pytest.mark.parametrize("m,n,k,tflops", A100_CUBLASLT_FP16)
+def test_a100_products_match_the_measured_table(m, n, k, tflops):
+    t = gemm_seconds(KERNELS["a100"], 312e12, m, n, k)
+    got = 2 * m * n * k / t / 1e12
+    tol = 0.16 if (m, n, k) == (2048, 2048, 2048) else 0.06
+    assert got == pytest.approx(tflops, rel=tol)
+
+
+@pytest.mark.parametrize("b,m,n,k,flops", H100_XLA_BF16)
+def test_h100_large_products_match_xlas_measurements(b, m, n, k, flops):
+    t = gemm_seconds(KERNELS["h100"], 989.5e12, m, n, k, b)
+    assert 2 * b * m * n * k / t == pytest.approx(flops, rel=0.09)
+
+
+def test_wave_quantisation_and_depth():
+    """One more tile than the SMs take in a wave costs a whole wave; a product's rate rises
+    with its depth k towards gemm_efficiency x peak."""
+    km = KERNELS["a100"]
+    one = gemm_seconds(km, 312e12, 128 * 108, 128, 4096) - km.launch_seconds
+    two = gemm_seconds(km, 312e12, 128 * 109, 128, 4096) - km.launch_seconds
+    assert two == pytest.approx(2 * one * 109 / 108 * 108 / 109, rel=1e-9)
+    rates = [2 * 8192 * 8192 * k / gemm_seconds(km, 312e12, 8192, 8192, k)
+             for k in (256, 1024, 4096, 65536)]
+    assert rates == sorted(rates)
+    assert rates[-1] < 312e12 * km.gemm_efficiency
+
+
+def test_memory_bound_kernels_run_at_the_achievable_bandwidth():
+    km = KERNELS["a100"]
+    assert memory_seconds(km, 2039e9, 1.7e12) == pytest.approx(km.launch_seconds + 1.0)
+
+
+def test_a_training_linear_layer_takes_the_kernel_models_time():
+    """One linear layer of 512 x 1024 -> 4096 per sample on one A100, workload.compute =
+    'kernels': its forward op takes the product (512 b) x 4096 x 1024's time, its input
+    gradient (512 b) x 1024 x 4096's and its weight gradient 1024 x 4096 x (512 b)'s."""
+    from pysim.models.layers import linear
+    from pysim.models import Model
+    m = Model("one", [linear("l0", (512, 1024), 4096)], input_shape=(512,),
+              default_precision="mixed")
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": 2, "group": ["n0"],
+                             "iterations": 1, "compute": "kernels"})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    res = run_graph(cfg, graph)
+    lo = plan.layer_ops[(0, 0, "n0", 0)]
+    km, tokens = KERNELS["a100"], 2 * 512
+    for op, (mm, nn, kk) in ((lo.fwd, (tokens, 4096, 1024)), (lo.bwd_input, (tokens, 1024, 4096)),
+                             (lo.bwd_weight, (1024, 4096, tokens))):
+        took = res.ops[op]["finish"] - res.ops[op]["start"]
+        assert took == pytest.approx(gemm_seconds(km, 312e12, mm, nn, kk) * 1e9, abs=2)
