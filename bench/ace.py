@@ -50,7 +50,7 @@ MODELS = {"resnet50": 2, "gnmt": 4, "dlrm": 64}          # per-NPU mini-batch
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over the best baseline
 COMM_SMS = (4, 8, 16)
 COMM_HBM = (90.0, 225.0, 450.0)
-BUDGETS = tuple(round(11.25 * 2 ** (i / 2), 2) for i in range(13))   # 11.25 .. 720 GB/s
+BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 720 GB/s
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 
 
@@ -115,8 +115,7 @@ _CURVES = {}
 def hbm_needed(plat, model, network, log=print):
     """Per engine, the least budget at which one all-reduce of the model's gradients (at
     most 64 MiB) reaches a target network bandwidth, and the ratio npu / engine, for targets
-    of 25%, 50% and 90% of the lesser of the two engines' best bandwidths (the ratio at 90%
-    first)."""
+    of 90% and 50% of the lesser of the two engines' best bandwidths."""
     nbytes = min(gradient_bytes(model), 64 << 20)
     key = (plat, nbytes, network)
     if key not in _CURVES:
@@ -125,7 +124,7 @@ def hbm_needed(plat, model, network, log=print):
     curve = _CURVES[key]
     best = min(max(g for _, g in c) for c in curve.values())
     ratios, need = {}, {}
-    for frac in (0.9, 0.5, 0.25):
+    for frac in (0.9, 0.5):
         need[frac] = {e: _crossing(pts, frac * best) for e, pts in curve.items()}
         ratios[frac] = need[frac]["npu"] / need[frac]["offload"]
     for e, pts in curve.items():
@@ -167,13 +166,13 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
 def table(rows):
     out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | best baseline "
            "(ms) | engine (ms) | speed-up (paper's mean) | network GB/s ratio | HBM for the "
-           "same network GB/s, NPU / engine, at 90% (50%, 25%) of the NPU's best |",
+           "same network GB/s, NPU / engine, at 90% (50%) of the NPU's best |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["best_baseline"]
         h = r.get("hbm_for_same_net_bw_ratio")
         by = r.get("hbm_for_same_net_bw_ratio_by_target") or {}
-        hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x, {by['0.25']:.2f}x)"
+        hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x)"
         out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
                    f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
                    f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "

@@ -14,12 +14,16 @@ unfused attention) and one data-parallel replica built for all (workload.paralle
 V/(16 l h)) FLOPs per iteration over its time and the GPUs.
 
 Not published, and chosen here (not fitted): the micro-batch size (1), the plain 1F1B
-schedule (no interleaving), the system (`cluster_system`: each GPU on its node's NVSwitch at
-300 GB/s and on its rail's InfiniBand switch at 25 GB/s, the rails joined by a spine).
+schedule (no interleaving). The system is Selene as the cluster builder lays it out
+(`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree of 40-port HDR
+switches, as the shipped `selene`), with as many nodes as the configuration uses;
+`--system graph` takes a simpler stand-in (each GPU on its node's NVSwitch at 300 GB/s and on
+its rail's InfiniBand switch at 25 GB/s, the rails joined by one spine).
 
 `--json FILE` writes {"rows": [...], "provenance": ...}: per configuration
 published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wall_seconds,
-ops, or the reason it did not run.
+ops (and ops_counted, counted from the plan before building), or the reason it did not run
+(`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
 from __future__ import annotations
 
@@ -31,8 +35,13 @@ import sys
 import time
 
 from pysim.config import from_dict
+from pysim.topology import build as build_topology
+from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 from pysim.workload.training import run_training
+from pysim.workload.training.builder import _Builder
+from pysim.workload.training.count import graph_ops
+from pysim.workload.training.layout import _Layout, load_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from provenance import provenance  # noqa: E402
@@ -94,7 +103,9 @@ def cluster_builder(gpus):
 SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 
 
-def config(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
+def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
+           sms=None):
+    """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
@@ -102,28 +113,41 @@ def config(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorit
            "order": ["tp", "pp", "dp"]}
     if interleave > 1:
         par["interleave"] = interleave
+    topology = SYSTEMS[system](gpus)
+    extra = {} if sms is None else {"comm_sms": sms}
     return from_dict({
         "network": {"model": "flow"},
-        "topology": SYSTEMS[system](gpus),
+        "topology": topology,
         "workload": {"kind": "training", "model": "transformer",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
-                     "algorithm": algorithm,
+                     "algorithm": algorithm, **extra,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
-def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="graph", algorithm="ring"):
+def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
+            max_ops=None, sms=None):
     t0 = time.perf_counter()
+    max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
-           "interleave": interleave, "system": system, "algorithm": algorithm,
+           "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms)
+    b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
+    counted = graph_ops(b)
+    out["ops_counted"] = sum(counted.values())
+    out["ops_by_part"] = counted
+    if out["ops_counted"] > max_ops:
+        out.update(error=None, simulated_tflops_per_gpu=None,
+                   refused=f"{out['ops_counted']:,} ops counted from the plan, more than "
+                           f"--max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
+        return out
     try:
-        res = run_training(config(row, vocab, seq, micro_batch, interleave, system,
-                                  algorithm))
+        res = run_training(cfg)
     except GraphError as e:
         out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
                    wall_seconds=time.perf_counter() - t0)
@@ -144,9 +168,18 @@ def main(argv=None):
     ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
     ap.add_argument("--micro-batch", type=int, default=1)
     ap.add_argument("--interleave", type=int, default=1)
-    ap.add_argument("--system", choices=sorted(SYSTEMS), default="graph",
-                    help="graph: the stand-in built here; cluster: topology.kind = 'cluster'")
+    ap.add_argument("--system", choices=sorted(SYSTEMS), default="cluster",
+                    help="cluster: topology.kind = 'cluster' (DGX A100 nodes on a "
+                         "rail-optimised fat tree, as the shipped selene); graph: a stand-in "
+                         "of NVSwitch islands on rail switches joined by one spine")
     ap.add_argument("--algorithm", default="ring", help="workload.algorithm of every group")
+    ap.add_argument("--max-ops", type=int, default=None,
+                    help="run only configurations whose graph, counted from the plan, has at "
+                         "most this many ops (default: the op graph's limit)")
+    ap.add_argument("--comm-sms", type=int, default=None,
+                    help="workload.comm_sms: the compute units an NPU-run collective holds "
+                         "(default the preset's NCCL channel count; 0: none, collectives "
+                         "limited by the links and the whole HBM)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     meta, rows = table()
@@ -156,7 +189,7 @@ def main(argv=None):
           f"{'error':>7} {'iteration':>10} {'wall':>7}")
     for k in pick:
         r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
-                    a.algorithm)
+                    a.algorithm, a.max_ops, a.comm_sms)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

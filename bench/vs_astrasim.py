@@ -1,7 +1,8 @@
 """pysim beside ASTRA-sim 1.0 (analytical backend) on the same workloads and platforms (not a
-test): ASTRA-sim's microbenchmarks (one collective of several sizes), small workloads
-written here, and ASTRA-sim's shipped DATA, HYBRID_TRANSFORMER and HYBRID_DLRM workloads, on
-a ring of 8 and 4x4 and 4x4x4 tori; pysim runs the same files by ASTRA-sim's system rules
+test): ASTRA-sim's microbenchmarks (one collective of several sizes), small workloads of
+every kind written here, and ASTRA-sim's shipped workloads (DATA, HYBRID_TRANSFORMER and its
+_FWD_IN_BCKWD, HYBRID_DLRM, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED),
+on a ring of 8 and 4x4 and 4x4x4 tori; pysim runs the same files by ASTRA-sim's system rules
 (pysim.workload.astra). Prints a table (both times, the difference, the mechanism behind it)
 and writes JSON with provenance.
 
@@ -69,7 +70,8 @@ PLATFORMS = {
 SYSTEM = dict(endpoint_delay=1, splits=4, scheduling="LIFO", optimization="localBWAware")
 MICRO = [(c, s) for c in ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")
          for s in (65536, 1048576, 16777216)]
-SHIPPED = ("Resnet50_DataParallel", "Transformer_HybridParallel", "DLRM_HybridParallel",
+SHIPPED = ("Resnet50_DataParallel", "Transformer_HybridParallel",
+           "Transformer_HybridParallel_Fwd_In_Bckwd", "DLRM_HybridParallel",
            "MLP_ModelParallel", "MLP_HybridParallel_Data_Model",
            "MLP_HybridParallel_Model_Data", "sample_per_layer_parallel_HybridCustomized")
 
@@ -85,6 +87,14 @@ SMALL = {
                          "2097152 10\n"
                          "mlp -1 30000 ALLREDUCE 524288 20000 ALLREDUCE 524288 20000 "
                          "ALLREDUCE 4194304 10\n",
+    "small_recompute": "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 4 "
+                       "checkpoints: 2 0 2 checkpoint_initiates: 2 1 3\n4\n"
+                       "l0 -1 3000 ALLREDUCE 131072 3000 ALLREDUCE 131072 3000 ALLREDUCE "
+                       "524288 10\n"
+                       "l1 -1 6000 NONE 0 6000 ALLREDUCE 262144 6000 ALLREDUCE 1048576 10\n"
+                       "l2 -1 4000 ALLREDUCE 262144 4000 ALLREDUCE 262144 4000 ALLREDUCE "
+                       "524288 10\n"
+                       "l3 -1 5000 ALLGATHER 65536 5000 NONE 0 5000 ALLREDUCE 1048576 10\n",
     "small_model": "MODEL\n3\n"
                    "l0 -1 3000 ALLGATHER 65536 3000 ALLREDUCE 65536 1000 NONE 0 100\n"
                    "l1 -1 6000 ALLGATHER 262144 6000 ALLREDUCE 262144 2000 NONE 0 100\n"
@@ -145,9 +155,19 @@ DEPARTURES = [
 ]
 
 
-def mechanism(platform, name):
-    if platform == "ring8" and "ransformer" in name:
-        return SHARED + "; " + HOP
+def mechanism(platform, path):
+    """S where a transformer's model-parallel group splits one of the platform's dimensions
+    (its logical rings are then not physical ones), L everywhere."""
+    with open(path) as f:
+        head = f.readline().split()
+    if head and head[0].startswith("HYBRID_TRANSFORMER") and len(head) > 2:
+        group, size = int(head[2]), 1
+        sizes = []
+        for k in PLATFORMS[platform][0]:
+            size *= k
+            sizes.append(size)
+        if group > 1 and group not in sizes:
+            return SHARED + "; " + HOP
     return HOP
 
 
@@ -299,7 +319,7 @@ def main():
                     row = dict(case=name, kind=kind, platform=plat, passes=passes,
                                astra_cycles=ast["cycles"], pysim_cycles=pys["cycles"],
                                diff_pct=round(diff, 3),
-                               mechanism=vwhat or mechanism(plat, name), pysim_rules=vname,
+                               mechanism=vwhat or mechanism(plat, path), pysim_rules=vname,
                                astra_wall_seconds=round(ast["wall_seconds"], 3),
                                pysim_wall_seconds=round(pys["wall_seconds"], 3),
                                workload=(os.path.basename(path) if kind == "shipped"

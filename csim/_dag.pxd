@@ -13,10 +13,18 @@
 # dst[op] slices: slice k is a compute part on the compute unit beside a memory part on the
 # memory unit (each queued for its unit like any op), and slice k + 1 starts when both parts
 # of slice k have finished. Cycles are dealt to the slices evenly, the first slices taking
-# the remainder, so alone the op takes max(compute, memory) cycles exactly; memory traffic of
-# other ops takes turns with its memory parts. It starts when its first part starts and
-# finishes with its last slice; its companion never starts on its own (one dependency that
-# no op releases) and shares its times.
+# the remainder, so alone the op takes max(compute, memory) cycles exactly. It starts when its
+# first part starts and finishes with its last slice; its companion never starts on its own
+# (one dependency that no op releases) and shares its times.
+#
+# Units run their op at a rate (a fraction of full speed), so an op's `size` is its cycles at
+# full rate: the compute unit (0) at (units - held) / units while NPU-run collectives hold some
+# of the node's compute units (OP_HOLD / OP_UNHOLD change sm_held); the two memory units, 1
+# (compute's traffic: roofline memory parts) and 5 (communication's), share the memory in
+# proportion while both run an op (half each), unit 5's share capped at comm_cap. A rate
+# changes only when the held units change or a memory unit starts or ends an op; then the
+# running op's work left is recomputed and its finish moved in an indexed heap of the units'
+# finishes (uh_*), which ops_due merges with the op heap in (cycle, op id) order.
 #
 # A gate (a node's unit 3) orders work that no single op spans, as a scheduler's queue does:
 # an acquire op (OP_ACQUIRE, its size its priority) waits until the gate is free, takes it

@@ -35,6 +35,14 @@ def check_output(path, force=False, what="output"):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise OutputError(f"cannot write {path}: no directory {folder}")
+    name = os.fsencode(os.path.basename(path))
+    try:
+        most = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        most = 255
+    if len(name) > most:
+        raise OutputError(f"cannot write {path}: its name has {len(name)} bytes; the file "
+                          f"system holding {folder} takes at most {most}")
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".pysim-probe-")
         os.close(fd)
@@ -59,11 +67,13 @@ def _special(path):
         return False
 
 
-def write_atomic(path, write, binary=False):
+def write_atomic(path, write, binary=False, force=True):
     """Write `path` whole or not at all: write(f) fills a temporary file in the same
     directory (or, given a path to write to, write(temp path)), which is then renamed over
     `path` (over the file a symbolic link points to, not the link). A device or FIFO is
-    written in place. Errors are OutputError naming the file."""
+    written in place. Without `force`, a file that appeared at `path` meanwhile (another
+    run writing the same output) is not replaced: the name is taken exclusively first, and
+    the write fails. Errors are OutputError naming the file."""
     path = os.fspath(path)
     if _special(path):
         try:
@@ -78,7 +88,7 @@ def write_atomic(path, write, binary=False):
     path = os.path.realpath(path)            # (a link's target is what is overwritten)
     folder = os.path.dirname(os.path.abspath(path))
     ext = os.path.splitext(path)[1]
-    tmp = None
+    tmp = placeholder = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".pysim-", suffix=ext)
         if getattr(write, "takes_path", False):
@@ -94,11 +104,23 @@ def write_atomic(path, write, binary=False):
             os.chmod(tmp, 0o666 & ~mask)
         except OSError:
             pass
+        if not force:
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                raise OutputError(f"cannot write {path}: another process created it while "
+                                  f"this one ran (pass --force to overwrite it)") from None
+            placeholder = path
         os.replace(tmp, path)
-        tmp = None
+        tmp = placeholder = None
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
+        if placeholder is not None:          # (taken, then not filled: given back)
+            try:
+                os.unlink(placeholder)
+            except OSError:
+                pass
         if tmp is not None:
             try:
                 os.unlink(tmp)
@@ -150,3 +172,26 @@ def read_bounded(path, limit=None):
     if len(data) > limit:
         raise ValueError(f"{path} has more than {limit:,} bytes")
     return data
+
+
+MAX_MODEL_BYTES = 2 << 30       # a model file (.onnx, a Chakra trace): protobuf's own limit
+MAX_TEXT_MODEL_BYTES = 64 << 20  # an ASTRA-sim text workload (100,000 layers are ~10 MB)
+
+
+def read_input(path, limit=None, what="file"):
+    """read_bounded(path, limit), every failure an InputError saying what is wrong with the
+    file in words (no such file, a directory, a device or FIFO, too large, unreadable)."""
+    try:
+        return read_bounded(path, limit)
+    except FileNotFoundError:
+        raise InputError(f"no such file {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory; expected a {what}") from None
+    except ValueError as e:
+        raise InputError(f"{e} (reading a {what})") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+class InputError(ValueError):
+    """An input file cannot be read; the message names it and says why."""

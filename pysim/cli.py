@@ -18,9 +18,10 @@ from pysim._version import __version__
 from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import DeadlockError, SimulationError, simulate
-from pysim.workload import WORKLOADS
+from pysim.workload import WORKLOADS, chakra
 from pysim import plot as P
 from pysim.plot import check_drawable, draw_topology
+from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
 from pysim import systems as S
 from pysim._io import OutputError, by_path, check_output, dump_json, read_bounded, write_atomic
 from pysim.jobs import run_stream
@@ -53,11 +54,11 @@ def _refuse_overwrite(path, force):
         raise click.ClickException(str(e)) from None
 
 
-def _write(path, write, keep=None, **kw):
+def _write(path, write, keep=None, force=True, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
     and keep what was computed: `keep()` saves it elsewhere and returns where."""
     try:
-        write_atomic(path, write, **kw)
+        write_atomic(path, write, force=force, **kw)
         return True
     except OutputError as e:
         where = ""
@@ -68,6 +69,14 @@ def _write(path, write, keep=None, **kw):
                 where = "; it could not be kept elsewhere either"
         click.echo(f"error: {e}{where}", err=True)
         return False
+
+
+def _keep_text(text, name, suffix):
+    """As _keep_json, for text (a job file)."""
+    fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
 
 
 def _keep_json(obj, name):
@@ -102,20 +111,27 @@ def main():
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
                    "ui.perfetto.dev).")
+@click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+              help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
+                   "file per rank, in this folder.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --trace files if they "
                                             "exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-def run(config, sets, json_path, trace_path, force, quiet):
+def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
     summary."""
     try:
         _refuse_overwrite(json_path, force)
         _refuse_overwrite(trace_path, force)
         cfg = load(config, _overrides(sets))
-        if trace_path and not WORKLOADS[cfg.workload.kind].traces:
-            with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
-            raise ConfigError(f"--trace: workload.kind = {cfg.workload.kind!r} has no ops to "
-                              f"trace (these have: {with_ops})")
+        for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
+            if given and not WORKLOADS[cfg.workload.kind].traces:
+                with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
+                what = "trace" if opt == "--trace" else "export"
+                raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops to "
+                                  f"{what} (these have: {with_ops})")
+        if chakra_dir:
+            chakra.schema()                 # (the protobuf package, before the run)
         progress = _Ticker() if not quiet and sys.stderr.isatty() else None
         try:
             result = simulate(cfg, progress=progress)
@@ -137,14 +153,24 @@ def run(config, sets, json_path, trace_path, force, quiet):
             f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
             f"building or running {config}: make the system or the workload smaller") from None
     ok = True
+    if chakra_dir:
+        try:
+            graph, topo = result.op_graph
+            files = chakra.write(graph, topo, chakra_dir, cfg.network.clock_ghz)
+        except ConfigError as e:
+            raise click.ClickException(f"configuration error: {e}") from None
+        except OSError as e:
+            raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
+        if not quiet:
+            click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
     if trace_path:
         trace = result.trace()
-        ok &= _write(trace_path, lambda f: dump_json(trace, f),
+        ok &= _write(trace_path, lambda f: dump_json(trace, f), force=force,
                      keep=lambda: _keep_json(trace, "trace"))
     if json_path:
         d = result.to_dict()
         ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: _keep_json(d, "result"))
+                     keep=lambda: _keep_json(d, "result"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:
@@ -205,9 +231,10 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1))
+        ok &= _write(json_path, lambda f: dump_json(d, f, indent=1), force=force)
     if draw_path:
-        if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp))):
+        if _write(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+                  force=force):
             click.echo(f"drawn to {draw_path}")
         else:
             ok = False
@@ -283,12 +310,13 @@ def _print_table(rows, columns):
 @click.option("--db", default="results.sqlite", show_default=True,
               type=click.Path(dir_okay=False),
               help="SQLite file the results go to; points already in it are skipped.")
-@click.option("--jobs", "-j", type=int, default=None,
-              help="Local worker processes (default: the number of cores).")
+@click.option("--workers", "-j", "jobs", type=int, default=None,
+              help="Local worker processes (default and most: the number of cores).")
+@click.option("--jobs", "jobs_alias", type=int, default=None, hidden=True)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the points on this Dask distributed scheduler instead.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
-def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
+def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
     try:
         grid = {}
@@ -298,8 +326,9 @@ def sweep_cmd(config, params, zipped, db, jobs, scheduler, quiet):
                 raise ConfigError(f"--param {key} is given twice; give all its values in one "
                                   f"--param ({key}=V1,V2,...)")
             grid[key] = values
+        jobs = jobs if jobs is not None else jobs_alias     # (--jobs: the older spelling)
         if jobs is not None and jobs < 1:
-            raise ConfigError(f"--jobs {jobs}: expected at least 1")
+            raise ConfigError(f"--workers {jobs}: expected at least 1")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
                      progress=not quiet)
     except StoreError as e:
@@ -351,7 +380,7 @@ def results(db, csv_path, force):
             w.writeheader()
             for r in t:
                 w.writerow({k: r.get(k) for k in cols})
-        if not _write(csv_path, write):
+        if not _write(csv_path, write, force=force):
             sys.exit(1)
         click.echo(f"{len(t)} rows written to {csv_path}")
         return
@@ -378,7 +407,8 @@ def results(db, csv_path, force):
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
-              help="Local worker processes for the simulations.")
+              help="Local worker processes for the simulations (at most the number of "
+                   "cores).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Run the simulations on this Dask distributed scheduler instead.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --write-jobs files.")
@@ -427,11 +457,12 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     ok = True
     if jobs_out:
         text = jst.jobs_text(stream)
-        ok &= _write(jobs_out, lambda f: f.write(text))
+        ok &= _write(jobs_out, lambda f: f.write(text), force=force,
+                     keep=lambda: _keep_text(text, "jobs", ".toml"))
     if json_path:
         d = result.to_dict()
         ok &= _write(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: _keep_json(d, "jobs"))
+                     keep=lambda: _keep_json(d, "jobs"), force=force)
     if not quiet or not ok:
         click.echo(result.summary())
     if not quiet:
@@ -577,6 +608,10 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
+            if kind in RUNS_OF:
+                check_runs(rows, kind, x or {"latency-load": "traffic.injection_rate",
+                                             "throughput": "offered_rate",
+                                             "collective": "workload.bytes"}[kind], source)
             if kind == "latency-load":
                 P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
                              y=y or "avg_packet_latency")
@@ -644,20 +679,16 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         elif kind == "memory":
             result = _read_json(source)
             _takes(source, kind, result, "result")
-            if not (result.get("memory") or {}).get("timeline"):
-                raise click.ClickException(
-                    f"{source}: the result has no memory occupancy (run a training iteration "
-                    f"or an op graph that holds memory, and write it with --json)")
+            check_memory(result, source)
 
             def draw(tmp):
                 P.memory(result, tmp, title=title, xlim=xlim)
         elif kind == "jobs":
             result = _read_json(source)
-            if not isinstance(result, dict) or result.get("kind") != "jobs" or \
-                    not isinstance(result.get("jobs"), list) or \
-                    not isinstance(result.get("policies"), dict):
+            if not isinstance(result, dict) or result.get("kind") != "jobs":
                 raise click.ClickException(f"{source} is not a job stream's result; --kind "
                                            f"jobs takes {FILE_KINDS[kind]}")
+            check_jobs(result, source)
 
             def draw(tmp):
                 P.jobs_cdf(result, tmp, title=title)
@@ -674,7 +705,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
         raise click.ClickException(f"configuration error: {e}") from None
     except (KeyError, ValueError) as e:
         raise click.ClickException(f"{source}: not usable for --kind {kind}: {e}") from None
-    if not _write(out, by_path(draw)):
+    if not _write(out, by_path(draw), force=force):
         sys.exit(1)
     click.echo(f"written {out}")
 

@@ -316,7 +316,8 @@ def build_cluster(cfg):
     t.cluster = dict(node=tp.node, nodes=N, gpus=E, fabric=tp.fabric, tiers=p.tiers,
                      radix=radix, leaves=p.leaves, spines=n_spine, cores=n_core,
                      down=p.down, up=p.up, gpus_per_node=G, nvls=bool(n_nvls),
-                     nvlink_gbps=nv_bpc * clock, nic_gbps=nic_bpc * clock, clock_ghz=clock)
+                     nvlink_gbps=nv_bpc * clock, nic_gbps=nic_bpc * clock, clock_ghz=clock,
+                     preset=nt.preset)
     return t
 
 

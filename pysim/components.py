@@ -11,8 +11,8 @@ it).
 from pysim import cluster, flow, network, routing, topology, traffic  # noqa: F401
 from pysim import models  # noqa: F401  (the zoo, presets)
 from pysim.jobs import loop, policies, stream  # noqa: F401
-from pysim.workload import (astra, base, collectives, endpoint, graph, memory,  # noqa: F401
-                            synthetic, training)
+from pysim.workload import (astra, base, chakra, collectives, endpoint, graph,  # noqa: F401
+                            memory, nccl, synthetic, training)
 from pysim.workload.training import (builder, compute, data, layout,  # noqa: F401
                                      recompute)
 from pysim.workload.memory import registry  # noqa: F401  (declares workload.memory's keys)

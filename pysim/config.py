@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import warnings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -238,6 +239,7 @@ def apply_override(raw, path, value, what="override"):
     field inside a table key, which keeps the table's other fields."""
     if not isinstance(path, str):
         raise ConfigError(f"{what} {path!r}: expected a key 'section.key' (a string)")
+    value = _plain(value)
     parts = path.split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"{what} {path!r}: expected section.key")
@@ -281,6 +283,18 @@ def is_path_key(path):
     return key is not None and key.unit == "path"
 
 
+def _plain(v):
+    """A value with numpy's scalars and arrays (np.int64(16), from a sweep over np.arange)
+    as the Python numbers and lists a config holds."""
+    if hasattr(v, "dtype") and hasattr(v, "tolist"):
+        return v.tolist()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
 def cwd_paths(overrides: dict, what="override") -> dict:
     """Overrides with their relative paths made absolute against the current directory: a path
     typed on the command line or given in the Python API is relative to where it is given,
@@ -296,10 +310,17 @@ def cwd_paths(overrides: dict, what="override") -> dict:
             return systems.path_of(v)
         return full
 
+    def model(v):                    # a zoo name, or a model file: a file only if it is one
+        if not isinstance(v, str) or os.path.isabs(v) or not ("." in v or os.sep in v):
+            return v
+        return os.path.abspath(v) if os.path.exists(v) else v
+
     out = {}
     for path, v in overrides.items():
         if is_path_key(path):
             v = [fix(x) for x in v] if isinstance(v, (list, tuple)) else fix(v)
+        elif path == "workload.model":
+            v = [model(x) for x in v] if isinstance(v, (list, tuple)) else model(v)
         out[path] = v
     return out
 
@@ -323,8 +344,10 @@ def load(path, overrides: dict | None = None) -> Config:
 
 
 def _include_topology(raw, base, overrides):
-    """Resolve topology.file: the named file's [topology] table, with this config's own
-    [topology] keys (and overrides) on top. The path is relative to the naming config."""
+    """Resolve topology.file: the named file's system -- its [topology] (sub-tables merged
+    key by key), [network] and [simulation] -- with this config's own keys (and overrides)
+    on top; the keys this config changes are named in a PysimWarning. The path is relative
+    to the naming config."""
     topo = raw.get("topology")
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
@@ -345,10 +368,31 @@ def _include_topology(raw, base, overrides):
     if "file" in t:
         raise ConfigError(f"topology.file = {name!r}: {path} names another topology.file; "
                           f"one level of inclusion only")
-    merged = dict(t)
-    merged.update(topo)                       # keeps topology.file: it names the system
     out = dict(raw)
-    out["topology"] = merged
+    changed = []
+    # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
+    # runs ([network], [simulation]), with this config's own keys on top, which are named
+    for section in ("topology", "network", "simulation"):
+        theirs = included.get(section)
+        mine = topo if section == "topology" else raw.get(section)
+        if not isinstance(theirs, dict) or (mine is not None and not isinstance(mine, dict)):
+            continue
+        merged = dict(theirs)
+        for k, v in (mine or {}).items():
+            if isinstance(v, dict) and isinstance(theirs.get(k), dict):
+                for kk, vv in v.items():
+                    if kk in theirs[k] and theirs[k][kk] != vv:
+                        changed.append(f"{section}.{k}.{kk} ({short(theirs[k][kk])} -> "
+                                       f"{short(vv)})")
+                merged[k] = {**theirs[k], **v}
+            else:
+                if k in theirs and theirs[k] != v and k != "file":
+                    changed.append(f"{section}.{k} ({short(theirs[k])} -> {short(v)})")
+                merged[k] = v                 # (keeps topology.file: it names the system)
+        out[section] = merged
+    if changed:
+        warnings.warn(f"topology.file = {name!r}: this config overrides the system's "
+                      f"{', '.join(changed)}", PysimWarning, stacklevel=3)
     return out
 
 

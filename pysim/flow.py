@@ -31,6 +31,7 @@ import numpy as np
 
 from pysim.engine import OP_SEND, FlowArrays, GraphArrays, new_engine, set_graph
 from pysim import theory
+from pysim.errors import ConfigError
 from pysim.network import CH_NET, compile_network, nic_bandwidths
 from pysim.schema import Key, declare
 from pysim.config import from_dict
@@ -71,6 +72,7 @@ def nic_caps(network, cfg, src, dst):
 
 
 STREAM_PACKETS = 24       # packets of the calibration streams (the period: their difference)
+CALIBRATION_CYCLES = 1 << 27    # the most cycles the calibration may simulate
 
 
 @functools.lru_cache(maxsize=512)
@@ -81,7 +83,35 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     router (delays: routing, VC allocation, switch allocation, switch traversal): a message of
     K and one of 2K packets, their times' difference over K. The channel's upstream end
     matters: a NIC of injection_gbps feeds it (one hop), or, if None, a router (the second
-    hop of a line of three). vcs = 1."""
+    hop of a line of three). vcs = 1.
+
+    What it costs is bounded whatever the packets and the channel: within a long packet the
+    flits stream at a steady rate, so the period is affine in the packet's flits beyond a few
+    buffers and round trips, and is measured at two such lengths and extended; on a channel
+    whose flit takes longer than a credit's round trip, the gap between packets (the VC's
+    round trip) no longer depends on the channel's rate, so it is measured on a faster
+    channel whose flit still outlasts the round trip, and the slow channel's flits added."""
+    args = (lat_cycles, flit_bytes)
+    rest = (buffer_flits, delays, wait_for_tail_credit, nic_latency_ns, clock_ghz,
+            injection_gbps)
+    loop = 2 * int(lat_cycles) + sum(int(d) for d in delays) + 4     # a credit's round trip
+    slow = 4 * loop                                    # a flit time past any round trip
+    inj_fpc = None if injection_gbps is None else injection_gbps / clock_ghz / flit_bytes
+    if den > slow * num and (inj_fpc is None or inj_fpc * slow >= 1):
+        fast = stream_period(1, slow, *args, packet_flits, *rest)
+        return fast + packet_flits * (den / num - slow)
+    long_ = 256 + 8 * (int(buffer_flits) + loop)
+    if packet_flits > 4 * long_:
+        p1 = stream_period(num, den, *args, long_, *rest)
+        p2 = stream_period(num, den, *args, 2 * long_, *rest)
+        return p1 + (p2 - p1) * (packet_flits - long_) / long_
+    return _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
+                          wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps)
+
+
+def _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
+                   wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps):
+    """stream_period measured at the flit level, as its docstring says."""
     rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
@@ -106,8 +136,14 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
                                    size=[k * packet_flits * flit_bytes], deps=[0],
                                    succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
                                    packet_flits=packet_flits, flit_bytes=flit_bytes))
-        if eng.run(1 << 40, stop="all") != "done":
-            raise RuntimeError("the stream calibration did not finish")
+        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
+            raise ConfigError(
+                f"the flow level measures how a stream of packets crosses each kind of "
+                f"channel at the flit level; a channel of {num / den * flit_bytes:g} bytes "
+                f"per cycle and {lat_cycles} cycles of latency with packets of "
+                f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
+                f"{buffer_flits} takes more than {CALIBRATION_CYCLES:,} cycles to measure "
+                f"(give the link a lower latency, or fewer flits a packet)")
         t.append(int(eng.op_times()[1][0]))
     return (t[1] - t[0]) / STREAM_PACKETS
 

@@ -94,6 +94,7 @@ def nic_bandwidths(topo, cfg):
 
 
 MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC
+MAX_FLIT_CYCLES = 1 << 22   # cycles one flit may take on a channel (1e-5 GB/s at 32 bytes)
 MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
 
 
@@ -212,15 +213,25 @@ def compile_network(cfg, topo=None) -> Network:
     # exact integer serialisation credits (see rate)
     dens = np.full(C, F * SCALE, np.int64)
     nums = np.rint(bpc * SCALE).astype(np.int64)
-    bad = np.flatnonzero(nums < 1)
+    bad = np.flatnonzero((nums < 1) | (dens > nums * MAX_FLIT_CYCLES))
     if bad.size:
         r = int(bad[0])
         what = (f"link {topo.channel_name(int(topo_channel[r]))} (topology.link_gbps or the "
                 f"link's gbps)" if kinds[r] == CH_NET else f"NIC of {topo.node_names[src[r]]} "
                 f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
         rate(float(bpc[r]), F, what)                # raises, naming it
+        raise ConfigError(f"{what}: {bpc[r] * net.clock_ghz:g} GB/s takes "
+                          f"{int(dens[r] // nums[r]):,} cycles a flit of {F} bytes; expected "
+                          f"at most {MAX_FLIT_CYCLES:,} (a packet's latency, which the "
+                          f"simulation keeps statistics of cycle by cycle, grows with it)")
     if np.any(nums > dens):
         raise AssertionError("a channel carries at most one flit per cycle")
+    # the watchdog's allowance, from the serialisation the engine runs (the integer rate
+    # nums / dens, slower than the configured one by up to half a unit of nums)
+    if C:
+        longest_step = max(longest_step, int(np.max(-(-dens // nums) + 2 * lat.astype(
+            np.int64))) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay +
+            net.st_delay + net.injection_delay)
 
     # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)
     same = np.zeros(C, bool)
@@ -277,8 +288,11 @@ def compile_network(cfg, topo=None) -> Network:
     rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
     named = rep_of_base[par_base]
     rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
-    group = np.where(rep >= 0, route.ch_group[np.maximum(rep, 0)], -1)
-    order = np.where(rep >= 0, route.ch_order[np.maximum(rep, 0)], 0)
+    # (a network of one node has no topology channel: pad so that the lookups stay in range)
+    ch_grp = np.append(np.asarray(route.ch_group, np.int64), -1)
+    ch_ord = np.append(np.asarray(route.ch_order, np.int64), 0)
+    group = np.where(rep >= 0, ch_grp[np.maximum(rep, 0)], -1)
+    order = np.where(rep >= 0, ch_ord[np.maximum(rep, 0)], 0)
     # random ties: per engine channel, the first of the group leaving its router the other way
     ch_rev = None
     if route.ch_rev is not None:

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait as wait_for
@@ -32,7 +33,7 @@ from multiprocessing.connection import wait as wait_for
 from pysim._version import __version__
 from pysim.config import (KEY_MAP, Config, apply_override, cwd_paths, from_dict, is_key, load,
                           parse_override)
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.schema import suggest as _suggest
 from pysim._io import json_safe
 from pysim.sim import simulate
@@ -518,6 +519,29 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
         store.close()
 
 
+def cores():
+    """The cores this process may run on (its CPU affinity where the system says)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cap_workers(workers, tasks=None):
+    """How many local worker processes to start for `workers` asked (None: one per core)
+    and `tasks` to run: never more than the cores (more only share them, each with its own
+    memory) nor than the tasks. Asking for more than the cores gives a PysimWarning."""
+    n = cores()
+    if workers is not None and workers > n:
+        warnings.warn(f"{workers:,} worker processes asked for; using {n}, the cores this "
+                      f"machine gives (more would only share them)", PysimWarning,
+                      stacklevel=3)
+    w = n if workers is None else min(workers, n)
+    if tasks is not None:
+        w = min(w, tasks)
+    return max(1, w)
+
+
 def _die_with_parent(parent_pid):
     """In a worker: end when the sweep's process ends, however it ends (kill -9 included), so
     that no worker lives on orphaned. On Linux the kernel sends SIGKILL when the parent dies
@@ -568,6 +592,12 @@ def _worker(conn, parent_pid):
         conn.send(run_point(base, p))
 
 
+def _pool_worker(parent_pid):
+    """An executor's worker: Ctrl-C is the parent's to handle, and it dies with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+
+
 def _death(exitcode):
     """Why a worker process ended, from its exit code, for the failed point's error."""
     if exitcode is not None and exitcode < 0:
@@ -581,7 +611,7 @@ def _death(exitcode):
 
 
 def _run_local(jobs, base, todo, store, bar):
-    jobs = jobs or os.cpu_count() or 1
+    jobs = cap_workers(jobs, len(todo))
     if jobs == 1:
         for p, h in todo:
             status, result, error, wall = run_point(base, p)
@@ -722,9 +752,11 @@ class Executor:
     rather than letting them finish the tasks already handed to them."""
 
     def __init__(self, jobs=None, scheduler=None, tasks=None):
-        self.jobs = jobs or os.cpu_count() or 1
-        if tasks is not None:
-            self.jobs = max(1, min(self.jobs, tasks))
+        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)
+                                 or jobs < 1):
+            raise ConfigError(f"workers = {jobs!r}: expected a number of worker processes "
+                              f">= 1 (None: one per core)")
+        self.jobs = cap_workers(jobs, tasks) if scheduler is None else (jobs or 1)
         self.scheduler = scheduler
         self.pool = self.client = None
         self.own_client = False
@@ -756,7 +788,8 @@ class Executor:
             method = os.environ.get("PYSIM_MP_START",
                                     "fork" if sys.platform.startswith("linux") else "spawn")
             self.pool = ProcessPoolExecutor(max_workers=self.jobs,
-                                            mp_context=mp.get_context(method))
+                                            mp_context=mp.get_context(method),
+                                            initializer=_pool_worker, initargs=(os.getpid(),))
         return self
 
     def submit(self, fn, *args):

@@ -288,12 +288,13 @@ def test_pysim_beside_astra_sim(tmp_path, row):
         assert got <= 1.10 * want, (got, want)
 
 
-def test_recomputation_workloads_and_other_algorithms_are_refused(tmp_path):
+def test_inconsistent_files_and_other_algorithms_are_refused(tmp_path):
     topo = platform([8], [32.0])
-    with pytest.raises(ConfigError, match="parallelism HYBRID_TRANSFORMER_FWD_IN_BCKWD"):
+    with pytest.raises(ConfigError, match="layer 1 initiates a forward pass in the backward "
+                                          "one but no checkpoint is at or below it"):
         simulate(astra_cfg(tmp_path, "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group:"
-                           " 2 checkpoints: 1 0 checkpoint_initiates: 1 0\n1\n"
-                           "l0 -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n", topo))
+                           " 2 checkpoints: 1 2 checkpoint_initiates: 1 1\n3\n"
+                           + "l -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n" * 3, topo))
     with pytest.raises(ConfigError, match="parallelism HYBRID_TRANSFORMER: expected one of"):
         simulate(astra_cfg(tmp_path, "HYBRID_CUSTOMIZED\n1\nl0 -1 10 NONE 0 10 NONE 0 10 "
                            "ALLREDUCE 64 0 HYBRID_TRANSFORMER\n", topo))
@@ -381,3 +382,33 @@ def test_a_graph_too_large_is_refused_before_it_is_built(tmp_path):
         simulate(astra_cfg(tmp_path, "DATA\n1\nl0 -1 10 NONE 0 10 NONE 0 10 ALLREDUCE "
                            "1000000000 0\n", platform([8], [32.0]), chunks=1000000))
     assert time.perf_counter() - t < 5
+
+
+def test_the_forward_pass_again_from_a_checkpoint_takes_its_closed_form_time(tmp_path):
+    """HYBRID_TRANSFORMER_FWD_IN_BCKWD (Workload::iterate_hybrid_parallel_Transformer_fwd_in_
+    bckwd), no collectives: the forward pass (f + 1 per layer); at layer 2's input gradient,
+    which initiates recomputation, the one-cycle event back to checkpoint 0, the forward
+    steps of layers 0 and 1 again, then every layer's input and weight gradients from the
+    top (each + 1)."""
+    f, ig, wg = [100, 200, 300], [11, 22, 33], [1000, 2000, 3000]
+    text = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 0 "
+            "checkpoint_initiates: 1 2\n3\n" +
+            "".join(f"l{i} -1 {f[i]} NONE 0 {ig[i]} NONE 0 {wg[i]} NONE 0 5\n"
+                    for i in range(3)))
+    r = simulate(astra_cfg(tmp_path, text, platform([8], [32.0])))
+    want = (sum(f) + 3) + 1 + (f[0] + 1) + (f[1] + 1) + sum(ig) + sum(wg) + 6
+    assert run_cycles(r) == want
+
+
+def test_a_collective_of_fewer_bytes_than_chunks_or_npus_finishes(tmp_path):
+    """3 bytes over 4 chunks and 8 NPUs (ASTRA-sim cuts chunks of 0 bytes and never ends):
+    one chunk, whose messages have no bytes: each step costs its endpoint delay alone,
+    e + 14 e for an all-reduce on 8 NPUs; the queue is taken and given back in order, so a
+    collective after it runs."""
+    topo = platform([8], [32.0])
+    r = simulate(astra_cfg(tmp_path, "MICRO\n1\nl -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 3 0\n",
+                           topo, astra_endpoint_delay=2))
+    assert run_cycles(r) == 2 + 14 * 2
+    r = simulate(astra_cfg(tmp_path, "DATA\n2\na -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 3 0\n"
+                           "b -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 65536 0\n", topo))
+    assert run_cycles(r) > 0

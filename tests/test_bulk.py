@@ -229,10 +229,10 @@ def test_bulk_ops_are_checked():
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling"])
 @pytest.mark.parametrize("engine", [None, "npu"])
 def test_the_count_before_building_bounds_the_graph(parallel, algorithm, engine):
-    """The engine ops of a training graph counted from the plan (pysim.workload.estimate)
+    """The engine ops of a training graph counted from the plan (pysim.workload.opcount)
     are those the built graph compiles into, or up to a tenth more (a collective's half
     chunk counted where it is empty, a join counted where none is needed)."""
-    from pysim.workload.estimate import training_ops
+    from pysim.workload.opcount import training_ops
     from pysim.workload.training.builder import _Builder
     from pysim.workload.training.layout import _Layout
     cfg = training_cfg(parallel, engine=engine, algorithm=algorithm, bucket_mb=1.0)

@@ -164,7 +164,7 @@ def test_a_field_inside_a_table_key_can_be_overridden_alone():
     cfg = load(path, {"topology.nic.npu.injection_gbps": 400.0, "topology.npu.tflops": 50.0})
     want = copy.deepcopy(base.topology.nic)
     want["npu"]["injection_gbps"] = 400.0
-    assert cfg.topology.nic == want and cfg.topology.npu == {"tflops": 50.0}
+    assert cfg.topology.nic == want and cfg.topology.npu == {"preset": "v100", "tflops": 50.0}
     assert base.with_overrides({"topology.nic.host.ejection_gbps": 8.0}).topology.nic == \
         {"npu": base.topology.nic["npu"], "host": dict(base.topology.nic["host"],
                                                          ejection_gbps=8.0)}
@@ -178,7 +178,7 @@ def test_a_field_inside_a_table_key_can_be_overridden_alone():
     assert sw.expand({"topology.npu.tflops": [50.0, 100.0]}) == \
         [{"topology.npu.tflops": 50.0}, {"topology.npu.tflops": 100.0}]
     assert sw.resolve(sw._base(path), {"topology.npu.hbm_gbps": 450.0}).topology.npu == \
-        {"hbm_gbps": 450.0}
+        {"preset": "v100", "hbm_gbps": 450.0}
 
 
 def test_simulate_takes_a_config_a_path_or_a_dict():

@@ -20,7 +20,7 @@ LAYERS = [
                     "pysim.network",
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),
-    ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot"]),
+    ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot", "pysim.figure_checks"]),
     ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "=pysim"]),
 ]
 # ("=name": that module alone, not the modules under it: a new module of pysim must be given
@@ -37,6 +37,7 @@ DEFERRED = {
     ("pysim.models.onnx_import", "onnx"),  # optional extra: pysim[onnx]
     ("pysim.sweep", "dask"), ("pysim.sweep", "distributed"),  # optional extra: pysim[dask]
     ("pysim.sweep", "pandas"),           # optional extra: pysim[pandas]
+    ("pysim.workload.chakra", "google"),  # optional extra: pysim[chakra] (protobuf)
 }
 DEFERRED_ANYWHERE = {"matplotlib"}     # heavy: loaded when a figure is first drawn
 

@@ -283,3 +283,70 @@ def test_expert_parallelism_is_refused_where_it_cannot_be():
     dense = model([layer("l0", flops=1e6, ins=8, outs=8)])
     with pytest.raises(ConfigError, match="has no experts"):
         plan_of(dense, {"batch": 8, "parallel": {"dp": 8, "ep": 2}})
+
+
+# ------------------------------------------------------------------ together
+
+@pytest.mark.parametrize("par,memory", [
+    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2}, "full"),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 3, "micro_batches": 2}, "selective"),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "sp": True, "replicas": "one",
+      "micro_batches": 2}, "full"),
+    ({"tp": 4, "pp": 2, "interleave": 2, "micro_batches": 4, "scatter_gather": False}, None),
+])
+def test_megatron_plans_combine_and_run(par, memory):
+    """The pieces together on 8 NPUs at the flow level: the iteration ends, the busiest
+    NPU's compute fits in it, and running twice gives the same cycles."""
+    m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
+    w = {"batch": 8 if par.get("dp", 1) == 2 else 4, "parallel": par, "optimizer": "adam"}
+    if memory:
+        w["memory"] = {"policy": "recompute", "recompute": memory}
+    sysm = ring8()
+    sysm["network"] = {**sysm["network"], "model": "flow"}
+    a, plan, *_ = run_model(m, sysm, **w)
+    b, *_ = run_model(m, sysm, **w)
+    assert 0 < a["compute_cycles"] <= a["iteration_cycles"]
+    assert a["iteration_cycles"] == b["iteration_cycles"]
+
+
+# ------------------------------------------------------------------ counted before building
+
+@pytest.mark.parametrize("par,extra", [
+    ({"dp": 8}, {}),
+    ({"tp": 2, "pp": 2, "dp": 2, "micro_batches": 2}, {}),
+    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2},
+     {"memory": {"policy": "recompute", "recompute": "full"}}),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 3, "micro_batches": 2},
+     {"memory": {"policy": "recompute", "recompute": "selective"}}),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "replicas": "one", "micro_batches": 2},
+     {"overlap": True, "bucket_mb": 0.01}),
+    ({"tp": 4, "pp": 2, "scatter_gather": False, "micro_batches": 2}, {"iterations": 2}),
+])
+def test_the_ops_counted_from_the_plan_are_the_ops_built(par, extra):
+    """pysim.workload.training.count walks the plan per stage, micro-batch and layer; its
+    count is the graph's length, part by part summed (and the compute part the compute ops)."""
+    from pysim.workload.training.builder import _Builder
+    from pysim.workload.training.count import graph_ops
+    from pysim.workload.training.layout import _Layout
+    m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "optimizer": "adam", "parallel": par, **extra})
+    topo = build_topology(cfg)
+    graph, plan = training_graph(cfg, topo, m)
+    b = _Builder(_Layout(cfg, topo, m, None), None, "")
+    parts = graph_ops(b)
+    assert sum(parts.values()) == len(graph)
+    assert parts["compute"] == sum(1 for k in graph.kind if k == "compute")
+
+
+def test_a_gpt_moe_is_counted_too():
+    from pysim.workload.training.builder import _Builder
+    from pysim.workload.training.count import graph_ops
+    from pysim.workload.training.layout import _Layout
+    m = models.get("gpt_moe", layers=2, hidden=64, heads=4, seq=16, vocab=256, experts=4)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "parallel": {"dp": 8, "ep": 4}})
+    topo = build_topology(cfg)
+    graph, _ = training_graph(cfg, topo, m)
+    assert sum(graph_ops(_Builder(_Layout(cfg, topo, m, None), None, "")).values()) == \
+        len(graph)

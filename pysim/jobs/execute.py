@@ -40,8 +40,13 @@ def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
             "workload.parallel": {"dp": len(nodes)}}
     jcfg = cfg.with_overrides(over)
     topo = topo if topo is not None else build_topology(cfg)
-    _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
-                             graph=graph, prefix=prefix)
+    try:
+        _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
+                                 graph=graph, prefix=prefix)
+    except ConfigError as e:
+        raise ConfigError(f"a job of {spec['model']} on {len(nodes)} NPUs with a batch of "
+                          f"{spec['batch']} (its batch_per_npu, from the job file or "
+                          f"jobs.batch_per_npu, x its NPUs): {e}") from None
     ends = []
     for first, last in plan.iterations:
         inner = set()

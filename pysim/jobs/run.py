@@ -38,6 +38,10 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     progress(done, total): called as jobs finish, over all policies. fresh: simulate every
     job (and every group of jobs running together) on its own allocation on the whole server,
     sharing nothing -- slow; it checks what the shapes and the cache give."""
+    if scheduler is None and (isinstance(workers, bool) or not isinstance(workers, int)
+                              or workers < 1):
+        raise ConfigError(f"workers = {workers!r}: expected a number of worker processes "
+                          f">= 1")
     t0 = time.perf_counter()
     cfg = server.cfg
     jobs = st.stream(cfg) if jobs is None else list(jobs)

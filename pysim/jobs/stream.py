@@ -42,6 +42,8 @@ PATTERNS = ("ring", "clique", "tree")
 # the collective algorithm of each pattern (pysim.workload.collectives)
 ALGORITHM = {"ring": "ring", "clique": "direct", "tree": "tree"}
 MAX_JOBS = 1_000_000
+MAX_ARRIVAL_S = 1e9        # ~32 years: past it, a job's seconds lose their fraction
+MAX_COUNT = 10 ** 12       # a job's NPUs, iterations, samples per NPU
 
 declare(
     Key("jobs", "sensitivity", "str", "derived", "-",
@@ -92,6 +94,9 @@ def generate(cfg) -> list:
     if j.arrivals == "uniform" and j.window_s is None:
         raise ConfigError("jobs.arrivals = 'uniform' needs jobs.window_s (the arrival window "
                           "in seconds)")
+    if j.arrivals == "uniform" and not j.window_s <= MAX_ARRIVAL_S:
+        raise ConfigError(f"jobs.window_s = {j.window_s!r}: expected at most "
+                          f"{MAX_ARRIVAL_S:g} seconds")
     rng = np.random.default_rng(cfg.simulation.seed)
     npus = rng.integers(j.min_npus, j.max_npus + 1, size=n)
     if j.arrivals == "uniform":
@@ -154,14 +159,16 @@ def load_jobs(path, cfg) -> list:
 
 
 def _count(where, key, v):
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10 ** 12:
-        raise ConfigError(f"{where}.{key} = {v!r}: expected an integer >= 1")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
+        raise ConfigError(f"{where}.{key} = {v!r}: expected an integer from 1 to "
+                          f"{MAX_COUNT:,}")
     return v
 
 
 def _time(where, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ConfigError(f"{where}.arrival_s = {v!r}: expected a finite number of seconds >= 0")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_ARRIVAL_S:
+        raise ConfigError(f"{where}.arrival_s = {v!r}: expected a number of seconds from 0 "
+                          f"to {MAX_ARRIVAL_S:g}")
     return float(v)
 
 
@@ -219,6 +226,13 @@ def check(jobs, server, models=None):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
                               f"{', '.join(sorted(models))}")
+    if models is not None:      # (after the jobs' own models: a job's error first)
+        for name in server.cfg.jobs.insensitive:
+            if name not in models:
+                close = difflib.get_close_matches(name, models, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"jobs.insensitive: model {name!r} is unknown{hint}; known: "
+                                  f"{', '.join(sorted(models))}")
 
 
 # The configuration keys this module reads (pysim.schema).

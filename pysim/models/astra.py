@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 
+from pysim._io import MAX_TEXT_MODEL_BYTES, InputError, read_input
 from pysim.models import layers as L
 from pysim.models.layers import ModelError
 from pysim.models.model import Model
@@ -32,17 +33,20 @@ PARALLELISMS = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
                 "HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_DLRM",
                 "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE")
 COMMS = ("ALLREDUCE", "ALLTOALL", "ALLGATHER", "REDUCESCATTER", "ALLREDUCEALLTOALL", "NONE")
-MAX_LAYERS = 10_000_000
+MAX_LAYERS = 100_000       # each layer costs memory in every plan built from it
+
+
+MAX_VALUE = 10 ** 15       # cycles or bytes of one layer (what an op graph takes)
 
 
 def _int(path, lineno, what, token, lo=0):
-    try:
-        v = int(token)
-    except (TypeError, ValueError):
-        raise ModelError(f"{path}, line {lineno}: {what} = {token!r}: expected an integer") \
-            from None
-    if v < lo:
-        raise ModelError(f"{path}, line {lineno}: {what} = {v}: expected an integer >= {lo}")
+    if not (isinstance(token, str) and token.isascii() and
+            token.lstrip("-").isdigit()):          # (int() also takes 1_000 and other digits)
+        raise ModelError(f"{path}, line {lineno}: {what} = {token!r}: expected an integer")
+    v = int(token)
+    if not lo <= v <= MAX_VALUE:
+        raise ModelError(f"{path}, line {lineno}: {what} = {v}: expected an integer from "
+                         f"{lo} to {MAX_VALUE:,}")
     return v
 
 
@@ -90,17 +94,12 @@ def load_astra(path, **params):
         raise ModelError(f"{path}: an ASTRA-sim workload takes no parameters (got "
                          f"{', '.join(params)})")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ModelError(f"no such file {path} (expected a model's .onnx file or an "
-                         f"ASTRA-sim text workload)") from None
-    except IsADirectoryError:
-        raise ModelError(f"{path} is a directory, not a workload file") from None
+        text = read_input(path, MAX_TEXT_MODEL_BYTES, "model's .onnx file or an ASTRA-sim "
+                                                      "text workload").decode("utf-8")
+    except InputError as e:
+        raise ModelError(str(e)) from None
     except UnicodeDecodeError:
         raise ModelError(f"{path}: not an ASTRA-sim text workload (not UTF-8 text)") from None
-    except OSError as e:
-        raise ModelError(f"cannot read {path}: {e.strerror}") from None
     lines = [(i, ln.split()) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if len(lines) < 2:
         raise ModelError(f"{path}: not an ASTRA-sim workload: expected the parallelism on "

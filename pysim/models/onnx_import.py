@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import os
 
+from pysim._io import MAX_MODEL_BYTES, InputError, read_input
 from pysim.models import layers as L
 from pysim.models.layers import Layer, ModelError, prod
 from pysim.models.model import Model
+
+MAX_DIM = 1 << 40           # a dimension given by name (ONNX holds int64; FLOPs must stay finite)
 
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Gelu": "gelu", "Erf": "erf",
          "Exp": "exp", "Sqrt": "sqrt", "Neg": "neg", "Clip": "clip",
@@ -289,25 +292,33 @@ def load_onnx(path, **dims):
     except ImportError:
         raise ModelError(f"{path}: reading .onnx files needs the onnx package: "
                          f"pip install 'pysim[onnx]'") from None
-    if not os.path.exists(path):
-        raise ModelError(f"no such file {path}")
     try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as e:       # a protobuf DecodeError or an OS error, depending on the file
+        data = read_input(path, MAX_MODEL_BYTES, "model's .onnx file")
+    except InputError as e:
+        raise ModelError(str(e)) from None
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as e:       # a protobuf DecodeError, depending on the file
         raise ModelError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
     graph = model.graph
+    if not len(graph.node):
+        raise ModelError(f"{path}: the graph has no operators (no layers to train)")
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if not inputs:
         raise ModelError(f"{path}: the graph has no input")
     for k, v in dims.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ModelError(f"{path}: dimension {k} = {v!r}: expected an integer >= 1")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_DIM:
+            raise ModelError(f"{path}: dimension {k} = {v!r}: expected an integer from 1 to "
+                             f"{MAX_DIM:,}")
     symbols, used, batch = set(), set(), None
     for inp in inputs:
         for i, d in enumerate(inp.type.tensor_type.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
                 continue
+            if d.HasField("dim_value"):
+                raise ModelError(f"{path}: input {inp.name!r} has size {d.dim_value} on axis "
+                                 f"{i}; expected sizes >= 1")
             sym = d.dim_param
             symbols.add(sym)
             if sym in dims:

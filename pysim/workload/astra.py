@@ -66,8 +66,13 @@ each step of ASTRA-sim's loop ends with its one-cycle event to the next):
 - MICRO: the weight-gradient collective of the first layer, once per iteration, all issued
   at once.
 
-The run ends when every pass and every collective (and its update delay) has finished.
-HYBRID_TRANSFORMER_FWD_IN_BCKWD (recomputation from checkpoints) is refused. With
+- HYBRID_TRANSFORMER_FWD_IN_BCKWD (its header names checkpoint layers and layers initiating
+  recomputation): the transformer's loop, but the input-gradient step of a layer initiating
+  recomputation first runs the forward pass again (each layer's forward cycles and
+  collective, waited for) from the checkpoint at or below it up to the next layer initiating
+  one.
+
+The run ends when every pass and every collective (and its update delay) has finished. With
 `workload.engine` set, the reductions run on pysim's endpoint models instead ('npu': the
 NPU's cores through HBM, queued with compute; 'offload': the collectives engine's own unit),
 after which the endpoint delay still applies.
@@ -84,10 +89,10 @@ from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 COMM = {"ALLREDUCE": "all_reduce", "ALLTOALL": "all_to_all", "ALLGATHER": "all_gather",
         "REDUCESCATTER": "reduce_scatter"}
 SUPPORTED = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER",
-             "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO",
-             "DISTRIBUTED_INFERENCE")
-LAYERWISE = ("HYBRID_TRANSFORMER", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
-             "HYBRID_CUSTOMIZED")       # the loop of Workload::iterate_hybrid_parallel_*
+             "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED",
+             "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE")
+LAYERWISE = ("HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "MODEL",
+             "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED")       # the loop of Workload::iterate_hybrid_parallel_*
 CUSTOM_LAYER = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "MICRO",
                 "DISTRIBUTED_INFERENCE")
 REDUCE_MEMORY_GBPS = 500_000      # ASTRA-sim 1.0 analytical: the NPU memory's bandwidth
@@ -254,12 +259,13 @@ class _System:
                     for b, way in parts:
                         to = ring[(j + way) % k]
                         got[to].append(g.send(n, to, b, after=[ready[n]]))
-                for n in ring:
-                    if s < reduced and self.engine in ("npu", "offload"):
-                        red = g.reduce(n, msg, self.engine, after=got[n])
+                for n in ring:                # (messages of no bytes: the step's delay)
+                    got_n = got[n] or [ready[n]]
+                    if s < reduced and self.engine in ("npu", "offload") and msg:
+                        red = g.reduce(n, msg, self.engine, after=got_n)
                         ready[n] = g.delay(e, after=[red])
                     else:
-                        ready[n] = g.delay(e + (proc if s < reduced else 0), after=got[n])
+                        ready[n] = g.delay(e + (proc if s < reduced else 0), after=got_n)
             ends += list(ready.values())
         return g.delay(0, after=ends)
 
@@ -392,8 +398,9 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
         if end is None:
             return None
         done = g.delay(gv["update_cycles"], after=[end],
-                       name=f"{prefix}it{it} {layers[i].name} {phase} update")
-        plan.updates[(it, i, phase)] = done
+                       name=f"{prefix}it{it} {layers[i].name} {phase} update "
+                            f"#{len(issued)}")
+        plan.updates.setdefault((it, i, phase), done)
         issued.append(done)
         plan.collectives.append(CollectiveOps(
             what=f"{phase}_{COMM[ctype]}", collective=COMM[ctype], group=list(npus),
@@ -415,6 +422,63 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
 
     def tick(ops, cycles=1):
         return {n: [g.delay(cycles, after=[ops[n]])] for n in npus}
+
+    checkpoints = set(model.config.get("checkpoints", ())) if model.config else set()
+    initiates = set(model.config.get("checkpoint_initiates", ())) if model.config else set()
+
+    def recompute_backward(it, cur):
+        """HYBRID_TRANSFORMER_FWD_IN_BCKWD's backward pass (its state machine): as the
+        transformer's, but at the input gradient of a layer that initiates recomputation the
+        forward pass is run again from the checkpoint at or below it (each layer's forward
+        cycles and forward collective, waited for) up to the next layer that initiates one,
+        whose input gradient then runs."""
+        i, state, started = L - 1, "ig", False
+        for k in range(4 * L * L + 8):
+            gv = layers[i].given
+            if state == "ig":
+                if i in initiates and not started:
+                    j = i
+                    while j >= 0 and j not in checkpoints:
+                        j -= 1
+                    if j < 0:
+                        raise ConfigError(f"workload.model: layer {i} initiates a forward "
+                                          f"pass in the backward one but no checkpoint is at "
+                                          f"or below it")
+                    i, state, started = j, "fip", True
+                    cur = {n: [g.delay(1, after=cur[n])] for n in npus}
+                    continue
+                ig = step(it, i, "bwd_input", gv["ig_cycles"], cur)
+                pending[(i, "ig")] = issue(it, i, "ig", "LIFO", [ig[n] for n in npus])
+                for n in npus:
+                    plan.layer_ops[(it, i, n, 0)].bwd_input = ig[n]
+                started, state = False, "wg"
+                cur = tick(ig)
+            elif state == "wg":
+                wg = step(it, i, "bwd_weight", gv["wg_cycles"], cur)
+                pending[(i, "wg")] = issue(it, i, "wg", "FIFO", [wg[n] for n in npus])
+                for n in npus:
+                    plan.layer_ops[(it, i, n, 0)].bwd_weight = wg[n]
+                cur = wait({n: [wg[n]] for n in npus}, [pending.pop((i, "ig"), None)])
+                cur = {n: [g.delay(1, after=cur[n])] for n in npus}
+                i -= 1
+                if i < 0:
+                    return cur
+                state = "ig"
+            else:                         # the forward pass again, from the checkpoint
+                cur = wait(cur, [pending.pop((i, "wg"), None)])
+                fwd = step(it, i, f"recompute {k}", gv["fwd_cycles"], cur)
+                done = issue(it, i, "fwd", None, [fwd[n] for n in npus])
+                cur = wait({n: [fwd[n]] for n in npus}, [done])
+                cur = {n: [g.delay(1, after=cur[n])] for n in npus}
+                i += 1
+                if i >= L:
+                    raise ConfigError("workload.model: a forward pass in the backward one "
+                                      "runs past the last layer (no layer above the "
+                                      "checkpoint initiates one)")
+                if i in initiates:
+                    state = "ig"
+        raise ConfigError("workload.model: the checkpoints and the layers initiating "
+                          "recomputation make the backward pass loop")
 
     cur = {n: [] for n in npus}
     pending = {}                          # (layer, phase) -> the done op of its collective
@@ -443,6 +507,10 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
                     cur = wait(cur, [pending.pop((0, "fwd"), None)])
             cur = {n: [g.delay(1, after=cur[n])] for n in npus}
         if kind == "DISTRIBUTED_INFERENCE":       # forward passes only
+            plan.iterations.append((first, len(g)))
+            continue
+        if kind == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
+            cur = recompute_backward(it, cur)
             plan.iterations.append((first, len(g)))
             continue
         for i in range(L - 1, -1, -1):    # backward pass

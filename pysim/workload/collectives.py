@@ -27,6 +27,7 @@ from pysim.errors import ConfigError
 from pysim.schema import MAX_INT, NONNEG, POS, Key, declare
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
+from pysim.workload import nccl
 from pysim.workload.base import register
 from pysim.workload.endpoint import held_units, streams as comm_streams
 from pysim.workload.graph import GraphError, OpGraph, engine_params, op_times, run_graph
@@ -617,6 +618,7 @@ ALGORITHMS = {
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
     "tree": (tree, {"all_reduce"}),
     "hierarchical": (None, {"all_reduce"}),
+    "nccl": (None, nccl.SUPPORTED),            # (pysim/workload/nccl.py: needs the machine)
 }
 
 
@@ -644,6 +646,8 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = 6 * (p - 1)
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
+    elif algorithm == "nccl":
+        return nccl.ops_bound(collective, p, min(p, 64))
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -678,7 +682,8 @@ def _engine_ops(collective, algorithm, p, engine):
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
-          sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None):
+          sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None, machine=None,
+          nccl_settings=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -691,7 +696,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     start there to its end (an NPU-run collective: pysim.workload.endpoint). streams: (state,
     n), the collectives of one group in the order issued: each participant's part waits for the
     end of its part of the collective issued n before on the same group (state: a dict
-    shared by the collectives of one graph)."""
+    shared by the collectives of one graph).
+    machine, nccl_settings: for algorithm 'nccl', the cluster (Topology.cluster) and
+    {algorithm, protocol, channels} (workload.nccl_*)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -739,6 +746,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
                               "dimensions (a torus or mesh)")
         hierarchical(b, collective, dims)
+    elif algorithm == "nccl":
+        nccl.build(b, collective, nccl_settings or {}, machine)
     else:
         fn(b, collective)
     if done is not None or units or streams is not None:
@@ -947,11 +956,25 @@ def collective_graph(cfg, topo, graph=None):
                               "the topology (leave workload.group unset)")
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
+    chosen = {}
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
               sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
-              sram_pieces=pieces, units=held_units(cfg, topo, w.engine))
+              sram_pieces=pieces, units=held_units(cfg, topo, w.engine),
+              **nccl_args(cfg, topo, chosen))
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
-                   chunks=w.chunks, engine=w.engine, participants=group, order=order)
+                   chunks=w.chunks, engine=w.engine, participants=group, order=order,
+                   **chosen)
+
+
+def nccl_args(cfg, topo, chosen=None):
+    """build()'s machine and nccl_settings for workload.algorithm = 'nccl' (else {});
+    `chosen`, if given, receives the algorithm and protocol NCCL's model picked."""
+    w = cfg.workload
+    if w.algorithm != "nccl":
+        return {}
+    settings = dict(algorithm=w.nccl_algorithm, protocol=w.nccl_protocol,
+                    channels=w.nccl_channels, chosen=chosen)
+    return dict(machine=getattr(topo, "cluster", None), nccl_settings=settings)
 
 
 def endpoint_report(graph, result, order, clock_ghz):
@@ -1009,8 +1032,8 @@ declare(
                  "reduce"]),
     Key("workload", "algorithm", "str", "ring", "-",
         "Collective algorithm: ring, bidir_ring, direct, halving_doubling, tree (double "
-        "binary tree), hierarchical.", None,
-        lambda: ["ring", "bidir_ring", "direct", "halving_doubling", "tree", "hierarchical"]),
+        "binary tree), hierarchical, nccl (as NCCL runs it on a cluster: "
+        "pysim/workload/nccl.py).", None, lambda: list(ALGORITHMS)),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
         (lambda x: x > 0, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
     Key("workload", "chunks", "int", 4, "-",

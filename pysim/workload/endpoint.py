@@ -11,8 +11,8 @@ communication's memory traffic share the HBM in proportion (processor sharing), 
 communication's share capped at its budget. A collectives offload engine holds no units: its
 memory traffic shares the HBM with compute's, capped only if a budget is given.
 
-Collectives of one communicator (one group of NPUs) run in the order they are issued, as NCCL runs the
-kernels of one stream: `workload.comm_streams` streams per communicator (default 1).
+Collectives of one communicator (one group of NPUs) run in the order they are issued, as NCCL
+runs the kernels of one stream: `workload.comm_streams` streams per communicator (default 1).
 
 csim carries all of it (csim/_dag.pxd): a collective's take/free ops change its NPU's held
 units, and the units' rates change only when the held units or the busy memory units do.

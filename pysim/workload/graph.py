@@ -345,7 +345,8 @@ def _size(v, what, name, real=False):
         raise GraphError(f"{where}{what} = {_short(v)}: expected "
                          f"{'a finite number' if real else 'an integer'} >= 0")
     if not real and v > MAX_INT:
-        raise GraphError(f"{where}{what} = {v!r}: expected at most {MAX_INT:,}")
+        shown = repr(v) if len(repr(v)) <= 24 else f"{float(v):.4g}"
+        raise GraphError(f"{where}{what} = {shown}: expected at most {MAX_INT:,}")
     return float(v) if real else int(v)
 
 
@@ -699,6 +700,21 @@ def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow
         why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
                f"at the flit level (raise it, or run at the flow level, network.model = "
                f"'flow', where a transfer is one flow)")
+    elif k == "compute" and worst > MAX_OPS:
+        # one op alone passes the limit: no slice length mends it; its rate is what is off
+        flops, nbytes, peak = g.work[worst_i]
+        flops_pc, bytes_pc = cparams[node_id(g.node[worst_i], worst_i, "node", ("npu",
+                                                                                "host"))]
+        if peak is not None:
+            flops_pc = peak / (clock * 1e9)
+        by_flops = flops / flops_pc >= nbytes / bytes_pc
+        rate = (f"{flops:.4g} FLOPs at {flops_pc * clock / 1e3:.4g} TFLOP/s (the node's "
+                f"tflops, its preset's or its efficiency)" if by_flops else
+                f"{nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s (the node's hbm_gbps or "
+                f"dram_gbps)")
+        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles " \
+              f"({rate}: a rate that small, or work that large, is the cause), its slices " \
+              f"of workload.slice_cycles = {slice_cycles} that many"
     elif k == "compute":
         why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
     else:
@@ -804,12 +820,25 @@ def capacities(topo, cfg):
              "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
     for i, k in enumerate(topo.node_kinds):
         if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
-            out[i] = int(round(npu_spec(cfg, topo, i).hbm_capacity_bytes))
+            out[i] = _capacity(npu_spec(cfg, topo, i).hbm_capacity_bytes, topo, i, "hbm_gb")
         elif k in table:
             own_key, d, key, default = table[k]
             own = topo.node_mem[i] if topo.node_mem else {}
-            out[i] = int(round(own.get(own_key, d.get(key, default)) * 1e9))
+            out[i] = _capacity(own.get(own_key, d.get(key, default)) * 1e9, topo, i, own_key)
     return out
+
+
+MAX_CAPACITY_BYTES = 1 << 62     # a device's memory (the engine counts bytes in int64)
+
+
+def _capacity(nbytes, topo, i, key):
+    if not nbytes <= MAX_CAPACITY_BYTES:
+        kind = topo.node_kinds[i]
+        given = f"{nbytes / 1e9:g} GB" if math.isfinite(nbytes) else "more than any float"
+        raise ConfigError(f"{topo.node_names[i]}: {key} ([topology.{kind}] or the node's "
+                          f"own) is {given}: expected at most "
+                          f"{MAX_CAPACITY_BYTES / 1e9:,.0f} GB")
+    return int(round(nbytes))
 
 
 def _hold_devices(g, topo):
@@ -1054,10 +1083,13 @@ class GraphResult:
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
     profile: dict = field(default_factory=dict)      # where the wall time went, and sizes
+    op_graph: object = field(default=None, repr=False, compare=False)  # (graph, topology):
+                                                     # what ran (not in to_dict)
 
     def to_dict(self):
         """Plain JSON data: a number that is not defined (no packet, no time) is None."""
         d = dict(self.__dict__)
+        d.pop("op_graph", None)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
         d["ops"] = list(d["ops"])
         if not d["memory"]:
@@ -1286,7 +1318,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(core.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory, profile=profile)
+        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo))
 
 
 # The configuration keys this module reads (pysim.schema).

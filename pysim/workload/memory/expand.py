@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pysim.errors import ConfigError
+from pysim.schema import MAX_INT
 from pysim.workload.memory.plan import Budget, Plan
 from pysim.workload.memory.registry import KEEP, RECOMPUTE
 
@@ -123,7 +125,7 @@ def _expand_tensor(plan, costs, budget, sink, sk, npu, tag, l, t):
     h = sink.hold(npu, S, F[l], "start", what)
     if r:
         C = _codec(sink, npu, S, Sc, budget.compress_bpc, budget, [F[u]],
-                   f"{tag}compress {tn}")
+                   f"{tag}compress {tn}", COMPRESS)
         if nxt is not None:
             sink.depend(nxt, C)        # the compressor runs right after its last reader
         sink.free(h, C, "finish")
@@ -132,7 +134,7 @@ def _expand_tensor(plan, costs, budget, sink, sk, npu, tag, l, t):
     if act == KEEP:
         if r:
             D = _codec(sink, npu, S, Sc, budget.decompress_bpc, budget,
-                       [sk.before(first), ready], f"{tag}decompress {tn}")
+                       [sk.before(first), ready], f"{tag}decompress {tn}", DECOMPRESS)
             sink.free(h, D, "finish")
             full = sink.hold(npu, S, D, "start", what + " (decompressed)")
             sink.depend(first, D)
@@ -168,7 +170,7 @@ def _expand_tensor(plan, costs, budget, sink, sk, npu, tag, l, t):
         dep = R
         if r:
             D = _codec(sink, npu, S, Sc, budget.decompress_bpc, budget, [R],
-                       f"{tag}decompress {tn}")
+                       f"{tag}decompress {tn}", DECOMPRESS)
             sink.free(hin, D, "finish")
             hin = sink.hold(npu, S, D, "start", what + " (decompressed)")
             dep = D
@@ -204,15 +206,23 @@ def _group(ops, sk, groupby):
     return groups
 
 
-def _codec(sink, npu, S, Sc, bpc, budget, after, name):
+def _codec(sink, npu, S, Sc, bpc, budget, after, name, key=None):
     """A compressor or decompressor (COMET) as a roofline op of the NPU: it reads the full
     tensor and writes the compressed one (or the reverse), S + Sc bytes of HBM, and works
     through S bytes at its throughput (bpc bytes per cycle, counted as its 'FLOPs')."""
     rate = bpc * budget.clock_ghz * 1e9
     fast = bpc == math.inf
-    return sink.compute(npu, _cycles(S, bpc), after, name, flops=0.0 if fast else float(S),
+    return sink.compute(npu, _cycles(S, bpc, key), after, name, flops=0.0 if fast else float(S),
                         nbytes=S + Sc, peak=None if fast else rate)
 
 
-def _cycles(nbytes, bpc):
-    return 0 if bpc == math.inf or not nbytes else int(math.ceil(nbytes / bpc - 1e-9))
+COMPRESS, DECOMPRESS = "workload.memory.compress_gbps", "workload.memory.decompress_gbps"
+
+
+def _cycles(nbytes, bpc, key=None):
+    c = 0 if bpc == math.inf or not nbytes else int(math.ceil(nbytes / bpc - 1e-9))
+    if key is not None and c > MAX_INT:
+        raise ConfigError(f"{key}: {nbytes:,} bytes at {bpc:.4g} bytes per cycle take "
+                          f"{float(c):.4g} cycles, more than the {MAX_INT:,} an op may take "
+                          f"(raise {key})")
+    return c

@@ -57,6 +57,7 @@ from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
                                             load_model)
 from pysim.workload.training.pipeline import SCHEDULES
+from pysim.workload import chakra
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.report import TrainingResult, training_report
 from pysim.workload.training.tensor import LOSS_ALL_REDUCES
@@ -78,6 +79,8 @@ def run_training(cfg, progress=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
     time, its compute and (exposed) communication, per layer and per NPU."""
     t0 = time.perf_counter()
+    if chakra.is_trace(cfg):             # workload.model names a folder of Chakra traces
+        return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
     graph, plan = training_graph(cfg, topo)
     applied = None

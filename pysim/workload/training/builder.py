@@ -8,8 +8,9 @@ import math
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
+from pysim.workload import estimate
 from pysim.workload.astra import astra_graph
-from pysim.workload.estimate import check_training
+from pysim.workload.opcount import check_training as check_engine_ops
 from pysim.workload.graph import OpGraph, engine_params, quiet_gc
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
@@ -87,7 +88,8 @@ class _Builder:
                        self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams)
+                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
@@ -166,9 +168,12 @@ class _Builder:
             self.ep_all_to_all("ep_dispatch", i, lay.model.layers[i].in_elems, npus, cur, it, j)
         fwd, _, _, stash = lay.costs(i, lay.mb)
         when = "forward" if record else "recompute"
-        gathered = self.zero3_gather(it, j, i, npus, cur, when)
-        if i + 1 < len(lay.model.layers) and lay.stage_of[i + 1] == lay.stage_of[i]:
-            self.zero3_gather(it, j, i + 1, npus, cur, when)       # prefetch the next
+        gathered = self.zero3_gather(it, j, i, npus, self._after_step(cur, i, j, prev_opt),
+                                     when)
+        if record and i + 1 < len(lay.model.layers) and \
+                lay.stage_of[i + 1] == lay.stage_of[i]:
+            self.zero3_gather(it, j, i + 1, npus,                  # prefetch the next
+                              self._after_step(cur, i + 1, j, prev_opt), when)
         for n in npus:
             deps = list(cur[n])
             if j == 0 and record and (i, n) in prev_opt:
@@ -188,6 +193,15 @@ class _Builder:
                                 j, i)
         if combine_after(lay, i) and lay.ep > 1:
             self.ep_all_to_all("ep_combine", i, lay.model.layers[i].out_elems, npus, cur, it, j)
+
+    @staticmethod
+    def _after_step(cur, i, j, prev_opt):
+        """cur, with the previous iteration's step of layer i on each NPU for micro-batch 0
+        (ZeRO-3 gathers the weights that step updated)."""
+        if j:
+            return cur
+        return {n: list(v) + ([prev_opt[(i, n)]] if (i, n) in prev_opt else [])
+                for n, v in cur.items()}
 
     def ep_all_to_all(self, what, i, elems, npus, cur, it, j):
         """Expert parallelism: an all-to-all of `elems` activations per sample over each
@@ -473,15 +487,22 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     (graph, plan)."""
     if model is None:
         model = load_model(cfg)
+    if not hasattr(model, "layers"):
+        raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
+                          f"(name) or pysim.models.load(path)), or None for workload.model")
     if model.given_times:
+        estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
+                                        [k for k in topo.node_kinds if k == "npu"]),
+                             cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
+    estimate.check_training(lay, cfg.workload.iterations, cfg.workload.chunks)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
     b.plan.layout = lay
-    check_training(b, len(g))            # refused at once past the op limit
+    check_engine_ops(b, len(g))          # refused at once past the op limit
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)

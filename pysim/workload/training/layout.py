@@ -76,7 +76,7 @@ def load_model(cfg):
         except ConfigError as e:
             raise ConfigError(f"workload.model_params: {e}") from None
     path = w.model if os.path.isabs(w.model) else os.path.join(cfg.base_dir, w.model)
-    if os.path.isfile(path):
+    if os.path.exists(path):        # (a device or FIFO is refused by the reader, by name)
         try:
             return models.load(path, **params)
         except ConfigError as e:
@@ -147,6 +147,8 @@ class _Layout:
             "workload.group" if w.group is not None else f"every NPU of {topo.name}")
         if npus is None:
             npus = list(w.group) if w.group is not None else all_npus
+        if isinstance(npus, str) or not len(npus):
+            raise ConfigError(f"{where} = {npus!r}: expected a list of one NPU or more")
         for n in npus:
             if n not in names:
                 raise ConfigError(f"{where}: {n!r} is not a node of {topo.name}")
@@ -415,8 +417,8 @@ class _Layout:
 # The configuration keys the layout reads (pysim.schema).
 declare(
     Key("workload", "model", "str", None, "-",
-        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file "
-        "(relative to the config).", None),
+        "Training: a zoo model's name (pysim models), or an .onnx or ASTRA-sim workload file, "
+        "or a folder of Chakra execution traces, one per rank (relative to the config).", None),
     Key("workload", "model_params", "table", None, "-",
         "Training: parameters of the zoo model's builder, e.g. {layers = 24, seq = 512}.",
         None),

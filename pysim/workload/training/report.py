@@ -66,6 +66,8 @@ class TrainingResult(GraphResult):
         t = self.training
         p = t["plan"]
         where = ("on each NPU's collectives offload engine" if p["engine"] == "offload" else
+                 "by ASTRA-sim's endpoint (no compute unit; workload.astra_endpoint_delay per "
+                 "message)" if p["engine"] == "astra-sim" else
                  "on the NPUs themselves (workload.engine = 'npu', the default for training)")
         rows = [("model", f"{p['model']}, {p['precision']}, optimizer {p['optimizer']}, "
                           f"batch {p['batch']}" if p["precision"] else
@@ -73,8 +75,10 @@ class TrainingResult(GraphResult):
                           f"given cycles, run by ASTRA-sim's rules)"),
                 ("plan", f"dp {p['dp']} x tp {p['tp']} x pp {p['pp']} on {len(p['npus'])} "
                          f"NPUs" + (f", {p['micro_batches']} micro-batches ({p['schedule']})"
-                                    if p["pp"] > 1 or p["micro_batches"] > 1 else "")),
+                                    if p["pp"] > 1 or p["micro_batches"] > 1 else "") +
+                 _megatron_line(p)),
                 ("collectives", f"{p['algorithm']}, reductions {where}"),
+                *_accelerator_row(t.get("accelerator"), p.get("precision")),
                 ("iteration", f"{t['iteration_cycles']:,} cycles = "
                               f"{t['iteration_seconds'] * 1e3:.3f} ms (the last of "
                               f"{t['iterations']})" +
@@ -99,6 +103,17 @@ class TrainingResult(GraphResult):
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def _accelerator_row(acc, precision):
+    if not acc:
+        return []
+    name = acc["name"] if acc["name"] != "custom" else \
+        "no preset ([topology.npu] fields or the defaults)"
+    peak = acc["tflops"].get(precision) if precision else None
+    return [("accelerator", f"{name}: " + (f"{peak:g} TFLOP/s {precision}, " if peak else "") +
+             f"HBM {acc['hbm_gbps']:g} GB/s, {acc['hbm_gb']:g} GB" +
+             ("" if acc["all_npus"] else " (the first NPU's; others differ)"))]
 
 
 def training_report(graph, plan, res, cfg):
@@ -218,5 +233,46 @@ def training_report(graph, plan, res, cfg):
         compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
         other_cycles=max(0, cycles - busy[crit] - exp_c), critical_npu=crit,
         iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
-        per_npu=per_npu, plan=plan.describe())
+        per_npu=per_npu, plan=_describe(plan), accelerator=_accelerator(plan))
+
+
+def _accelerator(plan):
+    """The accelerator the plan's NPUs are (the first NPU's spec; a preset or the defaults),
+    so that a run says what hardware it trained on."""
+    lay = getattr(plan, "layout", None)
+    specs = getattr(lay, "specs", None)
+    if not specs:
+        return None
+    sp = specs[plan.npus[0]]
+    same = all(s == sp for s in specs.values())
+    return dict(name=sp.name, tflops=dict(sp.tflops), hbm_gbps=sp.hbm_bytes_per_s / 1e9,
+                hbm_gb=sp.hbm_capacity_bytes / 1e9, all_npus=same)
+
+
+def _describe(plan):
+    """The plan's description with its Megatron-LM settings (where a layout was built)."""
+    d = plan.describe()
+    lay = plan.layout
+    if lay is not None and hasattr(lay, "sp"):
+        d.update(sp=lay.sp, interleave=lay.v, zero=lay.zero, ep=lay.ep,
+                 recompute=lay.recompute, replicas=lay.replicas,
+                 compute="kernels" if lay.kernels is not None else "roofline")
+    return d
+
+
+def _megatron_line(p):
+    parts = []
+    if p.get("sp"):
+        parts.append("sequence parallel")
+    if p.get("interleave", 1) > 1:
+        parts.append(f"interleave {p['interleave']}")
+    if p.get("zero"):
+        parts.append(f"ZeRO-{p['zero']}")
+    if p.get("ep", 1) > 1:
+        parts.append(f"ep {p['ep']}")
+    if p.get("recompute"):
+        parts.append(f"{p['recompute']} recomputation")
+    if p.get("replicas") == "one":
+        parts.append("one replica built for all")
+    return "".join(f", {x}" for x in parts)
 

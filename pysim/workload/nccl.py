@@ -1,0 +1,391 @@
+"""Collectives as NCCL runs them on a cluster (`workload.algorithm = "nccl"`).
+
+NCCL moves data in channels (each a ring or a pair of trees over every rank, driven by its
+own thread block) with one of three protocols:
+
+- LL: 8 bytes of data and an 8-byte flag in each 16-byte store, so twice the bytes on the
+  wire, and the lowest latency per step;
+- LL128: 120 bytes of data in each 128-byte line (128/120 the bytes on the wire);
+- Simple: the data alone, with the highest latency per step.
+
+Algorithms, at both levels of a cluster (NVLink inside a node, InfiniBand between nodes):
+
+- ring: every rank on one ring per channel, the ranks of a node consecutive (inside, over
+  NVLink through the NVSwitch; between nodes, from one GPU's NIC to the next node's GPU); each
+  channel starts its node's part of the ring at a different GPU, so the channels leave each
+  node through different NICs. All-reduce is a reduce-scatter then an all-gather, 2 (p - 1)
+  steps of n / (C p) bytes per channel;
+- tree: the ranks of a node on a chain, the chains' heads on a binary tree over the nodes,
+  and the second tree of each pair mirrored (NCCL's double binary tree, so a node that is a
+  leaf of one tree is interior in the other); data is reduced up and broadcast down in slices
+  that pipeline;
+- nvls (NVLink SHARP, one node): the NVSwitch reduces and multicasts. Each GPU sends its data
+  into the switch, receives its reduced share, sends that share back to be multicast and
+  receives every share: n + n/8 bytes each way per GPU instead of the ring's 2 n (p - 1) / p.
+  The switch's reduction engine is the cluster's `nvls<k>` node (`topology.nvls = true`).
+
+Each step pays the protocol's latency for its transport (a delay before the send), and each
+collective NCCL's base latency once. `workload.nccl_algorithm` / `nccl_protocol` = "auto"
+picks, per size, the pair that NCCL's own alpha-beta cost model (`model_seconds`) says is
+fastest, as NCCL does by default; the latencies are NCCL's tuning constants (NVIDIA/nccl,
+src/graph/tuning.cc, releases 2.19-2.23) and the bandwidths the links' own.
+"""
+from __future__ import annotations
+
+import math
+
+from pysim.errors import ConfigError
+from pysim.schema import Key, declare
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+ALGOS = ("ring", "tree", "nvls")
+WIRE = {"LL": 2.0, "LL128": 128.0 / 120.0, "Simple": 1.0}   # wire bytes per data byte
+
+# NCCL's tuning model (NVIDIA/nccl src/graph/tuning.cc, 2.19-2.23), microseconds: the base
+# latency of a collective per (algorithm, protocol), and the latency of one step per
+# transport, algorithm and protocol.
+BASE_US = {("ring", "LL"): 6.6, ("ring", "LL128"): 14.0, ("ring", "Simple"): 8.4,
+           ("tree", "LL"): 6.8, ("tree", "LL128"): 14.0, ("tree", "Simple"): 8.4,
+           ("nvls", "Simple"): 0.0}
+STEP_US = {
+    "nvlink": {("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4,
+               ("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 4.0,
+               ("nvls", "Simple"): 25.0},
+    "net": {("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0,
+            ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
+            ("nvls", "Simple"): 18.0},
+}
+# NVLink's own protocol (packet headers, flow control) leaves about 370 of the H100's
+# 450 GB/s per direction to data: S. Jeaugey (NCCL), NVIDIA/nccl-tests #212, 2024.
+NVLINK_DATA = 370.0 / 450.0
+# What one channel's thread block moves per second in LL and LL128 (its loads and stores of
+# flags, not the links, bound it), from the same tuning model: LL's bus bandwidth in all at
+# most LL_MAX (one node; two nodes; more, on the DGX's host CPUs: AMD for A100, Intel for
+# H100), LL128's per channel at most LL128_CHANNEL.
+LL_MAX_GBPS = {"a100": (87.7, 22.5, 19.0), "h100": (141.0, 39.0, 20.4)}
+LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
+TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
+MAX_SLICES = 16
+
+declare(
+    Key("workload", "nccl_algorithm", "str", "auto", "-",
+        "Collectives by workload.algorithm = 'nccl': 'ring', 'tree', 'nvls' (NVLink SHARP, "
+        "one node with topology.nvls) or 'auto' (NCCL's cost model picks per size).",
+        None, lambda: ["auto", *ALGOS]),
+    Key("workload", "nccl_protocol", "str", "auto", "-",
+        "Collectives by workload.algorithm = 'nccl': 'LL', 'LL128', 'Simple' or 'auto'.",
+        None, lambda: ["auto", *PROTOCOLS]),
+    Key("workload", "nccl_channels", "int", 0, "-",
+        "Collectives by workload.algorithm = 'nccl': channels (rings or tree pairs); 0: one "
+        "per GPU of a node.", (lambda x: 0 <= x <= 64, "an integer from 0 to 64")),
+)
+
+SUPPORTED = {"all_reduce", "reduce_scatter", "all_gather"}
+
+
+class Machine:
+    """What the NCCL model needs of a cluster: the node of each rank, the links' data rates
+    and whether the NVSwitches reduce (nvls)."""
+
+    def __init__(self, info, order, names=None):
+        self.G = int(info["gpus_per_node"])
+        self.node_of = [int(n[3:]) // self.G if n.startswith("gpu") and n[3:].isdigit()
+                        else None for n in order]
+        if None in self.node_of:
+            bad = order[self.node_of.index(None)]
+            raise ConfigError(f"workload.algorithm = 'nccl': {bad!r} is not a GPU of the "
+                              f"cluster (the ranks are GPUs gpu0, gpu1, ...)")
+        self.nodes = len(set(self.node_of))
+        self.nvlink = float(info["nvlink_gbps"]) * NVLINK_DATA       # GB/s of data
+        self.nic = float(info["nic_gbps"])
+        self.nvls = bool(info.get("nvls"))
+        self.clock = float(info["clock_ghz"])
+        self.preset = info.get("preset", "a100")
+        if self.preset not in LL_MAX_GBPS:
+            self.preset = "h100" if "h100" in self.preset else "a100"
+
+    def cap(self, proto, channels):
+        """Bus bandwidth (GB/s) the protocol's channels can move at most, or None."""
+        if proto == "LL":
+            return LL_MAX_GBPS[self.preset][min(self.nodes, 3) - 1 if self.nodes < 4 else 2]
+        if proto == "LL128":
+            return LL128_CHANNEL_GBPS[self.preset] * channels
+        return None
+
+    def hop_factor(self, proto, channels, same_node):
+        """How much longer than the link alone allows a channel's step takes under the
+        protocol's cap: the ratio of the channel's share of the link to its cap (>= 1)."""
+        cap = self.cap(proto, channels)
+        if cap is None:
+            return 1.0
+        if same_node:
+            share = self.nvlink / WIRE[proto] / channels
+        else:
+            share = self.nic / WIRE[proto] / max(1, channels // max(1, self.G))
+        return max(1.0, share / (cap / channels))
+
+
+def _bus(m, p, channels):
+    """(ring, tree) data rates of the slowest level, GB/s per direction per rank."""
+    intra = m.nvlink
+    if m.nodes == 1:
+        return intra, intra
+    per_node = p // m.nodes
+    inter = m.nic * min(channels, per_node)        # the NICs a node's channels leave by
+    return min(intra, inter), min(intra, inter)
+
+
+def _nvls_slices(nbytes, p):
+    return _split(nbytes, max(1, min(MAX_SLICES, -(-nbytes // (TREE_SLICE * p)))))
+
+
+def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True):
+    """NCCL's alpha-beta estimate of one collective (seconds), or None where the pair does
+    not apply: base latency + steps x step latency + bytes / bandwidth, the bandwidth the
+    slowest level's data rate times the protocol's efficiency (latency=False: the bytes'
+    term alone, which no run can beat)."""
+    if (algo, proto) not in BASE_US or (algo != "ring" and collective != "all_reduce"):
+        return None
+    if algo == "nvls" and (not m.nvls or m.nodes > 1):
+        return None
+    ring_bw, tree_bw = _bus(m, p, channels)
+    eff = 1.0 / WIRE[proto]
+    cap = m.cap(proto, channels)
+    # the protocol's cap bounds the bus bandwidth: bus bytes (nccl-tests' convention) / cap
+    bus = nbytes * (2 * (p - 1) / p if collective == "all_reduce" else (p - 1) / p)
+    t_cap = 0.0 if cap is None else bus / (cap * 1e9)
+    N = m.nodes
+    on = 1.0 if latency else 0.0
+    lat = BASE_US[(algo, proto)]
+    steps = {"all_reduce": 2 * (p - 1)}.get(collective, p - 1)
+    if algo == "ring":
+        inter = 0 if N == 1 else (2 * (N - 1) if collective == "all_reduce" else N - 1)
+        lat += (steps - inter) * STEP_US["nvlink"][(algo, proto)] + \
+            inter * STEP_US["net"][(algo, proto)]
+        # per rank, each way, a fraction N / p of it between nodes (each channel crosses
+        # between nodes N times in p hops, and the channels' rotations spread the crossings
+        # over every GPU's NIC)
+        moved = nbytes * steps / p
+        t_bw = moved * (1 - N / p if N > 1 else 1) / (m.nvlink * eff * 1e9)
+        if N > 1:
+            t_bw = max(t_bw, moved * N / p / (m.nic * eff * 1e9))
+        return on * lat * 1e-6 + max(t_bw, t_cap)
+    if algo == "tree":
+        q = p // N                                   # ranks per node, on a chain
+        depth = (q - 1) * STEP_US["nvlink"][(algo, proto)] + \
+            max(0, math.ceil(math.log2(N))) * STEP_US["net"][(algo, proto)]
+        lat += 2 * depth
+        # each way per rank: the chain's up and down traffic, 2 n (q - 1) / q over the
+        # channels' rotations; per node on the NICs: 2 n (up once, down to two children in
+        # the tree where it is interior, its half of the data in each tree)
+        intra = 2 * nbytes * (q - 1) / q / (m.nvlink * eff * 1e9) if q > 1 else 0
+        inter = 2 * nbytes / (m.nic * min(channels, q) * eff * 1e9) if N > 1 else 0
+        return on * lat * 1e-6 + max(intra, inter, t_cap)
+    lat += STEP_US["nvlink"][(algo, proto)]        # nvls: its slices' traffic, and the
+    first = _nvls_slices(nbytes, p)[0]             # first slice's fill of the pipeline
+    return on * lat * 1e-6 + (nbytes + first) * (1 + 1 / p) / (m.nvlink * 1e9)
+
+
+def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
+    """The (algorithm, protocol) NCCL's cost model picks for this size, among those allowed."""
+    best = None
+    for a in (ALGOS if algo == "auto" else (algo,)):
+        for pr in (PROTOCOLS if proto == "auto" else (proto,)):
+            t = model_seconds(collective, a, pr, nbytes, m, p, channels)
+            if t is not None and (best is None or t < best[0]):
+                best = (t, a, pr)
+    if best is None:
+        raise ConfigError(f"workload.nccl_algorithm = {algo!r}, nccl_protocol = {proto!r}: "
+                          f"NCCL does not run {collective} so here (ring does every "
+                          f"collective in any protocol; tree all_reduce; nvls all_reduce in "
+                          f"Simple, on one node with topology.nvls = true)")
+    return best[1], best[2]
+
+
+def ops_bound(collective, p, channels, nodes=1):
+    """An upper bound of the ops the NCCL expansion makes: per channel, a delay and a send
+    per step of the ring (2 (p - 1) steps of p sends for all-reduce), or per slice per tree
+    edge up and down, or the NVLS exchange; plus one delay per rank."""
+    c = max(1, channels)
+    ring = (2 if collective == "all_reduce" else 1) * (p - 1) * p * 2
+    tree = 4 * (p - 1) * MAX_SLICES
+    return c * max(ring, tree) + 4 * p * (p + 1) * MAX_SLICES + p
+
+
+def build(b, collective, settings, machine):
+    """Add the collective to the builder b's graph (collectives._Builder: its graph, ranks
+    b.order, bytes b.N, per rank index what it waits for b.start; sets b.node_last)."""
+    if collective not in SUPPORTED:
+        raise ConfigError(f"workload.algorithm = 'nccl' does {', '.join(sorted(SUPPORTED))}, "
+                          f"not {collective!r}")
+    if machine is None:
+        raise ConfigError("workload.algorithm = 'nccl' needs a cluster (topology.kind = "
+                          "'cluster'): its ranks are the GPUs of DGX-like nodes")
+    m = Machine(machine, b.order)
+    p = b.p
+    channels = settings.get("channels") or m.G
+    algo, proto = choose(collective, b.N, m, p, channels, settings.get("algorithm", "auto"),
+                         settings.get("protocol", "auto"))
+    g = b.g
+    cyc = m.clock * 1e3                               # cycles per microsecond
+    base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
+    start = {i: [base] + list(b.start.get(i, ())) for i in range(p)}
+    step = {t: int(round(STEP_US[t][(algo, proto)] * cyc)) for t in ("nvlink", "net")}
+    ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step,
+               factor={x: m.hop_factor(proto, channels, x) for x in (True, False)})
+    if algo == "ring":
+        last = _ring(ctx, collective, b.N, channels, start)
+    elif algo == "tree":
+        last = _tree(ctx, b.N, channels, start)
+    else:
+        last = _nvls(ctx, b.N, start, machine)
+    for i in range(p):
+        b.node_last.setdefault(i, []).extend(last[i])
+    if settings.get("chosen") is not None:
+        settings["chosen"].update(nccl_algorithm=algo, nccl_protocol=proto,
+                                  nccl_channels=channels)
+    return algo, proto
+
+
+def _split(total, parts):
+    q, r = divmod(int(total), parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+def _hop(ctx, a, b, nbytes, after):
+    """One step: the protocol's latency for the link's transport, then the send of the data's
+    wire bytes (a NVLink hop also carries NVLink's own overhead)."""
+    m = ctx["m"]
+    same = m.node_of[a] == m.node_of[b]
+    d = ctx["g"].delay(ctx["step"]["nvlink" if same else "net"], after=after)
+    wire = nbytes * ctx["wire"] * ctx["factor"][same] / (NVLINK_DATA if same else 1.0)
+    return ctx["g"].send(ctx["order"][a], ctx["order"][b], int(math.ceil(wire)), after=[d])
+
+
+def _rank_order(m, channel):
+    """The ring of a channel: nodes in order, each node's GPUs from its channel-th on."""
+    by_node = {}
+    for i, n in enumerate(m.node_of):
+        by_node.setdefault(n, []).append(i)
+    out = []
+    for n in sorted(by_node):
+        r = by_node[n]
+        k = channel % len(r)
+        out += r[k:] + r[:k]
+    return out
+
+
+def _ring(ctx, collective, nbytes, channels, start):
+    m = ctx["m"]
+    p = len(m.node_of)
+    last = {i: list(start[i]) for i in range(p)}
+    for c, part in enumerate(_split(nbytes, channels)):
+        if part == 0:
+            continue
+        ring = _rank_order(m, c)
+        blocks = _split(part, p)
+        phases = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[collective]
+        prev = {r: list(start[r]) for r in range(p)}
+        for s in range(phases * (p - 1)):        # a rank sends what it received last step
+            prev = {ring[(k + 1) % p]: [_hop(ctx, ring[k], ring[(k + 1) % p],
+                                             blocks[(k - s) % p], prev[ring[k]])]
+                    for k in range(p)}
+        for r in range(p):
+            last[r].extend(prev[r])
+    return last
+
+
+def _tree(ctx, nbytes, channels, start):
+    """Per channel a tree: each node's ranks on a chain from its head, the heads on a binary
+    tree over the nodes (heap-shaped, mirrored on odd channels); the channel's data in
+    slices reduced up and broadcast down, a slice following the one before on every edge."""
+    m = ctx["m"]
+    p = len(m.node_of)
+    last = {i: list(start[i]) for i in range(p)}
+    N = m.nodes
+    for c, part in enumerate(_split(nbytes, channels)):
+        if part == 0:
+            continue
+        for t, half in enumerate(_split(part, 2)):
+            if half:
+                _one_tree(ctx, _rank_order(m, c), half, t == 1, start, last)
+    return last
+
+
+def _one_tree(ctx, ring, part, mirrored, start, last):
+    """One tree of a channel's pair over `part` bytes: each node's ranks on a chain from its
+    head (ring order), the heads on a heap-shaped binary tree over the nodes, mirrored for
+    the second tree of the pair (a node interior in one is a leaf in the other)."""
+    m = ctx["m"]
+    p, N = len(m.node_of), m.nodes
+    per = p // N
+    chains = [ring[k * per:(k + 1) * per] for k in range(N)]
+    parent = {}
+    for k, chain in enumerate(chains):
+        for j in range(1, len(chain)):
+            parent[chain[j]] = chain[j - 1]
+        x = (N - 1 - k) if mirrored else k
+        if x == 0:
+            parent[chain[0]] = -1
+        else:
+            px = (x - 1) // 2
+            parent[chain[0]] = chains[(N - 1 - px) if mirrored else px][0]
+    children = {r: [] for r in range(p)}
+    for r, q in parent.items():
+        if q >= 0:
+            children[q].append(r)
+    root = next(r for r, q in parent.items() if q < 0)
+    order_up, stack = [], [(root, False)]      # post-order: children before parents
+    while stack:
+        r, done = stack.pop()
+        if done:
+            order_up.append(r)
+        else:
+            stack.append((r, True))
+            stack.extend((ch, False) for ch in reversed(children[r]))
+    slices = _split(part, max(1, min(MAX_SLICES, -(-part // TREE_SLICE))))
+    up_prev, down_prev = {}, {}
+    for sz in slices:
+        up = {}
+        for r in order_up:
+            deps = list(start[r]) + [up[ch] for ch in children[r]]
+            if parent[r] >= 0:
+                if r in up_prev:
+                    deps.append(up_prev[r])
+                up[r] = _hop(ctx, r, parent[r], sz, deps)
+                up_prev[r] = up[r]
+        have = {root: [up[ch] for ch in children[root]] or list(start[root])}
+        for r in reversed(order_up):           # parents before children
+            for ch in children[r]:
+                deps = have[r] + ([down_prev[ch]] if ch in down_prev else [])
+                snd = _hop(ctx, r, ch, sz, deps)
+                down_prev[ch] = snd
+                have[ch] = [snd]
+    for r in range(p):
+        last[r].extend(have[r])
+
+
+def _nvls(ctx, nbytes, start, machine):
+    """One node's NVLink SHARP all-reduce through its switch's engine `nvls<k>`, in slices:
+    every GPU sends a slice into the switch; once all have, the engine returns each GPU its
+    share reduced; each GPU sends its share back, which the engine multicasts to all. The
+    step latency is paid once, before the first slice."""
+    m, g, order = ctx["m"], ctx["g"], ctx["order"]
+    p = len(order)
+    eng = f"nvls{m.node_of[0]}"
+    last = {i: list(start[i]) for i in range(p)}
+    prev_in = {i: g.delay(ctx["step"]["nvlink"], after=list(start[i])) for i in range(p)}
+    for sz in _nvls_slices(nbytes, p):
+        ins = []
+        for i in range(p):
+            prev_in[i] = g.send(order[i], eng, int(math.ceil(sz / NVLINK_DATA)),
+                                after=[prev_in[i]])
+            ins.append(prev_in[i])
+        shares = _split(sz, p)
+        back = [g.send(eng, order[i], int(math.ceil(shares[i] / NVLINK_DATA)), after=ins)
+                for i in range(p)]
+        ups = [g.send(order[i], eng, int(math.ceil(shares[i] / NVLINK_DATA)), after=[back[i]])
+               for i in range(p)]
+        for i in range(p):
+            last[i] = [g.send(eng, order[i], int(math.ceil(sz / NVLINK_DATA)), after=ups)]
+    return last

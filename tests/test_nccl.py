@@ -1,0 +1,113 @@
+"""Collectives as NCCL runs them (pysim/workload/nccl.py): the simulated time of each
+algorithm and protocol against NCCL's alpha-beta closed form (its base and per-step latencies,
+bytes over the slowest level's data rate times the protocol's efficiency), at one and two
+nodes; the choice per size; refusals."""
+import math
+
+import pytest
+
+from pysim import load
+from pysim.config import ConfigError
+from pysim.sim import simulate
+from pysim.topology import build as build_topology
+from pysim.workload import nccl
+
+
+def cfg_for(system, nbytes, algo, proto, collective="all_reduce", **over):
+    return load(system, {"workload.kind": "collective", "workload.collective": collective,
+                         "workload.algorithm": "nccl", "workload.bytes": nbytes,
+                         "workload.nccl_algorithm": algo, "workload.nccl_protocol": proto,
+                         "network.model": "flow", **over})
+
+
+def model_and_sim(cfg):
+    """NCCL's closed form for the configured collective (cycles), its bytes' term alone, and
+    the simulated time."""
+    topo = build_topology(cfg)
+    gpus = [n for n, k in zip(topo.node_names, topo.node_kinds) if k == "npu"]
+    m = nccl.Machine(topo.cluster, gpus)
+    w = cfg.workload
+    ch = w.nccl_channels or m.G
+    args = (w.collective, w.nccl_algorithm, w.nccl_protocol, w.bytes, m, len(gpus), ch)
+    cyc = 1e9 * cfg.network.clock_ghz
+    d = simulate(cfg).to_dict()
+    return (nccl.model_seconds(*args) * cyc, nccl.model_seconds(*args, latency=False) * cyc,
+            d["collective_cycles"], m, len(gpus))
+
+
+def slack(algo, p, nodes):
+    """The links' own latency over a collective's steps, which NCCL's step latencies (its
+    software's) leave out: up to two hops of ~100 ns inside a node per step, six of ~150 ns
+    between nodes."""
+    steps = {"ring": 2 * (p - 1), "tree": 2 * (p // nodes + 2), "nvls": 4}[algo]
+    return steps * (300 if nodes == 1 else 1200)
+
+
+CASES = [("dgx-a100", {}, a, pr, n) for a in ("ring", "tree") for pr in nccl.PROTOCOLS
+         for n in (1 << 16, 1 << 27)] + \
+        [("dgx-h100", {"topology.nvls": True}, "nvls", "Simple", n) for n in (1 << 20, 1 << 27)] + \
+        [("superpod-h100", {"topology.node_count": k}, a, pr, n) for k in (2, 4)
+         for a in ("ring", "tree") for pr in ("LL", "Simple") for n in (1 << 16, 1 << 27)]
+
+
+@pytest.mark.parametrize("system,over,algo,proto,nbytes", CASES)
+def test_simulated_time_lies_within_ncclss_closed_form(system, over, algo, proto, nbytes):
+    """No faster than the bytes' term (the links at the protocol's efficiency and cap), no
+    slower than NCCL's alpha-beta (latency + bytes; the channels hide some latency behind
+    each other's data) plus the links' own latency, within 5%. A tree within 10% below and
+    30% above: its slices fill the pipeline first, which the closed form leaves out, and a
+    protocol's cap, a bound on the whole bus bandwidth in the closed form, holds per hop in
+    the simulation, where a tree's hops are unevenly loaded."""
+    cfg = cfg_for(system, nbytes, algo, proto, **over)
+    model, bw_only, sim, m, p = model_and_sim(cfg)
+    lower, upper = (0.90, 1.30) if algo == "tree" else (0.95, 1.05)
+    assert lower * bw_only <= sim <= upper * model + slack(algo, p, m.nodes), \
+        (bw_only, model, sim)
+
+
+def test_reduce_scatter_and_all_gather_by_ring_follow_the_closed_form():
+    for coll in ("reduce_scatter", "all_gather"):
+        cfg = cfg_for("dgx-a100", 1 << 24, "ring", "Simple", collective=coll)
+        model, bw_only, sim, m, p = model_and_sim(cfg)
+        assert 0.95 * bw_only <= sim <= 1.05 * model + slack("ring", p, 1) / 2
+
+
+def test_auto_picks_what_ncclss_model_says_low_latency_for_small_bandwidth_for_large():
+    topo = build_topology(load("dgx-a100"))
+    m = nccl.Machine(topo.cluster, [f"gpu{i}" for i in range(8)])
+    picks = [nccl.choose("all_reduce", n, m, 8, 8) for n in (1 << 10, 1 << 30)]
+    assert picks[0] == ("ring", "LL") and picks[1][1] == "Simple"
+    for n in (1 << 12, 1 << 20, 1 << 26):            # the pick is the fastest by the model
+        a, pr = nccl.choose("all_reduce", n, m, 8, 8)
+        best = min(t for t in (nccl.model_seconds("all_reduce", x, y, n, m, 8, 8)
+                               for x in nccl.ALGOS for y in nccl.PROTOCOLS) if t is not None)
+        assert nccl.model_seconds("all_reduce", a, pr, n, m, 8, 8) == best
+    d = simulate(cfg_for("dgx-a100", 1 << 10, "auto", "auto")).to_dict()
+    assert (d["nccl_algorithm"], d["nccl_protocol"]) == ("ring", "LL")
+
+
+def test_two_nodes_run_at_the_nics_rate_for_large_messages():
+    """A ring over two DGX H100 at 1 GiB: of each rank's traffic, the 2 hops in 16 that leave
+    a node go by its NIC (50 GB/s), the others by NVLink (370 GB/s of data), so the bus
+    bandwidth is min(50 x 16 / 2, 370 x 16 / 14) = 400 GB/s, within 5%."""
+    d = simulate(cfg_for("superpod-h100", 1 << 30, "ring", "Simple",
+                         **{"topology.node_count": 2})).to_dict()
+    nv = 450 * nccl.NVLINK_DATA
+    assert d["busbw_gbps"] == pytest.approx(min(50.0 * 16 / 2, nv * 16 / 14), rel=0.05)
+
+
+@pytest.mark.parametrize("system,over,words", [
+    ("switch8", {}, ["workload.algorithm = 'nccl'", "cluster"]),
+    ("dgx-h100", {"workload.nccl_algorithm": "nvls"}, ["nccl_algorithm = 'nvls'",
+                                                        "topology.nvls = true"]),
+    ("dgx-a100", {"workload.collective": "reduce_scatter", "workload.nccl_algorithm": "tree"},
+     ["nccl_algorithm = 'tree'", "reduce_scatter"]),
+    ("dgx-a100", {"workload.collective": "all_to_all"}, ["'nccl'", "all_to_all"]),
+])
+def test_what_nccl_does_not_run_is_refused_naming_the_key(system, over, words):
+    cfg = load(system, {"workload.kind": "collective", "workload.algorithm": "nccl",
+                        "network.model": "flow", **over})
+    with pytest.raises(ConfigError) as e:
+        simulate(cfg)
+    for w in words:
+        assert w in str(e.value), str(e.value)
