@@ -5,6 +5,7 @@ import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
 from libc.math cimport INFINITY, fabs
+from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter
 from csim._types cimport *
 from csim._rng cimport rng_seed
@@ -190,8 +191,13 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
     carried), recomputing rates where flows started or ended, until `until` (exclusive) or
     every op has finished."""
     cdef cycle_t t
+    cdef timespec a, b
     while True:
-        flow_rates(s)
+        if s.n_dirty:                    # (the solver's CPU time, where it has work)
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a)
+            flow_rates(s)
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b)
+            s.solver_ns += (b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec)
         if s.ops_done == s.n_ops:
             return ST_DONE
         t = next_op_event(s)
@@ -203,6 +209,7 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
             return ST_UNTIL
         if t > s.now:
             s.now = t
+        s.flow_events += 1
         flow_drains(s)
         if ops_due(s) != 0:
             return ST_NOMEM
@@ -239,6 +246,7 @@ cdef void _flow_null(State* s) noexcept:
     s.hmax = 1
     s.stamp = 0
     s.flows_started = s.recomputes = s.pairs_recomputed = 0
+    s.flow_events = s.solver_ns = 0
 
 
 cdef void _flow_free(State* s) noexcept:
@@ -877,7 +885,8 @@ cdef class Engine:
             cycles_skipped=s.skipped,
             deadlock_cycle=s.deadlock_t, flows_started=s.flows_started,
             flows_alive=s.fl_alive, rate_recomputations=s.recomputes,
-            pairs_recomputed=s.pairs_recomputed)
+            pairs_recomputed=s.pairs_recomputed, flow_events=s.flow_events,
+            solver_seconds=s.solver_ns * 1e-9)
 
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s

@@ -380,6 +380,7 @@ cdef struct State:
     int32_t dh_n
     int64_t stamp
     int64_t flows_started, recomputes, pairs_recomputed
+    int64_t flow_events, solver_ns   # flow level: events; CPU time in the max-min solver
 
     # ---- statistics
     cycle_t meas_start, meas_end

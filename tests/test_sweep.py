@@ -24,7 +24,7 @@ from pysim.sim import simulate
 sw = importlib.import_module("pysim.sweep")   # pysim.sweep is also the function
 MESH = os.path.join(TOPOLOGIES, "mesh8x8.toml")
 SHORT = {"simulation.warmup_cycles": [300], "simulation.measure_cycles": [1500]}
-TIMING = ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second")
+TIMING = ("wall_seconds", "run_seconds", "cycles_per_second", "flit_hops_per_second", "profile")
 
 
 def same(a, b):

@@ -30,9 +30,10 @@ from pysim.workload import graph as graph_module
 from pysim.workload import nccl
 from pysim.workload.base import register
 from pysim.workload.endpoint import held_units, streams as comm_streams
-from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
+from pysim.workload.graph import GraphError, OpGraph, engine_params, op_times, run_graph
 
 OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
+BULK = True                   # gather ops in bulk where _Bulk applies (False: one by one)
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                "reduce")
@@ -237,7 +238,118 @@ def _ring_all_gather(b, size, direction, start, fin):
         fin[i] = last[i]
 
 
+class _Bulk:
+    """The ops of a collective gathered as columns and added to the graph at once
+    (OpGraph.add_ops), for the endpoint models whose ops are one per send, reduction and
+    reception (none, and the NPU's own cores) and no window of chunks in flight: the same
+    ops, in the same order, with the same dependencies as _Builder's methods make one by
+    one. Ids are known before the ops are added (the graph's length plus the ops
+    gathered)."""
+
+    def __init__(self, b):
+        self.b = b
+        self.base = len(b.g)
+        self.kind, self.node, self.dst, self.size, self.after = [], [], [], [], []
+        self.npu = b.engine == "npu"
+
+    @staticmethod
+    def applies(b):
+        return b.engine in (None, "npu") and not b.in_flight
+
+    def _op(self, kind, node, dst, size, after):
+        self.kind.append(kind)
+        self.node.append(node)
+        self.dst.append(dst)
+        self.size.append(size)
+        self.after.append(after)
+        return self.base + len(self.kind) - 1
+
+    def send(self, a, c, nbytes, after):
+        b = self.b
+        after = list(after) or list(b.start.get(a, ()))
+        if self.npu:                    # what is sent is read from HBM first
+            after = [self._op("memory", b.order[a], None, nbytes, after)]
+        return self._op("send", b.order[a], b.order[c], nbytes, after)
+
+    def reduce(self, node, nbytes, after):
+        b = self.b
+        after = list(after) + list(b.start.get(node, ()))
+        if self.npu:
+            op = self._op("reduce_npu", b.order[node], None, nbytes, after)
+        else:
+            op = self._op("compute", b.order[node], None, _reduce_cycles(b, nbytes), after)
+        b.last_at[node] = op
+        return op
+
+    def received(self, node, nbytes, snd):
+        b = self.b
+        if self.npu:
+            snd = self._op("memory", b.order[node], None, nbytes, [snd])
+        b.last_at[node] = snd
+        return snd
+
+    def flush(self):
+        self.b.g.add_ops(self.kind, self.node, self.dst, self.size, self.after)
+
+
+def _emitter(b):
+    """Where an algorithm's sends, reductions and receptions go: gathered in bulk where
+    _Bulk applies, else the builder, one op at a time."""
+    return _Bulk(b) if BULK and _Bulk.applies(b) else b
+
+
+def _flush(e):
+    if isinstance(e, _Bulk):
+        e.flush()
+
+
+def _reduce_cycles(b, nbytes):
+    cycles = 0 if not b.reduce_bpc else nbytes / b.reduce_bpc
+    if not cycles <= MAX_INT:
+        raise ConfigError(f"workload.reduce_gbps: reducing {nbytes:,} bytes at "
+                          f"{b.reduce_bpc:g} bytes per cycle takes more than "
+                          f"{MAX_INT:,} cycles")
+    return math.ceil(cycles)
+
+
+def _ring_bulk(b, collective, bidirectional):
+    """ring(), its ops gathered in bulk (_Bulk)."""
+    if collective not in ("all_reduce", "reduce_scatter", "all_gather"):
+        raise ConfigError(f"workload.algorithm = 'ring' does not do {collective}")
+    k = _Bulk(b)
+    p = b.p
+    for size in b.chunk_sizes():
+        b.begin_chunk(size)
+        halves = [(size, +1)] if not bidirectional else \
+            list(zip(_split(size, 2), (+1, -1)))
+        for part, direction in halves:
+            if part == 0:
+                continue
+            blocks = _split(part, p)
+            last = [[] for _ in range(p)]
+            if collective != "all_gather":
+                for s in range(p - 1):          # reduce-scatter (_ring_reduce_scatter)
+                    new = [None] * p
+                    for i in range(p):
+                        j = (i + direction) % p
+                        nb = blocks[(i - s * direction) % p]
+                        new[j] = [k.reduce(j, nb, [k.send(i, j, nb, last[i])])]
+                    last = new
+            if collective != "reduce_scatter":
+                for s in range(p - 1):          # all-gather (_ring_all_gather)
+                    new = [None] * p
+                    for i in range(p):
+                        j = (i + direction) % p
+                        nb = blocks[(i + direction - s * direction) % p]
+                        new[j] = [k.received(j, nb, k.send(i, j, nb, last[i]))]
+                    last = new
+        b.end_chunk()
+    k.flush()
+
+
 def ring(b, collective, bidirectional=False):
+    if _Bulk.applies(b) and BULK:
+        return _ring_bulk(b, collective, bidirectional)
     for size in b.chunk_sizes():
         b.begin_chunk(size)
         halves = [(size, +1)] if not bidirectional else \
@@ -262,6 +374,7 @@ def ring_pipeline(b, collective):
     moves one hop at a time, a node forwarding (or reducing and forwarding) a chunk as soon
     as it has it and has sent the chunk before, so chunks pipeline: the last arrives after
     (chunks + p - 2) chunk-times."""
+    e = _emitter(b)
     p = b.p
     sent = {}                           # per node: its send of the previous chunk
     for size in b.chunk_sizes():
@@ -270,11 +383,12 @@ def ring_pipeline(b, collective):
         hops = range(p - 1) if collective == "broadcast" else range(p - 1, 0, -1)
         for i in hops:
             j = i + 1 if collective == "broadcast" else i - 1
-            snd = b.send(i, j, size, after + ([sent[i]] if i in sent else []))
+            snd = e.send(i, j, size, after + ([sent[i]] if i in sent else []))
             sent[i] = snd
-            after = [b.received(j, size, snd) if collective == "broadcast"
-                     else b.reduce(j, size, [snd])]
+            after = [e.received(j, size, snd) if collective == "broadcast"
+                     else e.reduce(j, size, [snd])]
         b.end_chunk()
+    _flush(e)
 
 
 # ------------------------------------------------------------------ direct
@@ -283,6 +397,7 @@ def direct(b, collective):
     """Each node sends every other node its share at once. Node i's messages are issued to
     i + 1, i + 2, ... in turn, so at any moment the nodes send to a permutation of each other
     rather than all to the same one."""
+    e = _emitter(b)
     p = b.p
     for size in b.chunk_sizes():
         b.begin_chunk(size)
@@ -291,17 +406,17 @@ def direct(b, collective):
             for k in range(1, p):
                 for i in range(p):
                     j = (i + k) % p
-                    b.received(j, blocks[j], b.send(i, j, blocks[j], []))
+                    e.received(j, blocks[j], e.send(i, j, blocks[j], []))
             b.end_chunk()
             continue
         if collective == "broadcast":            # the root sends everyone the chunk
             for j in range(1, p):
-                b.received(j, size, b.send(0, j, size, []))
+                e.received(j, size, e.send(0, j, size, []))
             b.end_chunk()
             continue
         if collective == "reduce":               # everyone sends the root its chunk
             for k in range(1, p):
-                b.reduce(0, size, [b.send(k, 0, size, [])])
+                e.reduce(0, size, [e.send(k, 0, size, [])])
             b.end_chunk()
             continue
         owned = {j: [] for j in range(p)}
@@ -309,19 +424,21 @@ def direct(b, collective):
             for k in range(1, p):          # everyone sends node j its block j; j reduces
                 for i in range(p):
                     j = (i + k) % p
-                    snd = b.send(i, j, blocks[j], [])
-                    owned[j].append(b.reduce(j, blocks[j], [snd]))
+                    snd = e.send(i, j, blocks[j], [])
+                    owned[j].append(e.reduce(j, blocks[j], [snd]))
         if collective in ("all_reduce", "all_gather"):
             for k in range(1, p):
                 for j in range(p):
                     i = (j + k) % p
-                    b.received(i, blocks[j], b.send(j, i, blocks[j], owned[j]))
+                    e.received(i, blocks[j], e.send(j, i, blocks[j], owned[j]))
         b.end_chunk()
+    _flush(e)
 
 
 # ------------------------------------------------------------------ halving-doubling
 
 def halving_doubling(b, collective):
+    e = _emitter(b)
     p = b.p
     if p & (p - 1):
         raise ConfigError(f"workload.algorithm = 'halving_doubling' needs a power-of-two "
@@ -338,8 +455,8 @@ def halving_doubling(b, collective):
                 for i in range(p):
                     j = i ^ d
                     half = held[i] // 2 if i < j else held[i] - held[i] // 2
-                    snd = b.send(i, j, held[i] - half, last[i])
-                    new.setdefault(j, []).append(b.reduce(j, held[i] - half, [snd]))
+                    snd = e.send(i, j, held[i] - half, last[i])
+                    new.setdefault(j, []).append(e.reduce(j, held[i] - half, [snd]))
                 for i in range(p):
                     j = i ^ d
                     held[i] = held[i] // 2 if i < j else held[i] - held[i] // 2
@@ -352,14 +469,15 @@ def halving_doubling(b, collective):
                 new = {}
                 for i in range(p):
                     j = i ^ d
-                    snd = b.send(i, j, held[i], last[i])
-                    new.setdefault(j, []).append(b.received(j, held[i], snd))
+                    snd = e.send(i, j, held[i], last[i])
+                    new.setdefault(j, []).append(e.received(j, held[i], snd))
                 grown = {i: held[i] + held[i ^ d] for i in range(p)}
                 held, last = grown, new
         elif collective not in ("reduce_scatter",):
             raise ConfigError(f"workload.algorithm = 'halving_doubling' does not do "
                               f"{collective}")
         b.end_chunk()
+    _flush(e)
 
 
 # ------------------------------------------------------------------ double binary tree
@@ -380,6 +498,7 @@ def tree(b, collective):
     the other. Chunks are reduced up to the root, each node reducing its children's data
     into its own before passing it on, and broadcast back down; a node sends chunk c on a
     link only after chunk c - 1, so the chunks pipeline."""
+    e = _emitter(b)
     if collective != "all_reduce":
         raise ConfigError("workload.algorithm = 'tree' does all_reduce only")
     p = b.p
@@ -403,21 +522,22 @@ def tree(b, collective):
                 mine = [reduced[c] for c in children[i]]
                 if parent[i] >= 0:
                     key = (t, i)
-                    snd = b.send(i, parent[i], part, mine + ([up_sent[key]] if key in up_sent
+                    snd = e.send(i, parent[i], part, mine + ([up_sent[key]] if key in up_sent
                                                              else []))
                     up_sent[key] = snd
-                    reduced[i] = b.reduce(parent[i], part, [snd])
+                    reduced[i] = e.reduce(parent[i], part, [snd])
                 else:
                     root = i
             have = {root: [reduced[c] for c in children[root]]}
             for i in sorted(range(p), key=lambda i: depth[i]):      # root first, downwards
                 for c in children[i]:
                     key = (t, i, c)
-                    snd = b.send(i, c, part, have[i] + ([down_sent[key]] if key in down_sent
+                    snd = e.send(i, c, part, have[i] + ([down_sent[key]] if key in down_sent
                                                         else []))
                     down_sent[key] = snd
-                    have[c] = [b.received(c, part, snd)]
+                    have[c] = [e.received(c, part, snd)]
         b.end_chunk()
+    _flush(e)
 
 
 # ------------------------------------------------------------------ hierarchical
@@ -505,11 +625,12 @@ ALGORITHMS = {
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
-    chunk, the sends, reductions and receptions of each algorithm (exact without an endpoint
-    model), each send and reception on the NPU with its HBM op and a reduction there three
-    ops (at most 3 times as many), or on the offload engine each reduction in two parts (the
-    bulk as a message arrives, its last packet's worth after it) and per piece a load and a
-    store per node; `pieces`: the pieces the engine cuts a chunk into."""
+    chunk, the sends, reductions and receptions of each algorithm -- exactly without an
+    endpoint model and on the NPU (_engine_ops); on the offload engine each reduction in two
+    parts (the bulk as a message arrives, its last packet's worth after it) and per piece a
+    load and a store per node, `pieces` the pieces the engine cuts a chunk into."""
+    if engine in (None, "npu") and algorithm != "hierarchical":
+        return chunks * _engine_ops(collective, algorithm, p, engine)
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
     if algorithm in ("ring", "bidir_ring") and collective in ring:
@@ -534,6 +655,28 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     elif engine == "offload":
         return chunks * pieces * (2 * per + 2 * p)
     return chunks * per
+
+
+def _engine_ops(collective, algorithm, p, engine):
+    """The engine ops of one chunk of a collective without an offload engine, exactly (each
+    half of a chunk taken as not empty): a send is one op (two on the NPU: its HBM read
+    first), a reduction one (three on the NPU: its HBM traffic, its cores, their join), a
+    reception none (one on the NPU: its HBM write)."""
+    S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
+    rs, ag = S + R, S + V
+    per = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag,
+           "all_to_all": ag, "broadcast": ag, "reduce": rs}[collective]
+    steps = max(1, (p - 1).bit_length())
+    if algorithm in ("ring", "bidir_ring") and collective not in ("broadcast", "reduce"):
+        return per * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    if algorithm == "ring" or (algorithm == "direct" and collective in ("broadcast",
+                                                                         "reduce")):
+        return per * (p - 1)
+    if algorithm == "direct":
+        return per * (p - 1) * p
+    if algorithm == "halving_doubling":
+        return per * steps * p
+    return 2 * per * (p - 1)                     # tree: two trees, up and down
 
 
 def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
@@ -849,10 +992,11 @@ def endpoint_report(graph, result, order, clock_ghz):
             rows[node]["hbm_bytes"] += 4 * size
         elif node in rows and k == "send":
             rows[node]["network_bytes"] += size
-    for op in result.ops:
-        if op["kind"] == "compute" and op["node"] in rows and "isolated_cycles" in op:
-            rows[op["node"]]["compute_slowdown_cycles"] += \
-                op["finish"] - op["start"] - op["isolated_cycles"]
+    start, finish = op_times(result.ops)
+    for i, (k, node, w) in enumerate(zip(graph.kind, graph.node, graph.work)):
+        if k == "compute" and w is not None and node in rows:
+            iso = result.ops[i]["isolated_cycles"]
+            rows[node]["compute_slowdown_cycles"] += int(finish[i] - start[i]) - iso
     for r in rows.values():
         r["hbm_bytes_per_network_byte"] = r["hbm_bytes"] / r["network_bytes"] \
             if r["network_bytes"] else 0.0

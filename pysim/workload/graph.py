@@ -26,12 +26,19 @@ over its capacity.
 """
 from __future__ import annotations
 
+import functools
+import gc
 import heapq
+import itertools
 import math
 import os
+import sys
 import time
 import warnings
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -45,6 +52,7 @@ from pysim.network import compile_network
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
+from pysim.workload import compile as _compile
 from pysim.workload.base import check_status, link_report, register
 from pysim.workload.endpoint import endpoint_arrays
 from pysim._io import json_safe
@@ -57,6 +65,23 @@ KINDS = {"compute": 0, "send": 1, "delay": 2, "roofline": 3, "roofline_mem": 4,
 GATE_UNIT = 3
 HELD_UNIT = 4            # the compute units held by NPU-run collectives (csim/_dag.pxd)
 COMM_MEM_UNIT = 5        # communication's share of a node's memory
+
+
+
+def quiet_gc(fn):
+    """fn with Python's cyclic garbage collector paused while it runs: building and
+    compiling a graph makes millions of small containers and no cycles, and each of the
+    collector's passes would walk them all again (a fifth of a large run's time)."""
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+    return paused
 
 
 class GraphError(ConfigError):
@@ -105,6 +130,45 @@ class OpGraph:
         self.work.append(None)
         return len(self.kind) - 1
 
+    def add_ops(self, kind, node, dst, size, after):
+        """Append ops in bulk (the fast path of builders that make many at once): per op its
+        kind (a name of OpGraph's kinds, as `_add` records them: compute with cycles, send,
+        delay, memory, engine, reduce_npu, reduce_offload), node, dst (None but for sends),
+        size (an int >= 0: cycles or bytes) and dependencies (a list of op ids below the op's
+        own). Checked as arrays: sizes and dependencies, the op limit. Returns the first
+        op's id."""
+        n0, k = len(self.kind), len(kind)
+        if not (len(node) == len(dst) == len(size) == len(after) == k):
+            raise GraphError("add_ops: the columns differ in length")
+        if n0 + k > MAX_OPS:
+            raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
+                             f"participant, step and chunk: fewer workload.chunks make fewer)")
+        if k == 0:
+            return n0
+        sz = np.fromiter(size, np.int64, k)
+        if sz.min() < 0 or sz.max() > MAX_INT:
+            i = int(np.flatnonzero((sz < 0) | (sz > MAX_INT))[0])
+            raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in 0.."
+                             f"{MAX_INT:,}")
+        lens = np.fromiter(map(len, after), np.int64, k)
+        flat = np.fromiter(itertools.chain.from_iterable(after), np.int64, int(lens.sum()))
+        own = np.repeat(np.arange(n0, n0 + k, dtype=np.int64), lens)
+        if flat.size and ((flat < 0) | (flat >= own)).any():
+            j = int(np.flatnonzero((flat < 0) | (flat >= own))[0])
+            raise GraphError(f"dependency {int(flat[j])} of op {int(own[j])}: no such op (an "
+                             f"op can only depend on ops given before it)")
+        self.kind.extend(kind)
+        self.node.extend(node)
+        self.dst.extend(dst)
+        self.size.extend(sz.tolist())
+        self.after.extend(after)
+        self.names.extend(itertools.repeat(None, k))
+        self.work.extend(itertools.repeat(None, k))
+        return n0
+
+    def _what(self, name):
+        return f"op {name!r}" if name else f"op {len(self.kind)}"
+
     def _ref(self, a):
         if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
             if not 0 <= a < len(self.kind):
@@ -126,18 +190,18 @@ class OpGraph:
         `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
         op's precision times its kernel's efficiency --; by default the node's own peak
         ([topology.npu] tflops, or its preset's fp32 peak)."""
-        what = f"op {name!r}" if name else f"op {len(self.kind)}"
         if cycles is None and flops is None and bytes is None:
-            raise GraphError(f"{what}: a compute op needs cycles, or flops and/or bytes (a "
-                             f"roofline)")
+            raise GraphError(f"{self._what(name)}: a compute op needs cycles, or flops and/or "
+                             f"bytes (a roofline)")
         if cycles is not None and (flops is not None or bytes is not None):
-            raise GraphError(f"{what}: a compute op takes cycles, or flops and/or bytes (a "
-                             f"roofline), not both")
+            raise GraphError(f"{self._what(name)}: a compute op takes cycles, or flops and/or "
+                             f"bytes (a roofline), not both")
         if cycles is not None:
             return self._add("compute", node, None, _size(cycles, "cycles", name), after, name)
         if peak_flops is not None and not (isinstance(peak_flops, (int, float)) and
                                            math.isfinite(peak_flops) and peak_flops > 0):
-            raise GraphError(f"{what}: peak_flops = {peak_flops!r}: expected a number > 0")
+            raise GraphError(f"{self._what(name)}: peak_flops = {peak_flops!r}: expected a "
+                             f"number > 0")
         i = self._add("compute", node, None, -1, after, name)
         self.work[i] = (_size(flops or 0, "flops", name, real=True),
                         _size(bytes or 0, "bytes", name),
@@ -266,8 +330,10 @@ def _edge(edge):
 def _size(v, what, name, real=False):
     """A count (cycles, bytes) >= 0: an integer, or a float with an integer value as TOML
     writes 1e6; with real, any finite number >= 0 (FLOPs)."""
-    if type(v) is int and 0 <= v <= MAX_INT:          # the common case
+    if type(v) is int and 0 <= v <= MAX_INT:          # the common cases
         return float(v) if real else v
+    if real and type(v) is float and 0.0 <= v <= 1.7e308:
+        return v
     where = f"op {name!r}: " if name else ""
     if isinstance(v, (np.integer, np.floating)):
         v = v.item()
@@ -341,11 +407,57 @@ def load_graph(path) -> OpGraph:
     return g
 
 
-REQUEST_BYTES = 64          # a memory read request
+def _node_checker(g, topo, index):
+    """node_id(name, op, what, kinds): the node's index, or a GraphError naming the op."""
+    def node_id(name, i, what, kinds=None):
+        if not isinstance(name, str):
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
+                             f"string)")
+        if name not in index:
+            known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
+                             f"(nodes: {known})")
+        n = index[name]
+        kind = topo.node_kinds[n]
+        if kind == "switch":
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a switch, which has no "
+                             f"compute unit or NIC")
+        if kinds and kind not in kinds:
+            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a {kind} node; expected "
+                             f"{' or '.join(kinds)}")
+        return n
+    return node_id
 
 
 def compile_graph(g: OpGraph, topo, cfg=None):
     """Check the graph against the topology and turn it into csim's arrays.
+
+    Memory ops move in pieces of workload.mem_piece_bytes so that reading, transfer and
+    storing overlap. A write of b bytes from an NPU (or host) to a memory node (or a host's
+    DRAM) is, per piece, a read of the piece from the source's own memory (its memory unit,
+    at its HBM or DRAM bandwidth), a send to the target, and the target's access of piece /
+    bandwidth cycles (a memory node's controller, its one unit, also paying the access
+    latency on the first piece; a host's memory unit); a read is a request send, then per
+    piece the target's access, a send back and the write into the reader's memory. Pieces
+    go in order. A memory op starts with its first piece and finishes with its last. Memory
+    nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    more than a device's capacity are an error naming it (the exact check, from the ops'
+    times, follows the run: `memory_usage`).
+    Array work (pysim.workload.compile), but for a graph with memory ops (mem_write,
+    mem_read: at the flit level in pieces, at the flow level one flow each), expanded op by
+    op (pysim.workload.transfer).
+    Returns the arrays and `span`, an (ops x 2) array: per op of `g`, its first and last
+    primitive op."""
+    if any(k in ("mem_write", "mem_read") for k in g.kind):
+        return _compile_by_op(g, topo, cfg)
+    return _compile.compile_arrays(g, topo, cfg, sys.modules[__name__])
+
+
+REQUEST_BYTES = 64          # a memory read request
+
+
+def _compile_by_op(g: OpGraph, topo, cfg=None):
+    """compile_graph op by op (the expansion of graphs with memory ops).
 
     Memory ops (mem_write, mem_read) become a read from the source's own memory (its
     memory unit, at its HBM or DRAM bandwidth), the network's part and the target's access
@@ -548,6 +660,8 @@ def topological_order(g: OpGraph):
     return order
 
 
+
+
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
@@ -623,6 +737,22 @@ def _ceil(b, bpc):
     return int(math.ceil(cycles))
 
 
+def _last_of(fn):
+    """fn(topo, cfg), remembered for the last (topo, cfg) it was asked for (the same
+    objects): callers ask once per node of a run, and each answer walks every node. The
+    answer is read-only."""
+    last = [None, None, None]
+
+    def cached(topo, cfg):
+        if last[0] is not topo or last[1] is not cfg:
+            last[:] = [topo, cfg, MappingProxyType(fn(topo, cfg))]
+        return last[2]
+    cached.__doc__ = fn.__doc__
+    cached.__name__ = fn.__name__
+    return cached
+
+
+@_last_of
 def compute_params(topo, cfg):
     """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline. An NPU's
     from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
@@ -678,6 +808,7 @@ def memory_params(topo, cfg):
     return out
 
 
+@_last_of
 def capacities(topo, cfg):
     """Per NPU, memory node and host: its memory in bytes -- an NPU's preset's HBM or
     [topology.npu] hbm_gb (default 32), [topology.mem] capacity_gb (128), [topology.host]
@@ -793,16 +924,20 @@ def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsag
     start = np.asarray(start, np.int64)
     finish = np.asarray(finish, np.int64)
     end_time = int(finish.max()) + 1
-    nb = np.array([h[1] for h in g.holds], np.int64)
-    a_op = np.array([h[2][0] for h in g.holds], np.int64)
-    a_fin = np.array([h[2][1] for h in g.holds], bool)
-    freed = np.array([h[3] is not None for h in g.holds], bool)
-    f_op = np.array([h[3][0] if h[3] else 0 for h in g.holds], np.int64)
-    f_fin = np.array([h[3][1] if h[3] else True for h in g.holds], bool)
+    H = len(g.holds)
+    _, nbytes_, at_, end_, _ = zip(*g.holds)
+    nb = np.fromiter(nbytes_, np.int64, H)
+    at_ = np.array(at_, np.int64).reshape(H, 2)
+    a_op, a_fin = at_[:, 0], at_[:, 1].astype(bool)
+    freed = np.fromiter((e is not None for e in end_), bool, H)
+    ends = np.array([e if e is not None else (0, 1) for e in end_], np.int64).reshape(H, 2)
+    f_op, f_fin = ends[:, 0], ends[:, 1].astype(bool)
     t_take = np.where(a_fin, finish[a_op], start[a_op])
     t_free = np.where(f_fin, finish[f_op], start[f_op])
     t_free = np.where(freed, np.maximum(t_free, t_take), end_time)
     u = MemoryUsage({}, {}, {}, {}, {}, {})
+    by_dev = np.argsort(dev, kind="stable")          # each device's holds, once
+    bounds = np.searchsorted(dev[by_dev], np.arange(len(names) + 1))
     for d, (pts_t, pts_l) in occupancy(dev, nb, t_take, t_free).items():
         name = names[d]
         k = int(np.argmax(pts_l))
@@ -813,7 +948,8 @@ def memory_usage(g: OpGraph, start, finish, topo, cfg, check=True) -> MemoryUsag
         u.end_bytes[name] = int(pts_l[pts_t < end_time][-1]) if (pts_t < end_time).any() else 0
         u.timeline[name] = [[int(a), int(b)] for a, b in zip(pts_t, pts_l) if a < end_time]
         at = int(pts_t[k])
-        live = np.flatnonzero((dev == d) & (t_take <= at) & (t_free > at) & (nb > 0))
+        mine = by_dev[bounds[d]:bounds[d + 1]]
+        live = mine[(t_take[mine] <= at) & (t_free[mine] > at) & (nb[mine] > 0)]
         live = live[np.argsort(-nb[live], kind="stable")][:5]
         u.live_at_peak[name] = [(g.holds[h][4] or f"hold {h}", int(nb[h])) for h in live]
         if check and peak > cap[d]:
@@ -870,6 +1006,56 @@ def memory_rows(memory):
     return rows
 
 
+class OpTable(Sequence):
+    """The ops of a run, as a sequence of dicts (name, kind, node, dst, size, start, finish;
+    a roofline op also flops, bytes and isolated_cycles) made when asked for: the columns
+    are the graph's and the run's arrays (`start`, `finish`), not a dict per op."""
+
+    def __init__(self, graph, start, finish, isolated):
+        self.n = len(graph)
+        self.names, self.kind, self.node, self.dst, self.size, self.work = (
+            graph.names, graph.kind, graph.node, graph.dst, graph.size, graph.work)
+        self.start, self.finish, self.isolated = start, finish, isolated
+
+    def __len__(self):
+        return self.n
+
+    def _op(self, i, start, finish):
+        name = self.names[i]
+        op = dict(name=name if name is not None else f"op{i}", kind=self.kind[i],
+                  node=self.node[i], dst=self.dst[i], size=self.size[i], start=start,
+                  finish=finish)
+        w = self.work[i]
+        if w is not None:
+            op["flops"], op["bytes"] = w[:2]
+            op["isolated_cycles"] = int(self.isolated[i])
+        return op
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("op index out of range")
+        return self._op(i, int(self.start[i]), int(self.finish[i]))
+
+    def __iter__(self):
+        for i, a, b in zip(range(self.n), self.start.tolist(), self.finish.tolist()):
+            yield self._op(i, a, b)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+
+def op_times(ops):
+    """(start, finish) arrays of a run's ops (a GraphResult's `ops`)."""
+    if isinstance(ops, OpTable):
+        return ops.start, ops.finish
+    return (np.array([op["start"] for op in ops], np.int64),
+            np.array([op["finish"] for op in ops], np.int64))
+
+
 MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
               "flow": "flow (messages as flows sharing links max-min fairly, plus their "
                       "zero-load latency)"}
@@ -879,7 +1065,7 @@ MODEL_TEXT = {"flit": "flit (routers, VCs and credits, cycle by cycle)",
 class GraphResult:
     """What an op-graph run measured. `to_dict()` is what `pysim run --json` writes."""
     makespan_cycles: int
-    ops: list                       # per op: name, kind, node, dst, size, start, finish
+    ops: Sequence                   # per op: name, kind, node, dst, size, start, finish
     packets: int
     avg_packet_latency: float
     flit_hops: int
@@ -896,6 +1082,7 @@ class GraphResult:
     memory: dict = field(default_factory=dict)       # set when the graph holds memory
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
+    profile: dict = field(default_factory=dict)      # where the wall time went, and sizes
     op_graph: object = field(default=None, repr=False, compare=False)  # (graph, topology):
                                                      # what ran (not in to_dict)
 
@@ -904,6 +1091,7 @@ class GraphResult:
         d = dict(self.__dict__)
         d.pop("op_graph", None)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
+        d["ops"] = list(d["ops"])
         if not d["memory"]:
             del d["memory"]
         return json_safe(d)
@@ -911,6 +1099,11 @@ class GraphResult:
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
         busy = {}
+        if isinstance(self.ops, OpTable):
+            t = self.ops
+            for i in np.flatnonzero(np.fromiter(map("compute".__eq__, t.kind), bool, t.n)):
+                busy[t.node[i]] = busy.get(t.node[i], 0) + int(t.finish[i] - t.start[i])
+            return busy
         for op in self.ops:
             if op["kind"] == "compute":
                 busy[op["node"]] = busy.get(op["node"], 0) + op["finish"] - op["start"]
@@ -1010,9 +1203,22 @@ class GraphResult:
         rows += memory_rows(self.memory)
         rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                           f"wall"),
+                 ("wall time", self._profile_line()),
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def _profile_line(self):
+        p = self.profile
+        if not p:
+            return "not measured"
+        return (f"network {p['network_seconds']:.2f} s, compile {p['compile_seconds']:.2f} s "
+                f"({p['graph_ops']:,} ops into {p['engine_ops']:,} engine ops), engine set-up "
+                f"{p['engine_setup_seconds']:.2f} s, engine {p['engine_seconds']:.2f} s "
+                + (f"({p['events']:,} events, {p['solver_seconds']:.2f} s of it in the max-min "
+                   f"solver)" if "events" in p else
+                   f"({p['event_cycles']:,} cycles stepped)")
+                + f", results {p['results_seconds']:.2f} s")
 
     def _link_line(self):
         used = [l for l in self.links if l["flits"]]
@@ -1024,6 +1230,8 @@ class GraphResult:
                 f"over the {len(used)} of {len(self.links)} channels used (whole run)")
 
     def _count(self):
+        if isinstance(self.ops, OpTable):
+            return dict(Counter(self.ops.kind[:self.ops.n]))
         c = {}
         for op in self.ops:
             c[op["kind"]] = c.get(op["kind"], 0) + 1
@@ -1031,12 +1239,14 @@ class GraphResult:
 
 
 @register("graph", traces=True)
+@quiet_gc
 def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`, a
     topology built already, with cfg's router parameters); progress(cycle, None) is called
     about ten times a second (see pysim.simulate). With check_memory, a device whose memory
     held at once passes its capacity is an error (else it is reported)."""
     t0 = time.perf_counter()
+    t0_cpu = time.process_time()
     if graph is None:
         if cfg.workload.file is None:
             raise ConfigError("workload.kind = 'graph' needs workload.file (an op-graph file)")
@@ -1044,8 +1254,14 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         if not os.path.isabs(path):
             path = os.path.join(cfg.base_dir, path)
         graph = load_graph(path)
+    t_load = time.perf_counter()
+    t_load_cpu = time.process_time()
     network = compile_network(cfg, topo)
+    t_net = time.perf_counter()
+    t_net_cpu = time.process_time()
     arrays, span = compile_graph(graph, network.topo, cfg)
+    t_compile = time.perf_counter()
+    t_compile_cpu = time.process_time()
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
@@ -1055,28 +1271,23 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     eng = new_engine(network.arrays)
     set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
     t_run = time.perf_counter()
+    t_run_cpu = time.process_time()
     st = eng.run(cfg.workload.max_cycles, stop="all",
                  progress=None if progress is None else (lambda now: progress(now, None)))
     run_s = time.perf_counter() - t_run
+    run_cpu = time.process_time() - t_run_cpu
     check_status(st, network, eng)
     pstart, pfinish = eng.op_times()
-    start = np.array([pstart[a] for a, _ in span], np.int64)
-    finish = np.array([pfinish[b] for _, b in span], np.int64)
+    span = np.asarray(span, np.int64)
+    start = pstart[span[:, 0]].astype(np.int64)
+    finish = pfinish[span[:, 1]].astype(np.int64)
     if st != "done":
         unfinished = [graph.label(i) for i in np.flatnonzero(finish < 0)[:5]]
         raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles}: the graph did not "
                           f"finish (unfinished: {', '.join(unfinished)})")
     usage = memory_usage(graph, start, finish, network.topo, cfg, check=check_memory)
     names = network.topo.node_names
-    ops = []
-    for i in range(len(graph)):
-        op = dict(name=graph.label(i), kind=graph.kind[i], node=graph.node[i],
-                  dst=graph.dst[i], size=graph.size[i], start=int(start[i]),
-                  finish=int(finish[i]))
-        if graph.work[i] is not None:
-            op["flops"], op["bytes"] = graph.work[i][:2]
-            op["isolated_cycles"] = int(arrays["isolated"][i])
-        ops.append(op)
+    ops = OpTable(graph, start, finish, arrays["isolated"])
     c = eng.counters()
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
@@ -1085,6 +1296,20 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                         eng.vc_flits() if model != "flow" else None)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
+    memory = memory_report(graph, usage, network.topo, cfg)
+    t_end = time.perf_counter()
+    t_end_cpu = time.process_time()
+    profile = dict(load_seconds=t_load - t0, network_seconds=t_net - t_load,
+                   compile_seconds=t_compile - t_net, engine_setup_seconds=t_run - t_compile,
+                   engine_seconds=run_s, results_seconds=t_end - t_run - run_s,
+                   graph_ops=len(graph), engine_ops=int(arrays["kind"].size),
+                   event_cycles=int(c["now"] - c["cycles_skipped"]),
+                   cpu=dict(load=t_load_cpu - t0_cpu, network=t_net_cpu - t_load_cpu,
+                            compile=t_compile_cpu - t_net_cpu,
+                            engine_setup=t_run_cpu - t_compile_cpu, engine=run_cpu,
+                            results=t_end_cpu - t_run_cpu - run_cpu))
+    if model == "flow":                  # the flow level's events and its solver's share
+        profile.update(events=int(c["flow_events"]), solver_seconds=float(c["solver_seconds"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),
@@ -1093,8 +1318,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(core.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory_report(graph, usage, network.topo, cfg),
-        op_graph=(graph, network.topo))
+        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo))
 
 
 # The configuration keys this module reads (pysim.schema).

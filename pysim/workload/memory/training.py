@@ -6,7 +6,7 @@ import bisect
 import math
 
 from pysim.models import optimizer_bytes, precision_bytes
-from pysim.workload.graph import compute_params
+from pysim.workload.graph import compute_params, quiet_gc
 from pysim.workload.memory.apply import NpuWork, apply
 from pysim.workload.memory.expand import Skeleton
 from pysim.workload.memory.placement import placement
@@ -169,6 +169,7 @@ def training_work(cfg, topo, g, plan):
     return work
 
 
+@quiet_gc
 def apply_training(cfg, topo, g, plan):
     """Add the configured memory plan (workload.memory) to a training iteration's graph: every
     NPU's stashes, transients and resident state held in its HBM, and the plan's transfers,

@@ -10,7 +10,8 @@ from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
 from pysim.workload import estimate
 from pysim.workload.astra import astra_graph
-from pysim.workload.graph import OpGraph, engine_params
+from pysim.workload.opcount import check_training as check_engine_ops
+from pysim.workload.graph import OpGraph, engine_params, quiet_gc
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -480,6 +481,7 @@ class _Ns:
         self.__dict__.update(kw)
 
 
+@quiet_gc
 def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
     (graph, plan)."""
@@ -500,6 +502,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
     b.plan.layout = lay
+    check_engine_ops(b, len(g))          # refused at once past the op limit
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)

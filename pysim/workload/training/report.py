@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.workload.graph import GraphResult, memory_rows
+from pysim.workload.graph import GraphResult, memory_rows, op_times
 
 
 def _union(iv):
@@ -120,8 +120,7 @@ def training_report(graph, plan, res, cfg):
     """The last iteration's breakdown: its cycles, compute and communication on the busiest
     NPU, per layer and per NPU (see docs/training.md)."""
     clock = cfg.network.clock_ghz
-    start = np.array([op["start"] for op in res.ops], np.int64)
-    finish = np.array([op["finish"] for op in res.ops], np.int64)
+    start, finish = op_times(res.ops)
     lo, hi = plan.iterations[-1]
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0

@@ -1,0 +1,315 @@
+"""An op graph compiled into csim's arrays, as array work (numpy), not op by op.
+
+`compile_graph(g, topo, cfg)` (re-exported by pysim.workload.graph, which documents the
+semantics) expands each op of `g` into a fixed number of csim primitives -- one for most
+kinds, two for a roofline compute op (it and its memory companion), three for a reduction
+on the NPU -- so the primitives of every op are laid out by a cumulative sum of those counts
+and filled kind by kind with vectorised arithmetic; the dependencies become one array of
+(from, to) edges, deduplicated and sorted into the successor lists (CSR) csim takes. A graph
+with memory ops (mem_write, mem_read) is expanded op by op instead (pysim.workload.graph).
+
+The primitives come out in the order the ops are taken (id order, or a topological order
+where `depend` made an op wait for a later one), each op's in a fixed order, exactly as an op
+by op expansion would make them.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from pysim.schema import MAX_INT
+
+# the kinds of an OpGraph's ops, as codes (a compute op given flops/bytes is ROOFLINE)
+OP_CODES = {"compute": 0, "send": 1, "delay": 2, "memory": 3, "engine": 4, "reduce_npu": 5,
+            "reduce_offload": 6, "acquire": 7, "release": 8, "mem_write": 9, "mem_read": 10,
+            "take_units": 12, "free_units": 13}
+ROOFLINE = 11
+# primitives per op of each code (memory ops are expanded op by op: pysim.workload.graph)
+_COUNT = np.array([1, 1, 1, 1, 1, 3, 1, 1, 1, 0, 0, 2, 1, 1], np.int64)
+NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
+
+
+def graph_columns(g):
+    """The columns of g's ops as arrays: (codes, node ids, destination ids, sizes, the
+    dependency lists flattened, their lengths), node ids as in `index`; -1 for no node."""
+    n = len(g)
+    code = np.fromiter(map(OP_CODES.__getitem__, g.kind), np.int8, n)
+    if n:
+        rl = np.flatnonzero(code == 0)
+        if len(rl):
+            work = g.work
+            code[rl[np.fromiter((work[i] is not None for i in rl.tolist()), bool,
+                                len(rl))]] = ROOFLINE
+    lens = np.fromiter(map(len, g.after), np.int64, n)
+    flat = np.fromiter(itertools.chain.from_iterable(g.after), np.int64, int(lens.sum()))
+    return code, lens, flat
+
+
+def _ids(names, index):
+    """Node ids of names (-1: not a node name, None included)."""
+    get = index.get
+    try:
+        return np.fromiter(map(get, names, itertools.repeat(-1)), np.int64, len(names))
+    except TypeError:                     # an unhashable name: looked up one by one
+        return np.fromiter((get(x, -1) if isinstance(x, str) else -1 for x in names),
+                           np.int64, len(names))
+
+
+def _ceil_v(b, bpc):
+    """Vectorised pysim.workload.graph._ceil: cycles to move b at bpc per cycle (b, bpc
+    arrays); returns (cycles, the index of the first that passes MAX_INT or -1)."""
+    b = np.asarray(b, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        c = b / bpc - 1e-9
+    c = np.where(b == 0, 0.0, c)
+    bad = ~(c <= MAX_INT)
+    first = int(np.argmax(bad)) if bad.any() else -1
+    c = np.where(bad, 0.0, c)
+    return np.ceil(c).astype(np.int64), first
+
+
+def compile_arrays(g, topo, cfg, h):
+    """The body of compile_graph: `h` is pysim.workload.graph, whose per-op helpers (the
+    node check, _ceil, the parameter tables, GraphError, check_holds, _check_expansion,
+    topological_order, MAX_OPS) raise the errors, so that they are exactly its messages."""
+    GraphError = h.GraphError
+    index = {name: i for i, name in enumerate(topo.node_names)}
+    nkind = np.array([NODE_KIND[k] for k in topo.node_kinds], np.int8)
+    node_id = h._node_checker(g, topo, index)
+    if len(g) == 0:
+        raise GraphError("the op graph is empty")
+    cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
+    eparams = h.engine_params(topo, cfg)
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    ends = h.endpoint_arrays(cfg, topo, {i: (h.npu_spec(cfg, topo, i).name,
+                                             cparams[i][1] * 1e9 * clock)
+                                         for i, k in enumerate(topo.node_kinds) if k == "npu"})
+    flow = cfg is not None and cfg.network.model == "flow"
+    KINDS, MAX_SLICES = h.KINDS, h.MAX_SLICES
+    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
+
+    n = len(g)
+    code, lens, flat = graph_columns(g)
+    nid = _ids(g.node, index)
+    did = _ids(g.dst, index)
+    size = np.fromiter(g.size, np.int64, n)
+    order = (np.asarray(h.topological_order(g), np.int64) if g._forward
+             else np.arange(n, dtype=np.int64))
+
+    # ---- validity, per op: the first bad op (in the order taken) raises its own error
+    N = len(topo.node_names)
+    flops_pc = np.zeros(N)
+    bytes_pc = np.ones(N)
+    for i, (f, b) in cparams.items():
+        flops_pc[i], bytes_pc[i] = f, b
+    e_off = np.ones(N)
+    e_red = np.ones(N)
+    for i, v in eparams.items():
+        e_off[i], e_red[i] = v[0], v[2] * ends["reduce_fraction"][i]
+    kn = np.where(nid >= 0, nkind[np.maximum(nid, 0)], -1)
+    kd = np.where(did >= 0, nkind[np.maximum(did, 0)], -1)
+    npu_host = (kn == 0) | (kn == 2)
+    npu_only = kn == 0
+    any_end = (kn >= 0) & (kn != 3)
+    ok = np.ones(n, bool)
+    for c in (0, 3, ROOFLINE):
+        ok &= (code != c) | npu_host
+    for c in (4, 5, 6, 12, 13):
+        ok &= (code != c) | npu_only
+    for c in (7, 8):
+        ok &= (code != c) | any_end
+    ok &= (code != 1) | (any_end & (kd >= 0) & (kd != 3) & (nid != did))
+    memop = (code == 9) | (code == 10)
+    ok &= ~memop | (npu_host & ((kd == 1) | (kd == 2)) & (nid != did))
+
+    # roofline: compute and memory cycles, slices
+    rl = np.flatnonzero(code == ROOFLINE)
+    C = H = S = np.zeros(0, np.int64)
+    if len(rl):
+        work = [g.work[i] for i in rl.tolist()]
+        fl = np.array([w[0] for w in work], np.float64)
+        by = np.array([w[1] for w in work], np.float64)
+        pk = np.array([np.nan if w[2] is None else w[2] for w in work], np.float64)
+        rn = np.maximum(nid[rl], 0)
+        fpc = np.where(np.isnan(pk), flops_pc[rn], pk / (clock * 1e9))
+        C, bad_c = _ceil_v(fl, fpc)
+        H, bad_h = _ceil_v(by, bytes_pc[rn])
+        for bad in (bad_c, bad_h):
+            if bad >= 0:
+                ok[rl[bad]] = False
+        S = np.maximum(1, -(-np.maximum(C, H) // slice_cycles))
+        ok[rl[S > MAX_SLICES]] = False
+
+    # the engine ops the graph expands into, counted before any is built (past the limit,
+    # the op-by-op count names the op that expands most and the key that sets it)
+    mem_sizes = size[memop]
+    expand = int(np.count_nonzero(~memop)) + len(rl) + 2 * int(np.count_nonzero(code == 5))
+    if len(rl):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slices = np.ceil(np.minimum(np.nan_to_num(np.maximum(fl / fpc, by / bytes_pc[rn]),
+                                                      nan=0.0), 1e30) / slice_cycles)
+        expand += int(np.where(slices <= MAX_SLICES, 0, slices - 2).sum())
+    expand += int((3 * np.maximum(1, -(-mem_sizes // piece))).sum()) + \
+        int(np.count_nonzero(code == 10))
+    if expand > h.MAX_OPS:
+        h._check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
+
+    # simple kinds' cycles (validity of the rate: the error names it)
+    cyc = np.zeros(n, np.int64)
+    red_mem = np.zeros(0, np.int64)
+    for c, rate in ((3, bytes_pc), (4, e_off), (6, e_off)):
+        ids = np.flatnonzero(code == c)
+        if len(ids):
+            cyc[ids], bad = _ceil_v(size[ids], rate[np.maximum(nid[ids], 0)])
+            if bad >= 0:
+                ok[ids[bad]] = False
+    rn_ids = np.flatnonzero(code == 5)
+    if len(rn_ids):
+        r = np.maximum(nid[rn_ids], 0)
+        red_mem, bad1 = _ceil_v(4 * size[rn_ids], bytes_pc[r])
+        cyc[rn_ids], bad2 = _ceil_v(size[rn_ids], e_red[r])
+        for bad in (bad1, bad2):
+            if bad >= 0:
+                ok[rn_ids[bad]] = False
+
+    if not ok.all() or memop.any():
+        # the op-by-op checks of the first bad op raise its error; memory ops are checked
+        # (and expanded) one by one below
+        bad_pos = np.flatnonzero(~ok[order])
+        if len(bad_pos):
+            _raise_for(g, int(order[bad_pos[0]]), h, node_id, cparams, eparams, clock,
+                       slice_cycles)
+
+    # ---- layout: primitives per op, in the order taken
+    cnt = _COUNT[code]
+    mem_ids = np.flatnonzero(memop)
+    pieces_of = {}
+    for i in mem_ids.tolist():
+        total = int(size[i])
+        np_ = max(1, -(-total // piece))
+        pieces_of[i] = np_
+        cnt[i] = 3 * np_ if code[i] == 9 else (1 + 3 * np_ if total else 3)
+    first = np.empty(n, np.int64)
+    first[order] = np.concatenate([[0], np.cumsum(cnt[order])[:-1]]) if n else []
+    P = int(cnt.sum())
+    last = first + cnt - 1
+    last[code == ROOFLINE] -= 1      # (its memory companion is started by it)
+    last[code == 10] = -1            # set below
+    kind = np.full(P, KINDS["compute"], np.int8)
+    unit = np.zeros(P, np.int8)
+    pnode = np.full(P, -1, np.int32)
+    pdst = np.full(P, -1, np.int32)
+    psize = np.zeros(P, np.int64)
+    src_e, dst_e = [], []            # internal edges (from, to)
+
+    def put(ids, k, node_, dst_, size_, u, off=0):
+        at = first[ids] + off
+        kind[at] = KINDS[k]
+        unit[at] = u
+        pnode[at] = node_
+        pdst[at] = dst_
+        psize[at] = size_
+
+    for c, k, u in ((0, "compute", 0), (3, "compute", h.COMM_MEM_UNIT), (4, "compute", 2),
+                    (6, "compute", 2), (2, "delay", 0), (7, "acquire", h.GATE_UNIT),
+                    (8, "release", h.GATE_UNIT), (1, "send", 0),
+                    (12, "take_units", h.HELD_UNIT), (13, "free_units", h.HELD_UNIT)):
+        ids = np.flatnonzero(code == c)
+        if not len(ids):
+            continue
+        nd = -1 if c == 2 else nid[ids]
+        ds = did[ids] if c == 1 else -1
+        sz = size[ids] if c in (0, 2, 7, 8, 1, 12, 13) else cyc[ids]
+        put(ids, k, nd, ds, sz, u)
+    isolated = np.full(n, -1, np.int64)
+    companions = np.zeros(0, np.int64)
+    if len(rl):
+        put(rl, "roofline", nid[rl], S, C, 0)
+        put(rl, "roofline_mem", nid[rl], -1, H, 1, off=1)
+        isolated[rl] = np.maximum(C, H)
+        companions = first[rl] + 1
+    if len(rn_ids):
+        # on the units the collective holds, through communication's memory share
+        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, h.COMM_MEM_UNIT)
+        put(rn_ids, "compute", nid[rn_ids], -1, cyc[rn_ids], h.HELD_UNIT, off=1)
+        put(rn_ids, "delay", -1, -1, 0, 0, off=2)
+        src_e += [first[rn_ids], first[rn_ids] + 1]
+        dst_e += [first[rn_ids] + 2, first[rn_ids] + 2]
+
+    h.check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
+
+    # ---- dependencies: an op's dependencies finish before its first primitive starts
+    # (a reduction on the NPU: before both its parts)
+    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    dep_last = last[flat]
+    src_e.append(dep_last)
+    dst_e.append(first[owner])
+    two = code[owner] == 5
+    if two.any():
+        src_e.append(dep_last[two])
+        dst_e.append(first[owner[two]] + 1)
+    src = np.concatenate(src_e) if src_e else np.zeros(0, np.int64)
+    dst = np.concatenate(dst_e) if dst_e else np.zeros(0, np.int64)
+    key = np.sort(dst * P + src)                # by (to, from), deduplicated
+    if key.size:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    dst, src = key // P, key % P
+    deps_n = np.bincount(dst, minlength=P).astype(np.int32)
+    deps_n[companions] = 1                  # started by their roofline op, never by deps
+    succ = (np.sort(src * P + dst) % P).astype(np.int32)      # by (from, to)
+    succ_ptr = np.zeros(P + 1, np.int64)
+    succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
+    arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,
+                  succ_ptr=succ_ptr, succ=succ, isolated=isolated, sms=ends["sms"],
+                  comm_hbm=ends["comm_hbm"])
+    span = np.stack([first, last], axis=1)
+    return arrays, span
+
+
+def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
+    """Raise the error op i's own checks raise (its nodes, its rates, its slices)."""
+    GraphError = h.GraphError
+    k = g.kind[i]
+    if k == "compute":
+        n = node_id(g.node[i], i, "node", ("npu", "host"))
+        if g.work[i] is None:
+            return
+        flops_pc, bytes_pc = cparams[n]
+        flops, nbytes, peak = g.work[i]
+        if peak is not None:
+            flops_pc = peak / (clock * 1e9)
+        C = h._ceil(flops, flops_pc)
+        H = h._ceil(nbytes, bytes_pc)
+        S = max(1, -(-max(C, H) // slice_cycles))
+        if S > h.MAX_SLICES:
+            raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
+                             f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
+                             f"{slice_cycles}; expected at most {h.MAX_SLICES:,} (raise "
+                             f"workload.slice_cycles)")
+    elif k == "reduce_npu":
+        n = node_id(g.node[i], i, "node", ("npu",))
+        h._ceil(4 * g.size[i], cparams[n][1])
+        h._ceil(g.size[i], eparams[n][2])        # (before the share of the held units)
+    elif k in ("take_units", "free_units"):
+        node_id(g.node[i], i, "node", ("npu",))
+    elif k == "reduce_offload":
+        n = node_id(g.node[i], i, "node", ("npu",))
+        h._ceil(g.size[i], eparams[n][0])
+    elif k in ("memory", "engine"):
+        n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
+        h._ceil(g.size[i], cparams[n][1] if k == "memory" else eparams[n][0])
+    elif k in ("acquire", "release"):
+        node_id(g.node[i], i, "node")
+    elif k == "send":
+        a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
+        if a == b:
+            raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
+    elif k in ("mem_write", "mem_read"):
+        a = node_id(g.node[i], i, "npu", ("npu", "host"))
+        m = node_id(g.dst[i], i, "mem", ("mem", "host"))
+        if a == m:
+            raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
+                             f"memory is a compute op with bytes, not a {k}")
