@@ -13,3 +13,7 @@ class ModelError(ConfigError):
 
 class PysimWarning(UserWarning):
     """Something runs, but perhaps not as meant: the message says what is assumed."""
+
+
+class GraphError(ConfigError):
+    """An op graph is malformed: unknown node, cycle of dependencies, bad size, ..."""

@@ -13,6 +13,7 @@ kind and imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable
 
 import numpy as np
@@ -131,3 +132,19 @@ declare(
         "'collective' or 'training' iterations (the registered workload kinds).", None,
         lambda: sorted(WORKLOADS)),
 )
+
+
+def last_of(fn):
+    """fn(topo, cfg), remembered for the last (topo, cfg) it was asked for (the same
+    objects): callers ask once per node of a run, and each answer walks every node. The
+    answer is read-only."""
+    last = [None, None, None]
+
+    def cached(topo, cfg):
+        if last[0] is not topo or last[1] is not cfg:
+            last[:] = [topo, cfg, MappingProxyType(fn(topo, cfg))]
+        return last[2]
+    cached.__doc__ = fn.__doc__
+    cached.__name__ = fn.__name__
+    return cached
+

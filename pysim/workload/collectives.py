@@ -30,7 +30,8 @@ from pysim.workload import graph as graph_module
 from pysim.workload import nccl
 from pysim.workload.base import register
 from pysim.workload.endpoint import held_units, streams as comm_streams
-from pysim.workload.graph import GraphError, OpGraph, engine_params, op_times, run_graph
+from pysim.workload.graph import GraphError, OpGraph, engine_params, run_graph
+from pysim.workload.result import op_times
 
 OFFLOAD_PIECES_IN_SRAM = 16   # default: the offload engine streams pieces of SRAM / this
 BULK = True                   # gather ops in bulk where _Bulk applies (False: one by one)

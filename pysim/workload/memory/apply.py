@@ -5,7 +5,7 @@ import math  # noqa: F401
 from dataclasses import dataclass
 
 from pysim.errors import ConfigError
-from pysim.workload.graph import capacities
+from pysim.workload.holds import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
 from pysim.workload.memory.expand import _Queues, expand
 from pysim.workload.memory.placement import placement, split

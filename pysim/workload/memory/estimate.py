@@ -12,7 +12,8 @@ from pysim.config import from_dict
 from pysim.engine import GraphArrays, new_engine, set_graph
 from pysim.network import compile_network
 from pysim.topology import build
-from pysim.workload.graph import KINDS, occupancy
+from pysim.workload.graph import KINDS
+from pysim.workload.holds import occupancy
 from pysim.workload.memory.expand import Skeleton, _Queues, expand
 from pysim.workload.memory.plan import Budget, Plan
 

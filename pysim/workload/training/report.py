@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.workload.graph import GraphResult, memory_rows, op_times
+from pysim.workload.holds import memory_rows
+from pysim.workload.result import GraphResult, op_times
 
 
 def _union(iv):
