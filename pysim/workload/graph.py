@@ -461,24 +461,7 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
     times, follows the run: `memory_usage`).
     Returns the arrays and, per op of `g`, its (first, last) primitive op."""
     index = {name: i for i, name in enumerate(topo.node_names)}
-
-    def node_id(name, i, what, kinds=None):
-        if not isinstance(name, str):
-            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: expected a node name (a "
-                             f"string)")
-        if name not in index:
-            known = ", ".join(topo.node_names[:8]) + (" ..." if topo.n_nodes > 8 else "")
-            raise GraphError(f"op {g.label(i)}: {what} = {name!r}: no node of that name "
-                             f"(nodes: {known})")
-        n = index[name]
-        kind = topo.node_kinds[n]
-        if kind == "switch":
-            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a switch, which has no "
-                             f"compute unit or NIC")
-        if kinds and kind not in kinds:
-            raise GraphError(f"op {g.label(i)}: {what} = {name!r} is a {kind} node; expected "
-                             f"{' or '.join(kinds)}")
-        return n
+    node_id = _node_checker(g, topo, index)
 
     if len(g) == 0:
         raise GraphError("the op graph is empty")
