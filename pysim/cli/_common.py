@@ -105,15 +105,22 @@ class Ticker:
         self.shown = 0.0
         self.width = 0
 
-    def __call__(self, now, last):
+    def show(self, text, now=False):
+        """Redraw the line with text(seconds since the start), unless it was drawn less than
+        a second ago (`now`: draw it anyway)."""
         t = time.perf_counter() - self.t0
-        if t - self.shown < 1.0:
+        if t - self.shown < 1.0 and not now:
             return
         self.shown = t
-        text = f"cycle {now:,}" + (f" of at most {last:,}" if last else "") + f", {t:.0f} s"
-        sys.stderr.write("\r" + text.ljust(self.width))
+        line = text(t)
+        sys.stderr.write("\r" + line.ljust(self.width))
         sys.stderr.flush()
-        self.width = len(text)
+        self.width = len(line)
+
+    def __call__(self, now, last):
+        """Simulated cycles so far (of at most `last`)."""
+        self.show(lambda t: f"cycle {now:,}" + (f" of at most {last:,}" if last else "") +
+                  f", {t:.0f} s")
 
     def clear(self):
         if self.width:

@@ -2,15 +2,14 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import keep_json, keep_text, main, overrides, refuse_overwrite, write_output
+from pysim.cli._common import (Ticker, keep_json, keep_text, main, overrides, refuse_overwrite,
+                               write_output)
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -107,25 +106,14 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         sys.exit(1)
 
 
-class _Progress:
-    """Jobs finished over all policies, on the terminal (stderr), at most once a second."""
+class _Progress(Ticker):
+    """Jobs finished over all policies, on the terminal (stderr), at most once a second (the
+    first and the last count always)."""
 
     def __init__(self):
-        self.t0 = time.perf_counter()
+        super().__init__()
         self.shown = -1.0
-        self.width = 0
 
     def __call__(self, done, total):
-        t = time.perf_counter() - self.t0
-        if t - self.shown < 1.0 and done < total:
-            return
-        self.shown = t
-        text = f"jobs {done} of {total} (over all policies), {t:.0f} s"
-        sys.stderr.write("\r" + text.ljust(self.width))
-        sys.stderr.flush()
-        self.width = len(text)
-
-    def clear(self):
-        if self.width:
-            sys.stderr.write("\r" + " " * self.width + "\r")
-            sys.stderr.flush()
+        self.show(lambda t: f"jobs {done} of {total} (over all policies), {t:.0f} s",
+                  now=done >= total)
