@@ -648,7 +648,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
     elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, min(p, 64))
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
