@@ -11,6 +11,7 @@ from pysim.config import ConfigError
 from pysim.sim import simulate
 from pysim.topology import build as build_topology
 from pysim.workload import nccl
+from pysim.workload.collectives import collective_graph
 
 
 def cfg_for(system, nbytes, algo, proto, collective="all_reduce", **over):
@@ -113,3 +114,37 @@ def test_what_nccl_does_not_run_is_refused_naming_the_key(system, over, words):
         simulate(cfg)
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("algo,proto,nbytes,want", [
+    ("ring", "LL", 1024, 1),                  # 1 KiB < 512 threads x 8 B x 8 ranks: one
+    ("ring", "LL", 1 << 16, 2),               # 64 KiB / 32 KiB
+    ("ring", "LL", 1 << 20, 24),              # 32 would fit: NCCL's 24
+    ("ring", "LL128", 1 << 16, 13),           # ceil(64 KiB / (640 x 8 B))
+    ("ring", "Simple", 1 << 19, 16),          # 512 KiB / (512 x 64 B)
+    ("tree", "Simple", 1 << 30, 24),
+    ("nvls", "Simple", 1024, 16),             # NVLink SHARP: all of its 16 at any size
+])
+def test_channels_by_size_follow_ncclss_rule(algo, proto, nbytes, want):
+    """NCCL (src/enqueue.cc) drops a channel while bytes < channels x threads x threshold."""
+    assert nccl.run_channels("all_reduce", nbytes, algo, proto, 8) == want
+
+
+def test_an_npu_run_collective_holds_an_sm_per_channel_and_moves_as_fast():
+    """workload.engine = 'npu': the collective holds as many SMs as NCCL runs channels, and
+    its bus bandwidth is the one without an endpoint model (an NCCL kernel's channels are its
+    SMs); workload.comm_sms caps the channels, as NCCL's CTA limit does."""
+    base = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple")).to_dict()
+    npu = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple",
+                           **{"workload.engine": "npu"})).to_dict()
+    assert npu["nccl_channels"] == base["nccl_channels"] == nccl.NCCL_CHANNELS
+    assert npu["busbw_gbps"] == pytest.approx(base["busbw_gbps"], rel=1e-3)
+    few = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple",
+                           **{"workload.engine": "npu", "workload.comm_sms": 8})).to_dict()
+    assert few["nccl_channels"] == 8
+    for over, want in (({}, nccl.NCCL_CHANNELS), ({"workload.comm_sms": 8}, 8)):
+        cfg = cfg_for("dgx-a100", 1 << 26, "ring", "Simple", **{"workload.engine": "npu"},
+                      **over)
+        g, _ = collective_graph(cfg, build_topology(cfg))
+        held = {g.size[i] for i, k in enumerate(g.kind) if k == "take_units"}
+        assert held == {want}

@@ -735,6 +735,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             prev = state.get((key, n), ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
+    if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
+        ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
+        units = {n: ch for n, k in units.items() if k}
     if units:                          # the units held from the start to the end
         for n in order:
             if units.get(n):
@@ -973,8 +976,11 @@ def nccl_args(cfg, topo, chosen=None):
     w = cfg.workload
     if w.algorithm != "nccl":
         return {}
+    # channels at most: workload.nccl_channels, else the SMs an NPU-run collective may hold
+    # (workload.comm_sms, when set), else NCCL's default
+    most = w.nccl_channels or (getattr(w, "comm_sms", None) if w.engine == "npu" else None)
     settings = dict(algorithm=w.nccl_algorithm, protocol=w.nccl_protocol,
-                    channels=w.nccl_channels, chosen=chosen)
+                    channels=most or 0, chosen=chosen)
     return dict(machine=getattr(topo, "cluster", None), nccl_settings=settings)
 
 

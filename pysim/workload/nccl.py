@@ -261,21 +261,31 @@ def ops_bound(collective, p, channels, nodes=1):
     return c * max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
 
 
+def plan(collective, nbytes, settings, machine, order):
+    """(Machine, algorithm, protocol, channels) NCCL runs the collective of nbytes over the
+    ranks `order` with: the pair its model picks (or the one set), on at most
+    settings['channels'] (workload.nccl_channels, or the SMs an NPU-run collective may hold)
+    or NCCL's default channels, fewer for small sizes."""
+    if machine is None:
+        raise ConfigError("workload.algorithm = 'nccl' needs a cluster (topology.kind = "
+                          "'cluster'): its ranks are the GPUs of DGX-like nodes")
+    m = Machine(machine, order)
+    p = len(order)
+    most = settings.get("channels") or NCCL_CHANNELS
+    algo, proto = choose(collective, nbytes, m, p, most, settings.get("algorithm", "auto"),
+                         settings.get("protocol", "auto"))
+    return m, algo, proto, run_channels(collective, nbytes, algo, proto, p,
+                                        settings.get("channels"))
+
+
 def build(b, collective, settings, machine):
     """Add the collective to the builder b's graph (collectives._Builder: its graph, ranks
     b.order, bytes b.N, per rank index what it waits for b.start; sets b.node_last)."""
     if collective not in SUPPORTED:
         raise ConfigError(f"workload.algorithm = 'nccl' does {', '.join(sorted(SUPPORTED))}, "
                           f"not {collective!r}")
-    if machine is None:
-        raise ConfigError("workload.algorithm = 'nccl' needs a cluster (topology.kind = "
-                          "'cluster'): its ranks are the GPUs of DGX-like nodes")
-    m = Machine(machine, b.order)
+    m, algo, proto, channels = plan(collective, b.N, settings, machine, b.order)
     p = b.p
-    most = settings.get("channels") or NCCL_CHANNELS
-    algo, proto = choose(collective, b.N, m, p, most, settings.get("algorithm", "auto"),
-                         settings.get("protocol", "auto"))
-    channels = run_channels(collective, b.N, algo, proto, p, settings.get("channels"))
     g = b.g
     cyc = m.clock * 1e3                               # cycles per microsecond
     base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
