@@ -567,7 +567,7 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
                 bpc, lat, _ = mem[m]
                 m_unit = 0                    # the memory node's controller
             else:
-                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
+                bpc, lat, m_unit = cparams[m][1], 0, transfer.UNIT   # the host's DRAM
             total = g.size[i]
             if k == "mem_write":
                 stored[m] = stored.get(m, 0) + total
@@ -606,6 +606,7 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
                   deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
     arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
+    arrays["memory_bpc"] = [cparams[n][1] if n in cparams else 0.0 for n in range(topo.n_nodes)]
     return arrays, span
 
 
@@ -798,6 +799,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
                                                 "comm_hbm")},
+                      share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
+                             if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
