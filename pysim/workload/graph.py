@@ -45,6 +45,7 @@ from pysim.network import compile_network
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
+from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
 from pysim.workload.base import check_status, link_report, register
@@ -502,6 +503,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
                                                 "comm_hbm")},
+                      share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
+                             if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
