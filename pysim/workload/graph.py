@@ -49,7 +49,7 @@ from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.topology import ns_to_cycles
 from pysim.workload import compile as _compile
-from pysim.workload.base import check_status, last_of, link_report, register
+from pysim.workload.base import OP_GRAPH_KEYS, check_status, last_of, link_report, register
 from pysim.workload.holds import capacities, check_holds, memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
 from pysim.workload.endpoint import endpoint_arrays
@@ -770,7 +770,7 @@ def memory_params(topo, cfg):
     return out
 
 
-@register("graph", traces=True)
+@register("graph", traces=True, reads=("workload.file",) + OP_GRAPH_KEYS)
 @quiet_gc
 def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`, a
