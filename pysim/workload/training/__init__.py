@@ -57,6 +57,7 @@ from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
                                             load_model)
 from pysim.workload.training.pipeline import SCHEDULES
+from pysim.workload.notes import slow_group_path
 from pysim.workload.training.reads import check_model_keys
 from pysim.workload import chakra
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
@@ -102,6 +103,9 @@ def run_training(cfg, progress=None):
     if applied is not None:
         training_memory_report(res, applied)
     report = training_report(graph, plan, res, cfg)
+    slow = slow_group_path(res.links, cfg, topo)
+    if slow:
+        res.notes.append(slow)
     report["build_seconds"] = built
     out = TrainingResult(**{k: v for k, v in res.__dict__.items()}, training=report)
     out.wall_seconds = time.perf_counter() - t0
