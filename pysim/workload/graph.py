@@ -484,6 +484,9 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     held at once passes its capacity is an error (else it is reported)."""
     t0 = time.perf_counter()
     t0_cpu = time.process_time()
+    if graph is not None and not isinstance(graph, OpGraph):
+        raise TypeError(f"run_graph(graph): expected an OpGraph or None (workload.file), not "
+                        f"{type(graph).__name__}")
     if graph is None:
         if cfg.workload.file is None:
             raise ConfigError("workload.kind = 'graph' needs workload.file (an op-graph file)")
