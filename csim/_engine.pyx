@@ -38,6 +38,10 @@ if (_limits.OP_UNHOLD, _limits.OP_ROOF_MEM, _limits.OP_HOLD, _limits.N_UNITS) !=
         (OP_UNHOLD, OP_ROOF_MEM, OP_HOLD, N_UNITS):
     raise ImportError("csim.limits' op kinds or unit count differ from those csim._engine was "
                       "compiled with: rebuild the extension")
+if _limits.VC_ARBITERS != {"round_robin": VA_ROUND_ROBIN, "own_index": VA_OWN_INDEX} or \
+        _limits.SW_ARBITERS != {"outputs": SA_OUTPUTS, "vcs": SA_VCS}:
+    raise ImportError("csim.limits' arbiters differ from those csim._engine was compiled "
+                      "with: rebuild the extension")
 STATUS = {ST_UNTIL: "until", ST_DONE: "done", ST_DEADLOCK: "deadlock",
           ST_BACKLOG: "backlog", ST_NOMEM: "nomem", ST_PROTOCOL: "protocol"}
 STOP = {"none": STOP_NONE, "measured": STOP_MEASURED, "all": STOP_ALL}
@@ -52,8 +56,8 @@ cdef class Engine:
     watchdog_cycles, max_packets, and per channel ch_src, ch_dst, ch_kind, ch_lat_cycles,
     ch_num, ch_den (flit serialisation as integer credit earned per cycle / cost per flit),
     ch_group, ch_order (VC classes, see _router.route), ch_out_idx (a channel's index among
-    its router's outputs: the switch allocator's round-robin order over them), va_own_index and
-    sa_by_vc (the allocators' input arbiters, see _router), node_pos (None, or per node its
+    its router's outputs: the switch allocator's round-robin order over them), va_arbiter and
+    sa_arbiter (the allocators' input arbiters, VA_* and SA_* of _types.pxd), node_pos (None, or per node its
     position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
     _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection

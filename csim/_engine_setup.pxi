@@ -78,8 +78,11 @@ cdef _setup_network(Engine self, dict net):
     s.sa_delay = int(net["sw_alloc_delay"])
     s.st_delay = int(net["st_delay"])
     s.wait_tail = 1 if net["wait_for_tail_credit"] else 0
-    s.va_own_index = 1 if net["va_own_index"] else 0
-    s.sa_by_vc = 1 if net["sa_by_vc"] else 0
+    s.va_arbiter = int(net["va_arbiter"])
+    s.sa_arbiter = int(net["sa_arbiter"])
+    if s.va_arbiter not in (VA_ROUND_ROBIN, VA_OWN_INDEX) or \
+            s.sa_arbiter not in (SA_OUTPUTS, SA_VCS):
+        raise ValueError("va_arbiter / sa_arbiter: no such arbiter (see csim.limits)")
     inj_delay = int(net["injection_delay"])
     if inj_delay < 0:
         raise ValueError("injection_delay must be >= 0")

@@ -126,10 +126,10 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
                     continue
                 # (the allocator's input arbiter as a constant: each call site compiles to
                 # its own copy, without the other's work)
-                if not s.sa_by_vc:
-                    if unlikely(sw_allocate(s, r, 0) != 0):
+                if s.sa_arbiter == SA_OUTPUTS:
+                    if unlikely(sw_allocate(s, r, SA_OUTPUTS) != 0):
                         return ST_NOMEM
-                elif unlikely(sw_allocate(s, r, 1) != 0):
+                elif unlikely(sw_allocate(s, r, SA_VCS) != 0):
                     return ST_NOMEM
         if unlikely(s.buf_overflow or s.bad_front or s.bad_eject or s.bad_class):
             return ST_PROTOCOL
