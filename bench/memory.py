@@ -542,11 +542,17 @@ def main():
         print(msg, flush=True)
 
     from provenance import provenance
-    out = dict(fidelity=fid, **provenance(), studies={})
+    studies = {}
+    if a.study != "all" and os.path.exists(a.out):
+        with open(a.out) as f:      # one study rerun: the others' rows are kept
+            studies = json.load(f).get("studies", {})
+    out = dict(fidelity=fid, **provenance(), studies=studies)
     for name, fn in STUDIES.items():
         if a.study in (name, "all"):
             t = time.perf_counter()
-            out["studies"][name] = dict(rows=fn(log), wall_seconds=time.perf_counter() - t)
+            rows = fn(log)
+            out["studies"][name] = dict(provenance(), rows=rows,
+                                        wall_seconds=time.perf_counter() - t)
             log(f"{name}: {out['studies'][name]['wall_seconds']:.1f} s wall ({fid})")
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_average_at_end"] = list(os.getloadavg())
