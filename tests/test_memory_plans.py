@@ -91,6 +91,9 @@ def test_policies_follow_their_rules():
     comp = decide({"policy": "offload+compression"}, costs, Budget(
         capacity=10**9, out_bpc=10.0, in_bpc=10.0, ratio={"norm": 2.0}))
     assert comp.ratio == [15.0, 2.0] * 4 + [15.0]
+    named = decide({"policy": "compression"}, costs, Budget(
+        capacity=10**9, ratio={"norm": 2.0, "l3": 7.0, "l4": 9.0}))   # a name wins
+    assert named.ratio == [15.0, 2.0, 15.0, 7.0, 9.0, 2.0, 15.0, 2.0, 15.0]
     assert decide({"policy": "compression"}, costs, b).action == [KEEP] * 9
 
 
@@ -329,6 +332,13 @@ def test_bad_input_is_refused_clearly():
         check_fields(system(policy="offload", swapin_ahead=2))
     with pytest.raises(ConfigError, match="unknown policy 'vdnn'"):
         system(policy="vdnn")
+    # a compression ratio for a layer the model does not have, with did-you-mean
+    with pytest.raises(ConfigError, match=r"workload.memory.ratio.l3x: neither a layer kind "
+                                          r"nor a layer of the model \(did you mean 'l3'"):
+        run_plan(system(policy="compression", ratio={"l3x": 4.0}), table(4, 1 << 20, 1000))
+    with pytest.raises(ConfigError, match=r"workload.memory.ratio.conv = 0.5: expected a "
+                                          r"number >= 1"):
+        system(policy="compression", ratio={"conv": 0.5})
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
                                     "--set", "workload.memory.polcy=offload"])
     assert res.exit_code == 1 and "did you mean 'policy'" in res.output
