@@ -1,7 +1,8 @@
 """Memory-virtualisation studies (not tests): the reproductions of docs/memory.md, each at
 its paper's setting where the paper gives it (and with the assumptions stated where not).
 
-    python bench/memory.py [--study mcdla|mcdla_conv|mcdla_dynamic|vdnn|karma|comet|lms|all]
+    python bench/memory.py [--study mcdla|mcdla_conv|mcdla_dynamic|mcdla_sens|vdnn|karma|comet|
+                            lms|all]
                            [--out bench/results/memory.json] [--tables JSON]
 
 - mcdla: MC-DLA (Kwon and Rhu, MICRO 2018): eight applications, data parallel on 8 V100-like
@@ -9,6 +10,9 @@ its paper's setting where the paper gives it (and with the assumptions stated wh
          _dynamic: vDNN's dynamic choice), on DC-DLA (host memory over PCIe at an effective
          DMA rate of 12 GB/s, two GPUs per switch), HC-DLA and MC-DLA (memory nodes of
          150 GB/s and 1.28 TB each on the device-side rings: 150 GB/s per device);
+- mcdla_sens: what moves MC-DLA's speed-up: DC-DLA's PCIe rate (12 or 16 GB/s) and sharing
+         (two GPUs per switch or a link each), and the batch (less over-subscribed), under
+         vDNN's dynamic policy on VGG-16 and ResNet-50;
 - vdnn:  vDNN (Rhu et al., MICRO 2016): VGG-16 (batch 256), AlexNet and GoogLeNet (128) on a
          Titan-X-like NPU (12 GB, 6.1 TFLOPS fp32, 336 GB/s) behind PCIe (12 GB/s), its
          three policies against an NPU with memory enough;
@@ -291,6 +295,53 @@ def study_mcdla(log, layers="all", apps=None):
     return rows
 
 
+def pcie_dedicated(gbps):
+    """An edit: every GPU's PCIe link at gbps and each switch's uplink at twice that, the
+    hosts' NICs and DRAM wide enough, so that each GPU has its gbps to host memory
+    whatever its neighbour does."""
+    def edit(raw):
+        for link in raw["topology"]["links"]:
+            ends = (link["a"], link["b"])
+            if any("pcie" in e for e in ends):
+                link["gbps"] = 2 * gbps if any(e.startswith("cpu") for e in ends) else gbps
+        for nd in raw["topology"]["nodes"]:
+            if nd.get("kind") == "host":
+                nd.update(dram_gbps=200.0, injection_gbps=200.0, ejection_gbps=200.0)
+    return edit
+
+
+# what moves MC-DLA's speed-up over DC-DLA: DC-DLA's PCIe (its rate, its sharing) and the
+# over-subscription (the per-NPU batch), on two applications under vDNN's dynamic policy
+MCDLA_SENS_APPS = [("vgg16", {}, 256), ("resnet50", {}, 224)]
+MCDLA_SENS_CASES = [
+    ("DC-DLA, PCIe 12 GB/s, two GPUs per switch", "dgx1-v100", pcie_at(PCIE_DMA_GBPS), 1.0),
+    ("DC-DLA, PCIe 16 GB/s (nominal), two GPUs per switch", "dgx1-v100", pcie_at(16.0), 1.0),
+    ("DC-DLA, PCIe 12 GB/s per GPU, dedicated", "dgx1-v100", pcie_dedicated(PCIE_DMA_GBPS),
+     1.0),
+    ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0), 1.0),
+    ("DC-DLA, PCIe 12 GB/s, two GPUs per switch", "dgx1-v100", pcie_at(PCIE_DMA_GBPS), 0.75),
+    ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0), 0.75),
+]
+
+
+def study_mcdla_sens(log):
+    """MC-DLA's speed-up as its causes vary: DC-DLA's PCIe rate and sharing, and the batch
+    (three quarters of the study's: less over-subscribed), vDNN's dynamic policy."""
+    rows = []
+    for name, params, per_npu in MCDLA_SENS_APPS:
+        for label, system, edit, scale in MCDLA_SENS_CASES:
+            per = int(per_npu * scale)
+            r = run_training(training(system, name, params, 8 * per, "offload", edit=edit,
+                                      **{"workload.memory.layers": "dynamic"}))
+            rows.append(dict(model=name, per_npu=per, case=label, run=r))
+            log(f"mcdla_sens: {name} {per}/NPU {label}: "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s, "
+                f"{(r.get('chosen') or {}).get('layers')}, "
+                f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
+                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
+    return rows
+
+
 def study_mcdla_conv(log):
     return study_mcdla(log, "conv")
 
@@ -470,7 +521,7 @@ def study_comet(log):
 
 
 STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv,
-           "mcdla_dynamic": study_mcdla_dynamic, "vdnn": study_vdnn, "lms": study_lms,
+           "mcdla_dynamic": study_mcdla_dynamic, "mcdla_sens": study_mcdla_sens, "vdnn": study_vdnn, "lms": study_lms,
            "karma": study_karma, "comet": study_comet}
 
 
@@ -503,6 +554,23 @@ def tables(out):
         if sps:
             lines.append(f"| **mean** | | | | | **{np.mean(sps):.2f}x** (geometric "
                          f"{np.exp(np.mean(np.log(sps))):.2f}x) | | | | |")
+        lines.append("")
+    if "mcdla_sens" in st:
+        lines += ["study mcdla_sens", "", "| application | per NPU | system | iteration (s) | "
+                  "policy chosen | offloaded per NPU (GB) | MC-DLA over it |",
+                  "|---|---|---|---|---|---|---|"]
+        rows = st["mcdla_sens"]["rows"]
+        for r in rows:
+            mc = next((x for x in rows if x["model"] == r["model"] and
+                       x["per_npu"] == r["per_npu"] and x["case"] == "MC-DLA"), None)
+            v = r["run"]
+            sp = (mc["run"]["iteration_seconds"] and v["iteration_seconds"] /
+                  mc["run"]["iteration_seconds"]) if mc and v.get("fits") and \
+                mc["run"].get("fits") else nan
+            lines.append(f"| {r['model']} | {r['per_npu']} | {r['case']} | "
+                         f"{v.get('iteration_seconds', nan):.2f} | "
+                         f"{(v.get('chosen') or {}).get('layers')} | "
+                         f"{v.get('offloaded_gb_per_npu', nan):.1f} | {sp:.2f}x |")
         lines.append("")
     if "vdnn" in st:
         lines += ["study vdnn", "", "| network | batch | oracle (s) | all | conv | dynamic | "

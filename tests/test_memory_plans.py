@@ -412,3 +412,27 @@ def test_vdnn_dynamic_offloads_the_least_that_fits():
     tight = Budget(capacity=3 << 20, fraction=1.0, out_bpc=10.0, in_bpc=10.0)
     p = decide({"policy": "offload", "layers": "dynamic"}, costs, tight)
     assert p.chosen["layers"] == "all"
+
+
+@pytest.mark.parametrize("prefetch", [1, 0])
+@pytest.mark.parametrize("seed", range(3))
+def test_offload_peak_of_a_chain_is_the_closed_form(seed, prefetch):
+    """vDNN offload of every stash over links so fast that a transfer ends within the op it
+    overlaps: a stash S_j is held from its forward op's start until the next layer's forward
+    is done (its swap-out overlaps it), and again from the start of the backward pass of
+    layer j + prefetch_layers until its own backward is done. So the peak is the largest of
+    S_j + S_(j-1) + out_j over the forward ops and S_j + [prefetch] S_(j-1) + grad_j over
+    the backward ops (the last layer keeps its stash, which changes nothing here)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 12))
+    S = [int(x) for x in rng.integers(1 << 20, 5 << 20, n)]
+    out = [int(x) for x in rng.integers(1, 3 << 20, n)]
+    grad = [int(x) for x in rng.integers(1, 3 << 20, n)]
+    costs = table(n, S, rng.integers(2000, 5000, n), out=out, grad=grad)
+    r, applied, _, _ = run_plan(system(fast=True, policy="offload", prefetch_layers=prefetch),
+                                costs)
+    assert applied.plans["npu"].counts()["swap"] == n - 1
+    prev = [0] + S[:-1]
+    oracle = max(max(S[j] + prev[j] + out[j], S[j] + prefetch * prev[j] + grad[j])
+                 for j in range(n))
+    assert r.memory["devices"]["npu"]["peak_bytes"] == oracle
