@@ -262,7 +262,7 @@ MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100", pcie_at(PCIE_DMA_GBPS)), ("HC-DLA", "hc
                  ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0))]
 
 
-def study_mcdla(log, layers="all", apps=None):
+def study_mcdla(log, layers="all", apps=None, systems=MCDLA_SYSTEMS):
     """MC-DLA against DC-DLA and HC-DLA: per application the iteration time on each, with
     vDNN's policy `layers` (all, conv, dynamic), and every tensor kept in an HBM large
     enough (on MC-DLA's network) as the bound."""
@@ -271,7 +271,7 @@ def study_mcdla(log, layers="all", apps=None):
         batch = 8 * per_npu
         row = dict(model=name, params=params, batch=batch, per_npu=per_npu, layers=layers,
                    runs={})
-        for label, system, edit in MCDLA_SYSTEMS:
+        for label, system, edit in systems:
             r = run_training(training(system, name, params, batch, "offload", edit=edit,
                                       **{"workload.memory.layers": layers}))
             row["runs"][label] = r
@@ -340,6 +340,13 @@ def study_mcdla_sens(log):
                 f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
                 f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
     return rows
+
+
+def study_mcdla_pcie16(log):
+    """vDNN's dynamic policy with DC-DLA's PCIe at its nominal 16 GB/s (two GPUs per
+    switch), the rate the paper states, against MC-DLA."""
+    return study_mcdla(log, "dynamic", systems=[
+        ("DC-DLA", "dgx1-v100", pcie_at(16.0)), MCDLA_SYSTEMS[2]])
 
 
 def study_mcdla_conv(log):
@@ -521,7 +528,8 @@ def study_comet(log):
 
 
 STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv,
-           "mcdla_dynamic": study_mcdla_dynamic, "mcdla_sens": study_mcdla_sens, "vdnn": study_vdnn, "lms": study_lms,
+           "mcdla_dynamic": study_mcdla_dynamic, "mcdla_sens": study_mcdla_sens,
+           "mcdla_pcie16": study_mcdla_pcie16, "vdnn": study_vdnn, "lms": study_lms,
            "karma": study_karma, "comet": study_comet}
 
 
@@ -530,7 +538,7 @@ def tables(out):
     lines = []
     st = out["studies"]
     nan = float("nan")
-    for key in ("mcdla", "mcdla_conv", "mcdla_dynamic"):
+    for key in ("mcdla", "mcdla_conv", "mcdla_dynamic", "mcdla_pcie16"):
         if key not in st:
             continue
         lines += [f"study {key}", "",
@@ -546,10 +554,13 @@ def tables(out):
             if "MC-DLA" in sp:
                 sps.append(sp["MC-DLA"])
             ch = (runs["DC-DLA"].get("chosen") or {}).get("layers", r["layers"])
-            lines.append(f"| {r['model']} | {r['per_npu']} | {t['DC-DLA']} | {t['HC-DLA']} | "
-                         f"{t['MC-DLA']} | {sp.get('MC-DLA', nan):.2f}x | "
-                         f"{sp.get('HC-DLA', nan):.2f}x | "
-                         f"{runs['MC-DLA'].get('offloaded_gb_per_npu', nan):.1f} | {ch} | "
+
+            def x(v, f="{:.2f}x"):
+                return "-" if v is None or v != v else f.format(v)
+            lines.append(f"| {r['model']} | {r['per_npu']} | {t['DC-DLA']} | "
+                         f"{t.get('HC-DLA', '-')} | {t['MC-DLA']} | {x(sp.get('MC-DLA'))} | "
+                         f"{x(sp.get('HC-DLA'))} | "
+                         f"{x(runs['MC-DLA'].get('offloaded_gb_per_npu'), '{:.1f}')} | {ch} | "
                          f"{(r.get('ideal') or {}).get('iteration_seconds', nan):.2f} |")
         if sps:
             lines.append(f"| **mean** | | | | | **{np.mean(sps):.2f}x** (geometric "
