@@ -19,6 +19,7 @@ from pysim.workload import GraphError, OpGraph, run_graph
 from pysim.workload.memory import (KEEP, RECOMPUTE, SWAP, Budget, LayerCost, NpuWork,
                                    GraphSink, apply, chain, check_fields, decide, estimate,
                                    placement)
+from pysim.workload.memory.placement import shared
 
 
 def table(n, stash, fwd, bwd=None, kind="conv", out=0, grad=0):
@@ -297,6 +298,25 @@ def test_placement_on_the_shipped_systems():
     with pytest.raises(ConfigError, match="no remote memory reachable from gpu0 \\(no memory "
                                           "node in dgx1-v100"):
         placement(build(cfg), cfg, "gpu0", "mem")
+
+
+def test_planned_bandwidth_is_the_fair_share_when_every_npu_moves_bytes():
+    """With every NPU offloading at once, each plans with its max-min fair share: on the
+    DGX-1 two GPUs share their PCIe switch's 16 GB/s uplink (8 each); on HC-DLA four GPUs
+    share their socket's DRAM (100 GB/s: 25 each, under their 75 GB/s of NVLink); on MC-DLA
+    each memory node's controller (100 GB/s) serves the two NPUs beside it (50 each from
+    each of two: 100); an NPU alone keeps its whole path."""
+    for name, npu, alone, fair in (("dgx1-v100", "gpu6", 16.0, 8.0),
+                                   ("hcdla-8", "npu5", 75.0, 25.0),
+                                   ("mcdla-8", "npu0", 150.0, 100.0)):
+        cfg = load(os.path.join(TOPOLOGIES, f"{name}.toml"))
+        topo = build(cfg)
+        npus = [n for n, k in zip(topo.node_names, topo.node_kinds) if k == "npu"]
+        every = shared(topo, {n: placement(topo, cfg, n, "auto") for n in npus})
+        assert every[npu].out_bpc == pytest.approx(fair), name
+        assert every[npu].in_bpc == pytest.approx(fair), name
+        one = shared(topo, {npu: placement(topo, cfg, npu, "auto")})
+        assert one[npu].out_bpc == pytest.approx(alone), name
 
 
 def test_bad_input_is_refused_clearly():

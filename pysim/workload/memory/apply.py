@@ -8,7 +8,7 @@ from pysim.errors import ConfigError
 from pysim.workload.holds import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
 from pysim.workload.memory.expand import _Queues, expand
-from pysim.workload.memory.placement import placement, split
+from pysim.workload.memory.placement import placement, shared, split
 from pysim.workload.memory.plan import Budget
 from pysim.workload.memory.registry import (POLICIES, check_fields, check_ratio_names,
                                              params_from, parse_policy)
@@ -139,7 +139,8 @@ def apply(cfg, topo, g, work: dict) -> Applied:
         check_ratio_names(cfg.workload.memory.ratio, (c.name for w in work.values()
                                                       for c in w.costs))
     needs_remote = name in ("offload", "lms", "karma")
-    placements = {npu: placement(topo, cfg, npu) if needs_remote else None for npu in work}
+    placements = shared(topo, {npu: placement(topo, cfg, npu) if needs_remote else None
+                               for npu in work})
     sink = GraphSink(g, placements)
     plans, budgets, seen = {}, {}, {}
     ws = int(round(cfg.workload.memory.workspace_mb * 2**20))
