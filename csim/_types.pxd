@@ -26,6 +26,14 @@ cdef enum:
     EV_CREDIT = -1
     EV_TAIL_CREDIT = -2
 
+# the allocators' input arbiters, by name in csim.limits (VC_ARBITERS, SW_ARBITERS)
+cdef enum:
+    VA_ROUND_ROBIN = 0   # VC allocation: a head asks from its input VC's round-robin pointer
+    VA_OWN_INDEX = 1     #   (BookSim's), or from its input VC's own index
+cdef enum:
+    SA_OUTPUTS = 0       # switch allocation: an input port's arbiter turns over the router's
+    SA_VCS = 1           #   outputs (BookSim's), or over its VCs
+
 # generation modes and processes
 cdef enum:
     GEN_NONE = 0
@@ -40,10 +48,12 @@ cdef enum:
     OP_RELEASE = 6           # frees a gate
     OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
     OP_UNHOLD = 8            # ... and gives them back
-    N_UNITS = 6              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+    N_UNITS = 7              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
                              # 3 a gate (a queue that orders work: see _dag.pxd),
                              # 4 the compute units held by NPU-run collectives,
-                             # 5 communication's share of the memory (HBM)
+                             # 5 communication's share of the memory (HBM),
+                             # 6 memory transfers' share of it (DMA to and from memory nodes)
+    XFER_UNIT = 6
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -188,10 +198,8 @@ cdef struct State:
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
     int32_t routing_delay, va_delay, sa_delay, st_delay
     int32_t wait_tail
-    int32_t va_own_index     # VC allocation: a head asks from its own index (else from its
-                             #   input VC's round-robin pointer, BookSim's)
-    int32_t sa_by_vc         # switch allocation: an input port's arbiter turns over its VCs
-                             #   (else over the router's outputs, BookSim's)
+    int32_t va_arbiter       # VC allocation's input arbiter: VA_ROUND_ROBIN, VA_OWN_INDEX
+    int32_t sa_arbiter       # switch allocation's input arbiter: SA_OUTPUTS, SA_VCS
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi
@@ -326,6 +334,9 @@ cdef struct State:
     int32_t* sm_total        # per node: compute units (SMs; 0: not modelled)
     int32_t* sm_held         # per node: units held by active NPU-run collectives
     double* comm_cap         # per node: communication's memory budget, a fraction of HBM
+    double* op_share         # per op: what a transfer's route carries, a fraction of its
+                             # node's memory bandwidth (unit 6's ops; see _dag.pxd)
+    double* xfer_dem         # per node: op_share summed over unit 6's running and queued ops
     cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n

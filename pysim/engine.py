@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from csim.limits import SW_ARBITERS as SA_CODES, VC_ARBITERS as VA_CODES
 from csim.limits import (MAX_PACKET_FLITS, MAX_VCS, N_UNITS, OP_ACQUIRE, OP_COMPUTE,  # noqa: F401
                          OP_DELAY, OP_HOLD, OP_RELEASE, OP_ROOF, OP_ROOF_MEM, OP_SEND, OP_UNHOLD)
 
@@ -218,8 +219,10 @@ class NetworkArrays(Inputs):
         Field("ch_rev", np.int32, ("C",), "random ties: per channel, the first of the group "
               "leaving its router the other way (-1: none)", optional=True),
         Field("tie_seed", int, (), "seed of the random ties"),
-        Field("va_own_index", bool, (), "VC allocation's input arbiter (see VC_ARBITERS)"),
-        Field("sa_by_vc", bool, (), "switch allocation's input arbiter (see SW_ARBITERS)"),
+        Field("va_arbiter", int, (), "VC allocation's input arbiter, a code of "
+              "csim.limits.VC_ARBITERS (VC_ARBITERS here picks it by name)"),
+        Field("sa_arbiter", int, (), "switch allocation's input arbiter, a code of "
+              "csim.limits.SW_ARBITERS (SW_ARBITERS here picks it by name)"),
         Field("rt", np.int32, ("n*n",), "per (node, destination): the output channel (the "
               "first lane of a group), -1 for none; at an endpoint's own row, its ejection"),
         Field("ep_node", np.int32, ("E",), "per endpoint: its node"),
@@ -294,7 +297,8 @@ class GraphArrays(Inputs):
               "succ[succ_ptr[i]:succ_ptr[i + 1]]"),
         Field("succ", np.int32, ("S",), "CSR: successor op ids"),
         Field("unit", np.int8, ("N",), "per op: the unit of its node it occupies (0 compute, "
-              "1 memory, 2 collectives engine, 3 a gate); None: all 0", optional=True),
+              "1 memory, 2 collectives engine, 3 a gate, 4 held compute units, 5 "
+              "communication's memory, 6 memory transfers'); None: all 0", optional=True),
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
@@ -303,6 +307,8 @@ class GraphArrays(Inputs):
               "pysim.workload.endpoint); None: all 0", optional=True),
         Field("comm_hbm", np.float64, ("M",), "per node: communication's memory budget as a "
               "fraction of its memory bandwidth, in (0, 1]; None: all 1", optional=True),
+        Field("share", np.float64, ("N",), "per op: what a memory transfer's op (unit 6) can "
+              "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
     )
 
     def sizes(self):
@@ -346,6 +352,9 @@ class GraphArrays(Inputs):
             self.fail("sms", "a negative count of compute units")
         if hbm is not None and ((hbm <= 0) | (hbm > 1)).any():
             self.fail("comm_hbm", "expected fractions in (0, 1]")
+        share = self["share"]
+        if share is not None and not ((share > 0) & (share <= 1)).all():
+            self.fail("share", "expected fractions in (0, 1]")
         if sms is not None and hbm is not None and sms.size != hbm.size:
             self.fail("comm_hbm", "expected one entry per node, as sms")
         if n_nodes is not None:
@@ -413,7 +422,7 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
     engine.set_graph(g["kind"], g["node"], g["dst"], g["size"], g["deps"], g["succ_ptr"],
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
-                     comm_hbm=g["comm_hbm"])
+                     comm_hbm=g["comm_hbm"], share=g["share"])
 
 
 # ------------------------------------------------------------------ allocators by name
@@ -430,17 +439,19 @@ class Arbiter:
 VC_ARBITERS = {a.name: a for a in (
     Arbiter("round_robin", "BookSim's separable input-first allocator: a waiting head asks "
             "for the first free output VC of its class at or after its input VC's round-robin "
-            "pointer, which moves past each VC it is granted", {"va_own_index": False}),
+            "pointer, which moves past each VC it is granted",
+            {"va_arbiter": VA_CODES["round_robin"]}),
     Arbiter("own_index", "a head asks first for the output VC at its input VC's own index, "
             "so heads in different input VCs ask for different output VCs first (fewer "
-            "conflicts)", {"va_own_index": True}),
+            "conflicts)", {"va_arbiter": VA_CODES["own_index"]}),
 )}
 
 SW_ARBITERS = {a.name: a for a in (
     Arbiter("outputs", "BookSim's separable input-first allocator: per output asked for, the "
             "ready VC nearest after the port's VC pointer, and among those outputs the one "
-            "nearest after its output pointer", {"sa_by_vc": False}),
-    Arbiter("vcs", "the ready VC nearest after the port's VC pointer", {"sa_by_vc": True}),
+            "nearest after its output pointer", {"sa_arbiter": SA_CODES["outputs"]}),
+    Arbiter("vcs", "the ready VC nearest after the port's VC pointer",
+            {"sa_arbiter": SA_CODES["vcs"]}),
 )}
 
 

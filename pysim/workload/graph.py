@@ -46,9 +46,11 @@ from pysim import theory
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
+from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
-from pysim.workload.base import check_status, link_report, register
+from pysim.workload import notes, runtime
+from pysim.workload.base import OP_GRAPH_KEYS, check_status, link_report, register
 from pysim.workload.holds import memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
 
@@ -503,7 +505,7 @@ def resolve_latencies(graph, network, cfg, arrays, span):
     arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
 
 
-@register("graph", traces=True)
+@register("graph", traces=True, reads=("workload.file",) + OP_GRAPH_KEYS)
 @quiet_gc
 def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`, a
@@ -512,6 +514,9 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     held at once passes its capacity is an error (else it is reported)."""
     t0 = time.perf_counter()
     t0_cpu = time.process_time()
+    if graph is not None and not isinstance(graph, OpGraph):
+        raise TypeError(f"run_graph(graph): expected an OpGraph or None (workload.file), not "
+                        f"{type(graph).__name__}")
     if graph is None:
         if cfg.workload.file is None:
             raise ConfigError("workload.kind = 'graph' needs workload.file (an op-graph file)")
@@ -532,14 +537,21 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
                                                 "comm_hbm")},
+                      share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
+                             if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
     set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
+    meter = None
+    if progress is not None:             # (said before the run: how long it will take)
+        est = runtime.estimate(network, arrays, cfg) if hasattr(progress, "estimate") else None
+        if est is not None:
+            progress.estimate(est)
+        meter = runtime.Meter(progress, eng, est)
     t_run = time.perf_counter()
     t_run_cpu = time.process_time()
-    st = eng.run(cfg.workload.max_cycles, stop="all",
-                 progress=None if progress is None else (lambda now: progress(now, None)))
+    st = eng.run(cfg.workload.max_cycles, stop="all", progress=meter)
     run_s = time.perf_counter() - t_run
     run_cpu = time.process_time() - t_run_cpu
     check_status(st, network, eng)
@@ -558,8 +570,10 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
-    links = link_report(network, cfg, eng.channel_flits(), makespan,
+    flits = eng.channel_flits()
+    links = link_report(network, cfg, flits, makespan,
                         eng.vc_flits() if model != "flow" else None)
+    nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
     memory = memory_report(graph, usage, network.topo, cfg)
@@ -584,7 +598,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(core.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo))
+        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo),
+        notes=[nic] if nic else [])
 
 
 # The configuration keys this module reads (pysim.schema).

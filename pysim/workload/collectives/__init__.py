@@ -22,7 +22,7 @@ from __future__ import annotations
 from pysim.errors import ConfigError
 from pysim.schema import NONNEG, POS, Key, declare
 from pysim.topology import build as build_topology
-from pysim.workload.base import register
+from pysim.workload.base import COLLECTIVE_KEYS, OP_GRAPH_KEYS, register
 from pysim.workload.endpoint import held_units, streams as comm_streams  # noqa: F401
 from pysim.workload.graph import engine_params, run_graph
 from pysim.workload.result import op_times
@@ -112,8 +112,11 @@ def nccl_args(cfg, topo, chosen=None):
     w = cfg.workload
     if w.algorithm != "nccl":
         return {}
+    # channels at most: workload.nccl_channels, else the SMs an NPU-run collective may hold
+    # (workload.comm_sms, when set), else NCCL's default
+    most = w.nccl_channels or (getattr(w, "comm_sms", None) if w.engine == "npu" else None)
     settings = dict(algorithm=w.nccl_algorithm, protocol=w.nccl_protocol,
-                    channels=w.nccl_channels, chosen=chosen)
+                    channels=most or 0, chosen=chosen)
     return dict(machine=getattr(topo, "cluster", None), nccl_settings=settings)
 
 
@@ -144,7 +147,8 @@ def endpoint_report(graph, result, order, clock_ghz):
     return rows
 
 
-@register("collective", traces=True)
+@register("collective", traces=True,
+          reads=("workload.collective", "workload.bytes") + COLLECTIVE_KEYS + OP_GRAPH_KEYS)
 def run_collective(cfg, progress=None):
     """Expand workload.* into an op graph, run it, and report collective time and bandwidth,
     and per NPU its HBM traffic per network byte."""

@@ -75,7 +75,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
     elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, min(p, 64))
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -170,6 +170,9 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             prev = state.get((key, n), ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
+    if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
+        ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
+        units = {n: ch for n, k in units.items() if k}
     if units:                          # the units held from the start to the end
         took = [n for n in order if units.get(n)]
         first = g.add_ops(["take_units"] * len(took), took, [None] * len(took),

@@ -8,14 +8,21 @@ from pysim.errors import ConfigError
 from pysim.workload.holds import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
 from pysim.workload.memory.expand import _Queues, expand
-from pysim.workload.memory.placement import placement, split
+from pysim.workload.memory.placement import placement, shared, split
 from pysim.workload.memory.plan import Budget
-from pysim.workload.memory.registry import POLICIES, check_fields, params_from, parse_policy
+from pysim.workload.memory.registry import (POLICIES, check_fields, check_ratio_names,
+                                             params_from, parse_policy)
 
 
 def decide(cfg_or_params, costs, budget):
     """The plan of the configured policy (a Config or a dict of workload.memory fields) for
     one NPU's layers."""
+    if not isinstance(budget, Budget):
+        raise TypeError(f"decide(budget): expected a Budget (pysim.workload.memory.plan), not "
+                        f"{type(budget).__name__}")
+    if not isinstance(cfg_or_params, dict) and not hasattr(cfg_or_params, "workload"):
+        raise TypeError(f"decide(cfg_or_params): expected a Config or a dict of "
+                        f"workload.memory fields, not {type(cfg_or_params).__name__}")
     params = cfg_or_params if isinstance(cfg_or_params, dict) else params_from(cfg_or_params)
     name, compress = parse_policy(params.get("policy", "none"))
     if name != "none" or compress:
@@ -134,8 +141,12 @@ def apply(cfg, topo, g, work: dict) -> Applied:
     op graph g. work: {npu name: NpuWork}."""
     check_fields(cfg)
     name, compress = parse_policy(cfg.workload.memory.policy)
+    if compress:
+        check_ratio_names(cfg.workload.memory.ratio, (c.name for w in work.values()
+                                                      for c in w.costs))
     needs_remote = name in ("offload", "lms", "karma")
-    placements = {npu: placement(topo, cfg, npu) if needs_remote else None for npu in work}
+    placements = shared(topo, {npu: placement(topo, cfg, npu) if needs_remote else None
+                               for npu in work})
     sink = GraphSink(g, placements)
     plans, budgets, seen = {}, {}, {}
     ws = int(round(cfg.workload.memory.workspace_mb * 2**20))
