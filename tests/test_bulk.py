@@ -7,7 +7,6 @@ import pytest
 
 import refcompile
 from conftest import make_cfg
-from pysim.errors import ConfigError
 from pysim.topology import build
 from pysim.workload import OpGraph
 from pysim.workload import collectives as coll
@@ -224,43 +223,6 @@ def test_bulk_ops_are_checked():
     assert len(g) == 1
     assert g.add_ops(["send", "delay"], ["a", None], ["b", None], [5, 0], [[0], [1]]) == 1
     assert g.after == [[], [0], [1]] and g.kind == ["compute", "send", "delay"]
-
-
-@pytest.mark.parametrize("parallel", PLANS + [dict(tp=2, pp=2, dp=4, micro_batches=2)])
-@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling"])
-@pytest.mark.parametrize("engine", [None, "npu"])
-def test_the_count_before_building_bounds_the_graph(parallel, algorithm, engine):
-    """The engine ops of a training graph counted from the plan (pysim.workload.opcount)
-    are those the built graph compiles into, or up to a tenth more (a collective's half
-    chunk counted where it is empty, a join counted where none is needed)."""
-    from pysim.workload.opcount import training_ops
-    from pysim.workload.training.builder import _Builder
-    from pysim.workload.training.layout import _Layout
-    cfg = training_cfg(parallel, engine=engine, algorithm=algorithm, bucket_mb=1.0)
-    topo = build(cfg)
-    g, plan = training_graph(cfg, topo)
-    lay = _Layout(cfg, topo, plan.model, None)
-    est = sum(training_ops(_Builder(lay, OpGraph(), "")).values())
-    built = compile_graph(g, topo, cfg)[0]["kind"].size
-    assert built <= est <= 1.1 * built
-
-
-def test_a_plan_past_the_op_limit_is_refused_before_building(monkeypatch):
-    """Refused before a single op is added (adding one would fail otherwise)."""
-    from pysim.workload import graph as graph_module
-
-    def no_op(*a, **k):
-        raise AssertionError("an op was built")
-    monkeypatch.setattr(graph_module, "MAX_OPS", 5000)
-    monkeypatch.setattr(OpGraph, "_add", no_op)
-    monkeypatch.setattr(OpGraph, "add_ops", no_op)
-    cfg = training_cfg(dict(tp=4, pp=2, dp=2, micro_batches=8), chunks=4)
-    # (the plan's lower bound, pysim.workload.estimate, or its engine-op count,
-    # pysim.workload.opcount, whichever refuses first: both name the key)
-    with pytest.raises((GraphError, ConfigError), match=r"tensor-parallel.*workload.chunks|"
-                                                        r"tp collectives: fewer with "
-                                                        r"workload.chunks"):
-        training_graph(cfg, build(cfg))
 
 
 @pytest.mark.parametrize("algorithm,collective", [
