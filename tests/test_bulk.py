@@ -39,11 +39,14 @@ def small_system(n=8, **npu):
     (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in ("hierarchical", "nccl")
     for c in sorted(cs)])
 @pytest.mark.parametrize("engine", [None, "npu", "offload"])
-def test_collective_graphs_compile_as_op_by_op(algorithm, collective, engine):
+@pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(3 << 20, marks=pytest.mark.slow)])
+def test_collective_graphs_compile_as_op_by_op(algorithm, collective, engine, nbytes):
+    """(1 MiB in 3 chunks still passes the offload engine's 256 KiB SRAM: streamed in
+    pieces.)"""
     cfg = small_system(8, offload_sram_mb=0.25)
     topo = build(cfg)
     order = [f"npu{i}" for i in range(8)]
-    g = coll.build(collective, algorithm, order, 3 << 20, chunks=3, engine=engine,
+    g = coll.build(collective, algorithm, order, nbytes, chunks=3, engine=engine,
                    reduce_bytes_per_cycle=None if engine else 40.0, sram_bytes=1 << 18)
     assert_same_compilation(g, topo, cfg)
 
@@ -56,14 +59,14 @@ def test_hierarchical_on_a_torus_compiles_as_op_by_op():
     assert_same_compilation(g, topo, cfg)
 
 
-def training_cfg(parallel, memory=None, nodes=16, **w):
+def training_cfg(parallel, memory=None, nodes=16, layers=4, **w):
     npus = [{"name": f"g{i}", "kind": "npu"} for i in range(nodes)]
     mems = [{"name": "m0", "kind": "mem", "capacity_gb": 4096.0}]
     hosts = [{"name": "h0", "kind": "host"}]
     links = ([{"a": f"g{i}", "b": "sw"} for i in range(nodes)] +
              [{"a": "m0", "b": "sw"}, {"a": "h0", "b": "sw"}])
     work = {"kind": "training", "model": "transformer",
-            "model_params": {"layers": 4, "hidden": 256, "heads": 4, "seq": 128},
+            "model_params": {"layers": layers, "hidden": 256, "heads": 4, "seq": 128},
             "batch": 16, "parallel": parallel, "iterations": 2, "mem_piece_bytes": 1 << 22,
             **w}
     if memory:
@@ -80,8 +83,9 @@ PLANS = [dict(dp=16), dict(tp=4, dp=4), dict(pp=4, dp=4, micro_batches=4),
 
 @pytest.mark.parametrize("parallel", PLANS)
 @pytest.mark.parametrize("engine", [None, "offload"])
-def test_training_plans_compile_as_op_by_op(parallel, engine):
-    cfg = training_cfg(parallel, engine=engine)
+@pytest.mark.parametrize("layers", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_training_plans_compile_as_op_by_op(parallel, engine, layers):
+    cfg = training_cfg(parallel, engine=engine, layers=layers)
     topo = build(cfg)
     g, plan = training_graph(cfg, topo)
     apply_training(cfg, topo, g, plan)

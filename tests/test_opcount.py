@@ -110,8 +110,8 @@ def test_a_collective_too_large_to_measure_is_bounded_from_above(monkeypatch):
 
 
 def test_a_run_past_the_op_limit_is_refused_before_building(monkeypatch):
-    """Refused before a single op is added to the run's graph (adding one would fail
-    otherwise; the counter measures its collectives in graphs of its own), naming the part
+    """Refused by the closed-form upper bound (within a tenth of the built graph's engine
+    ops here) before a single op is added (adding one would fail otherwise), naming the part
     that makes most ops and the key that makes it smaller."""
     from pysim.workload import graph as graph_module
 
@@ -121,14 +121,17 @@ def test_a_run_past_the_op_limit_is_refused_before_building(monkeypatch):
     cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
                                         "chunks": 4, "parallel": {"tp": 4, "dp": 2}})
     topo = build(cfg)
-    c, _, _ = counted_and_built(cfg, m)
-    monkeypatch.setattr(graph_module, "MAX_OPS", c.engine_total - 1)
+    c, _, built = counted_and_built(cfg, m)
+    bound = count.count(_Builder(_Layout(cfg, topo, m, None), OpGraph(), ""), measure=False)
+    assert not bound.exact and built <= bound.engine_total <= 1.1 * built
+    monkeypatch.setattr(graph_module, "MAX_OPS", bound.engine_total - 1)
     g = OpGraph()
     g._add = g.add_ops = no_op
-    with pytest.raises(GraphError, match=r"into [0-9,]+ engine ops .*more than the .*most are "
-                                         r"tp collectives: fewer with workload.chunks"):
+    with pytest.raises(GraphError, match=r"into up to [0-9,]+ engine ops .*more than the .*"
+                                         r"most come from tensor-parallel collectives \(tp = "
+                                         r"4\) in workload.chunks = 4"):
         training_graph(cfg, topo, m, graph=g)
-    monkeypatch.setattr(graph_module, "MAX_OPS", c.engine_total)
+    monkeypatch.setattr(graph_module, "MAX_OPS", bound.engine_total)
     training_graph(cfg, topo, m)             # at the limit: built
 
 

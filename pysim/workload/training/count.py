@@ -15,12 +15,14 @@ endpoint engine, pieces and, for workload.algorithm = 'nccl', NCCL's machine and
 once per kind, size and group size (per group, for NCCL, whose expansion depends on where
 the ranks are), into a scratch graph; one whose closed-form bound
 (pysim.workload.collectives.ops_bound) passes MEASURED is counted by that bound instead
-(`OpCount.exact` is then false). A memory plan's ops come on top.
+(`OpCount.exact` is then false). `count(b, measure=False)` counts every collective by that
+bound, building nothing: an upper bound, in the time of the walk. A memory plan's ops come
+on top.
 
-`check(b, existing)` refuses, before building, a run whose graph would pass the op limit,
-naming the part that makes most of them, the key that makes it smaller and the memory it
-would take; `check_given` does the same for a model of given layer times (an ASTRA-sim
-workload).
+`check(b, existing)` refuses, before building, a run whose graph would pass the op limit by
+that upper bound (so a run within a few percent of the limit may be refused), naming the part
+that makes most of its ops and the key that makes it smaller, and the memory it would take;
+`check_given` does the same for a model of given layer times (an ASTRA-sim workload).
 """
 from __future__ import annotations
 
@@ -43,14 +45,6 @@ ROOFLINE = 2            # engine ops of a roofline compute op (it and its memory
 # the 1,024-NPU GPT-3 iteration of bench/scale.py peaks at 3.4 GB for 7.4 M engine ops (see
 # docs/performance.md)
 BYTES_PER_OP = 460
-KEYS = {"compute": "workload.parallel.micro_batches or workload.iterations",
-        "pipeline": "workload.parallel.micro_batches",
-        "tp_collectives": "workload.chunks, workload.algorithm (tree or halving_doubling "
-                          "make fewer ops than ring) or workload.parallel.micro_batches",
-        "dp_collectives": "workload.chunks, workload.bucket_mb (larger buckets, fewer "
-                          "collectives) or workload.algorithm (tree or halving_doubling)",
-        "ep_collectives": "workload.parallel.micro_batches or workload.chunks",
-        "tables": "workload.parallel.micro_batches or workload.chunks"}
 
 
 @dataclass
@@ -72,8 +66,9 @@ class OpCount:
 class _Collectives:
     """(graph ops, engine ops) of collectives as the builder adds them, measured once."""
 
-    def __init__(self, b):
+    def __init__(self, b, measure):
         self.b = b
+        self.measure = measure
         self.cache = {}
         self.exact = True
         self.by_group = b.lay.algorithm == "nccl"
@@ -94,7 +89,7 @@ class _Collectives:
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
                                    pieces) + 2 * p
-            if bound > MEASURED:
+            if bound > MEASURED or not self.measure:
                 self.exact = False
                 self.cache[key] = (bound, bound)
             else:
@@ -116,10 +111,10 @@ class _Collectives:
         return len(groups) * g, len(groups) * e
 
 
-def count(b):
+def count(b, measure=True):
     """The OpCount of workload.iterations iterations built by b (see the module's doc)."""
     lay = b.lay
-    C = _Collectives(b)
+    C = _Collectives(b, measure)
     graph = dict.fromkeys(PARTS, 0)
     engine = dict.fromkeys(PARTS, 0)
     P = lay.pp * lay.v
@@ -307,25 +302,49 @@ def count(b):
                    {k: v * its for k, v in engine.items()}, C.exact)
 
 
+def _cause(lay, part):
+    """What makes a part's ops, naming the keys that set it."""
+    w = lay.cfg.workload
+    m = f"{lay.m} micro-batches (workload.parallel.micro_batches)"
+    return {
+        "compute": f"{lay.model.name}'s {len(lay.model.layers):,} layers (workload.model_params "
+                   f"sets them) on {len(lay.npus)} NPUs x {m}",
+        "pipeline": f"the sends between {lay.pp} stages x {m}",
+        "tp_collectives": f"tensor-parallel collectives (tp = {lay.tp}) in workload.chunks = "
+                          f"{w.chunks} x {m}; workload.algorithm tree or halving_doubling "
+                          f"makes fewer ops than ring",
+        "dp_collectives": f"gradient collectives of workload.bucket_mb = {w.bucket_mb:g} in "
+                          f"workload.chunks = {w.chunks}; workload.algorithm tree or "
+                          f"halving_doubling makes fewer ops than ring",
+        "ep_collectives": f"expert-parallel all-to-alls (ep = {lay.ep}) in workload.chunks = "
+                          f"{w.chunks} x {m}",
+        "tables": f"the split embedding tables' all-to-alls in workload.chunks = {w.chunks} "
+                  f"x {m}"}[part]
+
+
 def check(b, existing=0):
-    """Refuse, before building, a training run whose graph would expand past the op limit
-    (`existing`: the engine ops of what the graph holds already); returns its OpCount."""
-    c = count(b)
+    """Refuse, before building, a training run whose graph would expand past the op limit by
+    the upper bound count(b, measure=False) (`existing`: the engine ops of what the graph
+    holds already); returns that OpCount."""
+    c = count(b, measure=False)
     total = c.engine_total + existing
     limit = graph_module.MAX_OPS
     if total <= limit:
         return c
-    parts = c.engine
-    worst = max(parts, key=parts.get)
-    what = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in parts.items() if v)
     lay = b.lay
+    its = lay.cfg.workload.iterations
+    per_it = c.engine_total // its
+    worst = max(c.engine, key=c.engine.get)
+    what = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in c.engine.items() if v)
+    top = f"workload.iterations = {its:,}" if its > 2 and per_it <= limit \
+        else _cause(lay, worst)
     raise GraphError(
-        f"workload.parallel = dp {lay.dp} x tp {lay.tp} x pp {lay.pp}, "
-        f"{lay.m} micro-batches, {lay.cfg.workload.iterations} iteration(s): the training "
-        f"graph would expand into {'up to ' if not c.exact else ''}{total:,} engine ops "
-        f"({what}; about {math.ceil(total * BYTES_PER_OP / 1e9)} GB), more than the "
-        f"{limit:,} an op graph may have; most are {worst.replace('_', ' ')}: fewer with "
-        f"{KEYS[worst]}")
+        f"training (workload.parallel = dp {lay.dp} x tp {lay.tp} x pp {lay.pp}) would "
+        f"expand into up to {total:,} engine ops ({what}; about "
+        f"{math.ceil(total * BYTES_PER_OP / 1e9)} GB), more than the {limit:,} an op graph "
+        f"may have: workload.iterations = {its:,} x {per_it:,} per iteration; most come from "
+        f"{top}" + ("; fewer iterations make fewer" if its > 1 and per_it * 2 <= limit
+                    else ""))
 
 
 def check_given(model, npus, iterations, limit=None):
