@@ -173,7 +173,8 @@ cdef class Engine:
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                  int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None):
+                  int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
+                  share=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -191,9 +192,10 @@ cdef class Engine:
         sms: per node, its compute units (0, the default: not modelled; an NPU-run
         collective's hold op takes some of them, and the compute unit then runs at the rest's
         share of peak); comm_hbm: per node, communication's memory budget as a fraction of
-        its memory bandwidth (default 1)."""
+        its memory bandwidth (default 1); share: per op, what a memory transfer's op (unit 6)
+        can use of its node's memory bandwidth, a fraction in (0, 1] (default 1)."""
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm)
+                   unit, flow, sms, comm_hbm, share)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""

@@ -2,7 +2,7 @@
 # them; an include of csim/_engine.pyx).
 
 cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                int flit_bytes, unit, flow, sms, comm_hbm):
+                int flit_bytes, unit, flow, sms, comm_hbm, share):
     cdef State* s = &self.s
     cdef int32_t op
     _check_lengths([packet_flits])
@@ -48,6 +48,11 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
     s.sm_total = <int32_t*>_ptr(self._own("sm_total", sms_a, np.int32))
     s.sm_held = <int32_t*>_ptr(self._own("sm_held", None, np.int32, 0, s.n_nodes))
     s.comm_cap = <double*>_ptr(self._own("comm_cap", cap_a, np.float64))
+    share_a = np.ones(n_ops) if share is None else np.asarray(share, np.float64)
+    if share_a.size != n_ops or not ((share_a > 0) & (share_a <= 1)).all():
+        raise ValueError("share needs one entry per op, each in (0, 1]")
+    s.op_share = <double*>_ptr(self._own("op_share", share_a, np.float64))
+    s.xfer_dem = <double*>_ptr(self._own("xfer_dem", None, np.float64, 0.0, s.n_nodes))
     s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
     s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 
