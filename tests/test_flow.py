@@ -422,6 +422,10 @@ def collective_cfg(system, collective, algorithm, nbytes=1 << 20, **over):
         o["workload.group"] = [f"n{x}_0" for x in range(int(system[4:6]))]
     if system in ("selene", "superpod-h100"):       # two of its nodes, across the fabric
         o["topology.node_count"] = 2
+    if algorithm == "nccl":
+        # 8 channels: with NCCL's 24, fair sharing keeps the flow level's channels in
+        # lockstep where the flit level's drift apart and overlap (docs/clusters.md)
+        o.setdefault("workload.nccl_channels", 8)
     return load(os.path.join(TOPOLOGIES, system + ".toml"), o)
 
 
