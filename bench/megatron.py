@@ -8,10 +8,13 @@ GPT models of 1.7 to 1,008 billion parameters on 32 to 3,072 A100s. Each runs on
 of pysim's `transformer` (sequence 2,048, vocabulary 51,200, dropout 0.1) in mixed precision
 with Adam, tensor parallelism inside an 8-GPU node, pipeline parallelism across nodes, full
 activation recomputation, the gradients all-reduced after the backward pass (Megatron-LM's
-local data parallelism of 2021), the NPUs' kernel model (workload.compute = 'kernels',
-unfused attention) and one data-parallel replica built for all (workload.parallel.replicas
-= 'one'). Throughput is counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) +
-V/(16 l h)) FLOPs per iteration over its time and the GPUs.
+local data parallelism of 2021), a linear layer's input gradient all-reduced after its
+weight gradient (workload.parallel.tp_overlap = false: Megatron-LM of 2021 had no
+asynchronous tensor-parallel all-reduce), the NPUs' kernel model (workload.compute =
+'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
+all (workload.parallel.replicas = 'one'; --replicas all builds every one). Throughput is
+counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration
+over its time and the GPUs.
 
 Not published, and chosen here (not fitted): the micro-batch size (1), the plain 1F1B
 schedule (no interleaving). The system is Selene as the cluster builder lays it out
@@ -104,13 +107,13 @@ SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 
 
 def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
-           sms=None):
+           sms=None, replicas="one"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
-    par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": "one",
-           "order": ["tp", "pp", "dp"]}
+    par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": replicas,
+           "order": ["tp", "pp", "dp"], "tp_overlap": False}
     if interleave > 1:
         par["interleave"] = interleave
     topology = SYSTEMS[system](gpus)
@@ -129,14 +132,15 @@ def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algor
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
-            max_ops=None, sms=None):
+            max_ops=None, sms=None, replicas="one"):
     t0 = time.perf_counter()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
+           "replicas": replicas,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
-    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms)
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = graph_ops(b) if algorithm != "nccl" else None    # (nccl: built, not counted)
     out["ops_counted"] = sum(counted.values()) if counted else None
@@ -180,6 +184,9 @@ def main(argv=None):
                     help="workload.comm_sms: the compute units an NPU-run collective holds "
                          "(default the preset's NCCL channel count; 0: none, collectives "
                          "limited by the links and the whole HBM)")
+    ap.add_argument("--replicas", choices=("one", "all"), default="one",
+                    help="workload.parallel.replicas: build one data-parallel replica for all "
+                         "(default) or every one")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     meta, rows = table()
@@ -189,7 +196,7 @@ def main(argv=None):
           f"{'error':>7} {'iteration':>10} {'wall':>7}")
     for k in pick:
         r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms)
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

@@ -214,6 +214,36 @@ def test_tied_embeddings_and_scatter_gather_across_stages():
     assert {sd["bytes"] for sd in off.sends} == {act}
 
 
+def test_the_input_gradients_collective_beside_or_after_the_weight_gradient():
+    """tp_overlap (default): a column-split layer's input-gradient all-reduce starts when its
+    input gradient is done and runs beside its weight-gradient product; false (Megatron-LM
+    as Narayanan et al. ran it): it starts when the weight gradient is done, so the
+    iteration is longer by at most those all-reduces' time and no shorter."""
+    m = models.get("transformer", layers=2, hidden=256, heads=4, seq=64, vocab=1024)
+    runs = {}
+    for overlap in (True, False):
+        runs[overlap] = run_model(m, ring8(tflops=10.0, hbm_gbps=1000.0), batch=2,
+                                  group=["n0", "n1", "n2", "n3"], iterations=1,
+                                  parallel={"tp": 4, "tp_overlap": overlap})
+    for overlap, (rep, plan, graph, res) in runs.items():
+        bwd = [c for c in plan.collectives if c.what == "tp_all_reduce" and
+               plan.model.layers[c.layers[0]].kind == "linear" and
+               plan.model.layers[c.layers[0]].tp == "column"]
+        assert len(bwd) == 2 * 2 + 1         # qkv and fc1 of each layer, the LM head
+        for c in bwd:
+            for n in c.group:
+                lo = plan.layer_ops[(0, c.layers[0], n, c.micro_batch)]
+                first = min(res.ops[k]["start"] for k in range(c.first, c.last)
+                            if graph.node[k] == n)
+                assert first >= res.ops[lo.bwd_input]["finish"]
+                if overlap:
+                    assert first < res.ops[lo.bwd_weight]["finish"]
+                else:
+                    assert first >= res.ops[lo.bwd_weight]["finish"]
+    on, off = runs[True][0]["iteration_cycles"], runs[False][0]["iteration_cycles"]
+    assert on < off
+
+
 def test_one_replica_stands_for_all():
     """replicas = 'one' builds replica 0's passes only; on a ring, where replicas share no
     link during their passes, its iteration equals that of every replica built."""
@@ -242,7 +272,7 @@ def test_tensor_parallelism_must_divide_heads_and_pads_the_vocabulary():
 
 @pytest.mark.parametrize("field,value,fragment", [
     ("zero", 4, "ZeRO stage"), ("sp", 1, "true or false"), ("interleave", 0, ">= 1"),
-    ("replicas", "some", "all, one")])
+    ("replicas", "some", "all, one"), ("tp_overlap", "yes", "true or false")])
 def test_bad_megatron_fields_are_refused(field, value, fragment):
     m = model([layer("l0", flops=1e6, ins=8, outs=8)])
     with pytest.raises(ConfigError, match=fragment):

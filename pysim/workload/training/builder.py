@@ -418,13 +418,16 @@ class _Builder:
                     deps = [lo.bwd_weight]
                 cur[n] = deps
             for collective, nbytes in tp_backward(lay, i):
+                # the input gradient's collective: beside the weight gradient's product
+                # (tp_overlap), or after it
                 for d in sorted({lay.coords[n][0] for n in npus}):
                     grp = lay.tp_group(d, s)
-                    st = {n: [self.plan.layer_ops[(it, i, n, j)].bwd_input] for n in grp}
+                    st = {n: ([self.plan.layer_ops[(it, i, n, j)].bwd_input]
+                              if lay.tp_overlap else list(cur[n])) for n in grp}
                     done = self.collective("tp_" + collective, collective, grp, nbytes, st,
                                            it, j, [i], [nbytes])
                     for n in grp:
-                        cur[n] = cur[n] + [done[n]]
+                        cur[n] = cur[n] + [done[n]] if lay.tp_overlap else [done[n]]
             if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
                 self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
             if i == a2a_at:                # the tables' gradients go back to their owners
