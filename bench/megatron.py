@@ -28,6 +28,10 @@ its rail's InfiniBand switch at 25 GB/s, the rails joined by one spine).
 
 `--json FILE` writes {"rows": [...], "provenance": ...}: per configuration
 published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wall_seconds,
+cpu_seconds, peak_rss_mb (each row runs in a process of its own), the breakdown of the
+critical GPU's time (compute_seconds with recompute_seconds and optimizer_seconds,
+per_kind_compute_seconds, comm_by_kind: per kind of communication its count, running and
+exposed seconds),
 ops (and ops_counted, counted from the plan before building), or the reason it did not run
 (`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
@@ -35,10 +39,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 from pysim.config import from_dict
 from pysim.topology import build as build_topology
@@ -149,7 +155,7 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
             algorithm="ring",
             max_ops=None, sms=None, replicas="one"):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -177,11 +183,39 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     t = res.training["iteration_seconds"]
     sim = flops_per_iteration(row, vocab, seq) / (t * row["gpus"]) / 1e12
     tr = res.training
+    kinds = {k: {"count": v["count"], "seconds": v["comm_cycles"] * 1e-9,
+                 "exposed_seconds": v["exposed_comm_cycles"] * 1e-9}
+             for k, v in tr["comm_by_kind"].items()}
     out.update(simulated_tflops_per_gpu=sim, error=sim / row["tflops_per_gpu"] - 1,
                iteration_seconds=t, compute_seconds=tr["compute_cycles"] * 1e-9,
+               recompute_seconds=tr["recompute_cycles"] * 1e-9,
+               optimizer_seconds=tr["optimizer_cycles"] * 1e-9,
                exposed_comm_seconds=tr["exposed_comm_cycles"] * 1e-9,
+               comm_by_kind=kinds, per_kind_compute_seconds=_compute_by_kind(tr),
                other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
-               wall_seconds=time.perf_counter() - t0)
+               wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    return out
+
+
+def _compute_by_kind(tr):
+    """Seconds of forward and backward ops on the critical GPU per kind of layer of a
+    transformer layer (qkv, attention, fc1, ...; the rest: 'other'), recomputation apart."""
+    out = {}
+    for r in tr["per_layer"]:
+        name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "other"
+        out[name] = out.get(name, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    return out
+
+
+def run_isolated(*args):
+    """run_row in a child process of its own, with that process's peak memory."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as ex:
+        return ex.submit(_child, *args).result()
+
+
+def _child(*args):
+    out = run_row(*args)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
@@ -213,10 +247,10 @@ def main(argv=None):
     pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
     out = []
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
-          f"{'error':>7} {'iteration':>10} {'wall':>7}")
+          f"{'error':>7} {'iteration':>10} {'wall':>7} {'CPU':>7} {'peak':>8}")
     for k in pick:
         v = a.interleave if a.interleave == "auto" else int(a.interleave)
-        r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
+        r = run_isolated(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
                     a.algorithm, a.max_ops, a.comm_sms, a.replicas)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
@@ -226,13 +260,14 @@ def main(argv=None):
         print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
               f"{r['published_tflops_per_gpu']:>9} {r['simulated_tflops_per_gpu']:>7.1f} "
               f"{100 * r['error']:>+6.1f}% {r['iteration_seconds']:>9.3f}s "
-              f"{r['wall_seconds']:>6.1f}s", flush=True)
+              f"{r['wall_seconds']:>6.1f}s {r['cpu_seconds']:>6.1f}s "
+              f"{r['peak_rss_mb']:>6.0f}MB", flush=True)
     errs = [abs(r["error"]) for r in out if r["error"] is not None]
     if errs:
         print(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"over {len(errs)} of {len(out)} configurations")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory {peak:.0f} MB")
+    peak = max([r.get("peak_rss_mb", 0) for r in out] or [0])
+    print(f"peak memory {peak:.0f} MB (the largest row's process)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,

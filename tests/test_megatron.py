@@ -242,6 +242,19 @@ def test_the_input_gradients_collective_beside_or_after_the_weight_gradient():
                     assert first >= res.ops[lo.bwd_weight]["finish"]
     on, off = runs[True][0]["iteration_cycles"], runs[False][0]["iteration_cycles"]
     assert on < off
+    # the report's communication by kind: every all-reduce exposed without the overlap
+    # (one NPU's collectives are in stream order and each waits for compute or the reverse),
+    # some of them hidden with it; nothing else is communicated
+    for overlap, (rep, *_rest) in runs.items():
+        kinds = rep["comm_by_kind"]
+        assert set(kinds) == {"tp_all_reduce"}
+        tp = kinds["tp_all_reduce"]
+        assert tp["count"] == 2 * (2 + 2) + 1 + 1 + 3    # layers x 4, LM head, embedding, loss
+        assert tp["exposed_comm_cycles"] == rep["exposed_comm_cycles"]
+        if overlap:
+            assert tp["exposed_comm_cycles"] < tp["comm_cycles"]
+        else:
+            assert tp["exposed_comm_cycles"] == tp["comm_cycles"]
 
 
 def test_one_replica_stands_for_all():
