@@ -257,6 +257,27 @@ def test_the_input_gradients_collective_beside_or_after_the_weight_gradient():
             assert tp["exposed_comm_cycles"] == tp["comm_cycles"]
 
 
+@pytest.mark.parametrize("v", [1, 2])
+def test_scatter_gather_waits_only_for_its_pieces(v):
+    """The scatter-gather's all-gather runs when the receiving stage reaches that pass (its
+    program order), not when the sender sends: with communication nearly free, sending
+    1/tp and all-gathering it takes the iteration sending the whole tensor takes (within
+    1%), and the time the critical stage waits on the other is at most the pipeline's
+    bubble (p - 1)/(m v) of the rest."""
+    m = models.get("transformer", layers=4, hidden=256, heads=4, seq=64, vocab=1024)
+    times, idle = {}, {}
+    for sg in (True, False):
+        rep, plan, *_ = run_model(m, ring8(link_gbps=1e4, tflops=10.0, hbm_gbps=1000.0),
+                                  batch=8, group=["n0", "n1", "n2", "n3"], iterations=1,
+                                  parallel={"tp": 2, "pp": 2, "micro_batches": 8,
+                                            "interleave": v, "scatter_gather": sg})
+        times[sg] = rep["iteration_cycles"]
+        idle[sg] = rep["other_cycles"] + rep["comm_by_kind"]["pp_send"]["exposed_comm_cycles"]
+    assert times[True] == pytest.approx(times[False], rel=0.01)
+    # what the critical stage waits for the other: the bubble (p - 1)/(m v) of its passes
+    assert idle[True] <= (times[True] - idle[True]) * bubble_fraction(2, 8, v) * 1.05
+
+
 def test_one_replica_stands_for_all():
     """replicas = 'one' builds replica 0's passes only; on a ring, where replicas share no
     link during their passes, its iteration equals that of every replica built."""
