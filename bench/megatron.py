@@ -234,6 +234,9 @@ def main(argv=None):
     ap.add_argument("--max-ops", type=int, default=None,
                     help="run only configurations whose graph, counted from the plan, has at "
                          "most this many ops (default: the op graph's limit)")
+    ap.add_argument("--op-limit", type=int, default=None,
+                    help="raise the op graph's limit (pysim.workload.graph.MAX_OPS, graph "
+                         "and engine ops) for this run: memory grows about 600 bytes per op")
     ap.add_argument("--comm-sms", type=int, default=None,
                     help="workload.comm_sms: the compute units an NPU-run collective holds "
                          "(default the preset's NCCL channel count; 0: none, collectives "
@@ -243,6 +246,8 @@ def main(argv=None):
                          "(default) or every one")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.op_limit is not None:
+        graph_module.MAX_OPS = a.op_limit
     meta, rows = table()
     pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
     out = []
