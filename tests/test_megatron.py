@@ -12,7 +12,7 @@ from conftest import make_cfg
 from pysim import models
 from pysim.config import ConfigError
 from pysim.topology import build as build_topology
-from pysim.workload.training import training_graph
+from pysim.workload.training import run_training, training_graph
 from pysim.workload.training.pipeline import bubble_fraction
 from test_training import layer, model, ring8, run_model
 
@@ -80,6 +80,36 @@ def test_activation_memory_per_layer_is_korthikantis(tp):
     assert block_stash(tp, sp=True) == pytest.approx(sbh / tp * (34 + 5 * a * s / h))
     assert block_stash(tp, sp=True, recompute="selective") == pytest.approx(34 * sbh / tp)
     assert block_stash(tp, recompute="full") == 2 * sbh
+
+
+def _peak(memory=None, group=("n0",), parallel=None):
+    w = {"kind": "training", "model": "transformer",
+         "model_params": {"layers": 4, "hidden": 256, "heads": 4, "seq": 128, "vocab": 1024},
+         "batch": 2 * len(group), "group": list(group), "iterations": 1,
+         "precision": "mixed", "optimizer": "adam", "memory": memory or {},
+         "parallel": parallel or {}}
+    res = run_training(make_cfg(**ring8(tflops=10.0, hbm_gbps=1000.0), workload=w))
+    return res.memory["devices"][group[0]]["peak_bytes"]
+
+
+def test_a_runs_memory_peak_keeps_what_recomputation_keeps():
+    """The memory a run holds (the HBM peak at the end of the forward pass, one NPU, 4
+    layers) falls by Korthikanti et al.'s difference per layer: s b h (32 + 5 a s / h) under
+    full recomputation (34 + 5 a s / h kept down to 2), 5 a s / h s b h under selective;
+    ZeRO-1 over two replicas keeps half the fp32 master weights and Adam's state (12 bytes
+    per parameter)."""
+    s, h, a, b, L = 128, 256, 4, 2, 4
+    sbh = s * b * h
+    none = _peak()
+    full = _peak({"policy": "recompute", "recompute": "full"})
+    sel = _peak({"policy": "recompute", "recompute": "selective"})
+    assert none - full == L * sbh * (32 + 5 * a * s // h)
+    assert none - sel == L * sbh * (5 * a * s // h)
+    m = models.get("transformer", layers=L, hidden=h, heads=a, seq=s, vocab=1024)
+    params = sum(l.params for l in m.layers)
+    z0 = _peak(group=("n0", "n1"), parallel={"dp": 2})
+    z1 = _peak(group=("n0", "n1"), parallel={"dp": 2, "zero": 1})
+    assert z0 - z1 == pytest.approx(params * 12 / 2, abs=8)
 
 
 # ------------------------------------------------------------------ ZeRO

@@ -402,6 +402,11 @@ class _Layout:
             out[npu] = int(math.ceil(state + stash * inflight))
         return out
 
+    def state_per_param(self):
+        """Bytes of training state an NPU keeps per parameter it holds (ZeRO's sharding)."""
+        return state_bytes_per_param(self.pb, optimizer_bytes(self.optimizer, self.precision),
+                                     self.zero, self.dp)
+
     def check_memory(self):
         for npu, need in self.memory.items():
             cap = self.specs[npu].hbm_capacity_bytes
