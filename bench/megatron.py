@@ -126,7 +126,7 @@ def chunks_per_stage(row):
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
-           algorithm="ring", sms=None, replicas="one"):
+           algorithm="ring", sms=None, replicas="one", form="steps"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -148,13 +148,13 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
-                     "algorithm": algorithm, **extra,
+                     "algorithm": algorithm, "collective_form": form, **extra,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
             algorithm="ring",
-            max_ops=None, sms=None, replicas="one"):
+            max_ops=None, sms=None, replicas="one", form="steps"):
     t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
@@ -162,9 +162,10 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
-           "replicas": replicas,
+           "replicas": replicas, "collective_form": form,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
-    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas)
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
+                 form)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = graph_ops(b) if algorithm != "nccl" else None    # (nccl: built, not counted)
     out["ops_counted"] = sum(counted.values()) if counted else None
@@ -244,6 +245,9 @@ def main(argv=None):
     ap.add_argument("--replicas", choices=("one", "all"), default="one",
                     help="workload.parallel.replicas: build one data-parallel replica for all "
                          "(default) or every one")
+    ap.add_argument("--form", choices=("steps", "streams"), default="steps",
+                    help="workload.collective_form: every ring step's ops, or one stream per "
+                         "rank and chunk")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.op_limit is not None:
@@ -256,7 +260,7 @@ def main(argv=None):
     for k in pick:
         v = a.interleave if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms, a.replicas)
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
