@@ -13,7 +13,7 @@ from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
 from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
-from csim._flow cimport flow_rates, flow_next, flow_drains, flow_route, flow_grow, slot_alloc, \
+from csim._flow cimport pair_dirty, pair_weigh, flow_rates, flow_next, flow_drains, flow_route, flow_grow, slot_alloc, \
     pair_link
 
 cnp.import_array()
@@ -193,7 +193,7 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
     cdef cycle_t t
     cdef timespec a, b
     while True:
-        if s.n_dirty:                    # (the solver's CPU time, where it has work)
+        if s.n_dirty or s.n_pdirty:      # (the solver's CPU time, where it has work)
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a)
             flow_rates(s)
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b)
@@ -241,12 +241,13 @@ cdef void _flow_null(State* s) noexcept:
     s.sl_free = -1
     s.dh_n = 0
     s.n_dirty = 0
+    s.n_pdirty = 0
     s.n_res = 0
     s.n_pairs = 0
     s.hmax = 1
     s.stamp = 0
     s.flows_started = s.recomputes = s.pairs_recomputed = 0
-    s.flow_events = s.solver_ns = 0
+    s.flow_events = s.solver_ns = s.solver_fallbacks = 0
 
 
 cdef void _flow_free(State* s) noexcept:
@@ -269,6 +270,8 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].m = 1
         pr[i].frozen = 0
         pr[i].stream = 0
+        pr[i].dirty = 0
+        pr[i].bott = -1
 
 
 cdef class Engine:
@@ -886,7 +889,7 @@ cdef class Engine:
             deadlock_cycle=s.deadlock_t, flows_started=s.flows_started,
             flows_alive=s.fl_alive, rate_recomputations=s.recomputes,
             pairs_recomputed=s.pairs_recomputed, flow_events=s.flow_events,
-            solver_seconds=s.solver_ns * 1e-9)
+            solver_seconds=s.solver_ns * 1e-9, solver_fallbacks=s.solver_fallbacks)
 
     cdef int64_t _unsent_flits(self):
         cdef State* s = &self.s
@@ -1409,12 +1412,17 @@ def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1]
     return st
 
 
-def max_min_rates(route_ptr, route_res, capacity):
-    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): flow i takes the
+def max_min_rates(route_ptr, route_res, capacity, weights=None):
+    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): pair i takes the
     resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
-    capacity[r] > 0. For tests and for checking the solver by hand."""
+    capacity[r] > 0. weights None: one flow per pair, the rates returned. Else a (steps,
+    pairs) array of flows per pair (0: none): after each step the rates are recomputed as the
+    engine recomputes them (incrementally, from the pairs that changed), and returned as a
+    (steps, pairs) array (0 where a pair has no flow) with the solver's counters. For tests
+    and for checking the solver by hand."""
     cdef State s
-    cdef int32_t f, k
+    cdef int32_t f, k, t, rlen
+    cdef int32_t[::1] resv
     ptr = np.ascontiguousarray(route_ptr, dtype=np.int64)
     res = np.ascontiguousarray(route_res, dtype=np.int32)
     cap = np.ascontiguousarray(capacity, dtype=np.float64)
@@ -1429,6 +1437,10 @@ def max_min_rates(route_ptr, route_res, capacity):
     for f in range(n_f):
         if np.unique(res[ptr[f]:ptr[f + 1]]).size != ptr[f + 1] - ptr[f]:
             raise ValueError(f"flow {f} takes a resource twice")
+    steps = np.ones((1, n_f), np.int32) if weights is None else \
+        np.ascontiguousarray(weights, dtype=np.int32)
+    if steps.ndim != 2 or steps.shape[1] != n_f or (steps < 0).any():
+        raise ValueError("weights: a (steps, pairs) array of flows per pair, each >= 0")
     keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
                 left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
@@ -1436,6 +1448,7 @@ def max_min_rates(route_ptr, route_res, capacity):
                 pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
                 comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
                 dh_pair=np.zeros(max(n_f, 1), np.int32))
+    resv = res if res.size else np.zeros(1, np.int32)
     _flow_null(&s)
     s.now = 0
     s.n_res = R
@@ -1459,31 +1472,22 @@ def max_min_rates(route_ptr, route_res, capacity):
     s.n_pairs = n_f
     s.hmax = max(1, int(np.diff(ptr).max(initial=1)))
     _pairs_init(s.pr, n_f)
+    out = np.zeros((steps.shape[0], n_f))
     try:
         while s.fl_cap < n_f:
             if flow_grow(&s) != 0:
                 raise MemoryError()
-        for f in range(n_f):                     # each flow its own pair
-            s.pr[f].slot = slot_alloc(&s, f)
-            if s.pr[f].slot < 0:
-                raise MemoryError()
-            s.pr[f].rlen = <int32_t>(ptr[f + 1] - ptr[f])
-            s.pr[f].n = 1
-            s.pr[f].root = f
-            s.fl[f].v = 1.0
-            s.fl[f].op = f
-            for k in range(s.pr[f].rlen):
-                s.fe_res[<int64_t>s.pr[f].slot * s.hmax + k] = res[ptr[f] + k]
-                s.rs_n[res[ptr[f] + k]] += 1
-                if not s.rs_isdirty[res[ptr[f] + k]]:
-                    s.rs_isdirty[res[ptr[f] + k]] = 1
-                    s.rs_dirty[s.n_dirty] = res[ptr[f] + k]
-                    s.n_dirty += 1
-            pair_link(&s, f)
-        flow_rates(&s)
-        out = np.zeros(n_f)
-        for f in range(n_f):
-            out[f] = s.pr[f].rate
-        return out
+        for t in range(steps.shape[0]):
+            for f in range(n_f):
+                rlen = <int32_t>(ptr[f + 1] - ptr[f])
+                if pair_weigh(&s, f, steps[t, f], &resv[ptr[f]], rlen) != 0:
+                    raise MemoryError()
+            flow_rates(&s)
+            for f in range(n_f):
+                out[t, f] = s.pr[f].rate if s.pr[f].n > 0 else 0.0
+        if weights is None:
+            return out[0]
+        return out, dict(recomputations=s.recomputes, pairs_recomputed=s.pairs_recomputed,
+                         fallbacks=s.solver_fallbacks)
     finally:
         _flow_free(&s)
