@@ -191,7 +191,7 @@ def test_collectives_in_bulk_equal_op_by_op(algorithm, collective, engine, monke
     order = [f"npu{i}" for i in (3, 1, 0, 2, 6, 7, 5, 4)]
     graphs = []
     for bulk in (True, False):
-        monkeypatch.setattr(coll, "BULK", bulk)
+        monkeypatch.setattr(coll.builder, "BULK", bulk)
         g = OpGraph()
         ready = {n: [g.compute(n, 10 * i + 1)] for i, n in enumerate(order) if i % 3}
         done = {}
@@ -207,7 +207,7 @@ def test_collectives_in_bulk_equal_op_by_op(algorithm, collective, engine, monke
 def test_training_plans_in_bulk_equal_op_by_op(parallel, monkeypatch):
     graphs = []
     for bulk in (True, False):
-        monkeypatch.setattr(coll, "BULK", bulk)
+        monkeypatch.setattr(coll.builder, "BULK", bulk)
         cfg = training_cfg(parallel, engine="npu", algorithm="halving_doubling"
                            if parallel.get("dp", 1) in (2, 4, 16) else "ring")
         graphs.append(training_graph(cfg, build(cfg))[0])

@@ -14,12 +14,19 @@ by op expansion would make them.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
+import warnings
 
 import numpy as np
 
+from pysim.errors import GraphError, PysimWarning
+from pysim.models.presets import npu_spec
 from pysim.schema import MAX_INT
+from pysim.workload import transfer
+from pysim.workload.endpoint import endpoint_arrays
+from pysim.workload.holds import capacities, check_holds
 
 # the kinds of an OpGraph's ops, as codes (a compute op given flops/bytes is ROOFLINE)
 OP_CODES = {"compute": 0, "send": 1, "delay": 2, "memory": 3, "engine": 4, "reduce_npu": 5,
@@ -72,9 +79,8 @@ def _ceil_v(b, bpc):
 
 def compile_arrays(g, topo, cfg, h):
     """The body of compile_graph: `h` is pysim.workload.graph, whose per-op helpers (the
-    node check, _ceil, the parameter tables, GraphError, check_holds, _check_expansion,
-    topological_order, MAX_OPS) raise the errors, so that they are exactly its messages."""
-    GraphError = h.GraphError
+    node check, _ceil, the parameter tables, MAX_OPS) raise the errors, so that
+    they are exactly its messages."""
     index = {name: i for i, name in enumerate(topo.node_names)}
     nkind = np.array([NODE_KIND[k] for k in topo.node_kinds], np.int8)
     node_id = h._node_checker(g, topo, index)
@@ -83,7 +89,7 @@ def compile_arrays(g, topo, cfg, h):
     cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
     eparams = h.engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    ends = h.endpoint_arrays(cfg, topo, {i: (h.npu_spec(cfg, topo, i).name,
+    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name,
                                              cparams[i][1] * 1e9 * clock)
                                          for i, k in enumerate(topo.node_kinds) if k == "npu"})
     flow = cfg is not None and cfg.network.model == "flow"
@@ -96,7 +102,7 @@ def compile_arrays(g, topo, cfg, h):
     nid = _ids(g.node, index)
     did = _ids(g.dst, index)
     size = np.fromiter(g.size, np.int64, n)
-    order = (np.asarray(h.topological_order(g), np.int64) if g._forward
+    order = (np.asarray(topological_order(g), np.int64) if g._forward
              else np.arange(n, dtype=np.int64))
 
     # ---- validity, per op: the first bad op (in the order taken) raises its own error
@@ -155,7 +161,7 @@ def compile_arrays(g, topo, cfg, h):
     expand += int((3 * np.maximum(1, -(-mem_sizes // piece))).sum()) + \
         int(np.count_nonzero(code == 10))
     if expand > h.MAX_OPS:
-        h._check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
+        check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, flow)
 
     # simple kinds' cycles (validity of the rate: the error names it)
     cyc = np.zeros(n, np.int64)
@@ -239,7 +245,7 @@ def compile_arrays(g, topo, cfg, h):
         src_e += [first[rn_ids], first[rn_ids] + 1]
         dst_e += [first[rn_ids] + 2, first[rn_ids] + 2]
 
-    h.check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
+    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
 
     # ---- dependencies: an op's dependencies finish before its first primitive starts
     # (a reduction on the NPU: before both its parts)
@@ -313,3 +319,250 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
         if a == m:
             raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
                              f"memory is a compute op with bytes, not a {k}")
+
+
+def compile_by_op(g, topo, cfg, h):
+    """compile_graph op by op (the expansion of graphs with memory ops).
+
+    Memory ops (mem_write, mem_read) become a read from the source's own memory (its
+    memory unit, at its HBM or DRAM bandwidth), the network's part and the target's access
+    (a memory node's controller, paying its access latency; a host's memory unit):
+    at the flit level in pieces of workload.mem_piece_bytes, at the flow level as one flow
+    (pysim.workload.transfer). Memory nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
+    more than a device's capacity are an error naming it (the exact check, from the ops'
+    times, follows the run: `memory_usage`).
+    Returns the arrays and, per op of `g`, its (first, last) primitive op."""
+    index = {name: i for i, name in enumerate(topo.node_names)}
+    node_id = h._node_checker(g, topo, index)
+
+    if len(g) == 0:
+        raise GraphError("the op graph is empty")
+    mem = h.memory_params(topo, cfg)
+    cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
+    eparams = h.engine_params(topo, cfg)
+    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name, cparams[i][1] * 1e9 *
+                                           (cfg.network.clock_ghz if cfg is not None else 1.0))
+                                       for i, k in enumerate(topo.node_kinds) if k == "npu"})
+    clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
+    flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
+    kind, node, dst, size, after, unit = [], [], [], [], [], []
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
+    span = [None] * len(g)              # per op of g: (first primitive, last primitive)
+    isolated = {}                       # roofline ops: their time alone
+    companions = []                     # roofline ops' memory companions
+    stored, read = {}, {}               # per memory node or host: bytes written, bytes read
+    caps = capacities(topo, cfg)
+
+    def prim(k, n, d, s, deps, u=0):
+        kind.append(h.KINDS[k])
+        unit.append(u)
+        node.append(n)
+        dst.append(d)
+        size.append(int(s))
+        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
+        return len(kind) - 1
+
+    check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, flow)
+    for i in (topological_order(g) if g._forward else range(len(g))):
+        k = g.kind[i]
+        deps = [span[d][1] for d in g.after[i]]
+        if k == "compute" and g.work[i] is None:
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            p = prim("compute", n, -1, g.size[i], deps)
+            span[i] = (p, p)
+        elif k == "compute":
+            # roofline: slices of at most slice_cycles, each a compute part on the compute
+            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
+            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            flops_pc, bytes_pc = cparams[n]
+            flops, nbytes, peak = g.work[i]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            C = h._ceil(flops, flops_pc)
+            H = h._ceil(nbytes, bytes_pc)
+            isolated[i] = max(C, H)
+            S = max(1, -(-max(C, H) // slice_cycles))
+            if S > h.MAX_SLICES:
+                raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
+                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
+                                 f"{slice_cycles}; expected at most {h.MAX_SLICES:,} (raise "
+                                 f"workload.slice_cycles)")
+            p = prim("roofline", n, S, C, deps, 0)
+            companions.append(prim("roofline_mem", n, -1, H, [], 1))
+            span[i] = (p, p)
+        elif k == "reduce_npu":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            _, bytes_pc = cparams[n]
+            # on the units the collective holds, through communication's memory share
+            mem_ = prim("compute", n, -1, h._ceil(4 * g.size[i], bytes_pc), deps,
+                        h.COMM_MEM_UNIT)
+            rate = eparams[n][2] * ends["reduce_fraction"][n]
+            red = prim("compute", n, -1, h._ceil(g.size[i], rate), deps, h.HELD_UNIT)
+            p = prim("delay", -1, -1, 0, [mem_, red])
+            span[i] = (mem_, p)
+        elif k == "reduce_offload":
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim("compute", n, -1, h._ceil(g.size[i], eparams[n][0]), deps, 2)
+            span[i] = (p, p)
+        elif k in ("memory", "engine"):
+            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
+            flops_pc, bytes_pc = cparams[n]
+            rate = bytes_pc if k == "memory" else eparams[n][0]
+            p = prim("compute", n, -1, h._ceil(g.size[i], rate), deps,
+                     h.COMM_MEM_UNIT if k == "memory" else 2)
+            span[i] = (p, p)
+        elif k == "delay":
+            p = prim("delay", -1, -1, g.size[i], deps)
+            span[i] = (p, p)
+        elif k in ("take_units", "free_units"):
+            n = node_id(g.node[i], i, "node", ("npu",))
+            p = prim(k, n, -1, g.size[i], deps, h.HELD_UNIT)
+            span[i] = (p, p)
+        elif k in ("acquire", "release"):
+            n = node_id(g.node[i], i, "node")
+            p = prim(k, n, -1, g.size[i], deps, h.GATE_UNIT)
+            span[i] = (p, p)
+        elif k == "send":
+            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
+            if a == b:
+                raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
+            p = prim("send", a, b, g.size[i], deps)
+            span[i] = (p, p)
+        else:
+            a = node_id(g.node[i], i, "npu", ("npu", "host"))
+            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
+            if a == m:
+                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
+                                 f"memory is a compute op with bytes, not a {k}")
+            own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
+            if topo.node_kinds[m] == "mem":
+                bpc, lat, _ = mem[m]
+                m_unit = 0                    # the memory node's controller
+            else:
+                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
+            total = g.size[i]
+            if k == "mem_write":
+                stored[m] = stored.get(m, 0) + total
+            else:
+                read[m] = read.get(m, 0) + total
+                if total > caps[m]:
+                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
+                                     f"{topo.node_names[m]}, more than its capacity of "
+                                     f"{caps[m]} bytes")
+            span[i] = transfer.expand(
+                prim, k, a, m, total, deps, own_cycles=lambda b: h._ceil(b, own_bpc),
+                target_cycles=lambda b: h._ceil(b, bpc), latency=lat, m_unit=m_unit,
+                piece=piece, flow=flow, request_bytes=h.REQUEST_BYTES)
+    for m, b in read.items():
+        if b > stored.get(m, 0):
+            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
+            warnings.warn(PysimWarning(
+                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
+                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
+                f"from the start"), stacklevel=2)
+    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
+    n_ops = len(kind)
+    succ_lists = [[] for _ in range(n_ops)]
+    for i, a in enumerate(after):
+        for d in a:
+            succ_lists[d].append(i)
+    succ_ptr = np.zeros(n_ops + 1, np.int64)
+    succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
+    succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
+    # the ops of g were taken in a topological order, so the primitives have no cycles
+    deps_n = np.array([len(a) for a in after], np.int32)
+    deps_n[companions] = 1                  # started by their roofline op, never by deps
+    arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
+                  node=np.array(node, np.int32),
+                  dst=np.array(dst, np.int32), size=np.array(size, np.int64),
+                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
+    arrays["isolated"] = isolated
+    arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
+    return arrays, span
+
+
+def topological_order(g):
+    """The ops of g in an order where every op comes after its dependencies (Kahn's
+    algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
+    ops on it."""
+    n = len(g)
+    deps = np.array([len(a) for a in g.after], np.int64)
+    succ = [[] for _ in range(n)]
+    for i, a in enumerate(g.after):
+        for d in a:
+            succ[d].append(i)
+    ready = [i for i in range(n) if deps[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            deps[j] -= 1
+            if deps[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) < n:
+        stuck = [g.label(i) for i in np.flatnonzero(deps > 0)[:5]]
+        raise GraphError(f"the op graph has a cycle of dependencies (ops waiting on each "
+                         f"other include {', '.join(stuck)})")
+    return order
+
+
+def check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, flow=False):
+    """Count, before building any, the engine's ops the graph's ops expand into -- a memory
+    op's pieces (three ops each), a roofline op (two, csim running its slices; past
+    MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
+    more than MAX_OPS, naming the op that expands most and the key that sets its expansion
+    (a 10 MB write in 1-byte pieces is 30 million engine ops)."""
+    total, worst, worst_i = 0, -1, -1
+    for i in range(len(g)):
+        k = g.kind[i]
+        if k in ("mem_write", "mem_read"):
+            n = transfer.engine_ops(k, g.size[i], piece, flow)
+        elif k == "compute" and g.work[i] is not None:
+            # a roofline op and its memory companion; csim runs its slices, at most
+            # MAX_SLICES of them (more are counted as ops, so that they are refused here)
+            flops, nbytes, peak = g.work[i]
+            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
+            if peak is not None:
+                flops_pc = peak / (clock * 1e9)
+            cycles = max(flops / flops_pc, nbytes / bytes_pc)      # (may be inf)
+            slices = int(math.ceil(min(cycles, 1e30) / slice_cycles))
+            n = 2 if slices <= h.MAX_SLICES else slices
+        elif k == "reduce_npu":
+            n = 3
+        else:
+            n = 1
+        total += n
+        if n > worst:
+            worst, worst_i = n, i
+    if total <= h.MAX_OPS:
+        return
+    k = g.kind[worst_i]
+    if k in ("mem_write", "mem_read") and not flow:
+        why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
+               f"at the flit level (raise it, or run at the flow level, network.model = "
+               f"'flow', where a transfer is one flow)")
+    elif k == "compute" and worst > h.MAX_OPS:
+        # one op alone passes the limit: no slice length mends it; its rate is what is off
+        flops, nbytes, peak = g.work[worst_i]
+        flops_pc, bytes_pc = cparams[node_id(g.node[worst_i], worst_i, "node", ("npu",
+                                                                                "host"))]
+        if peak is not None:
+            flops_pc = peak / (clock * 1e9)
+        by_flops = flops / flops_pc >= nbytes / bytes_pc
+        rate = (f"{flops:.4g} FLOPs at {flops_pc * clock / 1e3:.4g} TFLOP/s (the node's "
+                f"tflops, its preset's or its efficiency)" if by_flops else
+                f"{nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s (the node's hbm_gbps or "
+                f"dram_gbps)")
+        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles " \
+              f"({rate}: a rate that small, or work that large, is the cause), its slices " \
+              f"of workload.slice_cycles = {slice_cycles} that many"
+    elif k == "compute":
+        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
+    else:
+        why = "the graph's ops themselves"
+    raise GraphError(f"the op graph expands into {total:,} engine ops, more than "
+                     f"{h.MAX_OPS:,}; "
+                     f"op {g.label(worst_i)} alone into up to {worst:,}: {why}")

@@ -28,32 +28,28 @@ from __future__ import annotations
 
 import functools
 import gc
-import heapq
 import itertools
 import math
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 
 from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
-from pysim.errors import ConfigError, GraphError, PysimWarning
-from pysim.workload import transfer
+from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
-from pysim.topology import ns_to_cycles
 from pysim.workload import compile as _compile
-from pysim.workload.base import check_status, last_of, link_report, register
-from pysim.workload.holds import capacities, check_holds, memory_report, memory_usage
+from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
+from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
+from pysim.workload.base import check_status, link_report, register
+from pysim.workload.holds import memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
-from pysim.workload.endpoint import endpoint_arrays
-from pysim.models.presets import npu_spec
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
 
@@ -450,253 +446,17 @@ REQUEST_BYTES = 64          # a memory read request
 
 
 def _compile_by_op(g: OpGraph, topo, cfg=None):
-    """compile_graph op by op (the expansion of graphs with memory ops).
-
-    Memory ops (mem_write, mem_read) become a read from the source's own memory (its
-    memory unit, at its HBM or DRAM bandwidth), the network's part and the target's access
-    (a memory node's controller, paying its access latency; a host's memory unit):
-    at the flit level in pieces of workload.mem_piece_bytes, at the flow level as one flow
-    (pysim.workload.transfer). Memory nodes cannot run compute ops. Holds (`OpGraph.hold`) that are never freed and add up to
-    more than a device's capacity are an error naming it (the exact check, from the ops'
-    times, follows the run: `memory_usage`).
-    Returns the arrays and, per op of `g`, its (first, last) primitive op."""
-    index = {name: i for i, name in enumerate(topo.node_names)}
-    node_id = _node_checker(g, topo, index)
-
-    if len(g) == 0:
-        raise GraphError("the op graph is empty")
-    mem = memory_params(topo, cfg)
-    cparams = compute_params(topo, cfg)          # (once: each walks every node)
-    eparams = engine_params(topo, cfg)
-    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name, cparams[i][1] * 1e9 *
-                                           (cfg.network.clock_ghz if cfg is not None else 1.0))
-                                       for i, k in enumerate(topo.node_kinds) if k == "npu"})
-    clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
-    flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
-    kind, node, dst, size, after, unit = [], [], [], [], [], []
-    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
-    span = [None] * len(g)              # per op of g: (first primitive, last primitive)
-    isolated = {}                       # roofline ops: their time alone
-    companions = []                     # roofline ops' memory companions
-    stored, read = {}, {}               # per memory node or host: bytes written, bytes read
-    caps = capacities(topo, cfg)
-
-    def prim(k, n, d, s, deps, u=0):
-        kind.append(KINDS[k])
-        unit.append(u)
-        node.append(n)
-        dst.append(d)
-        size.append(int(s))
-        after.append(sorted(set(deps)) if len(deps) > 1 else list(deps))
-        return len(kind) - 1
-
-    _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow)
-    for i in (topological_order(g) if g._forward else range(len(g))):
-        k = g.kind[i]
-        deps = [span[d][1] for d in g.after[i]]
-        if k == "compute" and g.work[i] is None:
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
-            p = prim("compute", n, -1, g.size[i], deps)
-            span[i] = (p, p)
-        elif k == "compute":
-            # roofline: slices of at most slice_cycles, each a compute part on the compute
-            # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = cparams[n]
-            flops, nbytes, peak = g.work[i]
-            if peak is not None:
-                flops_pc = peak / (clock * 1e9)
-            C = _ceil(flops, flops_pc)
-            H = _ceil(nbytes, bytes_pc)
-            isolated[i] = max(C, H)
-            S = max(1, -(-max(C, H) // slice_cycles))
-            if S > MAX_SLICES:
-                raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
-                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
-                                 f"{slice_cycles}; expected at most {MAX_SLICES:,} (raise "
-                                 f"workload.slice_cycles)")
-            p = prim("roofline", n, S, C, deps, 0)
-            companions.append(prim("roofline_mem", n, -1, H, [], 1))
-            span[i] = (p, p)
-        elif k == "reduce_npu":
-            n = node_id(g.node[i], i, "node", ("npu",))
-            _, bytes_pc = cparams[n]
-            # on the units the collective holds, through communication's memory share
-            mem_ = prim("compute", n, -1, _ceil(4 * g.size[i], bytes_pc), deps, COMM_MEM_UNIT)
-            rate = eparams[n][2] * ends["reduce_fraction"][n]
-            red = prim("compute", n, -1, _ceil(g.size[i], rate), deps, HELD_UNIT)
-            p = prim("delay", -1, -1, 0, [mem_, red])
-            span[i] = (mem_, p)
-        elif k == "reduce_offload":
-            n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, _ceil(g.size[i], eparams[n][0]), deps, 2)
-            span[i] = (p, p)
-        elif k in ("memory", "engine"):
-            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
-            flops_pc, bytes_pc = cparams[n]
-            rate = bytes_pc if k == "memory" else eparams[n][0]
-            p = prim("compute", n, -1, _ceil(g.size[i], rate), deps,
-                     COMM_MEM_UNIT if k == "memory" else 2)
-            span[i] = (p, p)
-        elif k == "delay":
-            p = prim("delay", -1, -1, g.size[i], deps)
-            span[i] = (p, p)
-        elif k in ("take_units", "free_units"):
-            n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim(k, n, -1, g.size[i], deps, HELD_UNIT)
-            span[i] = (p, p)
-        elif k in ("acquire", "release"):
-            n = node_id(g.node[i], i, "node")
-            p = prim(k, n, -1, g.size[i], deps, GATE_UNIT)
-            span[i] = (p, p)
-        elif k == "send":
-            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
-            if a == b:
-                raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
-            p = prim("send", a, b, g.size[i], deps)
-            span[i] = (p, p)
-        else:
-            a = node_id(g.node[i], i, "npu", ("npu", "host"))
-            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
-            if a == m:
-                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
-                                 f"memory is a compute op with bytes, not a {k}")
-            own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
-            if topo.node_kinds[m] == "mem":
-                bpc, lat, _ = mem[m]
-                m_unit = 0                    # the memory node's controller
-            else:
-                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
-            total = g.size[i]
-            if k == "mem_write":
-                stored[m] = stored.get(m, 0) + total
-            else:
-                read[m] = read.get(m, 0) + total
-                if total > caps[m]:
-                    raise GraphError(f"op {g.label(i)}: reading {total} bytes from "
-                                     f"{topo.node_names[m]}, more than its capacity of "
-                                     f"{caps[m]} bytes")
-            span[i] = transfer.expand(
-                prim, k, a, m, total, deps, own_cycles=lambda b: _ceil(b, own_bpc),
-                target_cycles=lambda b: _ceil(b, bpc), latency=lat, m_unit=m_unit,
-                piece=piece, flow=flow, request_bytes=REQUEST_BYTES)
-    for m, b in read.items():
-        if b > stored.get(m, 0):
-            where = "memory node" if topo.node_kinds[m] == "mem" else "host"
-            warnings.warn(PysimWarning(
-                f"the op graph reads {b:,} bytes from {where} {topo.node_names[m]} and "
-                f"writes {stored.get(m, 0):,} there: what no op writes is taken to be there "
-                f"from the start"), stacklevel=2)
-    check_holds(g, topo, cfg)            # (after the ops: their nodes are named first)
-    n_ops = len(kind)
-    succ_lists = [[] for _ in range(n_ops)]
-    for i, a in enumerate(after):
-        for d in a:
-            succ_lists[d].append(i)
-    succ_ptr = np.zeros(n_ops + 1, np.int64)
-    succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
-    succ = np.array([x for s in succ_lists for x in sorted(s)], np.int32)
-    # the ops of g were taken in a topological order, so the primitives have no cycles
-    deps_n = np.array([len(a) for a in after], np.int32)
-    deps_n[companions] = 1                  # started by their roofline op, never by deps
-    arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
-                  node=np.array(node, np.int32),
-                  dst=np.array(dst, np.int32), size=np.array(size, np.int64),
-                  deps=deps_n, succ_ptr=succ_ptr, succ=succ)
-    arrays["isolated"] = isolated
-    arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
-    return arrays, span
+    """compile_graph op by op (pysim.workload.compile.compile_by_op): the expansion of
+    graphs with memory ops, and the reference the array compile is held to."""
+    return _compile.compile_by_op(g, topo, cfg, sys.modules[__name__])
 
 
-def topological_order(g: OpGraph):
-    """The ops of g in an order where every op comes after its dependencies (Kahn's
-    algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
-    ops on it."""
-    n = len(g)
-    deps = np.array([len(a) for a in g.after], np.int64)
-    succ = [[] for _ in range(n)]
-    for i, a in enumerate(g.after):
-        for d in a:
-            succ[d].append(i)
-    ready = [i for i in range(n) if deps[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            deps[j] -= 1
-            if deps[j] == 0:
-                heapq.heappush(ready, j)
-    if len(order) < n:
-        stuck = [g.label(i) for i in np.flatnonzero(deps > 0)[:5]]
-        raise GraphError(f"the op graph has a cycle of dependencies (ops waiting on each "
-                         f"other include {', '.join(stuck)})")
-    return order
+
 
 
 
 
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
-
-
-def _check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, flow=False):
-    """Count, before building any, the engine's ops the graph's ops expand into -- a memory
-    op's pieces (three ops each), a roofline op (two, csim running its slices; past
-    MAX_SLICES slices, as many as its slices), a reduction on the NPU (three) -- and refuse
-    more than MAX_OPS, naming the op that expands most and the key that sets its expansion
-    (a 10 MB write in 1-byte pieces is 30 million engine ops)."""
-    total, worst, worst_i = 0, -1, -1
-    for i in range(len(g)):
-        k = g.kind[i]
-        if k in ("mem_write", "mem_read"):
-            n = transfer.engine_ops(k, g.size[i], piece, flow)
-        elif k == "compute" and g.work[i] is not None:
-            # a roofline op and its memory companion; csim runs its slices, at most
-            # MAX_SLICES of them (more are counted as ops, so that they are refused here)
-            flops, nbytes, peak = g.work[i]
-            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
-            if peak is not None:
-                flops_pc = peak / (clock * 1e9)
-            cycles = max(flops / flops_pc, nbytes / bytes_pc)      # (may be inf)
-            slices = int(math.ceil(min(cycles, 1e30) / slice_cycles))
-            n = 2 if slices <= MAX_SLICES else slices
-        elif k == "reduce_npu":
-            n = 3
-        else:
-            n = 1
-        total += n
-        if n > worst:
-            worst, worst_i = n, i
-    if total <= MAX_OPS:
-        return
-    k = g.kind[worst_i]
-    if k in ("mem_write", "mem_read") and not flow:
-        why = (f"{g.size[worst_i]:,} bytes in pieces of workload.mem_piece_bytes = {piece} "
-               f"at the flit level (raise it, or run at the flow level, network.model = "
-               f"'flow', where a transfer is one flow)")
-    elif k == "compute" and worst > MAX_OPS:
-        # one op alone passes the limit: no slice length mends it; its rate is what is off
-        flops, nbytes, peak = g.work[worst_i]
-        flops_pc, bytes_pc = cparams[node_id(g.node[worst_i], worst_i, "node", ("npu",
-                                                                                "host"))]
-        if peak is not None:
-            flops_pc = peak / (clock * 1e9)
-        by_flops = flops / flops_pc >= nbytes / bytes_pc
-        rate = (f"{flops:.4g} FLOPs at {flops_pc * clock / 1e3:.4g} TFLOP/s (the node's "
-                f"tflops, its preset's or its efficiency)" if by_flops else
-                f"{nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s (the node's hbm_gbps or "
-                f"dram_gbps)")
-        why = f"it takes {min(max(flops / flops_pc, nbytes / bytes_pc), 1e300):.4g} cycles " \
-              f"({rate}: a rate that small, or work that large, is the cause), its slices " \
-              f"of workload.slice_cycles = {slice_cycles} that many"
-    elif k == "compute":
-        why = f"its slices of workload.slice_cycles = {slice_cycles} (raise it)"
-    else:
-        why = "the graph's ops themselves"
-    raise GraphError(f"the op graph expands into {total:,} engine ops, more than {MAX_OPS:,}; "
-                     f"op {g.label(worst_i)} alone into up to {worst:,}: {why}")
 
 
 def _ceil(b, bpc):
@@ -712,62 +472,6 @@ def _ceil(b, bpc):
                          f"mem_gbps) or workload.reduce_gbps is too small")
     return int(math.ceil(cycles))
 
-
-
-@last_of
-def compute_params(topo, cfg):
-    """Per NPU or host: (FLOPs per cycle, memory bytes per cycle) of its roofline. An NPU's
-    from its accelerator spec (pysim.models.presets.npu_spec: [topology.npu] preset, tflops,
-    hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
-    bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
-    clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    out = {}
-    for i, k in enumerate(topo.node_kinds):
-        if k == "npu":
-            sp = npu_spec(cfg, topo, i)
-            peak = sp.tflops.get("fp32") or max(sp.tflops.values())
-            out[i] = (peak * 1e3 / clock, sp.hbm_bytes_per_s / 1e9 / clock)
-        elif k == "host":
-            d = (cfg.topology.host or {}) if cfg else {}
-            own = topo.node_mem[i] if topo.node_mem else {}
-            tflops = own.get("tflops", d.get("tflops", 2.0))
-            gbps = own.get("dram_gbps", d.get("dram_gbps", 100.0))
-            out[i] = (tflops * 1e3 / clock, gbps / clock)
-    return out
-
-
-def engine_params(topo, cfg):
-    """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
-    reduction bytes per cycle, the pieces the engine streams its SRAM in), from
-    [topology.npu] offload_gbps (default 256), offload_sram_mb (8), reduce_gbps (450) and
-    offload_pieces (16), or the node's own."""
-    clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    d = (cfg.topology.npu or {}) if cfg is not None else {}
-    out = {}
-    for i, k in enumerate(topo.node_kinds):
-        if k == "npu":
-            own = topo.node_mem[i] if topo.node_mem else {}
-            out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
-                      int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
-                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
-                      max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
-    return out
-
-
-def memory_params(topo, cfg):
-    """Per memory node: (bytes per cycle, access latency in cycles, capacity in bytes)."""
-    out = {}
-    clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    d = (cfg.topology.mem or {}) if cfg is not None else {}
-    for i, k in enumerate(topo.node_kinds):
-        if k != "mem":
-            continue
-        own = topo.node_mem[i] if topo.node_mem else {}
-        gbps = own.get("mem_gbps", d.get("gbps", 100.0))
-        lat = own.get("mem_latency_ns", d.get("latency_ns", 50.0))
-        cap = own.get("capacity_gb", d.get("capacity_gb", 128.0))
-        out[i] = (gbps / clock, ns_to_cycles(lat, clock), int(cap * 1e9))
-    return out
 
 
 @register("graph", traces=True)

@@ -1,0 +1,46 @@
+"""Direct collectives: every participant sends each other one its share at once."""
+from __future__ import annotations
+
+from pysim.workload.collectives.builder import _emitter, _flush, _split
+
+
+def direct(b, collective):
+    """Each node sends every other node its share at once. Node i's messages are issued to
+    i + 1, i + 2, ... in turn, so at any moment the nodes send to a permutation of each other
+    rather than all to the same one."""
+    e = _emitter(b)
+    p = b.p
+    for size in b.chunk_sizes():
+        b.begin_chunk(size)
+        blocks = _split(size, p)
+        if collective == "all_to_all":
+            for k in range(1, p):
+                for i in range(p):
+                    j = (i + k) % p
+                    e.received(j, blocks[j], e.send(i, j, blocks[j], []))
+            b.end_chunk()
+            continue
+        if collective == "broadcast":            # the root sends everyone the chunk
+            for j in range(1, p):
+                e.received(j, size, e.send(0, j, size, []))
+            b.end_chunk()
+            continue
+        if collective == "reduce":               # everyone sends the root its chunk
+            for k in range(1, p):
+                e.reduce(0, size, [e.send(k, 0, size, [])])
+            b.end_chunk()
+            continue
+        owned = {j: [] for j in range(p)}
+        if collective in ("all_reduce", "reduce_scatter"):
+            for k in range(1, p):          # everyone sends node j its block j; j reduces
+                for i in range(p):
+                    j = (i + k) % p
+                    snd = e.send(i, j, blocks[j], [])
+                    owned[j].append(e.reduce(j, blocks[j], [snd]))
+        if collective in ("all_reduce", "all_gather"):
+            for k in range(1, p):
+                for j in range(p):
+                    i = (j + k) % p
+                    e.received(i, blocks[j], e.send(j, i, blocks[j], owned[j]))
+        b.end_chunk()
+    _flush(e)

@@ -1,0 +1,181 @@
+"""The collective algorithms by name, the bound of the ops each expands into (counted before
+building), and `build`, which adds one collective to an op graph."""
+from __future__ import annotations
+
+from pysim.errors import ConfigError
+from pysim.workload import graph as graph_module
+from pysim.workload import nccl
+from pysim.workload.collectives.builder import OFFLOAD_PIECES_IN_SRAM, _Builder
+from pysim.workload.collectives.direct import direct
+from pysim.workload.collectives.halving_doubling import halving_doubling
+from pysim.workload.collectives.hierarchical import hierarchical
+from pysim.workload.collectives.order import _at_least_two
+from pysim.workload.collectives.ring import ring, ring_pipeline
+from pysim.workload.collectives.tree import tree
+from pysim.workload.graph import GraphError, OpGraph
+
+
+ALGORITHMS = {
+    "ring": (lambda b, c: ring_pipeline(b, c) if c in ("broadcast", "reduce") else ring(b, c),
+             {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}),
+    "bidir_ring": (lambda b, c: ring(b, c, bidirectional=True),
+                   {"all_reduce", "reduce_scatter", "all_gather"}),
+    "direct": (direct, {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                        "broadcast", "reduce"}),
+    "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
+    "tree": (tree, {"all_reduce"}),
+    "hierarchical": (None, {"all_reduce"}),
+    "nccl": (None, nccl.SUPPORTED),            # (pysim/workload/nccl.py: needs the machine)
+}
+
+
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1):
+    """An upper bound of the engine ops a collective expands into, counted before building
+    any (so that a graph too large is refused at once, not after minutes of building): per
+    chunk, the sends, reductions and receptions of each algorithm -- exactly without an
+    endpoint model and on the NPU (_engine_ops); on the offload engine each reduction in two
+    parts (the bulk as a message arrives, its last packet's worth after it) and per piece a
+    load and a store per node, `pieces` the pieces the engine cuts a chunk into."""
+    if engine in (None, "npu") and algorithm != "hierarchical":
+        return chunks * _engine_ops(collective, algorithm, p, engine)
+    log = max(1, (p - 1).bit_length())
+    ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
+    if algorithm in ("ring", "bidir_ring") and collective in ring:
+        per = ring[collective] * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    elif algorithm == "ring":                   # broadcast, reduce: a pipeline
+        per = 2 * (p - 1)
+    elif algorithm == "direct":
+        per = {"all_to_all": 1, "broadcast": 0, "reduce": 0}.get(
+            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1)
+    elif algorithm == "halving_doubling":
+        per = ring.get(collective, 3) * p * log
+    elif algorithm == "tree":
+        per = 6 * (p - 1)
+    elif algorithm == "hierarchical" and dims:
+        per = 3 * p * sum(int(k) - 1 for k in dims)
+    elif algorithm == "nccl":
+        return nccl.ops_bound(collective, p, min(p, 64))
+    else:
+        per = 3 * p * p
+    if engine == "npu":
+        per *= 3
+    elif engine == "offload":
+        return chunks * pieces * (2 * per + 2 * p)
+    return chunks * per
+
+
+def _engine_ops(collective, algorithm, p, engine):
+    """The engine ops of one chunk of a collective without an offload engine, exactly (each
+    half of a chunk taken as not empty): a send is one op (two on the NPU: its HBM read
+    first), a reduction one (three on the NPU: its HBM traffic, its cores, their join), a
+    reception none (one on the NPU: its HBM write)."""
+    S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
+    rs, ag = S + R, S + V
+    per = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag,
+           "all_to_all": ag, "broadcast": ag, "reduce": rs}[collective]
+    steps = max(1, (p - 1).bit_length())
+    if algorithm in ("ring", "bidir_ring") and collective not in ("broadcast", "reduce"):
+        return per * (p - 1) * p * (2 if algorithm == "bidir_ring" else 1)
+    if algorithm == "ring" or (algorithm == "direct" and collective in ("broadcast",
+                                                                         "reduce")):
+        return per * (p - 1)
+    if algorithm == "direct":
+        return per * (p - 1) * p
+    if algorithm == "halving_doubling":
+        return per * steps * p
+    return 2 * per * (p - 1)                     # tree: two trees, up and down
+
+
+def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle=None,
+          engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
+          grain=512, after=None, done=None, sram_state=None,
+          sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None, machine=None,
+          nccl_settings=None):
+    """The op graph of one collective over the nodes `order` (names, in ring order); added
+    to `graph` if given (so that other ops can run beside it).
+
+    after: {node name: [op ids]}, what each participant's part waits for (its data being
+    ready; default: nothing). done: a dict, filled with {node name: op id} of an op that
+    finishes when the participant's part of the collective is complete. sram_state: the
+    offload engines' SRAM occupancy, shared by the collectives of one graph (an empty
+    tuple of two dicts to start; by default each collective has the SRAM to itself).
+    units: {node name: compute units} the collective holds at each participant from its
+    start there to its end (an NPU-run collective: pysim.workload.endpoint). streams: (state,
+    n), the collectives of one group in the order issued: each participant's part waits for the
+    end of its part of the collective issued n before on the same group (state: a dict
+    shared by the collectives of one graph).
+    machine, nccl_settings: for algorithm 'nccl', the cluster (Topology.cluster) and
+    {algorithm, protocol, channels} (workload.nccl_*)."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
+                          f"{', '.join(sorted(ALGORITHMS))}")
+    fn, supported = ALGORITHMS[algorithm]
+    if collective not in supported:
+        raise ConfigError(f"workload.algorithm = {algorithm!r} does not implement "
+                          f"workload.collective = {collective!r} (it does: "
+                          f"{', '.join(sorted(supported))})")
+    _at_least_two(order)
+    if len(set(order)) != len(order):
+        raise ConfigError("workload.group names a node twice")
+    if nbytes < 0 or chunks < 1:          # (0 bytes: a training layer with nothing to send)
+        raise ConfigError(f"workload.bytes = {nbytes}, workload.chunks = {chunks}: expected "
+                          f"workload.bytes >= 0 and workload.chunks >= 1")
+    pieces = 1
+    if engine == "offload" and sram_bytes is not None:
+        piece = max(1, sram_bytes // sram_pieces)
+        pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces)
+    limit = graph_module.MAX_OPS
+    if ops > limit:
+        raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
+                         f"{len(order)} participants makes up to {ops:,} ops, more than the "
+                         f"{limit:,} ops a graph may have (fewer chunks or participants make "
+                         f"fewer)")
+    idx = {n: i for i, n in enumerate(order)}
+    start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
+    g = graph if graph is not None else OpGraph()
+    key = tuple(sorted(order))
+    if streams is not None:            # in the order issued, on the group's streams
+        state, n_streams = streams
+        for n in order:
+            prev = state.get((key, n), ())
+            if len(prev) >= n_streams:
+                start.setdefault(idx[n], []).append(prev[-n_streams])
+    if units:                          # the units held from the start to the end
+        for n in order:
+            if units.get(n):
+                start[idx[n]] = [g.take_units(n, units[n], after=start.get(idx[n], []))]
+    b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
+                 chunks_in_flight, grain, start, sram_state, sram_pieces)
+    b.g = g
+    if algorithm == "hierarchical":
+        if dims is None:
+            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
+                              "dimensions (a torus or mesh)")
+        hierarchical(b, collective, dims)
+    elif algorithm == "nccl":
+        nccl.build(b, collective, nccl_settings or {}, machine)
+    else:
+        fn(b, collective)
+    if done is not None or units or streams is not None:
+        done = {} if done is None else done
+        for i, n in enumerate(order):
+            last = b.node_last.get(i) or list(b.start.get(i, ()))
+            if units and units.get(n):
+                done[n] = b.g.free_units(n, units[n], after=last)
+            else:
+                done[n] = b.g.delay(0, after=last)
+            if streams is not None:
+                prev = streams[0].setdefault((key, n), [])
+                prev.append(done[n])
+                del prev[:-streams[1]]
+    return b.g
+
+
+def bus_factor(collective, p):
+    """nccl-tests convention: busbw = algbw x factor."""
+    if collective == "all_reduce":
+        return 2 * (p - 1) / p
+    if collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (p - 1) / p
+    return 1.0
