@@ -90,7 +90,8 @@ def one(n, k, pattern):
                 events=p["events"], rate_recomputations=f["rate_recomputations"],
                 pairs_recomputed=f["pairs_recomputed"],
                 pairs_per_recomputation=f["pairs_recomputed"] / rec,
-                solver_seconds=p["solver_seconds"], engine_cpu_seconds=p["cpu"]["engine"],
+                solver_seconds=p["solver_seconds"], solver_fallbacks=p["solver_fallbacks"],
+                engine_cpu_seconds=p["cpu"]["engine"],
                 solver_us_per_recomputation=1e6 * p["solver_seconds"] / rec,
                 solver_ns_per_pair=1e9 * p["solver_seconds"] / max(1, f["pairs_recomputed"]),
                 build_seconds=build, cpu=p["cpu"],
@@ -135,7 +136,8 @@ def main():
                       f"{row['pairs_per_recomputation']:>9,.0f} pairs; solver "
                       f"{row['solver_seconds']:8.2f} s = "
                       f"{row['solver_us_per_recomputation']:9.1f} us/recomputation, "
-                      f"{row['solver_ns_per_pair']:6.1f} ns/pair; engine "
+                      f"{row['solver_ns_per_pair']:6.1f} ns/pair, "
+                      f"{row['solver_fallbacks']} fallbacks; engine "
                       f"{row['engine_cpu_seconds']:7.2f} s; wall {row['wall_seconds']:.1f} s, "
                       f"{row['peak_memory_mb']:.0f} MB", flush=True)
     from provenance import provenance

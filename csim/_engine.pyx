@@ -242,6 +242,7 @@ cdef void _flow_null(State* s) noexcept:
     s.dh_n = 0
     s.n_dirty = 0
     s.n_pdirty = 0
+    s.active_entries = 0
     s.n_res = 0
     s.n_pairs = 0
     s.hmax = 1

@@ -115,6 +115,7 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
     """Pair p (its route in fe_res of its slot, rlen set) joins its resources' lists."""
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    s.active_entries += s.pr[p].rlen
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -129,6 +130,7 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
 cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    s.active_entries -= s.pr[p].rlen
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -616,10 +618,11 @@ cdef inline void _rates_full(State* s) noexcept nogil:
 # every pair there to have no more than it. Pairs that fail join A, and A is recomputed,
 # until nothing fails: then every pair has a bottleneck (those outside T kept theirs: nothing
 # on them changed), so the rates are the max-min fair ones. An event costs the pairs on the
-# resources it reaches, not its component. A change that spreads far (more than
-# INC_ROUNDS rounds) falls back to progressive filling over the whole component.
+# resources it reaches, not its component. A change that spreads far falls back to
+# progressive filling over the whole component, once its rounds have visited as many route
+# entries as the active pairs have: an event never costs much more than twice the whole
+# recomputation.
 
-DEF INC_ROUNDS = 8
 DEF INC_TOL = 1e-9
 
 
@@ -641,11 +644,11 @@ cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t
             nt[0] += 1
 
 
-cdef inline void _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcept nogil:
+cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcept nogil:
     """Progressive filling of the pairs of A over what the pairs outside A leave of the
-    resources of T."""
+    resources of T. Returns the route entries it visited."""
     cdef int32_t i, k, r, q, p, nh = 0
-    cdef int64_t e, base
+    cdef int64_t e, base, work = 0
     cdef double share, cur
     cdef Pair* pp
     for i in range(nt):
@@ -660,6 +663,7 @@ cdef inline void _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcep
             else:
                 s.rs_left[r] -= pp.rate * pp.n
             e = s.fe_next[e]
+            work += 1
         if s.rs_unf[r] > 0:
             _rq_push(s, &nh, s.rs_left[r] / s.rs_unf[r], r)
     for i in range(na):
@@ -689,12 +693,16 @@ cdef inline void _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcep
                     q = s.fe_res[base + k]
                     s.rs_left[q] -= cur * pp.n
                     s.rs_unf[q] -= pp.n
+                work += pp.rlen
             e = s.fe_next[e]
+            work += 1
+    return work
 
 
-cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st) noexcept nogil:
+cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
+                               int64_t* work) noexcept nogil:
     """The certificates on the resources of T (see above); pairs outside A that fail join
-    it. Returns how many joined."""
+    it. Returns how many joined; adds the route entries it visited to work."""
     cdef int32_t i, r, p, added = 0, n0 = nt[0]
     cdef int64_t e
     cdef double used, top, fixed
@@ -714,6 +722,7 @@ cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st) n
             if pp.mark == st and pp.bott == r and (fixed < 0.0 or pp.rate < fixed):
                 fixed = pp.rate
             e = s.fe_next[e]
+            work[0] += 2
         full = used >= s.rs_cap[r] * (1.0 - INC_TOL)
         e = s.rs_head[r]
         while e >= 0:
@@ -732,7 +741,8 @@ cdef inline void flow_rates(State* s) noexcept nogil:
     """Recompute the rates where flows started or ended (incrementally, see above), and when
     each recomputed pair's next flow has its last byte carried."""
     cdef int64_t st
-    cdef int32_t i, r, p, n, na = 0, nt = 0, rounds = 0
+    cdef int32_t i, r, p, n, na = 0, nt = 0
+    cdef int64_t work = 0
     if s.n_dirty == 0 and s.n_pdirty == 0:
         return
     s.stamp += 1
@@ -756,11 +766,10 @@ cdef inline void flow_rates(State* s) noexcept nogil:
         return
     s.recomputes += 1
     while True:
-        _inc_fill(s, na, nt, st)
-        if _inc_check(s, &na, &nt, st) == 0:
+        work += _inc_fill(s, na, nt, st)
+        if _inc_check(s, &na, &nt, st, &work) == 0:
             break
-        rounds += 1
-        if rounds >= INC_ROUNDS:         # spreads far: the whole component
+        if work > s.active_entries:      # spreads far: the whole component
             s.solver_fallbacks += 1
             for i in range(nt):
                 _dirty(s, s.rs_queue[i])

@@ -380,6 +380,7 @@ cdef struct State:
                              #   scratch: the pairs being recomputed
     int32_t n_pdirty
     int64_t solver_fallbacks # recomputations that fell back to the whole component
+    int64_t active_entries   # route entries of the pairs with flows (their resources)
     cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte
     int32_t* dh_pair         #   carried, pair), indexed by Pair.hpos
     int32_t dh_n
