@@ -33,6 +33,9 @@ the flow level's, for the whole run and for the engine alone). Cases:
               all-reduces of its gradient buckets beside the backward pass)
   offload     the offload case at 1/16 of its bytes (mcdla-8)
   large       the 256 MB ring all-reduce on 8 NPUs
+  turns       the DGX-1's gpu2 sends 4 messages of 4 MiB to gpu0 (one NVLink) and 4 of 2 MiB
+              to gpu3 (two), all at once: the finish of each message at both levels (the
+              NIC's turns between messages, see docs/flow.md)
 
 agreement: every shipped system x every collective and algorithm it accepts, at each size,
 both levels; the flow level's time over the flit level's. The big meshes run over one row.
@@ -207,6 +210,14 @@ def iteration_case(name, model):
             "workload.iterations": 1, "network.model": model}), None
     if name == "offload":
         return case_config("offload", model), offload_graph(scale=16)
+    if name == "turns":
+        from pysim.workload import OpGraph
+        g = OpGraph()
+        for i in range(8):
+            g.send("gpu2", "gpu0" if i < 4 else "gpu3", 4 << 20 if i < 4 else 2 << 20,
+                   after=[g.delay(1 + 22 * i)])
+        return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
+            "workload.kind": "graph", "network.model": model}), g
     return case_config(name, model), None
 
 
@@ -218,7 +229,9 @@ def one_iteration(name, model):
     r = run_graph(cfg, g) if g is not None else pysim.simulate(cfg)
     cpu = time.process_time() - t
     p = getattr(r, "profile", None) or {}
+    sends = [op["finish"] for op in r.ops if op["kind"] == "send"] if name == "turns" else None
     return dict(case=name, model=model, makespan_cycles=r.makespan_cycles, cpu_seconds=cpu,
+                send_finish=sends,
                 engine_cpu_seconds=p.get("cpu", {}).get("engine"),
                 solver_seconds=p.get("solver_seconds"))
 
@@ -242,6 +255,9 @@ def iterations(a):
               f"flow {fl['makespan_cycles']:>12,} ({fl['cpu_seconds']:.3f} s): "
               f"{100 * row['error']:+.2f}%, speed x{row['speed_ratio']:.0f} "
               f"(engine x{row['engine_speed_ratio']:.0f})", flush=True)
+        if ft.get("send_finish"):
+            print(f"{'':>11}finish of each message: flit {ft['send_finish']}, "
+                  f"flow {fl['send_finish']}", flush=True)
     return dict(benchmark="flow iterations", rows=rows)
 
 
