@@ -19,6 +19,18 @@ class OutputError(OSError):
     """An output file cannot be written; the message names it and says why."""
 
 
+def as_path(path, what):
+    """`path` (a str, bytes or os.PathLike) as a str; anything else is a TypeError naming
+    `what` (the argument)."""
+    if isinstance(path, bytes):
+        return os.fsdecode(path)
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(f"{what}: expected a path (a str or os.PathLike), not "
+                        f"{type(path).__name__}") from None
+
+
 def check_output(path, force=False, what="output"):
     """Raise OutputError if `path` could not be written (see the module docstring)."""
     if not path:

@@ -24,7 +24,7 @@ from pysim import systems
 from pysim._io import read_bounded
 from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
 from pysim.schema import (CROSS_CHECKS, KEY_MAP, KEYS, Key, check_value, declare,  # noqa: F401
-                          sections, short, suggest)
+                          drop_unread, sections, short, suggest)
 
 
 
@@ -89,7 +89,9 @@ class Config:
         """A new Config with `{"section.key": value}` applied (validated)."""
         raw = {s: {k: v for k, v in self._values[s].items() if f"{s}.{k}" in self.explicit}
                for s in sections()}
-        for path, v in cwd_paths(_as_overrides(overrides, "with_overrides()")).items():
+        overrides = cwd_paths(_as_overrides(overrides, "with_overrides()"))
+        drop_unread(raw, overrides)
+        for path, v in overrides.items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source)
 
@@ -334,7 +336,7 @@ def load(path, overrides: dict | None = None) -> Config:
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
     overrides = cwd_paths(overrides or {})
-    raw = _include_topology(raw, base, overrides)
+    raw = drop_unread(_include_topology(raw, base, overrides), overrides)
     for p, v in overrides.items():
         apply_override(raw, p, v)
     try:

@@ -189,6 +189,78 @@ def raising(check_fn, expected="a table"):
     return pred, expected
 
 
+# ---------------------------------------------------------------------- what a choice reads
+# A key that chooses a component (workload.kind) may declare, per choice, which keys that
+# choice reads: a key read by some choices and not by the chosen one is refused when given
+# (pysim.workload.base.check_reads), naming the choices that would read it.
+READS: dict[str, dict[str, tuple]] = {}   # chooser path -> {choice: key paths it reads}
+
+
+def reads(chooser, choice, paths):
+    """Declare that `chooser = choice` reads `paths` (a path ending '.*': every key of that
+    sub-table, 'workload.memory.*')."""
+    READS.setdefault(chooser, {})[choice] = tuple(paths)
+
+
+def _expand(paths):
+    out = set()
+    for p in paths:
+        if p.endswith(".*"):
+            out.update(k for k in KEY_MAP if k.startswith(p[:-1]))
+        else:
+            out.add(p)
+    return out
+
+
+def read_by(chooser, choice):
+    """The key paths `chooser = choice` reads (None if it declared none)."""
+    paths = READS.get(chooser, {}).get(choice)
+    return None if paths is None else _expand(paths)
+
+
+def readers(chooser, path):
+    """The choices of `chooser` that read `path`."""
+    return [c for c, paths in READS.get(chooser, {}).items() if path in _expand(paths)]
+
+
+def governed(chooser):
+    """The keys some choice of `chooser` reads and another does not."""
+    sets = [_expand(p) for p in READS.get(chooser, {}).values()]
+    return set().union(*sets) - set.intersection(*sets) if sets else set()
+
+
+def unread(chooser, choice, paths):
+    """Those of `paths` (key paths) that `chooser = choice` does not read but another choice
+    does."""
+    mine = read_by(chooser, choice)
+    if mine is None:
+        return []
+    gov = governed(chooser)
+    return [p for p in paths if p in gov and p not in mine]
+
+
+
+def drop_unread(raw, overrides):
+    """A raw config (as TOML parses one) with the keys its own choice read and an override's
+    new choice does not removed: `--set workload.kind=training` on a file of a collective
+    leaves out the file's workload.bytes (overridden keys stay, and are checked)."""
+    for chooser in READS:
+        if chooser not in overrides or not isinstance(overrides[chooser], str):
+            continue
+        section, name = chooser.split(".", 1)
+        body = raw.get(section)
+        if not isinstance(body, dict) or body.get(name) == overrides[chooser]:
+            continue
+        for path in unread(chooser, overrides[chooser], list(KEY_MAP)):
+            if path in overrides or not path.startswith(section + "."):
+                continue
+            key = path.split(".", 1)[1]
+            body.pop(key, None)
+            sub, dot, field = key.partition(".")
+            if dot and isinstance(body.get(sub), dict):
+                body[sub] = {f: v for f, v in body[sub].items() if f != field}
+    return raw
+
 # ---------------------------------------------------------------------- one value
 def type_ok(kind, v):
     is_int = isinstance(v, int) and not isinstance(v, bool)
@@ -266,6 +338,7 @@ def check_value(key: Key, v):
 
 __all__ = ["ConfigError", "CROSS_CHECKS", "DELAY", "DELAY1", "KEYS", "KEY_MAP", "KIND_TEXT",
            "Key", "MAX_DELAY_CYCLES", "MAX_FLIT_BYTES", "MAX_INT", "NONNEG", "PACKET", "POS",
-           "PROB", "SECTION_ORDER", "VCS", "all_nonneg", "all_positive", "check_fields",
-           "check_value", "cross_check", "declare", "fields_check", "finite_float",
-           "positive_number", "raising", "sections", "short", "suggest", "type_ok"]
+           "PROB", "READS", "SECTION_ORDER", "VCS", "all_nonneg", "all_positive", "check_fields",
+           "check_value", "cross_check", "declare", "drop_unread", "fields_check", "finite_float", "governed",
+           "positive_number", "raising", "read_by", "readers", "reads",
+           "sections", "short", "suggest", "type_ok", "unread"]

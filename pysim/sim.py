@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 
 from pysim.config import Config, from_dict, load
-from pysim.errors import ConfigError
 from pysim.workload import WORKLOADS
-from pysim.workload.base import DeadlockError, SimulationError
+from pysim.workload.base import DeadlockError, SimulationError, check_reads
 from pysim.workload.synthetic import prepare, run_packets
 
 __all__ = ["simulate", "DeadlockError", "SimulationError", "prepare", "run_packets"]
@@ -28,11 +27,7 @@ def simulate(cfg, progress=None):
     elif not isinstance(cfg, Config):
         raise TypeError(f"simulate() takes a Config, a path to a TOML file or a dict, not "
                         f"{type(cfg).__name__}")
-    given = sorted(k for k in cfg.explicit if k.startswith("workload.memory."))
-    if given and cfg.workload.kind != "training":
-        raise ConfigError(f"{given[0]}: memory plans apply to training iterations "
-                          f"(workload.kind = 'training'), not to workload.kind = "
-                          f"{cfg.workload.kind!r}")
+    check_reads(cfg)
     if progress is not None and not callable(progress):
         raise TypeError(f"simulate(progress=...) takes a function f(cycle, last), not "
                         f"{type(progress).__name__}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 
+from pysim._io import as_path
 from pysim.errors import ConfigError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,7 +48,7 @@ def path_of(name):
 def resolve(path, what="config file"):
     """`path` if it is a file; else the shipped system of that name; else a ConfigError that
     lists the shipped systems (with the closest name first)."""
-    path = os.fspath(path)
+    path = as_path(path, f"{what} (a path or a shipped system's name)")
     if os.path.exists(path):
         return path
     found = path_of(path)

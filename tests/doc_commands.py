@@ -39,6 +39,51 @@ def shell_lines(text):
     return "\n".join(out) + "\n"
 
 
+# Every command a page shows: a line of a ``` or ```sh block starting `pysim ` or `python `
+# (with its continuation lines), and an inline `pysim ...` span that is a whole command (no
+# placeholder: no word in capitals, no [optional] part, no '...').
+ANY_FENCE = re.compile(r"^```([a-z]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+INLINE = re.compile(r"(?<!`)`((?:pysim|python) [^`]+)`(?!`)")
+PLACEHOLDER = re.compile(r"\b[A-Z]{2,}\b|\[|\.\.\.|\\\|")
+
+
+def commands(path, fenced=True):
+    """[(line number, command)] of the commands a page shows, in the page's order (without
+    those of its ```sh blocks unless `fenced`)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    spans = []
+    for m in ANY_FENCE.finditer(text):
+        spans.append((m.start(), m.end()))
+        if m.group(1) not in ("", "sh") or (m.group(1) == "sh" and not fenced):
+            continue
+        first = text.count("\n", 0, m.start(2)) + 1
+        lines = m.group(2).splitlines()
+        i = 0
+        while i < len(lines):
+            line, at = lines[i].strip(), first + i
+            if line.startswith("pip install") and "&&" in line:
+                line = line.partition("&&")[2].strip()
+            if line.split()[:1] in (["pysim"], ["python"]):
+                while line.endswith("\\") and i + 1 < len(lines):
+                    i += 1
+                    line = line[:-1].rstrip() + " " + lines[i].strip()
+                out.append((at, line))
+            i += 1
+    for m in INLINE.finditer(text):
+        if any(a <= m.start() < b for a, b in spans):
+            continue
+        cmd = " ".join(m.group(1).split())
+        words = cmd.split()
+        # `pysim run` or `pysim run --json` names a command or an option in the prose
+        whole = (len(words) >= 3 and not words[2].startswith("-")) or \
+            words[1:] in (["systems"], ["models"], ["--version"])
+        if whole and not PLACEHOLDER.search(cmd):
+            out.append((text.count("\n", 0, m.start()) + 1, cmd))
+    return sorted(out)
+
+
 def run_page(path, folder, timeout=600):
     """Run a page's blocks in `folder`; returns (ok, what was run and what it printed)."""
     log = []

@@ -196,8 +196,10 @@ def test_topology_file_is_resolved_relative_to_the_config(tmp_path, monkeypatch)
 def test_topo_reports_known_bisections_and_draws(tmp_path):
     """Bisection per direction: 8x8 mesh of 32 GB/s links, 8 links cut: 256 GB/s; DGX-1
     V100 between its sockets: NVLinks 0-4 and 1-5 (double), 2-6 and 3-7 (single) = 150 GB/s,
-    plus the 19.2 GB/s socket link; MC-DLA: a ring cut twice, 3 x 25 GB/s each: 150 GB/s."""
-    for name, gbps, diameter in (("mesh8x8.toml", 256.0, 14), ("dgx1-v100.toml", 169.2, 3),
+    plus the 19.2 GB/s socket link; MC-DLA: a ring cut twice, 3 x 25 GB/s each: 150 GB/s.
+    Diameters: the DGX-1's GPUs forward no traffic, so a pair without an NVLink on different
+    sockets goes GPU, PCIe switch, CPU, CPU, PCIe switch, GPU: 5 hops."""
+    for name, gbps, diameter in (("mesh8x8.toml", 256.0, 14), ("dgx1-v100.toml", 169.2, 5),
                                  ("mcdla-8.toml", 150.0, 8)):
         cfg = load(os.path.join(TOPOLOGIES, name))
         d = describe(compile_network(cfg), cfg)
@@ -209,7 +211,7 @@ def test_topo_reports_known_bisections_and_draws(tmp_path):
                                     "--draw", str(png), "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "npu" in res.output and "gpu0 <-> gpu3: 50 GB/s x2" in res.output
-    assert "needs 2 VC class" in res.output
+    assert "needs 1 VC class" in res.output   # (routes off the GPUs: an acyclic CDG)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
     d = json.loads(out.read_text())
     assert d["nodes"]["npu"] == [f"gpu{i}" for i in range(8)] and len(d["nodes"]["switch"]) == 4

@@ -2,6 +2,7 @@
 before any work, with the key named, or gives a correct result. Resource bounds are asserted as
 outcomes (processes started, a refusal before the work, a file untouched), never as timings."""
 import json
+import re
 import os
 import signal
 import subprocess
@@ -473,3 +474,95 @@ def test_tensor_parallelism_that_does_not_divide_the_heads_is_refused():
                                "workload.model_params={layers=1,hidden=60,heads=3,seq=16,"
                                "vocab=96}", "--set", "workload.parallel={tp=8}"])
     assert r.exit_code == 1 and "does not divide the 3 attention heads" in r.output
+
+
+def test_shipped_systems_carry_their_hardware():
+    """dgx1-v100's GPUs do not forward each other's traffic in every command (its file says
+    so: the job-stream preset adds nothing); mcdla-8 and hcdla-8 are the MC-DLA study's
+    16 GB V100s."""
+    from pysim import load
+    from pysim.jobs.servers import PRESETS
+    from pysim.models.presets import npu_spec
+    from pysim.topology import build
+    assert load("dgx1-v100").topology.transit == ["switch", "host"]
+    assert PRESETS["dgx1-v100"][1] == {}
+    for name in ("mcdla-8", "hcdla-8"):
+        cfg = load(name)
+        topo = build(cfg)
+        sp = npu_spec(cfg, topo, topo.node_kinds.index("npu"))
+        assert sp.name == "v100" and sp.hbm_capacity_bytes == 16e9, name
+
+
+# ------------------------------------------------------------ the API: wrong Python types
+
+def _api_cases():
+    import numpy as np  # noqa: F401
+    import pysim
+    import pysim.jobs as pj
+    from pysim import models
+    from pysim.workload import OpGraph, run_graph
+    from pysim.workload import memory as M
+    from pysim.workload.training import training_graph, training_report
+    cfg = pysim.load("ring8", {"workload.kind": "training", "workload.model": "alexnet",
+                               "workload.batch": 16, "network.model": "flow"})
+    m = models.get("alexnet")
+    topo = pysim.topology.build(cfg)
+    return [
+        ("config file", lambda: pysim.load(5)),
+        ("config file", lambda: pysim.load(None)),
+        ("overrides", lambda: pysim.load("ring8", [1, 2])),
+        ("simulate()", lambda: pysim.simulate(None)),
+        ("progress", lambda: pysim.simulate("ring8", progress=5)),
+        ("models.load(path)", lambda: models.load(None)),
+        ("models.load(path)", lambda: models.load(5)),
+        ("load_server(name)", lambda: pj.load_server(None)),
+        ("run_stream(server)", lambda: pj.run_stream(None)),
+        ("training_graph(graph)", lambda: training_graph(cfg, topo, m, graph=5)),
+        ("training_graph(prefix)", lambda: training_graph(cfg, topo, m, prefix=5)),
+        ("training_report(plan)", lambda: training_report(OpGraph(), None, None, cfg)),
+        ("decide(budget)", lambda: M.decide(None, None, None)),
+        ("estimate(plan)", lambda: M.estimate("x", [], 5)),
+        ("with_overrides()", lambda: cfg.with_overrides(5)),
+        ("run_graph(graph)", lambda: run_graph(cfg, 5)),
+        ("register('x')", lambda: pj.register("x")(5)),
+        ("register(name)", lambda: pj.register(5)),
+    ]
+
+
+def test_the_api_names_the_argument_given_a_wrong_type():
+    """Each entry point given a wrong Python type raises a TypeError naming the argument (or
+    a ConfigError), never an AttributeError or an IndexError from inside."""
+    for named, call in _api_cases():
+        with pytest.raises(TypeError, match=re.escape(named)):
+            call()
+
+
+def test_a_policy_returning_a_wrong_type_is_named():
+    import pysim.jobs as pj
+    from pysim.jobs.policies import POLICIES
+    name = "returns_text"
+    if name not in POLICIES:
+        pj.register(name)(lambda server, job, cands, free: "x")
+    server = pj.load_server("dgx1-v100", {"network.model": "flow", "jobs.count": 2,
+                                          "jobs.policies": [name], "jobs.min_iterations": 2,
+                                          "jobs.max_iterations": 3, "jobs.sim_iterations": 2,
+                                          "jobs.corun_iterations": 2})
+    with pytest.raises(ConfigError, match=rf"policy '{name}' returned 'x' for job 0: expected "
+                                          rf"the index of a placement"):
+        pj.run_stream(server)
+
+
+def test_an_onnx_graph_past_the_operator_bound_is_refused_before_reading_it(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from pysim import models
+    from pysim.models.onnx_import import MAX_NODES
+    n = MAX_NODES + 1
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(n)]
+    g = helper.make_graph(nodes, "c", [helper.make_tensor_value_info(
+        "t0", TensorProto.FLOAT, [1, 4])], [helper.make_tensor_value_info(
+            f"t{n}", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(g), str(path))
+    with pytest.raises(ConfigError, match=rf"{n:,} operators: at most {MAX_NODES:,}"):
+        models.load(str(path))

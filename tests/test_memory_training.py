@@ -257,7 +257,8 @@ def test_memory_keys_outside_training_are_refused():
     res = CliRunner().invoke(main, ["run", "mcdla-8", "--set", "workload.kind=collective",
                                     "--set", "workload.memory.policy=offload"])
     assert res.exit_code == 1
-    assert "workload.memory.policy: memory plans apply to training iterations" in res.output
+    assert ("workload.memory.policy = 'offload' is not read by workload.kind = 'collective': "
+            "it is read by workload.kind = 'training'") in res.output
 
 
 def test_peak_of_a_chain_with_in_place_relus_counts_each_tensor_once():

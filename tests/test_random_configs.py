@@ -236,17 +236,236 @@ def test_every_key_given_every_weird_value_all_cases(path, value):
 
 
 def _one_key_one_value(path, value):
+    """The key on the smallest run that reads it: synthetic traffic on a mesh, a collective,
+    a training run (a tiny transformer at the flow level; with a memory node and a host for
+    workload.memory), or a job stream of two jobs."""
     import warnings
+    from pysim import jobs as pj
+    from pysim.schema import read_by
     section, key = path.split(".", 1)      # (a sub-table key: "memory.policy", flat)
     base = {"simulation": {"warmup_cycles": 0, "measure_cycles": 100, "drain_cycles": 300},
             "topology": {"kind": "mesh", "dims": [2, 2]}}
-    if section == "workload":
+    if section == "workload" and path in read_by("workload.kind", "collective"):
         base["workload"] = {"kind": "collective", "bytes": 256}
         base.pop("simulation")
+    elif section == "workload" and path in read_by("workload.kind", "training"):
+        base = {"topology": {"kind": "graph", "nodes": [
+                    {"name": "g0"}, {"name": "g1"}, {"name": "m0", "kind": "mem"},
+                    {"name": "h0", "kind": "host"}],
+                    "links": [{"a": "g0", "b": "g1"}, {"a": "g0", "b": "m0"},
+                              {"a": "g1", "b": "m0"}, {"a": "m0", "b": "h0"}]},
+                "network": {"model": "flow"},
+                "workload": {"kind": "training", "model": "transformer", "batch": 4,
+                             "iterations": 1, "model_params": TINY["transformer"]}}
+        if key.startswith("memory.") and key != "memory.policy":
+            base["workload"]["memory.policy"] = "offload+compression" if "compress" in key \
+                else "offload"
     base.setdefault(section, {})[key] = value
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            simulate(from_dict(base))
+            cfg = from_dict(base)
+            if section == "jobs":
+                over = {"jobs.count": 2, "jobs.max_npus": 2, "jobs.min_iterations": 2,
+                        "jobs.max_iterations": 3, "jobs.sim_iterations": 2,
+                        "jobs.corun_iterations": 2, "jobs.batch_per_npu": 1}
+                over = {k: v for k, v in over.items() if k != path}
+                pj.run_stream(pj.load_server("dgx1-v100", {"network.model": "flow",
+                                                           path: value, **over}), workers=1)
+            else:
+                simulate(cfg)
     except ConfigError as e:
         assert str(e) and len(str(e)) < 2000
+
+
+# ------------------------------------------------ training, memory plans, model files, jobs
+# The same net over the newer surfaces: seeded random training runs (a small model, a few
+# NPUs, the flow level) with parallel plans, precisions and memory plans, a weird value
+# somewhere now and then; random ASTRA-sim and ONNX files; random job streams. Each either
+# runs or is refused with a ConfigError (a ModelError is one). A fixed number of seeds per
+# run of the suite (the budget), the same every run.
+TRAINING_BUDGET = 24
+MODEL_FILE_BUDGET = 24
+JOBS_BUDGET = 8
+
+TINY = {"transformer": {"layers": 2, "hidden": 64, "heads": 4, "seq": 16, "vocab": 128},
+        "gpt_moe": {"layers": 2, "hidden": 64, "heads": 4, "seq": 16, "vocab": 128,
+                    "experts": 4},
+        "dlrm": {"tables": [1000, 5000, 200], "dim": 16, "bottom": [32, 16], "top": [32, 1]},
+        "resnet50": {"image": 32}}
+MEMORY = {"offload": {"prefetch_layers": [0, 1, 3], "layers": ["all", "conv", "dynamic"]},
+          "lms": {"swapout_threshold": [-1, 0, 4], "swapin_ahead": [-1, 2],
+                  "min_bytes": [0, 4096]},
+          "recompute": {"segments": [0, 1, 2, 3]},
+          "karma": {"min_bytes": [0, 4096], "host_update": [True, False]},
+          "none": {}, "offload+compression": {"compress_gbps": [50.0, 1e-3]}}
+
+
+def random_training(rng):
+    model = rng.choice(sorted(TINY))
+    n = rng.choice([2, 4])
+    with_memory = {"kind": "graph", "nodes": [{"name": f"g{i}"} for i in range(n)] +
+                   [{"name": "m0", "kind": "mem"}, {"name": "h0", "kind": "host"}],
+                   "links": [{"a": f"g{i}", "b": f"g{(i + 1) % n}"} for i in range(n)] +
+                   [{"a": f"g{i}", "b": "m0"} for i in range(n)] + [{"a": "m0", "b": "h0"}]}
+    topo = rng.choice([{"kind": "ring", "size": n}, {"kind": "fully_connected", "size": n},
+                       with_memory])
+    w = {"kind": "training", "model": model, "model_params": dict(TINY[model]),
+         "batch": rng.choice([4, 8, 16]), "iterations": 1}
+    par = {}
+    for field, values in (("tp", [1, 2]), ("pp", [1, 2]), ("micro_batches", [1, 2, 4]),
+                          ("zero", [0, 1, 3]), ("sp", [True, False]),
+                          ("schedule", ["gpipe", "1f1b"])):
+        if rng.random() < 0.3:
+            par[field] = rng.choice(values)
+    if par:
+        w["parallel"] = par
+    for key, values in (("precision", ["fp32", "fp16", "mixed", "bf16"]),
+                        ("optimizer", ["sgd", "adam"]), ("bucket_mb", [0.5, 25.0]),
+                        ("overlap", [True, False]), ("compute", ["roofline", "kernels"]),
+                        ("attention", ["unfused", "flash"]), ("algorithm", ["ring", "tree"])):
+        if rng.random() < 0.25:
+            w[key] = rng.choice(values)
+    if rng.random() < 0.5:
+        topo = with_memory                   # (a memory plan needs somewhere to put bytes)
+        policy = rng.choice(sorted(MEMORY))
+        mem = {"policy": policy}
+        for field, values in MEMORY[policy].items():
+            if rng.random() < 0.5:
+                mem[field] = rng.choice(values)
+        w["memory"] = mem
+    if rng.random() < 0.2:
+        topo["npu"] = {"hbm_gb": rng.choice([0.001, 0.05, 16.0])}
+    if w.get("compute") == "kernels":
+        topo["npu"] = {"preset": "a100"}
+    cfg = {"topology": topo, "network": {"model": "flow"}, "workload": w}
+    if rng.random() < 0.4:                   # a weird value somewhere
+        where = rng.choice([w, w.get("parallel") or w, w.get("memory") or w,
+                            w["model_params"] or w])
+        where[rng.choice(sorted(where))] = rng.choice(WEIRD)
+    return cfg
+
+
+@pytest.mark.parametrize("seed", range(TRAINING_BUDGET))
+def test_a_random_training_run_runs_or_is_refused_clearly(seed):
+    import warnings
+    cfg = random_training(random.Random(3000 + seed))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = simulate(from_dict(cfg))
+    except ConfigError as e:
+        assert str(e) and "Traceback" not in str(e) and len(str(e)) < 2000
+        return
+    t = r.training
+    assert t["iteration_cycles"] > 0
+    # the breakdown adds up: compute, exposed communication, memory stalls and the rest
+    assert t["compute_cycles"] + t["exposed_comm_cycles"] + t["memory_stall_cycles"] + \
+        t["other_cycles"] == t["iteration_cycles"]
+
+
+ASTRA_WORDS = ["DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_TRANSFORMER", "1", "2", "-1",
+               "0", "100", "NONE", "ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL",
+               "1e400", "nan", "x", "\u0661\u0660", "1_000", "99999999999999999999", "\t",
+               "model_parallel_NPU_group:", "layer"]
+
+
+def random_astra(rng):
+    lines = [rng.choice(ASTRA_WORDS[:4]) + rng.choice(["", " model_parallel_NPU_group: 2"]),
+             str(rng.choice([1, 2, 0, -1, 3]))]
+    for i in range(rng.randint(0, 3)):
+        row = [f"l{i}", "-1", "100", "NONE", "0", "120", "NONE", "0", "140", "ALLREDUCE",
+               "4096", "10"]
+        for _ in range(rng.randint(0, 2)):
+            row[rng.randrange(len(row))] = rng.choice(ASTRA_WORDS)
+        if rng.random() < 0.2:
+            row = row[:rng.randrange(len(row))]
+        lines.append(rng.choice([" ", "\t"]).join(row))
+    return "\n".join(lines) + rng.choice(["\n", "", "\n\n\x00"])
+
+
+def random_onnx(rng, path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    ops = ["Relu", "MatMul", "Add", "Gemm", "Conv", "Softmax", "Reshape", "NoSuchOp",
+           "LayerNormalization", "Transpose"]
+    width = rng.choice([4, 16])
+    shape = rng.choice([[1, width], ["N", width], [0, width], ["seq", width], [1, -3]])
+    inits, nodes, x = [], [], "x"
+    for i in range(rng.randint(0, 4)):
+        op = rng.choice(ops)
+        ins = [x]
+        if op in ("MatMul", "Gemm", "Add", "Conv"):
+            dims = rng.choice([[width, width], [width], [width, width, 3, 3], [7]])
+            inits.append(TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=dims))
+            ins.append(f"w{i}")
+        if op == "Reshape":
+            inits.append(helper.make_tensor(f"s{i}", TensorProto.INT64, [2],
+                                            [1, rng.choice([-1, width, 10 ** 12])]))
+            ins.append(f"s{i}")
+        nodes.append(helper.make_node(op, ins, [f"t{i}"], name=f"n{i}"))
+        x = f"t{i}"
+    graph = helper.make_graph(nodes, "r", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, shape)], [helper.make_tensor_value_info(x, TensorProto.FLOAT,
+                                                                        None)], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid(
+        "", rng.choice([13, 17, 999]))]).SerializeToString()
+    if rng.random() < 0.2:                   # damaged
+        data = data[:rng.randrange(max(1, len(data)))]
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("seed", range(MODEL_FILE_BUDGET))
+def test_a_random_model_file_is_read_or_refused_clearly(seed, tmp_path):
+    from pysim import models
+    rng = random.Random(4000 + seed)
+    if seed % 2:
+        path = tmp_path / "w.txt"
+        path.write_text(random_astra(rng), encoding="utf-8")
+    else:
+        path = tmp_path / "m.onnx"
+        random_onnx(rng, path)
+    params = rng.choice([{}, {"seq": rng.choice([8, 0, 2 ** 63, "x"])}])
+    try:
+        m = models.load(str(path), **params)
+    except ConfigError as e:                 # (models.ModelError is one)
+        assert str(e) and "Traceback" not in str(e)
+        return
+    assert m.layers and all(math.isfinite(l.fwd_flops) and l.fwd_flops >= 0
+                            for l in m.layers)
+
+
+def random_jobs(rng):
+    jobs = {"count": rng.choice([2, 4]), "min_npus": 2, "max_npus": rng.choice([2, 4]),
+            "models": rng.sample(["alexnet", "resnet50", "googlenet"], 2),
+            "min_iterations": 2, "max_iterations": rng.choice([3, 5]),
+            "sim_iterations": 2, "corun_iterations": 2,
+            "policies": rng.sample(["baseline", "topo_aware", "greedy", "preserve"], 2),
+            "batch_per_npu": rng.choice([1, 8])}
+    for key, values in (("arrivals", ["batch", "uniform", "poisson"]),
+                        ("window_s", [0.001, 1.0]), ("patterns", [["ring"], ["clique"]]),
+                        ("sensitivity", ["derived", "list"]), ("corun", ["together",
+                                                                          "alone"])):
+        if rng.random() < 0.3:
+            jobs[key] = rng.choice(values)
+    if rng.random() < 0.5:
+        jobs[rng.choice(sorted(jobs))] = rng.choice(WEIRD)
+    return jobs
+
+
+@pytest.mark.parametrize("seed", range(JOBS_BUDGET))
+def test_a_random_job_stream_runs_or_is_refused_clearly(seed):
+    import warnings
+    from pysim import jobs as pj
+    jobs = random_jobs(random.Random(5000 + seed))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pj.load_server("dgx1-v100", {"network.model": "flow",
+                                                   **{f"jobs.{k}": v for k, v in jobs.items()}})
+            r = pj.run_stream(server, workers=1)
+    except ConfigError as e:
+        assert str(e) and "Traceback" not in str(e) and len(str(e)) < 2000
+        return
+    d = r.to_dict()
+    assert d["policies"]

@@ -45,6 +45,9 @@ def builder_cfg(kind):
                     traffic={"injection_rate": 0.05})
 
 
+EVERY_KIND = ["npu", "mem", "host", "switch"]
+
+
 def file_cfg(name):
     return load(os.path.join(TOPOLOGIES, name),
                 {"simulation.warmup_cycles": 200, "simulation.measure_cycles": 1500,
@@ -152,9 +155,10 @@ def test_common_checks(make):
 
 
 def test_routes_are_shortest_paths_on_graphs():
-    """Table routing takes a minimal number of hops (breadth-first distances computed here)."""
+    """Table routing takes a minimal number of hops (breadth-first distances computed here;
+    every node forwarding: the DGX-1's GPUs too)."""
     for name in ("dgx1-v100.toml", "mcdla-8.toml", "hcdla-8.toml"):
-        cfg = file_cfg(name)
+        cfg = file_cfg(name).with_overrides({"topology.transit": EVERY_KIND})
         net = compile_network(cfg)
         topo = net.topo
         adj = {i: set() for i in range(topo.n_nodes)}
@@ -225,13 +229,14 @@ def _hops_within(t, kinds):
 
 
 def test_transit_keeps_routes_off_other_npus():
-    """topology.transit = [switch, host] on the DGX-1: a route between GPUs without an NVLink
-    goes through PCIe switches and hosts only, and is a shortest such route; without it, the
-    same pair routes through another GPU's NVLinks."""
+    """topology.transit = [switch, host] on the DGX-1 (as shipped): a route between GPUs
+    without an NVLink goes through PCIe switches and hosts only, and is a shortest such route;
+    with every kind forwarding, the same pair routes through another GPU's NVLinks."""
     path = os.path.join(TOPOLOGIES, "dgx1-v100.toml")
-    free = compile_network(load(path))
+    free = compile_network(load(path, {"topology.transit": EVERY_KIND}))
     assert _route(free, "gpu0", "gpu6")[1].startswith("gpu")        # through gpu2 or gpu4
-    net = compile_network(load(path, {"topology.transit": ["switch", "host"]}))
+    assert load(path).topology.transit == ["switch", "host"]
+    net = compile_network(load(path))
     t = net.topo
     best = _hops_within(t, ("switch", "host"))
     npus = [n for n, k in zip(t.node_names, t.node_kinds) if k == "npu"]

@@ -16,6 +16,7 @@ from pysim._io import OutputError, check_output, dump_json, read_bounded, write_
 from pysim._version import __version__
 from pysim.config import parse_override
 from pysim.errors import PysimWarning
+from pysim.workload.runtime import describe as describe_estimate, duration as describe_duration
 
 
 def overrides(pairs):
@@ -98,18 +99,22 @@ def print_table(rows, columns):
 
 
 class Ticker:
-    """A progress line on the terminal (stderr), redrawn at most once a second."""
+    """A progress line on the terminal (stderr), redrawn at most once a second, with the
+    share of the work done and an ETA where the run knows its total; `draw=False` draws no
+    line (stderr is not a terminal) but still says a long run's estimate before it starts."""
 
-    def __init__(self):
+    def __init__(self, draw=True):
         self.t0 = time.perf_counter()
         self.shown = 0.0
         self.width = 0
+        self.draw = draw
+        self.done = None                 # share of the estimated work done, when known
 
     def show(self, text, now=False):
         """Redraw the line with text(seconds since the start), unless it was drawn less than
         a second ago (`now`: draw it anyway)."""
         t = time.perf_counter() - self.t0
-        if t - self.shown < 1.0 and not now:
+        if not self.draw or (t - self.shown < 1.0 and not now):
             return
         self.shown = t
         line = text(t)
@@ -117,15 +122,36 @@ class Ticker:
         sys.stderr.flush()
         self.width = len(line)
 
+    def estimate(self, est):
+        """Before an op graph runs: its estimate (pysim.workload.runtime), said if long."""
+        self.t0 = time.perf_counter()
+        line = describe_estimate(est)
+        if line:
+            self.clear()
+            click.echo(line, err=True)
+
+    def share(self, fraction):
+        self.done = fraction
+
     def __call__(self, now, last):
-        """Simulated cycles so far (of at most `last`)."""
+        """Simulated cycles so far (of at most `last`), with the share done and an ETA."""
+        share = self.done if self.done is not None else (now / last if last else None)
         self.show(lambda t: f"cycle {now:,}" + (f" of at most {last:,}" if last else "") +
-                  f", {t:.0f} s")
+                  f", {t:.0f} s" + eta(share, t, "at most " if last and self.done is None
+                                       else ""))
 
     def clear(self):
         if self.width:
             sys.stderr.write("\r" + " " * self.width + "\r")
             sys.stderr.flush()
+
+
+def eta(share, elapsed, qualifier=""):
+    """', 40% done, ETA 2 min' from the share done after `elapsed` seconds ('' if unknown)."""
+    if share is None or share <= 0.0:
+        return ""
+    left = elapsed * (1.0 - share) / share
+    return f", {100 * share:.0f}% done, ETA {qualifier}{describe_duration(left)}"
 
 
 def figure_ext(path, option):

@@ -8,7 +8,7 @@ import sys
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import (Ticker, keep_json, keep_text, main, overrides, refuse_overwrite,
+from pysim.cli._common import (Ticker, eta, keep_json, keep_text, main, overrides, refuse_overwrite,
                                write_output)
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
@@ -115,5 +115,6 @@ class _Progress(Ticker):
         self.shown = -1.0
 
     def __call__(self, done, total):
-        self.show(lambda t: f"jobs {done} of {total} (over all policies), {t:.0f} s",
+        self.show(lambda t: f"jobs {done} of {total} (over all policies), {t:.0f} s" +
+                  eta(done / total if total else None, t),
                   now=done >= total)

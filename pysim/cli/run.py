@@ -51,7 +51,7 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
                                   f"{what} (these have: {with_ops})")
         if chakra_dir:
             chakra.schema()                 # (the protobuf package, before the run)
-        progress = Ticker() if not quiet and sys.stderr.isatty() else None
+        progress = Ticker(draw=sys.stderr.isatty()) if not quiet else None
         try:
             result = simulate(cfg, progress=progress)
         finally:

@@ -98,6 +98,9 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             i = policy(server, job, cands, free.copy())
             if i is None:
                 break
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+                raise ConfigError(f"policy {name!r} returned {i!r} for job {job.id}: expected "
+                                  f"the index of a placement (an integer) or None")
             i = int(i)
             if not 0 <= i < len(cands) or not cands.feasible(free)[i]:
                 raise ConfigError(f"policy {name!r} chose placement {i} for job {job.id}, "

@@ -46,7 +46,13 @@ POLICIES: dict[str, Callable] = {}
 
 def register(name):
     """Register `fn(server, job, cands, free) -> index into cands, or None`."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register(name): expected a policy's name (a str), not {name!r}")
+
     def deco(fn):
+        if not callable(fn):
+            raise TypeError(f"register({name!r}): expected a function fn(server, job, cands, "
+                            f"free), not {type(fn).__name__}")
         if name in POLICIES:
             raise ValueError(f"allocation policy {name!r} is registered twice")
         POLICIES[name] = fn

@@ -14,6 +14,7 @@ from pysim.jobs.cache import Cache
 from pysim.jobs.loop import policy_loop
 from pysim.jobs.policies import Candidates
 from pysim.jobs.results import StreamResult, summarise
+from pysim.jobs.servers import Server
 from pysim.jobs.sensitivity import derive
 from pysim.sweep import Executor
 
@@ -40,6 +41,9 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                               or workers < 1):
         raise ConfigError(f"workers = {workers!r}: expected a number of worker processes "
                           f">= 1")
+    if not isinstance(server, Server):
+        raise TypeError(f"run_stream(server): expected a Server (pysim.jobs.load_server), not "
+                        f"{type(server).__name__}")
     t0 = time.perf_counter()
     cfg = server.cfg
     jobs = st.stream(cfg) if jobs is None else list(jobs)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysim._io import as_path
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim import systems
@@ -22,12 +23,10 @@ from pysim.network import compile_network
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-# name -> (shipped file, overrides): the systems of MAPA (Ranganath et al., SC 2021).
-# GPUs do not forward each other's traffic: a pair without an NVLink talks over PCIe; the
-# DGX-1's GPUs are V100s (the shipped file leaves the NPUs at the generic defaults).
+# name -> (shipped file, overrides): the systems of MAPA (Ranganath et al., SC 2021), as
+# shipped (their GPUs, and GPUs that do not forward each other's traffic).
 PRESETS = {
-    "dgx1-v100": ("dgx1-v100", {"topology.transit": ["switch", "host"],
-                                "topology.npu.preset": "v100"}),
+    "dgx1-v100": ("dgx1-v100", {}),
     "dgx1-p100": ("dgx1-p100", {}),
     "summit-node": ("summit-node", {}),
     "gpu16-torus4x4": ("gpu16-torus4x4", {}),
@@ -39,7 +38,7 @@ ALIASES = {"dgx-v": "dgx1-v100", "dgx-p": "dgx1-p100", "summit": "summit-node",
 
 def resolve(name):
     """(path of the config, overrides it needs) for a preset, a shipped system or a file."""
-    name = os.fspath(name)
+    name = as_path(name, "load_server(name) (a server preset, a shipped system or a file)")
     key = ALIASES.get(name, name)
     if key in PRESETS:
         stem, over = PRESETS[key]

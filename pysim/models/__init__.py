@@ -12,6 +12,7 @@ import os
 
 from pysim.models import cnn, dlrm, language, moe  # noqa: F401  (the zoo: each module registers)
 from pysim.models.astra import load_astra
+from pysim._io import as_path
 from pysim.models.layers import KINDS, Layer, ModelError
 from pysim.models.model import Model, Net
 from pysim.models.onnx_import import load_onnx
@@ -22,7 +23,7 @@ from pysim.models.registry import get, names, parameters, register
 def load(path, **params):
     """A model from a file: `.onnx` (needs the `onnx` package: pip install 'pysim[onnx]'),
     or an ASTRA-sim 1.0 text workload (any other file)."""
-    path = os.fspath(path)
+    path = as_path(path, "models.load(path)")
     if path.lower().endswith(".onnx"):
         return load_onnx(path, **params)
     return load_astra(path, **params)

@@ -27,6 +27,8 @@ from pysim.models.layers import Layer, ModelError, prod
 from pysim.models.model import Model
 
 MAX_DIM = 1 << 40           # a dimension given by name (ONNX holds int64; FLOPs must stay finite)
+MAX_NODES = 100_000         # operators (as ASTRA-sim workloads' layers: pysim.models.astra): about
+                            # 3 s and 0.3 GB to import at the limit
 
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Gelu": "gelu", "Erf": "erf",
          "Exp": "exp", "Sqrt": "sqrt", "Neg": "neg", "Clip": "clip",
@@ -303,6 +305,9 @@ def load_onnx(path, **dims):
     graph = model.graph
     if not len(graph.node):
         raise ModelError(f"{path}: the graph has no operators (no layers to train)")
+    if len(graph.node) > MAX_NODES:      # (refused before shape inference, the costly part)
+        raise ModelError(f"{path}: {len(graph.node):,} operators: at most {MAX_NODES:,} (each "
+                         f"becomes a layer, and each layer ops in every plan built from it)")
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if not inputs:

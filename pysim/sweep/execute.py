@@ -21,6 +21,7 @@ from multiprocessing.connection import wait as wait_for
 from pysim.config import Config, apply_override, cwd_paths, from_dict, load
 from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import simulate
+from pysim.schema import drop_unread
 from pysim.sweep.grid import expand
 from pysim.sweep.store import Store
 
@@ -47,7 +48,7 @@ def base_config(config):
 
 def resolve(base, overrides):
     raw, base_dir, source = base
-    merged = json.loads(json.dumps(raw))
+    merged = drop_unread(json.loads(json.dumps(raw)), overrides)
     for path, v in overrides.items():
         apply_override(merged, path, v, "--param")
     return from_dict(merged, base_dir=base_dir, source=source)

@@ -3,12 +3,14 @@ and the engine's status check, deadlock report and link report.
 
 A workload kind is one module under pysim/workload/ with a runner registered here:
 
-    @register("graph", traces=True)
+    @register("graph", traces=True, reads=("workload.file",) + OP_GRAPH_KEYS)
     def run_graph(cfg, progress=None): ...
 
 The runner takes a resolved Config and an optional progress(cycle, last) callback and returns
-a result with to_dict() and summary() (and trace() when `traces`). This module sits below every
-kind and imports none of them.
+a result with to_dict() and summary() (and trace() when `traces`). `reads` names the workload
+keys the kind reads (a path ending '.*': a whole sub-table); a key another kind reads, given
+to a kind that does not, is refused before the run (`check_reads`), naming the kinds that
+would read it. This module sits below every kind and imports none of them.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from typing import Callable
 import numpy as np
 
 from pysim.network import CH_NET
-from pysim.schema import Key, declare
+from pysim.errors import ConfigError
+from pysim.schema import Key, declare, readers, reads as declare_reads, short, unread
 
 
 @dataclass(frozen=True)
@@ -28,20 +31,46 @@ class WorkloadKind:
     run: Callable
     traces: bool          # its result has trace(): a Chrome/Perfetto trace of its ops
     doc: str
+    reads: tuple = ()     # the workload keys it reads
 
 
 WORKLOADS: dict[str, WorkloadKind] = {}
 
+# Keys every op-graph kind reads (how ops become engine work), and those every kind that
+# builds collectives reads: kinds compose their `reads` from these.
+OP_GRAPH_KEYS = ("workload.packet_flits", "workload.slice_cycles", "workload.mem_piece_bytes",
+            "workload.max_cycles", "workload.comm_sms", "workload.comm_hbm_gbps",
+            "workload.engine")
+COLLECTIVE_KEYS = ("workload.algorithm", "workload.chunks", "workload.chunks_in_flight",
+               "workload.group", "workload.ring_order", "workload.reduce_gbps",
+               "workload.comm_streams", "workload.nccl_algorithm", "workload.nccl_protocol",
+               "workload.nccl_channels", "workload.collective_form")
 
-def register(name, traces=False):
-    """Register `fn(cfg, progress=None) -> result` as the runner of workload.kind = name."""
+
+def register(name, traces=False, reads=()):
+    """Register `fn(cfg, progress=None) -> result` as the runner of workload.kind = name,
+    reading the workload keys `reads` (paths; 'workload.memory.*' for a sub-table)."""
     def deco(fn):
         if name in WORKLOADS:
             raise ValueError(f"workload kind {name!r} is registered twice")
         doc = (fn.__doc__ or "").strip().split("\n")[0]
-        WORKLOADS[name] = WorkloadKind(name, fn, traces, doc)
+        WORKLOADS[name] = WorkloadKind(name, fn, traces, doc, tuple(reads))
+        declare_reads("workload.kind", name, ("workload.kind",) + tuple(reads))
         return fn
     return deco
+
+
+def check_reads(cfg):
+    """Refuse a workload key given (cfg.explicit) that the chosen workload.kind does not read
+    while another kind does, naming the kinds that would read it."""
+    kind = cfg.workload.kind
+    for path in unread("workload.kind", kind, sorted(cfg.explicit)):
+        users = readers("workload.kind", path)
+        how = "" if cfg.is_set("workload.kind") else " (the default)"
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by workload.kind = "
+                          f"{kind!r}{how}: it is read by workload.kind = "
+                          f"{' or '.join(repr(u) for u in users)}; set that, or leave the key "
+                          f"out")
 
 
 class SimulationError(RuntimeError):

@@ -42,12 +42,15 @@ from pysim.config import read_toml
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
+from pysim import theory
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
+from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
-from pysim.workload.base import check_status, link_report, register
+from pysim.workload import notes, runtime
+from pysim.workload.base import OP_GRAPH_KEYS, check_status, link_report, register
 from pysim.workload.holds import memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
 
@@ -87,6 +90,7 @@ class OpGraph:
         self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
+        self.latencies = []             # (delay op, src, dst, steps): see step_latency
 
     def __len__(self):
         return len(self.kind)
@@ -202,6 +206,14 @@ class OpGraph:
 
     def delay(self, cycles, after=None, name=None):
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
+
+    def step_latency(self, src, dst, steps, after=None, name=None):
+        """A delay of `steps` times the zero-load latency of a one-flit message from src to
+        dst (node names), resolved when the graph runs on a network (run_graph): the latency
+        of the steps a stream of a collective stands for (build(form='streams'))."""
+        op = self._add("delay", None, None, 0, after, name)
+        self.latencies.append((op, src, dst, _size(steps, "steps", name)))
+        return op
 
     def memory(self, node, bytes, after=None, name=None):
         """Communication's memory traffic of `bytes` at an NPU's HBM (a host's DRAM): bytes /
@@ -474,7 +486,26 @@ def _ceil(b, bpc):
 
 
 
-@register("graph", traces=True)
+def resolve_latencies(graph, network, cfg, arrays, span):
+    """Set the cycles of the graph's step-latency delays (OpGraph.step_latency) in the
+    compiled arrays: steps x the zero-load latency of a one-flit message on the route."""
+    if not graph.latencies:
+        return
+    index = {n: i for i, n in enumerate(network.topo.node_names)}
+    ops, src, dst, steps = zip(*graph.latencies)
+    for what, names in (("src", src), ("dst", dst)):
+        bad = next((x for x in names if x not in index), None)
+        if bad is not None:
+            raise GraphError(f"step latency: {what} = {bad!r}: no node of that name")
+    s = np.fromiter((index[x] for x in src), np.int64, len(src))
+    d = np.fromiter((index[x] for x in dst), np.int64, len(dst))
+    t0 = np.asarray(theory.zero_load_latency(network, cfg, s, d, np.ones(len(s), np.int64)),
+                    np.int64)
+    prim = np.asarray(span, np.int64)[np.asarray(ops, np.int64), 0]
+    arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
+
+
+@register("graph", traces=True, reads=("workload.file",) + OP_GRAPH_KEYS)
 @quiet_gc
 def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
     """Run an op graph (given, or read from workload.file) on cfg's network (or on `topo`, a
@@ -483,6 +514,9 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     held at once passes its capacity is an error (else it is reported)."""
     t0 = time.perf_counter()
     t0_cpu = time.process_time()
+    if graph is not None and not isinstance(graph, OpGraph):
+        raise TypeError(f"run_graph(graph): expected an OpGraph or None (workload.file), not "
+                        f"{type(graph).__name__}")
     if graph is None:
         if cfg.workload.file is None:
             raise ConfigError("workload.kind = 'graph' needs workload.file (an op-graph file)")
@@ -496,20 +530,28 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     t_net = time.perf_counter()
     t_net_cpu = time.process_time()
     arrays, span = compile_graph(graph, network.topo, cfg)
+    resolve_latencies(graph, network, cfg, arrays, span)
     t_compile = time.perf_counter()
     t_compile_cpu = time.process_time()
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
                                                 "comm_hbm")},
+                      share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
+                             if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
     set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)
+    meter = None
+    if progress is not None:             # (said before the run: how long it will take)
+        est = runtime.estimate(network, arrays, cfg) if hasattr(progress, "estimate") else None
+        if est is not None:
+            progress.estimate(est)
+        meter = runtime.Meter(progress, eng, est)
     t_run = time.perf_counter()
     t_run_cpu = time.process_time()
-    st = eng.run(cfg.workload.max_cycles, stop="all",
-                 progress=None if progress is None else (lambda now: progress(now, None)))
+    st = eng.run(cfg.workload.max_cycles, stop="all", progress=meter)
     run_s = time.perf_counter() - t_run
     run_cpu = time.process_time() - t_run_cpu
     check_status(st, network, eng)
@@ -528,8 +570,10 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = network.topo.name
     makespan = int(finish.max())
-    links = link_report(network, cfg, eng.channel_flits(), makespan,
+    flits = eng.channel_flits()
+    links = link_report(network, cfg, flits, makespan,
                         eng.vc_flits() if model != "flow" else None)
+    nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
     memory = memory_report(graph, usage, network.topo, cfg)
@@ -555,7 +599,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
         cycles_per_second=c["now"] / run_s if run_s > 0 else float("nan"),
         node_names=list(names), config=cfg_dict, seed=int(cfg.simulation.seed),
         version=__version__, build=dict(core.BUILD), links=links, network_model=model,
-        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo))
+        flow=flow, memory=memory, profile=profile, op_graph=(graph, network.topo),
+        notes=[nic] if nic else [])
 
 
 # The configuration keys this module reads (pysim.schema).

@@ -89,6 +89,7 @@ class GraphResult:
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations
     profile: dict = field(default_factory=dict)      # where the wall time went, and sizes
+    notes: list = field(default_factory=list)        # limits met that were not chosen
     op_graph: object = field(default=None, repr=False, compare=False)  # (graph, topology):
                                                      # what ran (not in to_dict)
 
@@ -207,6 +208,7 @@ class GraphResult:
                                            for n, b in sorted(busy.items())[:8]) or "none"),
                 ("link utilisation", self._link_line())]
         rows += memory_rows(self.memory)
+        rows += [("note", n) for n in self.notes]
         rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                           f"wall"),
                  ("wall time", self._profile_line()),

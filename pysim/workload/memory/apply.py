@@ -16,6 +16,12 @@ from pysim.workload.memory.registry import POLICIES, check_fields, params_from, 
 def decide(cfg_or_params, costs, budget):
     """The plan of the configured policy (a Config or a dict of workload.memory fields) for
     one NPU's layers."""
+    if not isinstance(budget, Budget):
+        raise TypeError(f"decide(budget): expected a Budget (pysim.workload.memory.plan), not "
+                        f"{type(budget).__name__}")
+    if not isinstance(cfg_or_params, dict) and not hasattr(cfg_or_params, "workload"):
+        raise TypeError(f"decide(cfg_or_params): expected a Config or a dict of "
+                        f"workload.memory fields, not {type(cfg_or_params).__name__}")
     params = cfg_or_params if isinstance(cfg_or_params, dict) else params_from(cfg_or_params)
     name, compress = parse_policy(params.get("policy", "none"))
     if name != "none" or compress:

@@ -153,6 +153,10 @@ class Prediction:
 def estimate(plan: Plan, costs, budget: Budget) -> Prediction:
     """Predicted iteration time (one micro-batch on one NPU, compute and transfers only) and
     peak HBM of a plan."""
+    for arg, v, want in (("plan", plan, Plan), ("budget", budget, Budget)):
+        if not isinstance(v, want):
+            raise TypeError(f"estimate({arg}): expected a {want.__name__} "
+                            f"(pysim.workload.memory.plan), not {type(v).__name__}")
     est = Estimate(budget)
     expand(plan, costs, budget, est, chain(est, None, costs), None)
     est.serialise()

@@ -49,7 +49,7 @@ import time
 
 from pysim.config import Config
 from pysim.topology import build as build_topology
-from pysim.workload.base import register
+from pysim.workload.base import COLLECTIVE_KEYS, OP_GRAPH_KEYS, register
 from pysim.workload.graph import run_graph
 from pysim.workload.memory import apply_training, training_memory_report
 from pysim.workload.training.builder import training_graph
@@ -57,10 +57,20 @@ from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
                                             load_model)
 from pysim.workload.training.pipeline import SCHEDULES
+from pysim.workload.notes import slow_group_path
+from pysim.workload.training.reads import check_model_keys
 from pysim.workload import chakra
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.report import TrainingResult, training_report
 from pysim.workload.training.tensor import LOSS_ALL_REDUCES
+
+# The workload keys a training run reads (besides its collectives' and the op graph's);
+# pysim.workload.training.reads narrows them by the model's source.
+TRAINING = ("workload.model", "workload.model_params", "workload.batch", "workload.parallel",
+            "workload.precision", "workload.optimizer", "workload.iterations",
+            "workload.bucket_mb", "workload.overlap", "workload.compute", "workload.attention",
+            "workload.memory.*", "workload.astra_endpoint_delay", "workload.astra_scheduling",
+            "workload.astra_collective_optimization")
 
 
 def _memory_config(cfg, plan):
@@ -74,7 +84,7 @@ def _memory_config(cfg, plan):
                   c.source)
 
 
-@register("training", traces=True)
+@register("training", traces=True, reads=TRAINING + COLLECTIVE_KEYS + OP_GRAPH_KEYS)
 def run_training(cfg, progress=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
     time, its compute and (exposed) communication, per layer and per NPU."""
@@ -82,7 +92,9 @@ def run_training(cfg, progress=None):
     if chakra.is_trace(cfg):             # workload.model names a folder of Chakra traces
         return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
-    graph, plan = training_graph(cfg, topo)
+    model = load_model(cfg)
+    check_model_keys(cfg, model)
+    graph, plan = training_graph(cfg, topo, model=model)
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)
@@ -91,6 +103,9 @@ def run_training(cfg, progress=None):
     if applied is not None:
         training_memory_report(res, applied)
     report = training_report(graph, plan, res, cfg)
+    slow = slow_group_path(res.links, cfg, topo)
+    if slow:
+        res.notes.append(slow)
     report["build_seconds"] = built
     out = TrainingResult(**{k: v for k, v in res.__dict__.items()}, training=report)
     out.wall_seconds = time.perf_counter() - t0

@@ -89,6 +89,7 @@ class _Builder:
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
                        sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       form=self.lay.cfg.workload.collective_form,
                        **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
@@ -485,6 +486,11 @@ class _Ns:
 def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
     (graph, plan)."""
+    if graph is not None and not isinstance(graph, OpGraph):
+        raise TypeError(f"training_graph(graph): expected an OpGraph or None, not "
+                        f"{type(graph).__name__}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"training_graph(prefix): expected a str, not {type(prefix).__name__}")
     if model is None:
         model = load_model(cfg)
     if not hasattr(model, "layers"):

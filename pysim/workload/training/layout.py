@@ -213,6 +213,10 @@ class _Layout:
         self.algorithm = w.algorithm
         has_tables = any(l.kind == "embedding" and l.table is not None for l in model.layers)
         self.tables = par.get("tables", "split" if has_tables else "replicated")
+        if "tables" in par and not has_tables:
+            raise ConfigError(f"workload.parallel.tables = {par['tables']!r}: {model.name} has "
+                              f"no embedding tables to place (the key is read by models with "
+                              f"them, such as dlrm); leave it out")
         if self.tables == "split" and has_tables and (tp > 1 or pp > 1):
             raise ConfigError(f"workload.parallel.tables = 'split': embedding tables are spread "
                               f"over the data-parallel NPUs, which needs tp = pp = 1 (got tp = "

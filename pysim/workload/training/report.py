@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim.workload.holds import memory_rows
+from pysim.workload.plan import Plan
 from pysim.workload.result import GraphResult, op_times
 
 
@@ -89,7 +90,10 @@ class TrainingResult(GraphResult):
                             f"busiest NPU)"),
                 ("communication", f"{t['comm_cycles']:,} cycles running there, "
                                   f"{t['exposed_comm_cycles']:,} exposed (compute waiting)"),
-                ("other", f"{t['other_cycles']:,} cycles (neither)")]
+                *([("memory stalls", f"{t['memory_stall_cycles']:,} cycles waiting for "
+                                     f"the memory plan's transfers")]
+                  if t.get("memory_stall_cycles") else []),
+                ("other", f"{t['other_cycles']:,} cycles (none of these)")]
         util = sorted(t["per_npu"].items())
         rows.append(("compute utilisation", ", ".join(
             f"{n} {100 * v['compute_utilisation']:.0f}%" for n, v in util[:8]) +
@@ -99,6 +103,7 @@ class TrainingResult(GraphResult):
             (" ..." if len(util) > 8 else "")))
         rows += [("link utilisation", self._link_line())]
         rows += memory_rows(self.memory)
+        rows += [("note", n) for n in self.notes]
         rows += [("speed", f"{self.cycles_per_second:,.0f} cycles/s, {self.wall_seconds:.2f} s "
                            f"wall ({t['build_seconds']:.2f} s building {len(self.ops):,} ops)"),
                  ("seed / version", f"{self.seed} / pysim {self.version}")]
@@ -120,6 +125,9 @@ def _accelerator_row(acc, precision):
 def training_report(graph, plan, res, cfg):
     """The last iteration's breakdown: its cycles, compute and communication on the busiest
     NPU, per layer and per NPU (see docs/training.md)."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"training_report(plan): expected the Plan training_graph returned, "
+                        f"not {type(plan).__name__}")
     clock = cfg.network.clock_ghz
     start, finish = op_times(res.ops)
     lo, hi = plan.iterations[-1]
@@ -227,14 +235,32 @@ def training_report(graph, plan, res, cfg):
     seconds = cycles / (clock * 1e9)
     comm_c = _length(comm_u[crit])
     exp_c = _length(exposed[crit])
+    stall_c = _memory_stall(graph, start, finish, crit, t0, t1, comp_u[crit], comm_u[crit])
     return dict(
         iteration_cycles=cycles, iteration_seconds=seconds,
         samples_per_second=(plan.batch / seconds if seconds else float("inf"))
         if plan.batch else None,
         compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
-        other_cycles=max(0, cycles - busy[crit] - exp_c), critical_npu=crit,
+        memory_stall_cycles=stall_c,
+        other_cycles=max(0, cycles - busy[crit] - exp_c - stall_c), critical_npu=crit,
         iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
         per_npu=per_npu, plan=_describe(plan), accelerator=_accelerator(plan))
+
+
+def _memory_stall(graph, start, finish, npu, t0, t1, compute, comm):
+    """Cycles of [t0, t1) in which `npu` neither computes nor communicates while one of its
+    memory transfers (a memory plan's offload, prefetch or swap: mem_read, mem_write) runs:
+    the iteration waiting for memory."""
+    kind, node = graph.kind, graph.node
+    if "mem_read" not in kind and "mem_write" not in kind:
+        return 0
+    iv = [(int(start[k]), int(finish[k])) for k in range(len(kind))
+          if node[k] == npu and kind[k] in ("mem_read", "mem_write")
+          and finish[k] > t0 and start[k] < t1]
+    if not iv:
+        return 0
+    busy = _union(list(compute) + list(comm))
+    return _length(_minus(_clip(_union(iv), t0, t1), busy))
 
 
 def _accelerator(plan):

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from pysim.errors import ConfigError
 from pysim.workload.memory.plan import _plan
 from pysim.workload.memory.registry import KEEP, RECOMPUTE, register
 
@@ -23,6 +24,10 @@ def decide_recompute(costs, budget, params, compress=False):
     keeps its stash, the others' are dropped after the forward pass and recomputed, the
     whole segment at once, just before the segment's backward pass."""
     n = len(costs)
+    if params.get("segments", 0) > n:        # each layer its own segment recomputes nothing
+        raise ConfigError(f"workload.memory.segments = {params['segments']}: more segments than "
+                          f"the {n} layers an NPU trains; expected at most {n} (fewer "
+                          f"segments recompute more)")
     k = params.get("segments", 0) or max(1, round(math.sqrt(n)))
     firsts = set(_segments(n, k))
     action = [KEEP if (l in firsts or not c.stash_bytes or not c.bwd_cycles) else RECOMPUTE

@@ -1,0 +1,81 @@
+"""Limits a run met that the user did not choose, said in its summary (`result.notes`).
+
+A run's numbers can be capped by something left at its default: a NIC slower than the links
+it feeds (a link-bandwidth sweep then stops at the NIC's rate), or a default rank placement
+whose groups talk over a slow path (PCIe between GPUs of one data-parallel group). Each check
+here looks at what the run did (which channels were busy) and names the key that would
+lift the limit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pysim.network import CH_NET
+
+BUSY = 0.5          # a channel busy this share of the run or more is a limit worth naming
+
+
+def nic_limit(network, cfg, flits, cycles):
+    """A note if an endpoint's NIC, slower than the widest link it sends on, was busy for
+    most of the run (its messages left no faster than the NIC), else None."""
+    if cycles <= 0:
+        return None
+    topo = network.topo
+    clock, fb = cfg.network.clock_ghz, cfg.network.flit_bytes
+    rate = network.ch_num / network.ch_den                   # flits per cycle
+    net = network.ch_kind == CH_NET
+    worst = None
+    for way, nic_ch, mine, far in (("injection", network.inj_ch, network.ch_src,
+                                    network.ch_dst),
+                                   ("ejection", network.ej_ch, network.ch_dst,
+                                    network.ch_src)):
+        for node in np.flatnonzero(nic_ch >= 0):
+            c = int(nic_ch[node])
+            used = flits[c] / (cycles * rate[c])
+            if used < BUSY:
+                continue
+            per = {}                          # the node's links in use, lanes summed
+            for k in np.flatnonzero(net & (mine == node)):
+                if flits[k]:
+                    per[int(far[k])] = per.get(int(far[k]), 0.0) + rate[k]
+            widest = max(per.values(), default=0.0)
+            if widest > rate[c] * 1.001 and (worst is None or used > worst[2]):
+                worst = (way, int(node), used, rate[c], widest)
+    if worst is None:
+        return None
+    way, node, used, nic, widest = worst
+    key = f"network.{way}_gbps"
+    if cfg.is_set(key) or cfg.is_set("topology.nic"):
+        src = f"as configured ({key}, topology.nic)"
+    else:
+        src = f"the default: one flit per cycle ({key}, topology.nic)"
+    verb, links = ("injects", "sends on") if way == "injection" else ("ejects", "receives on")
+    return (f"{topo.node_names[node]}'s NIC {verb} {nic * fb * clock:g} GB/s, {src}, less "
+            f"than the {widest * fb * clock:g} GB/s of the links it {links}, and was busy "
+            f"{100 * used:.0f}% of the run: its messages were capped by the NIC; raise {key} "
+            f"to lift it")
+
+
+def slow_group_path(links, cfg, topo):
+    """A note if the busiest link of a training run with no memory plan is a slow detour (a
+    link to a PCIe switch or a host, slower than the widest link at an NPU) while the user
+    chose no rank placement (workload.parallel.order, workload.group, workload.ring_order):
+    the default placement put a group's NPUs where they talk the slow way. `links`: the
+    result's per-channel report; `topo`: the topology it ran on."""
+    if not links or any(cfg.is_set(k) for k in ("workload.group", "workload.ring_order")):
+        return None
+    par = cfg.workload.parallel or {}
+    if "order" in par or cfg.workload.memory.policy != "none":
+        return None                      # (a memory plan's transfers fill links of their own)
+    top = max(links, key=lambda l: l["utilisation"])
+    kinds = dict(zip(topo.node_names, topo.node_kinds))
+    widest = max((l["bandwidth_gbps"] for l in links
+                  if "npu" in (kinds.get(l["src"]), kinds.get(l["dst"]))), default=0.0)
+    detour = {kinds.get(top["src"]), kinds.get(top["dst"])} & {"switch", "host"}
+    if top["utilisation"] < 0.05 or not detour or top["bandwidth_gbps"] >= widest:
+        return None
+    return (f"the busiest link, {top['src']}->{top['dst']} ({top['bandwidth_gbps']:g} GB/s, "
+            f"utilisation {top['utilisation']:.3f}), is not between NPUs: the default rank "
+            f"placement (workload.parallel.order = ['tp', 'dp', 'pp']) routes some group's "
+            f"traffic through it; workload.parallel.order or workload.group choose another")
+

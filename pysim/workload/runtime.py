@@ -1,0 +1,106 @@
+"""How long a run will take, said before it starts, and how far it has got while it runs.
+
+Before an op graph runs, its network work is known from the compiled graph: each send's flits
+and the hops of its route (the flit level's cost: the engine moves every flit over every
+hop), and the number of sends (the flow level's: one flow each) and ops. The engine's time
+at either level is that work at the rates below: processor time of one core of an x86
+server, measured over collectives and training runs at both levels (`python
+bench/estimate.py` measures them again; a loaded machine takes longer). A run whose estimate
+passes LONG_SECONDS says so before it starts, and which level would be faster. While it
+runs, the share of that work done (flit-hops, or flows started) gives an ETA.
+
+A progress callback (pysim.simulate's `progress(cycle, last)`) may also have
+`estimate(est)`, called once with the estimate before the run, and `share(fraction)`, called
+with the share of the estimated work done at most once a second.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from pysim import theory
+
+# Wall seconds per unit of work (see the module's doc; bench/estimate.py)
+FLIT_HOP_SECONDS = 0.15e-6     # flit level: per flit moved over one hop (0.07 for a lone
+                               # collective to 0.18 for training, whose flits trickle out
+                               # over many stepped cycles)
+FLIT_OP_SECONDS = 2e-6         # flit level: per engine op
+FLOW_SEND_SECONDS = 2e-6       # flow level: per flow (its start, end and the re-shares)
+FLOW_OP_SECONDS = 1e-6         # flow level: per engine op (0.2-1.1 measured)
+LONG_SECONDS = 30.0            # an estimate past this is said before the run
+SEND = 1                       # the engine's op kind of a send (pysim.workload.graph.KINDS)
+
+
+def network_work(network, arrays, flit_bytes):
+    """(flit-hops, sends, engine ops) of a compiled graph on `network`."""
+    kind = np.asarray(arrays["kind"])
+    sends = np.flatnonzero(kind == SEND)
+    ops = int(kind.size)
+    if sends.size == 0:
+        return 0, 0, ops
+    src = np.asarray(arrays["node"])[sends].astype(np.int64)
+    dst = np.asarray(arrays["dst"])[sends].astype(np.int64)
+    flits = -(-np.asarray(arrays["size"])[sends].astype(np.int64) // int(flit_bytes))
+    order = np.argsort(dst, kind="stable")          # (path_arrays walks by destination)
+    hops = np.empty(sends.size, np.int64)
+    hops[order] = theory.path_arrays(network, src[order], dst[order])[0]
+    return int((flits * np.maximum(hops, 1)).sum()), int(sends.size), ops
+
+
+def estimate(network, arrays, cfg):
+    """The run's estimate: its work and the wall seconds it would take at each level."""
+    flit_hops, sends, ops = network_work(network, arrays, cfg.network.flit_bytes)
+    seconds = {"flit": flit_hops * FLIT_HOP_SECONDS + ops * FLIT_OP_SECONDS,
+               "flow": sends * FLOW_SEND_SECONDS + ops * FLOW_OP_SECONDS}
+    return dict(model=cfg.network.model, seconds=seconds, flit_hops=flit_hops, sends=sends,
+                ops=ops)
+
+
+def describe(est):
+    """One line on the estimate, or None if the run is not long: how long, and at which
+    level it would be faster."""
+    model = est["model"]
+    mine = est["seconds"][model]
+    if mine < LONG_SECONDS:
+        return None
+    other = "flow" if model == "flit" else "flit"
+    line = (f"estimate: about {duration(mine)} to simulate at the {model} level "
+            f"({est['ops']:,} ops"
+            + (f", {est['flit_hops']:,} flit-hops" if model == "flit" else
+               f", {est['sends']:,} flows") + ")")
+    if est["seconds"][other] < mine / 2:
+        line += (f"; at the {other} level (network.model = '{other}') about "
+                 f"{duration(est['seconds'][other])}")
+    return line
+
+
+def duration(s):
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+class Meter:
+    """progress(now) for the engine: passes the cycle on to the user's callback and, at most
+    once a second, the share of the estimated work done (if it takes `share`)."""
+
+    def __init__(self, progress, eng, est):
+        self.progress, self.eng, self.est = progress, eng, est
+        self.share = getattr(progress, "share", None) if est is not None else None
+        self.last = 0.0
+
+    def __call__(self, now):
+        self.progress(now, None)
+        t = time.perf_counter()
+        if self.share is None or t - self.last < 1.0:
+            return
+        self.last = t
+        c = self.eng.counters()
+        if self.est["model"] == "flow":
+            done = c["flows_started"] / self.est["sends"] if self.est["sends"] else 0.0
+        else:
+            done = c["flit_hops"] / self.est["flit_hops"] if self.est["flit_hops"] else 0.0
+        self.share(min(1.0, done))

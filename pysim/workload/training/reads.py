@@ -1,0 +1,37 @@
+"""Which of the training keys a run reads, by where its model comes from.
+
+An ASTRA-sim workload gives each layer's compute times and its own parallelism: the keys that
+shape compute (precision, compute, attention), parallelism, data-parallel buckets, the
+optimizer and memory plans are not read for it, and are refused when given, as the kinds'
+declarations refuse a key of another kind (pysim.workload.base.check_reads). A model of the
+zoo or an ONNX file reads no ASTRA-sim key.
+"""
+from __future__ import annotations
+
+from pysim.errors import ConfigError
+from pysim.schema import short
+
+ASTRA_ONLY = ("workload.astra_endpoint_delay", "workload.astra_scheduling",
+              "workload.astra_collective_optimization")
+NOT_FOR_ASTRA = ("workload.model_params", "workload.parallel", "workload.precision",
+                 "workload.optimizer", "workload.bucket_mb", "workload.overlap",
+                 "workload.compute", "workload.attention", "workload.memory.")
+
+
+def check_model_keys(cfg, model):
+    """Refuse a training key given (cfg.explicit) that `model` does not read."""
+    given = sorted(cfg.explicit)
+    if model.given_times:
+        for path in given:
+            if path.startswith(NOT_FOR_ASTRA):
+                raise ConfigError(
+                    f"{path} = {short(cfg.get(path))} is not read with an ASTRA-sim workload "
+                    f"(workload.model = {cfg.workload.model!r}: its layers give their compute "
+                    f"times and parallelism); it is read with a model of the zoo or an ONNX "
+                    f"file; leave it out")
+        return
+    for path in given:
+        if path in ASTRA_ONLY:
+            raise ConfigError(f"{path} = {short(cfg.get(path))} is read only with an ASTRA-sim "
+                              f"workload, and workload.model = {cfg.workload.model!r} is not "
+                              f"one; leave it out")

@@ -1,0 +1,87 @@
+"""Before a long run, its time is estimated and said, with the faster level; while it runs, a
+total and an ETA. The estimate's work is the engine's own count (oracle: the flit-hops the
+flit level counts as it moves every flit); its seconds are rates times that work."""
+import pysim
+from pysim.cli._common import Ticker, eta
+from pysim.network import compile_network
+from pysim.topology import build
+from pysim.workload import runtime
+from pysim.workload.collectives import collective_graph
+from pysim.workload.graph import compile_graph
+
+
+def _estimate(cfg):
+    topo = build(cfg)
+    graph, _ = collective_graph(cfg, topo)
+    network = compile_network(cfg, topo)
+    arrays, _ = compile_graph(graph, network.topo, cfg)
+    return runtime.estimate(network, arrays, cfg)
+
+
+class Recorder(list):
+    def __call__(self, now, last):
+        pass
+
+    def estimate(self, est):
+        self.append(("estimate", est))
+
+    def share(self, x):
+        self.append(("share", x))
+
+
+def test_the_estimated_flit_hops_are_those_the_flit_level_moves():
+    for system, over in (("ring8", {"workload.bytes": 1 << 20}),
+                         ("torus4x4", {"workload.collective": "all_to_all",
+                                       "workload.algorithm": "direct",
+                                       "workload.bytes": 1 << 18}),
+                         ("dgx1-v100", {"workload.algorithm": "direct",
+                                        "workload.collective": "all_to_all",
+                                        "workload.bytes": 1 << 18})):
+        cfg = pysim.load(system, {"workload.kind": "collective", **over})
+        rec = Recorder()
+        r = pysim.simulate(cfg, progress=rec)
+        est = [e for k, e in rec if k == "estimate"][0]
+        assert est["flit_hops"] == r.flit_hops, system
+        assert est["sends"] == sum(1 for op in r.ops if op["kind"] == "send")
+
+
+def test_a_long_run_is_said_before_it_starts_with_the_faster_level():
+    cfg = pysim.load("ring8", {"workload.kind": "collective", "workload.bytes": 16 << 30})
+    est = _estimate(cfg)
+    line = runtime.describe(est)
+    assert est["seconds"]["flit"] > runtime.LONG_SECONDS
+    assert line.startswith("estimate: about ") and "at the flit level" in line
+    assert "at the flow level (network.model = 'flow') about" in line
+    # short runs say nothing
+    small = _estimate(pysim.load("ring8", {"workload.kind": "collective"}))
+    assert runtime.describe(small) is None
+
+
+def test_the_progress_line_has_a_share_and_an_eta(capsys):
+    assert eta(0.25, 10.0) == ", 25% done, ETA 30 s"
+    assert eta(None, 10.0) == "" and eta(0.0, 10.0) == ""
+    t = Ticker(draw=False)
+    cfg = pysim.load("ring8", {"workload.kind": "collective", "workload.bytes": 16 << 30})
+    t.estimate(_estimate(cfg))
+    assert "estimate: about" in capsys.readouterr().err   # (said even with no line drawn)
+    t = Ticker(draw=True)
+    t.shown = -1.0                           # (drawn at once: no second to wait)
+    t.share(0.5)
+    t(1000, None)
+    err = capsys.readouterr().err
+    assert "cycle 1,000" in err and "50% done, ETA" in err
+
+
+def test_the_meter_reports_the_share_of_the_estimated_work():
+    class Engine:
+        hops = 0
+
+        def counters(self):
+            return {"flit_hops": self.hops, "flows_started": 0}
+    eng, rec = Engine(), Recorder()
+    meter = runtime.Meter(rec, eng, {"model": "flit", "flit_hops": 400, "sends": 4})
+    for hops in (100, 300, 500):
+        eng.hops = hops
+        meter.last = -10.0                   # (at most once a second: a second has passed)
+        meter(hops)
+    assert [x for k, x in rec if k == "share"] == [0.25, 0.75, 1.0]
