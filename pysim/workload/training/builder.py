@@ -247,6 +247,7 @@ class _Builder:
         for n in npus:
             d, t, _ = lay.coords[n]
             cur[n] = ([last[n]] if n in last else []) + list(fsend.get((s, j, d, t), []))
+        self.receive_gather(it, j, s, npus, cur, fsend)
         start = {n: list(cur[n]) for n in npus}
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
@@ -310,13 +311,25 @@ class _Builder:
             into[(to, j, d, t)] = [op]
             self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
                                         src=n, dst=dst, bytes=nbytes, op=op))
-        if gather:
-            for d in sorted({lay.coords[n][0] for n in npus}):
-                grp = lay.tp_group(d, to)
-                done = self.collective("pp_all_gather", "all_gather", grp, nbytes * lay.tp,
-                                       {n: [sent[n]] for n in grp}, it, j, [i])
-                for n in grp:
-                    into[(to, j, d, lay.coords[n][1])] = [done[n]]
+        if gather:                       # all-gathered by the receiving stage in its turn
+            into[(to, j, "gather")] = (i, nbytes * lay.tp)
+
+    def receive_gather(self, it, j, s, npus, cur, into):
+        """The scatter-gather's all-gather of what virtual stage s received for micro-batch
+        j, over each tensor-parallel group of npus, when the stage reaches that pass in its
+        schedule (after what it ran before and the piece it received: the receiver's
+        program order, and so its collectives' stream order); cur updated to its ends."""
+        got = into.pop((s, j, "gather"), None)
+        if got is None:
+            return
+        i, nbytes = got
+        lay = self.lay
+        for d in sorted({lay.coords[n][0] for n in npus}):
+            grp = lay.tp_group(d, s)
+            done = self.collective("pp_all_gather", "all_gather", grp, nbytes,
+                                   {n: list(cur[n]) for n in grp}, it, j, [i])
+            for n in grp:
+                cur[n] = [done[n]]
 
     def counterpart_starts(self, group, cur):
         """Each member's start in cur; a member of a replica whose passes are not built
@@ -374,6 +387,7 @@ class _Builder:
         for n in npus:
             d, t, _ = lay.coords[n]
             cur[n] = [last[n]] + list(bsend.get((s, j, d, t), []))
+        self.receive_gather(it, j, s, npus, cur, bsend)
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
         if tables:
@@ -437,13 +451,16 @@ class _Builder:
                     deps = [lo.bwd_weight]
                 cur[n] = deps
             for collective, nbytes in tp_backward(lay, i):
+                # the input gradient's collective: beside the weight gradient's product
+                # (tp_overlap), or after it
                 for d in sorted({lay.coords[n][0] for n in npus}):
                     grp = lay.tp_group(d, s)
-                    st = {n: [self.plan.layer_ops[(it, i, n, j)].bwd_input] for n in grp}
+                    st = {n: ([self.plan.layer_ops[(it, i, n, j)].bwd_input]
+                              if lay.tp_overlap else list(cur[n])) for n in grp}
                     done = self.collective("tp_" + collective, collective, grp, nbytes, st,
                                            it, j, [i], [nbytes])
                     for n in grp:
-                        cur[n] = cur[n] + [done[n]]
+                        cur[n] = cur[n] + [done[n]] if lay.tp_overlap else [done[n]]
             if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
                 self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
             if i == a2a_at:                # the tables' gradients go back to their owners
