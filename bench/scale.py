@@ -91,7 +91,7 @@ def case_config(case, tmp):
         with open(path, "w") as f:
             f.write('[topology]\nkind = "cluster"\nnode = "dgx-h100"\n'
                     'fabric = "rail-optimised"\nradix = 64\n'
-                    '[network]\nflit_bytes = 32\nvcs = 2\nvc_buffer_flits = 256\n'
+                    '[network]\nflit_bytes = 32\nvcs = 2\nvc_buffer_flits = 32\n'
                     'wait_for_tail_credit = false\n')
         ov["topology.node_count"] = n // 8
     elif case["system"] == "two_level":

@@ -88,11 +88,16 @@ def ring_order(cfg, topo, group):
                               f"{group} in some order")
         return order
     idx = {n: i for i, n in enumerate(topo.node_names)}
+    ids = [idx[n] for n in group]
+    # the bandwidth between members (the channels joining two of them, in channel order)
+    member = np.zeros(topo.n_nodes, bool)
+    member[ids] = True
+    src = np.asarray(topo.ch_src, np.int64)
+    dst = np.asarray(topo.ch_dst, np.int64)
     bw = {}
-    for c in range(topo.n_channels):
+    for c in np.flatnonzero(member[src] & member[dst]).tolist():
         key = (topo.ch_src[c], topo.ch_dst[c])
         bw[key] = bw.get(key, 0.0) + topo.ch_bytes_per_cycle[c]
-    ids = [idx[n] for n in group]
     p = len(ids)
     if p > 16:
         cycle = grid_cycle(topo) if sorted(ids) == list(range(topo.n_nodes)) else None

@@ -174,9 +174,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
         units = {n: ch for n, k in units.items() if k}
     if units:                          # the units held from the start to the end
-        for n in order:
-            if units.get(n):
-                start[idx[n]] = [g.take_units(n, units[n], after=start.get(idx[n], []))]
+        took = [n for n in order if units.get(n)]
+        first = g.add_ops(["take_units"] * len(took), took, [None] * len(took),
+                          [int(units[n]) for n in took],
+                          [list(start.get(idx[n], [])) for n in took])
+        for k, n in enumerate(took):
+            start[idx[n]] = [first + k]
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight, grain, start, sram_state, sram_pieces, form)
     b.g = g
@@ -191,12 +194,15 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         fn(b, collective)
     if done is not None or units or streams is not None:
         done = {} if done is None else done
+        held = [bool(units and units.get(n)) for n in order]     # freed, or a join
+        first = b.g.add_ops(["free_units" if h else "delay" for h in held],
+                            [n if h else None for n, h in zip(order, held)],
+                            [None] * len(order),
+                            [int(units[n]) if h else 0 for n, h in zip(order, held)],
+                            [list(b.node_last.get(i) or b.start.get(i, ()))
+                             for i in range(len(order))])
         for i, n in enumerate(order):
-            last = b.node_last.get(i) or list(b.start.get(i, ()))
-            if units and units.get(n):
-                done[n] = b.g.free_units(n, units[n], after=last)
-            else:
-                done[n] = b.g.delay(0, after=last)
+            done[n] = first + i
             if streams is not None:
                 prev = streams[0].setdefault((key, n), [])
                 prev.append(done[n])

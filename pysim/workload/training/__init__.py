@@ -99,7 +99,7 @@ def run_training(cfg, progress=None):
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)
     built = time.perf_counter() - t0
-    res = run_graph(cfg, graph, progress=progress)
+    res = run_graph(cfg, graph, progress=progress, topo=topo)
     if applied is not None:
         training_memory_report(res, applied)
     report = training_report(graph, plan, res, cfg)

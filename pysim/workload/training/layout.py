@@ -149,11 +149,12 @@ class _Layout:
             npus = list(w.group) if w.group is not None else all_npus
         if isinstance(npus, str) or not len(npus):
             raise ConfigError(f"{where} = {npus!r}: expected a list of one NPU or more")
+        pos = {n: i for i, n in enumerate(names)}
         for n in npus:
-            if n not in names:
+            if n not in pos:
                 raise ConfigError(f"{where}: {n!r} is not a node of {topo.name}")
-            if kinds[names.index(n)] != "npu":
-                raise ConfigError(f"{where}: {n!r} is a {kinds[names.index(n)]}, not an NPU")
+            if kinds[pos[n]] != "npu":
+                raise ConfigError(f"{where}: {n!r} is a {kinds[pos[n]]}, not an NPU")
         if len(set(npus)) != len(npus):
             raise ConfigError(f"{where}: an NPU is named twice")
         self.npus = list(npus)
@@ -233,7 +234,7 @@ class _Layout:
             key = (c["dp"], c["tp"], c["pp"])
             self.coords[npu] = key
             self.at[key] = npu
-        self.specs = {n: npu_spec(cfg, topo, n) for n in self.npus}
+        self.specs = {n: npu_spec(cfg, topo, pos[n]) for n in self.npus}
         self.peak = {}                   # (npu, kind) -> FLOP/s
         for n, sp in self.specs.items():
             for kind in sp.efficiencies:
