@@ -21,7 +21,7 @@ class Placement:
     latency: int
     kind: str                        # 'mem' or 'host'
     routes: list = None              # per target: (node index, [(a, b) node pairs of the
-                                     # path to it], its store's bytes/cycle in, out)
+                                     # path to it], its store's bytes/cycle out, in)
 
 
 def _widest_nearest(topo, src, kinds):
