@@ -163,11 +163,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     g = graph if graph is not None else OpGraph()
-    key = tuple(sorted(order))
+    group = None                       # the group's streams: {member: its last ends}
     if streams is not None:            # in the order issued, on the group's streams
         state, n_streams = streams
+        group = state.setdefault(tuple(sorted(order)), {})    # (one lookup per collective)
         for n in order:
-            prev = state.get((key, n), ())
+            prev = group.get(n, ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
     if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
@@ -204,7 +205,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         for i, n in enumerate(order):
             done[n] = first + i
             if streams is not None:
-                prev = streams[0].setdefault((key, n), [])
+                prev = group.setdefault(n, [])
                 prev.append(done[n])
                 del prev[:-streams[1]]
     return b.g
