@@ -55,7 +55,7 @@ from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 from pysim.workload.training import run_training
 from pysim.workload.training.builder import _Builder
-from pysim.workload.training.count import graph_ops
+from pysim.workload.training.count import count as count_ops
 from pysim.workload.training.layout import _Layout, load_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -172,13 +172,14 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
                  form)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
-    counted = graph_ops(b) if algorithm != "nccl" else None    # (nccl: built, not counted)
-    out["ops_counted"] = sum(counted.values()) if counted else None
-    out["ops_by_part"] = counted
-    if counted and out["ops_counted"] > max_ops:
+    counted = count_ops(b)
+    out["ops_counted"] = counted.graph_total
+    out["engine_ops_counted"] = counted.engine_total
+    out["ops_by_part"] = counted.graph
+    if counted.engine_total > max_ops:
         out.update(error=None, simulated_tflops_per_gpu=None,
-                   refused=f"{out['ops_counted']:,} ops counted from the plan, more than "
-                           f"--max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
+                   refused=f"{counted.engine_total:,} engine ops counted from the plan, more "
+                           f"than --max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
         return out
     try:
         res = run_training(cfg)

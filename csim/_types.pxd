@@ -26,6 +26,14 @@ cdef enum:
     EV_CREDIT = -1
     EV_TAIL_CREDIT = -2
 
+# the allocators' input arbiters, by name in csim.limits (VC_ARBITERS, SW_ARBITERS)
+cdef enum:
+    VA_ROUND_ROBIN = 0   # VC allocation: a head asks from its input VC's round-robin pointer
+    VA_OWN_INDEX = 1     #   (BookSim's), or from its input VC's own index
+cdef enum:
+    SA_OUTPUTS = 0       # switch allocation: an input port's arbiter turns over the router's
+    SA_VCS = 1           #   outputs (BookSim's), or over its VCs
+
 # generation modes and processes
 cdef enum:
     GEN_NONE = 0
@@ -183,6 +191,8 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int8_t stream            # its bottleneck is a VC class of one VC (packets one at a time)
     int32_t hpos             # position in the drain heap (-1: not in it)
     int8_t frozen            # progressive filling: rate fixed
+    int8_t dirty             # its flows changed since the last recomputation
+    int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
 
 
 cdef struct State:
@@ -190,10 +200,8 @@ cdef struct State:
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
     int32_t routing_delay, va_delay, sa_delay, st_delay
     int32_t wait_tail
-    int32_t va_own_index     # VC allocation: a head asks from its own index (else from its
-                             #   input VC's round-robin pointer, BookSim's)
-    int32_t sa_by_vc         # switch allocation: an input port's arbiter turns over its VCs
-                             #   (else over the router's outputs, BookSim's)
+    int32_t va_arbiter       # VC allocation's input arbiter: VA_ROUND_ROBIN, VA_OWN_INDEX
+    int32_t sa_arbiter       # switch allocation's input arbiter: SA_OUTPUTS, SA_VCS
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi
@@ -379,7 +387,11 @@ cdef struct State:
     int32_t* fe_prev
     int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
     int32_t sl_cap, sl_free
-    int32_t* comp            # scratch: the pairs of the component being recomputed
+    int32_t* comp            # the pairs whose flows changed (n_pdirty of them), then
+                             #   scratch: the pairs being recomputed
+    int32_t n_pdirty
+    int64_t solver_fallbacks # recomputations that fell back to the whole component
+    int64_t active_entries   # route entries of the pairs with flows (their resources)
     cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte
     int32_t* dh_pair         #   carried, pair), indexed by Pair.hpos
     int32_t dh_n

@@ -8,10 +8,10 @@ import math
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
-from pysim.workload import estimate
 from pysim.workload.astra import astra_graph
-from pysim.workload.opcount import check_training as check_engine_ops
+from pysim.workload.compile import engine_ops
 from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim.workload.training import count
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -64,12 +64,16 @@ class _Builder:
                 self.orders[key] = list(group)
         return self.orders[key]
 
-    def collective(self, what, collective, group, nbytes, start, it, mb, layers,
-                   layer_bytes=()):
-        """A collective over `group` (NPU names) of nbytes per participant, each NPU's part
-        after start[npu]; returns {npu: op ending its part}."""
+    def algorithm(self, collective):
+        """The algorithm a collective runs: workload.algorithm for all-reduces, else direct."""
+        return self.lay.algorithm if collective == "all_reduce" else "direct"
+
+    def _add_collective(self, g, what, collective, group, nbytes, start, done, sram_state,
+                        streams):
+        """Add a collective over `group` to g, each NPU's part after start[npu]; `done`
+        receives {npu: op ending its part}."""
         topo = self.lay.topo
-        algorithm = self.lay.algorithm if collective == "all_reduce" else "direct"
+        algorithm = self.algorithm(collective)
         order = self._order(group, algorithm)
         dims = None
         if algorithm == "hierarchical":
@@ -79,18 +83,32 @@ class _Builder:
                                   f"(choose ring, bidir_ring, direct, halving_doubling or "
                                   f"tree)")
             order, dims = list(topo.node_names), list(topo.dims)
-        first = len(self.g)
-        done = {}
         if nbytes <= 0:
-            done = {n: self.g.delay(0, after=start[n]) for n in group}
+            done.update({n: g.delay(0, after=start[n]) for n in group})
         else:
             coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
-                       self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
-                       after={n: start[n] for n in group}, done=done,
-                       sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
+                       after={n: start[n] for n in group}, done=done, sram_state=sram_state,
+                       sram_pieces=self.sram_pieces, units=self.units, streams=streams,
                        form=self.lay.cfg.workload.collective_form,
                        **coll.nccl_args(self.lay.cfg, topo))
+
+    def collective_ops(self, collective, group, nbytes, g):
+        """One collective over `group` added to the scratch graph g as `collective` adds it
+        (no dependencies, nothing recorded): what pysim.workload.training.count measures."""
+        self._add_collective(g, "counted", collective, group, nbytes,
+                             {n: [] for n in group}, {},
+                             ({}, {}) if self.sram is not None else None,
+                             None if self.streams is None else ({}, self.streams[1]))
+
+    def collective(self, what, collective, group, nbytes, start, it, mb, layers,
+                   layer_bytes=()):
+        """A collective over `group` (NPU names) of nbytes per participant, each NPU's part
+        after start[npu]; returns {npu: op ending its part}."""
+        first = len(self.g)
+        done = {}
+        self._add_collective(self.g, what, collective, group, nbytes, start, done,
+                             self.sram_state if self.sram is not None else None, self.streams)
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
@@ -514,18 +532,17 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
                           f"(name) or pysim.models.load(path)), or None for workload.model")
     if model.given_times:
-        estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
-                                        [k for k in topo.node_kinds if k == "npu"]),
-                             cfg.workload.iterations)
+        count.check_given(model, len(npus if npus is not None else cfg.workload.group or
+                                     [k for k in topo.node_kinds if k == "npu"]),
+                          cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
-    estimate.check_training(lay, cfg.workload.iterations, cfg.workload.chunks)
-    if cfg.workload.memory.policy == "none":
-        lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
+    count.check(b, engine_ops(g))        # refused at once past the op limit
+    if cfg.workload.memory.policy == "none":
+        lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay
-    check_engine_ops(b, len(g))          # refused at once past the op limit
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)
