@@ -496,7 +496,6 @@ def test_shipped_systems_carry_their_hardware():
 # ------------------------------------------------------------ the API: wrong Python types
 
 def _api_cases():
-    import numpy as np  # noqa: F401
     import pysim
     import pysim.jobs as pj
     from pysim import models

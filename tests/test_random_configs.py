@@ -385,7 +385,7 @@ def random_astra(rng):
 
 
 def random_onnx(rng, path):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     ops = ["Relu", "MatMul", "Add", "Gemm", "Conv", "Softmax", "Reshape", "NoSuchOp",
            "LayerNormalization", "Transpose"]

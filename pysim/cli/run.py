@@ -3,7 +3,6 @@ shipped systems listed.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import click
