@@ -25,7 +25,15 @@ comm_hbm_gbps in {90, 225, 450}; 25 MiB buckets, 4 chunks per collective; the en
 of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
 
     python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
-        [--network flow|flit] [--per-npu N] [--json out.json]
+        [--network flow|flit] [--per-npu N] [--baselines 8x450,16x225] [--no-hbm-sweep]
+        [--set network.flit_bytes=64 ...] [--json out.json]
+    python bench/ace.py --combine flow.json flit.json [--json both.json]
+
+`--network flow,flit` runs both levels; `--combine` joins the rows of earlier runs' JSON (one
+level each, say, with their own families and settings) into one table and one JSON.
+
+`--set key=value` overrides the platform's configuration for every run (at the flit level,
+coarser flits make a long run shorter: say which were used).
 """
 import argparse
 import itertools
@@ -54,11 +62,24 @@ BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 72
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 
 
+SETTINGS = {}                    # --set key=value, for every run
+
+
 def config(plat, overrides):
     path, over, _ = PLATFORMS[plat]
     return pysim.load(os.path.join(TOPO, path), {
         **over, "topology.npu.preset": "v100", "workload.algorithm": "hierarchical",
-        **overrides})
+        **SETTINGS, **overrides})
+
+
+def _value(text):
+    """A --set value: an int, a float, true/false, else the text."""
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text, text)
 
 
 def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=2):
@@ -173,7 +194,9 @@ def table(rows):
         h = r.get("hbm_for_same_net_bw_ratio")
         by = r.get("hbm_for_same_net_bw_ratio_by_target") or {}
         hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x)"
-        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
+        flit = (r.get("settings") or {}).get("network.flit_bytes")
+        level = r["network"] + (f" ({flit}-byte flits)" if flit else "")
+        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {level} | "
                    f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
                    f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "
                    f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
@@ -185,24 +208,47 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--platform", default="torus4x4,torus4x4x4")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--network", default="flow", choices=["flit", "flow"])
+    ap.add_argument("--network", default="flow",
+                    help="flow, flit, or both: flow,flit")
+    ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                    help="join the rows of these earlier runs' JSON files; run nothing")
     ap.add_argument("--per-npu", type=int, default=None,
                     help="samples per NPU for every model (default: 2, 4, 64)")
     ap.add_argument("--no-hbm-sweep", action="store_true",
                     help="skip the memory-budget sweep of one all-reduce")
     ap.add_argument("--baselines", default=None,
                     help="the baseline family as SMSxGBPS,... (default: 4,8,16 x 90,225,450)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration override for every run (repeatable)")
     ap.add_argument("--json", default=os.path.join(HERE, "results", "ace.json"))
     a = ap.parse_args()
+    for kv in a.set:
+        if "=" not in kv:
+            ap.error(f"--set {kv!r}: expected KEY=VALUE")
+        k, v = kv.split("=", 1)
+        SETTINGS[k.strip()] = _value(v.strip())
+    levels = a.network.split(",")
+    if any(x not in ("flit", "flow") for x in levels):
+        ap.error(f"--network {a.network!r}: expected flow, flit or flow,flit")
     from provenance import provenance
     prov = provenance()                  # the load average as the runs begin
     rows = []
-    for plat in a.platform.split(","):
-        for model in a.models.split(","):
+    if a.combine:
+        for path in a.combine:
+            with open(path) as f:
+                d = json.load(f)
+            for r in d["rows"]:
+                r.setdefault("settings", d.get("settings", {}))
+                r.setdefault("run", {k: d.get(k) for k in ("date", "commit", "dirty",
+                                                           "version", "load_average")})
+                rows.append(r)
+    for plat in ([] if a.combine else a.platform.split(",")):
+        for model, level in itertools.product(a.models.split(","), levels):
             family = None if not a.baselines else [
                 (int(s), float(h)) for s, h in (x.split("x") for x in a.baselines.split(","))]
-            r = study(plat, model, a.per_npu or MODELS[model], a.network,
+            r = study(plat, model, a.per_npu or MODELS[model], level,
                       sweep_hbm=not a.no_hbm_sweep, family=family)
+            r["settings"] = dict(SETTINGS)
             rows.append(r)
             print(f"{plat} {model}: speed-up over the best baseline "
                   f"{r['speedup_over_best_baseline']:.3f}x, network GB/s ratio "
@@ -212,7 +258,8 @@ def main():
     print(md)
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     with open(a.json, "w") as f:
-        json.dump(dict(benchmark="ace", **prov, rows=rows, table=md, paper=PAPER,
+        json.dump(dict(benchmark="ace", **prov, settings=SETTINGS, rows=rows, table=md,
+                       paper=PAPER,
                        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                        load_average_after=list(os.getloadavg())), f, indent=1)
     print(f"written {a.json}")

@@ -2,14 +2,15 @@
 measurements across message sizes (tests/data/nccl_tests_allreduce.json: each system's source
 is in the file).
 
-pysim runs `workload.algorithm = "nccl"` (NCCL's choice of algorithm and protocol per size,
-pysim/workload/nccl.py) at the flow level on the shipped dgx-a100 and dgx-h100 (with
-NVLink SHARP, topology.nvls = true: the published H100-class figures use it), and reports per
-size the published and simulated bus bandwidth, their ratio, the algorithm and protocol
-picked, and per system the geometric mean of |error| and the largest. Prints a Markdown
-table; --json writes the rows with provenance.
+pysim runs `workload.algorithm = "nccl"` (pysim/workload/nccl.py) at the flow level on the
+shipped dgx-a100 and dgx-h100 (with NVLink SHARP, topology.nvls = true), with the algorithm
+the measurement forced (NCCL_ALGO: ring on the A100, NVLS on the H100-class nodes) and the
+protocol NCCL's model picks per size, and reports per size the published and simulated bus
+bandwidth, their ratio, the protocol and channels, and per system the geometric mean of
+|error| and the largest. `--level flit` runs the cycle-level network instead (up to
+--flit-max bytes). Prints a Markdown table; --json writes the rows with provenance.
 
-    python bench/nccl_tests.py [--systems dgx-a100,dgx-h100] [--json FILE]
+    python bench/nccl_tests.py [--systems dgx-a100,dgx-h100,hgx-h200] [--json FILE]
 """
 import argparse
 import json
@@ -25,27 +26,37 @@ DATA = os.path.join(HERE, "..", "tests", "data", "nccl_tests_allreduce.json")
 SETTINGS = {"dgx-a100": {}, "dgx-h100": {"topology.nvls": True}}
 
 
-def run(system, nbytes, algorithm="auto", protocol="auto"):
+def run(system, nbytes, algorithm="auto", protocol="auto", level="flow"):
     cfg = pysim.load(system, {"workload.kind": "collective", "workload.collective": "all_reduce",
                               "workload.algorithm": "nccl", "workload.bytes": int(nbytes),
                               "workload.nccl_algorithm": algorithm,
                               "workload.nccl_protocol": protocol,
-                              "network.model": "flow", **SETTINGS[system]})
+                              "network.model": level, **SETTINGS[system]})
     t = time.perf_counter()
     d = pysim.simulate(cfg).to_dict()
     return dict(busbw_gbps=d["busbw_gbps"], time_us=d["collective_cycles"] /
                 cfg.network.clock_ghz / 1e3, algorithm=d["nccl_algorithm"],
-                protocol=d["nccl_protocol"], wall_s=round(time.perf_counter() - t, 3))
+                protocol=d["nccl_protocol"], channels=d.get("nccl_channels"),
+                wall_s=round(time.perf_counter() - t, 3))
 
 
-def compare(system, data):
+def published_time_us(nbytes, busbw, p=8):
+    """The measured time: nccl-tests' busbw = bytes / time x 2 (p - 1) / p."""
+    return nbytes * 2 * (p - 1) / p / (busbw * 1e3)
+
+
+def compare(name, data, level="flow", flit_max=None):
+    system = data.get("system", name)
     rows = []
     for nbytes, pub in zip(data["bytes"], data["busbw_gbps"]):
-        r = run(system, nbytes)
-        rows.append(dict(system=system, bytes=nbytes, published_busbw_gbps=pub,
+        if level == "flit" and flit_max and nbytes > flit_max:
+            continue
+        r = run(system, nbytes, data.get("nccl_algorithm", "auto"), level=level)
+        rows.append(dict(system=name, level=level, bytes=nbytes, published_busbw_gbps=pub,
+                         published_time_us=round(published_time_us(nbytes, pub), 2),
                          simulated_busbw_gbps=round(r["busbw_gbps"], 3),
                          error=round(r["busbw_gbps"] / pub - 1, 4), **{k: r[k] for k in
-                         ("algorithm", "protocol", "time_us", "wall_s")}))
+                         ("algorithm", "protocol", "channels", "time_us", "wall_s")}))
     return rows
 
 
@@ -57,24 +68,29 @@ def summary(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--systems", default="dgx-a100,dgx-h100")
+    ap.add_argument("--systems", default="dgx-a100,dgx-h100,hgx-h200")
+    ap.add_argument("--level", choices=("flow", "flit"), default="flow")
+    ap.add_argument("--flit-max", type=int, default=1 << 22,
+                    help="--level flit: the largest size run (bytes)")
     ap.add_argument("--json")
     a = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)
     out = {}
     for system in a.systems.split(","):
-        rows = compare(system, data["systems"][system])
+        rows = compare(system, data["systems"][system], a.level, a.flit_max)
         s = summary(rows)
         out[system] = dict(rows=rows, **s, source=data["systems"][system]["source"])
-        print(f"\n{system}: geomean |error| {s['geomean_abs_error']:.1%}, max "
+        print(f"\n{system} ({a.level}): geomean |error| {s['geomean_abs_error']:.1%}, max "
               f"{s['max_abs_error']:.1%}\n")
-        print("| bytes | published busbw GB/s | pysim busbw GB/s | error | NCCL's pick |")
+        print("| bytes | published busbw GB/s (time µs) | pysim busbw GB/s (time µs) | error "
+              "| algorithm / protocol, channels |")
         print("|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['bytes']:,} | {r['published_busbw_gbps']:.2f} | "
-                  f"{r['simulated_busbw_gbps']:.2f} | {r['error']:+.1%} | "
-                  f"{r['algorithm']} / {r['protocol']} |")
+            print(f"| {r['bytes']:,} | {r['published_busbw_gbps']:.2f} "
+                  f"({r['published_time_us']:.1f}) | {r['simulated_busbw_gbps']:.2f} "
+                  f"({r['time_us']:.1f}) | {r['error']:+.1%} | "
+                  f"{r['algorithm']} / {r['protocol']}, {r['channels']} |")
     if a.json:
         sys.path.insert(0, HERE)
         from provenance import provenance

@@ -1,15 +1,19 @@
 """Scale benchmark (not a test): one training iteration at the flow level on 1,024 to 16,384
 NPUs -- GPT-3 175B (tp 8, pp 16, the rest data parallel), a Llama-70B-like model (tp 8,
-pp 8) and data-parallel ResNet-50 -- on a two-level switched system (DGX-like nodes of 8 NPUs
-on a leaf switch, 150 GB/s per NPU, the leaves on one spine at 400 GB/s) and on a 3-D torus
-of the same size. Per case: wall and CPU time, peak memory, graph and engine ops, flows,
+pp 8) and data-parallel ResNet-50 -- on a cluster of DGX H100 nodes on a rail-optimised
+fat-tree, on a 3-D torus of the same size, or on a two-level switched system (DGX-like nodes
+of 8 NPUs on a leaf switch, 150 GB/s per NPU, the leaves on one spine at 400 GB/s). By
+default ring collectives are streams (workload.collective_form) and one data-parallel
+replica's passes are built for all (workload.parallel.replicas = 'one'); --form steps
+--replicas all builds every op. Per case: wall and CPU time, peak memory, graph and engine ops, flows,
 events and their rate, the time in the max-min solver, where the time went (building, the memory plan,
 compiling, the engine, results), or the refusal and how long it took. Each case runs in a
 fresh process under a time and an address-space limit; a case past either is reported as
 such. Writes JSON with provenance.
 
     python bench/scale.py [--sizes 1024,4096,16384] [--models gpt3,llama70b,resnet50]
-        [--systems cluster,torus,two_level] [--micro-batches 4] [--timeout 900] [--mem-gb 12]
+        [--systems cluster,torus,two_level] [--micro-batches 4] [--interleave 1]
+        [--form streams|steps] [--replicas one|all] [--timeout 900] [--mem-gb 12]
         [--out bench/results/scale.json]
 """
 import argparse
@@ -62,17 +66,24 @@ def case_config(case, tmp):
     """(config file, overrides) of a case."""
     n, spec = case["npus"], MODELS[case["model"]]
     ov = {"workload.kind": "training", "workload.model": spec["model"],
-          "workload.iterations": 1, "network.model": "flow", "workload.chunks": 1}
+          "workload.iterations": 1, "network.model": "flow", "workload.chunks": 1,
+          "workload.collective_form": case.get("form", "steps")}
     if spec["params"]:
         ov["workload.model_params"] = spec["params"]
+    streams = case.get("form") == "streams"
     if case["model"] == "resnet50":
+        # (as streams a ring makes p ops per chunk; step by step halving-doubling's p log p
+        # are fewer than the ring's p (p - 1))
         ov.update({"workload.batch": 32 * n, "workload.precision": "fp32",
-                   "workload.algorithm": "halving_doubling"})
+                   "workload.algorithm": "ring" if streams else "halving_doubling",
+                   "workload.parallel": {"replicas": case.get("replicas", "all")}})
     else:
         m = case["micro_batches"]
         ov.update({"workload.precision": "mixed", "workload.optimizer": "adam",
                    "workload.parallel": {"tp": spec["tp"], "pp": spec["pp"],
-                                         "micro_batches": m},
+                                         "micro_batches": m,
+                                         "interleave": case.get("interleave", 1),
+                                         "replicas": case.get("replicas", "all")},
                    "workload.batch": n // (spec["tp"] * spec["pp"]) * m,
                    "workload.bucket_mb": 1024.0})
     if case["system"] == "cluster":
@@ -195,6 +206,13 @@ def main():
     ap.add_argument("--models", default="gpt3,llama70b,resnet50")
     ap.add_argument("--systems", default="cluster,torus")
     ap.add_argument("--micro-batches", type=int, default=4)
+    ap.add_argument("--form", default="streams", choices=["steps", "streams"],
+                    help="workload.collective_form of every case")
+    ap.add_argument("--replicas", default="one", choices=["one", "all"],
+                    help="workload.parallel.replicas of every case")
+    ap.add_argument("--interleave", type=int, default=1,
+                    help="workload.parallel.interleave of GPT-3 and the Llama-like model "
+                         "(micro-batches a multiple of pp)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--mem-gb", type=float, default=12)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "scale.json"))
@@ -214,7 +232,8 @@ def main():
             for system in a.systems.split(","):
                 for n in [int(x) for x in a.sizes.split(",")]:
                     case = dict(model=model, system=system, npus=n,
-                                micro_batches=a.micro_batches)
+                                micro_batches=a.micro_batches, form=a.form,
+                                replicas=a.replicas, interleave=a.interleave)
                     r = run_case(case, a.timeout, a.mem_gb, tmp)
                     rows.append(r)
                     print(row(r), flush=True)

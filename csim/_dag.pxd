@@ -19,10 +19,21 @@
 #
 # Units run their op at a rate (a fraction of full speed), so an op's `size` is its cycles at
 # full rate: the compute unit (0) at (units - held) / units while NPU-run collectives hold some
-# of the node's compute units (OP_HOLD / OP_UNHOLD change sm_held); the two memory units, 1
-# (compute's traffic: roofline memory parts) and 5 (communication's), share the memory in
-# proportion while both run an op (half each), unit 5's share capped at comm_cap. A rate
-# changes only when the held units change or a memory unit starts or ends an op; then the
+# of the node's compute units (OP_HOLD / OP_UNHOLD change sm_held). Three units move data
+# through the node's memory (HBM), and share it max-min fairly (water-filling) among those
+# running an op, each taking at most what it can use:
+# - unit 1, compute's traffic (roofline memory parts): a part whose compute part runs beside
+#   it can use what keeps pace with that compute part (its work left over the compute part's
+#   time left), else the whole memory;
+# - unit 5, communication's (collectives' copies and reductions): at most its budget comm_cap;
+# - unit 6, memory transfers' (a DMA engine streaming to or from a memory node or a host): at
+#   most the sum of op_share over the transfers it serves (the op it runs and those queued
+#   for it, in turn: it serves them all at once by pieces), op_share being what the
+#   transfer's route can carry, as a fraction of the node's memory bandwidth.
+# What no unit can use (their demands met) goes in equal parts to units 1 and 6 (data that
+# runs ahead of its compute or of its network costs no one), never past a budget. A rate
+# changes only when the held units change, a memory unit starts or ends an op, a transfer
+# queues, or a roofline op's compute part starts or ends beside its memory part; then the
 # running op's work left is recomputed and its finish moved in an indexed heap of the units'
 # finishes (uh_*), which ops_due merges with the op heap in (cycle, op id) order.
 #
@@ -142,29 +153,85 @@ cdef inline void _set_rate(State* s, int32_t n, double rate) noexcept nogil:
         s.u_rate[n] = rate
 
 
+cdef inline double _left(State* s, int32_t n) noexcept nogil:
+    """Unit n's running op's work left now (cycles at full rate)."""
+    cdef double w = s.u_work[n] - (s.now - s.u_t0[n]) * s.u_rate[n]
+    return w if w > 0 else 0.0
+
+
+cdef inline double _roof_demand(State* s, int32_t n) noexcept nogil:
+    """What the memory part running on unit n (a node's unit 1) can use: enough to keep pace
+    with its compute part if that runs now beside it (its work left over the compute part's
+    time left), else the whole memory."""
+    cdef int32_t op = s.u_op[n]
+    cdef double wc
+    if s.op_kind[op] != OP_ROOF_MEM or s.u_op[n - 1] != op - 1 or s.u_rate[n - 1] <= 0:
+        return 1.0
+    wc = _left(s, n - 1)
+    if wc <= 0:
+        return 1.0
+    wc = _left(s, n) * s.u_rate[n - 1] / wc
+    return wc if wc < 1.0 else 1.0
+
+
 cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
-    """The rates of a node's compute unit and of its memory shared by compute and
-    communication, after its held compute units or its busy memory units changed: compute at
-    (units - held) / units of peak; the memory shared in proportion between the two classes
-    with work to do (processor sharing), communication's share capped at its budget."""
+    """The rates of a node's compute unit and of its three memory units, after its held
+    compute units, its busy memory units or their demands changed: compute at
+    (units - held) / units of peak; the memory shared max-min fairly among the busy memory
+    units, each at most what it can use (see the top of this file), what is left over going
+    in equal parts to the busy units of compute's traffic and of transfers."""
     cdef int32_t n = node * N_UNITS
     cdef int32_t k = s.sm_total[node]
     cdef int32_t h = s.sm_held[node]
-    cdef double cap = s.comm_cap[node]
-    cdef double r5
+    cdef double d[3]
+    cdef double g[3]
+    cdef int32_t u[3]
+    cdef int32_t i, j, m = 0, left, soft = 0
+    cdef double cap = 1.0, share, t
     if k > 0:
         if h >= k:
             h = k - 1
         _set_rate(s, n, (<double>(k - h)) / k)
+    if s.u_op[n + 1] >= 0:
+        u[m] = 1
+        d[m] = _roof_demand(s, n + 1)
+        m += 1
     if s.u_op[n + 5] >= 0:
-        if s.u_op[n + 1] >= 0:
-            r5 = cap if cap < 0.5 else 0.5
-            _set_rate(s, n + 5, r5)
-            _set_rate(s, n + 1, 1.0 - r5)
-        else:
-            _set_rate(s, n + 5, cap if cap < 1.0 else 1.0)
-    else:
-        _set_rate(s, n + 1, 1.0)
+        u[m] = 5
+        d[m] = s.comm_cap[node] if s.comm_cap[node] < 1.0 else 1.0
+        m += 1
+    if s.u_op[n + 6] >= 0:
+        u[m] = 6
+        d[m] = s.xfer_dem[node] if s.xfer_dem[node] < 1.0 else 1.0
+        m += 1
+    for i in range(m):                 # by demand, least first (three at most)
+        for j in range(i + 1, m):
+            if d[j] < d[i]:
+                t = d[i]
+                d[i] = d[j]
+                d[j] = t
+                left = u[i]
+                u[i] = u[j]
+                u[j] = left
+    for i in range(m):                 # water-filling
+        share = cap / (m - i)
+        g[i] = d[i] if d[i] < share else share
+        cap -= g[i]
+        if u[i] != 5:
+            soft += 1
+    if cap > 1e-12 and soft > 0:       # what none of them can use: to compute's and transfers'
+        share = cap / soft
+        for i in range(m):
+            if u[i] != 5:
+                g[i] += share
+    for i in range(m):
+        _set_rate(s, n + u[i], g[i])
+    if s.u_op[n + 1] < 0:
+        s.u_rate[n + 1] = 1.0
+    if s.u_op[n + 5] < 0:
+        s.u_rate[n + 5] = 1.0
+    if s.u_op[n + 6] < 0:
+        s.u_rate[n + 6] = 1.0
 
 
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
@@ -184,7 +251,8 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
     s.u_op[n] = op
     s.u_work[n] = <double>dur
     s.u_t0[n] = s.now
-    if s.op_unit[op] == 1 or s.op_unit[op] == 5:
+    if s.op_unit[op] == 1 or s.op_unit[op] >= 5 or \
+            (kind == OP_ROOF and s.u_op[n + 1] == op + 1):   # (its memory part's demand)
         _node_rates(s, s.op_node[op])
     _uh_set(s, n, _due(s, n))
     return 0
@@ -193,6 +261,8 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
 cdef inline int _queue_part(State* s, int32_t op) noexcept nogil:
     """A compute-like op (or roofline part) takes its unit now, or queues for it."""
     cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    if s.op_unit[op] == XFER_UNIT:     # a transfer's demand counts from when it waits
+        s.xfer_dem[s.op_node[op]] += s.op_share[op]
     if s.node_busy[n]:
         s.op_next[op] = -1
         if s.cq_tail[n] < 0:
@@ -200,6 +270,8 @@ cdef inline int _queue_part(State* s, int32_t op) noexcept nogil:
         else:
             s.op_next[s.cq_tail[n]] = op
         s.cq_tail[n] = op
+        if s.op_unit[op] == XFER_UNIT:
+            _node_rates(s, s.op_node[op])
         return 0
     return _start_compute(s, op)
 
@@ -316,6 +388,8 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
         s.node_busy[n] = 0
         s.u_op[n] = -1
         _uh_remove(s, n)
+        if s.op_unit[op] == XFER_UNIT:
+            s.xfer_dem[s.op_node[op]] -= s.op_share[op]
         q = s.cq_head[n]
         if q >= 0:
             s.cq_head[n] = s.op_next[q]
@@ -323,7 +397,9 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
                 s.cq_tail[n] = -1
             if _start_compute(s, q) != 0:
                 return -1
-        elif s.op_unit[op] == 1 or s.op_unit[op] == 5:
+        elif s.op_unit[op] == 1 or s.op_unit[op] >= 5:
+            _node_rates(s, s.op_node[op])
+        if kind == OP_ROOF and s.u_op[n + 1] == op + 1:   # its memory part, alone now
             _node_rates(s, s.op_node[op])
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now

@@ -641,7 +641,8 @@ cdef class Engine:
         s.tr_hops = <int32_t*>_ptr(self._own("tr_hops", None, np.int32, -1, t.size))
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                  int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None):
+                  int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
+                  share=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -659,7 +660,8 @@ cdef class Engine:
         sms: per node, its compute units (0, the default: not modelled; an NPU-run
         collective's hold op takes some of them, and the compute unit then runs at the rest's
         share of peak); comm_hbm: per node, communication's memory budget as a fraction of
-        its memory bandwidth (default 1)."""
+        its memory bandwidth (default 1); share: per op, what a memory transfer's op (unit 6)
+        can use of its node's memory bandwidth, a fraction in (0, 1] (default 1)."""
         cdef State* s = &self.s
         cdef int32_t op
         _check_lengths([packet_flits])
@@ -705,6 +707,11 @@ cdef class Engine:
         s.sm_total = <int32_t*>_ptr(self._own("sm_total", sms_a, np.int32))
         s.sm_held = <int32_t*>_ptr(self._own("sm_held", None, np.int32, 0, s.n_nodes))
         s.comm_cap = <double*>_ptr(self._own("comm_cap", cap_a, np.float64))
+        share_a = np.ones(n_ops) if share is None else np.asarray(share, np.float64)
+        if share_a.size != n_ops or not ((share_a > 0) & (share_a <= 1)).all():
+            raise ValueError("share needs one entry per op, each in (0, 1]")
+        s.op_share = <double*>_ptr(self._own("op_share", share_a, np.float64))
+        s.xfer_dem = <double*>_ptr(self._own("xfer_dem", None, np.float64, 0.0, s.n_nodes))
         s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
         s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 

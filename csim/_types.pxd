@@ -40,10 +40,12 @@ cdef enum:
     OP_RELEASE = 6           # frees a gate
     OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
     OP_UNHOLD = 8            # ... and gives them back
-    N_UNITS = 6              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+    N_UNITS = 7              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
                              # 3 a gate (a queue that orders work: see _dag.pxd),
                              # 4 the compute units held by NPU-run collectives,
-                             # 5 communication's share of the memory (HBM)
+                             # 5 communication's share of the memory (HBM),
+                             # 6 memory transfers' share of it (DMA to and from memory nodes)
+    XFER_UNIT = 6
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -326,6 +328,9 @@ cdef struct State:
     int32_t* sm_total        # per node: compute units (SMs; 0: not modelled)
     int32_t* sm_held         # per node: units held by active NPU-run collectives
     double* comm_cap         # per node: communication's memory budget, a fraction of HBM
+    double* op_share         # per op: what a transfer's route carries, a fraction of its
+                             # node's memory bandwidth (unit 6's ops; see _dag.pxd)
+    double* xfer_dem         # per node: op_share summed over unit 6's running and queued ops
     cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n

@@ -294,7 +294,8 @@ class GraphArrays(Inputs):
               "succ[succ_ptr[i]:succ_ptr[i + 1]]"),
         Field("succ", np.int32, ("S",), "CSR: successor op ids"),
         Field("unit", np.int8, ("N",), "per op: the unit of its node it occupies (0 compute, "
-              "1 memory, 2 collectives engine, 3 a gate); None: all 0", optional=True),
+              "1 memory, 2 collectives engine, 3 a gate, 4 held compute units, 5 "
+              "communication's memory, 6 memory transfers'); None: all 0", optional=True),
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
@@ -303,6 +304,8 @@ class GraphArrays(Inputs):
               "pysim.workload.endpoint); None: all 0", optional=True),
         Field("comm_hbm", np.float64, ("M",), "per node: communication's memory budget as a "
               "fraction of its memory bandwidth, in (0, 1]; None: all 1", optional=True),
+        Field("share", np.float64, ("N",), "per op: what a memory transfer's op (unit 6) can "
+              "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
     )
 
     def sizes(self):
@@ -346,6 +349,9 @@ class GraphArrays(Inputs):
             self.fail("sms", "a negative count of compute units")
         if hbm is not None and ((hbm <= 0) | (hbm > 1)).any():
             self.fail("comm_hbm", "expected fractions in (0, 1]")
+        share = self["share"]
+        if share is not None and not ((share > 0) & (share <= 1)).all():
+            self.fail("share", "expected fractions in (0, 1]")
         if sms is not None and hbm is not None and sms.size != hbm.size:
             self.fail("comm_hbm", "expected one entry per node, as sms")
         if n_nodes is not None:
@@ -413,7 +419,7 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
     engine.set_graph(g["kind"], g["node"], g["dst"], g["size"], g["deps"], g["succ_ptr"],
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
-                     comm_hbm=g["comm_hbm"])
+                     comm_hbm=g["comm_hbm"], share=g["share"])
 
 
 # ------------------------------------------------------------------ allocators by name

@@ -123,6 +123,43 @@ def test_collectives_of_one_communicator_run_in_stream_order(net):
     del topo
 
 
+def _npu_and_memory_node(net, link_gbps=20.0, **workload):
+    """An NPU of 100 GB/s of HBM (100 bytes per cycle) and a memory node behind one link of
+    link_gbps and 1 ns (NICs and the memory node far wider: the link is the transfer's
+    narrowest part; short enough for the default VC buffers to keep it busy)."""
+    nodes = [{"name": "npu", "kind": "npu", "hbm_gbps": 100.0, "tflops": 1.0},
+             {"name": "m0", "kind": "mem", "mem_gbps": 1000.0}]
+    for x in nodes:
+        x["injection_gbps"] = x["ejection_gbps"] = 1000.0
+    return make_cfg(topology={"kind": "graph", "nodes": nodes,
+                              "links": [{"a": "npu", "b": "m0", "gbps": link_gbps,
+                                         "latency_ns": 1.0}]},
+                    network={"model": net}, workload=workload)
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_a_memory_transfer_takes_no_more_of_the_hbm_than_its_route_carries(net):
+    """The HBM is shared max-min fairly (water-filling): a transfer to a memory node over a
+    link of B = 20 GB/s can use only B of the NPU's H = 100 GB/s, so a memory-bound op of M
+    bytes beside it, which could use all of it, gets H - B: M / (H - B) cycles, 1,250 for M =
+    100,000 (an even split would give it H / 2: 2,000); one whose budget (50 GB/s) and the
+    transfer's B fit in H together is not slowed at all: M / 50 = 2,000, as alone. Both for
+    communication's traffic and for compute's (a roofline op with bytes only), at both
+    network levels, and the transfer still takes S / B plus its latencies."""
+    M, S = 100_000, 1 << 20
+    for kind, workload, want in (("memory", {}, 1250), ("compute", {}, 1250),
+                                 ("memory", {"engine": "npu", "comm_hbm_gbps": 50.0}, 2000)):
+        cfg = _npu_and_memory_node(net, **workload)
+        g = OpGraph()
+        w = g.mem_write("npu", "m0", S)
+        op = g.memory("npu", M) if kind == "memory" else g.compute("npu", bytes=M)
+        r = run_graph(cfg, g)
+        assert r.ops[op]["start"] == 0
+        assert abs(r.ops[op]["finish"] - want) <= 2, (kind, workload, r.ops[op])
+        alone = S / 20
+        assert alone <= r.ops[w]["finish"] <= alone * 1.02 + 1000, r.ops[w]
+
+
 def test_bad_endpoint_values_are_refused_with_the_key():
     with pytest.raises(ConfigError, match="workload.comm_sms"):
         make_cfg(workload={"comm_sms": -1})

@@ -241,6 +241,8 @@ def test_bad_network_inputs_are_refused_naming_them(over, names):
     (([OP_COMPUTE], [0], [0], [1]), dict(packet_flits=0), "packet_flits"),
     (([OP_COMPUTE], [0], [0], [1]), dict(unit=[N_UNITS]), "unit"),
     (([OP_COMPUTE], [0], [0], [1.5]), {}, "size"),
+    (([OP_COMPUTE], [0], [0], [1]), dict(share=[0.0]), "share"),
+    (([OP_COMPUTE], [0], [0], [1]), dict(share=[1.5]), "share"),
 ])
 def test_bad_graph_inputs_are_refused_naming_them(args, over, names):
     with pytest.raises(EngineInputError, match=names):

@@ -11,6 +11,7 @@ from pysim.config import ConfigError
 from pysim.sim import simulate
 from pysim.topology import build as build_topology
 from pysim.workload import nccl
+from pysim.workload.collectives import collective_graph
 
 
 def cfg_for(system, nbytes, algo, proto, collective="all_reduce", **over):
@@ -27,7 +28,8 @@ def model_and_sim(cfg):
     gpus = [n for n, k in zip(topo.node_names, topo.node_kinds) if k == "npu"]
     m = nccl.Machine(topo.cluster, gpus)
     w = cfg.workload
-    ch = w.nccl_channels or m.G
+    ch = nccl.run_channels(w.collective, w.bytes, w.nccl_algorithm, w.nccl_protocol, len(gpus),
+                           w.nccl_channels)
     args = (w.collective, w.nccl_algorithm, w.nccl_protocol, w.bytes, m, len(gpus), ch)
     cyc = 1e9 * cfg.network.clock_ghz
     d = simulate(cfg).to_dict()
@@ -75,13 +77,14 @@ def test_reduce_scatter_and_all_gather_by_ring_follow_the_closed_form():
 def test_auto_picks_what_ncclss_model_says_low_latency_for_small_bandwidth_for_large():
     topo = build_topology(load("dgx-a100"))
     m = nccl.Machine(topo.cluster, [f"gpu{i}" for i in range(8)])
-    picks = [nccl.choose("all_reduce", n, m, 8, 8) for n in (1 << 10, 1 << 30)]
+    C = nccl.NCCL_CHANNELS
+    picks = [nccl.choose("all_reduce", n, m, 8, C) for n in (1 << 10, 1 << 30)]
     assert picks[0] == ("ring", "LL") and picks[1][1] == "Simple"
     for n in (1 << 12, 1 << 20, 1 << 26):            # the pick is the fastest by the model
-        a, pr = nccl.choose("all_reduce", n, m, 8, 8)
-        best = min(t for t in (nccl.model_seconds("all_reduce", x, y, n, m, 8, 8)
+        a, pr = nccl.choose("all_reduce", n, m, 8, C)
+        best = min(t for t in (nccl.model_seconds("all_reduce", x, y, n, m, 8, C)
                                for x in nccl.ALGOS for y in nccl.PROTOCOLS) if t is not None)
-        assert nccl.model_seconds("all_reduce", a, pr, n, m, 8, 8) == best
+        assert nccl.model_seconds("all_reduce", a, pr, n, m, 8, C) == best
     d = simulate(cfg_for("dgx-a100", 1 << 10, "auto", "auto")).to_dict()
     assert (d["nccl_algorithm"], d["nccl_protocol"]) == ("ring", "LL")
 
@@ -89,10 +92,10 @@ def test_auto_picks_what_ncclss_model_says_low_latency_for_small_bandwidth_for_l
 def test_two_nodes_run_at_the_nics_rate_for_large_messages():
     """A ring over two DGX H100 at 1 GiB: of each rank's traffic, the 2 hops in 16 that leave
     a node go by its NIC (50 GB/s), the others by NVLink (370 GB/s of data), so the bus
-    bandwidth is min(50 x 16 / 2, 370 x 16 / 14) = 400 GB/s, within 5%."""
+    bandwidth is min(50 x 16 / 2, 370.8 x 16 / 14) = 400 GB/s, within 5%."""
     d = simulate(cfg_for("superpod-h100", 1 << 30, "ring", "Simple",
                          **{"topology.node_count": 2})).to_dict()
-    nv = 450 * nccl.NVLINK_DATA
+    nv = 18 * 20.6          # NCCL's data rate of NVLink 4 links (src/graph/topo.h)
     assert d["busbw_gbps"] == pytest.approx(min(50.0 * 16 / 2, nv * 16 / 14), rel=0.05)
 
 
@@ -111,3 +114,37 @@ def test_what_nccl_does_not_run_is_refused_naming_the_key(system, over, words):
         simulate(cfg)
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("algo,proto,nbytes,want", [
+    ("ring", "LL", 1024, 1),                  # 1 KiB < 512 threads x 8 B x 8 ranks: one
+    ("ring", "LL", 1 << 16, 2),               # 64 KiB / 32 KiB
+    ("ring", "LL", 1 << 20, 24),              # 32 would fit: NCCL's 24
+    ("ring", "LL128", 1 << 16, 13),           # ceil(64 KiB / (640 x 8 B))
+    ("ring", "Simple", 1 << 19, 16),          # 512 KiB / (512 x 64 B)
+    ("tree", "Simple", 1 << 30, 24),
+    ("nvls", "Simple", 1024, 16),             # NVLink SHARP: all of its 16 at any size
+])
+def test_channels_by_size_follow_ncclss_rule(algo, proto, nbytes, want):
+    """NCCL (src/enqueue.cc) drops a channel while bytes < channels x threads x threshold."""
+    assert nccl.run_channels("all_reduce", nbytes, algo, proto, 8) == want
+
+
+def test_an_npu_run_collective_holds_an_sm_per_channel_and_moves_as_fast():
+    """workload.engine = 'npu': the collective holds as many SMs as NCCL runs channels, and
+    its bus bandwidth is the one without an endpoint model (an NCCL kernel's channels are its
+    SMs); workload.comm_sms caps the channels, as NCCL's CTA limit does."""
+    base = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple")).to_dict()
+    npu = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple",
+                           **{"workload.engine": "npu"})).to_dict()
+    assert npu["nccl_channels"] == base["nccl_channels"] == nccl.NCCL_CHANNELS
+    assert npu["busbw_gbps"] == pytest.approx(base["busbw_gbps"], rel=1e-3)
+    few = simulate(cfg_for("dgx-a100", 1 << 26, "ring", "Simple",
+                           **{"workload.engine": "npu", "workload.comm_sms": 8})).to_dict()
+    assert few["nccl_channels"] == 8
+    for over, want in (({}, nccl.NCCL_CHANNELS), ({"workload.comm_sms": 8}, 8)):
+        cfg = cfg_for("dgx-a100", 1 << 26, "ring", "Simple", **{"workload.engine": "npu"},
+                      **over)
+        g, _ = collective_graph(cfg, build_topology(cfg))
+        held = {g.size[i] for i, k in enumerate(g.kind) if k == "take_units"}
+        assert held == {want}

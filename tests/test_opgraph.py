@@ -358,15 +358,15 @@ def test_roofline_slices_share_the_memory_with_communication_exactly():
     """The sharing rule, cycle for cycle: a roofline op runs in slices of at most
     slice_cycles (1000), each a compute part beside a memory part, the next slice when both
     are done; communication's memory traffic (OpGraph.memory) shares the memory with the
-    memory parts in proportion (half each while both have work; no budget on a node without
-    modelled compute units).
-    Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op at 0: both at
-    half rate until the op ends at 1000 (slice 0 then has 500 left): slice 0 ends at 1500,
-    slices 1-3 take [1500, 4500).
-    Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op: the
-    op shares [0, 200) (100 done), alone [200, 1000) (900), shares slice 1's memory part
-    [1000, 1200) (1000), alone [1200, 2000) (1800), shares slice 2's [2000, 2200) (1900) and
-    ends alone at 2300; the roofline op is never slowed past its compute: done at 4000."""
+    memory parts max-min fairly, each taking at most what it can use (a memory part: what
+    keeps pace with its compute part; no budget on a node without modelled compute units).
+    Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op at 0: both can
+    use it all, so both run at half rate until the op ends at 1000 (slice 0 then has 500
+    left): slice 0 ends at 1500, slices 1-3 take [1500, 4500).
+    Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op: each
+    memory part can use only 100 / 1000 of the memory (it keeps pace with its compute part),
+    so the op runs at 0.9 throughout: 2000 / 0.9, ending at 2223 (an even split would end it
+    at 2300); the roofline op is never slowed past its compute: done at 4000."""
     cfg = make_cfg(topology={"kind": "ring", "size": 2, "npu": {"tflops": 1.0,
                                                               "hbm_gbps": 1.0}})
     g = OpGraph()
@@ -378,7 +378,7 @@ def test_roofline_slices_share_the_memory_with_communication_exactly():
     g.compute("n0", flops=4000 * 1000, bytes=400)        # 1 TFLOP/s = 1000 FLOPs/cycle
     g.memory("n0", 2000)
     r = run_graph(cfg, g)
-    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4000), (0, 2300)]
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4000), (0, 2223)]
     assert r.ops[0]["isolated_cycles"] == 4000
     # a per-op peak: 3.5e6 FLOPs at 2 TFLOP/s = 1750 cycles, whatever the node's own peak
     g = OpGraph()

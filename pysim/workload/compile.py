@@ -440,7 +440,7 @@ def compile_by_op(g, topo, cfg, h):
                 bpc, lat, _ = mem[m]
                 m_unit = 0                    # the memory node's controller
             else:
-                bpc, lat, m_unit = cparams[m][1], 0, 1     # the host's memory unit
+                bpc, lat, m_unit = cparams[m][1], 0, transfer.UNIT   # the host's DRAM
             total = g.size[i]
             if k == "mem_write":
                 stored[m] = stored.get(m, 0) + total
@@ -479,6 +479,7 @@ def compile_by_op(g, topo, cfg, h):
                   deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
     arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
+    arrays["memory_bpc"] = [cparams[n][1] if n in cparams else 0.0 for n in range(topo.n_nodes)]
     return arrays, span
 
 

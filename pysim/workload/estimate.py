@@ -30,7 +30,9 @@ def check_training(lay, iterations, chunks, limit=None):
     per_stage = reps * lay.tp          # the NPUs whose passes are built (replicas = 'one')
     compute = optimizer = 0
     tp_ops = 0
-    tp_one = coll.ops_bound("all_reduce", "ring", lay.tp, chunks) if lay.tp > 1 else 0
+    form = lay.cfg.workload.collective_form
+    tp_one = coll.ops_bound("all_reduce", "ring", lay.tp, chunks, form=form) if lay.tp > 1 \
+        else 0
     for i, layer in enumerate(model.layers):
         if lay.split_table[i]:
             compute += 1                              # its owner's, for the global batch
@@ -63,7 +65,8 @@ def check_training(lay, iterations, chunks, limit=None):
                     filled, open_ = 0, False
             buckets += open_
         buckets *= lay.tp
-    dp_ops = buckets * coll.ops_bound("all_reduce", lay.algorithm or "ring", lay.dp, chunks) \
+    dp_ops = buckets * coll.ops_bound("all_reduce", lay.algorithm or "ring", lay.dp, chunks,
+                                      form=form) \
         if lay.dp > 1 else 0
     per_it = compute + tp_ops + dp_ops
     total = per_it * iterations

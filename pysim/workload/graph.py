@@ -42,9 +42,11 @@ from pysim.config import read_toml
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
+from pysim import theory
 from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
+from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
 from pysim.workload import notes, runtime
@@ -88,6 +90,7 @@ class OpGraph:
         self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
+        self.latencies = []             # (delay op, src, dst, steps): see step_latency
 
     def __len__(self):
         return len(self.kind)
@@ -203,6 +206,14 @@ class OpGraph:
 
     def delay(self, cycles, after=None, name=None):
         return self._add("delay", None, None, _size(cycles, "cycles", name), after, name)
+
+    def step_latency(self, src, dst, steps, after=None, name=None):
+        """A delay of `steps` times the zero-load latency of a one-flit message from src to
+        dst (node names), resolved when the graph runs on a network (run_graph): the latency
+        of the steps a stream of a collective stands for (build(form='streams'))."""
+        op = self._add("delay", None, None, 0, after, name)
+        self.latencies.append((op, src, dst, _size(steps, "steps", name)))
+        return op
 
     def memory(self, node, bytes, after=None, name=None):
         """Communication's memory traffic of `bytes` at an NPU's HBM (a host's DRAM): bytes /
@@ -475,6 +486,25 @@ def _ceil(b, bpc):
 
 
 
+def resolve_latencies(graph, network, cfg, arrays, span):
+    """Set the cycles of the graph's step-latency delays (OpGraph.step_latency) in the
+    compiled arrays: steps x the zero-load latency of a one-flit message on the route."""
+    if not graph.latencies:
+        return
+    index = {n: i for i, n in enumerate(network.topo.node_names)}
+    ops, src, dst, steps = zip(*graph.latencies)
+    for what, names in (("src", src), ("dst", dst)):
+        bad = next((x for x in names if x not in index), None)
+        if bad is not None:
+            raise GraphError(f"step latency: {what} = {bad!r}: no node of that name")
+    s = np.fromiter((index[x] for x in src), np.int64, len(src))
+    d = np.fromiter((index[x] for x in dst), np.int64, len(dst))
+    t0 = np.asarray(theory.zero_load_latency(network, cfg, s, d, np.ones(len(s), np.int64)),
+                    np.int64)
+    prim = np.asarray(span, np.int64)[np.asarray(ops, np.int64), 0]
+    arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
+
+
 @register("graph", traces=True, reads=("workload.file",) + OP_GRAPH_KEYS)
 @quiet_gc
 def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> GraphResult:
@@ -500,12 +530,15 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     t_net = time.perf_counter()
     t_net_cpu = time.process_time()
     arrays, span = compile_graph(graph, network.topo, cfg)
+    resolve_latencies(graph, network, cfg, arrays, span)
     t_compile = time.perf_counter()
     t_compile_cpu = time.process_time()
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
                                                 "comm_hbm")},
+                      share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
+                             if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes)
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)

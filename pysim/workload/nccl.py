@@ -55,9 +55,31 @@ STEP_US = {
             ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0},
 }
-# NVLink's own protocol (packet headers, flow control) leaves about 370 of the H100's
-# 450 GB/s per direction to data: S. Jeaugey (NCCL), NVIDIA/nccl-tests #212, 2024.
-NVLINK_DATA = 370.0 / 450.0
+# NVLink's data rate: NCCL's topology model takes 20.0 GB/s of data per NVLink 3 link (A100)
+# and 20.6 per NVLink 4 link (H100) each way (NVIDIA/nccl src/graph/topo.h, SM80_NVLINK_BW and
+# SM90_NVLINK_BW), of the links' 25 GB/s line rate each way (A100 and H100 datasheets: 12 and
+# 18 links of 50 GB/s both ways): the rest is NVLink's packet headers and flow control. So
+# 240 of 300 GB/s per A100 and 370.8 of 450 per H100 (S. Jeaugey, NCCL, NVIDIA/nccl-tests #212,
+# 2024: "an effective NVLink bandwidth of 370GB/s").
+NVLINK_DATA = {"a100": 20.0 / 25.0, "h100": 20.6 / 25.0}
+# NVLink SHARP's multimem loads and stores reach 85% of that on Hopper (NVIDIA/nccl
+# src/graph/tuning.cc, nvlsEfficiency).
+NVLS_EFFICIENCY = 0.85
+# The channels NCCL runs on an 8-GPU NVSwitch node of either kind: its ring search gives each
+# channel 40 GB/s (A100: 12 links x 20 = 240 GB/s, 6 channels) or 60 GB/s (H100: 18 x 20 =
+# 360, 6 channels) per GPU (src/graph/search.cc, speedArrayIntra / sm90SpeedArrayIntra), the
+# search doubles channels of at least 25 GB/s and the connection of the rings doubles them
+# again (src/graph/connect.cc): 24 channels, each one thread block on its own SM. NVLink
+# SHARP runs 16 (src/transport/nvls.cc, NCCL_NVLS_NCHANNELS). (NCCL 2.18.)
+NCCL_CHANNELS = 24
+NVLS_CHANNELS = 16
+MAX_CHANNELS = 64             # the most NCCL runs (MAXCHANNELS: 32 in 2.18, 64 later)
+# Below a size NCCL runs fewer channels: while bytes < channels x threads x threshold it
+# drops a channel (src/enqueue.cc, getAlgoInfo), with threads per channel 512 (LL, Simple)
+# or 640 (LL128) and thresholds of 8 bytes a thread for LL (times the ranks on a ring), 8
+# for LL128 and 64 for Simple (src/include/comm.h, NCCL_*_THREAD_THRESHOLD).
+THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+THREAD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
 # What one channel's thread block moves per second in LL and LL128 (its loads and stores of
 # flags, not the links, bound it), from the same tuning model: LL's bus bandwidth in all at
 # most LL_MAX (one node; two nodes; more, on the DGX's host CPUs: AMD for A100, Intel for
@@ -66,6 +88,12 @@ LL_MAX_GBPS = {"a100": (87.7, 22.5, 19.0), "h100": (141.0, 39.0, 20.4)}
 LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
 TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
 MAX_SLICES = 16
+# NVLink SHARP's channels each move a loop of ranks x chunk bytes at a time (a chunk for each
+# rank's share), the chunk at most 128 KiB (src/enqueue.cc, computeColl), the channels
+# independently of each other: pysim pipelines slices of one such loop, at most
+# NVLS_MAX_SLICES of them
+NVLS_CHUNK = 1 << 17
+NVLS_MAX_SLICES = 64
 
 declare(
     Key("workload", "nccl_algorithm", "str", "auto", "-",
@@ -76,8 +104,10 @@ declare(
         "Collectives by workload.algorithm = 'nccl': 'LL', 'LL128', 'Simple' or 'auto'.",
         None, lambda: ["auto", *PROTOCOLS]),
     Key("workload", "nccl_channels", "int", 0, "-",
-        "Collectives by workload.algorithm = 'nccl': channels (rings or tree pairs); 0: one "
-        "per GPU of a node.", (lambda x: 0 <= x <= 64, "an integer from 0 to 64")),
+        "Collectives by workload.algorithm = 'nccl': channels (rings or tree pairs, each one "
+        "thread block on its own SM) at most; 0: NCCL's on an 8-GPU NVSwitch node (24; NVLink "
+        "SHARP 16), fewer for small sizes as NCCL runs them.",
+        (lambda x: 0 <= x <= MAX_CHANNELS, f"an integer from 0 to {MAX_CHANNELS}")),
 )
 
 SUPPORTED = {"all_reduce", "reduce_scatter", "all_gather"}
@@ -96,13 +126,14 @@ class Machine:
             raise ConfigError(f"workload.algorithm = 'nccl': {bad!r} is not a GPU of the "
                               f"cluster (the ranks are GPUs gpu0, gpu1, ...)")
         self.nodes = len(set(self.node_of))
-        self.nvlink = float(info["nvlink_gbps"]) * NVLINK_DATA       # GB/s of data
-        self.nic = float(info["nic_gbps"])
-        self.nvls = bool(info.get("nvls"))
-        self.clock = float(info["clock_ghz"])
         self.preset = info.get("preset", "a100")
         if self.preset not in LL_MAX_GBPS:
             self.preset = "h100" if "h100" in self.preset else "a100"
+        self.nvdata = NVLINK_DATA[self.preset]
+        self.nvlink = float(info["nvlink_gbps"]) * self.nvdata       # GB/s of data
+        self.nic = float(info["nic_gbps"])
+        self.nvls = bool(info.get("nvls"))
+        self.clock = float(info["clock_ghz"])
 
     def cap(self, proto, channels):
         """Bus bandwidth (GB/s) the protocol's channels can move at most, or None."""
@@ -136,7 +167,8 @@ def _bus(m, p, channels):
 
 
 def _nvls_slices(nbytes, p):
-    return _split(nbytes, max(1, min(MAX_SLICES, -(-nbytes // (TREE_SLICE * p)))))
+    loop = p * NVLS_CHUNK
+    return _split(nbytes, max(1, min(NVLS_MAX_SLICES, -(-nbytes // loop))))
 
 
 def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True):
@@ -183,7 +215,7 @@ def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True)
         return on * lat * 1e-6 + max(intra, inter, t_cap)
     lat += STEP_US["nvlink"][(algo, proto)]        # nvls: its slices' traffic, and the
     first = _nvls_slices(nbytes, p)[0]             # first slice's fill of the pipeline
-    return on * lat * 1e-6 + (nbytes + first) * (1 + 1 / p) / (m.nvlink * 1e9)
+    return on * lat * 1e-6 + (nbytes + first) * (1 + 1 / p) / (m.nvlink * NVLS_EFFICIENCY * 1e9)
 
 
 def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
@@ -202,6 +234,23 @@ def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
     return best[1], best[2]
 
 
+def channels_for(nbytes, algo, proto, p, channels):
+    """The channels NCCL runs a collective of nbytes on, of `channels` at most: NVLink SHARP
+    all of its own; a ring or tree one fewer while bytes < channels x threads x threshold
+    (the threshold of LL on a ring times its ranks), down to one."""
+    if algo == "nvls":
+        return channels
+    per = THREADS[proto] * THREAD_BYTES[proto] * (p if (algo, proto) == ("ring", "LL") else 1)
+    return max(1, min(channels, int(nbytes) // per + (1 if int(nbytes) % per else 0)))
+
+
+def run_channels(collective, nbytes, algo, proto, p, channels=None):
+    """The channels a collective runs on: `channels` (workload.nccl_channels) or NCCL's
+    default for the algorithm, fewer for small sizes as NCCL runs them."""
+    most = channels or (NVLS_CHANNELS if algo == "nvls" else NCCL_CHANNELS)
+    return channels_for(nbytes, algo, proto, p, most)
+
+
 def ops_bound(collective, p, channels, nodes=1):
     """An upper bound of the ops the NCCL expansion makes: per channel, a delay and a send
     per step of the ring (2 (p - 1) steps of p sends for all-reduce), or per slice per tree
@@ -209,7 +258,24 @@ def ops_bound(collective, p, channels, nodes=1):
     c = max(1, channels)
     ring = (2 if collective == "all_reduce" else 1) * (p - 1) * p * 2
     tree = 4 * (p - 1) * MAX_SLICES
-    return c * max(ring, tree) + 4 * p * (p + 1) * MAX_SLICES + p
+    return c * max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
+
+
+def plan(collective, nbytes, settings, machine, order):
+    """(Machine, algorithm, protocol, channels) NCCL runs the collective of nbytes over the
+    ranks `order` with: the pair its model picks (or the one set), on at most
+    settings['channels'] (workload.nccl_channels, or the SMs an NPU-run collective may hold)
+    or NCCL's default channels, fewer for small sizes."""
+    if machine is None:
+        raise ConfigError("workload.algorithm = 'nccl' needs a cluster (topology.kind = "
+                          "'cluster'): its ranks are the GPUs of DGX-like nodes")
+    m = Machine(machine, order)
+    p = len(order)
+    most = settings.get("channels") or NCCL_CHANNELS
+    algo, proto = choose(collective, nbytes, m, p, most, settings.get("algorithm", "auto"),
+                         settings.get("protocol", "auto"))
+    return m, algo, proto, run_channels(collective, nbytes, algo, proto, p,
+                                        settings.get("channels"))
 
 
 def build(b, collective, settings, machine):
@@ -218,14 +284,8 @@ def build(b, collective, settings, machine):
     if collective not in SUPPORTED:
         raise ConfigError(f"workload.algorithm = 'nccl' does {', '.join(sorted(SUPPORTED))}, "
                           f"not {collective!r}")
-    if machine is None:
-        raise ConfigError("workload.algorithm = 'nccl' needs a cluster (topology.kind = "
-                          "'cluster'): its ranks are the GPUs of DGX-like nodes")
-    m = Machine(machine, b.order)
+    m, algo, proto, channels = plan(collective, b.N, settings, machine, b.order)
     p = b.p
-    channels = settings.get("channels") or m.G
-    algo, proto = choose(collective, b.N, m, p, channels, settings.get("algorithm", "auto"),
-                         settings.get("protocol", "auto"))
     g = b.g
     cyc = m.clock * 1e3                               # cycles per microsecond
     base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
@@ -258,7 +318,7 @@ def _hop(ctx, a, b, nbytes, after):
     m = ctx["m"]
     same = m.node_of[a] == m.node_of[b]
     d = ctx["g"].delay(ctx["step"]["nvlink" if same else "net"], after=after)
-    wire = nbytes * ctx["wire"] * ctx["factor"][same] / (NVLINK_DATA if same else 1.0)
+    wire = nbytes * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
     return ctx["g"].send(ctx["order"][a], ctx["order"][b], int(math.ceil(wire)), after=[d])
 
 
@@ -373,19 +433,20 @@ def _nvls(ctx, nbytes, start, machine):
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(order)
     eng = f"nvls{m.node_of[0]}"
+    eff = m.nvdata * NVLS_EFFICIENCY
     last = {i: list(start[i]) for i in range(p)}
     prev_in = {i: g.delay(ctx["step"]["nvlink"], after=list(start[i])) for i in range(p)}
     for sz in _nvls_slices(nbytes, p):
         ins = []
         for i in range(p):
-            prev_in[i] = g.send(order[i], eng, int(math.ceil(sz / NVLINK_DATA)),
+            prev_in[i] = g.send(order[i], eng, int(math.ceil(sz / eff)),
                                 after=[prev_in[i]])
             ins.append(prev_in[i])
         shares = _split(sz, p)
-        back = [g.send(eng, order[i], int(math.ceil(shares[i] / NVLINK_DATA)), after=ins)
+        back = [g.send(eng, order[i], int(math.ceil(shares[i] / eff)), after=ins)
                 for i in range(p)]
-        ups = [g.send(order[i], eng, int(math.ceil(shares[i] / NVLINK_DATA)), after=[back[i]])
+        ups = [g.send(order[i], eng, int(math.ceil(shares[i] / eff)), after=[back[i]])
                for i in range(p)]
         for i in range(p):
-            last[i] = [g.send(eng, order[i], int(math.ceil(sz / NVLINK_DATA)), after=ups)]
+            last[i] = [g.send(eng, order[i], int(math.ceil(sz / eff)), after=ups)]
     return last

@@ -36,7 +36,8 @@ def _collective_ops(b, collective, algorithm, group_size, nbytes):
         pieces = max(1, -(-(-(-int(nbytes) // b.chunks)) // piece))
     dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims else None
     return coll.ops_bound(collective, algorithm, group_size, b.chunks, lay.engine, dims,
-                          pieces) + 2 * group_size      # (the units held: taken, freed)
+                          pieces, lay.cfg.workload.collective_form) \
+        + 2 * group_size      # (the units held: taken, freed)
 
 
 def training_ops(b):

@@ -100,7 +100,7 @@ def collective_graph(cfg, topo, graph=None):
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
               sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
               sram_pieces=pieces, units=held_units(cfg, topo, w.engine),
-              **nccl_args(cfg, topo, chosen))
+              form=w.collective_form, **nccl_args(cfg, topo, chosen))
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order,
                    **chosen)
@@ -112,8 +112,11 @@ def nccl_args(cfg, topo, chosen=None):
     w = cfg.workload
     if w.algorithm != "nccl":
         return {}
+    # channels at most: workload.nccl_channels, else the SMs an NPU-run collective may hold
+    # (workload.comm_sms, when set), else NCCL's default
+    most = w.nccl_channels or (getattr(w, "comm_sms", None) if w.engine == "npu" else None)
     settings = dict(algorithm=w.nccl_algorithm, protocol=w.nccl_protocol,
-                    channels=w.nccl_channels, chosen=chosen)
+                    channels=most or 0, chosen=chosen)
     return dict(machine=getattr(topo, "cluster", None), nccl_settings=settings)
 
 
@@ -179,6 +182,13 @@ declare(
         (lambda x: x > 0, "an integer >= 1 (a collective of no data has no time or bandwidth)")),
     Key("workload", "chunks", "int", 4, "-",
         "Collective: pieces the data is split into, pipelined through the steps.", POS),
+    Key("workload", "collective_form", "str", "steps", "-",
+        "Collectives: 'steps' (an op per send, reduction and reception of every step of every "
+        "chunk) or 'streams' (ring and bidir_ring reduce-scatter, all-gather and all-reduce "
+        "without an offload engine: per chunk and rank one send to its ring neighbour of all "
+        "its steps' bytes, one reduction and one reception there, and the steps' latencies "
+        "as one delay; p ops per chunk instead of p (p - 1); meant for the flow level, see "
+        "docs/performance.md).", None, lambda: ["steps", "streams"]),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),

@@ -32,8 +32,9 @@ class _Builder:
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
                  graph=None, in_flight=0, grain=512, start=None, sram_state=None,
-                 sram_pieces=OFFLOAD_PIECES_IN_SRAM):
+                 sram_pieces=OFFLOAD_PIECES_IN_SRAM, form="steps"):
         self.g = graph if graph is not None else OpGraph()
+        self.form = form                # 'steps' or 'streams' (build)
         self.order = list(order)
         self.p = len(order)
         self.N = int(nbytes)
@@ -183,6 +184,7 @@ class _Bulk:
         self.b = b
         self.base = len(b.g)
         self.kind, self.node, self.dst, self.size, self.after = [], [], [], [], []
+        self.latencies = []
         self.npu = b.engine == "npu"
 
     @staticmethod
@@ -221,8 +223,17 @@ class _Bulk:
         b.last_at[node] = snd
         return snd
 
+    def latency(self, a, c, steps, after):
+        """A delay of `steps` one-flit latencies from participant a to c
+        (OpGraph.step_latency)."""
+        b = self.b
+        op = self._op("delay", None, None, 0, after)
+        self.latencies.append((op, b.order[a], b.order[c], int(steps)))
+        return op
+
     def flush(self):
         self.b.g.add_ops(self.kind, self.node, self.dst, self.size, self.after)
+        self.b.g.latencies.extend(self.latencies)
 
 
 def _emitter(b):

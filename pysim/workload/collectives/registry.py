@@ -29,13 +29,34 @@ ALGORITHMS = {
 }
 
 
-def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1):
+FORMS = ("steps", "streams")
+STREAMED = {"all_reduce", "reduce_scatter", "all_gather"}     # by the ring algorithms
+
+
+def streamed(collective, algorithm, engine, in_flight=0):
+    """Whether build(form='streams') makes this collective as streams (ring and bidir_ring
+    reduce-scatter, all-gather and all-reduce, without an offload engine or a window of
+    chunks in flight); the others are made step by step in either form."""
+    return (algorithm in ("ring", "bidir_ring") and collective in STREAMED and
+            engine in (None, "npu") and not in_flight)
+
+
+def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1,
+              form="steps"):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm -- exactly without an
     endpoint model and on the NPU (_engine_ops); on the offload engine each reduction in two
     parts (the bulk as a message arrives, its last packet's worth after it) and per piece a
-    load and a store per node, `pieces` the pieces the engine cuts a chunk into."""
+    load and a store per node, `pieces` the pieces the engine cuts a chunk into. As streams
+    (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
+    ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
+    (one on the NPU, none without an endpoint model) where it gathers, and a delay."""
+    if form == "streams" and streamed(collective, algorithm, engine):
+        S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
+        per = S + 1 + (R if collective != "all_gather" else 0) + \
+            (V if collective != "reduce_scatter" else 0)
+        return chunks * p * per * (2 if algorithm == "bidir_ring" else 1)
     if engine in (None, "npu") and algorithm != "hierarchical":
         return chunks * _engine_ops(collective, algorithm, p, engine)
     log = max(1, (p - 1).bit_length())
@@ -54,7 +75,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
     elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, min(p, 64))
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -90,7 +111,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
           sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None, machine=None,
-          nccl_settings=None):
+          nccl_settings=None, form="steps"):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -105,7 +126,15 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     end of its part of the collective issued n before on the same group (state: a dict
     shared by the collectives of one graph).
     machine, nccl_settings: for algorithm 'nccl', the cluster (Topology.cluster) and
-    {algorithm, protocol, channels} (workload.nccl_*)."""
+    {algorithm, protocol, channels} (workload.nccl_*).
+    form: 'steps' (an op per send, reduction and reception of every step of every chunk) or
+    'streams' (workload.collective_form: where `streamed`, per chunk and rank one stream to
+    its ring neighbour carrying all its steps, pysim.workload.collectives.ring)."""
+    if form not in FORMS:
+        raise ConfigError(f"workload.collective_form = {form!r}: expected one of "
+                          f"{', '.join(FORMS)}")
+    if not streamed(collective, algorithm, engine, chunks_in_flight):
+        form = "steps"
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
                           f"{', '.join(sorted(ALGORITHMS))}")
@@ -124,7 +153,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
-    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces)
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
@@ -141,12 +170,15 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             prev = state.get((key, n), ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
+    if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
+        ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
+        units = {n: ch for n, k in units.items() if k}
     if units:                          # the units held from the start to the end
         for n in order:
             if units.get(n):
                 start[idx[n]] = [g.take_units(n, units[n], after=start.get(idx[n], []))]
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
-                 chunks_in_flight, grain, start, sram_state, sram_pieces)
+                 chunks_in_flight, grain, start, sram_state, sram_pieces, form)
     b.g = g
     if algorithm == "hierarchical":
         if dims is None:

@@ -84,7 +84,51 @@ def _ring_bulk(b, collective, bidirectional):
     k.flush()
 
 
+def _ring_streams(b, collective, bidirectional):
+    """ring() as streams (build(form='streams')): per chunk, direction and rank i, one send
+    to its neighbour j of every byte i sends in all the steps, then at j one reduction of
+    the reduce-scatter's bytes and one reception of the all-gather's, and a delay of the
+    latency of the steps the stream stands for (OpGraph.step_latency: steps - 1 one-flit
+    latencies of the route); a rank's part ends when that delay and its own stream have.
+    Where the steps are alike (a symmetric ring, nothing else on its links) the chain send,
+    reduction, reception is the steps' critical path summed, and the makespan is that of
+    the steps to within a few cycles per step (rounding of each step's ops, the flow level's
+    per-message latency); sharing links with other traffic, a stream keeps its rate through
+    the collective where the steps would pause between messages."""
+    if collective not in ("all_reduce", "reduce_scatter", "all_gather"):
+        raise ConfigError(f"workload.algorithm = 'ring' does not do {collective}")
+    k = _Bulk(b)
+    p = b.p
+    rs, ag = collective != "all_gather", collective != "reduce_scatter"
+    steps = (p - 1) * (rs + ag)
+    for size in b.chunk_sizes():
+        b.begin_chunk(size)
+        halves = [(size, +1)] if not bidirectional else \
+            list(zip(_split(size, 2), (+1, -1)))
+        for part, direction in halves:
+            if part == 0:
+                continue
+            blocks = _split(part, p)
+            # rank i sends, over the steps, every block but one: in the reduce-scatter all
+            # but block i + dir, in the all-gather all but block i + 2 dir (_ring_bulk)
+            red = [part - blocks[(i + direction) % p] if rs else 0 for i in range(p)]
+            gat = [part - blocks[(i + 2 * direction) % p] if ag else 0 for i in range(p)]
+            sends = [k.send(i, (i + direction) % p, red[i] + gat[i], []) for i in range(p)]
+            for i in range(p):
+                j = (i + direction) % p
+                last = sends[i]
+                if rs:
+                    last = k.reduce(j, red[i], [last])
+                if ag:
+                    last = k.received(j, gat[i], last)
+                b.last_at[j] = k.latency(i, j, steps - 1, [last, sends[j]])
+        b.end_chunk()
+    k.flush()
+
+
 def ring(b, collective, bidirectional=False):
+    if b.form == "streams" and _Bulk.applies(b):
+        return _ring_streams(b, collective, bidirectional)
     if _Bulk.applies(b) and builder.BULK:
         return _ring_bulk(b, collective, bidirectional)
     for size in b.chunk_sizes():

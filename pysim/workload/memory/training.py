@@ -111,6 +111,10 @@ def training_work(cfg, topo, g, plan):
         by_npu.setdefault(n, {}).setdefault((it, j), {})[i] = lo
     work = {}
     last_it = len(plan.iterations) - 1
+    last_steps = {}                      # per NPU: its optimizer steps of the last iteration
+    for (it, _, npu), op in plan.optimizer.items():
+        if it == last_it:
+            last_steps.setdefault(npu, []).append(op)
     for n in plan.npus:
         runs = by_npu.get(n, {})
         if not runs:
@@ -157,8 +161,7 @@ def training_work(cfg, topo, g, plan):
                 resident += layer.params * pb.weight
             else:
                 resident += layer.params / lay.splits[i][2] * per_param
-        ends = [op for (it, _, npu), op in plan.optimizer.items()
-                if it == last_it and npu == n] + [order[-1]]
+        ends = last_steps.get(n, []) + [order[-1]]
         last = g.delay(0, after=sorted(set(ends)))
         s_ = plan.coords[n][2]
         inflight = plan.micro_batches if plan.schedule == "gpipe" else \

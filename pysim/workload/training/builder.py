@@ -89,6 +89,7 @@ class _Builder:
                        after={n: start[n] for n in group}, done=done,
                        sram_state=self.sram_state if self.sram is not None else None,
                        sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       form=self.lay.cfg.workload.collective_form,
                        **coll.nccl_args(self.lay.cfg, topo))
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),

@@ -30,7 +30,7 @@ class _Collectives:
 
     def __call__(self, collective, p, nbytes):
         b = self.b
-        algorithm = b.lay.algorithm if collective != "all_to_all" else "direct"
+        algorithm = b.lay.algorithm if collective == "all_reduce" else "direct"  # (as built)
         if nbytes <= 0:
             return p
         pieces_key = nbytes if b.sram is not None else 1
@@ -40,7 +40,8 @@ class _Collectives:
             names = [f"x{k}" for k in range(p)]
             coll.build(collective, algorithm, names, int(nbytes), b.chunks, None, b.lay.engine,
                        b.sram, g, b.in_flight, None, b.grain, after={n: [] for n in names},
-                       done={}, sram_pieces=b.sram_pieces)
+                       done={}, sram_pieces=b.sram_pieces,
+                       form=b.lay.cfg.workload.collective_form)
             self.cache[key] = len(g)
         return self.cache[key]
 
