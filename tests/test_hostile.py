@@ -565,3 +565,12 @@ def test_an_onnx_graph_past_the_operator_bound_is_refused_before_reading_it(tmp_
     onnx.save(helper.make_model(g), str(path))
     with pytest.raises(ConfigError, match=rf"{n:,} operators: at most {MAX_NODES:,}"):
         models.load(str(path))
+
+
+def test_an_override_is_named_as_typed_not_as_the_files():
+    """A bad value typed with --set is reported as the override it is, not as a line of the
+    shipped file it was applied to."""
+    r = _cli(["run", "dgx1-v100", "--set", "workload.kind=collective", "--set",
+              "workload.bytes=4MB"])
+    assert r.exit_code == 1
+    assert "workload.bytes = '4MB': expected an integer (given as an override, on " in r.output
