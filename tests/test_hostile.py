@@ -574,3 +574,10 @@ def test_an_override_is_named_as_typed_not_as_the_files():
               "workload.bytes=4MB"])
     assert r.exit_code == 1
     assert "workload.bytes = '4MB': expected an integer (given as an override, on " in r.output
+
+
+@pytest.mark.parametrize("value", ["[1,2]", "{a=1}", "5", "true"])
+def test_a_preset_that_is_not_a_name_is_refused(value):
+    r = _cli(["run", "dgx1-v100", "--set", f"topology.npu.preset={value}"])
+    assert r.exit_code == 1 and "topology.npu.preset = " in r.output
+    assert "expected a preset's name (a string); known: v100" in r.output

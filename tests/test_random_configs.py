@@ -72,7 +72,8 @@ def _deep_weird(rng, c):
         field = rng.choice(list(entry) + ["gbps", "latency_ns", "count", "injection_gbps"])
         entry[field] = rng.choice(WEIRD)
     else:
-        table, fields = rng.choice([("npu", ["tflops", "hbm_gbps", "offload_sram_mb"]),
+        table, fields = rng.choice([("npu", ["tflops", "hbm_gbps", "offload_sram_mb",
+                                             "preset"]),
                                     ("mem", ["gbps", "capacity_gb"]),
                                     ("nic", ["npu"])])
         value = rng.choice(WEIRD)
