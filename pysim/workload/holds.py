@@ -87,9 +87,8 @@ def check_each_fits(g, topo, cfg):
     cap = capacities(topo, cfg)
     for h, (device, b, _, _, what) in enumerate(g.holds):
         if b > cap[dev[h]]:
-            raise GraphError(f"{what or f'hold {h}'}: {b:,} bytes held at {device}, more than "
-                             f"its capacity of {cap[dev[h]]:,} bytes on their own (no schedule "
-                             f"fits them)")
+            raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
+                             f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
 
 
 @dataclass
