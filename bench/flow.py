@@ -5,6 +5,7 @@
     python bench/flow.py agreement [--bytes 1048576,16777216] [--vcs 4] [--systems ring8,...]
                                    [--out bench/results/flow_agreement.json]
     python bench/flow.py table bench/results/flow_agreement.json     (as Markdown)
+    python bench/flow.py iterations [--out bench/results/flow_iterations.json]
 
 speed: each case in a fresh process (its peak memory its own), --repeat times, the median
 kept. Cases:
@@ -22,6 +23,19 @@ run alternately with the flow level so that the machine's load hits both alike.
 Reported: wall seconds (everything: building the graph, compiling, simulating), engine
 seconds, ops, flows, rate recomputations and the flows they covered, simulated cycles,
 peak memory.
+
+iterations: training iterations and the collectives they are made of, at both levels: the
+flow level's time over the flit level's, and the speed ratio (the flit level's CPU seconds over
+the flow level's, for the whole run and for the engine alone). Cases:
+  hd64        the DGX-1's 64 MiB halving-doubling all-reduce as shipped (4 chunks), and with
+              one chunk (hd64-1)
+  resnet50    one data-parallel ResNet-50 iteration, batch 256, on the DGX-1 (ring
+              all-reduces of its gradient buckets beside the backward pass)
+  offload     the offload case at 1/16 of its bytes (mcdla-8)
+  large       the 256 MB ring all-reduce on 8 NPUs
+  turns       the DGX-1's gpu2 sends 4 messages of 4 MiB to gpu0 (one NVLink) and 4 of 2 MiB
+              to gpu3 (two), all at once: the finish of each message at both levels (the
+              NIC's turns between messages, see docs/flow.md)
 
 agreement: every shipped system x every collective and algorithm it accepts, at each size,
 both levels; the flow level's time over the flit level's. The big meshes run over one row.
@@ -182,6 +196,71 @@ def agreement(a):
     return dict(benchmark="flow agreement", rows=rows)
 
 
+def iteration_case(name, model):
+    """(config, graph or None) of an iterations case."""
+    import pysim
+    if name.startswith("hd64"):
+        return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
+            "workload.kind": "collective", "workload.algorithm": "halving_doubling",
+            "workload.bytes": 64 << 20, "network.model": model,
+            "workload.chunks": 1 if name == "hd64-1" else 4}), None
+    if name == "resnet50":
+        return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
+            "workload.kind": "training", "workload.model": "resnet50", "workload.batch": 256,
+            "workload.iterations": 1, "network.model": model}), None
+    if name == "offload":
+        return case_config("offload", model), offload_graph(scale=16)
+    if name == "turns":
+        from pysim.workload import OpGraph
+        g = OpGraph()
+        for i in range(8):
+            g.send("gpu2", "gpu0" if i < 4 else "gpu3", 4 << 20 if i < 4 else 2 << 20,
+                   after=[g.delay(1 + 22 * i)])
+        return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
+            "workload.kind": "graph", "network.model": model}), g
+    return case_config(name, model), None
+
+
+def one_iteration(name, model):
+    import pysim
+    from pysim.workload import run_graph
+    t = time.process_time()
+    cfg, g = iteration_case(name, model)
+    r = run_graph(cfg, g) if g is not None else pysim.simulate(cfg)
+    cpu = time.process_time() - t
+    p = getattr(r, "profile", None) or {}
+    sends = [op["finish"] for op in r.ops if op["kind"] == "send"] if name == "turns" else None
+    return dict(case=name, model=model, makespan_cycles=r.makespan_cycles, cpu_seconds=cpu,
+                send_finish=sends,
+                engine_cpu_seconds=p.get("cpu", {}).get("engine"),
+                solver_seconds=p.get("solver_seconds"))
+
+
+def iterations(a):
+    rows = []
+    for name in a.cases.split(","):
+        got = {}
+        for model in ("flow", "flit"):
+            out = subprocess.run([sys.executable, __file__, "child-iteration", name, model],
+                                 capture_output=True, text=True, check=True)
+            got[model] = json.loads(out.stdout.strip().splitlines()[-1])
+        fl, ft = got["flow"], got["flit"]
+        row = dict(case=name, flit=ft, flow=fl,
+                   error=fl["makespan_cycles"] / ft["makespan_cycles"] - 1,
+                   speed_ratio=ft["cpu_seconds"] / max(fl["cpu_seconds"], 1e-9),
+                   engine_speed_ratio=(ft["engine_cpu_seconds"] or 0) /
+                   max(fl["engine_cpu_seconds"] or 0, 1e-6))
+        rows.append(row)
+        print(f"{name:>9}: flit {ft['makespan_cycles']:>12,} cycles ({ft['cpu_seconds']:.2f} s) "
+              f"flow {fl['makespan_cycles']:>12,} ({fl['cpu_seconds']:.3f} s): "
+              f"{100 * row['error']:+.2f}%, speed x{row['speed_ratio']:.0f} "
+              f"(engine x{row['engine_speed_ratio']:.0f})", flush=True)
+        if ft.get("send_finish"):
+            print(f"{'':>11}finish of each message: flit {ft['send_finish']}, "
+                  f"flow {fl['send_finish']}", flush=True)
+    return dict(benchmark="flow iterations", rows=rows)
+
+
 SHORT = {"ring-of-rings4x4": "rings4x4", "fully-connected8": "fc8", "dgx1-v100": "dgx1",
          "torus4x4x4": "torus4^3"}
 
@@ -208,11 +287,15 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         print(json.dumps(one(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "child-iteration":
+        print(json.dumps(one_iteration(sys.argv[2], sys.argv[3])))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "table":
         print(table(sys.argv[2]))
         return
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["speed", "agreement"])
+    ap.add_argument("what", choices=["speed", "agreement", "iterations"])
+    ap.add_argument("--cases", default="hd64,hd64-1,resnet50,offload,large")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flit", action="store_true")
     ap.add_argument("--bytes", default="1048576")
@@ -220,7 +303,7 @@ def main():
     ap.add_argument("--systems", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    out = speed(a) if a.what == "speed" else agreement(a)
+    out = {"speed": speed, "agreement": agreement, "iterations": iterations}[a.what](a)
     from provenance import provenance
     out.update(**provenance(), argv=sys.argv[1:])
     path = a.out or os.path.join(HERE, "results", f"flow_{a.what}.json")

@@ -1,27 +1,40 @@
 """Megatron-LM's GPT runs on Selene (Narayanan et al., SC 2021, Table 1) simulated at the flow
 level: per configuration, the published per-GPU throughput beside pysim's, and the error.
 
-    python bench/megatron.py [--rows 0,1,2] [--json FILE] [--micro-batch 1] [--interleave 1]
+    python bench/megatron.py [--rows 0,1,2] [--json FILE] [--micro-batch 1] [--interleave auto]
 
 The ten configurations (tests/data/megatron_sc21_table1.json, with the table's citation) are
 GPT models of 1.7 to 1,008 billion parameters on 32 to 3,072 A100s. Each runs one iteration
 of pysim's `transformer` (sequence 2,048, vocabulary 51,200, dropout 0.1) in mixed precision
 with Adam, tensor parallelism inside an 8-GPU node, pipeline parallelism across nodes, full
 activation recomputation, the gradients all-reduced after the backward pass (Megatron-LM's
-local data parallelism of 2021), the NPUs' kernel model (workload.compute = 'kernels',
-unfused attention) and one data-parallel replica built for all (workload.parallel.replicas
-= 'one'). Throughput is counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) +
-V/(16 l h)) FLOPs per iteration over its time and the GPUs.
+local data parallelism of 2021), a linear layer's input gradient all-reduced after its
+weight gradient (workload.parallel.tp_overlap = false: Megatron-LM of 2021 had no
+asynchronous tensor-parallel all-reduce), the NPUs' kernel model (workload.compute =
+'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
+all (workload.parallel.replicas = 'one'; --replicas all builds every one), the ring
+collectives of the pipelined rows as streams (workload.collective_form = 'streams': one op
+per rank and chunk instead of one per step; the 39.1B row's iteration differs by 0.18% from
+the steps', its ops are 3.7 times fewer; --form steps builds every step). Throughput is
+counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration
+over its time and the GPUs.
 
-Not published, and chosen here (not fitted): the micro-batch size (1), the plain 1F1B
-schedule (no interleaving). The system is Selene as the cluster builder lays it out
-(`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree of 40-port HDR
-switches, as the shipped `selene`), with as many nodes as the configuration uses;
+Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the
+paper's other experiments); the interleaved schedule's chunks per stage (the paper runs
+Table 1 interleaved with the scatter-gather optimisation, without the number: the fewest
+above one that divide a stage's transformer layers). The system is Selene as the cluster
+builder lays it out (`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree
+of 40-port HDR switches, as the shipped `selene`), with as many nodes as the configuration
+uses;
 `--system graph` takes a simpler stand-in (each GPU on its node's NVSwitch at 300 GB/s and on
 its rail's InfiniBand switch at 25 GB/s, the rails joined by one spine).
 
 `--json FILE` writes {"rows": [...], "provenance": ...}: per configuration
 published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wall_seconds,
+cpu_seconds, peak_rss_mb (each row runs in a process of its own), the breakdown of the
+critical GPU's time (compute_seconds with recompute_seconds and optimizer_seconds,
+per_kind_compute_seconds, comm_by_kind: per kind of communication its count, running and
+exposed seconds),
 ops (and ops_counted, counted from the plan before building), or the reason it did not run
 (`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
@@ -29,10 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 from pysim.config import from_dict
 from pysim.topology import build as build_topology
@@ -40,7 +55,7 @@ from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 from pysim.workload.training import run_training
 from pysim.workload.training.builder import _Builder
-from pysim.workload.training.count import graph_ops
+from pysim.workload.training.count import count as count_ops
 from pysim.workload.training.layout import _Layout, load_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -103,14 +118,26 @@ def cluster_builder(gpus):
 SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 
 
-def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
-           sms=None):
+def chunks_per_stage(row):
+    """The interleaved schedule's model chunks per stage: the paper runs Table 1 interleaved
+    without giving the number; taken here as the fewest above one that divide a stage's
+    transformer layers (Megatron-LM needs whole layers per chunk), 1 without pipelining."""
+    if row["pp"] == 1:
+        return 1
+    per = row["layers"] // row["pp"]
+    return next((v for v in range(2, per + 1) if per % v == 0), 1)
+
+
+def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
+           algorithm="ring", sms=None, replicas="one", form="steps"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
+    if interleave == "auto":
+        interleave = chunks_per_stage(row)
     tp, pp, gpus = row["tp"], row["pp"], row["gpus"]
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
-    par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": "one",
-           "order": ["tp", "pp", "dp"]}
+    par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": replicas,
+           "order": ["tp", "pp", "dp"], "tp_overlap": False}
     if interleave > 1:
         par["interleave"] = interleave
     topology = SYSTEMS[system](gpus)
@@ -124,27 +151,35 @@ def config(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algor
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
-                     "algorithm": algorithm, **extra,
+                     "algorithm": algorithm, "collective_form": form, **extra,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
-def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algorithm="ring",
-            max_ops=None, sms=None):
-    t0 = time.perf_counter()
+def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
+            algorithm="ring",
+            max_ops=None, sms=None, replicas="one", form="auto"):
+    t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
+    if interleave == "auto":
+        interleave = chunks_per_stage(row)
+    if form == "auto":
+        form = "streams" if row["pp"] > 1 else "steps"
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
+           "replicas": replicas, "collective_form": form,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
-    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms)
+    cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
+                 form)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
-    counted = graph_ops(b) if algorithm != "nccl" else None    # (nccl: built, not counted)
-    out["ops_counted"] = sum(counted.values()) if counted else None
-    out["ops_by_part"] = counted
-    if counted and out["ops_counted"] > max_ops:
+    counted = count_ops(b)
+    out["ops_counted"] = counted.graph_total
+    out["engine_ops_counted"] = counted.engine_total
+    out["ops_by_part"] = counted.graph
+    if counted.engine_total > max_ops:
         out.update(error=None, simulated_tflops_per_gpu=None,
-                   refused=f"{out['ops_counted']:,} ops counted from the plan, more than "
-                           f"--max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
+                   refused=f"{counted.engine_total:,} engine ops counted from the plan, more "
+                           f"than --max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
         return out
     try:
         res = run_training(cfg)
@@ -155,11 +190,39 @@ def run_row(row, vocab, seq, micro_batch=1, interleave=1, system="cluster", algo
     t = res.training["iteration_seconds"]
     sim = flops_per_iteration(row, vocab, seq) / (t * row["gpus"]) / 1e12
     tr = res.training
+    kinds = {k: {"count": v["count"], "seconds": v["comm_cycles"] * 1e-9,
+                 "exposed_seconds": v["exposed_comm_cycles"] * 1e-9}
+             for k, v in tr["comm_by_kind"].items()}
     out.update(simulated_tflops_per_gpu=sim, error=sim / row["tflops_per_gpu"] - 1,
                iteration_seconds=t, compute_seconds=tr["compute_cycles"] * 1e-9,
+               recompute_seconds=tr["recompute_cycles"] * 1e-9,
+               optimizer_seconds=tr["optimizer_cycles"] * 1e-9,
                exposed_comm_seconds=tr["exposed_comm_cycles"] * 1e-9,
+               comm_by_kind=kinds, per_kind_compute_seconds=_compute_by_kind(tr),
                other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
-               wall_seconds=time.perf_counter() - t0)
+               wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    return out
+
+
+def _compute_by_kind(tr):
+    """Seconds of forward and backward ops on the critical GPU per kind of layer of a
+    transformer layer (qkv, attention, fc1, ...; the rest: 'other'), recomputation apart."""
+    out = {}
+    for r in tr["per_layer"]:
+        name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "other"
+        out[name] = out.get(name, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    return out
+
+
+def run_isolated(*args):
+    """run_row in a child process of its own, with that process's peak memory."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as ex:
+        return ex.submit(_child, *args).result()
+
+
+def _child(*args):
+    out = run_row(*args)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
@@ -167,7 +230,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
     ap.add_argument("--micro-batch", type=int, default=1)
-    ap.add_argument("--interleave", type=int, default=1)
+    ap.add_argument("--interleave", default="auto",
+                    help="model chunks per pipeline stage (default 'auto': the fewest above "
+                         "one that divide a stage's layers, where pp > 1)")
     ap.add_argument("--system", choices=sorted(SYSTEMS), default="cluster",
                     help="cluster: topology.kind = 'cluster' (DGX A100 nodes on a "
                          "rail-optimised fat tree, as the shipped selene); graph: a stand-in "
@@ -176,20 +241,32 @@ def main(argv=None):
     ap.add_argument("--max-ops", type=int, default=None,
                     help="run only configurations whose graph, counted from the plan, has at "
                          "most this many ops (default: the op graph's limit)")
+    ap.add_argument("--op-limit", type=int, default=None,
+                    help="raise the op graph's limit (pysim.workload.graph.MAX_OPS, graph "
+                         "and engine ops) for this run: memory grows about 600 bytes per op")
     ap.add_argument("--comm-sms", type=int, default=None,
                     help="workload.comm_sms: the compute units an NPU-run collective holds "
                          "(default the preset's NCCL channel count; 0: none, collectives "
                          "limited by the links and the whole HBM)")
+    ap.add_argument("--replicas", choices=("one", "all"), default="one",
+                    help="workload.parallel.replicas: build one data-parallel replica for all "
+                         "(default) or every one")
+    ap.add_argument("--form", choices=("auto", "steps", "streams"), default="auto",
+                    help="workload.collective_form: every ring step's ops, or one stream per "
+                         "rank and chunk; auto (default): streams where pp > 1, steps else")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.op_limit is not None:
+        graph_module.MAX_OPS = a.op_limit
     meta, rows = table()
     pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
     out = []
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
-          f"{'error':>7} {'iteration':>10} {'wall':>7}")
+          f"{'error':>7} {'iteration':>10} {'wall':>7} {'CPU':>7} {'peak':>8}")
     for k in pick:
-        r = run_row(rows[k], meta["vocab"], meta["seq"], a.micro_batch, a.interleave, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms)
+        v = a.interleave if a.interleave == "auto" else int(a.interleave)
+        r = run_isolated(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
@@ -198,13 +275,14 @@ def main(argv=None):
         print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "
               f"{r['published_tflops_per_gpu']:>9} {r['simulated_tflops_per_gpu']:>7.1f} "
               f"{100 * r['error']:>+6.1f}% {r['iteration_seconds']:>9.3f}s "
-              f"{r['wall_seconds']:>6.1f}s", flush=True)
+              f"{r['wall_seconds']:>6.1f}s {r['cpu_seconds']:>6.1f}s "
+              f"{r['peak_rss_mb']:>6.0f}MB", flush=True)
     errs = [abs(r["error"]) for r in out if r["error"] is not None]
     if errs:
         print(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"over {len(errs)} of {len(out)} configurations")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory {peak:.0f} MB")
+    peak = max([r.get("peak_rss_mb", 0) for r in out] or [0])
+    print(f"peak memory {peak:.0f} MB (the largest row's process)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,

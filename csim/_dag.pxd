@@ -164,13 +164,16 @@ cdef inline double _roof_demand(State* s, int32_t n) noexcept nogil:
     with its compute part if that runs now beside it (its work left over the compute part's
     time left), else the whole memory."""
     cdef int32_t op = s.u_op[n]
-    cdef double wc
+    cdef double wc, wm
     if s.op_kind[op] != OP_ROOF_MEM or s.u_op[n - 1] != op - 1 or s.u_rate[n - 1] <= 0:
         return 1.0
     wc = _left(s, n - 1)
-    if wc <= 0:
+    wm = _left(s, n)
+    if wc <= 0 or wm <= 0:
         return 1.0
-    wc = _left(s, n) * s.u_rate[n - 1] / wc
+    wc = wm * s.u_rate[n - 1] / wc
+    if wc < 1e-6:                      # (a demand is never nothing: every rate stays > 0)
+        return 1e-6
     return wc if wc < 1.0 else 1.0
 
 
@@ -202,7 +205,10 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
         m += 1
     if s.u_op[n + 6] >= 0:
         u[m] = 6
-        d[m] = s.xfer_dem[node] if s.xfer_dem[node] < 1.0 else 1.0
+        t = s.xfer_dem[node]           # (at least the running op's: sums drift in the last bit)
+        if t < s.op_share[s.u_op[n + 6]]:
+            t = s.op_share[s.u_op[n + 6]]
+        d[m] = t if t < 1.0 else 1.0
         m += 1
     for i in range(m):                 # by demand, least first (three at most)
         for j in range(i + 1, m):

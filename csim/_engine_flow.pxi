@@ -97,12 +97,17 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     self._mode = GEN_NONE
 
 
-def max_min_rates(route_ptr, route_res, capacity):
-    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): flow i takes the
+def max_min_rates(route_ptr, route_res, capacity, weights=None):
+    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): pair i takes the
     resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
-    capacity[r] > 0. For tests and for checking the solver by hand."""
+    capacity[r] > 0. weights None: one flow per pair, the rates returned. Else a (steps,
+    pairs) array of flows per pair (0: none): after each step the rates are recomputed as the
+    engine recomputes them (incrementally, from the pairs that changed), and returned as a
+    (steps, pairs) array (0 where a pair has no flow) with the solver's counters. For tests
+    and for checking the solver by hand."""
     cdef State s
-    cdef int32_t f, k
+    cdef int32_t f, k, t, rlen
+    cdef int32_t[::1] resv
     ptr = np.ascontiguousarray(route_ptr, dtype=np.int64)
     res = np.ascontiguousarray(route_res, dtype=np.int32)
     cap = np.ascontiguousarray(capacity, dtype=np.float64)
@@ -117,6 +122,10 @@ def max_min_rates(route_ptr, route_res, capacity):
     for f in range(n_f):
         if np.unique(res[ptr[f]:ptr[f + 1]]).size != ptr[f + 1] - ptr[f]:
             raise ValueError(f"flow {f} takes a resource twice")
+    steps = np.ones((1, n_f), np.int32) if weights is None else \
+        np.ascontiguousarray(weights, dtype=np.int32)
+    if steps.ndim != 2 or steps.shape[1] != n_f or (steps < 0).any():
+        raise ValueError("weights: a (steps, pairs) array of flows per pair, each >= 0")
     keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
                 left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
@@ -124,6 +133,7 @@ def max_min_rates(route_ptr, route_res, capacity):
                 pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
                 comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
                 dh_pair=np.zeros(max(n_f, 1), np.int32))
+    resv = res if res.size else np.zeros(1, np.int32)
     _flow_null(&s)
     s.now = 0
     s.n_res = R
@@ -147,31 +157,22 @@ def max_min_rates(route_ptr, route_res, capacity):
     s.n_pairs = n_f
     s.hmax = max(1, int(np.diff(ptr).max(initial=1)))
     _pairs_init(s.pr, n_f)
+    out = np.zeros((steps.shape[0], n_f))
     try:
         while s.fl_cap < n_f:
             if flow_grow(&s) != 0:
                 raise MemoryError()
-        for f in range(n_f):                     # each flow its own pair
-            s.pr[f].slot = slot_alloc(&s, f)
-            if s.pr[f].slot < 0:
-                raise MemoryError()
-            s.pr[f].rlen = <int32_t>(ptr[f + 1] - ptr[f])
-            s.pr[f].n = 1
-            s.pr[f].root = f
-            s.fl[f].v = 1.0
-            s.fl[f].op = f
-            for k in range(s.pr[f].rlen):
-                s.fe_res[<int64_t>s.pr[f].slot * s.hmax + k] = res[ptr[f] + k]
-                s.rs_n[res[ptr[f] + k]] += 1
-                if not s.rs_isdirty[res[ptr[f] + k]]:
-                    s.rs_isdirty[res[ptr[f] + k]] = 1
-                    s.rs_dirty[s.n_dirty] = res[ptr[f] + k]
-                    s.n_dirty += 1
-            pair_link(&s, f)
-        flow_rates(&s)
-        out = np.zeros(n_f)
-        for f in range(n_f):
-            out[f] = s.pr[f].rate
-        return out
+        for t in range(steps.shape[0]):
+            for f in range(n_f):
+                rlen = <int32_t>(ptr[f + 1] - ptr[f])
+                if pair_weigh(&s, f, steps[t, f], &resv[ptr[f]], rlen) != 0:
+                    raise MemoryError()
+            flow_rates(&s)
+            for f in range(n_f):
+                out[t, f] = s.pr[f].rate if s.pr[f].n > 0 else 0.0
+        if weights is None:
+            return out[0]
+        return out, dict(recomputations=s.recomputes, pairs_recomputed=s.pairs_recomputed,
+                         fallbacks=s.solver_fallbacks)
     finally:
         _flow_free(&s)

@@ -28,12 +28,14 @@ cdef void _flow_null(State* s) noexcept:
     s.sl_free = -1
     s.dh_n = 0
     s.n_dirty = 0
+    s.n_pdirty = 0
+    s.active_entries = 0
     s.n_res = 0
     s.n_pairs = 0
     s.hmax = 1
     s.stamp = 0
     s.flows_started = s.recomputes = s.pairs_recomputed = 0
-    s.flow_events = s.solver_ns = 0
+    s.flow_events = s.solver_ns = s.solver_fallbacks = 0
 
 
 cdef void _flow_free(State* s) noexcept:
@@ -56,6 +58,8 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].m = 1
         pr[i].frozen = 0
         pr[i].stream = 0
+        pr[i].dirty = 0
+        pr[i].bott = -1
 
 
 cdef _setup_network(Engine self, dict net):

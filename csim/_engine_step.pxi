@@ -153,7 +153,7 @@ cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
     cdef cycle_t t
     cdef timespec a, b
     while True:
-        if s.n_dirty:                    # (the solver's CPU time, where it has work)
+        if s.n_dirty or s.n_pdirty:      # (the solver's CPU time, where it has work)
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a)
             flow_rates(s)
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b)

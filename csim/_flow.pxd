@@ -103,10 +103,19 @@ cdef inline void _dirty(State* s, int32_t r) noexcept nogil:
         s.n_dirty += 1
 
 
+cdef inline void pair_dirty(State* s, int32_t p) noexcept nogil:
+    """Pair p's flows changed: its rate is recomputed before the next event."""
+    if not s.pr[p].dirty:
+        s.pr[p].dirty = 1
+        s.comp[s.n_pdirty] = p
+        s.n_pdirty += 1
+
+
 cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
     """Pair p (its route in fe_res of its slot, rlen set) joins its resources' lists."""
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    s.active_entries += s.pr[p].rlen
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -121,6 +130,7 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
 cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
+    s.active_entries -= s.pr[p].rlen
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -380,6 +390,7 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     # router-to-router channels: the route less the NIC groups and the cap
     s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
     s.flows_started += 1
+    pair_dirty(s, p)
     if q.hpos < 0:
         dh_set(s, p, NEVER)      # (its rate, and so its drain, come with the recomputation)
     return 0
@@ -418,6 +429,58 @@ cdef inline int flow_drains(State* s) noexcept nogil:
             q.slot = -1
         else:                     # its next flow, at the rate it has until recomputed
             _dh_schedule(s, p)
+            pair_dirty(s, p)
+    return 0
+
+
+cdef inline void _dh_remove(State* s, int32_t p) noexcept nogil:
+    cdef int32_t i = s.pr[p].hpos
+    if i < 0:
+        return
+    s.dh_n -= 1
+    if i < s.dh_n:
+        s.dh_time[i] = s.dh_time[s.dh_n]
+        s.dh_pair[i] = s.dh_pair[s.dh_n]
+        s.pr[s.dh_pair[i]].hpos = i
+        _dh_sift(s, i)
+    s.pr[p].hpos = -1
+
+
+cdef inline int pair_weigh(State* s, int32_t p, int32_t w, int32_t* route,
+                           int32_t rlen) noexcept nogil:
+    """Pair p (route[:rlen] its resources) has w flows from now on (0: none), a flow with
+    one byte to go at its head: the solver alone, for max_min_rates."""
+    cdef Pair* q = &s.pr[p]
+    cdef int32_t k, r, d = w - q.n
+    cdef int64_t base
+    if d == 0:
+        return 0
+    if q.n == 0:
+        q.slot = slot_alloc(s, p)
+        if q.slot < 0:
+            return -1
+        base = <int64_t>q.slot * s.hmax
+        for k in range(rlen):
+            s.fe_res[base + k] = route[k]
+        q.rlen = rlen
+        q.root = p
+        s.fl[p].v = 1.0
+        s.fl[p].left = s.fl[p].right = -1
+        pair_link(s, p)
+    base = <int64_t>q.slot * s.hmax
+    for k in range(q.rlen):
+        r = s.fe_res[base + k]
+        s.rs_n[r] += d
+        _dirty(s, r)
+    q.n = w
+    if w == 0:
+        _dh_remove(s, p)
+        _pair_unlink(s, p)
+        _slot_free(s, q.slot)
+        q.slot = -1
+        q.rate = 0.0
+    else:
+        pair_dirty(s, p)
     return 0
 
 
@@ -459,9 +522,10 @@ cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
         s.rq_res[i] = r
 
 
-cdef inline void flow_rates(State* s) noexcept nogil:
-    """Recompute the rates of every component holding a resource whose flows changed, by
-    progressive filling, and when each of their pairs' next flow has its last byte carried."""
+cdef inline void _rates_full(State* s) noexcept nogil:
+    """Recompute the rates of every component holding a resource whose flows changed (the
+    dirty resources), by progressive filling, and when each of their pairs' next flow has its
+    last byte carried."""
     cdef int64_t st, base, e
     cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
     cdef double share, cur
@@ -530,6 +594,7 @@ cdef inline void flow_rates(State* s) noexcept nogil:
             if not pp.frozen:
                 pp.frozen = 1
                 pp.rate = cur
+                pp.bott = r
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
@@ -538,5 +603,178 @@ cdef inline void flow_rates(State* s) noexcept nogil:
             e = s.fe_next[e]
     for i in range(ncomp):
         _dh_schedule(s, s.comp[i])
-    s.recomputes += 1
     s.pairs_recomputed += ncomp
+
+
+# ------------------------------------------------------------------ incremental recomputation
+# Max-min fair rates are the feasible rates in which every pair has a bottleneck: a full
+# resource on its route on which no pair has a higher rate (Bertsekas and Gallager, Data
+# Networks, 6.5.2), and they are unique. So a change need not recompute a whole component:
+# the pairs whose flows changed (the set A) are recomputed by progressive filling over what
+# the others leave of each resource, the others keep their rates, and the result is checked
+# on every resource A touches or whose flows changed (the set T): a pair outside A whose
+# bottleneck (the resource it was last fixed at, Pair.bott) is in T keeps it only if that
+# resource is still full and no pair on it has more; a pair of A fixed at a resource needs
+# every pair there to have no more than it. Pairs that fail join A, and A is recomputed,
+# until nothing fails: then every pair has a bottleneck (those outside T kept theirs: nothing
+# on them changed), so the rates are the max-min fair ones. An event costs the pairs on the
+# resources it reaches, not its component. A change that spreads far falls back to
+# progressive filling over the whole component, once its rounds have visited as many route
+# entries as the active pairs have: an event never costs much more than twice the whole
+# recomputation.
+
+DEF INC_TOL = 1e-9
+
+
+cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t* nt) noexcept nogil:
+    """Pair p joins A (its service brought up to date) and its resources join T."""
+    cdef Pair* pp = &s.pr[p]
+    cdef int64_t base = <int64_t>pp.slot * s.hmax
+    cdef int32_t k, r
+    pp.mark = st
+    pp.service += pp.rate * <double>(s.now - pp.t_upd)
+    pp.t_upd = s.now
+    s.comp[na[0]] = p
+    na[0] += 1
+    for k in range(pp.rlen):
+        r = s.fe_res[base + k]
+        if s.rs_mark[r] != st:
+            s.rs_mark[r] = st
+            s.rs_queue[nt[0]] = r
+            nt[0] += 1
+
+
+cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcept nogil:
+    """Progressive filling of the pairs of A over what the pairs outside A leave of the
+    resources of T. Returns the route entries it visited."""
+    cdef int32_t i, k, r, q, p, nh = 0
+    cdef int64_t e, base, work = 0
+    cdef double share, cur
+    cdef Pair* pp
+    for i in range(nt):
+        r = s.rs_queue[i]
+        s.rs_left[r] = s.rs_cap[r]
+        s.rs_unf[r] = 0
+        e = s.rs_head[r]
+        while e >= 0:
+            pp = &s.pr[s.sl_pair[e // s.hmax]]
+            if pp.mark == st:
+                s.rs_unf[r] += pp.n
+            else:
+                s.rs_left[r] -= pp.rate * pp.n
+            e = s.fe_next[e]
+            work += 1
+        if s.rs_unf[r] > 0:
+            _rq_push(s, &nh, s.rs_left[r] / s.rs_unf[r], r)
+    for i in range(na):
+        s.pr[s.comp[i]].frozen = 0
+    while nh > 0:
+        r = s.rq_res[0]
+        share = s.rq_key[0]
+        _rq_pop(s, &nh)
+        if s.rs_unf[r] == 0:
+            continue
+        cur = s.rs_left[r] / s.rs_unf[r]
+        if cur > share * (1.0 + 1e-12) and cur > share + 1e-300:   # its share rose
+            _rq_push(s, &nh, cur, r)
+            continue
+        if cur < 0.0:
+            cur = 0.0
+        e = s.rs_head[r]
+        while e >= 0:
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if pp.mark == st and not pp.frozen:
+                pp.frozen = 1
+                pp.rate = cur
+                pp.bott = r
+                base = <int64_t>pp.slot * s.hmax
+                for k in range(pp.rlen):
+                    q = s.fe_res[base + k]
+                    s.rs_left[q] -= cur * pp.n
+                    s.rs_unf[q] -= pp.n
+                work += pp.rlen
+            e = s.fe_next[e]
+            work += 1
+    return work
+
+
+cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
+                               int64_t* work) noexcept nogil:
+    """The certificates on the resources of T (see above); pairs outside A that fail join
+    it. Returns how many joined; adds the route entries it visited to work."""
+    cdef int32_t i, r, p, added = 0, n0 = nt[0]
+    cdef int64_t e
+    cdef double used, top, fixed
+    cdef bint full
+    cdef Pair* pp
+    for i in range(n0):
+        r = s.rs_queue[i]
+        used = 0.0
+        top = 0.0                 # the highest rate on r
+        fixed = -1.0              # the lowest rate of the pairs of A fixed at r
+        e = s.rs_head[r]
+        while e >= 0:
+            pp = &s.pr[s.sl_pair[e // s.hmax]]
+            used += pp.rate * pp.n
+            if pp.rate > top:
+                top = pp.rate
+            if pp.mark == st and pp.bott == r and (fixed < 0.0 or pp.rate < fixed):
+                fixed = pp.rate
+            e = s.fe_next[e]
+            work[0] += 2
+        full = used >= s.rs_cap[r] * (1.0 - INC_TOL)
+        e = s.rs_head[r]
+        while e >= 0:
+            p = s.sl_pair[e // s.hmax]
+            pp = &s.pr[p]
+            if pp.mark != st and (
+                    (pp.bott == r and (not full or pp.rate < top * (1.0 - INC_TOL))) or
+                    (fixed >= 0.0 and pp.rate > fixed * (1.0 + INC_TOL) + 1e-12)):
+                _inc_join(s, p, st, na, nt)
+                added += 1
+            e = s.fe_next[e]
+    return added
+
+
+cdef inline void flow_rates(State* s) noexcept nogil:
+    """Recompute the rates where flows started or ended (incrementally, see above), and when
+    each recomputed pair's next flow has its last byte carried."""
+    cdef int64_t st
+    cdef int32_t i, r, p, n, na = 0, nt = 0
+    cdef int64_t work = 0
+    if s.n_dirty == 0 and s.n_pdirty == 0:
+        return
+    s.stamp += 1
+    st = s.stamp
+    for i in range(s.n_dirty):           # T: the resources whose flows changed ...
+        r = s.rs_dirty[i]
+        s.rs_isdirty[r] = 0
+        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
+            s.rs_mark[r] = st
+            s.rs_queue[nt] = r
+            nt += 1
+    s.n_dirty = 0
+    n = s.n_pdirty                       # ... and A: the pairs whose flows changed (listed
+    s.n_pdirty = 0                       # in comp; A overwrites the list behind its reading)
+    for i in range(n):
+        p = s.comp[i]
+        s.pr[p].dirty = 0
+        if s.pr[p].n > 0:
+            _inc_join(s, p, st, &na, &nt)
+    if nt == 0:
+        return
+    s.recomputes += 1
+    while True:
+        work += _inc_fill(s, na, nt, st)
+        if _inc_check(s, &na, &nt, st, &work) == 0:
+            break
+        if work > s.active_entries:      # spreads far: the whole component
+            s.solver_fallbacks += 1
+            for i in range(nt):
+                _dirty(s, s.rs_queue[i])
+            _rates_full(s)
+            return
+    for i in range(na):
+        _dh_schedule(s, s.comp[i])
+    s.pairs_recomputed += na

@@ -191,6 +191,8 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int8_t stream            # its bottleneck is a VC class of one VC (packets one at a time)
     int32_t hpos             # position in the drain heap (-1: not in it)
     int8_t frozen            # progressive filling: rate fixed
+    int8_t dirty             # its flows changed since the last recomputation
+    int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
 
 
 cdef struct State:
@@ -385,7 +387,11 @@ cdef struct State:
     int32_t* fe_prev
     int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
     int32_t sl_cap, sl_free
-    int32_t* comp            # scratch: the pairs of the component being recomputed
+    int32_t* comp            # the pairs whose flows changed (n_pdirty of them), then
+                             #   scratch: the pairs being recomputed
+    int32_t n_pdirty
+    int64_t solver_fallbacks # recomputations that fell back to the whole component
+    int64_t active_entries   # route entries of the pairs with flows (their resources)
     cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte
     int32_t* dh_pair         #   carried, pair), indexed by Pair.hpos
     int32_t dh_n

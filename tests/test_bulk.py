@@ -7,7 +7,6 @@ import pytest
 
 import refcompile
 from conftest import make_cfg
-from pysim.errors import ConfigError
 from pysim.topology import build
 from pysim.workload import OpGraph
 from pysim.workload import collectives as coll
@@ -40,11 +39,14 @@ def small_system(n=8, **npu):
     (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in ("hierarchical", "nccl")
     for c in sorted(cs)])
 @pytest.mark.parametrize("engine", [None, "npu", "offload"])
-def test_collective_graphs_compile_as_op_by_op(algorithm, collective, engine):
+@pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(3 << 20, marks=pytest.mark.slow)])
+def test_collective_graphs_compile_as_op_by_op(algorithm, collective, engine, nbytes):
+    """(1 MiB in 3 chunks still passes the offload engine's 256 KiB SRAM: streamed in
+    pieces.)"""
     cfg = small_system(8, offload_sram_mb=0.25)
     topo = build(cfg)
     order = [f"npu{i}" for i in range(8)]
-    g = coll.build(collective, algorithm, order, 3 << 20, chunks=3, engine=engine,
+    g = coll.build(collective, algorithm, order, nbytes, chunks=3, engine=engine,
                    reduce_bytes_per_cycle=None if engine else 40.0, sram_bytes=1 << 18)
     assert_same_compilation(g, topo, cfg)
 
@@ -57,14 +59,14 @@ def test_hierarchical_on_a_torus_compiles_as_op_by_op():
     assert_same_compilation(g, topo, cfg)
 
 
-def training_cfg(parallel, memory=None, nodes=16, **w):
+def training_cfg(parallel, memory=None, nodes=16, layers=4, **w):
     npus = [{"name": f"g{i}", "kind": "npu"} for i in range(nodes)]
     mems = [{"name": "m0", "kind": "mem", "capacity_gb": 4096.0}]
     hosts = [{"name": "h0", "kind": "host"}]
     links = ([{"a": f"g{i}", "b": "sw"} for i in range(nodes)] +
              [{"a": "m0", "b": "sw"}, {"a": "h0", "b": "sw"}])
     work = {"kind": "training", "model": "transformer",
-            "model_params": {"layers": 4, "hidden": 256, "heads": 4, "seq": 128},
+            "model_params": {"layers": layers, "hidden": 256, "heads": 4, "seq": 128},
             "batch": 16, "parallel": parallel, "iterations": 2, "mem_piece_bytes": 1 << 22,
             **w}
     if memory:
@@ -81,8 +83,9 @@ PLANS = [dict(dp=16), dict(tp=4, dp=4), dict(pp=4, dp=4, micro_batches=4),
 
 @pytest.mark.parametrize("parallel", PLANS)
 @pytest.mark.parametrize("engine", [None, "offload"])
-def test_training_plans_compile_as_op_by_op(parallel, engine):
-    cfg = training_cfg(parallel, engine=engine)
+@pytest.mark.parametrize("layers", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_training_plans_compile_as_op_by_op(parallel, engine, layers):
+    cfg = training_cfg(parallel, engine=engine, layers=layers)
     topo = build(cfg)
     g, plan = training_graph(cfg, topo)
     apply_training(cfg, topo, g, plan)
@@ -224,43 +227,6 @@ def test_bulk_ops_are_checked():
     assert len(g) == 1
     assert g.add_ops(["send", "delay"], ["a", None], ["b", None], [5, 0], [[0], [1]]) == 1
     assert g.after == [[], [0], [1]] and g.kind == ["compute", "send", "delay"]
-
-
-@pytest.mark.parametrize("parallel", PLANS + [dict(tp=2, pp=2, dp=4, micro_batches=2)])
-@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling"])
-@pytest.mark.parametrize("engine", [None, "npu"])
-def test_the_count_before_building_bounds_the_graph(parallel, algorithm, engine):
-    """The engine ops of a training graph counted from the plan (pysim.workload.opcount)
-    are those the built graph compiles into, or up to a tenth more (a collective's half
-    chunk counted where it is empty, a join counted where none is needed)."""
-    from pysim.workload.opcount import training_ops
-    from pysim.workload.training.builder import _Builder
-    from pysim.workload.training.layout import _Layout
-    cfg = training_cfg(parallel, engine=engine, algorithm=algorithm, bucket_mb=1.0)
-    topo = build(cfg)
-    g, plan = training_graph(cfg, topo)
-    lay = _Layout(cfg, topo, plan.model, None)
-    est = sum(training_ops(_Builder(lay, OpGraph(), "")).values())
-    built = compile_graph(g, topo, cfg)[0]["kind"].size
-    assert built <= est <= 1.1 * built
-
-
-def test_a_plan_past_the_op_limit_is_refused_before_building(monkeypatch):
-    """Refused before a single op is added (adding one would fail otherwise)."""
-    from pysim.workload import graph as graph_module
-
-    def no_op(*a, **k):
-        raise AssertionError("an op was built")
-    monkeypatch.setattr(graph_module, "MAX_OPS", 5000)
-    monkeypatch.setattr(OpGraph, "_add", no_op)
-    monkeypatch.setattr(OpGraph, "add_ops", no_op)
-    cfg = training_cfg(dict(tp=4, pp=2, dp=2, micro_batches=8), chunks=4)
-    # (the plan's lower bound, pysim.workload.estimate, or its engine-op count,
-    # pysim.workload.opcount, whichever refuses first: both name the key)
-    with pytest.raises((GraphError, ConfigError), match=r"tensor-parallel.*workload.chunks|"
-                                                        r"tp collectives: fewer with "
-                                                        r"workload.chunks"):
-        training_graph(cfg, build(cfg))
 
 
 @pytest.mark.parametrize("algorithm,collective", [

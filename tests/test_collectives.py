@@ -242,37 +242,45 @@ def test_offload_engine_moves_3x_less_hbm_and_spares_concurrent_compute():
     assert slow["offload"] == pytest.approx(2 * (8 << 20) / 300, rel=0.1)
 
 
-def ring8_slow_links(engine, nbytes):
+def ring8_slow_links(engine, nbytes, sram_mb=None):
     """8 NPUs on a ring of 53.7 GB/s links of 500 ns, NICs at twice the link."""
     B = 53.7
     return make_cfg(topology={"kind": "ring", "size": 8, "link_gbps": B,
-                              "link_latency_ns": 500.0},
+                              "link_latency_ns": 500.0,
+                              "npu": {"offload_sram_mb": sram_mb} if sram_mb else None},
                     network={"vcs": 4, "vc_buffer_flits": 2048, "wait_for_tail_credit": False,
                              "injection_gbps": 2 * B, "ejection_gbps": 2 * B},
                     workload={"kind": "collective", "packet_flits": 16, "bytes": nbytes,
                               "engine": engine})
 
 
-def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth():
+@pytest.mark.parametrize("N,sram_mb", [(8 << 20, 2),
+                                       pytest.param(32 << 20, None, marks=pytest.mark.slow)])
+def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth(N, sram_mb):
     """A ring all-reduce of 32 MiB with the default 4 chunks of 8 MiB and the default 8 MiB
-    SRAM: the engine streams each chunk through its SRAM in pieces, so it runs at the links'
-    bandwidth, 2(p-1)/p N / B, within 1% (whole chunks that fill the SRAM, one after the
-    other, would take 1.19x), and no slower than the NPU running the same collective."""
-    N = 32 << 20
-    t = {e: simulate(ring8_slow_links(e, N)).to_dict()["collective_cycles"]
+    SRAM (and the same at a quarter: 8 MiB, chunks and SRAM of 2 MiB): the engine streams
+    each chunk through its SRAM in pieces, so it runs at the links' bandwidth,
+    2(p-1)/p N / B, within 1% (whole chunks that fill the SRAM, one after the other, would
+    take 1.19x), and no slower than the NPU running the same collective."""
+    t = {e: simulate(ring8_slow_links(e, N, sram_mb)).to_dict()["collective_cycles"]
          for e in ("npu", "offload")}
     bandwidth_term = 2 * 7 / 8 * N / 53.7
     assert bandwidth_term <= t["offload"] <= 1.01 * bandwidth_term
     assert t["offload"] <= t["npu"]
 
 
-def test_offload_engine_is_no_slower_than_the_npu_on_the_dgx1():
-    """32 MB all-reduce on the shipped DGX-1 with default chunking: the offload engine, which
-    touches HBM about 3x less per network byte, finishes no later than the NPU (whole chunks
-    through the SRAM one at a time made it 15% slower)."""
+@pytest.mark.parametrize("N,sram_mb", [(8 << 20, 2),
+                                       pytest.param(32 << 20, None, marks=pytest.mark.slow)])
+def test_offload_engine_is_no_slower_than_the_npu_on_the_dgx1(N, sram_mb):
+    """32 MB all-reduce on the shipped DGX-1 with default chunking (and the same at a
+    quarter: 8 MB, an SRAM of 2 MB): the offload engine, which touches HBM about 3x less per
+    network byte, finishes no later than the NPU (whole chunks through the SRAM one at a time
+    made it 15% slower)."""
     t = {}
     for e in ("npu", "offload"):
-        cfg, _ = dgx1(bytes=32 << 20, engine=e)
+        cfg, _ = dgx1(bytes=N, engine=e)
+        if sram_mb:
+            cfg = cfg.with_overrides({"topology.npu.offload_sram_mb": sram_mb})
         t[e] = simulate(cfg).to_dict()["collective_cycles"]
     assert t["offload"] <= t["npu"]
 

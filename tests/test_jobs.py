@@ -297,11 +297,18 @@ def test_cache_gives_what_simulating_afresh_gives(tmp_path):
     assert again["stats"]["simulations"] == 0 and again["jobs"] == cached["jobs"]
 
 
-def test_determinism_per_seed(tmp_path):
+@pytest.mark.parametrize("count,longest,policies", [
+    (6, 3, ["baseline", "preserve"]), pytest.param(10, 6, None, marks=pytest.mark.slow)])
+def test_determinism_per_seed(tmp_path, count, longest, policies):
+    """The same seed gives the same stream and results in one process and over two workers;
+    another seed another stream."""
     def go(seed, workers=1):
-        srv = load_server("dgx1-v100", {"jobs.count": 10, "jobs.models": ["mixed", "light"],
-                                        "jobs.min_iterations": 2, "jobs.max_iterations": 6,
-                                        "simulation.seed": seed})
+        over = {"jobs.count": count, "jobs.models": ["mixed", "light"],
+                "jobs.min_iterations": 2, "jobs.max_iterations": longest,
+                "simulation.seed": seed}
+        if policies:
+            over["jobs.policies"] = policies
+        srv = load_server("dgx1-v100", over)
         return run(srv, workers=workers).to_dict()
     a, b, c = go(1), go(1, workers=2), go(2)
     assert json.dumps(a["jobs"]) == json.dumps(b["jobs"])
@@ -438,7 +445,7 @@ def test_cli_jobs_json_and_plot(cli, tmp_path):
     out, fig, js = tmp_path / "jobs.json", tmp_path / "cdf.png", tmp_path / "stream.toml"
     r = cli("jobs", "dgx1-v100", "--jobs", 6, "--policy", "baseline,greedy,preserve",
             "--seed", 2, "--set", 'jobs.models=["mixed","light"]', "--set",
-            "jobs.min_iterations=2", "--set", "jobs.max_iterations=5", "--json", out,
+            "jobs.min_iterations=2", "--set", "jobs.max_iterations=3", "--json", out,
             "--write-jobs", js)
     assert r.exit_code == 0, r.output
     assert "baseline" in r.output and "p75" in r.output and "/ baseline" in r.output

@@ -83,3 +83,31 @@ def test_a_training_linear_layer_takes_the_kernel_models_time():
                              (lo.bwd_weight, (1024, 4096, tokens))):
         took = res.ops[op]["finish"] - res.ops[op]["start"]
         assert took == pytest.approx(gemm_seconds(km, 312e12, mm, nn, kk) * 1e9, abs=2)
+
+
+def test_dropout_and_residual_add_run_forward_as_one_fused_kernel():
+    """Megatron-LM's bias-dropout-add (Narayanan et al., SC 2021, section 4.2): a dropout
+    followed by a residual addition costs forward one kernel moving 7 bytes per element
+    (both 2-byte inputs read, the 2-byte output and the 1-byte mask written); a dropout
+    alone (the embeddings') keeps its own kernel reading and writing 2 bytes each."""
+    from pysim import models
+    s, h, b = 256, 512, 2
+    m = models.get("transformer", layers=1, hidden=h, heads=8, seq=s, vocab=1024)
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": b, "group": ["n0"],
+                             "iterations": 1, "compute": "kernels"})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    res = run_graph(cfg, graph)
+    names = [l.name for l in m.layers]
+    km, hbm = KERNELS["a100"], 2039e9
+
+    def took(name):
+        op = plan.layer_ops[(0, names.index(name), "n0", 0)].fwd
+        return res.ops[op]["finish"] - res.ops[op]["start"]
+    for drop, add in (("layer0.proj_dropout", "layer0.add1"),
+                      ("layer0.fc_dropout", "layer0.add2")):
+        assert took(drop) + took(add) == pytest.approx(
+            memory_seconds(km, hbm, 7 * s * h * b) * 1e9, abs=3)
+    assert took("embed.dropout") == pytest.approx(
+        memory_seconds(km, hbm, 4 * s * h * b) * 1e9, abs=2)

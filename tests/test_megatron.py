@@ -12,7 +12,7 @@ from conftest import make_cfg
 from pysim import models
 from pysim.config import ConfigError
 from pysim.topology import build as build_topology
-from pysim.workload.training import training_graph
+from pysim.workload.training import run_training, training_graph
 from pysim.workload.training.pipeline import bubble_fraction
 from test_training import layer, model, ring8, run_model
 
@@ -80,6 +80,36 @@ def test_activation_memory_per_layer_is_korthikantis(tp):
     assert block_stash(tp, sp=True) == pytest.approx(sbh / tp * (34 + 5 * a * s / h))
     assert block_stash(tp, sp=True, recompute="selective") == pytest.approx(34 * sbh / tp)
     assert block_stash(tp, recompute="full") == 2 * sbh
+
+
+def _peak(memory=None, group=("n0",), parallel=None):
+    w = {"kind": "training", "model": "transformer",
+         "model_params": {"layers": 4, "hidden": 256, "heads": 4, "seq": 128, "vocab": 1024},
+         "batch": 2 * len(group), "group": list(group), "iterations": 1,
+         "precision": "mixed", "optimizer": "adam", "memory": memory or {},
+         "parallel": parallel or {}}
+    res = run_training(make_cfg(**ring8(tflops=10.0, hbm_gbps=1000.0), workload=w))
+    return res.memory["devices"][group[0]]["peak_bytes"]
+
+
+def test_a_runs_memory_peak_keeps_what_recomputation_keeps():
+    """The memory a run holds (the HBM peak at the end of the forward pass, one NPU, 4
+    layers) falls by Korthikanti et al.'s difference per layer: s b h (32 + 5 a s / h) under
+    full recomputation (34 + 5 a s / h kept down to 2), 5 a s / h s b h under selective;
+    ZeRO-1 over two replicas keeps half the fp32 master weights and Adam's state (12 bytes
+    per parameter)."""
+    s, h, a, b, L = 128, 256, 4, 2, 4
+    sbh = s * b * h
+    none = _peak()
+    full = _peak({"policy": "recompute", "recompute": "full"})
+    sel = _peak({"policy": "recompute", "recompute": "selective"})
+    assert none - full == L * sbh * (32 + 5 * a * s // h)
+    assert none - sel == L * sbh * (5 * a * s // h)
+    m = models.get("transformer", layers=L, hidden=h, heads=a, seq=s, vocab=1024)
+    params = sum(l.params for l in m.layers)
+    z0 = _peak(group=("n0", "n1"), parallel={"dp": 2})
+    z1 = _peak(group=("n0", "n1"), parallel={"dp": 2, "zero": 1})
+    assert z0 - z1 == pytest.approx(params * 12 / 2, abs=8)
 
 
 # ------------------------------------------------------------------ ZeRO
@@ -214,6 +244,70 @@ def test_tied_embeddings_and_scatter_gather_across_stages():
     assert {sd["bytes"] for sd in off.sends} == {act}
 
 
+def test_the_input_gradients_collective_beside_or_after_the_weight_gradient():
+    """tp_overlap (default): a column-split layer's input-gradient all-reduce starts when its
+    input gradient is done and runs beside its weight-gradient product; false (Megatron-LM
+    as Narayanan et al. ran it): it starts when the weight gradient is done, so the
+    iteration is longer by at most those all-reduces' time and no shorter."""
+    m = models.get("transformer", layers=2, hidden=256, heads=4, seq=64, vocab=1024)
+    runs = {}
+    for overlap in (True, False):
+        runs[overlap] = run_model(m, ring8(tflops=10.0, hbm_gbps=1000.0), batch=2,
+                                  group=["n0", "n1", "n2", "n3"], iterations=1,
+                                  parallel={"tp": 4, "tp_overlap": overlap})
+    for overlap, (rep, plan, graph, res) in runs.items():
+        bwd = [c for c in plan.collectives if c.what == "tp_all_reduce" and
+               plan.model.layers[c.layers[0]].kind == "linear" and
+               plan.model.layers[c.layers[0]].tp == "column"]
+        assert len(bwd) == 2 * 2 + 1         # qkv and fc1 of each layer, the LM head
+        for c in bwd:
+            for n in c.group:
+                lo = plan.layer_ops[(0, c.layers[0], n, c.micro_batch)]
+                first = min(res.ops[k]["start"] for k in range(c.first, c.last)
+                            if graph.node[k] == n)
+                assert first >= res.ops[lo.bwd_input]["finish"]
+                if overlap:
+                    assert first < res.ops[lo.bwd_weight]["finish"]
+                else:
+                    assert first >= res.ops[lo.bwd_weight]["finish"]
+    on, off = runs[True][0]["iteration_cycles"], runs[False][0]["iteration_cycles"]
+    assert on < off
+    # the report's communication by kind: every all-reduce exposed without the overlap
+    # (one NPU's collectives are in stream order and each waits for compute or the reverse),
+    # some of them hidden with it; nothing else is communicated
+    for overlap, (rep, *_rest) in runs.items():
+        kinds = rep["comm_by_kind"]
+        assert set(kinds) == {"tp_all_reduce"}
+        tp = kinds["tp_all_reduce"]
+        assert tp["count"] == 2 * (2 + 2) + 1 + 1 + 3    # layers x 4, LM head, embedding, loss
+        assert tp["exposed_comm_cycles"] == rep["exposed_comm_cycles"]
+        if overlap:
+            assert tp["exposed_comm_cycles"] < tp["comm_cycles"]
+        else:
+            assert tp["exposed_comm_cycles"] == tp["comm_cycles"]
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_scatter_gather_waits_only_for_its_pieces(v):
+    """The scatter-gather's all-gather runs when the receiving stage reaches that pass (its
+    program order), not when the sender sends: with communication nearly free, sending
+    1/tp and all-gathering it takes the iteration sending the whole tensor takes (within
+    1%), and the time the critical stage waits on the other is at most the pipeline's
+    bubble (p - 1)/(m v) of the rest."""
+    m = models.get("transformer", layers=4, hidden=256, heads=4, seq=64, vocab=1024)
+    times, idle = {}, {}
+    for sg in (True, False):
+        rep, plan, *_ = run_model(m, ring8(link_gbps=1e4, tflops=10.0, hbm_gbps=1000.0),
+                                  batch=8, group=["n0", "n1", "n2", "n3"], iterations=1,
+                                  parallel={"tp": 2, "pp": 2, "micro_batches": 8,
+                                            "interleave": v, "scatter_gather": sg})
+        times[sg] = rep["iteration_cycles"]
+        idle[sg] = rep["other_cycles"] + rep["comm_by_kind"]["pp_send"]["exposed_comm_cycles"]
+    assert times[True] == pytest.approx(times[False], rel=0.01)
+    # what the critical stage waits for the other: the bubble (p - 1)/(m v) of its passes
+    assert idle[True] <= (times[True] - idle[True]) * bubble_fraction(2, 8, v) * 1.05
+
+
 def test_one_replica_stands_for_all():
     """replicas = 'one' builds replica 0's passes only; on a ring, where replicas share no
     link during their passes, its iteration equals that of every replica built."""
@@ -242,7 +336,7 @@ def test_tensor_parallelism_must_divide_heads_and_pads_the_vocabulary():
 
 @pytest.mark.parametrize("field,value,fragment", [
     ("zero", 4, "ZeRO stage"), ("sp", 1, "true or false"), ("interleave", 0, ">= 1"),
-    ("replicas", "some", "all, one")])
+    ("replicas", "some", "all, one"), ("tp_overlap", "yes", "true or false")])
 def test_bad_megatron_fields_are_refused(field, value, fragment):
     m = model([layer("l0", flops=1e6, ins=8, outs=8)])
     with pytest.raises(ConfigError, match=fragment):
@@ -307,46 +401,3 @@ def test_megatron_plans_combine_and_run(par, memory):
     b, *_ = run_model(m, sysm, **w)
     assert 0 < a["compute_cycles"] <= a["iteration_cycles"]
     assert a["iteration_cycles"] == b["iteration_cycles"]
-
-
-# ------------------------------------------------------------------ counted before building
-
-@pytest.mark.parametrize("par,extra", [
-    ({"dp": 8}, {}),
-    ({"tp": 2, "pp": 2, "dp": 2, "micro_batches": 2}, {}),
-    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2},
-     {"memory": {"policy": "recompute", "recompute": "full"}}),
-    ({"tp": 2, "pp": 2, "dp": 2, "zero": 3, "micro_batches": 2},
-     {"memory": {"policy": "recompute", "recompute": "selective"}}),
-    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "replicas": "one", "micro_batches": 2},
-     {"overlap": True, "bucket_mb": 0.01}),
-    ({"tp": 4, "pp": 2, "scatter_gather": False, "micro_batches": 2}, {"iterations": 2}),
-])
-def test_the_ops_counted_from_the_plan_are_the_ops_built(par, extra):
-    """pysim.workload.training.count walks the plan per stage, micro-batch and layer; its
-    count is the graph's length, part by part summed (and the compute part the compute ops)."""
-    from pysim.workload.training.builder import _Builder
-    from pysim.workload.training.count import graph_ops
-    from pysim.workload.training.layout import _Layout
-    m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
-    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
-                                        "optimizer": "adam", "parallel": par, **extra})
-    topo = build_topology(cfg)
-    graph, plan = training_graph(cfg, topo, m)
-    b = _Builder(_Layout(cfg, topo, m, None), None, "")
-    parts = graph_ops(b)
-    assert sum(parts.values()) == len(graph)
-    assert parts["compute"] == sum(1 for k in graph.kind if k == "compute")
-
-
-def test_a_gpt_moe_is_counted_too():
-    from pysim.workload.training.builder import _Builder
-    from pysim.workload.training.count import graph_ops
-    from pysim.workload.training.layout import _Layout
-    m = models.get("gpt_moe", layers=2, hidden=64, heads=4, seq=16, vocab=256, experts=4)
-    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
-                                        "parallel": {"dp": 8, "ep": 4}})
-    topo = build_topology(cfg)
-    graph, _ = training_graph(cfg, topo, m)
-    assert sum(graph_ops(_Builder(_Layout(cfg, topo, m, None), None, "")).values()) == \
-        len(graph)

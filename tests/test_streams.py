@@ -21,10 +21,9 @@ from pysim.workload import OpGraph
 from pysim.workload import collectives as coll
 from pysim.workload.collectives import run_collective
 from pysim.workload.graph import compile_graph, run_graph
-from pysim.workload.opcount import training_ops
 from pysim.workload.training import training_graph
 from pysim.workload.training.builder import _Builder
-from pysim.workload.training.count import graph_ops
+from pysim.workload.training.count import count
 from pysim.workload.training.layout import _Layout
 
 
@@ -149,7 +148,8 @@ def test_training_counts_agree_with_the_graph_of_streams(parallel, engine):
     topo = build(cfg)
     g, plan = training_graph(cfg, topo)
     lay = _Layout(cfg, topo, plan.model, None)
-    assert sum(graph_ops(_Builder(lay, None, "")).values()) == len(g)
-    est = sum(training_ops(_Builder(lay, OpGraph(), "")).values())
+    c = count(_Builder(lay, OpGraph(), ""))
     built = compile_graph(g, topo, cfg)[0]["kind"].size
+    assert c.exact and c.graph_total == len(g) and c.engine_total == built
+    est = count(_Builder(lay, OpGraph(), ""), measure=False).engine_total
     assert built <= est <= 1.1 * built

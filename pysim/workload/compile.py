@@ -54,6 +54,12 @@ def graph_columns(g):
     return code, lens, flat
 
 
+def engine_ops(g):
+    """The csim primitives g's ops expand into (memory ops, expanded op by op, not counted)."""
+    code, _, _ = graph_columns(g)
+    return int(_COUNT[code].sum())
+
+
 def _ids(names, index):
     """Node ids of names (-1: not a node name, None included)."""
     get = index.get

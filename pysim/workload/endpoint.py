@@ -6,10 +6,11 @@ from its start at the NPU to its end there, whether data is moving or not, as an
 holds one SM per channel; meanwhile the NPU's compute runs at (sms - held) / sms of peak. The
 collective's copies and reductions move through the NPU's memory on a budget of
 `workload.comm_hbm_gbps` (default: the held units' share of the HBM bandwidth), and its
-reductions run on the held units at their share of `topology.npu.reduce_gbps`. Compute's and
-communication's memory traffic share the HBM in proportion (processor sharing), the
-communication's share capped at its budget. A collectives offload engine holds no units: its
-memory traffic shares the HBM with compute's, capped only if a budget is given.
+reductions run on the held units at their share of `topology.npu.reduce_gbps`. Compute's,
+communication's and memory transfers' traffic share the HBM max-min fairly (water-filling),
+communication's share capped at its budget (csim/_dag.pxd). A collectives offload engine
+holds no units: its memory traffic shares the HBM with compute's, capped only if a budget is
+given.
 
 Collectives of one communicator (one group of NPUs) run in the order they are issued, as NCCL
 runs the kernels of one stream: `workload.comm_streams` streams per communicator (default 1).
@@ -61,7 +62,7 @@ declare(
         (_nonneg_int, "an integer from 0 to 1,000,000")),
     Key("workload", "comm_hbm_gbps", "float", None, "GB/s",
         "Memory bandwidth budget of an NPU-run collective's copies and reductions; compute's "
-        "and communication's memory traffic share the HBM in proportion, communication's "
+        "and communication's memory traffic share the HBM max-min fairly, communication's "
         "share capped at this (default: the held units' share of the HBM bandwidth, "
         "comm_sms / sms x hbm_gbps; the whole HBM if no units are modelled and for an "
         "offload engine's traffic).",

@@ -591,7 +591,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                             engine_setup=t_run_cpu - t_compile_cpu, engine=run_cpu,
                             results=t_end_cpu - t_run_cpu - run_cpu))
     if model == "flow":                  # the flow level's events and its solver's share
-        profile.update(events=int(c["flow_events"]), solver_seconds=float(c["solver_seconds"]))
+        profile.update(events=int(c["flow_events"]), solver_seconds=float(c["solver_seconds"]),
+                       solver_fallbacks=int(c["solver_fallbacks"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),

@@ -88,10 +88,11 @@ LL_MAX_GBPS = {"a100": (87.7, 22.5, 19.0), "h100": (141.0, 39.0, 20.4)}
 LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
 TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
 MAX_SLICES = 16
-# NVLink SHARP's channels each move a loop of ranks x chunk bytes at a time (a chunk for each
-# rank's share), the chunk at most 128 KiB (src/enqueue.cc, computeColl), the channels
-# independently of each other: pysim pipelines slices of one such loop, at most
-# NVLS_MAX_SLICES of them
+# NVLink SHARP moves its data a loop at a time: each of its channels one chunk per rank (the
+# rank's share of the loop), the chunk 128 KiB, shrunk to 64, 32 and 16 KiB when the bytes are
+# fewer than 64, 8 and 2 times channels x ranks x chunk (src/enqueue.cc, computeColl). pysim
+# pipelines the loops as slices (each a reduction that waits for every rank's part of it),
+# at most NVLS_MAX_SLICES of them
 NVLS_CHUNK = 1 << 17
 NVLS_MAX_SLICES = 64
 
@@ -166,8 +167,17 @@ def _bus(m, p, channels):
     return min(intra, inter), min(intra, inter)
 
 
+def nvls_chunk(nbytes, p, channels=NVLS_CHANNELS):
+    """NCCL's NVLS chunk for nbytes over p ranks (bytes)."""
+    ops, chunk = channels * p, NVLS_CHUNK
+    for times, smaller in ((64, 1 << 16), (8, 1 << 15), (2, 1 << 14)):
+        if nbytes < times * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
 def _nvls_slices(nbytes, p):
-    loop = p * NVLS_CHUNK
+    loop = NVLS_CHANNELS * p * nvls_chunk(nbytes, p)
     return _split(nbytes, max(1, min(NVLS_MAX_SLICES, -(-nbytes // loop))))
 
 

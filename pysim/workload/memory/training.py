@@ -110,7 +110,12 @@ def training_work(cfg, topo, g, plan):
     clock = cfg.network.clock_ghz
     index = {n: i for i, n in enumerate(topo.node_names)}
     pb = lay.pb
-    per_param = pb.weight + pb.grad + pb.master + optimizer_bytes(lay.optimizer, lay.precision)
+    per_param = getattr(lay, "state_per_param", None)        # (ZeRO shards the state)
+    per_param = per_param() if per_param is not None else \
+        pb.weight + pb.grad + pb.master + optimizer_bytes(lay.optimizer, lay.precision)
+    # Megatron-LM's recomputation keeps what the plan's stash says (a transformer layer's
+    # input under "full"), not every tensor the layer table keeps
+    planned = getattr(lay, "recompute", None) is not None
     by_npu = {}
     for (it, i, n, j), lo in plan.layer_ops.items():
         by_npu.setdefault(n, {}).setdefault((it, j), {})[i] = lo
@@ -146,7 +151,7 @@ def training_work(cfg, topo, g, plan):
                 int(math.ceil(samples * layer.out_elems * pb.act / fo)),
                 grad_bytes=int(math.ceil(samples * layer.in_elems * pb.act / fi))
                 if lo.bwd_input is not None else 0,
-                tensors=() if lay.split_table[i] else kept[li]))
+                tensors=() if lay.split_table[i] or planned else kept[li]))
             if costs[-1].tensors:
                 costs[-1].stash_bytes = sum(t.nbytes for t in costs[-1].tensors)
         order = sorted(op for ops in runs.values() for lo in ops.values()

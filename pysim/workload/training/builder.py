@@ -8,10 +8,10 @@ import math
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
-from pysim.workload import estimate
 from pysim.workload.astra import astra_graph
-from pysim.workload.opcount import check_training as check_engine_ops
+from pysim.workload.compile import engine_ops
 from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim.workload.training import count
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -64,12 +64,16 @@ class _Builder:
                 self.orders[key] = list(group)
         return self.orders[key]
 
-    def collective(self, what, collective, group, nbytes, start, it, mb, layers,
-                   layer_bytes=()):
-        """A collective over `group` (NPU names) of nbytes per participant, each NPU's part
-        after start[npu]; returns {npu: op ending its part}."""
+    def algorithm(self, collective):
+        """The algorithm a collective runs: workload.algorithm for all-reduces, else direct."""
+        return self.lay.algorithm if collective == "all_reduce" else "direct"
+
+    def _add_collective(self, g, what, collective, group, nbytes, start, done, sram_state,
+                        streams):
+        """Add a collective over `group` to g, each NPU's part after start[npu]; `done`
+        receives {npu: op ending its part}."""
         topo = self.lay.topo
-        algorithm = self.lay.algorithm if collective == "all_reduce" else "direct"
+        algorithm = self.algorithm(collective)
         order = self._order(group, algorithm)
         dims = None
         if algorithm == "hierarchical":
@@ -79,18 +83,32 @@ class _Builder:
                                   f"(choose ring, bidir_ring, direct, halving_doubling or "
                                   f"tree)")
             order, dims = list(topo.node_names), list(topo.dims)
-        first = len(self.g)
-        done = {}
         if nbytes <= 0:
-            done = {n: self.g.delay(0, after=start[n]) for n in group}
+            done.update({n: g.delay(0, after=start[n]) for n in group})
         else:
             coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
-                       self.lay.engine, self.sram, self.g, self.in_flight, dims, self.grain,
-                       after={n: start[n] for n in group}, done=done,
-                       sram_state=self.sram_state if self.sram is not None else None,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=self.streams,
+                       self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
+                       after={n: start[n] for n in group}, done=done, sram_state=sram_state,
+                       sram_pieces=self.sram_pieces, units=self.units, streams=streams,
                        form=self.lay.cfg.workload.collective_form,
                        **coll.nccl_args(self.lay.cfg, topo))
+
+    def collective_ops(self, collective, group, nbytes, g):
+        """One collective over `group` added to the scratch graph g as `collective` adds it
+        (no dependencies, nothing recorded): what pysim.workload.training.count measures."""
+        self._add_collective(g, "counted", collective, group, nbytes,
+                             {n: [] for n in group}, {},
+                             ({}, {}) if self.sram is not None else None,
+                             None if self.streams is None else ({}, self.streams[1]))
+
+    def collective(self, what, collective, group, nbytes, start, it, mb, layers,
+                   layer_bytes=()):
+        """A collective over `group` (NPU names) of nbytes per participant, each NPU's part
+        after start[npu]; returns {npu: op ending its part}."""
+        first = len(self.g)
+        done = {}
+        self._add_collective(self.g, what, collective, group, nbytes, start, done,
+                             self.sram_state if self.sram is not None else None, self.streams)
         self.plan.collectives.append(CollectiveOps(
             what=what, collective=collective, group=list(group), bytes=int(nbytes),
             iteration=it, micro_batch=mb, layers=list(layers), first=first, last=len(self.g),
@@ -229,6 +247,7 @@ class _Builder:
         for n in npus:
             d, t, _ = lay.coords[n]
             cur[n] = ([last[n]] if n in last else []) + list(fsend.get((s, j, d, t), []))
+        self.receive_gather(it, j, s, npus, cur, fsend)
         start = {n: list(cur[n]) for n in npus}
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
@@ -292,13 +311,25 @@ class _Builder:
             into[(to, j, d, t)] = [op]
             self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
                                         src=n, dst=dst, bytes=nbytes, op=op))
-        if gather:
-            for d in sorted({lay.coords[n][0] for n in npus}):
-                grp = lay.tp_group(d, to)
-                done = self.collective("pp_all_gather", "all_gather", grp, nbytes * lay.tp,
-                                       {n: [sent[n]] for n in grp}, it, j, [i])
-                for n in grp:
-                    into[(to, j, d, lay.coords[n][1])] = [done[n]]
+        if gather:                       # all-gathered by the receiving stage in its turn
+            into[(to, j, "gather")] = (i, nbytes * lay.tp)
+
+    def receive_gather(self, it, j, s, npus, cur, into):
+        """The scatter-gather's all-gather of what virtual stage s received for micro-batch
+        j, over each tensor-parallel group of npus, when the stage reaches that pass in its
+        schedule (after what it ran before and the piece it received: the receiver's
+        program order, and so its collectives' stream order); cur updated to its ends."""
+        got = into.pop((s, j, "gather"), None)
+        if got is None:
+            return
+        i, nbytes = got
+        lay = self.lay
+        for d in sorted({lay.coords[n][0] for n in npus}):
+            grp = lay.tp_group(d, s)
+            done = self.collective("pp_all_gather", "all_gather", grp, nbytes,
+                                   {n: list(cur[n]) for n in grp}, it, j, [i])
+            for n in grp:
+                cur[n] = [done[n]]
 
     def counterpart_starts(self, group, cur):
         """Each member's start in cur; a member of a replica whose passes are not built
@@ -356,6 +387,7 @@ class _Builder:
         for n in npus:
             d, t, _ = lay.coords[n]
             cur[n] = [last[n]] + list(bsend.get((s, j, d, t), []))
+        self.receive_gather(it, j, s, npus, cur, bsend)
         tables = [i for i in range(a, b) if lay.split_table[i]]
         a2a_at = None
         if tables:
@@ -419,13 +451,16 @@ class _Builder:
                     deps = [lo.bwd_weight]
                 cur[n] = deps
             for collective, nbytes in tp_backward(lay, i):
+                # the input gradient's collective: beside the weight gradient's product
+                # (tp_overlap), or after it
                 for d in sorted({lay.coords[n][0] for n in npus}):
                     grp = lay.tp_group(d, s)
-                    st = {n: [self.plan.layer_ops[(it, i, n, j)].bwd_input] for n in grp}
+                    st = {n: ([self.plan.layer_ops[(it, i, n, j)].bwd_input]
+                              if lay.tp_overlap else list(cur[n])) for n in grp}
                     done = self.collective("tp_" + collective, collective, grp, nbytes, st,
                                            it, j, [i], [nbytes])
                     for n in grp:
-                        cur[n] = cur[n] + [done[n]]
+                        cur[n] = cur[n] + [done[n]] if lay.tp_overlap else [done[n]]
             if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
                 self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
             if i == a2a_at:                # the tables' gradients go back to their owners
@@ -497,18 +532,17 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
                           f"(name) or pysim.models.load(path)), or None for workload.model")
     if model.given_times:
-        estimate.check_given(model, len(npus if npus is not None else cfg.workload.group or
-                                        [k for k in topo.node_kinds if k == "npu"]),
-                             cfg.workload.iterations)
+        count.check_given(model, len(npus if npus is not None else cfg.workload.group or
+                                     [k for k in topo.node_kinds if k == "npu"]),
+                          cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
     lay = _Layout(cfg, topo, model, npus)
-    estimate.check_training(lay, cfg.workload.iterations, cfg.workload.chunks)
-    if cfg.workload.memory.policy == "none":
-        lay.check_memory()               # else the memory plan decides what stays in HBM
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
+    count.check(b, engine_ops(g))        # refused at once past the op limit
+    if cfg.workload.memory.policy == "none":
+        lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay
-    check_engine_ops(b, len(g))          # refused at once past the op limit
     last, prev_opt = {}, {}
     for it in range(cfg.workload.iterations):
         b.iteration(it, last, prev_opt)

@@ -6,7 +6,9 @@
   product by its shape on this NPU (its tensor-parallel share), the attention core's batched
   products and score passes (`workload.attention`: 'unfused' or 'flash'), every other layer
   at its memory roofline at the achievable HBM bandwidth, each kernel with its launch
-  overhead. The op keeps its bytes (for the HBM it shares with communication); its rate is
+  overhead. A dropout followed by a residual addition runs forward as one fused kernel
+  (Megatron-LM's bias-dropout-add; Narayanan et al., SC 2021, section 4.2): the addition
+  reads both inputs and writes its output, the dropout only writes its 1-byte mask. The op keeps its bytes (for the HBM it shares with communication); its rate is
   set so that it takes the kernel model's time.
 """
 from __future__ import annotations
@@ -50,6 +52,10 @@ class KernelTimes:
         self.mode = getattr(lay.cfg.workload, "attention", "unfused")
         self.heads = lay.model.config.get("heads")
         self.models = {n: kernel_model(sp) for n, sp in lay.specs.items()}
+        layers = lay.model.layers
+        self.fused = {i for i, l in enumerate(layers[:-1])       # dropout + residual add
+                      if l.kind == "eltwise" and l.op == "dropout" and
+                      layers[i + 1].kind == "eltwise" and layers[i + 1].op == "add"}
 
     def seconds(self, npu, i, phase, samples, nbytes):
         lay = self.lay
@@ -75,7 +81,13 @@ class KernelTimes:
             flops = samples * (layer.fwd_flops if phase == "fwd" else layer.bwd_input_flops)
             return attention_seconds(km, peak, hbm, samples * self.heads / ff, q, q, d, phase,
                                      self.mode, flops / ff, lay.pb.act)
+        if phase == "fwd" and i in self.fused:       # its mask, in the addition's kernel
+            return memory_seconds(km, hbm, self.mask_bytes(i, samples), kernels=0)
         return memory_seconds(km, hbm, nbytes)
+
+    def mask_bytes(self, i, samples):
+        """A fused dropout's 1-byte mask for `samples` samples on one NPU."""
+        return samples * self.lay.model.layers[i].out_elems / self.lay.splits[i][1]
 
     def rate(self, npu, i, phase, samples, flops, nbytes):
         """(peak FLOP/s, bytes) for a compute op of layer i on npu taking the kernel
@@ -84,6 +96,8 @@ class KernelTimes:
             t = memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, nbytes)
         else:
             t = self.seconds(npu, i, phase, samples, nbytes)
+            if phase == "fwd" and i in self.fused:   # the HBM it moves: its mask alone
+                nbytes = self.mask_bytes(i, samples)
         spec = self.lay.specs[npu]
         if flops > 0:
             return flops / t, nbytes

@@ -28,7 +28,7 @@ from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
-                   "interleave", "zero", "replicas", "scatter_gather", "ep")
+                   "interleave", "zero", "replicas", "scatter_gather", "ep", "tp_overlap")
 REPLICAS = ("all", "one")
 
 
@@ -48,7 +48,7 @@ def check_parallel(table):
                 raise ConfigError(f"{where} = {v!r}: expected an integer >= 1")
         elif k == "zero" and (isinstance(v, bool) or v not in ZERO_STAGES):
             raise ConfigError(f"{where} = {v!r}: expected a ZeRO stage, one of 0, 1, 2, 3")
-        elif k in ("sp", "scatter_gather") and not isinstance(v, bool):
+        elif k in ("sp", "scatter_gather", "tp_overlap") and not isinstance(v, bool):
             raise ConfigError(f"{where} = {v!r}: expected true or false")
         elif k == "replicas" and v not in REPLICAS:
             raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(REPLICAS)}")
@@ -196,6 +196,7 @@ class _Layout:
         self.zero = par.get("zero", 0)
         self.replicas = par.get("replicas", "all")
         self.scatter_gather = par.get("scatter_gather", True)
+        self.tp_overlap = par.get("tp_overlap", True)
         self.recompute = recompute_mode(cfg)
         L = len(model.layers)
         if pp * self.v > L:
@@ -405,6 +406,11 @@ class _Layout:
             out[npu] = int(math.ceil(state + stash * inflight))
         return out
 
+    def state_per_param(self):
+        """Bytes of training state an NPU keeps per parameter it holds (ZeRO's sharding)."""
+        return state_bytes_per_param(self.pb, optimizer_bytes(self.optimizer, self.precision),
+                                     self.zero, self.dp)
+
     def check_memory(self):
         for npu, need in self.memory.items():
             cap = self.specs[npu].hbm_capacity_bytes
@@ -436,7 +442,9 @@ declare(
         "('split': embedding tables spread over the NPUs with all-to-all, or 'replicated'), "
         "sp (sequence parallelism, default false), interleave (model chunks per stage, "
         "default 1), zero (ZeRO stage 0-3, default 0), ep (expert parallelism, default 1), "
-        "scatter_gather (default true), replicas ('all' or 'one': build data-parallel "
+        "scatter_gather (default true), tp_overlap (default true: the input gradient's "
+        "tensor-parallel collective runs beside the weight gradient; false: after it), "
+        "replicas ('all' or 'one': build data-parallel "
         "replica 0's passes only); see docs/training.md.",
         raising(check_parallel)),
     Key("workload", "precision", "str", None, "-",

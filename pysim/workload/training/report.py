@@ -182,6 +182,26 @@ def training_report(graph, plan, res, cfg):
             comm[sd["dst"]].append(iv)
     comm_u = {n: _clip(_union(v), t0, t1) for n, v in comm.items()}
     exposed = {n: _minus(comm_u[n], comp_u[n]) for n in plan.npus}
+    # on the critical NPU, per kind of communication: how many, running, exposed
+    by_kind = {}
+    for c, ivs in coll_iv:
+        if crit in ivs:
+            by_kind.setdefault(c.what, []).append(ivs[crit])
+    by_kind["pp_send"] = [(int(start[sd["op"]]), int(finish[sd["op"]])) for sd in plan.sends
+                          if sd["iteration"] == it and crit in (sd["src"], sd["dst"])]
+    comm_by_kind = {}
+    for what, iv in sorted(by_kind.items()):
+        if not iv:
+            continue
+        u = _clip(_union(iv), t0, t1)
+        comm_by_kind[what] = dict(count=len(iv), comm_cycles=_length(u),
+                                  exposed_comm_cycles=_length(_minus(u, comp_u[crit])))
+    extra = {}
+    for what, ops in (("recompute_cycles", [op for it_, n, op in plan.recomputed
+                                            if it_ == it and n == crit]),
+                      ("optimizer_cycles", [op for (it_, i, n), op in plan.optimizer.items()
+                                            if it_ == it and n == crit])):
+        extra[what] = _length(_union([(int(start[op]), int(finish[op])) for op in ops]))
     # per layer, on the critical NPU
     model = plan.model
     per_layer = []
@@ -243,6 +263,7 @@ def training_report(graph, plan, res, cfg):
         compute_cycles=busy[crit], comm_cycles=comm_c, exposed_comm_cycles=exp_c,
         memory_stall_cycles=stall_c,
         other_cycles=max(0, cycles - busy[crit] - exp_c - stall_c), critical_npu=crit,
+        comm_by_kind=comm_by_kind, **extra,
         iterations=len(plan.iterations), iteration_start=t0, per_layer=per_layer,
         per_npu=per_npu, plan=_describe(plan), accelerator=_accelerator(plan))
 

@@ -1,0 +1,143 @@
+"""The op counter (pysim.workload.training.count) against the graph it counts: built from the
+plan before any op is, its count must equal the built graph's length and the engine ops that
+graph compiles into, part by part summed, for every plan, collective algorithm and endpoint
+engine (a reference-model oracle: the builder and the compiler are the reference). A run past
+the limit is refused before a single op is built."""
+import pytest
+
+from conftest import make_cfg
+from pysim import models
+from pysim.errors import ConfigError
+from pysim.topology import build
+from pysim.workload import OpGraph
+from pysim.workload.graph import GraphError, compile_graph
+from pysim.workload.training import count, training_graph
+from pysim.workload.training.builder import _Builder
+from pysim.workload.training.layout import _Layout
+from test_training import ring8
+
+TINY = dict(layers=2, hidden=64, heads=4, seq=16, vocab=256)
+
+
+def counted_and_built(cfg, model=None):
+    topo = build(cfg)
+    g, plan = training_graph(cfg, topo, model)
+    c = count.count(_Builder(_Layout(cfg, topo, plan.model, None), OpGraph(), ""))
+    return c, g, compile_graph(g, topo, cfg)[0]["kind"].size
+
+
+def assert_exact(c, g, engine):
+    assert c.exact
+    assert c.graph_total == len(g)
+    assert c.engine_total == engine
+    computes = sum(1 for k in g.kind if k == "compute")
+    if c.graph["tables"]:                    # the tables' part holds their compute ops too
+        assert c.graph["compute"] < computes <= c.graph["compute"] + c.graph["tables"]
+    else:
+        assert c.graph["compute"] == computes
+
+
+@pytest.mark.parametrize("par,extra", [
+    ({"dp": 8}, {}),
+    ({"tp": 2, "pp": 2, "dp": 2, "micro_batches": 2}, {}),
+    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2},
+     {"memory": {"policy": "recompute", "recompute": "full"}}),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 3, "micro_batches": 2},
+     {"memory": {"policy": "recompute", "recompute": "selective"}}),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "replicas": "one", "micro_batches": 2},
+     {"overlap": True, "bucket_mb": 0.01}),
+    ({"tp": 4, "pp": 2, "scatter_gather": False, "micro_batches": 2}, {"iterations": 2}),
+])
+def test_every_plan_is_counted_as_built(par, extra):
+    m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "optimizer": "adam", "parallel": par, **extra})
+    c, g, engine = counted_and_built(cfg, m)
+    assert_exact(c, g, engine)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "bidir_ring", "direct", "tree",
+                                       "halving_doubling"])
+@pytest.mark.parametrize("engine", [None, "npu", "offload"])
+def test_every_algorithm_and_engine_is_counted_as_built(algorithm, engine):
+    """The sizes of one run differ by layer, so the collectives of several sizes (and, with
+    tp and pp, kinds) are counted; the offload engine's pieces depend on each size."""
+    m = models.get("transformer", **TINY)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 2, "batch": 8,
+                                        "algorithm": algorithm, "engine": engine,
+                                        "chunks": 2, "bucket_mb": 0.05, "overlap": True,
+                                        "parallel": {"tp": 2, "pp": 2, "dp": 2,
+                                                     "micro_batches": 2}})
+    c, g, built = counted_and_built(cfg, m)
+    assert_exact(c, g, built)
+
+
+def test_experts_and_split_tables_are_counted_as_built():
+    moe = models.get("gpt_moe", layers=2, hidden=64, heads=4, seq=16, vocab=256, experts=4)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "parallel": {"dp": 8, "ep": 4}})
+    assert_exact(*counted_and_built(cfg, moe))
+    dlrm = models.get("dlrm", tables=(1000, 2000, 3000, 4000), dim=16, bottom=(32, 16),
+                      top=(32, 1))
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 64, "iterations": 2,
+                                        "parallel": {"micro_batches": 2}})
+    c, g, built = counted_and_built(cfg, dlrm)
+    assert c.graph["tables"] > 0
+    assert_exact(c, g, built)
+
+
+@pytest.mark.parametrize("par", [{"dp": 16}, {"tp": 4, "dp": 4}])
+def test_nccl_collectives_are_counted_as_built(par):
+    """workload.algorithm = 'nccl' on a cluster of two DGX A100 nodes: NCCL's expansion
+    depends on where a group's ranks are (one node or two), so each group is counted."""
+    cfg = make_cfg(topology={"kind": "cluster", "node": "dgx-a100", "node_count": 2},
+                   workload={"kind": "training", "model": "transformer", "model_params": TINY,
+                             "iterations": 1, "batch": 16, "algorithm": "nccl",
+                             "parallel": par})
+    c, g, built = counted_and_built(cfg)
+    assert c.graph["tp_collectives" if par.get("tp") else "dp_collectives"] > 0
+    assert_exact(c, g, built)
+
+
+def test_a_collective_too_large_to_measure_is_bounded_from_above(monkeypatch):
+    monkeypatch.setattr(count, "MEASURED", 0)
+    m = models.get("transformer", **TINY)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "chunks": 3, "parallel": {"tp": 2, "dp": 4}})
+    c, g, built = counted_and_built(cfg, m)
+    assert not c.exact
+    assert c.engine_total >= built and c.engine_total > c.engine["compute"]
+
+
+def test_a_run_past_the_op_limit_is_refused_before_building(monkeypatch):
+    """Refused by the closed-form upper bound (within a tenth of the built graph's engine
+    ops here) before a single op is added (adding one would fail otherwise), naming the part
+    that makes most ops and the key that makes it smaller."""
+    from pysim.workload import graph as graph_module
+
+    def no_op(*a, **k):
+        raise AssertionError("an op was built")
+    m = models.get("transformer", **TINY)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "chunks": 4, "parallel": {"tp": 4, "dp": 2}})
+    topo = build(cfg)
+    c, _, built = counted_and_built(cfg, m)
+    bound = count.count(_Builder(_Layout(cfg, topo, m, None), OpGraph(), ""), measure=False)
+    assert not bound.exact and built <= bound.engine_total <= 1.1 * built
+    monkeypatch.setattr(graph_module, "MAX_OPS", bound.engine_total - 1)
+    g = OpGraph()
+    g._add = g.add_ops = no_op
+    with pytest.raises(GraphError, match=r"into up to [0-9,]+ engine ops .*more than the .*"
+                                         r"most come from tensor-parallel collectives \(tp = "
+                                         r"4\) in workload.chunks = 4"):
+        training_graph(cfg, topo, m, graph=g)
+    monkeypatch.setattr(graph_module, "MAX_OPS", bound.engine_total)
+    training_graph(cfg, topo, m)             # at the limit: built
+
+
+def test_a_model_of_given_times_past_the_limit_is_refused():
+    class Given:
+        name, layers = "trace", [None] * 10
+    assert count.check_given(Given, 4, 2, limit=240) == 240
+    with pytest.raises(ConfigError, match="at least 480 ops.*workload.iterations = 4"):
+        count.check_given(Given, 4, 4, limit=400)
