@@ -18,7 +18,6 @@ Cases (each in a fresh process, so that one's memory does not slow the next):
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -120,22 +119,15 @@ def main():
                                   resource.RUSAGE_SELF).ru_maxrss / 1e3)))
         return
     sys.path.insert(0, HERE)
-    from provenance import provenance
+    from provenance import child, provenance, write_rows
     started = provenance()
     rows = []
     for name in [a.only] if a.only else CASES:
-        out = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True,
-                             text=True, check=True, cwd=ROOT)
-        row = json.loads(out.stdout.strip().splitlines()[-1])
+        row = child(__file__, "--child", name, cwd=ROOT)
         rows.append(row)
         print(f"{name:>16}: {row['wall_seconds']:7.2f} s  peak {row['peak_memory_mb']:7.1f} MB"
               f"  {row['what']}")
-    doc = dict(benchmark="guards", **started, load_average_end=provenance()["load_average"],
-               rows=rows)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"written {a.out}")
+    write_rows(a.out, "guards", started, rows)
 
 
 if __name__ == "__main__":

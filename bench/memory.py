@@ -1,7 +1,8 @@
 """Memory-virtualisation studies (not tests): the reproductions of docs/memory.md, each at
 its paper's setting where the paper gives it (and with the assumptions stated where not).
 
-    python bench/memory.py [--study mcdla|mcdla_conv|mcdla_dynamic|vdnn|karma|comet|lms|all]
+    python bench/memory.py [--study mcdla|mcdla_conv|mcdla_dynamic|mcdla_sens|vdnn|karma|comet|
+                            lms|all]
                            [--out bench/results/memory.json] [--tables JSON]
 
 - mcdla: MC-DLA (Kwon and Rhu, MICRO 2018): eight applications, data parallel on 8 V100-like
@@ -9,14 +10,17 @@ its paper's setting where the paper gives it (and with the assumptions stated wh
          _dynamic: vDNN's dynamic choice), on DC-DLA (host memory over PCIe at an effective
          DMA rate of 12 GB/s, two GPUs per switch), HC-DLA and MC-DLA (memory nodes of
          150 GB/s and 1.28 TB each on the device-side rings: 150 GB/s per device);
+- mcdla_sens: what moves MC-DLA's speed-up: DC-DLA's PCIe rate (12 or 16 GB/s) and sharing
+         (two GPUs per switch or a link each), and the batch (less over-subscribed), under
+         vDNN's dynamic policy on VGG-16 and ResNet-50;
 - vdnn:  vDNN (Rhu et al., MICRO 2016): VGG-16 (batch 256), AlexNet and GoogLeNet (128) on a
          Titan-X-like NPU (12 GB, 6.1 TFLOPS fp32, 336 GB/s) behind PCIe (12 GB/s), its
          three policies against an NPU with memory enough;
 - karma: KARMA (Wahib et al., SC20): a node of 4 V100s (16 GB), NVLink between them, two per
          PCIe switch (12 GB/s each way, shared), data parallel over two such nodes with the
-         optimizer on the hosts; ResNet-50, VGG-16, ResNet-200 and a Megatron-LM-like
-         transformer over-subscribed about 2x, KARMA against vDNN-style offload, LMS and
-         gradient checkpointing;
+         optimizer on the hosts; its six models (ResNet-50, VGG-16, ResNet-200, ResNet-1001,
+         WRN-28-10 and a Megatron-LM-like transformer) over-subscribed about 2x, KARMA
+         against vDNN-style offload, LMS and gradient checkpointing;
 - comet: COMET-style compression of the kept tensors (convolutions', batch norms', ReLUs'
          and poolings' at an assumed 15x; compressor 100 GB/s and decompressor 200 GB/s,
          each a roofline op that reads S and writes S/r of HBM), alone and joined to offload;
@@ -258,7 +262,7 @@ MCDLA_SYSTEMS = [("DC-DLA", "dgx1-v100", pcie_at(PCIE_DMA_GBPS)), ("HC-DLA", "hc
                  ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0))]
 
 
-def study_mcdla(log, layers="all", apps=None):
+def study_mcdla(log, layers="all", apps=None, systems=MCDLA_SYSTEMS):
     """MC-DLA against DC-DLA and HC-DLA: per application the iteration time on each, with
     vDNN's policy `layers` (all, conv, dynamic), and every tensor kept in an HBM large
     enough (on MC-DLA's network) as the bound."""
@@ -267,7 +271,7 @@ def study_mcdla(log, layers="all", apps=None):
         batch = 8 * per_npu
         row = dict(model=name, params=params, batch=batch, per_npu=per_npu, layers=layers,
                    runs={})
-        for label, system, edit in MCDLA_SYSTEMS:
+        for label, system, edit in systems:
             r = run_training(training(system, name, params, batch, "offload", edit=edit,
                                       **{"workload.memory.layers": layers}))
             row["runs"][label] = r
@@ -289,6 +293,60 @@ def study_mcdla(log, layers="all", apps=None):
         log(f"mcdla[{layers}]: MC-DLA over DC-DLA: arithmetic mean {float(np.mean(sp)):.2f}x, "
             f"geometric {float(np.exp(np.mean(np.log(sp)))):.2f}x over {len(sp)} applications")
     return rows
+
+
+def pcie_dedicated(gbps):
+    """An edit: every GPU's PCIe link at gbps and each switch's uplink at twice that, the
+    hosts' NICs and DRAM wide enough, so that each GPU has its gbps to host memory
+    whatever its neighbour does."""
+    def edit(raw):
+        for link in raw["topology"]["links"]:
+            ends = (link["a"], link["b"])
+            if any("pcie" in e for e in ends):
+                link["gbps"] = 2 * gbps if any(e.startswith("cpu") for e in ends) else gbps
+        for nd in raw["topology"]["nodes"]:
+            if nd.get("kind") == "host":
+                nd.update(dram_gbps=200.0, injection_gbps=200.0, ejection_gbps=200.0)
+    return edit
+
+
+# what moves MC-DLA's speed-up over DC-DLA: DC-DLA's PCIe (its rate, its sharing) and the
+# over-subscription (the per-NPU batch), on two applications under vDNN's dynamic policy
+MCDLA_SENS_APPS = [("vgg16", {}, 256), ("resnet50", {}, 224)]
+MCDLA_SENS_CASES = [
+    ("DC-DLA, PCIe 12 GB/s, two GPUs per switch", "dgx1-v100", pcie_at(PCIE_DMA_GBPS), 1.0),
+    ("DC-DLA, PCIe 16 GB/s (nominal), two GPUs per switch", "dgx1-v100", pcie_at(16.0), 1.0),
+    ("DC-DLA, PCIe 12 GB/s per GPU, dedicated", "dgx1-v100", pcie_dedicated(PCIE_DMA_GBPS),
+     1.0),
+    ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0), 1.0),
+    ("DC-DLA, PCIe 12 GB/s, two GPUs per switch", "dgx1-v100", pcie_at(PCIE_DMA_GBPS), 0.75),
+    ("MC-DLA", "mcdla-8", memory_nodes(150.0, 1280.0), 0.75),
+]
+
+
+def study_mcdla_sens(log):
+    """MC-DLA's speed-up as its causes vary: DC-DLA's PCIe rate and sharing, and the batch
+    (three quarters of the study's: less over-subscribed), vDNN's dynamic policy."""
+    rows = []
+    for name, params, per_npu in MCDLA_SENS_APPS:
+        for label, system, edit, scale in MCDLA_SENS_CASES:
+            per = int(per_npu * scale)
+            r = run_training(training(system, name, params, 8 * per, "offload", edit=edit,
+                                      **{"workload.memory.layers": "dynamic"}))
+            rows.append(dict(model=name, per_npu=per, case=label, run=r))
+            log(f"mcdla_sens: {name} {per}/NPU {label}: "
+                f"{r.get('iteration_seconds', float('nan')):.3f} s, "
+                f"{(r.get('chosen') or {}).get('layers')}, "
+                f"{r.get('offloaded_gb_per_npu', float('nan')):.1f} GB out per NPU, "
+                f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:200]}"))
+    return rows
+
+
+def study_mcdla_pcie16(log):
+    """vDNN's dynamic policy with DC-DLA's PCIe at its nominal 16 GB/s (two GPUs per
+    switch), the rate the paper states, against MC-DLA."""
+    return study_mcdla(log, "dynamic", systems=[
+        ("DC-DLA", "dgx1-v100", pcie_at(16.0)), MCDLA_SYSTEMS[2]])
 
 
 def study_mcdla_conv(log):
@@ -355,12 +413,14 @@ def abci_nodes(n_nodes=2, pcie_gbps=PCIE_DMA_GBPS):
     return {"kind": "graph", "nodes": nodes, "links": links}
 
 
-# per-GPU batches at which the training state and every kept tensor take about twice a
-# 16 GB V100 (the paper's over-subscription factors are not given here: assumed); VGG-16 at
-# 1.2x, as at twice its largest layer's working set alone (input, output and their
-# gradients) leaves no room
+# KARMA's six models. Per-GPU batches at which the training state and every kept tensor
+# take about twice a 16 GB V100 (the paper's over-subscription factors are not given here:
+# assumed); VGG-16 at 1.2x, as at twice its largest layer's working set alone (input,
+# output and their gradients) leaves no room. ResNet-1001 and WRN-28-10 on CIFAR's 32 x 32
+# images.
 KARMA_MODELS = [("resnet50", {}, 368, "fp32"), ("vgg16", {}, 256, "fp32"),
-                ("resnet200", {}, 120, "fp32"),
+                ("resnet200", {}, 120, "fp32"), ("resnet1001", {}, 208, "fp32"),
+                ("wrn28_10", {}, 1696, "fp32"),
                 ("transformer", {"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024,
                                  "vocab": 51200}, 8, "mixed")]
 KARMA_POLICIES = ("karma", "offload", "lms", "recompute")
@@ -397,25 +457,45 @@ def study_karma(log, n_nodes=2):
             log(f"karma: {name} {per_gpu}/GPU x {gpus} {policy}: "
                 f"{r.get('iteration_seconds', float('nan')):.3f} s, plan {r.get('plan')}, "
                 f"{r['wall_seconds']:.1f} s wall" + ("" if r["fits"] else f" {r['error'][:160]}"))
-        others = [r["iteration_seconds"] for p, r in row["runs"].items()
-                  if p not in ("ideal", "karma") and r.get("fits")]
         k = row["runs"]["karma"]
-        row["speedup_over_best"] = (min(others) / k["iteration_seconds"]
-                                    if others and k.get("fits") else None)
+
+        def over(policies):
+            t = [row["runs"][p]["iteration_seconds"] for p in policies
+                 if row["runs"][p].get("fits")]
+            return min(t) / k["iteration_seconds"] if t and k.get("fits") else None
+        row["speedup_over_best"] = over(("offload", "lms", "recompute"))
+        row["speedup_over_swapping"] = over(("offload", "lms"))
+        row["speedup_over_checkpointing"] = over(("recompute",))
         rows.append(row)
     return rows
 
 
 # --------------------------------------------------------------------------- COMET
-COMET_MODELS = [("resnet50", 64), ("resnet152", 32)]
+# CNNs of the kinds COMET evaluates (five CNNs on ImageNet; which five, and their batches,
+# are assumed here), fp32
+COMET_MODELS = [("alexnet", 256), ("vgg16", 32), ("resnet50", 64), ("resnet152", 32)]
+COMET_RATIOS = (2.0, 5.0, 15.0, 50.0, 1000.0)      # the sweep on ResNet-50
+
+
+def kept_saving(model, batch, ratio):
+    """The kept tensors alone: their bytes over what they take compressed (the tensors of
+    layers of the kinds in `ratio` divided by it, the others whole)."""
+    costs = layer_costs(model, npu_spec(one_gpu(16.0), build(one_gpu(16.0)), "gpu0"),
+                        "fp32", batch)
+    full = sum(c.stash_bytes for c in costs)
+    comp = sum(c.stash_bytes / ratio.get(c.kind, 1.0) for c in costs)
+    return full / comp
 
 
 def study_comet(log):
     """Peak HBM and iteration time with the kept tensors compressed (COMET-style, an assumed
     15x for convolutions', batch norms', element-wise and poolings' feature maps; compressor
     100 GB/s and decompressor 200 GB/s, each a roofline op of the NPU reading S and writing
-    S/r), kept in HBM and joined to offload, against no compression."""
+    S/r), kept in HBM and joined to offload, against no compression; the kept tensors'
+    own saving beside the whole HBM's; and on ResNet-50 the saving as the ratio grows (it
+    is bounded by what does not compress)."""
     rows = []
+    table = {k: 15.0 for k in ("conv", "norm", "eltwise", "pool")}
     for name, batch in COMET_MODELS:
         m = models.get(name)
         row = dict(model=name, batch=batch, runs={})
@@ -428,13 +508,28 @@ def study_comet(log):
                 f"{r['wall_seconds']:.1f} s wall")
         base, comp = row["runs"]["none"], row["runs"]["compression"]
         row["memory_saved_x"] = base["peak_gb"]["gpu0"] / comp["peak_gb"]["gpu0"]
+        row["kept_saved_x"] = kept_saving(m, batch, table)
         row["time_cost_x"] = comp["iteration_seconds"] / base["iteration_seconds"]
         rows.append(row)
+    m = models.get("resnet50")
+    base = next(r for r in rows if r["model"] == "resnet50")
+    sweep = []
+    for ratio in COMET_RATIOS:
+        tab = {k: ratio for k in table}
+        r = iteration(one_gpu(16.0, hbm_gb=80.0, policy="compression", ratio=tab), m, 64)
+        sweep.append(dict(ratio=ratio, peak_gb=r["peak_gb"]["gpu0"],
+                          memory_saved_x=base["runs"]["none"]["peak_gb"]["gpu0"] /
+                          r["peak_gb"]["gpu0"], kept_saved_x=kept_saving(m, 64, tab),
+                          iteration_seconds=r["iteration_seconds"]))
+        log(f"comet: resnet50 b=64 ratio {ratio}: saved {sweep[-1]['memory_saved_x']:.2f}x "
+            f"(kept tensors {sweep[-1]['kept_saved_x']:.2f}x)")
+    rows.append(dict(model="resnet50", batch=64, sweep=sweep))
     return rows
 
 
 STUDIES = {"mcdla": study_mcdla, "mcdla_conv": study_mcdla_conv,
-           "mcdla_dynamic": study_mcdla_dynamic, "vdnn": study_vdnn, "lms": study_lms,
+           "mcdla_dynamic": study_mcdla_dynamic, "mcdla_sens": study_mcdla_sens,
+           "mcdla_pcie16": study_mcdla_pcie16, "vdnn": study_vdnn, "lms": study_lms,
            "karma": study_karma, "comet": study_comet}
 
 
@@ -443,7 +538,7 @@ def tables(out):
     lines = []
     st = out["studies"]
     nan = float("nan")
-    for key in ("mcdla", "mcdla_conv", "mcdla_dynamic"):
+    for key in ("mcdla", "mcdla_conv", "mcdla_dynamic", "mcdla_pcie16"):
         if key not in st:
             continue
         lines += [f"study {key}", "",
@@ -459,14 +554,34 @@ def tables(out):
             if "MC-DLA" in sp:
                 sps.append(sp["MC-DLA"])
             ch = (runs["DC-DLA"].get("chosen") or {}).get("layers", r["layers"])
-            lines.append(f"| {r['model']} | {r['per_npu']} | {t['DC-DLA']} | {t['HC-DLA']} | "
-                         f"{t['MC-DLA']} | {sp.get('MC-DLA', nan):.2f}x | "
-                         f"{sp.get('HC-DLA', nan):.2f}x | "
-                         f"{runs['MC-DLA'].get('offloaded_gb_per_npu', nan):.1f} | {ch} | "
+
+            def x(v, f="{:.2f}x"):
+                return "-" if v is None or v != v else f.format(v)
+            lines.append(f"| {r['model']} | {r['per_npu']} | {t['DC-DLA']} | "
+                         f"{t.get('HC-DLA', '-')} | {t['MC-DLA']} | {x(sp.get('MC-DLA'))} | "
+                         f"{x(sp.get('HC-DLA'))} | "
+                         f"{x(runs['MC-DLA'].get('offloaded_gb_per_npu'), '{:.1f}')} | {ch} | "
                          f"{(r.get('ideal') or {}).get('iteration_seconds', nan):.2f} |")
         if sps:
             lines.append(f"| **mean** | | | | | **{np.mean(sps):.2f}x** (geometric "
                          f"{np.exp(np.mean(np.log(sps))):.2f}x) | | | | |")
+        lines.append("")
+    if "mcdla_sens" in st:
+        lines += ["study mcdla_sens", "", "| application | per NPU | system | iteration (s) | "
+                  "policy chosen | offloaded per NPU (GB) | MC-DLA over it |",
+                  "|---|---|---|---|---|---|---|"]
+        rows = st["mcdla_sens"]["rows"]
+        for r in rows:
+            mc = next((x for x in rows if x["model"] == r["model"] and
+                       x["per_npu"] == r["per_npu"] and x["case"] == "MC-DLA"), None)
+            v = r["run"]
+            sp = (mc["run"]["iteration_seconds"] and v["iteration_seconds"] /
+                  mc["run"]["iteration_seconds"]) if mc and v.get("fits") and \
+                mc["run"].get("fits") else nan
+            lines.append(f"| {r['model']} | {r['per_npu']} | {r['case']} | "
+                         f"{v.get('iteration_seconds', nan):.2f} | "
+                         f"{(v.get('chosen') or {}).get('layers')} | "
+                         f"{v.get('offloaded_gb_per_npu', nan):.1f} | {sp:.2f}x |")
         lines.append("")
     if "vdnn" in st:
         lines += ["study vdnn", "", "| network | batch | oracle (s) | all | conv | dynamic | "
@@ -489,29 +604,57 @@ def tables(out):
     if "karma" in st:
         lines += ["study karma", "", "| model | per GPU x GPUs | every tensor in HBM | KARMA | "
                   "offload (vDNN) | LMS | checkpointing | KARMA over the best other | "
-                  "KARMA's plan (per GPU) | KARMA's prediction |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "over the best swapping one | KARMA's plan (per GPU) | KARMA's prediction |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        means = {"best": [], "swapping": [], "checkpointing": []}
         for r in st["karma"]["rows"]:
             runs = r["runs"]
             t = {k: (f"{v['iteration_seconds']:.3f} s" if v.get("fits") else "does not fit")
                  for k, v in runs.items()}
             k = runs["karma"].get("plan") or {}
             spd = r.get("speedup_over_best")
+            sws = r.get("speedup_over_swapping")
+            for key in means:
+                v = r.get(f"speedup_over_{key}")
+                if v:
+                    means[key].append(v)
             pc = (runs["karma"].get("chosen") or {}).get("predicted_cycles")
             pred = "-" if pc is None else f"{pc / 1e9:.3f} s"
             lines.append(f"| {r['model']} | {r['per_gpu']} x {r['gpus']} | {t['ideal']} | "
                          f"{t['karma']} | {t['offload']} | {t['lms']} | {t['recompute']} | "
-                         f"{'-' if spd is None else f'{spd:.2f}x'} | {k.get('keep')} kept, "
+                         f"{'-' if spd is None else f'{spd:.2f}x'} | "
+                         f"{'-' if sws is None else f'{sws:.2f}x'} | {k.get('keep')} kept, "
                          f"{k.get('swap')} swapped, {k.get('recompute')} recomputed | "
                          f"{pred} |")
+        for key, v in means.items():
+            if v:
+                lines.append(f"- KARMA over the {key} baseline: mean {np.mean(v):.2f}x, "
+                             f"geometric {np.exp(np.mean(np.log(v))):.2f}x ({len(v)} models)")
         lines.append("")
     if "comet" in st:
         lines += ["study comet", "", "| model | batch | policy | peak HBM (GB) | iteration (s) |",
                   "|---|---|---|---|---|"]
+        sweep = []
         for r in st["comet"]["rows"]:
+            if "sweep" in r:
+                sweep = r["sweep"]
+                continue
             for p, v in r["runs"].items():
                 lines.append(f"| {r['model']} | {r['batch']} | {p} | "
                              f"{v['peak_gb']['gpu0']:.2f} | {v['iteration_seconds']:.3f} |")
+        lines += ["", "| model | batch | HBM peak saved | kept tensors saved | time |",
+                  "|---|---|---|---|---|"]
+        for r in st["comet"]["rows"]:
+            if "sweep" not in r:
+                lines.append(f"| {r['model']} | {r['batch']} | {r['memory_saved_x']:.1f}x | "
+                             f"{r.get('kept_saved_x', nan):.1f}x | {r['time_cost_x']:.2f}x |")
+        if sweep:
+            lines += ["", "| ratio | peak HBM (GB) | HBM peak saved | kept tensors saved | "
+                      "iteration (s) |", "|---|---|---|---|---|"]
+            for v in sweep:
+                lines.append(f"| {v['ratio']:g} | {v['peak_gb']:.2f} | "
+                             f"{v['memory_saved_x']:.2f}x | {v['kept_saved_x']:.2f}x | "
+                             f"{v['iteration_seconds']:.3f} |")
         lines.append("")
     if "lms" in st:
         lines += ["study lms", ""]
@@ -542,11 +685,17 @@ def main():
         print(msg, flush=True)
 
     from provenance import provenance
-    out = dict(fidelity=fid, **provenance(), studies={})
+    studies = {}
+    if a.study != "all" and os.path.exists(a.out):
+        with open(a.out) as f:      # one study rerun: the others' rows are kept
+            studies = json.load(f).get("studies", {})
+    out = dict(fidelity=fid, **provenance(), studies=studies)
     for name, fn in STUDIES.items():
         if a.study in (name, "all"):
             t = time.perf_counter()
-            out["studies"][name] = dict(rows=fn(log), wall_seconds=time.perf_counter() - t)
+            rows = fn(log)
+            out["studies"][name] = dict(provenance(), rows=rows,
+                                        wall_seconds=time.perf_counter() - t)
             log(f"{name}: {out['studies'][name]['wall_seconds']:.1f} s wall ({fid})")
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_average_at_end"] = list(os.getloadavg())

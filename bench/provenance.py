@@ -2,9 +2,11 @@
 whether the work tree had changes), Python, the CPU model, the cores and the load average when
 it started (other work on the machine slows every wall time)."""
 import datetime
+import json
 import os
 import platform
 import subprocess
+import sys
 
 
 def _git(*args):
@@ -33,3 +35,22 @@ def provenance():
                 version=pysim.__version__, python=platform.python_version(),
                 machine=platform.machine(), cpu=_cpu(), cores=os.cpu_count(),
                 load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None)
+
+
+def child(script, *args, cwd=None):
+    """Run `script` (a benchmark, with its --child arguments) in a fresh Python process, so
+    that its peak memory is its own; return the JSON of its last line of output."""
+    out = subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
+                         check=True, cwd=cwd)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def write_rows(path, benchmark, started, rows):
+    """Write a benchmark's rows as JSON with their provenance (`started`: provenance() as the
+    runs began; the load average at the end is added), and say where."""
+    doc = dict(benchmark=benchmark, **started, load_average_end=provenance()["load_average"],
+               rows=rows)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"written {path}")

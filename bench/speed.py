@@ -15,8 +15,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 
 CASES = {"8x8": [8, 8], "16x16": [16, 16], "32x32": [32, 32]}
@@ -62,16 +60,12 @@ def main():
     if a.child:
         print(json.dumps(one(a.child, a.cycles, a.rate)))
         return
-    from provenance import provenance
+    from provenance import child, provenance, write_rows
     started = provenance()                 # the load average as the runs begin
     rows = []
     for name in ([a.only] if a.only else list(CASES)):
-        runs = []
-        for _ in range(max(1, a.repeat)):
-            out = subprocess.run([sys.executable, __file__, "--child", name, "--cycles",
-                                  str(a.cycles), "--rate", str(a.rate)],
-                                 capture_output=True, text=True, check=True)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        runs = [child(__file__, "--child", name, "--cycles", str(a.cycles), "--rate",
+                      str(a.rate)) for _ in range(max(1, a.repeat))]
         runs.sort(key=lambda x: x["engine_seconds"])
         row = dict(runs[len(runs) // 2],
                    cycles_per_second_runs=[x["cycles_per_second"] for x in runs])
@@ -81,12 +75,7 @@ def main():
               f"{row['flit_hops_per_second'] / 1e6:7.1f} M flit-hops/s  "
               f"peak {row['peak_memory_mb']:6.1f} MB  skipped {row['cycles_skipped']} cycles  "
               f"latency {row['avg_packet_latency']:.1f}")
-    doc = dict(benchmark="speed", **started, load_average_end=provenance()["load_average"],
-               rows=rows)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"written {a.out}")
+    write_rows(a.out, "speed", started, rows)
 
 
 if __name__ == "__main__":

@@ -231,10 +231,10 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
         # the first VC tried: the input VC's round-robin pointer, if it falls among the
         # class's VCs of this member (BookSim's input-first separable allocator, whose input
         # arbiter turns over every output VC), else the class's first; or, with
-        # va_own_index, the VC at the input VC's own index
+        # VA_OWN_INDEX, the VC at the input VC's own index
         if n == 1:
             j = 0
-        elif s.va_own_index:
+        elif s.va_arbiter == VA_OWN_INDEX:
             j = iv % n
         else:
             j = q.va_in_ptr - (mch * V + lo)
@@ -285,7 +285,7 @@ cdef inline cycle_t vc_allocate(State* s, int32_t r) noexcept nogil:
     return wake
 
 
-cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogil:
+cdef inline int sw_allocate(State* s, int32_t r, const int arbiter) noexcept nogil:
     """Separable input-first switch allocation at router r; winners traverse the switch.
     Sets r_wake[r]: the earliest cycle at which it could grant again by itself (arrivals,
     timers and returning credits wake it earlier)."""
@@ -307,7 +307,7 @@ cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogi
     # stage 1: every input port requests one output for one of its ready VCs (candidates:
     # VCs holding an output VC and flits, bits of sa_mask). BookSim's separable allocator:
     # the VC nearest after the port's VC pointer for each output asked for, and among those
-    # outputs the one nearest after the port's output pointer; with sa_by_vc: the ready VC
+    # outputs the one nearest after the port's output pointer; with SA_VCS: the ready VC
     # nearest after the VC pointer, whatever its output
     for w in range(w0, s.r_mw[r + 1]):
         m = s.sa_mask[w]
@@ -321,7 +321,7 @@ cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogi
             ch = &s.ch[c]
             rr = (~(<uint64_t>0)) << ch.sa_in_ptr
             best = -1
-            if by_vc or pm & (pm - 1) == 0:  # the first ready VC (or the only candidate)
+            if arbiter == SA_VCS or pm & (pm - 1) == 0:  # the first ready VC (or the only candidate)
                 while pm:
                     hi = pm & rr         # the first VC at or after the pointer, else the first
                     v = ctz64(hi if hi else pm)
@@ -390,7 +390,7 @@ cdef inline int sw_allocate(State* s, int32_t r, const bint by_vc) noexcept nogi
         q.cnt -= 1
         moved += 1
         ch.sa_in_ptr = v + 1 if v + 1 < V else 0
-        if not by_vc:
+        if arbiter == SA_OUTPUTS:
             ch.sa_in_optr = o.out_idx + 1
         o.sa_out_ptr = i + 1 if i + 1 < nin else 0
         link_take(s, o)

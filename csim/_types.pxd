@@ -26,6 +26,14 @@ cdef enum:
     EV_CREDIT = -1
     EV_TAIL_CREDIT = -2
 
+# the allocators' input arbiters, by name in csim.limits (VC_ARBITERS, SW_ARBITERS)
+cdef enum:
+    VA_ROUND_ROBIN = 0   # VC allocation: a head asks from its input VC's round-robin pointer
+    VA_OWN_INDEX = 1     #   (BookSim's), or from its input VC's own index
+cdef enum:
+    SA_OUTPUTS = 0       # switch allocation: an input port's arbiter turns over the router's
+    SA_VCS = 1           #   outputs (BookSim's), or over its VCs
+
 # generation modes and processes
 cdef enum:
     GEN_NONE = 0
@@ -192,10 +200,8 @@ cdef struct State:
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
     int32_t routing_delay, va_delay, sa_delay, st_delay
     int32_t wait_tail
-    int32_t va_own_index     # VC allocation: a head asks from its own index (else from its
-                             #   input VC's round-robin pointer, BookSim's)
-    int32_t sa_by_vc         # switch allocation: an input port's arbiter turns over its VCs
-                             #   (else over the router's outputs, BookSim's)
+    int32_t va_arbiter       # VC allocation's input arbiter: VA_ROUND_ROBIN, VA_OWN_INDEX
+    int32_t sa_arbiter       # switch allocation's input arbiter: SA_OUTPUTS, SA_VCS
     int32_t n_classes
     int32_t* class_lo        # VCs [class_lo[k], class_hi[k]) belong to class k
     int32_t* class_hi

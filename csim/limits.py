@@ -10,6 +10,10 @@ MAX_PACKET_FLITS = FLIT_TAIL - 1   # a flit's position and its tail mark share a
 (OP_COMPUTE, OP_SEND, OP_DELAY, OP_ROOF, OP_ROOF_MEM, OP_ACQUIRE, OP_RELEASE, OP_HOLD,
  OP_UNHOLD) = range(9)
 N_OP_KINDS = 9
+# The allocators' input arbiters by name (csim/_types.pxd: VA_*, SA_*; pysim.engine documents
+# them)
+VC_ARBITERS = {"round_robin": 0, "own_index": 1}
+SW_ARBITERS = {"outputs": 0, "vcs": 1}
 N_UNITS = 7     # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
                 # by NPU-run collectives, 5 communication's share of the memory, 6 memory
                 # transfers' share of it

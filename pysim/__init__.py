@@ -11,7 +11,8 @@ Python API::
 
 `import pysim` loads every component (`pysim.components`), so that configurations are checked
 against every declared key; the compiled core loads when a simulation first needs it
-(`pysim.engine`), and `pysim.plot` (with matplotlib) when it is first used.
+(`pysim.engine`), `pysim.plot` (with matplotlib) and `pysim.sweep` (the executors: processes,
+SQLite) when they are first used.
 """
 import importlib
 
@@ -21,7 +22,6 @@ from pysim._version import __version__
 from pysim.config import Config, from_dict, load
 from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import DeadlockError, SimulationError, simulate
-from pysim.sweep import sweep, to_pandas
 
 __all__ = ["Config", "ConfigError", "DeadlockError", "PysimWarning", "SimulationError",
            "from_dict", "load", "simulate", "sweep", "to_pandas", "__version__", "plot",
@@ -29,7 +29,11 @@ __all__ = ["Config", "ConfigError", "DeadlockError", "PysimWarning", "Simulation
 
 
 def __getattr__(name):
-    """pysim.plot without importing it (and matplotlib) with pysim itself."""
-    if name == "plot":
-        return importlib.import_module("pysim.plot")
+    """pysim.plot, pysim.sweep and pysim.to_pandas without importing them (matplotlib, the
+    executors) with pysim itself. pysim.sweep is the package, callable: pysim.sweep(base,
+    grid, ...) runs pysim.sweep.sweep."""
+    if name in ("plot", "sweep"):
+        return importlib.import_module(f"pysim.{name}")
+    if name == "to_pandas":
+        return importlib.import_module("pysim.sweep").to_pandas
     raise AttributeError(f"module 'pysim' has no attribute {name!r}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.schema import Key, declare
+from pysim.schema import POS, Key, declare
 from pysim.topology import BUILDERS, Topology, _apply_nic_defaults, ns_to_cycles
 
 # The routing table is dense (an entry per pair of nodes): a cluster of 16,384 GPUs has about
@@ -78,11 +78,6 @@ NODE_TYPES = {
 FABRICS = ("fat-tree", "rail-optimised")
 
 
-def _positive(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and \
-        math.isfinite(x)
-
-
 declare(
     Key("topology", "node", "str", "dgx-a100", "-",
         "Cluster: the kind of node (server), one of " + ", ".join(NODE_TYPES) + ".",
@@ -102,22 +97,22 @@ declare(
         (lambda x: 1.0 <= x <= 64.0, "a number from 1 to 64")),
     Key("topology", "nvlink_gbps", "float", None, "GB/s",
         "Cluster: NVLink bandwidth per GPU per direction to its node's NVSwitch (default: "
-        "the node type's).", (_positive, "a number > 0")),
+        "the node type's).", POS),
     Key("topology", "nic_gbps", "float", None, "GB/s",
         "Cluster: each GPU's InfiniBand NIC per direction (default: the node type's).",
-        (_positive, "a number > 0")),
+        POS),
     Key("topology", "fabric_gbps", "float", None, "GB/s",
         "Cluster: each link between fabric switches, per direction (default: nic_gbps).",
-        (_positive, "a number > 0")),
+        POS),
     Key("topology", "nvlink_latency_ns", "float", None, "ns",
         "Cluster: latency of a GPU-NVSwitch link (default: the node type's).",
-        (_positive, "a number > 0")),
+        POS),
     Key("topology", "nvls", "bool", False, "-",
         "Cluster of one node: its NVSwitch reduces and multicasts (NVLink SHARP, for "
         "workload.nccl_algorithm = 'nvls'): adds the switch's engine as node nvls0.", None),
     Key("topology", "fabric_latency_ns", "float", None, "ns",
         "Cluster: latency of each InfiniBand link, switch included (default: the node "
-        "type's).", (_positive, "a number > 0")),
+        "type's).", POS),
 )
 
 KEYS_READ = {"node", "node_count", "fabric", "radix", "oversubscription", "nvlink_gbps",

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from csim.limits import SW_ARBITERS as SA_CODES, VC_ARBITERS as VA_CODES
 from csim.limits import (MAX_PACKET_FLITS, MAX_VCS, N_UNITS, OP_ACQUIRE, OP_COMPUTE,  # noqa: F401
                          OP_DELAY, OP_HOLD, OP_RELEASE, OP_ROOF, OP_ROOF_MEM, OP_SEND, OP_UNHOLD)
 
@@ -218,8 +219,10 @@ class NetworkArrays(Inputs):
         Field("ch_rev", np.int32, ("C",), "random ties: per channel, the first of the group "
               "leaving its router the other way (-1: none)", optional=True),
         Field("tie_seed", int, (), "seed of the random ties"),
-        Field("va_own_index", bool, (), "VC allocation's input arbiter (see VC_ARBITERS)"),
-        Field("sa_by_vc", bool, (), "switch allocation's input arbiter (see SW_ARBITERS)"),
+        Field("va_arbiter", int, (), "VC allocation's input arbiter, a code of "
+              "csim.limits.VC_ARBITERS (VC_ARBITERS here picks it by name)"),
+        Field("sa_arbiter", int, (), "switch allocation's input arbiter, a code of "
+              "csim.limits.SW_ARBITERS (SW_ARBITERS here picks it by name)"),
         Field("rt", np.int32, ("n*n",), "per (node, destination): the output channel (the "
               "first lane of a group), -1 for none; at an endpoint's own row, its ejection"),
         Field("ep_node", np.int32, ("E",), "per endpoint: its node"),
@@ -436,17 +439,19 @@ class Arbiter:
 VC_ARBITERS = {a.name: a for a in (
     Arbiter("round_robin", "BookSim's separable input-first allocator: a waiting head asks "
             "for the first free output VC of its class at or after its input VC's round-robin "
-            "pointer, which moves past each VC it is granted", {"va_own_index": False}),
+            "pointer, which moves past each VC it is granted",
+            {"va_arbiter": VA_CODES["round_robin"]}),
     Arbiter("own_index", "a head asks first for the output VC at its input VC's own index, "
             "so heads in different input VCs ask for different output VCs first (fewer "
-            "conflicts)", {"va_own_index": True}),
+            "conflicts)", {"va_arbiter": VA_CODES["own_index"]}),
 )}
 
 SW_ARBITERS = {a.name: a for a in (
     Arbiter("outputs", "BookSim's separable input-first allocator: per output asked for, the "
             "ready VC nearest after the port's VC pointer, and among those outputs the one "
-            "nearest after its output pointer", {"sa_by_vc": False}),
-    Arbiter("vcs", "the ready VC nearest after the port's VC pointer", {"sa_by_vc": True}),
+            "nearest after its output pointer", {"sa_arbiter": SA_CODES["outputs"]}),
+    Arbiter("vcs", "the ready VC nearest after the port's VC pointer",
+            {"sa_arbiter": SA_CODES["vcs"]}),
 )}
 
 

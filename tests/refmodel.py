@@ -16,6 +16,8 @@ credit that reaches one flit plus one cycle's earnings (an idle cycle) restarts 
 """
 from collections import defaultdict, deque
 
+from csim.limits import SW_ARBITERS, VC_ARBITERS
+
 NET, INJ, EJ = 0, 1, 2
 IDLE, ROUTING, ACTIVE = 0, 1, 2
 FREE, TAIL_PENDING = -1, -2
@@ -65,7 +67,8 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     V, D = a["vcs"], a["buffer_flits"]
     R, VA, SA, ST = a["routing_delay"], a["vc_alloc_delay"], a["sw_alloc_delay"], a["st_delay"]
     I = a["injection_delay"]
-    own_index, by_vc = bool(a["va_own_index"]), bool(a["sa_by_vc"])
+    own_index = a["va_arbiter"] == VC_ARBITERS["own_index"]
+    by_vc = a["sa_arbiter"] == SW_ARBITERS["vcs"]
     wait_tail = bool(a["wait_for_tail_credit"])
     n_classes = a["n_classes"]
     class_lo = [k * V // n_classes for k in range(n_classes)]

@@ -234,3 +234,19 @@ def test_no_assert_of_the_suite_hides_a_check_in_its_message():
             bad += [f"{f}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)
                     and isinstance(n.msg, (ast.BoolOp, ast.Compare))]
     assert bad == []
+
+
+def test_import_pysim_leaves_the_studies_and_the_core_unloaded():
+    """`import pysim` loads the components (every key declared) but not what only some runs
+    need: the compiled core, figures (matplotlib), sweeps and job streams (processes,
+    SQLite). Each is loaded on first use; pysim.sweep is the package, and callable."""
+    code = ("import sys, pysim\n"
+            "heavy = ['csim._engine', 'matplotlib', 'pysim.plot', 'pysim.sweep', 'pysim.jobs.run',\n"
+            "         'pysim.jobs.servers', 'sqlite3', 'multiprocessing', 'concurrent.futures']\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n"
+            "from pysim.jobs import run_stream\n"
+            "print(callable(pysim.sweep), pysim.sweep is sys.modules['pysim.sweep'],\n"
+            "      pysim.sweep.sweep.__module__, pysim.to_pandas.__module__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["[]", "True True pysim.sweep.execute pysim.sweep.store"]

@@ -6,6 +6,8 @@ network equals the one pysim compiles for the same system."""
 import numpy as np
 import pytest
 
+from csim import limits
+
 from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, N_UNITS, OP_COMPUTE, OP_DELAY, OP_SEND,
                           SW_ARBITERS, VC_ARBITERS, EngineInputError, FlowArrays, GraphArrays,
                           NetworkArrays, arbiter_inputs, new_engine, set_graph)
@@ -197,7 +199,7 @@ def test_a_hand_made_network_equals_the_compiled_one():
                                         "links": [{"a": "a", "b": "b"}]}})
     got, mine = compile_network(cfg).arrays, two_nodes()
     for k in ("n_nodes", "vcs", "buffer_flits", "n_classes", "routing_delay",
-              "injection_delay", "va_own_index", "sa_by_vc"):
+              "injection_delay", "va_arbiter", "sa_arbiter"):
         assert got[k] == mine[k], k
 
     def channels(a):
@@ -278,9 +280,11 @@ def test_the_engine_takes_only_typed_inputs():
 def test_the_arbiters_are_chosen_by_name():
     """Each registered arbiter names the engine inputs that pick it, and they differ."""
     assert {tuple(a.inputs.items()) for a in VC_ARBITERS.values()} == \
-        {(("va_own_index", False),), (("va_own_index", True),)}
+        {(("va_arbiter", 0),), (("va_arbiter", 1),)}
     assert {tuple(a.inputs.items()) for a in SW_ARBITERS.values()} == \
-        {(("sa_by_vc", False),), (("sa_by_vc", True),)}
+        {(("sa_arbiter", 0),), (("sa_arbiter", 1),)}
+    assert set(VC_ARBITERS) == set(limits.VC_ARBITERS)
+    assert set(SW_ARBITERS) == set(limits.SW_ARBITERS)
     for va in VC_ARBITERS:
         for sa in SW_ARBITERS:
             net = two_nodes(**arbiter_inputs(va, sa))

@@ -19,6 +19,7 @@ from pysim.workload import GraphError, OpGraph, run_graph
 from pysim.workload.memory import (KEEP, RECOMPUTE, SWAP, Budget, LayerCost, NpuWork,
                                    GraphSink, apply, chain, check_fields, decide, estimate,
                                    placement)
+from pysim.workload.memory.placement import shared
 
 
 def table(n, stash, fwd, bwd=None, kind="conv", out=0, grad=0):
@@ -91,6 +92,9 @@ def test_policies_follow_their_rules():
     comp = decide({"policy": "offload+compression"}, costs, Budget(
         capacity=10**9, out_bpc=10.0, in_bpc=10.0, ratio={"norm": 2.0}))
     assert comp.ratio == [15.0, 2.0] * 4 + [15.0]
+    named = decide({"policy": "compression"}, costs, Budget(
+        capacity=10**9, ratio={"norm": 2.0, "l3": 7.0, "l4": 9.0}))   # a name wins
+    assert named.ratio == [15.0, 2.0, 15.0, 7.0, 9.0, 2.0, 15.0, 2.0, 15.0]
     assert decide({"policy": "compression"}, costs, b).action == [KEEP] * 9
 
 
@@ -296,6 +300,25 @@ def test_placement_on_the_shipped_systems():
         placement(build(cfg), cfg, "gpu0", "mem")
 
 
+def test_planned_bandwidth_is_the_fair_share_when_every_npu_moves_bytes():
+    """With every NPU offloading at once, each plans with its max-min fair share: on the
+    DGX-1 two GPUs share their PCIe switch's 16 GB/s uplink (8 each); on HC-DLA four GPUs
+    share their socket's DRAM (100 GB/s: 25 each, under their 75 GB/s of NVLink); on MC-DLA
+    each memory node's controller (100 GB/s) serves the two NPUs beside it (50 each from
+    each of two: 100); an NPU alone keeps its whole path."""
+    for name, npu, alone, fair in (("dgx1-v100", "gpu6", 16.0, 8.0),
+                                   ("hcdla-8", "npu5", 75.0, 25.0),
+                                   ("mcdla-8", "npu0", 150.0, 100.0)):
+        cfg = load(os.path.join(TOPOLOGIES, f"{name}.toml"))
+        topo = build(cfg)
+        npus = [n for n, k in zip(topo.node_names, topo.node_kinds) if k == "npu"]
+        every = shared(topo, {n: placement(topo, cfg, n, "auto") for n in npus})
+        assert every[npu].out_bpc == pytest.approx(fair), name
+        assert every[npu].in_bpc == pytest.approx(fair), name
+        one = shared(topo, {npu: placement(topo, cfg, npu, "auto")})
+        assert one[npu].out_bpc == pytest.approx(alone), name
+
+
 def test_bad_input_is_refused_clearly():
     costs = table(4, 1 << 20, 1000)
     # no remote memory reachable
@@ -329,6 +352,13 @@ def test_bad_input_is_refused_clearly():
         check_fields(system(policy="offload", swapin_ahead=2))
     with pytest.raises(ConfigError, match="unknown policy 'vdnn'"):
         system(policy="vdnn")
+    # a compression ratio for a layer the model does not have, with did-you-mean
+    with pytest.raises(ConfigError, match=r"workload.memory.ratio.l3x: neither a layer kind "
+                                          r"nor a layer of the model \(did you mean 'l3'"):
+        run_plan(system(policy="compression", ratio={"l3x": 4.0}), table(4, 1 << 20, 1000))
+    with pytest.raises(ConfigError, match=r"workload.memory.ratio.conv = 0.5: expected a "
+                                          r"number >= 1"):
+        system(policy="compression", ratio={"conv": 0.5})
     res = CliRunner().invoke(main, ["run", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
                                     "--set", "workload.memory.polcy=offload"])
     assert res.exit_code == 1 and "did you mean 'policy'" in res.output
@@ -402,3 +432,27 @@ def test_vdnn_dynamic_offloads_the_least_that_fits():
     tight = Budget(capacity=3 << 20, fraction=1.0, out_bpc=10.0, in_bpc=10.0)
     p = decide({"policy": "offload", "layers": "dynamic"}, costs, tight)
     assert p.chosen["layers"] == "all"
+
+
+@pytest.mark.parametrize("prefetch", [1, 0])
+@pytest.mark.parametrize("seed", range(3))
+def test_offload_peak_of_a_chain_is_the_closed_form(seed, prefetch):
+    """vDNN offload of every stash over links so fast that a transfer ends within the op it
+    overlaps: a stash S_j is held from its forward op's start until the next layer's forward
+    is done (its swap-out overlaps it), and again from the start of the backward pass of
+    layer j + prefetch_layers until its own backward is done. So the peak is the largest of
+    S_j + S_(j-1) + out_j over the forward ops and S_j + [prefetch] S_(j-1) + grad_j over
+    the backward ops (the last layer keeps its stash, which changes nothing here)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 12))
+    S = [int(x) for x in rng.integers(1 << 20, 5 << 20, n)]
+    out = [int(x) for x in rng.integers(1, 3 << 20, n)]
+    grad = [int(x) for x in rng.integers(1, 3 << 20, n)]
+    costs = table(n, S, rng.integers(2000, 5000, n), out=out, grad=grad)
+    r, applied, _, _ = run_plan(system(fast=True, policy="offload", prefetch_layers=prefetch),
+                                costs)
+    assert applied.plans["npu"].counts()["swap"] == n - 1
+    prev = [0] + S[:-1]
+    oracle = max(max(S[j] + prev[j] + out[j], S[j] + prefetch * prev[j] + grad[j])
+                 for j in range(n))
+    assert r.memory["devices"]["npu"]["peak_bytes"] == oracle

@@ -293,3 +293,33 @@ def test_peak_of_a_chain_with_in_place_relus_counts_each_tensor_once():
         if layer.bwd_input_flops > 0:
             best = max(best, cum + batch * ins[l] * a)
     assert r.memory["devices"]["npu"]["peak_bytes"] == resident + best
+
+
+def test_a_tensor_at_a_pipeline_cut_is_kept_on_both_sides():
+    """conv c1 -> in-place ReLU r1 | cut | max pool p -> conv c2 -> in-place ReLU r2 -> fc:
+    r1's output is kept by r1 (its backward reads its output) and by the pool (its input),
+    so each stage keeps it for its own backward ops: counted on both, owned on the second by
+    the pool, the first of its keepers there. Bytes by hand, per sample, fp32."""
+    from pysim.workload.memory.training import kept_tensors
+    net = Net()
+    x = net.input((3, 32, 32))
+    x = net.conv(x, "c1", 16, 3, padding=1)
+    x = net.act(x, "r1", inplace=True)
+    x = net.pool(x, "p", 2, 2)
+    x = net.conv(x, "c2", 32, 3, padding=1)
+    x = net.act(x, "r2", inplace=True)
+    net.linear(net.flatten(x), "fc", 10)
+    model = net.model("cut")
+    a = 4
+    first = kept_tensors(model, [0, 1], a, 1)
+    second = kept_tensors(model, [2, 3, 4, 5], a, 1)
+    assert [sorted(t.nbytes for t in ts) for ts in first] == [[3 * 1024 * a],
+                                                              [16 * 1024 * a]]
+    assert [sorted(t.nbytes for t in ts) for ts in second] == [
+        sorted([16 * 1024 * a, 16 * 256 * 8]), [16 * 256 * a], [32 * 256 * a], []]
+    cut = next(t for t in second[0] if t.nbytes == 16 * 1024 * a)
+    assert cut.keepers == (0,) and cut.needed == 0 and cut.last_read == 0
+    assert first[1][0].keepers == (1,)          # the pool's keeping is the other stage's
+    whole = sum(t.nbytes for ts in kept_tensors(model, list(range(6)), a, 1) for t in ts)
+    split = sum(t.nbytes for ts in first + second for t in ts)
+    assert split - whole == 16 * 1024 * a       # only the cut tensor is counted twice

@@ -416,3 +416,51 @@ def test_inception_v3_shapes():
     assert m.layer("Mixed_6a.concat").out_shape == (768, 17, 17)
     assert m.layer("Mixed_7a.concat").out_shape == (1280, 8, 8)
     assert m.layer("Mixed_7c.concat").out_shape == (2048, 8, 8)
+
+
+# --------------------------------------------------------------------------- CIFAR ResNets
+def _cifar_convs(units, widths, bottleneck):
+    """(multiply-adds, weights) of a CIFAR pre-activation network's convolutions and
+    classifier, by its definition: a 3x3 stem of 16 channels on 32 x 32, three stages at
+    32, 16, 8 pixels, the first unit of a stage projecting its (pre-activated) input by a
+    1x1 convolution, a linear classifier of 10 classes."""
+    macs, weights = 16 * 27 * 32 * 32, 16 * 27
+    c_in, side_in = 16, 32
+    for s, out in enumerate(widths):
+        side = 32 >> s
+        for u in range(units):
+            cin = c_in if u == 0 else out
+            if bottleneck:
+                w = out // 4
+                layers = [(cin * w, side_in if u == 0 else side), (9 * w * w, side),
+                          (w * out, side)]
+            else:
+                layers = [(9 * cin * out, side), (9 * out * out, side)]
+            if u == 0 and (cin != out or s > 0):
+                layers.append((cin * out, side))
+            for k, sd in layers:
+                macs += k * sd * sd
+                weights += k
+        c_in, side_in = out, side
+    return macs + widths[-1] * 10, weights + widths[-1] * 10 + 10
+
+
+def test_cifar_resnets_against_their_papers():
+    """Pre-activation ResNet-1001 (He et al., ECCV 2016, Table 2: 10.2 M parameters) and
+    WRN-28-10 (Zagoruyko and Komodakis, BMVC 2016, Table 1: 36.5 M): the papers count
+    convolution and classifier weights (ResNet-1001's batch norms add 0.15 M more); the
+    convolutions' multiply-adds against the definition computed here."""
+    for name, units, widths, bottleneck, published in (
+            ("resnet1001", 111, (64, 128, 256), True, 10.2e6),
+            ("wrn28_10", 4, (160, 320, 640), False, 36.5e6)):
+        m = models.get(name)
+        macs, weights = _cifar_convs(units, widths, bottleneck)
+        convs = sum(l.params for l in m.layers if l.kind in ("conv", "linear"))
+        assert convs == weights, (name, convs, weights)
+        assert close(convs, published, 0.01), (name, convs)
+        assert close(matmul_flops(m), 2 * macs, 1e-9), (name, matmul_flops(m), macs)
+        assert len([l for l in m.layers if l.kind == "conv"]) == 3 * units * (
+            3 if bottleneck else 2) + 1 + 3
+    with pytest.raises(ModelError, match=r"depth = 1000: expected 9 n \+ 2"):
+        models.get("resnet1001", depth=1000)
+    assert models.get("resnet1001", depth=164).params < 2e6      # ResNet-164: 1.7 M

@@ -58,7 +58,7 @@ def test_the_op_count_refusal_names_the_key_for_the_level():
     assert r.makespan_cycles >= (1 << 30) / 16
 
 
-@pytest.mark.parametrize("policy", ["offload", "lms", "karma"])
+@pytest.mark.parametrize("policy", ["offload", "lms", "karma", "offload+compression"])
 def test_flit_and_flow_levels_agree_on_memory_plans(policy):
     """A convolutional network's iteration with its stashes offloaded to a memory node over
     a 32 GB/s link: the flow level within 5% of the flit level."""

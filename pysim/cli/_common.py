@@ -54,6 +54,26 @@ def write_output(path, write, keep=None, force=True, **kw):
         return False
 
 
+def finish(outputs, summary, quiet, force, ok=True):
+    """The end of a command that computed a result: write each output asked for, whole or not
+    at all (`outputs`: (path or None, write(f), keep() -> where it was kept instead, what it
+    is)); print `summary` unless quiet (and always when a write failed), then where each
+    output went; exit with status 1 if one failed (or `ok` is false already)."""
+    written = []
+    for path, write, keep, what in outputs:
+        if path:
+            done = write_output(path, write, keep=keep, force=force)
+            ok &= done
+            written.append((what, path))
+    if not quiet or not ok:
+        click.echo(summary())
+    if not quiet and ok:
+        for what, path in written:
+            click.echo(f"{what} written to {path}")
+    if not ok:
+        sys.exit(1)
+
+
 def keep_text(text, name, suffix):
     """As keep_json, for text (a job file)."""
     fd, path = tempfile.mkstemp(prefix=f"pysim-{name}-", suffix=suffix)

@@ -8,8 +8,8 @@ import sys
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import (Ticker, eta, keep_json, keep_text, main, overrides, refuse_overwrite,
-                               write_output)
+from pysim.cli._common import (Ticker, eta, finish, keep_json, keep_text, main, overrides,
+                               refuse_overwrite)
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -86,24 +86,12 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
             f" (the shapes simulated so far are in {cache_path})" if cache_path else ""),
             err=True)
         sys.exit(130)
-    ok = True
-    if jobs_out:
-        text = jst.jobs_text(stream)
-        ok &= write_output(jobs_out, lambda f: f.write(text), force=force,
-                     keep=lambda: keep_text(text, "jobs", ".toml"))
-    if json_path:
-        d = result.to_dict()
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: keep_json(d, "jobs"), force=force)
-    if not quiet or not ok:
-        click.echo(result.summary())
-    if not quiet:
-        if jobs_out and ok:
-            click.echo(f"stream written to {jobs_out}")
-        if json_path and ok:
-            click.echo(f"result written to {json_path}")
-    if not ok:
-        sys.exit(1)
+    text = jst.jobs_text(stream) if jobs_out else None
+    d = result.to_dict() if json_path else None
+    finish([(jobs_out, lambda f: f.write(text), lambda: keep_text(text, "jobs", ".toml"),
+             "stream"),
+            (json_path, lambda f: dump_json(d, f, indent=1), lambda: keep_json(d, "jobs"),
+             "result")], result.summary, quiet, force)
 
 
 class _Progress(Ticker):

@@ -2,10 +2,8 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 
 import click
 
@@ -16,7 +14,7 @@ from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError
 from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
 from pysim.network import compile_network
-from pysim.sweep import Store, StoreError, is_sqlite, sweep
+from pysim.sweep import Store, StoreError, is_sqlite
 
 
 PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown",

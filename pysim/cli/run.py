@@ -3,15 +3,14 @@ shipped systems listed.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from pysim import systems as S
 from pysim._io import by_path, dump_json
-from pysim.cli._common import (figure_ext, keep_json, main, overrides, refuse_overwrite, Ticker,
-                               write_output)
+from pysim.cli._common import (Ticker, figure_ext, finish, keep_json, main, overrides,
+                               refuse_overwrite, write_output)
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -71,7 +70,6 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
         raise click.ClickException(
             f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
             f"building or running {config}: make the system or the workload smaller") from None
-    ok = True
     if chakra_dir:
         try:
             graph, topo = result.op_graph
@@ -82,23 +80,12 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
             raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
         if not quiet:
             click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
-    if trace_path:
-        trace = result.trace()
-        ok &= write_output(trace_path, lambda f: dump_json(trace, f), force=force,
-                     keep=lambda: keep_json(trace, "trace"))
-    if json_path:
-        d = result.to_dict()
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1),
-                     keep=lambda: keep_json(d, "result"), force=force)
-    if not quiet or not ok:
-        click.echo(result.summary())
-    if not quiet:
-        if json_path and ok:
-            click.echo(f"result written to {json_path}")
-        if trace_path and ok:
-            click.echo(f"trace written to {trace_path}")
-    if not ok:
-        sys.exit(1)
+    trace = result.trace() if trace_path else None
+    d = result.to_dict() if json_path else None
+    finish([(json_path, lambda f: dump_json(d, f, indent=1), lambda: keep_json(d, "result"),
+             "result"),
+            (trace_path, lambda f: dump_json(trace, f), lambda: keep_json(trace, "trace"),
+             "trace")], result.summary, quiet, force)
 
 
 @main.command()

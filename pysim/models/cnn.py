@@ -82,6 +82,90 @@ def resnet152(image=224, classes=1000, variant="v1.5"):
     return _resnet("resnet152", (3, 8, 36, 3), image, classes, variant, RESNET_SOURCE)
 
 
+# --------------------------------------------------------------------------- CIFAR ResNets
+def _preact(net, x, name):
+    """Batch norm and an in-place ReLU: the pre-activation of He et al.'s identity-mapping
+    units."""
+    x = net.norm(x, f"{name}.bn")
+    return net.act(x, f"{name}.relu", inplace=True)
+
+
+def _preact_unit(net, x, name, convs, out, stride, project):
+    """A pre-activation residual unit (He et al., ECCV 2016, Fig. 4(e)): per convolution
+    (channels, kernel) batch norm, ReLU and the convolution (the first 3x3 one strides),
+    and the input added. Where the shape changes, a 1x1 projection of the first
+    pre-activation is the shortcut (as the authors' code shares it between both paths);
+    else the unit's input is."""
+    y = _preact(net, x, f"{name}.pre1")
+    shortcut = (net.conv(y, f"{name}.shortcut", out, 1, stride, bias=False)
+                if project else x)
+    for k, (ch, ks) in enumerate(convs, start=1):
+        if k > 1:
+            y = _preact(net, y, f"{name}.pre{k}")
+        st = stride if ks == 3 else 1
+        if ks == 3:
+            stride = 1                         # the first 3x3 convolution strides
+        y = net.conv(y, f"{name}.conv{k}", ch, ks, st, ks // 2, bias=False)
+    return net.add([y, shortcut], f"{name}.add")
+
+
+def _cifar_resnet(name, units, widths, convs, classes, source):
+    """A CIFAR residual network of pre-activation units: a 3x3 convolution of 16 channels,
+    three stages of `units` units (outputs `widths`, strides 1, 2, 2), a final batch norm
+    and ReLU, global average pooling and a linear classifier; 32 x 32 inputs."""
+    check_int(name, "classes", classes)
+    shape = (3, 32, 32)
+    net = Net()
+    x = net.input(shape)
+    x = net.conv(x, "conv1", 16, 3, 1, 1, bias=False)
+    channels = 16
+    for stage, width in enumerate(widths, start=1):
+        for u in range(units):
+            stride = 2 if (u == 0 and stage > 1) else 1
+            x = _preact_unit(net, x, f"stage{stage}.{u}", convs(width), width, stride,
+                             u == 0 and (stride != 1 or channels != width))
+            channels = width
+    x = _preact(net, x, "final")
+    x = net.pool(x, "avgpool", op="avg")
+    x = net.linear(net.flatten(x), "fc", classes)
+    net.loss(x)
+    return net.model(name, input_shape=shape, source=source)
+
+
+@register("resnet1001")
+def resnet1001(classes=10, depth=1001):
+    """Pre-activation ResNet-1001 for CIFAR (He, Zhang, Ren, Sun: Identity Mappings in Deep
+    Residual Networks, ECCV 2016, Table 2; 10.2 M parameters): (depth - 2) / 9 bottleneck
+    units per stage (111 at depth 1001), each 1x1 (w), 3x3 (w), 1x1 (4 w) with w = 16, 32,
+    64."""
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 11 or (depth - 2) % 9:
+        raise ModelError(f"model 'resnet1001': depth = {depth!r}: expected 9 n + 2 for a "
+                         f"positive integer n (164, 1001, ...)")
+    return _cifar_resnet(f"resnet{depth}" if depth != 1001 else "resnet1001",
+                         (depth - 2) // 9, (64, 128, 256),
+                         lambda w: ((w // 4, 1), (w // 4, 3), (w, 1)), classes,
+                         "He, Zhang, Ren, Sun: Identity Mappings in Deep Residual Networks, "
+                         "ECCV 2016 (pre-activation bottleneck units, CIFAR)")
+
+
+@register("wrn28_10")
+def wrn28_10(classes=10, depth=28, widen=10):
+    """Wide residual network WRN-28-10 (Zagoruyko, Komodakis: Wide Residual Networks, BMVC
+    2016, Table 1; 36.5 M parameters): (depth - 4) / 6 basic pre-activation units per
+    stage (4 at depth 28), two 3x3 convolutions each, widths 16, 32, 64 times `widen`; no
+    dropout."""
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 10 or (depth - 4) % 6:
+        raise ModelError(f"model 'wrn28_10': depth = {depth!r}: expected 6 n + 4 for a "
+                         f"positive integer n (16, 28, 40, ...)")
+    check_int("wrn28_10", "widen", widen)
+    return _cifar_resnet("wrn28_10" if (depth, widen) == (28, 10) else
+                         f"wrn{depth}_{widen}", (depth - 4) // 6,
+                         tuple(w * widen for w in (16, 32, 64)),
+                         lambda w: ((w, 3), (w, 3)), classes,
+                         "Zagoruyko, Komodakis: Wide Residual Networks, BMVC 2016 "
+                         "(pre-activation basic units, CIFAR)")
+
+
 # --------------------------------------------------------------------------- AlexNet, VGG
 def _mlp_head(net, x, widths, classes, dropout="before"):
     """Fully connected layers with in-place ReLUs, dropout before each hidden layer

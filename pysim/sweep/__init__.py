@@ -11,10 +11,24 @@ a Dask distributed cluster; only the submitting process writes the database.
                        db="results.sqlite")
 
 grid.py parses and expands the grid, store.py keeps the results, execute.py runs the points.
+The package is callable: `pysim.sweep(...)` is `pysim.sweep.sweep(...)`.
 """
+import sys
+import types
+
 from pysim.sweep import execute, grid, store  # noqa: F401
 from pysim.sweep.execute import (SCHEDULER_TIMEOUT_S, Executor, WorkerDied,  # noqa: F401
                                  base_config, config_hash, resolve, run_point, sweep)
 from pysim.sweep.grid import MAX_POINTS, expand, parse_param  # noqa: F401
 from pysim.sweep.store import (COLUMNS, Store, StoreError, is_sqlite, order_key,  # noqa: F401
                                row_dict, scalar_metrics, sort_rows, tidy, to_pandas)
+
+
+class _Package(types.ModuleType):
+    """pysim.sweep, callable as the function it is named after."""
+
+    def __call__(self, *args, **kwargs):
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -8,9 +8,10 @@ from pysim.errors import ConfigError
 from pysim.workload.holds import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
 from pysim.workload.memory.expand import _Queues, expand
-from pysim.workload.memory.placement import placement, split
+from pysim.workload.memory.placement import placement, shared, split
 from pysim.workload.memory.plan import Budget
-from pysim.workload.memory.registry import POLICIES, check_fields, params_from, parse_policy
+from pysim.workload.memory.registry import (POLICIES, check_fields, check_ratio_names,
+                                             params_from, parse_policy)
 
 
 def decide(cfg_or_params, costs, budget):
@@ -140,8 +141,12 @@ def apply(cfg, topo, g, work: dict) -> Applied:
     op graph g. work: {npu name: NpuWork}."""
     check_fields(cfg)
     name, compress = parse_policy(cfg.workload.memory.policy)
+    if compress:
+        check_ratio_names(cfg.workload.memory.ratio, (c.name for w in work.values()
+                                                      for c in w.costs))
     needs_remote = name in ("offload", "lms", "karma")
-    placements = {npu: placement(topo, cfg, npu) if needs_remote else None for npu in work}
+    placements = shared(topo, {npu: placement(topo, cfg, npu) if needs_remote else None
+                               for npu in work})
     sink = GraphSink(g, placements)
     plans, budgets, seen = {}, {}, {}
     ws = int(round(cfg.workload.memory.workspace_mb * 2**20))

@@ -20,6 +20,8 @@ class Placement:
     in_bpc: float
     latency: int
     kind: str                        # 'mem' or 'host'
+    routes: list = None              # per target: (node index, [(a, b) node pairs of the
+                                     # path to it], its store's bytes/cycle in, out)
 
 
 def _widest_nearest(topo, src, kinds):
@@ -36,6 +38,7 @@ def _widest_nearest(topo, src, kinds):
     dist = {src: 0}
     bw = {src: math.inf}
     lat = {src: 0}
+    par = {}
     frontier = [src]
     found = []
     while frontier and not found:
@@ -46,14 +49,31 @@ def _widest_nearest(topo, src, kinds):
                     continue
                 w = min(bw[u], pair_bw[(u, v)])
                 if v not in nxt or w > nxt[v][0]:
-                    nxt[v] = (w, lat[u] + pair_lat[(u, v)])
-        for v, (w, lt) in nxt.items():
+                    nxt[v] = (w, lat[u] + pair_lat[(u, v)], u)
+        for v, (w, lt, u) in nxt.items():
             dist[v] = dist[frontier[0]] + 1
-            bw[v], lat[v] = w, lt
+            bw[v], lat[v], par[v] = w, lt, u
         found = [v for v in sorted(nxt) if topo.node_kinds[v] in kinds]
         # a path continues through switches and NPUs, not through the kind looked for
         frontier = [v for v in sorted(nxt) if topo.node_kinds[v] not in kinds]
-    return [(v, bw[v], lat[v]) for v in found]
+
+    def path(v):
+        out = []
+        while v != src:
+            out.append((par[v], v))
+            v = par[v]
+        return out[::-1]
+    return [(v, bw[v], lat[v], path(v)) for v in found]
+
+
+def pair_bandwidths(topo):
+    """{(a, b): bytes/cycle} of every directed node pair joined by channels (parallel
+    channels summed)."""
+    out = {}
+    for c in range(topo.n_channels):
+        key = (topo.ch_src[c], topo.ch_dst[c])
+        out[key] = out.get(key, 0.0) + topo.ch_bytes_per_cycle[c]
+    return out
 
 
 def placement(topo, cfg, npu, target=None) -> Placement:
@@ -78,15 +98,47 @@ def placement(topo, cfg, npu, target=None) -> Placement:
     inj, ej = nic_bandwidths(topo, cfg)
     mem = memory_params(topo, cfg)
     roof = compute_params(topo, cfg)
-    out = []
-    for v, w, lt in near:
+    out, routes = [], []
+    for v, w, lt, pairs in near:
         store = mem[v][0] if target == "mem" else roof[v][1]
         acc_lat = mem[v][1] if target == "mem" else 0
         out.append((v, min(w, store, ej[v]), min(w, store, inj[v]), lt + acc_lat))
+        routes.append((v, pairs, min(store, ej[v]), min(store, inj[v])))
     total = sum(o[1] for o in out)
     targets = [(topo.node_names[v], wo / total) for v, wo, _, _ in out]
     return Placement(npu, targets, min(inj[i], total), min(ej[i], sum(o[2] for o in out)),
-                     max(o[3] for o in out), target)
+                     max(o[3] for o in out), target, routes)
+
+
+def shared(topo, placements):
+    """The placements with each NPU's bandwidth to its targets as its fair share when every
+    NPU of `placements` moves bytes at once: a link on the paths of k of them, or a memory
+    node's or host's memory that k of them use, gives each 1/k of its bandwidth (two GPUs
+    behind one PCIe switch each get half its uplink). A planning policy then plans with
+    what a transfer gets while its neighbours swap too, as a profiled rate would be."""
+    pbw = pair_bandwidths(topo)
+    users_out, users_in, users_node = {}, {}, {}
+    for p in placements.values():
+        if p is None or not p.routes:
+            continue
+        for v, pairs, _, _ in p.routes:
+            users_node[v] = users_node.get(v, 0) + 1
+            for a, b in pairs:
+                users_out[(a, b)] = users_out.get((a, b), 0) + 1
+                users_in[(b, a)] = users_in.get((b, a), 0) + 1
+    out = {}
+    for npu, p in placements.items():
+        if p is None or not p.routes:
+            out[npu] = p
+            continue
+        o = i = 0.0
+        for v, pairs, store_out, store_in in p.routes:
+            k = users_node[v]
+            o += min([store_out / k] + [pbw[ab] / users_out[ab] for ab in pairs])
+            i += min([store_in / k] + [pbw[(b, a)] / users_in[(b, a)] for a, b in pairs])
+        out[npu] = Placement(p.npu, p.targets, min(p.out_bpc, o), min(p.in_bpc, i),
+                             p.latency, p.kind, p.routes)
+    return out
 
 
 def split(nbytes, targets):

@@ -100,6 +100,8 @@ def _plan(policy, costs, budget, compress, action=None, **kw):
     ratio = [None] * n
     if compress:
         table = {**DEFAULT_RATIO, **(budget.ratio or {})}
-        ratio = [float(table[c.kind]) if a != RECOMPUTE and c.kind in table else None
+        ratio = [None if a == RECOMPUTE else
+                 float(table[c.name]) if c.name in table else
+                 float(table[c.kind]) if c.kind in table else None
                  for c, a in zip(costs, action)]
     return Plan(policy, action, ratio, **kw)

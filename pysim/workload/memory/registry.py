@@ -70,14 +70,23 @@ def parse_policy(text):
 
 
 def check_ratios(table):
-    """workload.memory.ratio: {layer kind: ratio >= 1}."""
+    """workload.memory.ratio: {layer kind or layer name: ratio >= 1} (a name is checked
+    against the model's layers when the plan is made: `check_ratio_names`)."""
     for k, v in table.items():
-        if k not in LAYER_KINDS:
-            raise ConfigError(f"workload.memory.ratio.{k}: unknown layer kind"
-                              f"{_suggest(k, LAYER_KINDS)}; expected one of "
-                              f"{', '.join(LAYER_KINDS)}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v < math.inf:
             raise ConfigError(f"workload.memory.ratio.{k} = {v!r}: expected a number >= 1")
+
+
+def check_ratio_names(table, layer_names):
+    """Every key of workload.memory.ratio that is not a layer kind names a layer of the
+    model (on some NPU)."""
+    known = set(layer_names)
+    for k in table or {}:
+        if k not in LAYER_KINDS and k not in known:
+            raise ConfigError(f"workload.memory.ratio.{k}: neither a layer kind nor a layer of "
+                              f"the model{_suggest(k, sorted(known) + list(LAYER_KINDS))}; "
+                              f"expected one of the kinds {', '.join(LAYER_KINDS)} or a "
+                              f"layer's name (pysim models NAME lists them)")
 
 
 def check_fields(cfg):
@@ -151,10 +160,11 @@ declare(
         "karma: the optimizer step runs on the host (gradients sent to it, weights back), its "
         "state in host DRAM (KARMA's multi-node scheme).", None),
     Key("workload", "memory.ratio", "table", None, "-",
-        "compression: compression ratio of a stash per layer kind, e.g. {conv = 10.0} "
-        "(default: 15 for conv, norm, eltwise and pool, whose stashes are feature maps; "
-        "kinds not given are not compressed).",
-        raising(check_ratios, "a table of layer kinds")),
+        "compression: compression ratio of a stash per layer kind or layer name, e.g. "
+        "{conv = 10.0, \"layer1.0.conv1\" = 20.0} (a name wins over its kind; default: 15 "
+        "for conv, norm, eltwise and pool, whose stashes are feature maps; other kinds are "
+        "not compressed).",
+        raising(check_ratios, "a table of layer kinds or names")),
     Key("workload", "memory.compress_gbps", "float", 100.0, "GB/s",
         "compression: compressor throughput, a roofline op of the NPU that reads S and writes "
         "S / ratio bytes of HBM (inf: only its HBM traffic).",

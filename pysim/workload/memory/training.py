@@ -19,8 +19,11 @@ def kept_tensors(model, layer_ids, act_bytes, samples, div=None):
     """Per layer of `layer_ids` (the model's indices of one NPU's layers, ascending): the
     Kept tensors it owns for `samples` samples (bytes divided by div(i), its tensor-parallel
     split of layer i's input), with the positions of their last reader and first consumer
-    among those layers. A model that does not know its tensors (pysim.models.tensors): one
-    tensor per layer, its stash."""
+    among those layers. A tensor is counted on every NPU one of whose layers keeps it (each
+    pipeline stage keeps what its own backward ops need: a tensor at a stage cut is kept on
+    both sides of it), owned there by the first of its keepers among those layers. A model
+    that does not know its tensors (pysim.models.tensors): one tensor per layer, its
+    stash."""
     local = {i: p for p, i in enumerate(layer_ids)}
     out = [[] for _ in layer_ids]
     if model.stashes is None:
@@ -31,13 +34,15 @@ def kept_tensors(model, layer_ids, act_bytes, samples, div=None):
 
     kinds = [l.kind for l in model.layers]
     for s in model.stashes:
-        if s.owner not in local:
+        mine = [j for j in s.keepers if j in local]
+        if not mine:
             continue
-        d = div(s.owner) if div else 1
+        owner = mine[0]
+        d = div(owner) if div else 1
         nb = int(math.ceil(samples * s.bytes(act_bytes) / d))
-        keepers = tuple(sorted({at(j) for j in s.keepers if j >= layer_ids[0]}))
-        out[local[s.owner]].append(Kept(nb, at(s.last_read), at(s.needed), keepers, s.name,
-                                        any(kinds[j] == "conv" for j in s.keepers)))
+        keepers = tuple(local[j] for j in mine)
+        out[local[owner]].append(Kept(nb, at(s.last_read), local[mine[-1]], keepers, s.name,
+                                      any(kinds[j] == "conv" for j in mine)))
     return [tuple(x) for x in out]
 
 

@@ -1,0 +1,178 @@
+# The flow level's inputs: per op its latencies and (source, destination) pair, per pair
+# its route and cap, per resource its capacity (csim/_flow.pxd; an include of
+# csim/_engine.pyx); and max_min_rates, the flow solver on hand-made routes.
+
+cdef _set_flow(Engine self, int64_t n_ops, dict flow):
+    """The flow level's arrays (see Engine.set_graph's `flow`), checked."""
+    cdef State* s = &self.s
+    cdef int32_t c, h, p, hmax = 1
+    lat = np.asarray(flow["latency"], dtype=np.int64)
+    lat_full = np.asarray(flow["latency_full"], dtype=np.int64)
+    lat_whole = np.asarray(flow["latency_whole"], dtype=np.int64)
+    pair = np.asarray(flow["pair"], dtype=np.int32)
+    psrc = np.asarray(flow["pair_src"], dtype=np.int32)
+    pdst = np.asarray(flow["pair_dst"], dtype=np.int32)
+    pcap = np.asarray(flow["pair_cap"], dtype=np.int32)
+    cap_bytes = np.asarray(flow["cap_bytes"], dtype=np.float64)
+    cap_lanes = np.asarray(flow["cap_lanes"], dtype=np.int32)
+    n_pairs = psrc.size
+    if any(a.size != n_ops for a in (lat, lat_full, lat_whole, pair)):
+        raise ValueError("flow: latency, latency_full, latency_whole and pair need one "
+                         "entry per op")
+    if pdst.size != n_pairs or pcap.size != n_pairs:
+        raise ValueError("flow: pair_src, pair_dst and pair_cap differ in length")
+    if cap_lanes.size != cap_bytes.size or (cap_lanes < 1).any() or \
+            not (cap_bytes > 0).all():
+        raise ValueError("flow: per cap resource, cap_bytes > 0 and cap_lanes >= 1")
+    if n_pairs and (pcap.max() >= s.n_ch + cap_bytes.size or
+                    ((pcap >= 0) & (pcap < s.n_ch)).any()):
+        raise ValueError("flow: pair_cap names no cap resource")
+    vc_res = flow.get("vc_res")
+    vc_base = int(flow.get("vc_res_base", s.n_ch + cap_bytes.size))
+    if vc_res is not None:
+        vc_res = np.asarray(vc_res, dtype=np.int32)
+        if vc_res.size != s.n_ch * s.n_classes or \
+                ((vc_res >= 0) & ((vc_res < vc_base) |
+                                  (vc_res >= s.n_ch + cap_bytes.size))).any():
+            raise ValueError("flow: vc_res needs n_ch * n_classes entries, each -1 or a "
+                             "resource from vc_res_base on")
+    kind = self._arr["op_kind"][:n_ops]
+    size = self._arr["op_size"][:n_ops]
+    sends = np.flatnonzero((kind == OP_SEND) & (size > 0))
+    if sends.size and ((pair[sends] < 0).any() or (pair[sends] >= n_pairs).any()):
+        raise ValueError("flow: a send's pair is out of range")
+    if sends.size and ((psrc[pair[sends]] != self._arr["op_node"][sends]).any() or
+                       (pdst[pair[sends]] != self._arr["op_dst"][sends]).any()):
+        raise ValueError("flow: a send's pair has other ends")
+    n_res = s.n_ch + cap_bytes.size
+    rs = np.zeros(n_res, np.float64)
+    lanes = np.ones(n_res, np.int32)
+    for c in range(s.n_ch):
+        lanes[c] = s.ch[c].par_n
+        if self._arr["ch_base"][c] == c:
+            rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
+    rs[s.n_ch:] = cap_bytes
+    lanes[s.n_ch:] = cap_lanes
+    s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
+    s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
+    s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
+    s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
+    s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
+    s.rs_left = <double*>_ptr(self._own("rs_left", None, np.float64, 0, n_res))
+    s.rs_unf = <int32_t*>_ptr(self._own("rs_unf", None, np.int32, 0, n_res))
+    s.rs_mark = <int64_t*>_ptr(self._own("rs_mark", None, np.int64, 0, n_res))
+    s.rs_dirty = <int32_t*>_ptr(self._own("rs_dirty", None, np.int32, 0, n_res))
+    s.rs_isdirty = <uint8_t*>_ptr(self._own("rs_isdirty", None, np.uint8, 0, n_res))
+    s.rs_queue = <int32_t*>_ptr(self._own("rs_queue", None, np.int32, 0, n_res))
+    s.rq_key = <double*>_ptr(self._own("rq_key", None, np.float64, 0, n_res))
+    s.rq_res = <int32_t*>_ptr(self._own("rq_res", None, np.int32, 0, n_res))
+    s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
+    s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
+    s.op_lat_whole = <int64_t*>_ptr(self._own("op_lat_whole", lat_whole, np.int64))
+    s.op_pair = <int32_t*>_ptr(self._own("op_pair", pair, np.int32))
+    s.pr = <Pair*>_ptr(self._own("pairs", None, np.uint8, 0, n_pairs * sizeof(Pair)))
+    _pairs_init(s.pr, n_pairs)
+    s.comp = <int32_t*>_ptr(self._own("comp", None, np.int32, 0, n_pairs))
+    s.dh_time = <cycle_t*>_ptr(self._own("dh_time", None, np.int64, 0, n_pairs))
+    s.dh_pair = <int32_t*>_ptr(self._own("dh_pair", None, np.int32, 0, n_pairs))
+    if vc_res is not None:
+        s.vc_res = <int32_t*>_ptr(self._own("vc_res", vc_res, np.int32))
+        s.vc_res_base = vc_base
+    for p in range(n_pairs):                 # the longest route: the entries' stride
+        s.pr[p].src = psrc[p]
+        s.pr[p].dst = pdst[p]
+        s.pr[p].cap = pcap[p]
+        if not (0 <= psrc[p] < s.n_nodes and 0 <= pdst[p] < s.n_nodes):
+            raise ValueError(f"flow: pair {p}: node out of range")
+        h = flow_route(s, psrc[p], pdst[p], pcap[p], NULL)
+        if h < 0:
+            raise ValueError(f"no route from node {psrc[p]} to node {pdst[p]}")
+        if h > hmax:
+            hmax = h
+    _flow_free(s)
+    s.hmax = hmax
+    s.n_res = n_res
+    s.n_pairs = n_pairs
+    s.flow_mode = 1
+    self._mode = GEN_NONE
+
+
+def max_min_rates(route_ptr, route_res, capacity, weights=None):
+    """Max-min fair rates by the flow level's own code (csim/_flow.pxd): pair i takes the
+    resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
+    capacity[r] > 0. weights None: one flow per pair, the rates returned. Else a (steps,
+    pairs) array of flows per pair (0: none): after each step the rates are recomputed as the
+    engine recomputes them (incrementally, from the pairs that changed), and returned as a
+    (steps, pairs) array (0 where a pair has no flow) with the solver's counters. For tests
+    and for checking the solver by hand."""
+    cdef State s
+    cdef int32_t f, k, t, rlen
+    cdef int32_t[::1] resv
+    ptr = np.ascontiguousarray(route_ptr, dtype=np.int64)
+    res = np.ascontiguousarray(route_res, dtype=np.int32)
+    cap = np.ascontiguousarray(capacity, dtype=np.float64)
+    n_f = ptr.size - 1
+    R = cap.size
+    if n_f < 0 or ptr[0] != 0 or ptr[ptr.size - 1] != res.size or (np.diff(ptr) < 1).any():
+        raise ValueError("route_ptr: every flow needs at least one resource")
+    if res.size and (res.min() < 0 or res.max() >= R):
+        raise ValueError("route_res: resource out of range")
+    if not (cap > 0).all():
+        raise ValueError("capacity must be > 0")
+    for f in range(n_f):
+        if np.unique(res[ptr[f]:ptr[f + 1]]).size != ptr[f + 1] - ptr[f]:
+            raise ValueError(f"flow {f} takes a resource twice")
+    steps = np.ones((1, n_f), np.int32) if weights is None else \
+        np.ascontiguousarray(weights, dtype=np.int32)
+    if steps.ndim != 2 or steps.shape[1] != n_f or (steps < 0).any():
+        raise ValueError("weights: a (steps, pairs) array of flows per pair, each >= 0")
+    keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
+                left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
+                dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
+                queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
+                pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
+                comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
+                dh_pair=np.zeros(max(n_f, 1), np.int32))
+    resv = res if res.size else np.zeros(1, np.int32)
+    _flow_null(&s)
+    s.now = 0
+    s.n_res = R
+    s.rs_cap = <double*>_ptr(cap)
+    s.rs_head = <int32_t*>_ptr(keep["head"])
+    s.rs_n = <int32_t*>_ptr(keep["n"])
+    s.rs_left = <double*>_ptr(keep["left"])
+    s.rs_unf = <int32_t*>_ptr(keep["unf"])
+    s.rs_mark = <int64_t*>_ptr(keep["mark"])
+    s.rs_dirty = <int32_t*>_ptr(keep["dirty"])
+    s.rs_isdirty = <uint8_t*>_ptr(keep["isdirty"])
+    s.rs_queue = <int32_t*>_ptr(keep["queue"])
+    s.rq_key = <double*>_ptr(keep["key"])
+    s.rq_res = <int32_t*>_ptr(keep["rres"])
+    s.pr = <Pair*>_ptr(keep["pairs"])
+    s.vc_res = NULL
+    s.vc_res_base = 0x7FFFFFFF
+    s.comp = <int32_t*>_ptr(keep["comp"])
+    s.dh_time = <cycle_t*>_ptr(keep["dh_time"])
+    s.dh_pair = <int32_t*>_ptr(keep["dh_pair"])
+    s.n_pairs = n_f
+    s.hmax = max(1, int(np.diff(ptr).max(initial=1)))
+    _pairs_init(s.pr, n_f)
+    out = np.zeros((steps.shape[0], n_f))
+    try:
+        while s.fl_cap < n_f:
+            if flow_grow(&s) != 0:
+                raise MemoryError()
+        for t in range(steps.shape[0]):
+            for f in range(n_f):
+                rlen = <int32_t>(ptr[f + 1] - ptr[f])
+                if pair_weigh(&s, f, steps[t, f], &resv[ptr[f]], rlen) != 0:
+                    raise MemoryError()
+            flow_rates(&s)
+            for f in range(n_f):
+                out[t, f] = s.pr[f].rate if s.pr[f].n > 0 else 0.0
+        if weights is None:
+            return out[0]
+        return out, dict(recomputations=s.recomputes, pairs_recomputed=s.pairs_recomputed,
+                         fallbacks=s.solver_fallbacks)
+    finally:
+        _flow_free(&s)

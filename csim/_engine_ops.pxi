@@ -1,0 +1,68 @@
+# An op graph's arrays into the State, and its first ops started (csim/_dag.pxd runs
+# them; an include of csim/_engine.pyx).
+
+cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
+                int flit_bytes, unit, flow, sms, comm_hbm, share):
+    cdef State* s = &self.s
+    cdef int32_t op
+    _check_lengths([packet_flits])
+    k = np.asarray(kind, dtype=np.int8)
+    n_ops = k.size
+    s.n_ops = n_ops
+    s.ops_done = 0
+    s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8))
+    s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32))
+    s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32))
+    s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64))
+    s.op_deps = <int32_t*>_ptr(self._own("op_deps", np.array(deps, np.int32), np.int32))
+    s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64))
+    s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32))
+    s.op_start = <cycle_t*>_ptr(self._own("op_start", None, np.int64, -1, n_ops))
+    s.op_finish = <cycle_t*>_ptr(self._own("op_finish", None, np.int64, -1, n_ops))
+    s.op_left = <int64_t*>_ptr(self._own("op_left", None, np.int64, 0, n_ops))
+    s.op_next = <int32_t*>_ptr(self._own("op_next", None, np.int32, -1, n_ops))
+    s.op_done_q = <int32_t*>_ptr(self._own("op_done_q", None, np.int32, -1, n_ops))
+    s.oh_time = <cycle_t*>_ptr(self._own("oh_time", None, np.int64, 0, n_ops))
+    s.oh_op = <int32_t*>_ptr(self._own("oh_op", None, np.int32, 0, n_ops))
+    s.op_unit = <int8_t*>_ptr(self._own("op_unit", np.zeros(n_ops, np.int8) if unit is None
+                                        else unit, np.int8))
+    s.cq_head = <int32_t*>_ptr(self._own("cq_head", None, np.int32, -1, s.n_nodes * N_UNITS))
+    s.cq_tail = <int32_t*>_ptr(self._own("cq_tail", None, np.int32, -1, s.n_nodes * N_UNITS))
+    s.node_busy = <uint8_t*>_ptr(self._own("node_busy", None, np.uint8, 0,
+                                           s.n_nodes * N_UNITS))
+    nu = s.n_nodes * N_UNITS
+    s.u_op = <int32_t*>_ptr(self._own("u_op", None, np.int32, -1, nu))
+    s.u_work = <double*>_ptr(self._own("u_work", None, np.float64, 0.0, nu))
+    s.u_t0 = <cycle_t*>_ptr(self._own("u_t0", None, np.int64, 0, nu))
+    s.u_rate = <double*>_ptr(self._own("u_rate", None, np.float64, 1.0, nu))
+    s.uh_time = <cycle_t*>_ptr(self._own("uh_time", None, np.int64, 0, nu))
+    s.uh_unit = <int32_t*>_ptr(self._own("uh_unit", None, np.int32, -1, nu))
+    s.uh_pos = <int32_t*>_ptr(self._own("uh_pos", None, np.int32, -1, nu))
+    s.uh_n = 0
+    sms_a = np.zeros(s.n_nodes, np.int32) if sms is None else np.asarray(sms, np.int32)
+    cap_a = np.ones(s.n_nodes) if comm_hbm is None else np.asarray(comm_hbm, np.float64)
+    if sms_a.size != s.n_nodes or cap_a.size != s.n_nodes or (sms_a < 0).any() or \
+            not (cap_a > 0).all():
+        raise ValueError("sms and comm_hbm need one entry per node, sms >= 0 and "
+                         "comm_hbm > 0")
+    s.sm_total = <int32_t*>_ptr(self._own("sm_total", sms_a, np.int32))
+    s.sm_held = <int32_t*>_ptr(self._own("sm_held", None, np.int32, 0, s.n_nodes))
+    s.comm_cap = <double*>_ptr(self._own("comm_cap", cap_a, np.float64))
+    share_a = np.ones(n_ops) if share is None else np.asarray(share, np.float64)
+    if share_a.size != n_ops or not ((share_a > 0) & (share_a <= 1)).all():
+        raise ValueError("share needs one entry per op, each in (0, 1]")
+    s.op_share = <double*>_ptr(self._own("op_share", share_a, np.float64))
+    s.xfer_dem = <double*>_ptr(self._own("xfer_dem", None, np.float64, 0.0, s.n_nodes))
+    s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
+    s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
+
+    s.packet_flits_max = packet_flits
+    s.flit_bytes = flit_bytes
+    s.oh_n = 0
+    s.op_done_n = 0
+    if flow is not None:
+        _set_flow(self, n_ops, flow)
+    for op in range(n_ops):
+        if s.op_deps[op] == 0:
+            if start_op(s, op) != 0:
+                raise MemoryError()
