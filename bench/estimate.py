@@ -61,8 +61,8 @@ def main(argv=None):
                        sends=keep.est["sends"], ops=keep.est["ops"],
                        event_cycles=r.profile["event_cycles"])
             rows.append(row)
-            print(f"{system:<15} {over.get('workload.model', over.get('workload.collective', 'all_reduce')):<12} "
-                  f"{model}  engine {row['engine_cpu_s']:8.3f} s  estimated "
+            what = over.get("workload.model", over.get("workload.collective", "all_reduce"))
+            print(f"{system:<15} {what:<12} {model}  engine {row['engine_cpu_s']:8.3f} s  estimated "
                   f"{row['estimate_s']:8.3f} s", flush=True)
     fit = {}
     for model, cols in (("flit", ("flit_hops", "ops")), ("flow", ("sends", "ops"))):

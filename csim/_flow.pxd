@@ -619,9 +619,9 @@ cdef inline void _rates_full(State* s) noexcept nogil:
 # until nothing fails: then every pair has a bottleneck (those outside T kept theirs: nothing
 # on them changed), so the rates are the max-min fair ones. An event costs the pairs on the
 # resources it reaches, not its component. A change that spreads far falls back to
-# progressive filling over the whole component, once its rounds have visited as many route
-# entries as the active pairs have: an event never costs much more than twice the whole
-# recomputation.
+# progressive filling over the whole component, once its rounds have visited three times as
+# many route entries as the active pairs have: an event never costs much more than four
+# times the whole recomputation.
 
 DEF INC_TOL = 1e-9
 
@@ -769,7 +769,7 @@ cdef inline void flow_rates(State* s) noexcept nogil:
         work += _inc_fill(s, na, nt, st)
         if _inc_check(s, &na, &nt, st, &work) == 0:
             break
-        if work > s.active_entries:      # spreads far: the whole component
+        if work > 3 * s.active_entries:  # spreads far: the whole component
             s.solver_fallbacks += 1
             for i in range(nt):
                 _dirty(s, s.rs_queue[i])

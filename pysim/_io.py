@@ -125,6 +125,8 @@ def write_atomic(path, write, binary=False, force=True):
             placeholder = path
         os.replace(tmp, path)
         tmp = placeholder = None
+    except OutputError:
+        raise
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     finally:

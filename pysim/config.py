@@ -342,6 +342,9 @@ def load(path, overrides: dict | None = None) -> Config:
     try:
         return from_dict(raw, base_dir=base, source=path)
     except ConfigError as e:
+        given = [k for k in overrides if str(e).startswith((f"{k} ", f"{k}.", f"{k}:"))]
+        if given:                        # (the value was typed, not read from the file)
+            raise ConfigError(f"{e} (given as an override, on {path})") from None
         raise ConfigError(f"{path}: {e}") from None
 
 

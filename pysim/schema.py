@@ -339,6 +339,7 @@ def check_value(key: Key, v):
 __all__ = ["ConfigError", "CROSS_CHECKS", "DELAY", "DELAY1", "KEYS", "KEY_MAP", "KIND_TEXT",
            "Key", "MAX_DELAY_CYCLES", "MAX_FLIT_BYTES", "MAX_INT", "NONNEG", "PACKET", "POS",
            "PROB", "READS", "SECTION_ORDER", "VCS", "all_nonneg", "all_positive", "check_fields",
-           "check_value", "cross_check", "declare", "drop_unread", "fields_check", "finite_float", "governed",
+           "check_value", "cross_check", "declare", "drop_unread", "fields_check", "finite_float",
+           "governed",
            "positive_number", "raising", "read_by", "readers", "reads",
            "sections", "short", "suggest", "type_ok", "unread"]

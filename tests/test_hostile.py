@@ -496,7 +496,6 @@ def test_shipped_systems_carry_their_hardware():
 # ------------------------------------------------------------ the API: wrong Python types
 
 def _api_cases():
-    import numpy as np  # noqa: F401
     import pysim
     import pysim.jobs as pj
     from pysim import models
@@ -566,3 +565,38 @@ def test_an_onnx_graph_past_the_operator_bound_is_refused_before_reading_it(tmp_
     onnx.save(helper.make_model(g), str(path))
     with pytest.raises(ConfigError, match=rf"{n:,} operators: at most {MAX_NODES:,}"):
         models.load(str(path))
+
+
+def test_an_override_is_named_as_typed_not_as_the_files():
+    """A bad value typed with --set is reported as the override it is, not as a line of the
+    shipped file it was applied to."""
+    r = _cli(["run", "dgx1-v100", "--set", "workload.kind=collective", "--set",
+              "workload.bytes=4MB"])
+    assert r.exit_code == 1
+    assert "workload.bytes = '4MB': expected an integer (given as an override, on " in r.output
+
+
+@pytest.mark.parametrize("value", ["[1,2]", "{a=1}", "5", "true"])
+def test_a_preset_that_is_not_a_name_is_refused(value):
+    r = _cli(["run", "dgx1-v100", "--set", f"topology.npu.preset={value}"])
+    assert r.exit_code == 1 and "topology.npu.preset = " in r.output
+    assert "expected a preset's name (a string); known: v100" in r.output
+
+
+def test_a_tensor_larger_than_its_device_is_refused_before_the_run():
+    """A hold past its device's capacity on its own fits at no time: refused before
+    simulating (an ONNX constant of 2^40 x 2^40 elements was found only after the run)."""
+    from pysim.workload import OpGraph, run_graph
+    from pysim.errors import ConfigError as CE
+    cfg = pysim_load_ring()
+    g = OpGraph()
+    a = g.compute("n0", 10 ** 12)                 # (a long op: simulated only if not refused)
+    g.free(g.hold("n0", 10 ** 15, a, "start", what="a huge tensor"), a)
+    with pytest.raises(CE, match=r"n0: a huge tensor alone holds 1,000,000,000,000,000 "
+                                 r"bytes, past its capacity of 32,000,000,000 bytes"):
+        run_graph(cfg, g)
+
+
+def pysim_load_ring():
+    from pysim import load
+    return load("ring8", {"workload.kind": "graph"})

@@ -107,8 +107,8 @@ def test_split_tables_on_a_model_without_tables():
 
 def test_recompute_segments_beyond_the_layers():
     n = len(pysim.models.get("resnet50").layers)
-    with pytest.raises(ConfigError, match=rf"workload.memory.segments = 1000000: more segments "
-                                          rf"than the \d+ layers"):
+    with pytest.raises(ConfigError, match=r"workload.memory.segments = 1000000: more segments "
+                                          r"than the \d+ layers"):
         simulate(train(**{"workload.memory.policy": "recompute",
                           "workload.memory.segments": 1000000}))
     assert n > 4   # (and a count within the layers runs)

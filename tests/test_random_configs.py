@@ -72,7 +72,8 @@ def _deep_weird(rng, c):
         field = rng.choice(list(entry) + ["gbps", "latency_ns", "count", "injection_gbps"])
         entry[field] = rng.choice(WEIRD)
     else:
-        table, fields = rng.choice([("npu", ["tflops", "hbm_gbps", "offload_sram_mb"]),
+        table, fields = rng.choice([("npu", ["tflops", "hbm_gbps", "offload_sram_mb",
+                                             "preset"]),
                                     ("mem", ["gbps", "capacity_gb"]),
                                     ("nic", ["npu"])])
         value = rng.choice(WEIRD)
@@ -385,7 +386,7 @@ def random_astra(rng):
 
 
 def random_onnx(rng, path):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     ops = ["Relu", "MatMul", "Add", "Gemm", "Conv", "Softmax", "Reshape", "NoSuchOp",
            "LayerNormalization", "Transpose"]

@@ -8,7 +8,6 @@
 
 A model knows nothing of networks; the training plans turn it into op graphs.
 """
-import os
 
 from pysim.models import cnn, dlrm, language, moe  # noqa: F401  (the zoo: each module registers)
 from pysim.models.astra import load_astra

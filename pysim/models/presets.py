@@ -76,6 +76,9 @@ def _suggest(name, options):
 
 
 def check_preset(where, name):
+    if not isinstance(name, str):
+        raise ModelError(f"{where} = {name!r}: expected a preset's name (a string); known: "
+                         f"{', '.join(PRESETS)}")
     if name not in PRESETS:
         raise ModelError(f"{where} = {name!r}: unknown preset{_suggest(name, PRESETS)}; "
                          f"known: {', '.join(PRESETS)}")

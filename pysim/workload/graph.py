@@ -51,7 +51,7 @@ from pysim.workload.compile import topological_order  # noqa: F401  (callers' na
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
 from pysim.workload import notes, runtime
 from pysim.workload.base import OP_GRAPH_KEYS, check_status, link_report, register
-from pysim.workload.holds import memory_report, memory_usage
+from pysim.workload.holds import check_each_fits, memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
 
 MAX_OPS = 10_000_000       # ops in one graph (built in Python: ~3 s and ~200 MB a million)
@@ -530,6 +530,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     t_net = time.perf_counter()
     t_net_cpu = time.process_time()
     arrays, span = compile_graph(graph, network.topo, cfg)
+    if check_memory:
+        check_each_fits(graph, network.topo, cfg)
     resolve_latencies(graph, network, cfg, arrays, span)
     t_compile = time.perf_counter()
     t_compile_cpu = time.process_time()

@@ -78,6 +78,19 @@ def check_holds(g, topo, cfg):
                                  f"freed)")
 
 
+def check_each_fits(g, topo, cfg):
+    """Before the run: a hold larger than its device's capacity fits at no time, whatever the
+    schedule (refused now, not after simulating)."""
+    if not g.holds:
+        return
+    dev = _hold_devices(g, topo)
+    cap = capacities(topo, cfg)
+    for h, (device, b, _, _, what) in enumerate(g.holds):
+        if b > cap[dev[h]]:
+            raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
+                             f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
+
+
 @dataclass
 class MemoryUsage:
     """Occupancy of every device that holds memory, from the holds and the ops' times."""
