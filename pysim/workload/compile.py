@@ -281,6 +281,14 @@ def compile_arrays(g, topo, cfg, h):
     return arrays, span
 
 
+def _roof_rates(g, i, n, cparams, clock):
+    """A roofline op's FLOPs and bytes per cycle on node n: the node's, or its own peak
+    (g.work[i][2], FLOP/s) in place of the node's FLOPs."""
+    flops_pc, bytes_pc = cparams[n]
+    peak = g.work[i][2]
+    return (flops_pc if peak is None else peak / (clock * 1e9)), bytes_pc
+
+
 def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
     """Raise the error op i's own checks raise (its nodes, its rates, its slices)."""
     GraphError = h.GraphError
@@ -289,10 +297,8 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
         n = node_id(g.node[i], i, "node", ("npu", "host"))
         if g.work[i] is None:
             return
-        flops_pc, bytes_pc = cparams[n]
-        flops, nbytes, peak = g.work[i]
-        if peak is not None:
-            flops_pc = peak / (clock * 1e9)
+        flops, nbytes, _ = g.work[i]
+        flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
         C = h._ceil(flops, flops_pc)
         H = h._ceil(nbytes, bytes_pc)
         S = max(1, -(-max(C, H) // slice_cycles))
@@ -381,10 +387,8 @@ def compile_by_op(g, topo, cfg, h):
             # roofline: slices of at most slice_cycles, each a compute part on the compute
             # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            flops_pc, bytes_pc = cparams[n]
-            flops, nbytes, peak = g.work[i]
-            if peak is not None:
-                flops_pc = peak / (clock * 1e9)
+            flops, nbytes, _ = g.work[i]
+            flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
             C = h._ceil(flops, flops_pc)
             H = h._ceil(nbytes, bytes_pc)
             isolated[i] = max(C, H)
@@ -530,10 +534,9 @@ def check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, fl
         elif k == "compute" and g.work[i] is not None:
             # a roofline op and its memory companion; csim runs its slices, at most
             # MAX_SLICES of them (more are counted as ops, so that they are refused here)
-            flops, nbytes, peak = g.work[i]
-            flops_pc, bytes_pc = cparams[node_id(g.node[i], i, "node", ("npu", "host"))]
-            if peak is not None:
-                flops_pc = peak / (clock * 1e9)
+            flops, nbytes, _ = g.work[i]
+            flops_pc, bytes_pc = _roof_rates(g, i, node_id(g.node[i], i, "node",
+                                                           ("npu", "host")), cparams, clock)
             cycles = max(flops / flops_pc, nbytes / bytes_pc)      # (may be inf)
             slices = int(math.ceil(min(cycles, 1e30) / slice_cycles))
             n = 2 if slices <= h.MAX_SLICES else slices
@@ -553,11 +556,9 @@ def check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, fl
                f"'flow', where a transfer is one flow)")
     elif k == "compute" and worst > h.MAX_OPS:
         # one op alone passes the limit: no slice length mends it; its rate is what is off
-        flops, nbytes, peak = g.work[worst_i]
-        flops_pc, bytes_pc = cparams[node_id(g.node[worst_i], worst_i, "node", ("npu",
-                                                                                "host"))]
-        if peak is not None:
-            flops_pc = peak / (clock * 1e9)
+        flops, nbytes, _ = g.work[worst_i]
+        flops_pc, bytes_pc = _roof_rates(g, worst_i, node_id(g.node[worst_i], worst_i, "node",
+                                                             ("npu", "host")), cparams, clock)
         by_flops = flops / flops_pc >= nbytes / bytes_pc
         rate = (f"{flops:.4g} FLOPs at {flops_pc * clock / 1e3:.4g} TFLOP/s (the node's "
                 f"tflops, its preset's or its efficiency)" if by_flops else
