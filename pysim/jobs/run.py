@@ -57,14 +57,23 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                     corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations,
                     fresh=fresh)
     cands = {}
-    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
+    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0,
+                 for_sensitivity=0, network_model=cfg.network.model)
+
+    def simulated(value, sensitivity=False):
+        stats["simulations"] += 1
+        stats["for_sensitivity"] += sensitivity
+        stats["sim_wall_seconds"] += value["wall_seconds"]
+        stats["sim_cycles"] += value["cycles"]
+        stats["flit_hops"] += value.get("flit_hops", 0)
 
     def cands_for(k, pattern):
         if (k, pattern) not in cands:
             cands[(k, pattern)] = Candidates(server, k, pattern)
         return cands[(k, pattern)]
 
-    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings)
+    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
+                             lambda value: simulated(value, sensitivity=True))
     stats["sensitivity"] = sens_rows
     loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings) for n in names}
     records = {}
@@ -101,10 +110,7 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
             for h in sorted(done, key=lambda h: inflight[h]):
                 key = inflight.pop(h)
                 value = ex.result(h)
-                stats["simulations"] += 1
-                stats["sim_wall_seconds"] += value["wall_seconds"]
-                stats["sim_cycles"] += value["cycles"]
-                stats["flit_hops"] += value.get("flit_hops", 0)
+                simulated(value)
                 cache.put(key, value)
                 for n in waiting.pop(key):
                     step(n, value)

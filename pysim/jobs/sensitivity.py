@@ -27,9 +27,10 @@ def _steady(res):
     return float(e[-1] - e[0]) / (len(e) - 1) if len(e) > 1 else float(e[0])
 
 
-def derive(server, jobs, builder, cache, cands_for, settings):
+def derive(server, jobs, builder, cache, cands_for, settings, simulated=None):
     """Jobs with `sensitive` None given their derived label; and per (model, npus, pattern,
-    batch_per_npu) a row: best and worst placements' iteration cycles, sensitivity, label."""
+    batch_per_npu) a row: best and worst placements' iteration cycles, sensitivity, label.
+    simulated(result): called with each simulation's result (not with cache hits)."""
     cfg = server.cfg
     W = settings["sim_iterations"]
     rows, label = [], {}
@@ -54,6 +55,8 @@ def derive(server, jobs, builder, cache, cands_for, settings):
             if res is None:
                 res = execute.simulate_shapes(cfg, sh.topo, [(spec, sh.names[0], W)], builder)
                 cache.put(sh.key, res)
+                if simulated is not None:
+                    simulated(res)
             ends.append(_steady(res))
         sens = ends[1] / ends[0] - 1.0
         sensitive = sens >= cfg.jobs.sensitivity_threshold
