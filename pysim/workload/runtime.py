@@ -65,6 +65,18 @@ def estimate(network, arrays, cfg):
                 ops=ops)
 
 
+def total(estimates, **extra):
+    """The estimates of several runs (at one level) as one: their work and seconds added."""
+    out = dict(model=estimates[0]["model"], seconds={"flit": 0.0, "flow": 0.0}, flit_hops=0,
+               sends=0, ops=0, **extra)
+    for e in estimates:
+        for k in ("flit_hops", "sends", "ops"):
+            out[k] += e[k]
+        for k in out["seconds"]:
+            out["seconds"][k] += e["seconds"][k]
+    return out
+
+
 def before_build(graph_ops, engine_ops, bytes_, cfg):
     """A training run's estimate before its graph is built, from its op count: the graph's
     ops, the engine ops they expand into and the memory they take. The network's work is
@@ -90,8 +102,10 @@ def describe(est):
                 + ("" if model == "flow" else
                    " (the flit level's network work is estimated once the graph is built)"))
     other = "flow" if model == "flit" else "flit"
-    line = (f"estimate: about {duration(mine)} to simulate at the {model} level "
-            f"({est['ops']:,} ops"
+    line = (f"estimate: {'at least' if est.get('least') else 'about'} {duration(mine)} to "
+            f"simulate at the {model} level ("
+            + (f"{est['simulations']:,} simulations, " if "simulations" in est else "")
+            + f"{est['ops']:,} ops"
             + (f", {est['flit_hops']:,} flit-hops" if model == "flit" else
                f", {est['sends']:,} flows") + ")")
     if est["seconds"][other] < mine / 2:
