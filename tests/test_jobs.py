@@ -639,6 +639,39 @@ def test_every_simulation_of_a_stream_is_counted():
     assert "4 for bandwidth sensitivity" in run(srv, jobs).summary()
 
 
+def test_a_stream_at_the_flit_level_says_a_lower_bound_of_its_work_first():
+    """At the flit level a stream's simulations are long: before any runs it is given a
+    lower bound of their work (each kind of job alone on its best placement, twice where its
+    sensitivity is derived), which the flit-hops the simulations then move bound from
+    above; said as 'at least', with the flow level beside it."""
+    from pysim.workload import runtime
+    srv = server(sensitivity="derived", insensitive=[], policies=["baseline"])
+    flit = load_server("dgx1-v100", {**{f"jobs.{k}": v for k, v in dict(
+        models=list(MODELS), insensitive=[], sensitivity="derived",
+        policies=["baseline"]).items()}, "network.model": "flit"})
+    jobs = [Job(0, "comm", 2, 10, sensitive=None), Job(1, "mixed", 3, 10, sensitive=None),
+            Job(2, "comm", 2, 5, sensitive=True)]
+    seen = []
+
+    class Progress:
+        def __call__(self, done, total):
+            seen.append(("done", done))
+
+        def estimate(self, est):
+            seen.append(("estimate", est))
+    st = run(flit, jobs, progress=Progress()).to_dict()["stats"]
+    kind, est = seen[0]
+    assert kind == "estimate" and est["least"] and est["simulations"] == 4
+    assert 0 < est["flit_hops"] <= st["flit_hops"]
+    line = runtime.describe({**est, "seconds": {"flit": 3600.0, "flow": 1.0}})
+    assert line.startswith("estimate: at least 60 min to simulate at the flit level "
+                           "(4 simulations, ")
+    assert "at the flow level (network.model = 'flow') about 1 s" in line
+    seen.clear()
+    run(srv, jobs, progress=Progress())          # the flow level: nothing to warn of
+    assert all(k == "done" for k, _ in seen)
+
+
 def test_sensitivity_is_derived_from_the_best_and_worst_placements():
     """Derived labels: a job that only computes takes the same time on every placement
     (sensitivity 0: insensitive); one that only communicates takes longer on its worst

@@ -15,7 +15,7 @@ from pysim.jobs.loop import policy_loop
 from pysim.jobs.policies import Candidates
 from pysim.jobs.results import StreamResult, summarise
 from pysim.jobs.servers import Server
-from pysim.jobs.sensitivity import derive
+from pysim.jobs.sensitivity import derive, least_work
 from pysim.sweep import Executor
 
 
@@ -34,7 +34,9 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     jobs.policies. builder: how a job's iterations are built (default: training, see
     pysim.jobs.execute). workers / scheduler: where the simulations run (pysim.sweep.Executor).
     cache: a pysim.jobs.cache.Cache (its SQLite file reused across runs) or None.
-    progress(done, total): called as jobs finish, over all policies. fresh: simulate every
+    progress(done, total): called as jobs finish, over all policies; at the flit level, its
+    `estimate(est)` (if it has one) is called first with a lower bound of the stream's
+    simulation work (pysim.jobs.sensitivity.least_work). fresh: simulate every
     job (and every group of jobs running together) on its own allocation on the whole server,
     sharing nothing -- slow; it checks what the shapes and the cache give."""
     if scheduler is None and (isinstance(workers, bool) or not isinstance(workers, int)
@@ -72,6 +74,11 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
             cands[(k, pattern)] = Candidates(server, k, pattern)
         return cands[(k, pattern)]
 
+    say = getattr(progress, "estimate", None)
+    if say is not None and cfg.network.model == "flit" and not fresh:
+        est = least_work(server, jobs, builder, cands_for, settings)
+        if est is not None:
+            say(est)
     jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
                              lambda value: simulated(value, sensitivity=True))
     stats["sensitivity"] = sens_rows
