@@ -10,7 +10,8 @@ from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
 from pysim.workload.astra import astra_graph
 from pysim.workload.compile import engine_ops
-from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim._gc import quiet_gc
+from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training import count
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
