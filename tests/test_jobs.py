@@ -672,6 +672,16 @@ def test_a_stream_at_the_flit_level_says_a_lower_bound_of_its_work_first():
     assert all(k == "done" for k, _ in seen)
 
 
+def test_progress_counts_every_job_as_it_ends():
+    """progress(done, total) is called as each job ends, over all policies (not once a policy
+    has run its whole stream), done going up by one to the total."""
+    srv = server(policies=["baseline", "greedy"], count=5, min_iterations=2,
+                 max_iterations=4)
+    calls = []
+    run(srv, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i, 10) for i in range(1, 11)]
+
+
 def test_sensitivity_is_derived_from_the_best_and_worst_placements():
     """Derived labels: a job that only computes takes the same time on every placement
     (sensitivity 0: insensitive); one that only communicates takes longer on its worst

@@ -82,7 +82,16 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
                              lambda value: simulated(value, sensitivity=True))
     stats["sensitivity"] = sens_rows
-    loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings) for n in names}
+    ended = [0]
+    total = len(jobs) * len(names)
+
+    def ended_one():
+        ended[0] += 1
+        if progress is not None:
+            progress(ended[0], total)
+
+    loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings, ended_one)
+             for n in names}
     records = {}
     waiting = {}          # key -> [(policy, need)]
     inflight = {}         # handle -> key
@@ -99,8 +108,6 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                 need = gen.send(hit)
         except StopIteration as stop:
             records[name] = stop.value
-            if progress is not None:
-                progress(sum(len(r) for r in records.values()), len(jobs) * len(names))
             return
         if need.key not in waiting:
             waiting[need.key] = []
