@@ -427,6 +427,16 @@ def test_an_astra_layer_name_with_a_control_character_is_refused(tmp_path):
         models.load(str(path))
 
 
+def test_an_astra_file_may_start_with_a_byte_order_mark(tmp_path):
+    """As a TOML file may (an editor's UTF-8 byte-order mark is not part of the text)."""
+    from pysim import models
+    text = b"DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n"
+    (tmp_path / "a.txt").write_bytes(text)
+    (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbf" + text)
+    a, b = models.load(str(tmp_path / "a.txt")), models.load(str(tmp_path / "b.txt"))
+    assert [l.given for l in a.layers] == [l.given for l in b.layers]
+
+
 def test_a_job_that_does_not_fit_is_named():
     r = _cli(["jobs", "dgx1-v100", "-q", "--set", "network.model=flow", "--jobs", "2",
               "--policy", "baseline", "--set", 'jobs.models=["gpt2"]', "--set",
