@@ -442,6 +442,19 @@ def test_a_job_that_does_not_fit_is_named():
               "--policy", "baseline", "--set", 'jobs.models=["gpt2"]', "--set",
               "jobs.batch_per_npu=4096"])
     assert r.exit_code == 1 and "a job of gpt2" in r.output and "batch_per_npu" in r.output
+    assert re.search(r"jobs? [0-9, ]+: a job of gpt2", r.output)
+
+
+def test_the_job_that_does_not_fit_is_named_by_its_id(tmp_path):
+    """Of a job file's jobs, the one whose model does not fit its NPUs is named (its id),
+    not the others."""
+    f = tmp_path / "j.toml"
+    f.write_text('[[jobs]]\nmodel = "googlenet"\nnpus = 2\niterations = 3\nsensitive = true\n'
+                 '[[jobs]]\nmodel = "gpt2"\nnpus = 2\niterations = 3\nsensitive = true\n'
+                 'batch_per_npu = 4096\n')
+    r = _cli(["jobs", "dgx1-v100", "-q", "--job-file", str(f), "--policy", "baseline"])
+    assert r.exit_code == 1 and "job 1: a job of gpt2 on 2 NPUs" in r.output, r.output
+    assert "job 0" not in r.output and "jobs 0" not in r.output
 
 
 def test_model_paths_typed_here_resolve_here(tmp_path, monkeypatch):
