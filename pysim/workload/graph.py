@@ -446,25 +446,21 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
     return _compile.compile_by_op(g, topo, cfg, sys.modules[__name__])
 
 
-
-
-
-
-
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
-def _ceil(b, bpc):
+def _ceil(b, bpc, rate=None):
     """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
-    rate of 1e-300 GB/s) is refused, naming the rate."""
+    rate of 1e-300 GB/s) is refused, naming the rate (`rate`, where the caller knows it)."""
     if not b:
         return 0
     cycles = b / bpc - 1e-9
     if not cycles <= MAX_INT:
-        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
-                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
-                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
-                         f"mem_gbps) or workload.reduce_gbps is too small")
+        rate = rate or ("a node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                        "its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                        "mem_gbps) or workload.reduce_gbps")
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: "
+                         f"{rate} is too small")
     return int(math.ceil(cycles))
 
 
