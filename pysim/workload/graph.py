@@ -26,8 +26,6 @@ over its capacity.
 """
 from __future__ import annotations
 
-import functools
-import gc
 import itertools
 import math
 import os
@@ -36,6 +34,7 @@ import time
 
 import numpy as np
 
+from pysim._gc import quiet_gc
 from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
@@ -62,22 +61,6 @@ GATE_UNIT = 3
 HELD_UNIT = 4            # the compute units held by NPU-run collectives (csim/_dag.pxd)
 COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
-
-
-def quiet_gc(fn):
-    """fn with Python's cyclic garbage collector paused while it runs: building and
-    compiling a graph makes millions of small containers and no cycles, and each of the
-    collector's passes would walk them all again (a fifth of a large run's time)."""
-    @functools.wraps(fn)
-    def paused(*args, **kwargs):
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-    return paused
 
 
 class OpGraph:
