@@ -133,10 +133,11 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     built: the participants whose parts are built (default all): the others are taken to
     run as their ring neighbours do (symmetric ranks, workload.parallel.tp_ranks = 'one'):
     where the collective is the same at every rank but for a rotation of the ring (ring,
-    bidirectional ring and direct, without an offload engine or a window of chunks), each
-    built participant's ops are its own part, whatever waited on another rank's op waiting
-    on its own op of the same place in its part (`symmetric`); elsewhere every part is
-    built, each participant after `after` of its own."""
+    bidirectional ring and direct; NCCL's ring inside a node; not the tree or
+    halving-doubling; without an offload engine or a window of chunks: `symmetric` checks),
+    each built participant's ops are its own part, whatever waited on another rank's op
+    waiting on its own op of the same place in its part; elsewhere every part is built,
+    each participant after `after` of its own."""
     if form not in FORMS:
         raise ConfigError(f"workload.collective_form = {form!r}: expected one of "
                           f"{', '.join(FORMS)}")
@@ -181,7 +182,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if built is not None and set(built) != set(order):
         parts = [n for n in order if n in set(built)]
         t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
-                      engine, chunks_in_flight, grain, units, form)
+                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
         if t is not None:
             done = {} if done is None else done
             for n in parts:
@@ -259,7 +260,7 @@ _PARTS = {}
 
 
 def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, in_flight,
-              grain, units, form):
+              grain, units, form, machine=None, nccl_settings=None):
     """The _Part every participant of the collective runs, where it is the same at every
     one but for a rotation of the ring (the op kinds, destinations and dependencies of each
     participant's part those of the others shifted round the ring; sizes may differ by a
@@ -268,26 +269,48 @@ def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, 
     participant's ops, by their depth in the graph, are the first's turned round the ring."""
     p = len(order)
     held = {units.get(n) for n in order} if units else {None}
-    if algorithm not in ("ring", "bidir_ring", "direct") or engine not in (None, "npu") or \
-            in_flight or len(held) != 1:
+    if algorithm == "hierarchical" or engine not in (None, "npu") or in_flight or \
+            len(held) != 1:
         return None
     u = held.pop()
-    key = (collective, algorithm, p, int(nbytes), chunks, reduce_bpc, engine, grain, u, form)
+    # (NCCL's plan depends on where the ranks are: its parts are made per group)
+    key = (collective, algorithm, tuple(order) if algorithm == "nccl" else p, int(nbytes),
+           chunks, reduce_bpc, engine, grain, u, form,
+           repr(sorted((k, v) for k, v in (nccl_settings or {}).items() if k != "chosen")))
     if key in _PARTS:
         return _PARTS[key]
-    names = [f"rank{i}" for i in range(p)]
+    names = list(order)
     g = OpGraph()
     marks = [g.delay(0) for _ in range(p)]
     done = {}
     build(collective, algorithm, names, nbytes, chunks, reduce_bpc, engine, None, g, 0, None,
           grain, after={n: [marks[i]] for i, n in enumerate(names)}, done=done,
-          units={n: u for n in names} if u else None, form=form)
+          units={n: u for n in names} if u else None, form=form, machine=machine,
+          nccl_settings=nccl_settings)
     rank = {n: i for i, n in enumerate(names)}
     of = [rank.get(x, -1) for x in g.node]
     for k, _, d, _ in g.latencies:
         of[k] = rank[d]
     for n, k in done.items():
         of[k] = rank[n]
+    # a node-less op (a delay, a join) is the participant's whose ops alone it waits for,
+    # else whose ops alone wait for it
+    mark = {k: i for i, k in enumerate(marks)}
+    for k in range(p, len(g)):
+        if of[k] == -1:
+            who = {mark[a] if a in mark else of[a] for a in g.after[k]}
+            if len(who) == 1 and -1 not in who:
+                of[k] = who.pop()
+    if -1 in of:
+        succ = {}
+        for k in range(p, len(g)):
+            for a in g.after[k]:
+                succ.setdefault(a, []).append(k)
+        for k in range(len(g) - 1, p - 1, -1):
+            if of[k] == -1:
+                who = {of[x] for x in succ.get(k, ())}
+                if len(who) == 1 and -1 not in who:
+                    of[k] = who.pop()
     for i, k in enumerate(marks):
         of[k] = -2
     if any(r == -1 for r in of):

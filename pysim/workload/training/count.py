@@ -91,9 +91,10 @@ class _Collectives:
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
                                    pieces, lay.cfg.workload.collective_form) + 2 * p
-            if k < p and coll.symmetric(collective, algorithm, group, nbytes, b.chunks, None,
-                                        lay.engine, b.in_flight, b.grain, b.units,
-                                        lay.cfg.workload.collective_form) is not None:
+            if k < p and coll.symmetric(collective, algorithm, b._order(group, algorithm),
+                                        nbytes, b.chunks, None, lay.engine, b.in_flight,
+                                        b.grain, b.units, lay.cfg.workload.collective_form,
+                                        **coll.nccl_args(lay.cfg, lay.topo)) is not None:
                 bound = -(-bound * k // p)        # each member's part alike
             if bound > MEASURED or not self.measure:
                 self.exact = False

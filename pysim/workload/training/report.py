@@ -164,26 +164,32 @@ def training_report(graph, plan, res, cfg):
     index = {n: i for i, n in enumerate(plan.npus)}
     nid = _ids(graph.node, index)
     did = _ids(graph.dst, index)
-    for c in plan.collectives:
-        if c.iteration != it:
-            continue
-        # per member, the first start of an op of the collective from or to it
-        a, b = c.first, c.last
-        who = np.concatenate([nid[a:b], did[a:b]])
-        when = np.concatenate([start[a:b], start[a:b]])
-        keep = who >= 0
-        who, when = who[keep], when[keep]
-        order = np.lexsort((when, who))
-        who, when = who[order], when[order]
-        first = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]) if who.size else who
-        ivs = {}
-        for w, t in zip(who[first].tolist(), when[first].tolist()):
-            n = plan.npus[w]
-            if n in c.done:
-                iv = (int(t), int(finish[c.done[n]]))
-                ivs[n] = iv
-                comm[n].append(iv)
-        coll_iv.append((c, ivs))
+    # per collective of the last iteration and member, the first start of an op of the
+    # collective from or to it (all collectives at once)
+    colls = [c for c in plan.collectives if c.iteration == it]
+    f = np.array([c.first for c in colls], np.int64)
+    ln = np.array([c.last - c.first for c in colls], np.int64)
+    cid = np.repeat(np.arange(len(colls)), ln)
+    ops = (np.arange(int(ln.sum())) - np.repeat(np.cumsum(ln) - ln, ln) +
+           np.repeat(f, ln)) if len(colls) else np.zeros(0, np.int64)
+    who = np.concatenate([nid[ops], did[ops]])
+    when = np.concatenate([start[ops], start[ops]])
+    cid = np.concatenate([cid, cid])
+    keep = who >= 0
+    who, when, cid = who[keep], when[keep], cid[keep]
+    order = np.lexsort((when, who, cid))
+    who, when, cid = who[order], when[order], cid[order]
+    firsts = np.flatnonzero(np.concatenate([[True], (who[1:] != who[:-1]) |
+                                            (cid[1:] != cid[:-1])])) if who.size else who
+    ivs_of = [{} for _ in colls]
+    npus = plan.npus
+    for k, w, t in zip(cid[firsts].tolist(), who[firsts].tolist(), when[firsts].tolist()):
+        c, n = colls[k], npus[w]
+        if n in c.done:
+            iv = (int(t), int(finish[c.done[n]]))
+            ivs_of[k][n] = iv
+            comm[n].append(iv)
+    coll_iv = list(zip(colls, ivs_of))
     for sd in plan.sends:
         if sd["iteration"] == it:
             iv = (int(start[sd["op"]]), int(finish[sd["op"]]))
