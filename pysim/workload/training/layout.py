@@ -198,6 +198,7 @@ class _Layout:
         self.zero = par.get("zero", 0)
         self.replicas = par.get("replicas", "all")
         self.tp_ranks = par.get("tp_ranks", "all")
+        self._costs_of = {}
         self.scatter_gather = par.get("scatter_gather", True)
         self.tp_overlap = par.get("tp_overlap", True)
         self.recompute = recompute_mode(cfg)
@@ -324,6 +325,14 @@ class _Layout:
 
     # -------------------------------------------------------------- costs
     def costs(self, i, samples):
+        """_costs(i, samples), computed once per layer and sample count."""
+        key = (i, samples)
+        got = self._costs_of.get(key)
+        if got is None:
+            got = self._costs_of[key] = self._costs(i, samples)
+        return got
+
+    def _costs(self, i, samples):
         """(flops, bytes) of layer i's forward, input-gradient and weight-gradient ops on one
         NPU for `samples` samples (None where there is no such work), and the bytes it
         stashes. Forward reads its input and weights and writes its output; the input
