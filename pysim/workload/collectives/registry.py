@@ -36,13 +36,14 @@ STREAMED = {"all_reduce", "reduce_scatter", "all_gather"}     # by the ring algo
 def streamed(collective, algorithm, engine, in_flight=0):
     """Whether build(form='streams') makes this collective as streams (ring and bidir_ring
     reduce-scatter, all-gather and all-reduce, without an offload engine or a window of
-    chunks in flight); the others are made step by step in either form."""
-    return (algorithm in ("ring", "bidir_ring") and collective in STREAMED and
+    chunks in flight; NCCL's rings, pysim.workload.nccl); the others are made step by step
+    in either form."""
+    return (algorithm in ("ring", "bidir_ring", "nccl") and collective in STREAMED and
             engine in (None, "npu") and not in_flight)
 
 
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1,
-              form="steps"):
+              form="steps", nbytes=None):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm -- exactly without an
@@ -51,7 +52,11 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     load and a store per node, `pieces` the pieces the engine cuts a chunk into. As streams
     (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
     ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
-    (one on the NPU, none without an endpoint model) where it gathers, and a delay."""
+    (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
+    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes."""
+    if algorithm == "nccl":
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes,
+                              form if streamed(collective, algorithm, engine) else "steps")
     if form == "streams" and streamed(collective, algorithm, engine):
         S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
@@ -74,8 +79,6 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = 6 * (p - 1)
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
-    elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -153,7 +156,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
-    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form)
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form,
+                    nbytes)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "

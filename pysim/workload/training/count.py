@@ -88,7 +88,8 @@ class _Collectives:
             dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims \
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
-                                   pieces, lay.cfg.workload.collective_form) + 2 * p
+                                   pieces, lay.cfg.workload.collective_form,
+                                   nbytes) + 2 * p
             if bound > MEASURED or not self.measure:
                 self.exact = False
                 self.cache[key] = (bound, bound)
