@@ -119,9 +119,9 @@ def test_auto_picks_what_ncclss_model_says_low_latency_for_small_bandwidth_for_l
     assert picks[0] == ("ring", "LL") and picks[1][1] == "Simple"
     for n in (1 << 12, 1 << 20, 1 << 26):            # the pick is the fastest by the model
         a, pr = nccl.choose("all_reduce", n, m, 8, C)
-        best = min(t for t in (nccl.model_seconds("all_reduce", x, y, n, m, 8, C)
+        best = min(t for t in (nccl.tuning_seconds("all_reduce", x, y, n, m, 8, C)
                                for x in nccl.ALGOS for y in nccl.PROTOCOLS) if t is not None)
-        assert nccl.model_seconds("all_reduce", a, pr, n, m, 8, C) == best
+        assert nccl.tuning_seconds("all_reduce", a, pr, n, m, 8, C) == best
     d = simulate(cfg_for("dgx-a100", 1 << 10, "auto", "auto")).to_dict()
     assert (d["nccl_algorithm"], d["nccl_protocol"]) == ("ring", "LL")
 

@@ -55,6 +55,26 @@ STEP_US = {
             ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0},
 }
+# What a step takes where it has been measured, in place of the tuning model's figure (which
+# NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
+# with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
+# GPUs of a DGX A100 (NVIDIA/nccl-tests issue #123, 2022: 10.0, 13.76, 16.88, 20.8, 25.2, 29.5,
+# 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
+# besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
+# hops through the switch), so 1.775 us of it is the step's own.
+RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
+
+
+def step_us(m, algo, proto, transport):
+    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net') as
+    pysim runs it: measured (RUN_STEP_US) where known for NVLink, else NCCL's tuning."""
+    if transport == "nvlink":
+        run = RUN_STEP_US.get(m.preset, {}).get((algo, proto))
+        if run is not None:
+            return run
+    return STEP_US[transport][(algo, proto)]
+
+
 # NVLink's data rate: NCCL's topology model takes 20.0 GB/s of data per NVLink 3 link (A100)
 # and 20.6 per NVLink 4 link (H100) each way (NVIDIA/nccl src/graph/topo.h, SM80_NVLINK_BW and
 # SM90_NVLINK_BW), of the links' 25 GB/s line rate each way (A100 and H100 datasheets: 12 and
@@ -238,6 +258,45 @@ def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True)
     return on * lat * 1e-6 + (nbytes + first) * (1 + 1 / p) / (m.nvlink * NVLS_EFFICIENCY * 1e9)
 
 
+# NCCL's tuning model of a tree (src/graph/tuning.cc, 2.18): its bus bandwidth is the links'
+# times 0.92, capped per channel (perChMaxTreeBws: A100 24.0 / 23.6 / 17.8 GB/s, H100 38.7 /
+# 41.4 / 36.0 on one, two, more nodes); LL a 3.8th of it (at most LL's cap), LL128 7/9 of
+# it on one node and 120/128 on more (capped at perChMaxTreeLL128Bws: A100 20, H100 36.7 /
+# 36.7 / 29.0 per channel); half of it the algorithm bandwidth, times a correction per size
+# (treeCorrectionFactor, powers of two from 64 B to 256 MiB), over the channels of its graph
+# (half those run: NCCL's connection doubles them).
+TREE_CH_GBPS = {"a100": (24.0, 23.6, 17.8), "h100": (38.7, 41.4, 36.0)}
+TREE_LL128_CH_GBPS = {"a100": (20.0, 20.0, 20.0), "h100": (36.7, 36.7, 29.0)}
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9)}
+
+
+def tuning_seconds(collective, algo, proto, nbytes, m, p, channels):
+    """What NCCL's own tuning model says a collective takes (what `choose` ranks by): the
+    ring and NVLS as model_seconds; a tree by NCCL's tree formulas (TREE_*), its latency
+    model_seconds'."""
+    t = model_seconds(collective, algo, proto, nbytes, m, p, channels)
+    if t is None or algo != "tree":
+        return t
+    lat = t - model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=False)
+    k = min(m.nodes, 3) - 1
+    graph = max(1, channels // 2)
+    bus = min(_bus(m, p, channels)[1] * 0.92, graph * TREE_CH_GBPS[m.preset][k])
+    if proto == "LL":
+        bus = min(bus / 3.8, LL_MAX_GBPS[m.preset][k])
+    elif proto == "LL128":
+        bus = min(bus * (7 / 9 if m.nodes == 1 else 120 / 128),
+                  graph * TREE_LL128_CH_GBPS[m.preset][k])
+    log = max(0, int(nbytes) >> 6).bit_length() - 1
+    corr = TREE_CORRECTION[proto][log] if 0 <= log < 23 else 1.0
+    return lat + nbytes / (bus * 0.5 * corr * 1e9)
+
+
 def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     """Seconds a ring crossing nodes waits on the network beyond its links' time: per step of
     each loop, `share` of the network's step latency after the NVLink one (the slice's
@@ -246,7 +305,7 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     flight - sum d)). share = 1 bounds it from above (every step's chain through a network
     hop); the fraction of the ring's hops that cross nodes estimates it (a slice's chain
     crosses that share of its steps' hops)."""
-    x = STEP_US["nvlink"][("ring", proto)] * 1e-6
+    x = step_us(m, "ring", proto, "nvlink") * 1e-6
     flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
     rate = m.nic * 1e9 / (WIRE[proto] * m.hop_factor(proto, channels, False))
     out = 0.0
@@ -267,7 +326,7 @@ def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True):
     it (_flight_excess)."""
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
-    x = STEP_US["nvlink"][("ring", proto)] * 1e-6
+    x = step_us(m, "ring", proto, "nvlink") * 1e-6
     worst = 0.0
     for ring, width in _bundles(m, channels):
         hops = {m.node_of[ring[k]] == m.node_of[ring[(k + 1) % p]] for k in range(p)}
@@ -288,7 +347,7 @@ def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
     best = None
     for a in (ALGOS if algo == "auto" else (algo,)):
         for pr in (PROTOCOLS if proto == "auto" else (proto,)):
-            t = model_seconds(collective, a, pr, nbytes, m, p, channels)
+            t = tuning_seconds(collective, a, pr, nbytes, m, p, channels)
             if t is not None and (best is None or t < best[0]):
                 best = (t, a, pr)
     if best is None:
@@ -338,6 +397,27 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     return max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
 
 
+def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
+    """The ops build() makes for this collective (counted from its plan, not built): a ring
+    exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
+    per hop between nodes; as streams three ops per rank and a join); a tree or NVLS by
+    ops_bound."""
+    m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
+    p = len(order)
+    if algo != "ring":
+        return ops_bound(collective, p, channels, nbytes)
+    steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
+    rounds = ring_rounds(collective, nbytes, proto, p, channels)
+    n = 1                                              # the base latency
+    for ring, _ in _bundles(m, channels):
+        if form == "streams":
+            n += 3 * p + 1
+            continue
+        cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
+        n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
+    return n
+
+
 def plan(collective, nbytes, settings, machine, order):
     """(Machine, algorithm, protocol, channels) NCCL runs the collective of nbytes over the
     ranks `order` with: the pair its model picks (or the one set), on at most
@@ -367,7 +447,7 @@ def build(b, collective, settings, machine):
     cyc = m.clock * 1e3                               # cycles per microsecond
     base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
     start = {i: [base] + list(b.start.get(i, ())) for i in range(p)}
-    step = {t: int(round(STEP_US[t][(algo, proto)] * cyc)) for t in ("nvlink", "net")}
+    step = {t: int(round(step_us(m, algo, proto, t) * cyc)) for t in ("nvlink", "net")}
     ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step,
                flight=max(0, step["net"] - step["nvlink"]), proto=proto, channels=channels,
                factor={x: m.hop_factor(proto, channels, x) for x in (True, False)})

@@ -43,7 +43,7 @@ def streamed(collective, algorithm, engine, in_flight=0):
 
 
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1,
-              form="steps", nbytes=None):
+              form="steps", nbytes=None, machine=None, order=None, nccl_settings=None):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm -- exactly without an
@@ -53,10 +53,15 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
     ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
     (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
-    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes."""
+    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes, and
+    counted from NCCL's plan given also the machine and the ranks (plus a take and a free
+    of its SMs per rank on the NPU)."""
     if algorithm == "nccl":
-        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes,
-                              form if streamed(collective, algorithm, engine) else "steps")
+        f = form if streamed(collective, algorithm, engine) else "steps"
+        if nbytes is not None and machine is not None and order is not None:
+            return nccl.plan_ops(collective, nbytes, nccl_settings or {}, machine, order, f) \
+                + (2 * p if engine == "npu" else 0)
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
     if form == "streams" and streamed(collective, algorithm, engine):
         S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
@@ -157,7 +162,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         piece = max(1, sram_bytes // sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
     ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form,
-                    nbytes)
+                    nbytes, machine, order, nccl_settings)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
