@@ -386,7 +386,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     bundles = min(c, p)
     steps = (2 if collective == "all_reduce" else 1) * (p - 1)
     if form == "streams":
-        ring = bundles * (3 * p + 1)
+        ring = bundles * (p + 2)
     else:
         slices = 2 * MAX_LOOP_ROUNDS
         if nbytes is not None:
@@ -400,7 +400,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
 def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     """The ops build() makes for this collective (counted from its plan, not built): a ring
     exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
-    per hop between nodes; as streams three ops per rank and a join); a tree or NVLS by
+    per hop between nodes; as streams a send per rank and two delays); a tree or NVLS by
     ops_bound."""
     m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
     p = len(order)
@@ -411,7 +411,7 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     n = 1                                              # the base latency
     for ring, _ in _bundles(m, channels):
         if form == "streams":
-            n += 3 * p + 1
+            n += p + 2
             continue
         cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
         n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
@@ -556,8 +556,8 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
     and a slice's next step waits for its arrival from the previous rank. Channels whose
     rings cross the same links (every channel inside one NVSwitch node; those of one
     rotation across nodes) are built as one ring carrying their bytes together. As streams
-    (form = 'streams'): per bundle and rank, one delay of every slice-step's latency, then
-    one send of every byte it sends; each rank's part ends when the bundle's have."""
+    (form = 'streams', _ring_stream): per bundle and rank one send of every byte it sends,
+    then the slice-steps' latency once; each rank's part ends when the bundle's have."""
     m = ctx["m"]
     p = len(m.node_of)
     last = {i: list(start[i]) for i in range(p)}
@@ -586,23 +586,29 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
 
 
 def _ring_stream(ctx, ring, width, rounds, steps, start, last):
+    """A bundle's ring as streams: per rank one send to its neighbour of every byte it sends
+    over the steps (as soon as its data is ready), then, once all have, one delay of the
+    latency its slice-steps add in series (the thread block's work per slice-step, and the
+    network's flight where the sender's other slices do not cover it) and the links' own
+    latency of as many one-flit messages. Where the ranks start together and nothing else
+    shares their links this is the slice-steps' time (ring_seconds); p + 2 ops in all."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(ring)
     n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
     moved = sum(sum(sizes) for _, sizes in rounds) * steps * width
-    sends = []
-    crosses = 0                                    # the ring's hops between nodes
+    sends, crosses, slow = [], 0, (ring[0], ring[1 % p])
     for k in range(p):
         a, b = ring[k], ring[(k + 1) % p]
         same = m.node_of[a] == m.node_of[b]
-        crosses += not same
-        d = g.delay(int(ctx["step"]["nvlink"] * n_slices), after=list(start[a]))
+        if not same:
+            crosses, slow = crosses + 1, (a, b)
         wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
-        snd = g.send(order[a], order[b], int(math.ceil(wire)), after=[d])
-        sends.append(g.step_latency(order[a], order[b], max(0, n_slices - 1), after=[snd]))
-    wait = _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width,
-                          crosses / p)
-    join = g.delay(int(round(wait * 1e9 * m.clock)), after=sends)
+        sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=list(start[a])))
+    wait = ctx["step"]["nvlink"] * n_slices + int(round(
+        _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width, crosses / p)
+        * 1e9 * m.clock))
+    d = g.delay(int(wait), after=sends)
+    join = g.step_latency(order[slow[0]], order[slow[1]], max(0, n_slices - 1), after=[d])
     for r in range(p):
         last[r].append(join)
 
