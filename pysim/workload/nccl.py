@@ -58,7 +58,7 @@ STEP_US = {
 # What a step takes where it has been measured, in place of the tuning model's figure (which
 # NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
 # with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
-# GPUs of a DGX A100 (NVIDIA/nccl-tests issue #123, 2022: 10.0, 13.76, 16.88, 20.8, 25.2, 29.5,
+# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8, 25.2, 29.5,
 # 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
 # besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
 # hops through the switch), so 1.775 us of it is the step's own.
