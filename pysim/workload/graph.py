@@ -26,8 +26,6 @@ over its capacity.
 """
 from __future__ import annotations
 
-import functools
-import gc
 import itertools
 import math
 import os
@@ -36,6 +34,7 @@ import time
 
 import numpy as np
 
+from pysim._gc import quiet_gc
 from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
 from pysim.config import read_toml
@@ -43,7 +42,7 @@ from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim import theory
-from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
+from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
 from pysim.workload import transfer
@@ -62,22 +61,6 @@ GATE_UNIT = 3
 HELD_UNIT = 4            # the compute units held by NPU-run collectives (csim/_dag.pxd)
 COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
-
-
-def quiet_gc(fn):
-    """fn with Python's cyclic garbage collector paused while it runs: building and
-    compiling a graph makes millions of small containers and no cycles, and each of the
-    collector's passes would walk them all again (a fifth of a large run's time)."""
-    @functools.wraps(fn)
-    def paused(*args, **kwargs):
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-    return paused
 
 
 class OpGraph:
@@ -611,9 +594,11 @@ declare(
         "Op-graph file (TOML, [[ops]]).", None),
     Key("workload", "packet_flits", "int", 16, "flits",
         "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
-    Key("workload", "slice_cycles", "int", 1000, "cycles",
-        "Roofline compute ops run in slices of at most this many cycles, so that memory "
-        "traffic of other ops can interleave with theirs.", POS),
+    Key("workload", "slice_cycles", "int", 0, "cycles",
+        "0 (the default): a roofline compute op runs whole, its compute and memory parts "
+        "progressing together (the compute part no faster than its data comes); > 0: in "
+        "slices of at most this many cycles, the next slice after both parts of the last, "
+        "other ops of the node taking its units between slices.", NONNEG),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
         "Op graphs at the flit level: memory reads and writes move in pieces of this size, so "
         "that transfer and access overlap (at the flow level a transfer is one flow).", POS),

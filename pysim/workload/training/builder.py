@@ -10,7 +10,8 @@ from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
 from pysim.workload.astra import astra_graph
 from pysim.workload.compile import engine_ops
-from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim._gc import quiet_gc
+from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training import count
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
@@ -518,9 +519,11 @@ class _Ns:
 
 
 @quiet_gc
-def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
+def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None,
+                   counted=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
-    (graph, plan)."""
+    (graph, plan). counted(op_count): called with the run's pysim.workload.training.count
+    OpCount (an upper bound) once it is known to fit, before any op is built."""
     if graph is not None and not isinstance(graph, OpGraph):
         raise TypeError(f"training_graph(graph): expected an OpGraph or None, not "
                         f"{type(graph).__name__}")
@@ -539,7 +542,9 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     lay = _Layout(cfg, topo, model, npus)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
-    count.check(b, engine_ops(g))        # refused at once past the op limit
+    c = count.check(b, engine_ops(g))    # refused at once past the op limit
+    if counted is not None:
+        counted(c)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay
