@@ -15,11 +15,10 @@ asynchronous tensor-parallel all-reduce), every collective as NCCL runs it (work
 tuning model picks; pysim/workload/nccl.py), the NPUs' kernel model (workload.compute =
 'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
 all (workload.parallel.replicas = 'one'; --replicas all builds every one), the ring
-collectives of the pipelined rows as streams (workload.collective_form = 'streams': per ring
-a send per rank and the slice-steps' latency once, instead of every slice-step; --form steps
-builds every step). Throughput is
-counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration
-over its time and the GPUs.
+collectives as streams (workload.collective_form = 'streams': per ring a send per rank and
+the slice-steps' latency once, instead of every slice-step; with --algorithm ring only where
+pp > 1; --form steps builds every step). Throughput is counted as the paper counts it:
+96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration over its time and the GPUs.
 
 Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the
 paper's other experiments); the interleaved schedule's chunks per stage (the paper runs
@@ -165,7 +164,7 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     if interleave == "auto":
         interleave = chunks_per_stage(row)
     if form == "auto":
-        form = "streams" if row["pp"] > 1 else "steps"
+        form = "streams" if row["pp"] > 1 or algorithm == "nccl" else "steps"
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
@@ -257,7 +256,8 @@ def main(argv=None):
                          "(default) or every one")
     ap.add_argument("--form", choices=("auto", "steps", "streams"), default="auto",
                     help="workload.collective_form: every ring step's ops, or one stream per "
-                         "rank and chunk; auto (default): streams where pp > 1, steps else")
+                         "rank and chunk; auto (default): streams with NCCL's collectives or "
+                         "where pp > 1, steps else")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.op_limit is not None:

@@ -58,8 +58,8 @@ STEP_US = {
 # What a step takes where it has been measured, in place of the tuning model's figure (which
 # NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
 # with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
-# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8, 25.2, 29.5,
-# 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
+# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8,
+# 25.2, 29.5, 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
 # besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
 # hops through the switch), so 1.775 us of it is the step's own.
 RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
@@ -113,7 +113,8 @@ LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
 # of that (src/device/prims_simple.h: max(nelem / 2, sliceSize / 32)); LL's 8 lines x 512
 # threads x 8 steps of 16-byte lines, half of each line data (32 KiB a step); LL128's 120
 # words x 640 threads x 8 steps of 8 bytes, 120 of each 128 bytes data (576,000 a step).
-CHUNK_BYTES = {"Simple": 4 * (1 << 19), "LL": (8 * 512 * 16) // 2, "LL128": 120 * 640 * 8 * 15 // 16}
+CHUNK_BYTES = {"Simple": 4 * (1 << 19), "LL": (8 * 512 * 16) // 2,
+               "LL128": 120 * 640 * 8 * 15 // 16}
 MIN_SLICE = 2 * (1 << 19) // 32
 MAX_LOOP_ROUNDS = 8           # loops past this many are built as this many rounds of alike ones
 TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
@@ -376,10 +377,10 @@ def run_channels(collective, nbytes, algo, proto, p, channels=None):
 
 
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
-    """An upper bound of the ops the NCCL expansion makes: a ring's slice-steps, a delay and
-    a send each per rank, per bundle of channels (at most min(channels, p) bundles; as
-    streams a delay, a send and a latency per rank and a join per bundle), or per slice per
-    tree edge up and down, or the NVLS exchange; plus a delay per rank. nbytes (if known)
+    """An upper bound of the ops the NCCL expansion makes: a ring's slice-steps, a delay, a
+    send and (between nodes) an arrival each per rank, per bundle of channels (at most
+    min(channels, p) bundles; as streams a send per rank and two delays per bundle), or per
+    slice per tree edge up and down, or the NVLS exchange; plus a delay per rank. nbytes (if known)
     bounds the ring's rounds and slices (ring_rounds: at most MAX_LOOP_ROUNDS rounds of two
     slices)."""
     c = max(1, channels)
@@ -392,7 +393,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
         if nbytes is not None:
             slices = max(sum(len(z) for _, z in ring_rounds(collective, nbytes, pr, p, 1))
                          for pr in PROTOCOLS)
-        ring = bundles * max(1, slices) * steps * p * 2
+        ring = bundles * max(1, slices) * steps * p * 3
     tree = c * 4 * (p - 1) * MAX_SLICES
     return max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
 
