@@ -239,3 +239,24 @@ def test_the_ll_step_on_a100_is_the_measured_one_and_the_latency_follows():
             "workload.nccl_channels": 1,
             "workload.group": [f"gpu{i}" for i in range(g)]})).to_dict()
         assert r["collective_cycles"] / 1e3 == pytest.approx(t, rel=0.10), (g, t)
+
+
+@pytest.mark.parametrize("form", ["steps", "streams"])
+def test_a_collective_issued_later_pays_its_base_latency(form):
+    """NCCL's base latency is paid by every collective from where its ranks start, not once
+    per run: a ring all-reduce that waits for a delay of D cycles at every rank ends D after
+    the same all-reduce alone, in either form."""
+    from pysim.workload import OpGraph, run_graph
+    from pysim.workload.collectives import build, nccl_args
+    cfg = cfg_for("dgx-a100", 1 << 20, "ring", "LL", **{"workload.collective_form": form})
+    topo = build_topology(cfg)
+    order = [f"gpu{i}" for i in range(8)]
+    args = nccl_args(cfg, topo)
+    ends = []
+    for wait in (0, 100_000):
+        g = OpGraph()
+        first = g.delay(wait)
+        build("all_reduce", "nccl", order, 1 << 20, graph=g, after={n: [first] for n in order},
+              form=form, **args)
+        ends.append(max(op["finish"] for op in run_graph(cfg, g, topo=topo).ops))
+    assert ends[1] - ends[0] == 100_000, ends

@@ -409,7 +409,7 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
         return ops_bound(collective, p, channels, nbytes)
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
-    n = 1                                              # the base latency
+    n = 0 if form == "streams" else p                  # the base latency at each rank
     for ring, _ in _bundles(m, channels):
         if form == "streams":
             n += p + 2
@@ -446,14 +446,18 @@ def build(b, collective, settings, machine):
     p = b.p
     g = b.g
     cyc = m.clock * 1e3                               # cycles per microsecond
-    base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
-    start = {i: [base] + list(b.start.get(i, ())) for i in range(p)}
+    base = int(round(BASE_US[(algo, proto)] * cyc))
+    form = getattr(b, "form", "steps") if algo == "ring" else "steps"
+    # NCCL's base latency, at each rank once its part can start (as streams, with the
+    # slice-steps' latency after the sends: _ring_stream)
+    start = {i: list(b.start.get(i, ())) for i in range(p)} if form == "streams" else \
+        {i: [g.delay(base, after=list(b.start.get(i, ())))] for i in range(p)}
     step = {t: int(round(step_us(m, algo, proto, t) * cyc)) for t in ("nvlink", "net")}
-    ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step,
+    ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step, base=base,
                flight=max(0, step["net"] - step["nvlink"]), proto=proto, channels=channels,
                factor={x: m.hop_factor(proto, channels, x) for x in (True, False)})
     if algo == "ring":
-        last = _ring(ctx, collective, b.N, channels, start, proto, getattr(b, "form", "steps"))
+        last = _ring(ctx, collective, b.N, channels, start, proto, form)
     elif algo == "tree":
         last = _tree(ctx, b.N, channels, start)
     else:
@@ -589,9 +593,9 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
 def _ring_stream(ctx, ring, width, rounds, steps, start, last):
     """A bundle's ring as streams: per rank one send to its neighbour of every byte it sends
     over the steps (as soon as its data is ready), then, once all have, one delay of the
-    latency its slice-steps add in series (the thread block's work per slice-step, and the
-    network's flight where the sender's other slices do not cover it) and the links' own
-    latency of as many one-flit messages. Where the ranks start together and nothing else
+    latency in series with them (NCCL's base latency, the thread block's work per
+    slice-step, the network's flight where the sender's other slices do not cover it) and
+    the links' own latency of as many one-flit messages. Where the ranks start together and nothing else
     shares their links this is the slice-steps' time (ring_seconds); p + 2 ops in all."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(ring)
@@ -605,7 +609,7 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
             crosses, slow = crosses + 1, (a, b)
         wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
         sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=list(start[a])))
-    wait = ctx["step"]["nvlink"] * n_slices + int(round(
+    wait = ctx["base"] + ctx["step"]["nvlink"] * n_slices + int(round(
         _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width, crosses / p)
         * 1e9 * m.clock))
     d = g.delay(int(wait), after=sends)
