@@ -15,9 +15,9 @@ asynchronous tensor-parallel all-reduce), every collective as NCCL runs it (work
 tuning model picks; pysim/workload/nccl.py), the NPUs' kernel model (workload.compute =
 'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
 all (workload.parallel.replicas = 'one'; --replicas all builds every one), the ring
-collectives as streams (workload.collective_form = 'streams': per ring a send per rank and
-the slice-steps' latency once, instead of every slice-step; with --algorithm ring only where
-pp > 1; --form steps builds every step). Throughput is counted as the paper counts it:
+collectives as streams (workload.collective_form = 'streams': per rank the slice-steps'
+latency once and a send of all its bytes, instead of every slice-step; with --algorithm ring
+only where pp > 1; --form steps builds every step). Throughput is counted as the paper counts it:
 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration over its time and the GPUs.
 
 Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the

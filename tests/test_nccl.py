@@ -98,9 +98,9 @@ def test_the_ring_pipeline_moves_ncclss_chunks_in_its_slices(nbytes, want):
 
 
 def test_streams_keep_the_pipelines_time():
-    """workload.collective_form = 'streams' (per bundle of channels and rank one send of
-    every byte, then the slice-steps' latency) takes the time of the slice-steps built one
-    by one: within 1% inside a node; across two within 5% (the streams take the
+    """workload.collective_form = 'streams' (per bundle of channels and rank the
+    slice-steps' latency, then one send of every byte) takes the time of the slice-steps
+    built one by one: within 1% inside a node; across two within 5% (the streams take the
     network's flight per step in the share of the ring's hops that cross nodes, an estimate
     of the steps' chains)."""
     for system, over, tol in (("dgx-a100", {}, 0.01),

@@ -379,7 +379,7 @@ def run_channels(collective, nbytes, algo, proto, p, channels=None):
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     """An upper bound of the ops the NCCL expansion makes: a ring's slice-steps, a delay, a
     send and (between nodes) an arrival each per rank, per bundle of channels (at most
-    min(channels, p) bundles; as streams a send per rank and two delays per bundle), or per
+    min(channels, p) bundles; as streams a delay, a send and a latency per rank), or per
     slice per tree edge up and down, or the NVLS exchange; plus a delay per rank. nbytes (if known)
     bounds the ring's rounds and slices (ring_rounds: at most MAX_LOOP_ROUNDS rounds of two
     slices)."""
@@ -387,7 +387,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     bundles = min(c, p)
     steps = (2 if collective == "all_reduce" else 1) * (p - 1)
     if form == "streams":
-        ring = bundles * (p + 2)
+        ring = bundles * 3 * p
     else:
         slices = 2 * MAX_LOOP_ROUNDS
         if nbytes is not None:
@@ -401,7 +401,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
 def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     """The ops build() makes for this collective (counted from its plan, not built): a ring
     exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
-    per hop between nodes; as streams a send per rank and two delays); a tree or NVLS by
+    per hop between nodes; as streams a delay, a send and a latency per rank); a tree or NVLS by
     ops_bound."""
     m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
     p = len(order)
@@ -412,7 +412,7 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     n = 0 if form == "streams" else p                  # the base latency at each rank
     for ring, _ in _bundles(m, channels):
         if form == "streams":
-            n += p + 2
+            n += 3 * p
             continue
         cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
         n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
@@ -561,8 +561,8 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
     and a slice's next step waits for its arrival from the previous rank. Channels whose
     rings cross the same links (every channel inside one NVSwitch node; those of one
     rotation across nodes) are built as one ring carrying their bytes together. As streams
-    (form = 'streams', _ring_stream): per bundle and rank one send of every byte it sends,
-    then the slice-steps' latency once; each rank's part ends when the bundle's have."""
+    (form = 'streams', _ring_stream): per bundle and rank the slice-steps' latency once,
+    then one send of every byte it sends."""
     m = ctx["m"]
     p = len(m.node_of)
     last = {i: list(start[i]) for i in range(p)}
@@ -591,31 +591,32 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
 
 
 def _ring_stream(ctx, ring, width, rounds, steps, start, last):
-    """A bundle's ring as streams: per rank one send to its neighbour of every byte it sends
-    over the steps (as soon as its data is ready), then, once all have, one delay of the
-    latency in series with them (NCCL's base latency, the thread block's work per
-    slice-step, the network's flight where the sender's other slices do not cover it) and
-    the links' own latency of as many one-flit messages. Where the ranks start together and nothing else
-    shares their links this is the slice-steps' time (ring_seconds); p + 2 ops in all."""
+    """A bundle's ring as streams: per rank, once its data is ready, one delay of the latency
+    in series with its sends (NCCL's base latency, the thread block's work per slice-step,
+    the network's flight where the sender's other slices do not cover it), one send to its
+    neighbour of every byte it sends over the steps, and, once that and its predecessor's
+    have, the links' own latency of as many one-flit messages. Where the ranks start
+    together and nothing else shares their links this is the slice-steps' time
+    (ring_seconds); 3 ops per rank, each rank's alike but for the ring's rotation."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(ring)
     n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
     moved = sum(sum(sizes) for _, sizes in rounds) * steps * width
-    sends, crosses, slow = [], 0, (ring[0], ring[1 % p])
-    for k in range(p):
-        a, b = ring[k], ring[(k + 1) % p]
-        same = m.node_of[a] == m.node_of[b]
-        if not same:
-            crosses, slow = crosses + 1, (a, b)
-        wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
-        sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=list(start[a])))
+    crosses = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
     wait = ctx["base"] + ctx["step"]["nvlink"] * n_slices + int(round(
         _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width, crosses / p)
         * 1e9 * m.clock))
-    d = g.delay(int(wait), after=sends)
-    join = g.step_latency(order[slow[0]], order[slow[1]], max(0, n_slices - 1), after=[d])
-    for r in range(p):
-        last[r].append(join)
+    sends = []
+    for k in range(p):
+        a, b = ring[k], ring[(k + 1) % p]
+        same = m.node_of[a] == m.node_of[b]
+        wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
+        d = g.delay(int(wait), after=list(start[a]))
+        sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=[d]))
+    for k in range(p):
+        a, b = ring[k - 1], ring[k]
+        last[b].append(g.step_latency(order[a], order[b], max(0, n_slices - 1),
+                                      after=[sends[k - 1], sends[k]]))
 
 
 def _bundles(m, channels):
