@@ -12,7 +12,9 @@ local data parallelism of 2021), a linear layer's input gradient all-reduced aft
 weight gradient (workload.parallel.tp_overlap = false: Megatron-LM of 2021 had no
 asynchronous tensor-parallel all-reduce), the NPUs' kernel model (workload.compute =
 'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
-all (workload.parallel.replicas = 'one'; --replicas all builds every one), the ring
+all (workload.parallel.replicas = 'one'; --replicas all builds every one) and tensor-parallel
+rank 0's ops for its group (workload.parallel.tp_ranks = 'one'; --tp-ranks all builds every
+rank's: the same iteration, eight times the ops), the ring
 collectives of the pipelined rows as streams (workload.collective_form = 'streams': one op
 per rank and chunk instead of one per step; the 39.1B row's iteration differs by 0.18% from
 the steps', its ops are 3.7 times fewer; --form steps builds every step). Throughput is
@@ -129,7 +131,7 @@ def chunks_per_stage(row):
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
-           algorithm="ring", sms=None, replicas="one", form="steps"):
+           algorithm="ring", sms=None, replicas="one", form="steps", tp_ranks="one"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -137,6 +139,7 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     dp = gpus // (tp * pp)
     m = row["batch"] // dp // micro_batch
     par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": replicas,
+           "tp_ranks": tp_ranks,
            "order": ["tp", "pp", "dp"], "tp_overlap": False}
     if interleave > 1:
         par["interleave"] = interleave
@@ -157,7 +160,7 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
 
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
             algorithm="ring",
-            max_ops=None, sms=None, replicas="one", form="auto"):
+            max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one"):
     t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
@@ -167,10 +170,10 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
-           "replicas": replicas, "collective_form": form,
+           "replicas": replicas, "tp_ranks": tp_ranks, "collective_form": form,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
-                 form)
+                 form, tp_ranks)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = count_ops(b)
     out["ops_counted"] = counted.graph_total
@@ -254,6 +257,9 @@ def main(argv=None):
     ap.add_argument("--form", choices=("auto", "steps", "streams"), default="auto",
                     help="workload.collective_form: every ring step's ops, or one stream per "
                          "rank and chunk; auto (default): streams where pp > 1, steps else")
+    ap.add_argument("--tp-ranks", choices=("one", "all"), default="one",
+                    help="workload.parallel.tp_ranks: build tensor-parallel rank 0's ops for "
+                         "its group (default) or every rank's")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.op_limit is not None:
@@ -266,7 +272,7 @@ def main(argv=None):
     for k in pick:
         v = a.interleave if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form)
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

@@ -418,6 +418,15 @@ def test_an_astra_value_out_of_range_names_the_file_and_line(tmp_path):
         models.load(str(path))
 
 
+def test_an_astra_layer_name_with_a_control_character_is_refused(tmp_path):
+    from pysim import models
+    path = tmp_path / "w.txt"
+    path.write_bytes(b"DATA\n1\nl\x001 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n")
+    with pytest.raises(ConfigError, match=r"w.txt, line 3: the layer name 'l\\x001' holds a "
+                                          r"control character"):
+        models.load(str(path))
+
+
 def test_a_job_that_does_not_fit_is_named():
     r = _cli(["jobs", "dgx1-v100", "-q", "--set", "network.model=flow", "--jobs", "2",
               "--policy", "baseline", "--set", 'jobs.models=["gpt2"]', "--set",

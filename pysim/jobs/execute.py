@@ -22,8 +22,10 @@ import time
 
 from pysim.errors import ConfigError
 from pysim import models
+from pysim.network import compile_network
 from pysim.topology import build as build_topology
-from pysim.workload.graph import OpGraph, run_graph
+from pysim.workload import runtime
+from pysim.workload.graph import OpGraph, compile_graph, run_graph
 from pysim.workload.training import training_graph
 
 
@@ -92,12 +94,7 @@ def _zoo():
 training.known_models = _zoo
 
 
-def simulate_shapes(cfg, topo, members, builder):
-    """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
-    network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
-    iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",
-    "wall_seconds"}."""
-    t0 = time.perf_counter()
+def _graph(cfg, topo, members, builder):
     g = OpGraph()
     ends, spans = [], []
     for m, (spec, nodes, iters) in enumerate(members):
@@ -108,6 +105,25 @@ def simulate_shapes(cfg, topo, members, builder):
                               f"iterations")
         ends.append(list(e))
         spans.append((lo, len(g)))
+    return g, ends, spans
+
+
+def estimate_shapes(cfg, topo, members, builder):
+    """The estimate (pysim.workload.runtime) of what simulate_shapes would run: its graph
+    built and compiled, not run."""
+    g, _, _ = _graph(cfg, topo, members, builder)
+    network = compile_network(cfg, topo)
+    arrays, _ = compile_graph(g, network.topo, cfg)
+    return runtime.estimate(network, arrays, cfg)
+
+
+def simulate_shapes(cfg, topo, members, builder):
+    """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
+    network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
+    iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",
+    "wall_seconds"}."""
+    t0 = time.perf_counter()
+    g, ends, spans = _graph(cfg, topo, members, builder)
     if topo is not None:
         _check_routes(topo, g)
     res = run_graph(cfg, g, topo=topo)

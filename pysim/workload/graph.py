@@ -37,7 +37,7 @@ from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim import theory
-from pysim.schema import MAX_INT, PACKET, POS, Key, declare, finite_float
+from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
 from pysim.workload import transfer
@@ -390,25 +390,21 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
     return _compile.compile_by_op(g, topo, cfg, sys.modules[__name__])
 
 
-
-
-
-
-
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
-def _ceil(b, bpc):
+def _ceil(b, bpc, rate=None):
     """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
-    rate of 1e-300 GB/s) is refused, naming the rate."""
+    rate of 1e-300 GB/s) is refused, naming the rate (`rate`, where the caller knows it)."""
     if not b:
         return 0
     cycles = b / bpc - 1e-9
     if not cycles <= MAX_INT:
-        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
-                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
-                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
-                         f"mem_gbps) or workload.reduce_gbps is too small")
+        rate = rate or ("a node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                        "its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                        "mem_gbps) or workload.reduce_gbps")
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: "
+                         f"{rate} is too small")
     return int(math.ceil(cycles))
 
 
@@ -538,9 +534,11 @@ declare(
         "Op-graph file (TOML, [[ops]]).", None),
     Key("workload", "packet_flits", "int", 16, "flits",
         "Op graphs: messages are cut into packets of at most this many flits.", PACKET),
-    Key("workload", "slice_cycles", "int", 1000, "cycles",
-        "Roofline compute ops run in slices of at most this many cycles, so that memory "
-        "traffic of other ops can interleave with theirs.", POS),
+    Key("workload", "slice_cycles", "int", 0, "cycles",
+        "0 (the default): a roofline compute op runs whole, its compute and memory parts "
+        "progressing together (the compute part no faster than its data comes); > 0: in "
+        "slices of at most this many cycles, the next slice after both parts of the last, "
+        "other ops of the node taking its units between slices.", NONNEG),
     Key("workload", "mem_piece_bytes", "int", 65536, "bytes",
         "Op graphs at the flit level: memory reads and writes move in pieces of this size, so "
         "that transfer and access overlap (at the flow level a transfer is one flow).", POS),
