@@ -290,30 +290,16 @@ def slices_of(cycles, slice_cycles):
     return max(1, -(-cycles // slice_cycles)) if slice_cycles else 1
 
 
+ROOF_FLOPS = "the node's TFLOP/s (its tflops, its preset's, or its efficiency)"
+ROOF_BYTES = "the node's memory bandwidth (its hbm_gbps or dram_gbps)"
+
+
 def _roof_rates(g, i, n, cparams, clock):
     """A roofline op's FLOPs and bytes per cycle on node n: the node's, or its own peak
     (g.work[i][2], FLOP/s) in place of the node's FLOPs."""
     flops_pc, bytes_pc = cparams[n]
     peak = g.work[i][2]
     return (flops_pc if peak is None else peak / (clock * 1e9)), bytes_pc
-
-
-def _roof_cycles(g, i, n, cparams, clock, h):
-    """A roofline op's compute and memory cycles on node n; one that passes the limit of a
-    cycle count is refused naming the op and the rate that sets it (h: pysim.workload.graph)."""
-    flops, nbytes, _ = g.work[i]
-    flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-    for work, pc, what in (
-            (flops, flops_pc, f"computing {flops:.4g} FLOPs at "
-                              f"{flops_pc * clock / 1e3:.4g} TFLOP/s (the node's tflops, its "
-                              f"preset's or its efficiency, or the op's own peak)"),
-            (nbytes, bytes_pc, f"moving {nbytes:.4g} bytes at {bytes_pc * clock:.4g} GB/s "
-                               f"(the node's hbm_gbps or dram_gbps)")):
-        if work and not work / pc <= MAX_INT:
-            raise h.GraphError(f"op {g.label(i)} on {g.node[i]!r}: {what} takes more than "
-                               f"{MAX_INT:,} cycles: a rate that small, or work that large, "
-                               f"is the cause")
-    return h._ceil(flops, flops_pc), h._ceil(nbytes, bytes_pc)
 
 
 def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
@@ -324,7 +310,10 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
         n = node_id(g.node[i], i, "node", ("npu", "host"))
         if g.work[i] is None:
             return
-        C, H = _roof_cycles(g, i, n, cparams, clock, h)
+        flops, nbytes, _ = g.work[i]
+        flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
+        C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+        H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
         S = slices_of(max(C, H), slice_cycles)
         if S > h.MAX_SLICES:
             raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
@@ -411,7 +400,10 @@ def compile_by_op(g, topo, cfg, h):
             # roofline: slices of at most slice_cycles, each a compute part on the compute
             # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
             n = node_id(g.node[i], i, "node", ("npu", "host"))
-            C, H = _roof_cycles(g, i, n, cparams, clock, h)
+            flops, nbytes, _ = g.work[i]
+            flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
+            C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+            H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
             isolated[i] = max(C, H)
             S = slices_of(max(C, H), slice_cycles)
             if S > h.MAX_SLICES:

@@ -49,6 +49,7 @@ import time
 
 from pysim.config import Config
 from pysim.topology import build as build_topology
+from pysim.network import check_network
 from pysim.workload.base import COLLECTIVE_KEYS, OP_GRAPH_KEYS, register
 from pysim.workload.graph import run_graph
 from pysim.workload.memory import apply_training, training_memory_report
@@ -95,6 +96,7 @@ def run_training(cfg, progress=None):
         check_trace_keys(cfg)
         return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
+    check_network(topo, cfg)             # (its limits at once, not after building the graph)
     model = load_model(cfg)
     check_model_keys(cfg, model)
     estimate = getattr(progress, "estimate", None)
