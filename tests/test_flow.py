@@ -318,10 +318,11 @@ def test_two_flows_sharing_one_channel_each_get_half():
 
 
 def test_messages_of_one_pair_share_it_and_a_short_late_one_finishes_first():
-    """a->b: 3S bytes at cycle 0, S bytes at cycle T. Alone until T, then half the link each:
-    the second finishes 2S/R after T, the first (with 3S - R T - S left) S/R after that.
-    Both models, the flow level within its latency terms of the fluid times."""
-    cfg = line3()
+    """a->b: 3S bytes at cycle 0, S bytes at cycle T, the NIC interleaving them
+    (network.nic_order = 'interleaved'). Alone until T, then half the link each: the second
+    finishes 2S/R after T, the first (with 3S - R T - S left) S/R after that. Both models,
+    the flow level within its latency terms of the fluid times."""
+    cfg = line3().with_overrides({"network.nic_order": "interleaved"})
     S, T, R = 1 << 16, 1000, 32
     g = OpGraph()
     first = g.send("a", "b", 3 * S)
@@ -332,6 +333,39 @@ def test_messages_of_one_pair_share_it_and_a_short_late_one_finishes_first():
     assert 4 * S / R <= flow.ops[first]["finish"] <= 4 * S / R + lat
     for i in (first, late):
         assert flow.ops[i]["finish"] == pytest.approx(flit.ops[i]["finish"], rel=0.01)
+
+
+def test_messages_of_one_pair_go_in_order():
+    """The same two messages as the NIC sends them by default (network.nic_order = 'fifo'):
+    one after another, first in first out: the first alone, done at 3S/R; the second, issued
+    at T while the first is under way, waits for it and is done S/R later, at 4S/R. Both
+    levels, within the latency terms."""
+    cfg = line3()
+    S, T, R = 1 << 16, 1000, 32
+    g = OpGraph()
+    first = g.send("a", "b", 3 * S)
+    late = g.send("a", "b", S, after=[g.delay(T)])
+    flit, flow = both(cfg, g)
+    lat = 20
+    for r in (flit, flow):
+        assert 3 * S / R <= r.ops[first]["finish"] <= 3 * S / R + lat
+        assert 4 * S / R <= r.ops[late]["finish"] <= 4 * S / R + lat
+
+
+def test_in_order_per_destination_not_per_nic():
+    """A NIC sends in order per destination only: a->b (3S) and, at T, a->c (S) share a's
+    NIC of one channel (32 B/cycle) as before: half each from T, so a->c is done 2S/R after T
+    and a->b S/R after that, at both levels, within the latency terms."""
+    cfg = line3()
+    S, T, R = 1 << 16, 1000, 32
+    g = OpGraph()
+    first = g.send("a", "b", 3 * S)
+    late = g.send("a", "c", S, after=[g.delay(T)])
+    flit, flow = both(cfg, g)
+    lat = 30
+    for r in (flit, flow):
+        assert T + 2 * S / R <= r.ops[late]["finish"] <= T + 2 * S / R + lat
+        assert 4 * S / R <= r.ops[first]["finish"] <= 4 * S / R + lat
 
 
 def test_a_flow_limited_by_its_nic():
