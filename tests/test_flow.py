@@ -578,14 +578,33 @@ def test_agreement_cases_cover_every_system_and_algorithm():
                                         "tree", "hierarchical", "nccl"}
 
 
+# Cases of AGREE where the flow level is faster by more than 5% at 1 MB (docs/flow.md,
+# "Where and why the two differ"): chunks pipelined through each connection (the NICs' order)
+# make a NIC send over several links at once, where the flit level's switch allocator loses
+# some of the links' bandwidth (a DGX-1 GPU sending 4 MiB to three peers at once: 23.4, 23.3
+# and 44.4 B/cycle of links of 25, 25 and 50), or on NVSwitch systems over links of several
+# channels. The flow level is an optimistic bound there, by at most a sixth at 1 MB.
+PIPELINED_FAST = {
+    ("mesh8x8", "all_gather", "halving_doubling"),
+    ("ring-of-rings4x4", "all_reduce", "hierarchical"),
+    ("dgx1-v100", "all_gather", "halving_doubling"),
+    ("gpu16-cubemesh", "all_reduce", "bidir_ring"),
+    ("dgx-a100", "all_reduce", "ring"),
+}
+
+
 @pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(16 << 20, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("system,collective,algorithm", AGREE)
 def test_collectives_agree_with_the_flit_level(system, collective, algorithm, nbytes):
-    """Flow-level time within 5% of the flit level's, at 1 MB and (slow) 16 MB."""
+    """Flow-level time within 5% of the flit level's, at 1 MB and (slow) 16 MB; in the cases
+    of PIPELINED_FAST, faster than the flit level by less than a sixth."""
     cfg = collective_cfg(system, collective, algorithm, nbytes)
     flit = simulate(cfg).makespan_cycles
     flow = simulate(cfg.with_overrides({"network.model": "flow"})).makespan_cycles
-    assert flow == pytest.approx(flit, rel=0.05), (flit, flow)
+    if (system, collective, algorithm) in PIPELINED_FAST:
+        assert flit * 5 / 6 < flow < flit, (flit, flow)
+    else:
+        assert flow == pytest.approx(flit, rel=0.05), (flit, flow)
 
 
 # as shipped (2 VCs: on rings, tori and the graphs' table routing, one VC per class)
