@@ -315,8 +315,13 @@ def main():
     ap.add_argument("--logical-rings", action="store_true",
                     help="pysim alone: the small hybrid workloads on ring 8 and with every "
                          "logical hop a link of its own, beside ASTRA-sim's recorded times")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "vs_astrasim.json"))
+    ap.add_argument("--out", default=None,
+                    help="JSON (default bench/results/vs_astrasim.json, with --logical-rings "
+                         "bench/results/vs_astrasim_logical_rings.json)")
     a = ap.parse_args()
+    if a.out is None:
+        a.out = os.path.join(HERE, "results", "vs_astrasim_logical_rings.json"
+                             if a.logical_rings else "vs_astrasim.json")
     if a.logical_rings:
         rows = logical_rings(a.network)
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
