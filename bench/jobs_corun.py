@@ -31,7 +31,8 @@ def main():
     ap.add_argument("--seeds", default="1,2,3,6")
     ap.add_argument("--iterations", default="3:12")
     ap.add_argument("--policies", default="baseline,preserve")
-    ap.add_argument("--model", default=None, help="network.model (flit level by default)")
+    ap.add_argument("--model", default=None,
+                    help="network.model (job streams run at the flow level unless set)")
     ap.add_argument("--server", default="dgx1-v100")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", default=os.path.join(here, "results", "jobs_corun.json"))
@@ -85,7 +86,7 @@ def main():
         from provenance import provenance
         json.dump(dict(bench="jobs_corun", **provenance(), argv=sys.argv[1:],
                        server=a.server, jobs=a.jobs, seeds=a.seeds,
-                       iterations=[lo, hi], network_model=a.model or "flit", sets=a.sets,
+                       iterations=[lo, hi], network_model=a.model or "flow", sets=a.sets,
                        rows=rows), f, indent=1)
     print(f"results written to {a.out}")
 

@@ -47,7 +47,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--model", default=None, help="network.model (flit level by default)")
+    ap.add_argument("--model", default=None,
+                    help="network.model (job streams run at the flow level unless set)")
     ap.add_argument("--server", default="dgx1-v100")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -62,7 +63,7 @@ def main():
     from pysim.plot import jobs_cdf
     from provenance import provenance
     out = dict(bench="mapa", server=a.server, jobs=a.jobs, seed=a.seed,
-               network_model=a.model or "flit", paper=PAPER, variants={}, **provenance(),
+               network_model=a.model or "flow", paper=PAPER, variants={}, **provenance(),
                argv=sys.argv[1:])
     summary = []
     for name in a.variants.split(","):

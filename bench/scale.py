@@ -3,18 +3,20 @@ NPUs -- GPT-3 175B (tp 8, pp 16, the rest data parallel), a Llama-70B-like model
 pp 8) and data-parallel ResNet-50 -- on a cluster of DGX H100 nodes on a rail-optimised
 fat-tree, on a 3-D torus of the same size, or on a two-level switched system (DGX-like nodes
 of 8 NPUs on a leaf switch, 150 GB/s per NPU, the leaves on one spine at 400 GB/s). By
-default ring collectives are streams (workload.collective_form) and one data-parallel
-replica's passes are built for all (workload.parallel.replicas = 'one'); --form steps
---replicas all builds every op. Per case: wall and CPU time, peak memory, graph and engine ops, flows,
-events and their rate, the time in the max-min solver, where the time went (building, the memory plan,
-compiling, the engine, results), or the refusal and how long it took. Each case runs in a
-fresh process under a time and an address-space limit; a case past either is reported as
-such. Writes JSON with provenance.
+default ring collectives are streams (workload.collective_form), one data-parallel
+replica's passes are built for all (workload.parallel.replicas = 'one') and one
+tensor-parallel rank's ops for its group (workload.parallel.tp_ranks = 'one'); --form steps
+--replicas all --tp-ranks all builds every op. Per case: wall and CPU time, peak memory,
+graph and engine ops, flows, events and their rate, the time in the max-min solver, where
+the time went (building, the memory plan, compiling, the engine, results) and the CPU of
+everything before the engine over the engine's, or the refusal and how long it took. Each
+case runs in a fresh process under a time and an address-space limit; a case past either
+is reported as such. Writes JSON with provenance.
 
     python bench/scale.py [--sizes 1024,4096,16384] [--models gpt3,llama70b,resnet50]
         [--systems cluster,torus,two_level] [--micro-batches 4] [--interleave 1]
-        [--form streams|steps] [--replicas one|all] [--timeout 900] [--mem-gb 12]
-        [--out bench/results/scale.json]
+        [--form streams|steps] [--replicas one|all] [--tp-ranks one|all] [--timeout 900]
+        [--mem-gb 12] [--out bench/results/scale.json]
 """
 import argparse
 import json
@@ -83,7 +85,8 @@ def case_config(case, tmp):
                    "workload.parallel": {"tp": spec["tp"], "pp": spec["pp"],
                                          "micro_batches": m,
                                          "interleave": case.get("interleave", 1),
-                                         "replicas": case.get("replicas", "all")},
+                                         "replicas": case.get("replicas", "all"),
+                                         "tp_ranks": case.get("tp_ranks", "all")},
                    "workload.batch": n // (spec["tp"] * spec["pp"]) * m,
                    "workload.bucket_mb": 1024.0})
     if case["system"] == "cluster":
@@ -140,7 +143,9 @@ def one(case, tmp):
         training_memory_report(res, applied)
         rep = training_report(graph, plan, res, cfg)
         phases["report"] = time.process_time() - t
+        before = sum(v for k, v in phases.items() if k not in ("engine", "results", "report"))
         out.update(ok=True, engine_ops=p["engine_ops"], flows=res.flow.get("flows_started"),
+                   setup_over_engine=before / max(p["cpu"]["engine"], 1e-9),
                    rate_recomputations=res.flow.get("rate_recomputations"),
                    events=p["events"], solver_seconds=p["solver_seconds"],
                    events_per_second=p["events"] / max(p["cpu"]["engine"], 1e-9),
@@ -192,12 +197,12 @@ def row(r):
         wall = r.get("wall_seconds", r["process_wall_seconds"])
         return (f"| {r['model']} | {r['system']} | {r['npus']:,} | {wall:.1f} s | "
                 f"{r.get('peak_gb', float('nan')):.2f} | {r.get('graph_ops', '-')} | - | - | - "
-                f"| {r.get('refused', '')[:240]} |")
+                f"| {r.get('refused', '')[:240]} | - |")
     return (f"| {r['model']} | {r['system']} | {r['npus']:,} | {r['wall_seconds']:.1f} s "
             f"({r['cpu_seconds']:.0f} CPU) | {r['peak_gb']:.2f} | {r['graph_ops']:,} / "
             f"{r['engine_ops']:,} | {r['flows']:,} | {r['events']:,} ({r['events_per_second']:,.0f}/s; "
             f"solver {r['solver_seconds']:.1f} s) | "
-            f"{r['iteration_seconds']:.3f} s | {where} |")
+            f"{r['iteration_seconds']:.3f} s | {where} | {r['setup_over_engine']:.1f} |")
 
 
 def main():
@@ -210,6 +215,8 @@ def main():
                     help="workload.collective_form of every case")
     ap.add_argument("--replicas", default="one", choices=["one", "all"],
                     help="workload.parallel.replicas of every case")
+    ap.add_argument("--tp-ranks", default="one", choices=["one", "all"],
+                    help="workload.parallel.tp_ranks of the tensor-parallel cases")
     ap.add_argument("--interleave", type=int, default=1,
                     help="workload.parallel.interleave of GPT-3 and the Llama-like model "
                          "(micro-batches a multiple of pp)")
@@ -225,15 +232,17 @@ def main():
     prov = provenance()
     rows = []
     print("| model | system | NPUs | wall | peak GB | graph / engine ops | flows | "
-          "events (per CPU s; in the solver) | iteration | where the CPU time went (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "events (per CPU s; in the solver) | iteration | where the CPU time went (s) | "
+          "before the engine / engine |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in a.models.split(","):
             for system in a.systems.split(","):
                 for n in [int(x) for x in a.sizes.split(",")]:
                     case = dict(model=model, system=system, npus=n,
                                 micro_batches=a.micro_batches, form=a.form,
-                                replicas=a.replicas, interleave=a.interleave)
+                                replicas=a.replicas, tp_ranks=a.tp_ranks,
+                                interleave=a.interleave)
                     r = run_case(case, a.timeout, a.mem_gb, tmp)
                     rows.append(r)
                     print(row(r), flush=True)

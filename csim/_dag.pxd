@@ -159,19 +159,19 @@ cdef inline double _left(State* s, int32_t n) noexcept nogil:
     return w if w > 0 else 0.0
 
 
-cdef inline double _roof_demand(State* s, int32_t n) noexcept nogil:
+cdef inline double _roof_demand(State* s, int32_t n, double rc) noexcept nogil:
     """What the memory part running on unit n (a node's unit 1) can use: enough to keep pace
-    with its compute part if that runs now beside it (its work left over the compute part's
-    time left), else the whole memory."""
+    with its compute part if that runs now beside it at rate rc (its work left over the
+    compute part's time left), else the whole memory."""
     cdef int32_t op = s.u_op[n]
     cdef double wc, wm
-    if s.op_kind[op] != OP_ROOF_MEM or s.u_op[n - 1] != op - 1 or s.u_rate[n - 1] <= 0:
+    if s.op_kind[op] != OP_ROOF_MEM or s.u_op[n - 1] != op - 1 or rc <= 0:
         return 1.0
     wc = _left(s, n - 1)
     wm = _left(s, n)
     if wc <= 0 or wm <= 0:
         return 1.0
-    wc = wm * s.u_rate[n - 1] / wc
+    wc = wm * rc / wc
     if wc < 1e-6:                      # (a demand is never nothing: every rate stays > 0)
         return 1e-6
     return wc if wc < 1.0 else 1.0
@@ -190,14 +190,14 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
     cdef double g[3]
     cdef int32_t u[3]
     cdef int32_t i, j, m = 0, left, soft = 0
-    cdef double cap = 1.0, share, t
+    cdef double cap = 1.0, share, t, rc = 1.0, wc, wm
     if k > 0:
         if h >= k:
             h = k - 1
-        _set_rate(s, n, (<double>(k - h)) / k)
+        rc = (<double>(k - h)) / k
     if s.u_op[n + 1] >= 0:
         u[m] = 1
-        d[m] = _roof_demand(s, n + 1)
+        d[m] = _roof_demand(s, n + 1, rc)
         m += 1
     if s.u_op[n + 5] >= 0:
         u[m] = 5
@@ -231,7 +231,17 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
             if u[i] != 5:
                 g[i] += share
     for i in range(m):
+        if u[i] == 1 and g[i] < d[i] and s.u_op[n] >= 0 and s.u_op[n] == s.u_op[n + 1] - 1:
+            # a roofline op's memory part given less than keeps pace with its compute part:
+            # the compute part goes no faster than its data comes (they end together)
+            wc = _left(s, n)
+            wm = _left(s, n + 1)
+            if wc > 0 and wm > 0 and g[i] * wc / wm < rc:
+                rc = g[i] * wc / wm
+                if rc < 1e-6:
+                    rc = 1e-6
         _set_rate(s, n + u[i], g[i])
+    _set_rate(s, n, rc)
     if s.u_op[n + 1] < 0:
         s.u_rate[n + 1] = 1.0
     if s.u_op[n + 5] < 0:

@@ -170,7 +170,7 @@ cdef _setup_network(Engine self, dict net):
     rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
     if rt.size != n * n:
         raise ValueError("rt must have n_nodes * n_nodes entries")
-    s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32))
+    s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32, share=True))
     s.nbuf_total = 0
     s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
                                          np.int32))

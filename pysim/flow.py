@@ -258,5 +258,6 @@ declare(
         "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
         "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
         "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
-        "flit-level only.", None, lambda: ["flit", "flow"]),
+        "flit-level only; job streams (pysim jobs) run at the flow level unless it is set.",
+        None, lambda: ["flit", "flow"]),
 )

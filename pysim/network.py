@@ -98,9 +98,21 @@ MAX_FLIT_CYCLES = 1 << 22   # cycles one flit may take on a channel (1e-5 GB/s a
 MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
 
 
+def check_network(topo, cfg):
+    """Refuse at once, before any op graph or route is built, a network past a limit: its
+    links and NICs and its VC buffers (_check_channels; its size was checked as the
+    topology was built: pysim.topology.check_size)."""
+    net = cfg.network
+    inj_bpc, ej_bpc = nic_bandwidths(topo, cfg)
+    nic_lat = 1 if net.nic_latency_ns is None else topology_mod.ns_to_cycles(
+        net.nic_latency_ns, net.clock_ghz)
+    return _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
+
+
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
-    of a latency past MAX_DELAY_CYCLES. Returns the longest step a flit legitimately takes
+    of a latency past MAX_DELAY_CYCLES, and VC buffers of more than MAX_BUFFER_BYTES in all.
+    Returns the longest step a flit legitimately takes
     with nothing else moving: the slowest channel's gap between two flits (its
     serialisation) and its latency, a credit's way back, and one router's pipeline. The
     watchdog waits that long beyond simulation.watchdog_cycles, so a slow link or NIC is slow,
@@ -136,11 +148,18 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
                               f"network.flit_bytes, or lower the bandwidth)")
         raise ConfigError(f"{what}: latency {L:,} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
+    net = cfg.network
+    C = int(n_lanes.sum())                  # the engine's channels: a lane each
+    buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
+    if buffer_bytes > MAX_BUFFER_BYTES:
+        raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
+                          f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
+                          f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB "
+                          f"(fewer or shallower VCs make less)")
     # a lane of bpc / lanes bytes per cycle waits up to ceil(F / that) cycles between flits
     with np.errstate(divide="ignore", over="ignore"):
         gap = np.ceil(F * n_lanes / np.maximum(bpc, 1e-300))
     step = float(np.max(np.minimum(gap, 2.0 ** 62) + 2 * lat)) if bpc.size else 0.0
-    net = cfg.network
     return int(step) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + \
         net.st_delay + net.injection_delay
 
@@ -301,11 +320,6 @@ def compile_network(cfg, topo=None) -> Network:
             other = route.ch_rev[topo_channel[i]]
             if other >= 0:
                 ch_rev[i] = first_of_topo[other]
-    buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
-    if buffer_bytes > MAX_BUFFER_BYTES:
-        raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
-                          f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
-                          f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB")
     arrays = NetworkArrays(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,

@@ -145,3 +145,31 @@ def test_a_wait_across_ranks_other_than_a_message_is_refused_at_export(tmp_path)
     g.compute("npu1", 10, after=[a])
     with pytest.raises(ConfigError, match="other than through a message"):
         chakra.write(g, build_topology(cfg), tmp_path / "x")
+
+
+def test_a_trace_refuses_the_training_keys_it_does_not_read(tmp_path):
+    """A trace gives each rank's work, messages and collectives: every key a training run of
+    a model reads that the trace does not (the model's shape, parallelism, batch,
+    iterations, memory plan, the collectives' grouping) is refused, naming it; those it reads
+    run."""
+    from pysim.schema import KEY_MAP, read_by
+    from pysim.workload.training.reads import TRACE_READS
+    coll = ("COMM_COLL_NODE", {"comm_type": 0, "comm_size": 1 << 16}, [], 0)
+    _write_trace(tmp_path / "t", [[("COMP_NODE", {}, [], 1), coll]] * 8)
+    over = {"workload.kind": "training", "workload.model": str(tmp_path / "t"),
+            "network.model": "flow"}
+    given = {"workload.batch": 64, "workload.iterations": 3, "workload.precision": "fp16",
+             "workload.parallel": {"dp": 8}, "workload.model_params": {"layers": 2},
+             "workload.memory.policy": "offload", "workload.bucket_mb": 1.0,
+             "workload.overlap": False, "workload.group": ["npu0", "npu1"],
+             "workload.ring_order": [f"npu{i}" for i in range(8)],
+             "workload.chunks_in_flight": 1, "workload.astra_scheduling": "FIFO"}
+    unread = read_by("workload.kind", "training") - set(TRACE_READS)
+    assert set(given) - {"workload.memory.policy"} <= unread
+    for path, v in given.items():
+        with pytest.raises(ConfigError, match=rf"{path} = .* is not read with a Chakra trace"):
+            simulate(load("switch8", {**over, path: v}))
+    for path in ("workload.algorithm", "workload.chunks", "workload.packet_flits"):
+        assert path in TRACE_READS and path in KEY_MAP
+    assert simulate(load("switch8", {**over, "workload.algorithm": "direct",
+                                     "workload.chunks": 2})).makespan_cycles > 0

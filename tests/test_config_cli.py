@@ -351,3 +351,20 @@ def test_every_shipped_topology_runs(name):
         return
     r = simulate(cfg)
     assert r.packets_delivered == r.packets_measured > 0
+
+
+def test_a_training_run_past_a_network_limit_is_refused_before_building(monkeypatch):
+    """A network past a limit (its VC buffers) is refused before the training graph is
+    built (a 16,384-NPU plan built its graph for minutes first)."""
+    from pysim.workload.training import builder
+
+    def never(*a, **k):
+        raise AssertionError("the graph was built")
+    monkeypatch.setattr(builder, "training_graph", never)
+    import pysim.workload.training as training
+    monkeypatch.setattr(training, "training_graph", never)
+    raw = {"topology": {"kind": "ring", "size": 8},
+           "workload": {"kind": "training", "model": "resnet50", "batch": 8},
+           "network": {"vc_buffer_flits": 10 ** 9}}
+    with pytest.raises(ConfigError, match="on 32 channels: 476.8 GiB of buffers"):
+        simulate(from_dict(raw))

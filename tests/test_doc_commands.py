@@ -3,9 +3,9 @@
 
 Each page's `pysim` commands run in order in one fresh folder (a later command may read what
 an earlier one wrote), with the files a page names as the reader's own (`my_net.onnx`,
-`workload.txt`) written there first; a non-zero exit fails. Commands measured to take more
-than a few seconds run in the slow tier only (SLOW below), with the commands that read what
-they write; the rest run in the default tier too. `python -m pysim.docs` is held by test_docs (the
+`workload.txt`) written there first; a non-zero exit fails; a command shown twice runs once.
+Commands measured to take more than a few seconds run in the slow tier only (SLOW below),
+with the commands that read what they write; the rest run in the default tier too. `python -m pysim.docs` is held by test_docs (the
 generated pages match it). The benchmarks (`python bench/...`, minutes to hours each) are
 checked to exist and to accept every option the page gives them, not run.
 """
@@ -66,9 +66,15 @@ RUN_WHOLE = ("README.md", "user-guide.md")
 
 
 def page_commands(page):
+    """The page's pysim commands, in order; one it shows again (prose naming a command of an
+    earlier block) runs once."""
     fenced = os.path.basename(page) not in RUN_WHOLE
-    return [(at, c) for at, c in doc_commands.commands(page, fenced=fenced)
-            if c.split()[0] == "pysim"]
+    seen, out = set(), []
+    for at, c in doc_commands.commands(page, fenced=fenced):
+        if c.split()[0] == "pysim" and c not in seen:
+            seen.add(c)
+            out.append((at, c))
+    return out
 
 
 def is_slow(cmd):

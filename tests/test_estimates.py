@@ -7,6 +7,7 @@ from pysim.network import compile_network
 from pysim.topology import build
 from pysim.workload import runtime
 from pysim.workload.collectives import collective_graph
+from pysim.workload.compile import engine_ops
 from pysim.workload.graph import compile_graph
 
 
@@ -85,3 +86,41 @@ def test_the_meter_reports_the_share_of_the_estimated_work():
         meter.last = -10.0                   # (at most once a second: a second has passed)
         meter(hops)
     assert [x for k, x in rec if k == "share"] == [0.25, 0.75, 1.0]
+
+
+def test_a_training_run_is_estimated_before_its_graph_is_built(monkeypatch):
+    """A training run's first estimate comes from its op count, before any iteration is
+    built (a 100,000-layer model spends a minute building): the ops it names bound those the
+    graph then has from above (collectives counted by their closed-form bound), and a long
+    one is said with its memory."""
+    from pysim.workload.training import builder
+    built = []
+    real = builder._Builder.iteration
+    monkeypatch.setattr(builder._Builder, "iteration",
+                        lambda self, *a: (built.append(a[0]), real(self, *a))[1])
+
+    class Stop(Exception):
+        pass
+
+    class First(Recorder):
+        def estimate(self, est):
+            self.append((est, list(built)))
+            raise Stop
+
+    cfg = pysim.load("dgx1-v100", {"workload.kind": "training", "workload.model": "resnet50",
+                                   "workload.batch": 64, "network.model": "flow"})
+    rec = First()
+    try:
+        pysim.simulate(cfg, progress=rec)
+    except Stop:
+        pass
+    (est, before), = rec
+    assert est["stage"] == "build" and before == []
+    from pysim.workload.training import training_graph
+    graph, _ = training_graph(cfg, build(cfg))
+    assert len(graph) <= est["graph_ops"]
+    assert engine_ops(graph) <= est["ops"]
+    big = runtime.before_build(3_200_000, 6_400_000, 3e9, cfg)
+    line = runtime.describe(big)
+    assert line.startswith("estimate: about ") and "3,200,000 ops" in line and "3.0 GB" in line
+    assert runtime.describe(runtime.before_build(1000, 2000, 1e6, cfg)) is None

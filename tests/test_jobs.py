@@ -600,6 +600,88 @@ def test_training_builder_matches_the_training_workload(dgx):
     assert e[1] - e[0] == pytest.approx(ref.to_dict()["iteration_cycles"], rel=0.01)
 
 
+def test_a_stream_runs_at_the_flow_level_unless_the_level_is_set(tmp_path, cli):
+    """A stream needs a simulation per shape and per group of jobs running together (hundreds
+    for a thousand jobs), each a few training iterations; it runs them at the flow level
+    unless network.model is set, in the server's file or as an override, and says which
+    level it ran at."""
+    from pysim import systems
+    assert load_server("dgx1-v100").cfg.network.model == "flow"
+    assert load_server("dgx1-v100", {"network.model": "flit"}).cfg.network.model == "flit"
+    text = open(os.path.join(systems.directory(), "dgx1-v100.toml")).read()
+    assert "\n[network]\n" in text
+    f = tmp_path / "mine.toml"
+    f.write_text(text.replace("\n[network]\n", '\n[network]\nmodel = "flit"\n', 1))
+    assert load_server(str(f)).cfg.network.model == "flit"
+    out = tmp_path / "j.json"
+    r = cli("jobs", "dgx1-v100", "--jobs", 3, "--policy", "baseline", "--set",
+            'jobs.models=["mixed","light"]', "--set", "jobs.min_iterations=2", "--set",
+            "jobs.max_iterations=3", "--json", out)
+    assert r.exit_code == 0, r.output
+    assert "at the flow level" in r.output
+    d = json.loads(out.read_text())
+    assert d["config"]["network"]["model"] == "flow" == d["stats"]["network_model"]
+
+
+def test_every_simulation_of_a_stream_is_counted():
+    """The stream's statistics count every simulation it ran, those that derive the jobs'
+    bandwidth sensitivity included: with an empty cache each simulation is one new entry of
+    it, and the simulated cycles are the entries' cycles summed."""
+    from pysim.jobs.cache import Cache
+    srv = server(sensitivity="derived", insensitive=[], policies=["baseline", "preserve"])
+    jobs = [Job(0, "comm", 2, 10, sensitive=None), Job(1, "mixed", 3, 10, sensitive=None),
+            Job(2, "comm", 2, 5, sensitive=None)]
+    cache = Cache()
+    st = run(srv, jobs, cache=cache).to_dict()["stats"]
+    assert st["simulations"] == len(cache.mem) == cache.misses
+    assert st["sim_cycles"] == sum(v["cycles"] for v in cache.mem.values())
+    assert st["for_sensitivity"] == 4          # two kinds, each on its best and worst shape
+    assert "4 for bandwidth sensitivity" in run(srv, jobs).summary()
+
+
+def test_a_stream_at_the_flit_level_says_a_lower_bound_of_its_work_first():
+    """At the flit level a stream's simulations are long: before any runs it is given a
+    lower bound of their work (each kind of job alone on its best placement, twice where its
+    sensitivity is derived), which the flit-hops the simulations then move bound from
+    above; said as 'at least', with the flow level beside it."""
+    from pysim.workload import runtime
+    srv = server(sensitivity="derived", insensitive=[], policies=["baseline"])
+    flit = load_server("dgx1-v100", {**{f"jobs.{k}": v for k, v in dict(
+        models=list(MODELS), insensitive=[], sensitivity="derived",
+        policies=["baseline"]).items()}, "network.model": "flit"})
+    jobs = [Job(0, "comm", 2, 10, sensitive=None), Job(1, "mixed", 3, 10, sensitive=None),
+            Job(2, "comm", 2, 5, sensitive=True)]
+    seen = []
+
+    class Progress:
+        def __call__(self, done, total):
+            seen.append(("done", done))
+
+        def estimate(self, est):
+            seen.append(("estimate", est))
+    st = run(flit, jobs, progress=Progress()).to_dict()["stats"]
+    kind, est = seen[0]
+    assert kind == "estimate" and est["least"] and est["simulations"] == 4
+    assert 0 < est["flit_hops"] <= st["flit_hops"]
+    line = runtime.describe({**est, "seconds": {"flit": 3600.0, "flow": 1.0}})
+    assert line.startswith("estimate: at least 60 min to simulate at the flit level "
+                           "(4 simulations, ")
+    assert "at the flow level (network.model = 'flow') about 1 s" in line
+    seen.clear()
+    run(srv, jobs, progress=Progress())          # the flow level: nothing to warn of
+    assert all(k == "done" for k, _ in seen)
+
+
+def test_progress_counts_every_job_as_it_ends():
+    """progress(done, total) is called as each job ends, over all policies (not once a policy
+    has run its whole stream), done going up by one to the total."""
+    srv = server(policies=["baseline", "greedy"], count=5, min_iterations=2,
+                 max_iterations=4)
+    calls = []
+    run(srv, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i, 10) for i in range(1, 11)]
+
+
 def test_sensitivity_is_derived_from_the_best_and_worst_placements():
     """Derived labels: a job that only computes takes the same time on every placement
     (sensitivity 0: insensitive); one that only communicates takes longer on its worst

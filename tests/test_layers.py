@@ -14,9 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # lowest first; a module is in the layer of the longest prefix listed
 LAYERS = [
     ("csim", ["csim"]),
-    ("config", ["pysim.errors", "pysim._version", "pysim._io", "pysim.schema", "pysim.systems",
+    ("config", ["pysim.errors", "pysim._version", "pysim._io", "pysim._gc", "pysim.schema",
+                "pysim.systems",
                 "pysim.config", "pysim.engine"]),
     ("components", ["pysim.models", "pysim.topology", "pysim.cluster", "pysim.routing",
+                    "pysim.deadlock",
                     "pysim.network",
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),
@@ -29,7 +31,7 @@ LAYERS = [
 # A model knows nothing of networks: pysim.models imports, of pysim, only itself and the
 # config layer.
 MODELS_MAY_IMPORT = ("pysim.models", "pysim.errors", "pysim.schema", "pysim.config",
-                     "pysim._io", "pysim._version")
+                     "pysim._io", "pysim._version", "pysim._gc")
 
 # (importing module, imported top-level package or module) allowed inside a function
 DEFERRED = {

@@ -131,7 +131,8 @@ def test_a_large_message_moves_at_the_link_bandwidth():
     (lambda g: g.compute("n0_0", 1.5), "cycles = 1.5: expected an integer >= 0"),
     (lambda g: g.send("n0_0", "n1_1", 10 ** 20, name="big"),
      "op 'big': bytes = 100000000000000000000: expected at most 1,000,000,000,000,000"),
-    (lambda g: g.compute("n0_0", flops=1e30), "slices of workload.slice_cycles = 1000"),
+    (lambda g: g.compute("n0_0", flops=1e30), "takes more than 1,000,000,000,000,000 "
+                                               "cycles"),
 ])
 def test_bad_graphs_are_refused(build, fragment):
     g = OpGraph()
@@ -139,6 +140,15 @@ def test_bad_graphs_are_refused(build, fragment):
         build(g)
         run_graph(make_cfg(**MESH), g)
     assert fragment in str(e.value) and "op :" not in str(e.value)
+
+
+def test_too_many_slices_are_refused():
+    """10^12 cycles in slices of 1000 are 10^9 slices, past the limit; whole (the default)
+    the op is one."""
+    g = OpGraph()
+    g.compute("n0_0", flops=1e17)             # 10^12 cycles at 10^5 FLOPs a cycle
+    with pytest.raises(GraphError, match="slices of workload.slice_cycles = 1000"):
+        run_graph(make_cfg(**MESH, workload={"slice_cycles": 1000}), g)
 
 
 def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
@@ -354,10 +364,12 @@ def test_reduce_ops_on_the_npu_and_on_the_offload_engine():
         g.reduce("a", 5, "gpu")
 
 
-def test_roofline_slices_share_the_memory_with_communication_exactly():
-    """The sharing rule, cycle for cycle: a roofline op runs in slices of at most
-    slice_cycles (1000), each a compute part beside a memory part, the next slice when both
-    are done; communication's memory traffic (OpGraph.memory) shares the memory with the
+@pytest.mark.parametrize("slice_cycles", [0, 1000])
+def test_roofline_slices_share_the_memory_with_communication_exactly(slice_cycles):
+    """The sharing rule, cycle for cycle, for a roofline op run whole (slice_cycles = 0, the
+    default: its compute and memory parts progress together) and in slices of 1000 cycles
+    (each a compute part beside a memory part, the next slice when both are done): the same
+    times. Communication's memory traffic (OpGraph.memory) shares the memory with the
     memory parts max-min fairly, each taking at most what it can use (a memory part: what
     keeps pace with its compute part; no budget on a node without modelled compute units).
     Memory-bound (4000 memory cycles, no compute) beside a 500-cycle memory op at 0: both can
@@ -366,9 +378,15 @@ def test_roofline_slices_share_the_memory_with_communication_exactly():
     Compute-bound (4 slices of 1000 compute, 100 memory) beside a 2000-cycle memory op: each
     memory part can use only 100 / 1000 of the memory (it keeps pace with its compute part),
     so the op runs at 0.9 throughout: 2000 / 0.9, ending at 2223 (an even split would end it
-    at 2300); the roofline op is never slowed past its compute: done at 4000."""
+    at 2300); the roofline op is never slowed past its compute: done at 4000.
+    Memory short of the pace (4000 compute, 3000 memory cycles: it needs 0.75 of the memory)
+    beside a 1500-cycle memory op: each gets half until the op ends at 3000, so the compute
+    goes no faster than its data, 0.5 x 4000 / 3000 (in slices: 1000 compute, 750 memory, two
+    slices of 1500); then 1500 memory and 2000 compute cycles are left, alone: done at 5000
+    (compute running ahead of its data would end it at 4500)."""
     cfg = make_cfg(topology={"kind": "ring", "size": 2, "npu": {"tflops": 1.0,
-                                                              "hbm_gbps": 1.0}})
+                                                              "hbm_gbps": 1.0}},
+                   workload={"slice_cycles": slice_cycles})
     g = OpGraph()
     g.compute("n0", bytes=4000)
     g.memory("n0", 500)
@@ -380,6 +398,11 @@ def test_roofline_slices_share_the_memory_with_communication_exactly():
     r = run_graph(cfg, g)
     assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 4000), (0, 2223)]
     assert r.ops[0]["isolated_cycles"] == 4000
+    g = OpGraph()
+    g.compute("n0", flops=4000 * 1000, bytes=3000)
+    g.memory("n0", 1500)
+    r = run_graph(cfg, g)
+    assert [(op["start"], op["finish"]) for op in r.ops] == [(0, 5000), (0, 3000)]
     # a per-op peak: 3.5e6 FLOPs at 2 TFLOP/s = 1750 cycles, whatever the node's own peak
     g = OpGraph()
     g.compute("n1", flops=3.5e6, peak_flops=2e12)

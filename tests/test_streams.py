@@ -37,7 +37,7 @@ def run(system, form, **w):
 @pytest.mark.parametrize("algorithm", ["ring", "bidir_ring"])
 @pytest.mark.parametrize("collective", ["all_reduce", "reduce_scatter", "all_gather"])
 @pytest.mark.parametrize("engine", [None, "npu"])
-@pytest.mark.parametrize("p,chunks", [(2, 1), (5, 3), (8, 2)])
+@pytest.mark.parametrize("p,chunks", [(2, 1), (5, 1), (5, 3), (8, 2)])
 def test_the_ops_counted_are_the_ops_built(algorithm, collective, engine, p, chunks):
     cfg = make_cfg(topology={"kind": "switch", "size": p}, network={"vcs": 2})
     order = [f"npu{i}" for i in range(p)]
@@ -47,7 +47,10 @@ def test_the_ops_counted_are_the_ops_built(algorithm, collective, engine, p, chu
     assert engine_ops == coll.ops_bound(collective, algorithm, p, chunks, engine,
                                         form="streams")
     steps = coll.build(collective, algorithm, order, 100_003, chunks, engine=engine)
-    assert len(g) < len(steps) or p == 2
+    if chunks > 1:                    # several chunks: made step by step (streamed)
+        assert (g.kind, g.after) == (steps.kind, steps.after)
+    else:
+        assert len(g) < len(steps) or p == 2
     # every byte the steps send is sent by the streams, from the same ranks to the same
     sent = {}
     for gg, key in ((g, "streams"), (steps, "steps")):
@@ -100,6 +103,23 @@ def test_streams_keep_the_bandwidth_term_of_a_large_ring():
     w = dict(algorithm="ring", collective="all_reduce", bytes=64 << 20, chunks=1)
     a, b = run("ring8", "steps", **w), run("ring8", "streams", **w)
     assert abs(b.makespan_cycles - a.makespan_cycles) <= 1e-4 * a.makespan_cycles
+
+
+@pytest.mark.parametrize("engine", [None, "npu"])
+def test_a_ring_in_a_torus_takes_the_steps_time_to_a_percent(engine):
+    """The ring of an 8x8 torus's 64 NPUs (some neighbours two hops apart, sharing links):
+    one chunk of 1 MiB as streams within 1% of the steps (measured: +0.09%, -0.89%)."""
+    cfg = make_cfg(topology={"kind": "torus", "dims": [8, 8], "link_gbps": 50.0,
+                             "npu": {"preset": "a100"}}, network={"model": "flow"})
+    topo = build(cfg)
+    order = coll.ring_order(cfg, topo, list(topo.node_names))
+    t = {}
+    for form in ("steps", "streams"):
+        g = coll.build("all_reduce", "ring", order, 1 << 20, 1,
+                       4.0 if engine is None else None, engine, None, OpGraph(), done={},
+                       units={n: 16 for n in order} if engine else None, form=form)
+        t[form] = run_graph(cfg, g).makespan_cycles
+    assert abs(t["streams"] / t["steps"] - 1) < 0.01
 
 
 def test_other_algorithms_are_made_step_by_step_in_either_form():

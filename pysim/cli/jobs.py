@@ -69,7 +69,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         srv = load_server(server, over)
         stream = jst.stream(srv.cfg)
         cache = Cache(cache_path)
-        bar = _Progress() if not quiet and sys.stderr.isatty() else None
+        bar = _Progress(draw=sys.stderr.isatty()) if not quiet else None
         try:
             result = run_stream(srv, stream, workers=workers, scheduler=scheduler,
                                 cache=cache, progress=bar)
@@ -98,8 +98,8 @@ class _Progress(Ticker):
     """Jobs finished over all policies, on the terminal (stderr), at most once a second (the
     first and the last count always)."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, draw=True):
+        super().__init__(draw)
         self.shown = -1.0
 
     def __call__(self, done, total):

@@ -22,8 +22,10 @@ import time
 
 from pysim.errors import ConfigError
 from pysim import models
+from pysim.network import compile_network
 from pysim.topology import build as build_topology
-from pysim.workload.graph import OpGraph, run_graph
+from pysim.workload import runtime
+from pysim.workload.graph import OpGraph, compile_graph, run_graph
 from pysim.workload.training import training_graph
 
 
@@ -44,9 +46,11 @@ def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
         _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
                                  graph=graph, prefix=prefix)
     except ConfigError as e:
-        raise ConfigError(f"a job of {spec['model']} on {len(nodes)} NPUs with a batch of "
+        err = ConfigError(f"a job of {spec['model']} on {len(nodes)} NPUs with a batch of "
                           f"{spec['batch']} (its batch_per_npu, from the job file or "
-                          f"jobs.batch_per_npu, x its NPUs): {e}") from None
+                          f"jobs.batch_per_npu, x its NPUs): {e}")
+        err.job_kind = (spec["model"], len(nodes), int(spec["batch"]))
+        raise err from None
     ends = []
     for first, last in plan.iterations:
         inner = set()
@@ -92,12 +96,7 @@ def _zoo():
 training.known_models = _zoo
 
 
-def simulate_shapes(cfg, topo, members, builder):
-    """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
-    network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
-    iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",
-    "wall_seconds"}."""
-    t0 = time.perf_counter()
+def _graph(cfg, topo, members, builder):
     g = OpGraph()
     ends, spans = [], []
     for m, (spec, nodes, iters) in enumerate(members):
@@ -108,6 +107,25 @@ def simulate_shapes(cfg, topo, members, builder):
                               f"iterations")
         ends.append(list(e))
         spans.append((lo, len(g)))
+    return g, ends, spans
+
+
+def estimate_shapes(cfg, topo, members, builder):
+    """The estimate (pysim.workload.runtime) of what simulate_shapes would run: its graph
+    built and compiled, not run."""
+    g, _, _ = _graph(cfg, topo, members, builder)
+    network = compile_network(cfg, topo)
+    arrays, _ = compile_graph(g, network.topo, cfg)
+    return runtime.estimate(network, arrays, cfg)
+
+
+def simulate_shapes(cfg, topo, members, builder):
+    """Run `members` -- (spec, node names in rank order, iterations) each -- together on the
+    network `topo` with cfg's router parameters. Returns {"ends": per member the cycle each
+    iteration ended, "pairs": per member the (rank, rank) pairs its sends join, "cycles",
+    "wall_seconds"}."""
+    t0 = time.perf_counter()
+    g, ends, spans = _graph(cfg, topo, members, builder)
     if topo is not None:
         _check_routes(topo, g)
     res = run_graph(cfg, g, topo=topo)

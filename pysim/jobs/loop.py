@@ -72,10 +72,10 @@ def label_of(spec):
     return tuple(sorted(spec.items()))
 
 
-def policy_loop(server, jobs, name, policy, cands_for, settings):
+def policy_loop(server, jobs, name, policy, cands_for, settings, ended_one=None):
     """Run `jobs` under `policy` (a function of pysim.jobs.policies); yields Needs, returns
     one record per job. settings: salt (the server's config hash), sim_iterations, corun
-    ('together' or 'apart'), corun_iterations."""
+    ('together' or 'apart'), corun_iterations. ended_one(): called as each job ends."""
     clock = server.cfg.network.clock_ghz * 1e9           # cycles per second
     settings = dict(settings, policy=name)
     W = settings["sim_iterations"]
@@ -159,6 +159,8 @@ def policy_loop(server, jobs, name, policy, cands_for, settings):
             del running[r.job.id]
             free[r.nodes] = True
             records.append(_record(server, r, now, name))
+            if ended_one is not None:
+                ended_one()
     return sorted(records, key=lambda d: d["id"])
 
 

@@ -90,8 +90,9 @@ class StreamResult:
                                    for i, c in enumerate(r)))
         s = self.stats
         lines.append(f"simulations {s['simulations']} ({s['together']} of jobs running "
-                     f"together), cache hits {s['cache_hits']}, simulated "
-                     f"{s['sim_wall_seconds']:.1f} s; wall {s['wall_seconds']:.1f} s")
+                     f"together, {s.get('for_sensitivity', 0)} for bandwidth sensitivity) at "
+                     f"the {s.get('network_model', '?')} level, cache hits {s['cache_hits']}, "
+                     f"simulated {s['sim_wall_seconds']:.1f} s; wall {s['wall_seconds']:.1f} s")
         lines.append(f"seed / version  {self.seed} / pysim {self.version}")
         return "\n".join(lines)
 

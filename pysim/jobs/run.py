@@ -15,7 +15,7 @@ from pysim.jobs.loop import policy_loop
 from pysim.jobs.policies import Candidates
 from pysim.jobs.results import StreamResult, summarise
 from pysim.jobs.servers import Server
-from pysim.jobs.sensitivity import derive
+from pysim.jobs.sensitivity import derive, least_work
 from pysim.sweep import Executor
 
 
@@ -34,9 +34,30 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     jobs.policies. builder: how a job's iterations are built (default: training, see
     pysim.jobs.execute). workers / scheduler: where the simulations run (pysim.sweep.Executor).
     cache: a pysim.jobs.cache.Cache (its SQLite file reused across runs) or None.
-    progress(done, total): called as jobs finish, over all policies. fresh: simulate every
+    progress(done, total): called as jobs finish, over all policies; at the flit level, its
+    `estimate(est)` (if it has one) is called first with a lower bound of the stream's
+    simulation work (pysim.jobs.sensitivity.least_work). fresh: simulate every
     job (and every group of jobs running together) on its own allocation on the whole server,
-    sharing nothing -- slow; it checks what the shapes and the cache give."""
+    sharing nothing -- slow; it checks what the shapes and the cache give. A job that cannot
+    be built (a model that does not fit its NPUs) is refused naming the jobs of its kind."""
+    if jobs is None and isinstance(server, Server):
+        jobs = st.stream(server.cfg)
+    jobs = list(jobs) if jobs is not None else None
+    try:
+        return _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh)
+    except ConfigError as e:
+        kind = getattr(e, "job_kind", None)
+        if kind is None or jobs is None:
+            raise
+        ids = [j.id for j in jobs if (j.model, j.npus, j.batch) == kind]
+        if not ids:
+            raise
+        more = f" and {len(ids) - 5:,} more" if len(ids) > 5 else ""
+        raise ConfigError(f"job{'s' if len(ids) > 1 else ''} "
+                          f"{', '.join(str(i) for i in ids[:5])}{more}: {e}") from None
+
+
+def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh):
     if scheduler is None and (isinstance(workers, bool) or not isinstance(workers, int)
                               or workers < 1):
         raise ConfigError(f"workers = {workers!r}: expected a number of worker processes "
@@ -57,16 +78,39 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                     corun=cfg.jobs.corun, corun_iterations=cfg.jobs.corun_iterations,
                     fresh=fresh)
     cands = {}
-    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0)
+    stats = dict(simulations=0, sim_wall_seconds=0.0, sim_cycles=0, flit_hops=0, together=0,
+                 for_sensitivity=0, network_model=cfg.network.model)
+
+    def simulated(value, sensitivity=False):
+        stats["simulations"] += 1
+        stats["for_sensitivity"] += sensitivity
+        stats["sim_wall_seconds"] += value["wall_seconds"]
+        stats["sim_cycles"] += value["cycles"]
+        stats["flit_hops"] += value.get("flit_hops", 0)
 
     def cands_for(k, pattern):
         if (k, pattern) not in cands:
             cands[(k, pattern)] = Candidates(server, k, pattern)
         return cands[(k, pattern)]
 
-    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings)
+    say = getattr(progress, "estimate", None)
+    if say is not None and cfg.network.model == "flit" and not fresh:
+        est = least_work(server, jobs, builder, cands_for, settings)
+        if est is not None:
+            say(est)
+    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
+                             lambda value: simulated(value, sensitivity=True))
     stats["sensitivity"] = sens_rows
-    loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings) for n in names}
+    ended = [0]
+    total = len(jobs) * len(names)
+
+    def ended_one():
+        ended[0] += 1
+        if progress is not None:
+            progress(ended[0], total)
+
+    loops = {n: policy_loop(server, jobs, n, fns[n], cands_for, settings, ended_one)
+             for n in names}
     records = {}
     waiting = {}          # key -> [(policy, need)]
     inflight = {}         # handle -> key
@@ -83,8 +127,6 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                 need = gen.send(hit)
         except StopIteration as stop:
             records[name] = stop.value
-            if progress is not None:
-                progress(sum(len(r) for r in records.values()), len(jobs) * len(names))
             return
         if need.key not in waiting:
             waiting[need.key] = []
@@ -101,10 +143,7 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
             for h in sorted(done, key=lambda h: inflight[h]):
                 key = inflight.pop(h)
                 value = ex.result(h)
-                stats["simulations"] += 1
-                stats["sim_wall_seconds"] += value["wall_seconds"]
-                stats["sim_cycles"] += value["cycles"]
-                stats["flit_hops"] += value.get("flit_hops", 0)
+                simulated(value)
                 cache.put(key, value)
                 for n in waiting.pop(key):
                     step(n, value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from pysim.jobs import execute
+from pysim.workload import runtime
 from pysim.jobs.policies import _best, pattern_edges
 from pysim.jobs.shape import canonical_ranks, shape
 from pysim.jobs.stream import ALGORITHM
@@ -27,9 +28,25 @@ def _steady(res):
     return float(e[-1] - e[0]) / (len(e) - 1) if len(e) > 1 else float(e[0])
 
 
-def derive(server, jobs, builder, cache, cands_for, settings):
+def kind_shape(server, cands_for, settings, model, k, pattern, bpn, best=True):
+    """(shape, spec) of one job of a kind alone on its best placement (the highest predicted
+    bandwidth, ties to the better score) or its worst (the lowest, ties to the worse)."""
+    cands = cands_for(k, pattern)
+    every = cands.predicted == cands.predicted
+    pick = (_best([cands.predicted, cands.score], every) if best else
+            _best([-cands.predicted, -cands.score], every))
+    pairs = pattern_edges(pattern, k)[1]
+    nodes = canonical_ranks(server, [int(x) for x in cands.nodes[pick]], pattern, pairs)
+    spec = dict(model=model, batch=bpn * k, algorithm=ALGORITHM[pattern])
+    sh = shape(server, [nodes], [tuple(sorted(spec.items()))],
+               (settings["salt"], "alone", settings["sim_iterations"]), [pairs])
+    return sh, spec
+
+
+def derive(server, jobs, builder, cache, cands_for, settings, simulated=None):
     """Jobs with `sensitive` None given their derived label; and per (model, npus, pattern,
-    batch_per_npu) a row: best and worst placements' iteration cycles, sensitivity, label."""
+    batch_per_npu) a row: best and worst placements' iteration cycles, sensitivity, label.
+    simulated(result): called with each simulation's result (not with cache hits)."""
     cfg = server.cfg
     W = settings["sim_iterations"]
     rows, label = [], {}
@@ -39,21 +56,15 @@ def derive(server, jobs, builder, cache, cands_for, settings):
         if k < 2:                                  # one NPU: nothing to place
             label[(model, k, pattern, bpn)] = False
             continue
-        cands = cands_for(k, pattern)
-        every = cands.predicted == cands.predicted
         ends = []
-        for pick in (_best([cands.predicted, cands.score], every),
-                     _best([-cands.predicted, -cands.score], every)):
-            pairs = pattern_edges(pattern, k)[1]
-            nodes = canonical_ranks(server, [int(x) for x in cands.nodes[pick]], pattern,
-                                    pairs)
-            spec = dict(model=model, batch=bpn * k, algorithm=ALGORITHM[pattern])
-            sh = shape(server, [nodes], [tuple(sorted(spec.items()))],
-                       (settings["salt"], "alone", W), [pairs])
+        for best in (True, False):
+            sh, spec = kind_shape(server, cands_for, settings, model, k, pattern, bpn, best)
             res = cache.get(sh.key)
             if res is None:
                 res = execute.simulate_shapes(cfg, sh.topo, [(spec, sh.names[0], W)], builder)
                 cache.put(sh.key, res)
+                if simulated is not None:
+                    simulated(res)
             ends.append(_steady(res))
         sens = ends[1] / ends[0] - 1.0
         sensitive = sens >= cfg.jobs.sensitivity_threshold
@@ -66,3 +77,25 @@ def derive(server, jobs, builder, cache, cands_for, settings):
         j, sensitive=bool(label[(j.model, j.npus, j.pattern, j.batch_per_npu)])) for j in jobs]
     return out, rows
 
+
+
+def least_work(server, jobs, builder, cands_for, settings):
+    """Before a stream runs, a lower bound of its simulations' work (pysim.workload.runtime):
+    each kind of job alone on its best placement, twice where its sensitivity is derived
+    (the worst placement's counted as the best's). Groups of jobs running together, and
+    jobs on other shapes, come on top."""
+    cfg = server.cfg
+    W = settings["sim_iterations"]
+    ests, n = [], 0
+    kinds = {}
+    for j in jobs:
+        key = (j.model, j.npus, j.pattern, j.batch_per_npu)
+        kinds[key] = max(kinds.get(key, 1), 2 if j.sensitive is None else 1)
+    for (model, k, pattern, bpn), times in sorted(kinds.items()):
+        if k < 2:
+            continue
+        sh, spec = kind_shape(server, cands_for, settings, model, k, pattern, bpn)
+        e = execute.estimate_shapes(cfg, sh.topo, [(spec, sh.names[0], W)], builder)
+        ests += [e] * times
+        n += times
+    return runtime.total(ests, least=True, simulations=n) if ests else None

@@ -7,6 +7,12 @@ resolved config, the compiled routes, and per pair of NPUs the bandwidth of the 
 them (its narrowest link, parallel links added), the bandwidth of their direct link if they
 have one (an NVLink), and per NPU its root complex (the host socket its PCIe path reaches
 first).
+
+A stream runs at the flow level unless `network.model` is set (in the file or as an
+override): it needs one simulation per shape and per group of jobs running together, a few
+hundred for a thousand jobs, and a training iteration that takes 0.02-0.2 s there takes 5-60 s
+at the flit level, which steps every cycle a gradient all-reduce has flits in flight (the two
+agree within about 1% on these jobs; docs/jobs.md).
 """
 from __future__ import annotations
 
@@ -97,7 +103,8 @@ class Server:
 
 def load_server(name, overrides=None, cfg=None) -> Server:
     """The server of a preset name, a shipped system's name or a TOML file, with `overrides`
-    ({"section.key": value}) applied; or of a Config already resolved (`cfg`)."""
+    ({"section.key": value}) applied; or of a Config already resolved (`cfg`). Its
+    network.model is 'flow' unless set (see the module's doc)."""
     if cfg is None:
         path, over = resolve(name)
         over.update(overrides or {})
@@ -106,6 +113,8 @@ def load_server(name, overrides=None, cfg=None) -> Server:
         label = label if label in PRESETS else os.path.splitext(os.path.basename(path))[0]
     else:
         label = name
+    if not cfg.is_set("network.model"):
+        cfg = cfg.with_overrides({"network.model": "flow"})
     net = compile_network(cfg)
     t = net.topo
     npus = [i for i, k in enumerate(t.node_kinds) if k == "npu"]

@@ -108,12 +108,13 @@ def generate(cfg) -> list:
     models = rng.integers(0, len(j.models), size=n)
     insensitive = set(j.insensitive)
     derived = j.sensitivity == "derived"
-    return [Job(id=i, model=j.models[models[i]], npus=int(npus[i]),
-                iterations=int(iters[i]), arrival_s=float(arrivals[i]),
-                pattern=j.patterns[patterns[i]],
-                sensitive=None if derived else j.models[models[i]] not in insensitive,
+    # (the draws as Python numbers: indexing numpy arrays costs microseconds a job)
+    names = [j.models[m] for m in models.tolist()]
+    return [Job(id=i, model=m, npus=k, iterations=it, arrival_s=a,
+                pattern=j.patterns[p], sensitive=None if derived else m not in insensitive,
                 batch_per_npu=j.batch_per_npu)
-            for i in range(n)]
+            for i, (m, k, it, a, p) in enumerate(zip(names, npus.tolist(), iters.tolist(),
+                                                     arrivals.tolist(), patterns.tolist()))]
 
 
 FIELDS = ("model", "npus", "iterations", "arrival_s", "pattern", "sensitive", "batch_per_npu")

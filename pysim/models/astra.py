@@ -22,6 +22,7 @@ repeats (ASTRA-sim allows it) is numbered from its second use on: `layernorm2#2`
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 
 from pysim._io import MAX_TEXT_MODEL_BYTES, InputError, read_input
@@ -95,12 +96,13 @@ def load_astra(path, **params):
                          f"{', '.join(params)})")
     try:
         text = read_input(path, MAX_TEXT_MODEL_BYTES, "model's .onnx file or an ASTRA-sim "
-                                                      "text workload").decode("utf-8")
+                                                      "text workload").decode("utf-8-sig")
     except InputError as e:
         raise ModelError(str(e)) from None
     except UnicodeDecodeError:
         raise ModelError(f"{path}: not an ASTRA-sim text workload (not UTF-8 text)") from None
-    lines = [(i, ln.split()) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    rows = ((i, ln.split()) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip())
+    lines = list(itertools.islice(rows, 2))        # (the rest once the count is known)
     if len(lines) < 2:
         raise ModelError(f"{path}: not an ASTRA-sim workload: expected the parallelism on "
                          f"the first line and the number of layers on the second")
@@ -112,7 +114,7 @@ def load_astra(path, **params):
     n = _int(path, lineno, "the number of layers", tokens[0], 1)
     if n > MAX_LAYERS:
         raise ModelError(f"{path}, line {lineno}: {n:,} layers: at most {MAX_LAYERS:,}")
-    body = lines[2:]
+    body = list(rows)
     if len(body) < n:
         last = body[-1][0] if body else lineno
         raise ModelError(f"{path}, line {last}: the file ends after {len(body)} of the {n} "
@@ -130,6 +132,9 @@ def load_astra(path, **params):
                 f"cycles, collective, bytes, then update cycles"
                 + (", then the layer's parallelism" if per_layer == 13 else ""))
         name = t[0]
+        if not name.isprintable():
+            raise ModelError(f"{path}, line {lineno}: the layer name {name!r} holds a control "
+                             f"character; expected printable characters")
         if name in names:             # ASTRA-sim allows it; a table needs unique names
             k = 2
             while f"{t[0]}#{k}" in names:

@@ -88,18 +88,30 @@ class Layer:
         self.out_elems = int(out_elems)
         self.weight_elems = int(params if weight_elems is None else weight_elems)
         if saves is None:           # a layer of its own: what it keeps is its own tensors
-            saves = ((("own", int(stash_elems), "act"),) if stash_elems else ()) + \
-                ((("own", int(stash_mask_bytes), "u8"),) if stash_mask_bytes else ())
-        self.saves = tuple((r, int(n), dt) for r, n, dt in saves if n)
-        for r, n, dt in self.saves:
-            if dt not in DTYPE_BYTES and dt != "act":
+            saves = ((("own", stash_elems, "act"),) if stash_elems else ()) + \
+                ((("own", stash_mask_bytes, "u8"),) if stash_mask_bytes else ())
+        act = fixed = 0
+        clean = type(saves) is tuple           # kept as given if already normal
+        for s in saves:
+            r, n, dt = s
+            if type(n) is not int or type(s) is not tuple:
+                n = int(n)
+                clean = False
+            if not n:
+                clean = False
+            elif dt == "act":
+                act += n
+            elif dt in DTYPE_BYTES:
+                fixed += n * DTYPE_BYTES[dt]
+            else:
                 raise ValueError(f"layer {name!r}: saved dtype {dt!r}")
+        self.saves = saves if clean else tuple((r, int(n), dt) for r, n, dt in saves
+                                               if int(n))
         self.inplace = bool(inplace)
-        self.saved_elems = sum(n for _, n, dt in self.saves if dt == "act")
-        self.saved_fixed_bytes = sum(n * DTYPE_BYTES[dt] for _, n, dt in self.saves
-                                     if dt != "act")
-        self.stash_elems = self.saved_elems      # until a model counts shared tensors once
-        self.stash_mask_bytes = self.saved_fixed_bytes
+        self.saved_elems = act
+        self.saved_fixed_bytes = fixed
+        self.stash_elems = act                   # until a model counts shared tensors once
+        self.stash_mask_bytes = fixed
         self.in_ids = None                       # tensor ids, given by Net
         self.out_id = None
         self.in_shape = tuple(in_shape)
@@ -123,9 +135,8 @@ class Layer:
                 "saved": self.saved_elems * p.act + self.saved_fixed_bytes}
 
     def to_dict(self, precision=None):
-        d = {k: getattr(self, k) for k in self.__slots__
-             if k not in ("in_shape", "out_shape", "saves", "in_ids", "out_id")}
-        d["saves"] = [list(x) for x in self.saves]
+        d = {k: getattr(self, k) for k in _SCALARS}
+        d["saves"] = self.saves                 # (role, elements, dtype) triples
         d["in_shape"] = list(self.in_shape)
         d["out_shape"] = list(self.out_shape)
         if precision is not None:
@@ -135,6 +146,10 @@ class Layer:
     def __repr__(self):
         return (f"Layer({self.name!r}, {self.kind}, params={self.params:,}, "
                 f"fwd_flops={self.fwd_flops:.4g}, out_shape={self.out_shape})")
+
+
+_SCALARS = tuple(k for k in Layer.__slots__                  # what to_dict copies as is
+                 if k not in ("in_shape", "out_shape", "saves", "in_ids", "out_id"))
 
 
 def _fail(name, msg):

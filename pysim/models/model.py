@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 
+from pysim._gc import quiet_gc
 from pysim.models import layers as L
 from pysim.models import tensors as T
 from pysim.models.layers import Layer, ModelError, prod
@@ -39,8 +40,18 @@ class Model:
         self.params = params
         self.fwd_flops = flops
         # a model whose layers know their tensors counts each kept tensor once
-        self.stashes = T.assign(self.layers) if self.layers and all(
-            l.out_id is not None for l in self.layers) else None
+        self._tensors = bool(self.layers) and all(l.out_id is not None for l in self.layers)
+        self._stashes = None
+        if self._tensors:
+            T.assign(self.layers)
+
+    @property
+    def stashes(self):
+        """The tensors kept for the backward pass (`pysim.models.tensors.Stash`), each once,
+        in the order of their owners; None if the layers do not know their tensors."""
+        if self._tensors and self._stashes is None:
+            self._stashes = T.stashes(self.layers)
+        return self._stashes if self._tensors else None
 
     @property
     def bwd_flops(self):
@@ -75,6 +86,7 @@ class Model:
                 return layer
         raise KeyError(name)
 
+    @quiet_gc
     def to_dict(self, precision=None, with_layers=False):
         precision = self._precision(precision)
         d = {"name": self.name, "params": self.params, "fwd_flops": self.fwd_flops,
@@ -120,7 +132,7 @@ class Net:
     def _add(self, layer, grad=True, inputs=()):
         """Append layer, reading the tensors `inputs`; its output is a new tensor, or its
         input's if the layer runs in place."""
-        layer.in_ids = tuple(x.tid for x in inputs)
+        layer.in_ids = tuple([x.tid for x in inputs])
         out = Act(layer.out_shape, grad, inputs[0].tid if layer.inplace else None)
         layer.out_id = out.tid
         self.layers.append(layer)

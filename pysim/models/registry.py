@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 
+from pysim._gc import quiet_gc
 from pysim.models.layers import ModelError
 from pysim.models.precision import PRECISIONS
 
@@ -43,6 +44,7 @@ def _builder(name):
             from None
 
 
+@quiet_gc
 def get(name, **params):
     """Build the zoo's model `name`; `params` override its defaults (`precision` sets the
     default precision of its byte counts)."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from pysim._gc import quiet_gc
 from pysim.models import load
 from pysim.models.model import Model
 from pysim.models.registry import get, names
@@ -15,6 +16,7 @@ def resolve(spec, **params) -> Model:
     return load(spec, **params)
 
 
+@quiet_gc
 def to_json(models, precision=None, batch=1, with_layers=False):
     out = []
     for m in models:
@@ -27,10 +29,15 @@ def to_json(models, precision=None, batch=1, with_layers=False):
     return out
 
 
+_SCALES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def _num(x, unit=""):
-    for scale, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {p}{unit}".rstrip()
+    a = abs(x)
+    if a >= 1e3:
+        for scale, p in _SCALES:
+            if a >= scale:
+                return f"{x / scale:.3g} {p}{unit}".rstrip()
     return f"{x:.3g} {unit}".rstrip() if x else "0"
 
 
@@ -41,13 +48,9 @@ def _short(v):
 
 
 def _table(header, rows, right=()):
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    return "\n".join([line(header)] + [line(r) for r in rows])
+    widths = [max(map(len, col)) for col in zip(header, *rows)]
+    line = "  ".join(f"{{:{'>' if i in right else '<'}{w}}}" for i, w in enumerate(widths))
+    return "\n".join(line.format(*r).rstrip() for r in [header, *rows])
 
 
 def format_zoo(models, precision=None, batch=1):
@@ -65,6 +68,7 @@ def format_zoo(models, precision=None, batch=1):
         "backward pass. pysim models NAME shows a model's layers."
 
 
+@quiet_gc
 def format_model(m, precision=None, batch=1):
     p = precision or m.default_precision
     per = "per sample" if batch == 1 else f"per batch of {batch}"

@@ -18,13 +18,12 @@ owns, so that summing them over the layers counts every tensor once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pysim.models.layers import DTYPE_BYTES
 
 
-@dataclass(frozen=True)
-class Stash:
+class Stash(NamedTuple):
     """One tensor kept for the backward pass: its elements at the activations' precision
     (`elems`) or its bytes whatever the precision (`fixed_bytes`), per sample."""
     name: str
@@ -39,64 +38,103 @@ class Stash:
         return self.elems * act_bytes + self.fixed_bytes
 
 
-def _saved(layer, l):
-    """(tensor id, elems, dtype) per declaration of layer l; a tensor of its own is
-    (l, k)."""
-    out = []
-    ins = layer.in_ids or ()
-    for k, (role, n, dt) in enumerate(layer.saves):
-        if role == "own" or layer.in_ids is None:
-            out.append((("own", l, k), n, dt))
-        elif role == "out":
-            out.append((layer.out_id, n, dt))
-        elif role == "in*":
-            out += [(t, n, dt) for t in ins] or [(("own", l, k), n, dt)]
-        else:
-            j = int(role[2:])
-            out.append((ins[j] if j < len(ins) else ("own", l, k), n, dt))
-    return out
+_WHAT = {"u8": " mask", "i64": " indices"}
+
+
+class _Kept:
+    """The distinct tensors the layers keep, as parallel lists indexed by tensor (in the
+    order of their owners): the tensor's id (None for a tensor of a layer's own, which no
+    other layer keeps), its dtype, the largest elements a keeper declares, the first and
+    the last keeper, the keepers between them (only for tensors kept by three layers or
+    more), and the name of the layer that wrote it. With `full` False, only what `assign`
+    needs: ids, dtypes, elements and first keepers."""
+
+    __slots__ = ("tids", "dtypes", "elems", "first", "last", "middle", "wrote", "reads")
+
+    def __init__(self, layers, full=True):
+        index = {}                              # tensor id, or (id, dtype) -> its index
+        tids, dtypes, elems, first, last, wrote = [], [], [], [], [], []
+        middle = {}
+        reads = {}                              # tensor -> the last layer that reads it
+        writer = {}                             # tensor -> the last layer that wrote it
+        for l, layer in enumerate(layers):
+            ins = layer.in_ids
+            out = layer.out_id
+            if full:
+                if ins:
+                    for t in ins:
+                        reads[t] = l
+                if out is not None:
+                    writer[out] = layer.name
+            for role, n, dt in layer.saves:
+                if ins is None or role == "own":
+                    ts = (None,)
+                elif role == "out":
+                    ts = (out,)
+                elif role == "in*":
+                    ts = ins or (None,)
+                else:
+                    j = int(role[2:])
+                    ts = (ins[j] if j < len(ins) else None,)
+                for t in ts:
+                    if t is None:
+                        i = None
+                    else:
+                        key = t if dt == "act" else (t, dt)
+                        i = index.get(key)
+                        if i is None:
+                            index[key] = len(tids)
+                    if i is None:
+                        tids.append(t)
+                        dtypes.append(dt)
+                        elems.append(n)
+                        first.append(l)
+                        last.append(l)
+                        wrote.append(writer.get(t, "input"))
+                    else:
+                        if n > elems[i]:
+                            elems[i] = n
+                        m = last[i]
+                        if full and m != l:
+                            if m != first[i]:
+                                middle.setdefault(i, []).append(m)
+                            last[i] = l
+        self.tids, self.dtypes, self.elems, self.first, self.last = \
+            tids, dtypes, elems, first, last
+        self.middle, self.wrote, self.reads = middle, wrote, reads
 
 
 def stashes(layers):
     """The distinct tensors the layers keep, in the order of their owners."""
-    found = {}
-    reads = {}
-    writer = {}                                 # tensor -> the last layer that wrote it
-    for l, layer in enumerate(layers):
-        for t in layer.in_ids or ():
-            reads[t] = l
-        if layer.out_id is not None:
-            writer[layer.out_id] = layer.name
-        for t, n, dt in _saved(layer, l):
-            key = (t, dt)
-            if key not in found:
-                found[key] = [n, dt, [l], writer.get(t, "input")]
-            else:
-                f = found[key]
-                f[0] = max(f[0], n)
-                if f[2][-1] != l:
-                    f[2].append(l)
+    k = _Kept(layers)
+    reads, middle, wrote = k.reads, k.middle, k.wrote
     out = []
-    for (t, dt), (n, _, keepers, wrote) in found.items():
-        owner, needed = keepers[0], keepers[-1]
-        last = needed if isinstance(t, tuple) else max(needed, reads.get(t, needed))
+    for i, (t, dt, n, owner, needed) in enumerate(zip(k.tids, k.dtypes, k.elems, k.first,
+                                                       k.last)):
+        keepers = (owner,) if owner == needed else \
+            (owner, *middle[i], needed) if i in middle else (owner, needed)
         elems, fixed = (n, 0) if dt == "act" else (0, n * DTYPE_BYTES[dt])
-        what = {"u8": " mask", "i64": " indices"}.get(dt, "")
-        name = (f"{layers[owner].name}{what}" if isinstance(t, tuple) else
-                f"{layers[owner].name} input" if wrote == "input" else f"{wrote} output")
-        out.append(Stash(name, elems, fixed, owner, needed, last, tuple(keepers)))
-    out.sort(key=lambda s: (s.owner, s.needed))
+        if t is None:
+            name, last = f"{layers[owner].name}{_WHAT.get(dt, '')}", needed
+        else:
+            name = f"{layers[owner].name} input" if wrote[i] == "input" else \
+                f"{wrote[i]} output"
+            last = max(needed, reads.get(t, needed))
+        out.append(Stash(name, elems, fixed, owner, needed, last, keepers))
+    span = len(layers) + 1                      # already in the order of owners
+    out.sort(key=lambda s: s.owner * span + s.needed)
     return out
 
 
 def assign(layers):
-    """Set every layer's stash_elems and stash_mask_bytes to the tensors it owns; return the
-    Stash list."""
-    found = stashes(layers)
+    """Set every layer's stash_elems and stash_mask_bytes to the tensors it owns (the
+    elements and fixed-size bytes of the tensors it is the first to keep)."""
+    k = _Kept(layers, full=False)
     for layer in layers:
         layer.stash_elems = 0
         layer.stash_mask_bytes = 0
-    for s in found:
-        layers[s.owner].stash_elems += s.elems
-        layers[s.owner].stash_mask_bytes += s.fixed_bytes
-    return found
+    for dt, n, owner in zip(k.dtypes, k.elems, k.first):
+        if dt == "act":
+            layers[owner].stash_elems += n
+        else:
+            layers[owner].stash_mask_bytes += n * DTYPE_BYTES[dt]

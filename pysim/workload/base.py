@@ -141,16 +141,20 @@ def link_report(network, cfg, flits, cycles, vc_flits=None):
     the engine's count of flits entering each VC buffer at the channel's far end), those per
     VC."""
     names = network.topo.node_names
-    out = []
-    for c in np.flatnonzero(network.ch_kind == CH_NET):
-        r = network.ch_num[c] / network.ch_den[c]        # flits per cycle
-        out.append(dict(src=names[network.ch_src[c]], dst=names[network.ch_dst[c]],
-                        lane=int(c - network.arrays["ch_par_base"][c]),
-                        bandwidth_gbps=float(r * cfg.network.flit_bytes * cfg.network.clock_ghz),
-                        latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
-                        utilisation=float(flits[c] / (cycles * r)) if cycles > 0 else 0.0))
-        if vc_flits is not None:
-            out[-1]["vc_flits"] = [int(x) for x in vc_flits[c]]
+    c = np.flatnonzero(network.ch_kind == CH_NET)
+    r = np.asarray(network.ch_num, np.float64)[c] / np.asarray(network.ch_den, np.float64)[c]
+    f = np.asarray(flits)[c]                          # (r: flits per cycle)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = (f / (cycles * r)) if cycles > 0 else np.zeros(c.size)
+    cols = zip(np.asarray(network.ch_src)[c].tolist(), np.asarray(network.ch_dst)[c].tolist(),
+               (c - np.asarray(network.arrays["ch_par_base"])[c]).tolist(),
+               (r * cfg.network.flit_bytes * cfg.network.clock_ghz).tolist(),
+               np.asarray(network.ch_lat)[c].tolist(), f.tolist(), util.tolist())
+    out = [dict(src=names[s], dst=names[d], lane=int(k), bandwidth_gbps=b, latency_cycles=int(L),
+                flits=int(x), utilisation=u) for s, d, k, b, L, x, u in cols]
+    if vc_flits is not None:
+        for row, v in zip(out, np.asarray(vc_flits)[c].tolist()):
+            row["vc_flits"] = [int(x) for x in v]
     return out
 
 

@@ -101,7 +101,7 @@ def compile_arrays(g, topo, cfg, h):
     flow = cfg is not None and cfg.network.model == "flow"
     KINDS, MAX_SLICES = h.KINDS, h.MAX_SLICES
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
-    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 0
 
     n = len(g)
     code, lens, flat = graph_columns(g)
@@ -152,7 +152,8 @@ def compile_arrays(g, topo, cfg, h):
         for bad in (bad_c, bad_h):
             if bad >= 0:
                 ok[rl[bad]] = False
-        S = np.maximum(1, -(-np.maximum(C, H) // slice_cycles))
+        S = (np.maximum(1, -(-np.maximum(C, H) // slice_cycles)) if slice_cycles else
+             np.ones(len(rl), np.int64))
         ok[rl[S > MAX_SLICES]] = False
 
     # the engine ops the graph expands into, counted before any is built (past the limit,
@@ -160,10 +161,12 @@ def compile_arrays(g, topo, cfg, h):
     mem_sizes = size[memop]
     expand = int(np.count_nonzero(~memop)) + len(rl) + 2 * int(np.count_nonzero(code == 5))
     if len(rl):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slices = np.ceil(np.minimum(np.nan_to_num(np.maximum(fl / fpc, by / bytes_pc[rn]),
-                                                      nan=0.0), 1e30) / slice_cycles)
-        expand += int(np.where(slices <= MAX_SLICES, 0, slices - 2).sum())
+        if slice_cycles:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                slices = np.ceil(np.minimum(np.nan_to_num(np.maximum(fl / fpc,
+                                                                     by / bytes_pc[rn]),
+                                                          nan=0.0), 1e30) / slice_cycles)
+            expand += int(np.where(slices <= MAX_SLICES, 0, slices - 2).sum())
     expand += int((3 * np.maximum(1, -(-mem_sizes // piece))).sum()) + \
         int(np.count_nonzero(code == 10))
     if expand > h.MAX_OPS:
@@ -281,6 +284,16 @@ def compile_arrays(g, topo, cfg, h):
     return arrays, span
 
 
+def slices_of(cycles, slice_cycles):
+    """The slices a roofline op of `cycles` runs in: of at most slice_cycles each, or one
+    (slice_cycles = 0, the default: compute and memory parts progress together)."""
+    return max(1, -(-cycles // slice_cycles)) if slice_cycles else 1
+
+
+ROOF_FLOPS = "the node's TFLOP/s (its tflops, its preset's, or its efficiency)"
+ROOF_BYTES = "the node's memory bandwidth (its hbm_gbps or dram_gbps)"
+
+
 def _roof_rates(g, i, n, cparams, clock):
     """A roofline op's FLOPs and bytes per cycle on node n: the node's, or its own peak
     (g.work[i][2], FLOP/s) in place of the node's FLOPs."""
@@ -299,9 +312,9 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
             return
         flops, nbytes, _ = g.work[i]
         flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-        C = h._ceil(flops, flops_pc)
-        H = h._ceil(nbytes, bytes_pc)
-        S = max(1, -(-max(C, H) // slice_cycles))
+        C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+        H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
+        S = slices_of(max(C, H), slice_cycles)
         if S > h.MAX_SLICES:
             raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
                              f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
@@ -359,7 +372,7 @@ def compile_by_op(g, topo, cfg, h):
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
     kind, node, dst, size, after, unit = [], [], [], [], [], []
-    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 1000
+    slice_cycles = cfg.workload.slice_cycles if cfg is not None else 0
     span = [None] * len(g)              # per op of g: (first primitive, last primitive)
     isolated = {}                       # roofline ops: their time alone
     companions = []                     # roofline ops' memory companions
@@ -389,10 +402,10 @@ def compile_by_op(g, topo, cfg, h):
             n = node_id(g.node[i], i, "node", ("npu", "host"))
             flops, nbytes, _ = g.work[i]
             flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-            C = h._ceil(flops, flops_pc)
-            H = h._ceil(nbytes, bytes_pc)
+            C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+            H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
             isolated[i] = max(C, H)
-            S = max(1, -(-max(C, H) // slice_cycles))
+            S = slices_of(max(C, H), slice_cycles)
             if S > h.MAX_SLICES:
                 raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
                                  f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
@@ -538,7 +551,8 @@ def check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, fl
             flops_pc, bytes_pc = _roof_rates(g, i, node_id(g.node[i], i, "node",
                                                            ("npu", "host")), cparams, clock)
             cycles = max(flops / flops_pc, nbytes / bytes_pc)      # (may be inf)
-            slices = int(math.ceil(min(cycles, 1e30) / slice_cycles))
+            slices = (int(math.ceil(min(cycles, 1e30) / slice_cycles)) if slice_cycles
+                      else 1)
             n = 2 if slices <= h.MAX_SLICES else slices
         elif k == "reduce_npu":
             n = 3

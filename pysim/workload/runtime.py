@@ -9,6 +9,11 @@ bench/estimate.py` measures them again; a loaded machine takes longer). A run wh
 passes LONG_SECONDS says so before it starts, and which level would be faster. While it
 runs, the share of that work done (flit-hops, or flows started) gives an ETA.
 
+A training run is estimated twice: before its graph is built, from its op count
+(pysim.workload.training.count: the Python work of building, planning, compiling and
+reporting each op, and the engine's per op, which is most of a large model's time at the flow
+level; `before_build`), and again before it runs, with its network work.
+
 A progress callback (pysim.simulate's `progress(cycle, last)`) may also have
 `estimate(est)`, called once with the estimate before the run, and `share(fraction)`, called
 with the share of the estimated work done at most once a second.
@@ -28,6 +33,9 @@ FLIT_HOP_SECONDS = 0.15e-6     # flit level: per flit moved over one hop (0.07 f
 FLIT_OP_SECONDS = 2e-6         # flit level: per engine op
 FLOW_SEND_SECONDS = 2e-6       # flow level: per flow (its start, end and the re-shares)
 FLOW_OP_SECONDS = 1e-6         # flow level: per engine op (0.2-1.1 measured)
+BUILD_OP_SECONDS = 15e-6       # per op of the graph: built, its memory accounted, compiled
+                               # and reported (17 on a 100,000-layer ONNX chain on 8 NPUs,
+                               # 3.2 M ops at the flow level, the build itself 5.2)
 LONG_SECONDS = 30.0            # an estimate past this is said before the run
 SEND = 1                       # the engine's op kind of a send (pysim.workload.graph.KINDS)
 
@@ -57,6 +65,29 @@ def estimate(network, arrays, cfg):
                 ops=ops)
 
 
+def total(estimates, **extra):
+    """The estimates of several runs (at one level) as one: their work and seconds added."""
+    out = dict(model=estimates[0]["model"], seconds={"flit": 0.0, "flow": 0.0}, flit_hops=0,
+               sends=0, ops=0, **extra)
+    for e in estimates:
+        for k in ("flit_hops", "sends", "ops"):
+            out[k] += e[k]
+        for k in out["seconds"]:
+            out["seconds"][k] += e["seconds"][k]
+    return out
+
+
+def before_build(graph_ops, engine_ops, bytes_, cfg):
+    """A training run's estimate before its graph is built, from its op count: the graph's
+    ops, the engine ops they expand into and the memory they take. The network's work is
+    known only once the graph is built (said then, if long)."""
+    build = graph_ops * BUILD_OP_SECONDS
+    return dict(model=cfg.network.model, stage="build", graph_ops=int(graph_ops),
+                ops=int(engine_ops), bytes=int(bytes_), build_seconds=build,
+                seconds={"flit": build + engine_ops * FLIT_OP_SECONDS,
+                         "flow": build + engine_ops * FLOW_OP_SECONDS})
+
+
 def describe(est):
     """One line on the estimate, or None if the run is not long: how long, and at which
     level it would be faster."""
@@ -64,9 +95,17 @@ def describe(est):
     mine = est["seconds"][model]
     if mine < LONG_SECONDS:
         return None
+    if est.get("stage") == "build":
+        return (f"estimate: about {duration(est['build_seconds'])} to build the op graph "
+                f"({est['graph_ops']:,} ops, {est['ops']:,} in the engine, about "
+                f"{est['bytes'] / 1e9:.1f} GB) and at least {duration(mine)} in all"
+                + ("" if model == "flow" else
+                   " (the flit level's network work is estimated once the graph is built)"))
     other = "flow" if model == "flit" else "flit"
-    line = (f"estimate: about {duration(mine)} to simulate at the {model} level "
-            f"({est['ops']:,} ops"
+    line = (f"estimate: {'at least' if est.get('least') else 'about'} {duration(mine)} to "
+            f"simulate at the {model} level ("
+            + (f"{est['simulations']:,} simulations, " if "simulations" in est else "")
+            + f"{est['ops']:,} ops"
             + (f", {est['flit_hops']:,} flit-hops" if model == "flit" else
                f", {est['sends']:,} flows") + ")")
     if est["seconds"][other] < mine / 2:

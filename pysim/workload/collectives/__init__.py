@@ -34,7 +34,7 @@ from pysim.workload.collectives.hierarchical import hierarchical  # noqa: F401
 from pysim.workload.collectives.order import (  # noqa: F401
     RING_ALGORITHMS, _at_least_two, _snake, grid_cycle, participants, ring_order)
 from pysim.workload.collectives.registry import (  # noqa: F401
-    ALGORITHMS, _engine_ops, build, bus_factor, ops_bound)
+    ALGORITHMS, _engine_ops, build, bus_factor, ops_bound, symmetric)
 from pysim.workload.collectives.ring import ring, ring_pipeline  # noqa: F401
 from pysim.workload.collectives.tree import _tree_parent, tree  # noqa: F401
 
@@ -185,10 +185,11 @@ declare(
     Key("workload", "collective_form", "str", "steps", "-",
         "Collectives: 'steps' (an op per send, reduction and reception of every step of every "
         "chunk) or 'streams' (ring and bidir_ring reduce-scatter, all-gather and all-reduce "
-        "without an offload engine: per chunk and rank one send to its ring neighbour of all "
-        "its steps' bytes, one reduction and one reception there, and the steps' latencies "
-        "as one delay; p ops per chunk instead of p (p - 1); meant for the flow level, see "
-        "docs/performance.md).", None, lambda: ["steps", "streams"]),
+        "of one chunk without an offload engine: per rank one send to its ring neighbour of "
+        "all its steps' bytes, one reduction and one reception there, and the steps' "
+        "latencies as one delay; p ops instead of p (p - 1); within 1% of the steps where the "
+        "ring's hops share no link; meant for the flow level, see docs/user-guide.md).",
+        None, lambda: ["steps", "streams"]),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
         NONNEG),

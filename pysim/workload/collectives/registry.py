@@ -33,16 +33,21 @@ FORMS = ("steps", "streams")
 STREAMED = {"all_reduce", "reduce_scatter", "all_gather"}     # by the ring algorithms
 
 
-def streamed(collective, algorithm, engine, in_flight=0):
+def streamed(collective, algorithm, engine, in_flight=0, chunks=1):
     """Whether build(form='streams') makes this collective as streams (ring and bidir_ring
-    reduce-scatter, all-gather and all-reduce, without an offload engine or a window of
-    chunks in flight); the others are made step by step in either form."""
-    return (algorithm in ("ring", "bidir_ring") and collective in STREAMED and
-            engine in (None, "npu") and not in_flight)
+    reduce-scatter, all-gather and all-reduce of one chunk, and NCCL's rings
+    (pysim.workload.nccl), without an offload engine or a window of chunks in flight); the
+    others are made step by step in either form. A ring's stream of one chunk times the
+    steps to within 1% (tests/test_streams.py); of several, each chunk's stream sends all its
+    steps before it reduces any, so the chunks no longer pipeline the reductions of one
+    behind the transfers of another (a ring all-reduce of 4 chunks on 8 NPUs: 4-19% slower
+    than its steps), and they are built step by step."""
+    return (collective in STREAMED and engine in (None, "npu") and not in_flight and
+            (algorithm == "nccl" or (algorithm in ("ring", "bidir_ring") and chunks == 1)))
 
 
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1,
-              form="steps"):
+              form="steps", nbytes=None, machine=None, order=None, nccl_settings=None):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm -- exactly without an
@@ -51,8 +56,17 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     load and a store per node, `pieces` the pieces the engine cuts a chunk into. As streams
     (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
     ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
-    (one on the NPU, none without an endpoint model) where it gathers, and a delay."""
-    if form == "streams" and streamed(collective, algorithm, engine):
+    (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
+    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes, and
+    counted from NCCL's plan given also the machine and the ranks (plus a take and a free
+    of its SMs per rank on the NPU)."""
+    if algorithm == "nccl":
+        f = form if streamed(collective, algorithm, engine) else "steps"
+        if nbytes is not None and machine is not None and order is not None:
+            return nccl.plan_ops(collective, nbytes, nccl_settings or {}, machine, order, f) \
+                + (2 * p if engine == "npu" else 0)
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
+    if form == "streams" and streamed(collective, algorithm, engine, 0, chunks):
         S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
             (V if collective != "reduce_scatter" else 0)
@@ -74,8 +88,6 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = 6 * (p - 1)
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
-    elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -111,7 +123,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
           sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None, machine=None,
-          nccl_settings=None, form="steps"):
+          nccl_settings=None, form="steps", built=None):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -129,11 +141,19 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     {algorithm, protocol, channels} (workload.nccl_*).
     form: 'steps' (an op per send, reduction and reception of every step of every chunk) or
     'streams' (workload.collective_form: where `streamed`, per chunk and rank one stream to
-    its ring neighbour carrying all its steps, pysim.workload.collectives.ring)."""
+    its ring neighbour carrying all its steps, pysim.workload.collectives.ring).
+    built: the participants whose parts are built (default all): the others are taken to
+    run as their ring neighbours do (symmetric ranks, workload.parallel.tp_ranks = 'one'):
+    where the collective is the same at every rank but for a rotation of the ring (ring,
+    bidirectional ring and direct; NCCL's ring inside a node; not the tree or
+    halving-doubling; without an offload engine or a window of chunks: `symmetric` checks),
+    each built participant's ops are its own part, whatever waited on another rank's op
+    waiting on its own op of the same place in its part; elsewhere every part is built,
+    each participant after `after` of its own."""
     if form not in FORMS:
         raise ConfigError(f"workload.collective_form = {form!r}: expected one of "
                           f"{', '.join(FORMS)}")
-    if not streamed(collective, algorithm, engine, chunks_in_flight):
+    if not streamed(collective, algorithm, engine, chunks_in_flight, chunks):
         form = "steps"
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"workload.algorithm = {algorithm!r}: known: "
@@ -153,7 +173,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
-    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form)
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form,
+                    nbytes, machine, order, nccl_settings)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
@@ -171,6 +192,19 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             prev = group.get(n, ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
+    if built is not None and set(built) != set(order):
+        parts = [n for n in order if n in set(built)]
+        t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
+                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
+        if t is not None:
+            done = {} if done is None else done
+            for n in parts:
+                done[n] = t.add(g, order, order.index(n), start.get(idx[n], []))
+                if streams is not None:
+                    prev = group.setdefault(n, [])
+                    prev.append(done[n])
+                    del prev[:-streams[1]]
+            return g
     if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
         ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
         units = {n: ch for n, k in units.items() if k}
@@ -209,6 +243,140 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
                 prev.append(done[n])
                 del prev[:-streams[1]]
     return b.g
+
+
+class _Part:
+    """One participant's part of a collective that is the same at every participant but for
+    a rotation of the ring: per op its kind, node (its own, or none), the ring offset of its
+    destination, size and dependencies (places in the part, or -1: what the part waits
+    for), the step latencies among them, and the place of the op ending the part."""
+
+    def __init__(self, kind, own, dst, size, after, latencies, end):
+        self.kind, self.own, self.dst, self.size, self.after = kind, own, dst, size, after
+        self.latencies, self.end = latencies, end
+
+    def add(self, g, order, q, start):
+        """Add the part of participant q (a place in order) to g, after `start`; returns
+        the id of its ending op."""
+        p, base = len(order), len(g)
+        me = order[q]
+        g.add_ops(self.kind, [me if o else None for o in self.own],
+                  [None if d is None else order[(q + d) % p] for d in self.dst], self.size,
+                  [[x for d in deps for x in ((base + d,) if d >= 0 else start)]
+                   for deps in self.after])
+        g.latencies.extend((base + k, order[(q + a) % p], order[(q + c) % p], steps)
+                           for k, a, c, steps in self.latencies)
+        return base + self.end
+
+
+_PARTS = {}
+
+
+def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, in_flight,
+              grain, units, form, machine=None, nccl_settings=None):
+    """The _Part every participant of the collective runs, where it is the same at every
+    one but for a rotation of the ring (the op kinds, destinations and dependencies of each
+    participant's part those of the others shifted round the ring; sizes may differ by a
+    byte of an uneven split, the first participant's taken); None where it is not. Made once
+    per shape, from the collective built whole among stand-in nodes, and checked there: each
+    participant's ops, by their depth in the graph, are the first's turned round the ring."""
+    p = len(order)
+    held = {units.get(n) for n in order} if units else {None}
+    if algorithm == "hierarchical" or engine not in (None, "npu") or in_flight or \
+            len(held) != 1:
+        return None
+    u = held.pop()
+    # (NCCL's plan depends on where the ranks are: its parts are made per group)
+    key = (collective, algorithm, tuple(order) if algorithm == "nccl" else p, int(nbytes),
+           chunks, reduce_bpc, engine, grain, u, form,
+           repr(sorted((k, v) for k, v in (nccl_settings or {}).items() if k != "chosen")))
+    if key in _PARTS:
+        return _PARTS[key]
+    names = list(order)
+    g = OpGraph()
+    marks = [g.delay(0) for _ in range(p)]
+    done = {}
+    build(collective, algorithm, names, nbytes, chunks, reduce_bpc, engine, None, g, 0, None,
+          grain, after={n: [marks[i]] for i, n in enumerate(names)}, done=done,
+          units={n: u for n in names} if u else None, form=form, machine=machine,
+          nccl_settings=nccl_settings)
+    rank = {n: i for i, n in enumerate(names)}
+    of = [rank.get(x, -1) for x in g.node]
+    for k, _, d, _ in g.latencies:
+        of[k] = rank[d]
+    for n, k in done.items():
+        of[k] = rank[n]
+    # a node-less op (a delay, a join) is the participant's whose ops alone it waits for,
+    # else whose ops alone wait for it
+    mark = {k: i for i, k in enumerate(marks)}
+    for k in range(p, len(g)):
+        if of[k] == -1:
+            who = {mark[a] if a in mark else of[a] for a in g.after[k]}
+            if len(who) == 1 and -1 not in who:
+                of[k] = who.pop()
+    if -1 in of:
+        succ = {}
+        for k in range(p, len(g)):
+            for a in g.after[k]:
+                succ.setdefault(a, []).append(k)
+        for k in range(len(g) - 1, p - 1, -1):
+            if of[k] == -1:
+                who = {of[x] for x in succ.get(k, ())}
+                if len(who) == 1 and -1 not in who:
+                    of[k] = who.pop()
+    for i, k in enumerate(marks):
+        of[k] = -2
+    if any(r == -1 for r in of):
+        _PARTS[key] = None
+        return None
+    # each participant's ops in the order of their depth in the graph (the longest chain of
+    # dependencies before them: alike at every participant where the graph is symmetric),
+    # then their kind and destination, then as built
+    depth = [0] * len(g)
+    for k in range(p, len(g)):
+        depth[k] = 1 + max((depth[a] for a in g.after[k]), default=-1)
+    place, ops = [0] * len(g), [[] for _ in range(p)]
+    for k in range(p, len(g)):
+        ops[of[k]].append(k)
+    for r in range(p):
+        ops[r].sort(key=lambda k: (depth[k], g.kind[k],
+                                   -1 if g.dst[k] is None else (rank[g.dst[k]] - r) % p, k))
+        for q, k in enumerate(ops[r]):
+            place[k] = q
+    lat = {k: (rank[a], rank[c], s) for k, a, c, s in g.latencies}
+
+    def shape(r):
+        """Participant r's part, its ranks relative to r."""
+        out = []
+        for k in ops[r]:
+            d = g.dst[k]
+            deps = tuple(sorted({(-1, -1) if of[a] == -2 else ((of[a] - r) % p, place[a])
+                                 for a in g.after[k]}))
+            la = lat.get(k)
+            out.append((g.kind[k], g.node[k] is not None,
+                        None if d is None else (rank[d] - r) % p, deps,
+                        None if la is None else ((la[0] - r) % p, (la[1] - r) % p, la[2])))
+        return out
+
+    mine = shape(0)
+    # the part as the first participant's ops were built (the order ops that become ready
+    # at once queue for a unit in), each waiting on its own op of the place the op it
+    # waited on has at its own participant
+    built = sorted(ops[0])
+    at = {place[k]: x for x, k in enumerate(built)}
+    after = [sorted({-1 if d[1] < 0 else at[d[1]] for d in mine[place[k]][3]})
+             for k in built]
+    if any(shape(r) != mine for r in range(1, p)) or \
+            any(a >= x for x, deps in enumerate(after) for a in deps):
+        _PARTS[key] = None
+        return None
+    part = _Part([g.kind[k] for k in built], [g.node[k] is not None for k in built],
+                 [mine[place[k]][2] for k in built], [g.size[k] for k in built], after,
+                 [(x, *mine[place[k]][4]) for x, k in enumerate(built)
+                  if mine[place[k]][4] is not None],
+                 at[place[done[names[0]]]])
+    _PARTS[key] = part
+    return part
 
 
 def bus_factor(collective, p):

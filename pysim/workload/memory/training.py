@@ -6,7 +6,8 @@ import bisect
 import math
 
 from pysim.models import optimizer_bytes, precision_bytes
-from pysim.workload.graph import compute_params, quiet_gc
+from pysim._gc import quiet_gc
+from pysim.workload.graph import compute_params
 from pysim.workload.memory.apply import NpuWork, apply
 from pysim.workload.memory.expand import Skeleton
 from pysim.workload.memory.placement import placement

@@ -49,16 +49,19 @@ import time
 
 from pysim.config import Config
 from pysim.topology import build as build_topology
+from pysim.network import check_network
 from pysim.workload.base import COLLECTIVE_KEYS, OP_GRAPH_KEYS, register
 from pysim.workload.graph import run_graph
 from pysim.workload.memory import apply_training, training_memory_report
+from pysim.workload import runtime
+from pysim.workload.training import count
 from pysim.workload.training.builder import training_graph
 from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
                                             load_model)
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.notes import slow_group_path
-from pysim.workload.training.reads import check_model_keys
+from pysim.workload.training.reads import check_model_keys, check_trace_keys
 from pysim.workload import chakra
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.report import TrainingResult, training_report
@@ -90,11 +93,16 @@ def run_training(cfg, progress=None):
     time, its compute and (exposed) communication, per layer and per NPU."""
     t0 = time.perf_counter()
     if chakra.is_trace(cfg):             # workload.model names a folder of Chakra traces
+        check_trace_keys(cfg)
         return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
+    check_network(topo, cfg)             # (its limits at once, not after building the graph)
     model = load_model(cfg)
     check_model_keys(cfg, model)
-    graph, plan = training_graph(cfg, topo, model=model)
+    estimate = getattr(progress, "estimate", None)
+    graph, plan = training_graph(cfg, topo, model=model, counted=None if estimate is None else (
+        lambda c: estimate(runtime.before_build(c.graph_total, c.engine_total,
+                                                c.engine_total * count.BYTES_PER_OP, cfg))))
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)

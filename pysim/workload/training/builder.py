@@ -10,7 +10,8 @@ from pysim.schema import POS, Key, declare
 from pysim.workload import collectives as coll
 from pysim.workload.astra import astra_graph
 from pysim.workload.compile import engine_ops
-from pysim.workload.graph import OpGraph, engine_params, quiet_gc
+from pysim._gc import quiet_gc
+from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training import count
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
@@ -83,14 +84,18 @@ class _Builder:
                                   f"(choose ring, bidir_ring, direct, halving_doubling or "
                                   f"tree)")
             order, dims = list(topo.node_names), list(topo.dims)
+        built = None
+        if self.lay.tp_ranks == "one":   # rank 0's parts alone (the others by symmetry)
+            ranks = len(self.lay.ranks_run())
+            built = [n for n in group if self.lay.coords[n][1] < ranks]
         if nbytes <= 0:
-            done.update({n: g.delay(0, after=start[n]) for n in group})
+            done.update({n: g.delay(0, after=start[n]) for n in (built or group)})
         else:
             coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
                        self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
                        after={n: start[n] for n in group}, done=done, sram_state=sram_state,
                        sram_pieces=self.sram_pieces, units=self.units, streams=streams,
-                       form=self.lay.cfg.workload.collective_form,
+                       form=self.lay.cfg.workload.collective_form, built=built,
                        **coll.nccl_args(self.lay.cfg, topo))
 
     def collective_ops(self, collective, group, nbytes, g):
@@ -170,9 +175,11 @@ class _Builder:
             for d in sorted({lay.coords[n][0] for n in npus}):
                 grp = lay.tp_group(d, lay.coords[npus[0]][2])
                 done = self.collective(what, collective, grp, nbytes,
-                                       {n: cur[n] for n in grp}, it, j, [i], [nbytes])
+                                       self.counterpart_starts(grp, cur), it, j, [i],
+                                       [nbytes])
                 for n in grp:
-                    cur[n] = [done[n]]
+                    if n in cur:
+                        cur[n] = [done[n]]
 
     def layer_forward(self, it, i, j, npus, cur, prev_opt, tag="fwd", record=True):
         """Layer i's forward op on each NPU of npus after cur[npu] (and the previous
@@ -327,22 +334,18 @@ class _Builder:
         for d in sorted({lay.coords[n][0] for n in npus}):
             grp = lay.tp_group(d, s)
             done = self.collective("pp_all_gather", "all_gather", grp, nbytes,
-                                   {n: list(cur[n]) for n in grp}, it, j, [i])
+                                   self.counterpart_starts(grp, cur), it, j, [i])
             for n in grp:
-                cur[n] = [done[n]]
+                if n in cur:
+                    cur[n] = [done[n]]
 
     def counterpart_starts(self, group, cur):
-        """Each member's start in cur; a member of a replica whose passes are not built
-        (replicas = 'one') starts with its counterpart in replica 0, as it would by symmetry."""
+        """Each member's start in cur; a member whose passes are not built (replicas or
+        tp_ranks = 'one') starts with its counterpart (_Layout.counterpart), as it would by
+        symmetry."""
         lay = self.lay
-        out = {}
-        for n in group:
-            if n in cur:
-                out[n] = list(cur[n])
-            else:
-                _, t, s = lay.coords[n]
-                out[n] = list(cur.get(lay.npu(0, t, s), []))
-        return out
+        return {n: list(cur[n] if n in cur else cur.get(lay.counterpart(n), []))
+                for n in group}
 
     def zero3_gather(self, it, j, i, npus, cur, when):
         """ZeRO-3: layer i's weights all-gathered over each data-parallel group of npus
@@ -455,12 +458,14 @@ class _Builder:
                 # (tp_overlap), or after it
                 for d in sorted({lay.coords[n][0] for n in npus}):
                     grp = lay.tp_group(d, s)
-                    st = {n: ([self.plan.layer_ops[(it, i, n, j)].bwd_input]
-                              if lay.tp_overlap else list(cur[n])) for n in grp}
+                    st = self.counterpart_starts(grp, {
+                        n: ([self.plan.layer_ops[(it, i, n, j)].bwd_input]
+                            if lay.tp_overlap else list(cur[n])) for n in grp if n in cur})
                     done = self.collective("tp_" + collective, collective, grp, nbytes, st,
                                            it, j, [i], [nbytes])
                     for n in grp:
-                        cur[n] = cur[n] + [done[n]] if lay.tp_overlap else [done[n]]
+                        if n in cur:
+                            cur[n] = cur[n] + [done[n]] if lay.tp_overlap else [done[n]]
             if dispatch_before(lay, i) and lay.ep > 1:   # the dispatch's gradient
                 self.ep_all_to_all("ep_dispatch_grad", i, layer.in_elems, npus, cur, it, j)
             if i == a2a_at:                # the tables' gradients go back to their owners
@@ -487,7 +492,7 @@ class _Builder:
                 continue
             nbytes = lay.grad_bytes(emb)
             for d in lay.replicas_run():
-                for t in range(lay.tp):
+                for t in lay.ranks_run():
                     grp = [lay.npu(d, t, se), lay.npu(d, t, sh)]
                     done = self.collective("tied_all_reduce", "all_reduce", grp, nbytes,
                                            {n: [last[n]] for n in grp}, it, None, [emb, head])
@@ -518,9 +523,11 @@ class _Ns:
 
 
 @quiet_gc
-def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None):
+def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None,
+                   counted=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
-    (graph, plan)."""
+    (graph, plan). counted(op_count): called with the run's pysim.workload.training.count
+    OpCount (an upper bound) once it is known to fit, before any op is built."""
     if graph is not None and not isinstance(graph, OpGraph):
         raise TypeError(f"training_graph(graph): expected an OpGraph or None, not "
                         f"{type(graph).__name__}")
@@ -539,7 +546,9 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     lay = _Layout(cfg, topo, model, npus)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
-    count.check(b, engine_ops(g))        # refused at once past the op limit
+    c = count.check(b, engine_ops(g))    # refused at once past the op limit
+    if counted is not None:
+        counted(c)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay

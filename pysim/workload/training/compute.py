@@ -56,6 +56,13 @@ class KernelTimes:
         self.fused = {i for i, l in enumerate(layers[:-1])       # dropout + residual add
                       if l.kind == "eltwise" and l.op == "dropout" and
                       layers[i + 1].kind == "eltwise" and layers[i + 1].op == "add"}
+        # NPUs of equal specs time an op alike: per NPU, the first NPU with its spec
+        self.like, firsts = {}, []
+        for n, sp in lay.specs.items():
+            self.like[n] = next((m for m in firsts if lay.specs[m] == sp), n)
+            if self.like[n] == n:
+                firsts.append(n)
+        self.memo = {}
 
     def seconds(self, npu, i, phase, samples, nbytes):
         lay = self.lay
@@ -91,7 +98,15 @@ class KernelTimes:
 
     def rate(self, npu, i, phase, samples, flops, nbytes):
         """(peak FLOP/s, bytes) for a compute op of layer i on npu taking the kernel
-        model's time (i None: an optimizer step, memory-bound)."""
+        model's time (i None: an optimizer step, memory-bound); computed once per spec of
+        NPU and op."""
+        key = (self.like[npu], i, phase, samples, flops, nbytes)
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self._rate(npu, i, phase, samples, flops, nbytes)
+        return got
+
+    def _rate(self, npu, i, phase, samples, flops, nbytes):
         if i is None:
             t = memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, nbytes)
         else:

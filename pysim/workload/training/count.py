@@ -72,13 +72,23 @@ class _Collectives:
         self.cache = {}
         self.exact = True
         self.by_group = b.lay.algorithm == "nccl"
+        self.nccl_kw = coll.nccl_args(b.lay.cfg, b.lay.topo) if self.by_group else {}
+
+    def nccl(self, group):
+        """ops_bound's NCCL arguments for a group (NCCL's plan needs the machine and ranks)."""
+        if not self.by_group:
+            return {}
+        return dict(machine=self.nccl_kw["machine"], order=list(group),
+                    nccl_settings=self.nccl_kw["nccl_settings"])
 
     def _one(self, collective, group, nbytes):
         b, lay = self.b, self.b.lay
         p = len(group)
+        ranks = len(lay.ranks_run())
+        k = sum(1 for n in group if lay.coords[n][1] < ranks)      # members built
         if nbytes <= 0:
-            return p, p                           # a join per member
-        key = (collective, tuple(group) if self.by_group else p, nbytes)
+            return k, k                           # a join per member built
+        key = (collective, tuple(group) if self.by_group else p, nbytes, k)
         if key not in self.cache:
             algorithm = b.algorithm(collective)
             pieces = 1
@@ -88,7 +98,13 @@ class _Collectives:
             dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims \
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
-                                   pieces, lay.cfg.workload.collective_form) + 2 * p
+                                   pieces, lay.cfg.workload.collective_form,
+                                   nbytes, **self.nccl(group)) + 2 * p
+            if k < p and coll.symmetric(collective, algorithm, b._order(group, algorithm),
+                                        nbytes, b.chunks, None, lay.engine, b.in_flight,
+                                        b.grain, b.units, lay.cfg.workload.collective_form,
+                                        **coll.nccl_args(lay.cfg, lay.topo)) is not None:
+                bound = -(-bound * k // p)        # each member's part alike
             if bound > MEASURED or not self.measure:
                 self.exact = False
                 self.cache[key] = (bound, bound)
@@ -144,7 +160,7 @@ def count(b, measure=True):
         return out
 
     def dp_groups(vs):
-        return [lay.dp_group(t, vs) for t in range(lay.tp)]
+        return [lay.dp_group(t, vs) for t in lay.ranks_run()]
 
     def zero3(i, vs):
         if lay.zero < 3 or lay.dp == 1 or not layers[i].params:
@@ -183,14 +199,13 @@ def count(b, measure=True):
     def buckets(a, e, n, vs):
         """The data-parallel gradients of stage (a, e) after its last backward pass, and the
         optimizer steps (pysim.workload.training.data._Buckets)."""
-        runs = n // lay.tp                  # replicas built
         cap = int(lay.cfg.workload.bucket_mb * 2 ** 20)
         held, held_layers = 0, 0
 
         def flush():
             if not held_layers:
                 return
-            add("compute", runs * lay.tp * held_layers, ROOFLINE)
+            add("compute", n * held_layers, ROOFLINE)
             if not lay.zero:
                 coll_("dp_collectives", "all_reduce", dp_groups(vs), held)
             else:
@@ -204,7 +219,7 @@ def count(b, measure=True):
             if layers[i].params == 0 or lay.split_table[i]:
                 continue
             if lay.expert[i] and lay.ep > 1:
-                for t in range(lay.tp):
+                for t in lay.ranks_run():
                     groups = [g for g in lay.expert_dp_groups(t, vs) if len(g) > 1]
                     coll_("dp_collectives", "all_reduce", groups, nbytes)
                 add("compute", n, ROOFLINE)
@@ -295,7 +310,7 @@ def count(b, measure=True):
         se, sh = lay.stage_of[emb] % lay.pp, lay.stage_of[head] % lay.pp
         if se != sh:
             groups = [[lay.npu(d, t, se), lay.npu(d, t, sh)] for d in dps
-                      for t in range(lay.tp)]
+                      for t in lay.ranks_run()]
             coll_("dp_collectives", "all_reduce", groups, lay.grad_bytes(emb))
     its = lay.cfg.workload.iterations
     return OpCount({k: v * its for k, v in graph.items()},

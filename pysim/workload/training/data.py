@@ -52,7 +52,7 @@ class _Buckets:
         if not self.layers:
             return
         lay, b = self.b.lay, self.b
-        for t in range(lay.tp):
+        for t in lay.ranks_run():
             grp = lay.dp_group(t, self.s)
             starts = b.counterpart_starts(grp, ready)
             runs = [n for n in grp if n in ready]      # replicas whose passes are built
@@ -87,7 +87,7 @@ class _Buckets:
         lay, b = self.b.lay, self.b
         for i, ready_i in self.experts:
             nbytes = lay.grad_bytes(i)
-            for t in range(lay.tp):
+            for t in lay.ranks_run():
                 for grp in lay.expert_dp_groups(t, self.s):
                     runs = [n for n in grp if n in ready_i]
                     if len(grp) > 1:

@@ -28,7 +28,8 @@ from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
-                   "interleave", "zero", "replicas", "scatter_gather", "ep", "tp_overlap")
+                   "interleave", "zero", "replicas", "tp_ranks", "scatter_gather", "ep",
+                   "tp_overlap")
 REPLICAS = ("all", "one")
 
 
@@ -50,7 +51,7 @@ def check_parallel(table):
             raise ConfigError(f"{where} = {v!r}: expected a ZeRO stage, one of 0, 1, 2, 3")
         elif k in ("sp", "scatter_gather", "tp_overlap") and not isinstance(v, bool):
             raise ConfigError(f"{where} = {v!r}: expected true or false")
-        elif k == "replicas" and v not in REPLICAS:
+        elif k in ("replicas", "tp_ranks") and v not in REPLICAS:
             raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(REPLICAS)}")
         elif k == "schedule" and v not in SCHEDULES:
             raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(SCHEDULES)}")
@@ -196,6 +197,8 @@ class _Layout:
         self.sp = bool(par.get("sp", False)) and tp > 1
         self.zero = par.get("zero", 0)
         self.replicas = par.get("replicas", "all")
+        self.tp_ranks = par.get("tp_ranks", "all")
+        self._costs_of = {}
         self.scatter_gather = par.get("scatter_gather", True)
         self.tp_overlap = par.get("tp_overlap", True)
         self.recompute = recompute_mode(cfg)
@@ -300,15 +303,36 @@ class _Layout:
         the others, identical, only join its gradient collectives)."""
         return range(1 if self.replicas == "one" else self.dp)
 
+    def ranks_run(self):
+        """The tensor-parallel ranks whose ops are built (tp_ranks = 'one': rank 0; the
+        others, identical, are not built: their parts of a group's collectives are rank 0's
+        own by symmetry)."""
+        return range(1 if self.tp_ranks == "one" else self.tp)
+
     def stage_npus(self, s):
         """The NPUs of stage s (a virtual stage: the stage s % pp) that run passes: every
-        replica's, or replica 0's alone when workload.parallel.replicas = 'one'."""
+        replica's, or replica 0's alone when workload.parallel.replicas = 'one'; of each,
+        every tensor-parallel rank, or rank 0 alone when tp_ranks = 'one'."""
         s %= self.pp
-        reps = 1 if self.replicas == "one" else self.dp
-        return [self.at[(d, t, s)] for d in range(reps) for t in range(self.tp)]
+        return [self.at[(d, t, s)] for d in self.replicas_run() for t in self.ranks_run()]
+
+    def counterpart(self, npu):
+        """The NPU whose passes npu's are taken to be: itself if built, else the one of
+        replica 0 (replicas = 'one') and rank 0 (tp_ranks = 'one') in its place."""
+        d, t, s = self.coords[npu]
+        return self.at[(d if d < len(self.replicas_run()) else 0,
+                        t if t < len(self.ranks_run()) else 0, s)]
 
     # -------------------------------------------------------------- costs
     def costs(self, i, samples):
+        """_costs(i, samples), computed once per layer and sample count."""
+        key = (i, samples)
+        got = self._costs_of.get(key)
+        if got is None:
+            got = self._costs_of[key] = self._costs(i, samples)
+        return got
+
+    def _costs(self, i, samples):
         """(flops, bytes) of layer i's forward, input-gradient and weight-gradient ops on one
         NPU for `samples` samples (None where there is no such work), and the bytes it
         stashes. Forward reads its input and weights and writes its output; the input
@@ -446,7 +470,9 @@ declare(
         "scatter_gather (default true), tp_overlap (default true: the input gradient's "
         "tensor-parallel collective runs beside the weight gradient; false: after it), "
         "replicas ('all' or 'one': build data-parallel "
-        "replica 0's passes only); see docs/training.md.",
+        "replica 0's passes only), tp_ranks ('all' or 'one': build tensor-parallel rank "
+        "0's ops only, the other ranks' parts of its groups' collectives taken to be its "
+        "own by symmetry); see docs/training.md.",
         raising(check_parallel)),
     Key("workload", "precision", "str", None, "-",
         "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,

@@ -4,12 +4,16 @@ An ASTRA-sim workload gives each layer's compute times and its own parallelism: 
 shape compute (precision, compute, attention), parallelism, data-parallel buckets, the
 optimizer and memory plans are not read for it, and are refused when given, as the kinds'
 declarations refuse a key of another kind (pysim.workload.base.check_reads). A model of the
-zoo or an ONNX file reads no ASTRA-sim key.
+zoo or an ONNX file reads no ASTRA-sim key. A Chakra trace (workload.model names its folder)
+gives every rank's work, messages and collectives: it reads the collectives' algorithm and
+chunks (and NCCL's settings) and the op graph's keys, nothing that shapes a model, its
+parallelism, its iterations or its memory (`check_trace_keys`).
 """
 from __future__ import annotations
 
 from pysim.errors import ConfigError
 from pysim.schema import short
+from pysim.workload.base import OP_GRAPH_KEYS
 
 ASTRA_ONLY = ("workload.astra_endpoint_delay", "workload.astra_scheduling",
               "workload.astra_collective_optimization")
@@ -35,3 +39,20 @@ def check_model_keys(cfg, model):
             raise ConfigError(f"{path} = {short(cfg.get(path))} is read only with an ASTRA-sim "
                               f"workload, and workload.model = {cfg.workload.model!r} is not "
                               f"one; leave it out")
+
+
+# The workload keys a run of a Chakra trace reads (pysim.workload.chakra.run_trace).
+TRACE_READS = ("workload.kind", "workload.model", "workload.algorithm", "workload.chunks",
+               "workload.nccl_algorithm", "workload.nccl_protocol",
+               "workload.nccl_channels") + OP_GRAPH_KEYS
+
+
+def check_trace_keys(cfg):
+    """Refuse a workload key given (cfg.explicit) that a Chakra trace's run does not read."""
+    for path in sorted(cfg.explicit):
+        if path.startswith("workload.") and path not in TRACE_READS:
+            raise ConfigError(
+                f"{path} = {short(cfg.get(path))} is not read with a Chakra trace "
+                f"(workload.model = {cfg.workload.model!r}: its nodes give each rank's work, "
+                f"messages and collectives); the trace reads "
+                f"{', '.join(TRACE_READS[1:7])} and the op graph's keys; leave it out")

@@ -2,10 +2,12 @@
 communication on the busiest NPU, per layer and per NPU."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysim.workload.compile import OP_CODES, ROOFLINE, _ids, graph_columns
 from pysim.workload.holds import memory_rows
 from pysim.workload.plan import Plan
 from pysim.workload.result import GraphResult, op_times
@@ -32,7 +34,7 @@ def _length(iv):
 def _minus(iv, cut):
     """Intervals iv (disjoint, sorted) less intervals cut (disjoint, sorted)."""
     out = []
-    j = 0
+    j = bisect.bisect_right(cut, iv[0][0], key=lambda c: c[1]) if iv else 0
     for a, b in iv:
         while j < len(cut) and cut[j][1] <= a:
             j += 1
@@ -133,7 +135,6 @@ def training_report(graph, plan, res, cfg):
     lo, hi = plan.iterations[-1]
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0
-    ids = range(lo, hi)
     # training compute ops (forward, backward, optimizer) per NPU, in the last iteration
     comp = {n: [] for n in plan.npus}
     it = len(plan.iterations) - 1
@@ -158,23 +159,37 @@ def training_report(graph, plan, res, cfg):
     # communication intervals per NPU: each collective from its first op touching the NPU
     # to the end of the NPU's part; each pipeline send from or to it
     node = graph.node
-    dst = graph.dst
     comm = {n: [] for n in plan.npus}
     coll_iv = []                         # per collective of the last iteration: {npu: iv}
-    for c in plan.collectives:
-        if c.iteration != it:
-            continue
-        ivs = {}
-        for k in range(c.first, c.last):
-            for who in (node[k], dst[k]):
-                if who in c.done:
-                    a = ivs.setdefault(who, [start[k], finish[k]])
-                    a[0] = min(a[0], start[k])
-        for n, a in ivs.items():
-            iv = (int(a[0]), int(finish[c.done[n]]))
-            ivs[n] = iv
+    index = {n: i for i, n in enumerate(plan.npus)}
+    nid = _ids(graph.node, index)
+    did = _ids(graph.dst, index)
+    # per collective of the last iteration and member, the first start of an op of the
+    # collective from or to it (all collectives at once)
+    colls = [c for c in plan.collectives if c.iteration == it]
+    f = np.array([c.first for c in colls], np.int64)
+    ln = np.array([c.last - c.first for c in colls], np.int64)
+    cid = np.repeat(np.arange(len(colls)), ln)
+    ops = (np.arange(int(ln.sum())) - np.repeat(np.cumsum(ln) - ln, ln) +
+           np.repeat(f, ln)) if len(colls) else np.zeros(0, np.int64)
+    who = np.concatenate([nid[ops], did[ops]])
+    when = np.concatenate([start[ops], start[ops]])
+    cid = np.concatenate([cid, cid])
+    keep = who >= 0
+    who, when, cid = who[keep], when[keep], cid[keep]
+    order = np.lexsort((when, who, cid))
+    who, when, cid = who[order], when[order], cid[order]
+    firsts = np.flatnonzero(np.concatenate([[True], (who[1:] != who[:-1]) |
+                                            (cid[1:] != cid[:-1])])) if who.size else who
+    ivs_of = [{} for _ in colls]
+    npus = plan.npus
+    for k, w, t in zip(cid[firsts].tolist(), who[firsts].tolist(), when[firsts].tolist()):
+        c, n = colls[k], npus[w]
+        if n in c.done:
+            iv = (int(t), int(finish[c.done[n]]))
+            ivs_of[k][n] = iv
             comm[n].append(iv)
-        coll_iv.append((c, ivs))
+    coll_iv = list(zip(colls, ivs_of))
     for sd in plan.sends:
         if sd["iteration"] == it:
             iv = (int(start[sd["op"]]), int(finish[sd["op"]]))
@@ -226,28 +241,26 @@ def training_report(graph, plan, res, cfg):
                               comm_cycles=int(round(cc[0])),
                               exposed_comm_cycles=int(round(cc[1]))))
     # per NPU
-    kinds = graph.kind
-    sizes = graph.size
+    # per NPU, the bytes of its ops of the last iteration
+    code, _, _ = graph_columns(graph)
+    code, who = code[lo:hi], nid[lo:hi]
+    size = np.fromiter(graph.size[lo:hi], np.int64, hi - lo)
+    work = graph.work
+    roof = np.flatnonzero((code == ROOFLINE) & (who >= 0))
+    roof_bytes = np.fromiter((work[lo + k][1] for k in roof.tolist()), np.int64, len(roof))
+    mem = (who >= 0) & (code == OP_CODES["memory"])
+    red = (who >= 0) & (code == OP_CODES["reduce_npu"])
+    snd = (who >= 0) & (code == OP_CODES["send"])
+    P = len(plan.npus)
+    comm_hbm = (np.bincount(who[mem], size[mem], P) +
+                np.bincount(who[red], 4 * size[red], P))
+    hbm = comm_hbm + np.bincount(who[roof], roof_bytes, P)
+    net = np.bincount(who[snd], size[snd], P)
     per_npu = {}
-    for n in plan.npus:
+    for k, n in enumerate(plan.npus):
         per_npu[n] = dict(compute_utilisation=busy[n] / cycles if cycles else 0.0,
-                          compute_cycles=busy[n], hbm_bytes=0, hbm_comm_bytes=0,
-                          network_bytes=0)
-    for k in ids:
-        n = node[k]
-        if n not in per_npu:
-            continue
-        kd = kinds[k]
-        if kd == "compute" and graph.work[k] is not None:
-            per_npu[n]["hbm_bytes"] += graph.work[k][1]
-        elif kd == "memory":
-            per_npu[n]["hbm_bytes"] += sizes[k]
-            per_npu[n]["hbm_comm_bytes"] += sizes[k]
-        elif kd == "reduce_npu":
-            per_npu[n]["hbm_bytes"] += 4 * sizes[k]
-            per_npu[n]["hbm_comm_bytes"] += 4 * sizes[k]
-        elif kd == "send":
-            per_npu[n]["network_bytes"] += sizes[k]
+                          compute_cycles=busy[n], hbm_bytes=int(hbm[k]),
+                          hbm_comm_bytes=int(comm_hbm[k]), network_bytes=int(net[k]))
     for v in per_npu.values():
         v["hbm_comm_bytes_per_network_byte"] = (v["hbm_comm_bytes"] / v["network_bytes"]
                                                 if v["network_bytes"] else 0.0)
