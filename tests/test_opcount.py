@@ -188,3 +188,40 @@ def test_a_long_model_past_the_op_limit_is_refused_before_its_layers_are_built(m
                                           r"expand into at least [\d,]+ engine ops"):
         pysim_simulate(cfg)
     assert built and max(built) <= 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("json_out", [False, True])
+def test_the_memory_estimate_bounds_a_runs_peak(tmp_path, json_out):
+    """count.BYTES_PER_OP (JSON_BYTES_PER_OP with --json) times a run's engine ops bounds the
+    peak resident memory of the process that runs it (measured: the kernel's maxrss), here a
+    chain of 10,000 ONNX Relu layers trained on the DGX-1 (640,000 engine ops)."""
+    import subprocess
+    import sys
+    import textwrap
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    n = 10_000
+    g = helper.make_graph([helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(n)],
+                          "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(g), str(tmp_path / "chain.onnx"))
+    code = textwrap.dedent(f"""
+        import json, resource, sys
+        from click.testing import CliRunner
+        from pysim.cli import main
+        args = ["run", "dgx1-v100", "-q", "--set", "workload.kind=training", "--set",
+                "workload.model={tmp_path / 'chain.onnx'}", "--set", "workload.batch=64",
+                "--set", "network.model=flow"] + {["--json", str(tmp_path / "r.json")]
+                                                  if json_out else []!r}
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    peak = int(r.stdout.split()[-1])
+    ops = 64 * n              # 8 NPUs x 2 iterations x (forward, backward) x 2 (roofline)
+    per_op = count.JSON_BYTES_PER_OP if json_out else count.BYTES_PER_OP
+    assert peak <= ops * per_op

@@ -102,8 +102,9 @@ def run_training(cfg, progress=None):
     check_model_keys(cfg, model)
     estimate = getattr(progress, "estimate", None)
     graph, plan = training_graph(cfg, topo, model=model, counted=None if estimate is None else (
-        lambda c: estimate(runtime.before_build(c.graph_total, c.engine_total,
-                                                c.engine_total * count.BYTES_PER_OP, cfg))))
+        lambda c: estimate({**runtime.before_build(c.graph_total, c.engine_total,
+                                                   c.engine_total * count.BYTES_PER_OP, cfg),
+                            "json_bytes": c.engine_total * count.JSON_BYTES_PER_OP})))
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)
