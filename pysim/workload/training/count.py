@@ -42,12 +42,12 @@ PARTS = ("compute", "pipeline", "tp_collectives", "dp_collectives", "ep_collecti
 MEASURED = 200_000      # a collective bounded above this many engine ops is not built to count
 ROOFLINE = 2            # engine ops of a roofline compute op (it and its memory companion)
 # bytes a run takes per engine op at its peak (resident set), the graph, its plan and the
-# engine's arrays together, an upper bound: a chain of ONNX Relu layers trained on the DGX-1
-# (8 NPUs, 2 iterations, flow level) peaks at 687, 723 and 744 bytes per op with 1.28 M, 0.64 M
-# and 0.32 M engine ops (the interpreter's ~45 MB included; 610-633 per op added), at 609 with
-# 6.4 M; the 1,024-NPU GPT-3 iteration of bench/scale.py at 460 (3.4 GB for 7.4 M, see
-# docs/performance.md). Writing --json holds the result's dict as well: 914 bytes per op at
-# 1.28 M ops (830-907 per op added), 812 at 6.4 M.
+# engine's arrays together, an upper bound from 0.6 M engine ops up: a chain of ONNX Relu
+# layers trained on the DGX-1 (8 NPUs, 2 iterations, flow level) peaks at 870, 740 and 687
+# bytes per op with 0.32 M, 0.64 M and 1.28 M engine ops (610-633 per op added over ~75 MB
+# the process holds before building), at 609 with 6.4 M; the 1,024-NPU GPT-3 iteration of
+# bench/scale.py at 460 (3.4 GB for 7.4 M, see docs/performance.md). Writing --json holds the
+# result's dict as well: 1,013, 921 and 914 bytes per op at those sizes, 812 at 6.4 M.
 BYTES_PER_OP = 800
 JSON_BYTES_PER_OP = 1000
 
