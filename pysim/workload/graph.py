@@ -121,6 +121,29 @@ class OpGraph:
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if k == 0:
             return n0
+        sizes = None
+        if k <= 64:                       # (few: checked in Python, quicker than arrays)
+            try:
+                sizes = [int(x) for x in size]
+            except (TypeError, ValueError, OverflowError):
+                pass                      # (the arrays' checks name it)
+        if sizes is not None:
+            for i, x in enumerate(sizes):
+                if not 0 <= x <= MAX_INT or x != size[i]:
+                    raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in "
+                                     f"0..{MAX_INT:,}")
+                for d in after[i]:
+                    if not 0 <= d < n0 + i:
+                        raise GraphError(f"dependency {int(d)} of op {n0 + i}: no such op (an "
+                                         f"op can only depend on ops given before it)")
+            self.kind.extend(kind)
+            self.node.extend(node)
+            self.dst.extend(dst)
+            self.size.extend(sizes)
+            self.after.extend(after)
+            self.names.extend(itertools.repeat(None, k))
+            self.work.extend(itertools.repeat(None, k))
+            return n0
         sz = np.fromiter(size, np.int64, k)
         if sz.min() < 0 or sz.max() > MAX_INT:
             i = int(np.flatnonzero((sz < 0) | (sz > MAX_INT))[0])
