@@ -10,16 +10,17 @@ with Adam, tensor parallelism inside an 8-GPU node, pipeline parallelism across 
 activation recomputation, the gradients all-reduced after the backward pass (Megatron-LM's
 local data parallelism of 2021), a linear layer's input gradient all-reduced after its
 weight gradient (workload.parallel.tp_overlap = false: Megatron-LM of 2021 had no
-asynchronous tensor-parallel all-reduce), the NPUs' kernel model (workload.compute =
+asynchronous tensor-parallel all-reduce), every collective as NCCL runs it (workload.algorithm
+= 'nccl': its channels, protocols, chunks and slices, the algorithm and protocol NCCL's
+tuning model picks; pysim/workload/nccl.py), the NPUs' kernel model (workload.compute =
 'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
 all (workload.parallel.replicas = 'one'; --replicas all builds every one) and tensor-parallel
 rank 0's ops for its group (workload.parallel.tp_ranks = 'one'; --tp-ranks all builds every
-rank's: the same iteration, eight times the ops), the ring
-collectives of the pipelined rows as streams (workload.collective_form = 'streams': one op
-per rank and chunk instead of one per step; the 39.1B row's iteration differs by 0.18% from
-the steps', its ops are 3.7 times fewer; --form steps builds every step). Throughput is
-counted as the paper counts it: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration
-over its time and the GPUs.
+rank's: the same iteration, eight times the ops), the ring collectives as streams
+(workload.collective_form = 'streams': per rank the slice-steps' latency once and a send of all
+its bytes, instead of every slice-step; with --algorithm ring only where pp > 1; --form steps
+builds every step). Throughput is counted as the paper counts it:
+96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration over its time and the GPUs.
 
 Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the
 paper's other experiments); the interleaved schedule's chunks per stage (the paper runs
@@ -131,7 +132,7 @@ def chunks_per_stage(row):
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
-           algorithm="ring", sms=None, replicas="one", form="steps", tp_ranks="one"):
+           algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -159,14 +160,14 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
-            algorithm="ring",
+            algorithm="nccl",
             max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one"):
     t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
         interleave = chunks_per_stage(row)
     if form == "auto":
-        form = "streams" if row["pp"] > 1 else "steps"
+        form = "streams" if row["pp"] > 1 or algorithm == "nccl" else "steps"
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
@@ -240,7 +241,9 @@ def main(argv=None):
                     help="cluster: topology.kind = 'cluster' (DGX A100 nodes on a "
                          "rail-optimised fat tree, as the shipped selene); graph: a stand-in "
                          "of NVSwitch islands on rail switches joined by one spine")
-    ap.add_argument("--algorithm", default="ring", help="workload.algorithm of every group")
+    ap.add_argument("--algorithm", default="nccl",
+                    help="workload.algorithm of every group (default nccl: NCCL's ring, tree "
+                         "or NVLS as NCCL picks them; ring: pysim's GPU-run ring)")
     ap.add_argument("--max-ops", type=int, default=None,
                     help="run only configurations whose graph, counted from the plan, has at "
                          "most this many ops (default: the op graph's limit)")
@@ -256,7 +259,8 @@ def main(argv=None):
                          "(default) or every one")
     ap.add_argument("--form", choices=("auto", "steps", "streams"), default="auto",
                     help="workload.collective_form: every ring step's ops, or one stream per "
-                         "rank and chunk; auto (default): streams where pp > 1, steps else")
+                         "rank and chunk; auto (default): streams with NCCL's collectives or "
+                         "where pp > 1, steps else")
     ap.add_argument("--tp-ranks", choices=("one", "all"), default="one",
                     help="workload.parallel.tp_ranks: build tensor-parallel rank 0's ops for "
                          "its group (default) or every rank's")

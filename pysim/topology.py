@@ -39,7 +39,7 @@ NODE_KINDS = ("npu", "mem", "host", "switch")
 # the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
 MAX_NODES = 16384
 MAX_CHANNELS = 4_000_000
-MAX_SWITCH_PORTS = 8192         # (routing.MAX_DEPENDENCIES: a star's k(k-1) dependencies)
+MAX_SWITCH_PORTS = 8192         # (deadlock.MAX_DEPENDENCIES: a star's k(k-1) dependencies)
 MAX_ROUTE_WORK = 8_000_000_000   # endpoints x channels of a graph routed by tables (the
                                  # shortest-path search: about 20 s at this size)
 

@@ -1,5 +1,9 @@
+import atexit
+import compileall
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -11,6 +15,26 @@ from pysim.network import CH_EJECT  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = os.path.join(ROOT, "topologies")
+
+
+def _bytecode_for_subprocesses():
+    """With PYTHONDONTWRITEBYTECODE set, every `python -m pysim` a test starts would compile
+    pysim's ~100 modules from source again (a third of a second each time). Compile them
+    once into a folder of this session and point the subprocesses at it
+    (PYTHONPYCACHEPREFIX): they read bytecode as usual and write none."""
+    if not sys.flags.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    prefix = tempfile.mkdtemp(prefix="pysim-tests-pyc-")
+    atexit.register(shutil.rmtree, prefix, True)
+    sys.pycache_prefix = prefix
+    try:
+        compileall.compile_dir(os.path.join(ROOT, "pysim"), quiet=2)
+    finally:
+        sys.pycache_prefix = None
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+
+
+_bytecode_for_subprocesses()
 
 
 def make_cfg(**sections):

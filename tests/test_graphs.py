@@ -101,20 +101,20 @@ def test_csim_matches_reference_model_on_random_graphs(graph, seed):
 @pytest.mark.parametrize("name", ["torus4x4.toml", "dgx1-v100.toml", "ring-of-rings4x4.toml",
                                   "switch8.toml"])
 def test_channel_dependencies_are_every_consecutive_pair_of_the_routes(name, monkeypatch):
-    """Both ways routing.channel_dependencies has (compiled marks, and np.unique where the
+    """Both ways deadlock.channel_dependencies has (compiled marks, and np.unique where the
     marks would be too many) give the pairs of the definition, enumerated here one table
     entry at a time, in (c1, c2) order."""
     from conftest import TOPOLOGIES
-    from pysim import load, routing, topology
+    from pysim import deadlock, load, routing, topology
     cfg = load(os.path.join(TOPOLOGIES, name))
     topo = topology.build(cfg)
     table = routing.ROUTINGS[topo.routing](topo, cfg).table
     want = sorted({(int(table[u, d]), int(table[topo.ch_dst[table[u, d]], d]))
                    for u in range(topo.n_nodes) for d in range(topo.n_nodes)
                    if table[u, d] >= 0 and topo.ch_dst[table[u, d]] != d})
-    assert [tuple(x) for x in routing.channel_dependencies(topo, table).tolist()] == want
-    monkeypatch.setattr(routing, "MARKS_MAX", 0)
-    assert [tuple(x) for x in routing.channel_dependencies(topo, table).tolist()] == want
+    assert [tuple(x) for x in deadlock.channel_dependencies(topo, table).tolist()] == want
+    monkeypatch.setattr(deadlock, "MARKS_MAX", 0)
+    assert [tuple(x) for x in deadlock.channel_dependencies(topo, table).tolist()] == want
 
 
 def test_a_ring_graph_needs_two_classes_and_one_vc_is_refused_naming_a_cycle():

@@ -427,11 +427,34 @@ def test_an_astra_layer_name_with_a_control_character_is_refused(tmp_path):
         models.load(str(path))
 
 
+def test_an_astra_file_may_start_with_a_byte_order_mark(tmp_path):
+    """As a TOML file may (an editor's UTF-8 byte-order mark is not part of the text)."""
+    from pysim import models
+    text = b"DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n"
+    (tmp_path / "a.txt").write_bytes(text)
+    (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbf" + text)
+    a, b = models.load(str(tmp_path / "a.txt")), models.load(str(tmp_path / "b.txt"))
+    assert [l.given for l in a.layers] == [l.given for l in b.layers]
+
+
 def test_a_job_that_does_not_fit_is_named():
     r = _cli(["jobs", "dgx1-v100", "-q", "--set", "network.model=flow", "--jobs", "2",
               "--policy", "baseline", "--set", 'jobs.models=["gpt2"]', "--set",
               "jobs.batch_per_npu=4096"])
     assert r.exit_code == 1 and "a job of gpt2" in r.output and "batch_per_npu" in r.output
+    assert re.search(r"jobs? [0-9, ]+: a job of gpt2", r.output)
+
+
+def test_the_job_that_does_not_fit_is_named_by_its_id(tmp_path):
+    """Of a job file's jobs, the one whose model does not fit its NPUs is named (its id),
+    not the others."""
+    f = tmp_path / "j.toml"
+    f.write_text('[[jobs]]\nmodel = "googlenet"\nnpus = 2\niterations = 3\nsensitive = true\n'
+                 '[[jobs]]\nmodel = "gpt2"\nnpus = 2\niterations = 3\nsensitive = true\n'
+                 'batch_per_npu = 4096\n')
+    r = _cli(["jobs", "dgx1-v100", "-q", "--job-file", str(f), "--policy", "baseline"])
+    assert r.exit_code == 1 and "job 1: a job of gpt2 on 2 NPUs" in r.output, r.output
+    assert "job 0" not in r.output and "jobs 0" not in r.output
 
 
 def test_model_paths_typed_here_resolve_here(tmp_path, monkeypatch):

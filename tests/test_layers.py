@@ -18,6 +18,7 @@ LAYERS = [
                 "pysim.systems",
                 "pysim.config", "pysim.engine"]),
     ("components", ["pysim.models", "pysim.topology", "pysim.cluster", "pysim.routing",
+                    "pysim.deadlock",
                     "pysim.network",
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),

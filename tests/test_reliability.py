@@ -791,19 +791,19 @@ def test_the_compiled_class_walk_finds_what_following_every_route_finds(topology
     its destination) against following every route to its end (_walk): the same VC classes,
     the same dependencies, the same cycle if any."""
     import copy
-    from pysim import routing
+    from pysim import deadlock, routing
     from pysim.topology import build
     cfg = from_dict({"topology": topology, "network": {"vcs": 8}})
     topo = build(cfg)
     r = routing.ROUTINGS[topo.routing](topo, cfg)
     deps = routing.channel_dependencies(topo, r.table)
-    post, _ = routing.core.dfs_order(topo.n_channels, *routing._csr(topo.n_channels, deps))
+    post, _ = routing.core.dfs_order(topo.n_channels, *deadlock.csr(topo.n_channels, deps))
     if r.ch_order is None:
         r.ch_order = np.zeros(topo.n_channels, np.int32)
         r.ch_order[post[::-1]] = np.arange(topo.n_channels, dtype=np.int32)
     results = []
-    for marks in (routing.MARKS_MAX, 0):               # compiled, then every route walked
-        monkeypatch.setattr(routing, "MARKS_MAX", marks)
+    for marks in (deadlock.MARKS_MAX, 0):              # compiled, then every route walked
+        monkeypatch.setattr(deadlock, "MARKS_MAX", marks)
         mine = copy.deepcopy(r)
         try:
             routing.analyse(topo, mine)
@@ -934,7 +934,7 @@ def test_a_switch_too_large_for_the_deadlock_check_is_refused_at_once():
     """A switch of 16,383 NPUs (within the node limit) makes 268 million channel
     dependencies. Refused before anything is built (bench/guards.py times it); the general
     bound on dependencies refuses a graph star the same way."""
-    from pysim.routing import MAX_DEPENDENCIES, _check_dependencies
+    from pysim.deadlock import MAX_DEPENDENCIES, _check_dependencies
     from pysim.topology import build
     with pytest.raises(ConfigError, match="topology.size = 16383: a switch of at most 8,192"):
         simulate(from_dict({"topology": {"kind": "switch", "size": 16383}}))

@@ -46,9 +46,11 @@ def training(cfg, spec, nodes, graph, prefix, iterations, topo=None):
         _, plan = training_graph(jcfg, topo, model=_model(spec["model"]), npus=list(nodes),
                                  graph=graph, prefix=prefix)
     except ConfigError as e:
-        raise ConfigError(f"a job of {spec['model']} on {len(nodes)} NPUs with a batch of "
+        err = ConfigError(f"a job of {spec['model']} on {len(nodes)} NPUs with a batch of "
                           f"{spec['batch']} (its batch_per_npu, from the job file or "
-                          f"jobs.batch_per_npu, x its NPUs): {e}") from None
+                          f"jobs.batch_per_npu, x its NPUs): {e}")
+        err.job_kind = (spec["model"], len(nodes), int(spec["batch"]))
+        raise err from None
     ends = []
     for first, last in plan.iterations:
         inner = set()

@@ -38,7 +38,26 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     `estimate(est)` (if it has one) is called first with a lower bound of the stream's
     simulation work (pysim.jobs.sensitivity.least_work). fresh: simulate every
     job (and every group of jobs running together) on its own allocation on the whole server,
-    sharing nothing -- slow; it checks what the shapes and the cache give."""
+    sharing nothing -- slow; it checks what the shapes and the cache give. A job that cannot
+    be built (a model that does not fit its NPUs) is refused naming the jobs of its kind."""
+    if jobs is None and isinstance(server, Server):
+        jobs = st.stream(server.cfg)
+    jobs = list(jobs) if jobs is not None else None
+    try:
+        return _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh)
+    except ConfigError as e:
+        kind = getattr(e, "job_kind", None)
+        if kind is None or jobs is None:
+            raise
+        ids = [j.id for j in jobs if (j.model, j.npus, j.batch) == kind]
+        if not ids:
+            raise
+        more = f" and {len(ids) - 5:,} more" if len(ids) > 5 else ""
+        raise ConfigError(f"job{'s' if len(ids) > 1 else ''} "
+                          f"{', '.join(str(i) for i in ids[:5])}{more}: {e}") from None
+
+
+def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh):
     if scheduler is None and (isinstance(workers, bool) or not isinstance(workers, int)
                               or workers < 1):
         raise ConfigError(f"workers = {workers!r}: expected a number of worker processes "

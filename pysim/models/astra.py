@@ -96,7 +96,7 @@ def load_astra(path, **params):
                          f"{', '.join(params)})")
     try:
         text = read_input(path, MAX_TEXT_MODEL_BYTES, "model's .onnx file or an ASTRA-sim "
-                                                      "text workload").decode("utf-8")
+                                                      "text workload").decode("utf-8-sig")
     except InputError as e:
         raise ModelError(str(e)) from None
     except UnicodeDecodeError:

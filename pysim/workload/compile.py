@@ -290,6 +290,10 @@ def slices_of(cycles, slice_cycles):
     return max(1, -(-cycles // slice_cycles)) if slice_cycles else 1
 
 
+ROOF_FLOPS = "the node's TFLOP/s (its tflops, its preset's, or its efficiency)"
+ROOF_BYTES = "the node's memory bandwidth (its hbm_gbps or dram_gbps)"
+
+
 def _roof_rates(g, i, n, cparams, clock):
     """A roofline op's FLOPs and bytes per cycle on node n: the node's, or its own peak
     (g.work[i][2], FLOP/s) in place of the node's FLOPs."""
@@ -308,8 +312,8 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
             return
         flops, nbytes, _ = g.work[i]
         flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-        C = h._ceil(flops, flops_pc)
-        H = h._ceil(nbytes, bytes_pc)
+        C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+        H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
         S = slices_of(max(C, H), slice_cycles)
         if S > h.MAX_SLICES:
             raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
@@ -398,8 +402,8 @@ def compile_by_op(g, topo, cfg, h):
             n = node_id(g.node[i], i, "node", ("npu", "host"))
             flops, nbytes, _ = g.work[i]
             flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-            C = h._ceil(flops, flops_pc)
-            H = h._ceil(nbytes, bytes_pc)
+            C = h._ceil(flops, flops_pc, ROOF_FLOPS)
+            H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
             isolated[i] = max(C, H)
             S = slices_of(max(C, H), slice_cycles)
             if S > h.MAX_SLICES:

@@ -12,11 +12,7 @@ compute op at a time per node, in the order they become ready); a delay just wai
 cuts its message into packets of at most `workload.packet_flits` flits at the source NIC and
 finishes when the tail of the last packet is delivered at the destination.
 
-File format (`[workload] kind = "graph"`, `file = "ops.toml"`): an array `[[ops]]` of tables
-with `name` (optional, unique), `kind` (compute, send, delay, reduce, mem_write, mem_read),
-`node` and `cycles` (compute), `src`, `dst` and `bytes` (send), `cycles` (delay), `npu`,
-`mem` and `bytes` (mem_write, mem_read; a mem_write's `free_after` names the op whose finish
-frees its space), and `after` (names of dependencies).
+The file format of op graphs is read by `pysim.workload.graph_file`.
 
 Memory space: `hold(device, bytes, at=op)` takes bytes of a device's memory when an op
 starts (or finishes) and `free(h, at=op)` gives them back when another finishes (or starts);
@@ -37,7 +33,6 @@ import numpy as np
 from pysim._gc import quiet_gc
 from pysim.engine import GraphArrays, core, new_engine, set_graph
 from pysim._version import __version__
-from pysim.config import read_toml
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
@@ -50,6 +45,7 @@ from pysim.workload.compile import topological_order  # noqa: F401  (callers' na
 from pysim.workload.params import compute_params, engine_params, memory_params  # noqa: F401
 from pysim.workload import notes, runtime
 from pysim.workload.base import OP_GRAPH_KEYS, check_status, link_report, register
+from pysim.workload.graph_file import read_ops
 from pysim.workload.holds import check_each_fits, memory_report, memory_usage
 from pysim.workload.result import GraphResult, OpTable
 
@@ -368,60 +364,8 @@ def _size(v, what, name, real=False):
 
 
 def load_graph(path) -> OpGraph:
-    """Read an op-graph TOML file ([[ops]])."""
-    raw = read_toml(path, "workload.file", GraphError)
-    ops = raw.get("ops")
-    if ops == []:
-        raise GraphError(f"{path}: no ops; expected at least one [[ops]] table")
-    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-        raise GraphError(f"{path}: expected an array of tables [[ops]]")
-    g = OpGraph()
-    fields = {"compute": {"node"}, "send": {"src", "dst", "bytes"},
-              "delay": {"cycles"}, "reduce": {"node", "bytes"},
-              "mem_write": {"npu", "mem", "bytes"},
-              "mem_read": {"npu", "mem", "bytes"}}
-    optional = {"compute": {"cycles", "flops", "bytes"}, "reduce": {"engine"},
-                "mem_write": {"free_after"}}
-    frees = []
-    for i, op in enumerate(ops):
-        where = f"{path}: ops[{i}]"
-        kind = op.get("kind")
-        if not isinstance(kind, str) or kind not in fields:
-            raise GraphError(f"{where}.kind = {kind!r}: expected compute, send, delay, "
-                             f"reduce, mem_write or mem_read")
-        takes = fields[kind] | optional.get(kind, set()) | {"name", "after"}
-        extra = set(op) - takes - {"kind"}
-        if extra:
-            raise GraphError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a "
-                             f"{kind} op (it takes {', '.join(sorted(takes))})")
-        missing = fields[kind] - set(op)
-        if missing:
-            raise GraphError(f"{where}: a {kind} op needs {', '.join(sorted(missing))}")
-        try:
-            if kind == "compute":
-                g.compute(op["node"], op.get("cycles"), op.get("after"), op.get("name"),
-                          flops=op.get("flops"), bytes=op.get("bytes"))
-            elif kind == "send":
-                g.send(op["src"], op["dst"], op["bytes"], op.get("after"), op.get("name"))
-            elif kind == "reduce":
-                g.reduce(op["node"], op["bytes"], op.get("engine", "npu"), op.get("after"),
-                         op.get("name"))
-            elif kind == "mem_write":
-                w = g.mem_write(op["npu"], op["mem"], op["bytes"], op.get("after"),
-                                op.get("name"))
-                if "free_after" in op:
-                    frees.append((where, w, op["free_after"]))
-            elif kind == "mem_read":
-                g.mem_read(op["npu"], op["mem"], op["bytes"], op.get("after"), op.get("name"))
-            else:
-                g.delay(op["cycles"], op.get("after"), op.get("name"))
-        except GraphError as e:
-            raise GraphError(f"{where}: {e}") from None
-    for where, w, name in frees:          # the freeing op may come later in the file
-        if not isinstance(name, str) or name not in g._by_name:
-            raise GraphError(f"{where}.free_after = {name!r}: expected the name of an op")
-        g.free(g.space(w), g._by_name[name])
-    return g
+    """Read an op-graph TOML file ([[ops]]; `pysim.workload.graph_file`)."""
+    return read_ops(path, OpGraph())
 
 
 def _node_checker(g, topo, index):
@@ -479,25 +423,21 @@ def _compile_by_op(g: OpGraph, topo, cfg=None):
     return _compile.compile_by_op(g, topo, cfg, sys.modules[__name__])
 
 
-
-
-
-
-
 MAX_SLICES = 100_000_000   # a roofline op's slices (run in csim: a few heap operations each)
 
 
-def _ceil(b, bpc):
+def _ceil(b, bpc, rate=None):
     """Cycles to move or compute b (bytes, FLOPs) at bpc per cycle; more than MAX_INT (a
-    rate of 1e-300 GB/s) is refused, naming the rate."""
+    rate of 1e-300 GB/s) is refused, naming the rate (`rate`, where the caller knows it)."""
     if not b:
         return 0
     cycles = b / bpc - 1e-9
     if not cycles <= MAX_INT:
-        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: a "
-                         f"node's rate ([topology.npu], [topology.host], [topology.mem], or "
-                         f"its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
-                         f"mem_gbps) or workload.reduce_gbps is too small")
+        rate = rate or ("a node's rate ([topology.npu], [topology.host], [topology.mem], or "
+                        "its own tflops, hbm_gbps, dram_gbps, reduce_gbps, offload_gbps, "
+                        "mem_gbps) or workload.reduce_gbps")
+        raise GraphError(f"{b:,} at {bpc:g} per cycle takes more than {MAX_INT:,} cycles: "
+                         f"{rate} is too small")
     return int(math.ceil(cycles))
 
 

@@ -55,6 +55,26 @@ STEP_US = {
             ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0},
 }
+# What a step takes where it has been measured, in place of the tuning model's figure (which
+# NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
+# with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
+# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8,
+# 25.2, 29.5, 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
+# besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
+# hops through the switch), so 1.775 us of it is the step's own.
+RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
+
+
+def step_us(m, algo, proto, transport):
+    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net') as
+    pysim runs it: measured (RUN_STEP_US) where known for NVLink, else NCCL's tuning."""
+    if transport == "nvlink":
+        run = RUN_STEP_US.get(m.preset, {}).get((algo, proto))
+        if run is not None:
+            return run
+    return STEP_US[transport][(algo, proto)]
+
+
 # NVLink's data rate: NCCL's topology model takes 20.0 GB/s of data per NVLink 3 link (A100)
 # and 20.6 per NVLink 4 link (H100) each way (NVIDIA/nccl src/graph/topo.h, SM80_NVLINK_BW and
 # SM90_NVLINK_BW), of the links' 25 GB/s line rate each way (A100 and H100 datasheets: 12 and
@@ -86,6 +106,17 @@ THREAD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
 # H100), LL128's per channel at most LL128_CHANNEL.
 LL_MAX_GBPS = {"a100": (87.7, 22.5, 19.0), "h100": (141.0, 39.0, 20.4)}
 LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
+# NCCL's ring pipeline (ring_rounds): the chunk one loop moves per rank and channel, per
+# protocol, from its buffers of NCCL_STEPS = 8 steps (src/include/devcomm.h): Simple's 4 MiB
+# buffer (NCCL_BUFFSIZE's default) in steps of 512 KiB, a chunk of ALLREDUCE_CHUNKSTEPS = 4
+# of them, moved in two slices of ALLREDUCE_SLICESTEPS = 2 steps, a slice at least a 32nd
+# of that (src/device/prims_simple.h: max(nelem / 2, sliceSize / 32)); LL's 8 lines x 512
+# threads x 8 steps of 16-byte lines, half of each line data (32 KiB a step); LL128's 120
+# words x 640 threads x 8 steps of 8 bytes, 120 of each 128 bytes data (576,000 a step).
+CHUNK_BYTES = {"Simple": 4 * (1 << 19), "LL": (8 * 512 * 16) // 2,
+               "LL128": 120 * 640 * 8 * 15 // 16}
+MIN_SLICE = 2 * (1 << 19) // 32
+MAX_LOOP_ROUNDS = 8           # loops past this many are built as this many rounds of alike ones
 TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
 MAX_SLICES = 16
 # NVLink SHARP moves its data a loop at a time: each of its channels one chunk per rank (the
@@ -228,12 +259,96 @@ def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True)
     return on * lat * 1e-6 + (nbytes + first) * (1 + 1 / p) / (m.nvlink * NVLS_EFFICIENCY * 1e9)
 
 
+# NCCL's tuning model of a tree (src/graph/tuning.cc, 2.18): its bus bandwidth is the links'
+# times 0.92, capped per channel (perChMaxTreeBws: A100 24.0 / 23.6 / 17.8 GB/s, H100 38.7 /
+# 41.4 / 36.0 on one, two, more nodes); LL a 3.8th of it (at most LL's cap), LL128 7/9 of
+# it on one node and 120/128 on more (capped at perChMaxTreeLL128Bws: A100 20, H100 36.7 /
+# 36.7 / 29.0 per channel); half of it the algorithm bandwidth, times a correction per size
+# (treeCorrectionFactor, powers of two from 64 B to 256 MiB), over the channels of its graph
+# (half those run: NCCL's connection doubles them).
+TREE_CH_GBPS = {"a100": (24.0, 23.6, 17.8), "h100": (38.7, 41.4, 36.0)}
+TREE_LL128_CH_GBPS = {"a100": (20.0, 20.0, 20.0), "h100": (36.7, 36.7, 29.0)}
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9)}
+
+
+def tuning_seconds(collective, algo, proto, nbytes, m, p, channels):
+    """What NCCL's own tuning model says a collective takes (what `choose` ranks by): the
+    ring and NVLS as model_seconds; a tree by NCCL's tree formulas (TREE_*), its latency
+    model_seconds'."""
+    t = model_seconds(collective, algo, proto, nbytes, m, p, channels)
+    if t is None or algo != "tree":
+        return t
+    lat = t - model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=False)
+    k = min(m.nodes, 3) - 1
+    graph = max(1, channels // 2)
+    bus = min(_bus(m, p, channels)[1] * 0.92, graph * TREE_CH_GBPS[m.preset][k])
+    if proto == "LL":
+        bus = min(bus / 3.8, LL_MAX_GBPS[m.preset][k])
+    elif proto == "LL128":
+        bus = min(bus * (7 / 9 if m.nodes == 1 else 120 / 128),
+                  graph * TREE_LL128_CH_GBPS[m.preset][k])
+    log = max(0, int(nbytes) >> 6).bit_length() - 1
+    corr = TREE_CORRECTION[proto][log] if 0 <= log < 23 else 1.0
+    return lat + nbytes / (bus * 0.5 * corr * 1e9)
+
+
+def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
+    """Seconds a ring crossing nodes waits on the network beyond its links' time: per step of
+    each loop, `share` of the network's step latency after the NVLink one (the slice's
+    flight, pysim's _ring_hop) less what the sender's other slices of the step keep its link
+    busy meanwhile (a step's first slice's next step waits for it to arrive: max(0, d0 +
+    flight - sum d)). share = 1 bounds it from above (every step's chain through a network
+    hop); the fraction of the ring's hops that cross nodes estimates it (a slice's chain
+    crosses that share of its steps' hops)."""
+    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
+    rate = m.nic * 1e9 / (WIRE[proto] * m.hop_factor(proto, channels, False))
+    out = 0.0
+    for loops, sizes in rounds:
+        d = [x * loops + z * width / rate for z in sizes]
+        if d:
+            out += steps * max(0.0, d[0] + share * flight * loops - sum(d))
+    return out
+
+
+def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True):
+    """The closed form of the ring as pysim runs it (ring_rounds, _ring), where nothing else
+    shares its links: NCCL's base latency, then every slice-step in turn, each the sending
+    thread block's work (NCCL's NVLink step latency) and the slice's wire bytes over its
+    link, at the pace of the ring's slowest hop, for the bundle of channels that takes
+    longest; across nodes (flight = True) plus, per step of each loop, the network's step
+    latency beyond the NVLink one where the sender's other slices of the step do not cover
+    it (_flight_excess)."""
+    steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
+    rounds = ring_rounds(collective, nbytes, proto, p, channels)
+    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    worst = 0.0
+    for ring, width in _bundles(m, channels):
+        hops = {m.node_of[ring[k]] == m.node_of[ring[(k + 1) % p]] for k in range(p)}
+        t = 0.0
+        for loops, sizes in rounds:
+            for z in sizes:
+                t += steps * max(
+                    x * loops + z * width * WIRE[proto] * m.hop_factor(proto, channels, same) /
+                    ((m.nvlink if same else m.nic) * 1e9) for same in hops)
+        if flight and False in hops:
+            t += _flight_excess(m, proto, channels, rounds, steps, width)
+        worst = max(worst, t)
+    return BASE_US[("ring", proto)] * 1e-6 + worst
+
+
 def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
     """The (algorithm, protocol) NCCL's cost model picks for this size, among those allowed."""
     best = None
     for a in (ALGOS if algo == "auto" else (algo,)):
         for pr in (PROTOCOLS if proto == "auto" else (proto,)):
-            t = model_seconds(collective, a, pr, nbytes, m, p, channels)
+            t = tuning_seconds(collective, a, pr, nbytes, m, p, channels)
             if t is not None and (best is None or t < best[0]):
                 best = (t, a, pr)
     if best is None:
@@ -261,14 +376,47 @@ def run_channels(collective, nbytes, algo, proto, p, channels=None):
     return channels_for(nbytes, algo, proto, p, most)
 
 
-def ops_bound(collective, p, channels, nodes=1):
-    """An upper bound of the ops the NCCL expansion makes: per channel, a delay and a send
-    per step of the ring (2 (p - 1) steps of p sends for all-reduce), or per slice per tree
-    edge up and down, or the NVLS exchange; plus one delay per rank."""
+def ops_bound(collective, p, channels, nbytes=None, form="steps"):
+    """An upper bound of the ops the NCCL expansion makes: a ring's slice-steps, a delay, a
+    send and (between nodes) an arrival each per rank, per bundle of channels (at most
+    min(channels, p) bundles; as streams a delay, a send and a latency per rank), or per
+    slice per tree edge up and down, or the NVLS exchange; plus a delay per rank. nbytes (if known)
+    bounds the ring's rounds and slices (ring_rounds: at most MAX_LOOP_ROUNDS rounds of two
+    slices)."""
     c = max(1, channels)
-    ring = (2 if collective == "all_reduce" else 1) * (p - 1) * p * 2
-    tree = 4 * (p - 1) * MAX_SLICES
-    return c * max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
+    bundles = min(c, p)
+    steps = (2 if collective == "all_reduce" else 1) * (p - 1)
+    if form == "streams":
+        ring = bundles * 3 * p
+    else:
+        slices = 2 * MAX_LOOP_ROUNDS
+        if nbytes is not None:
+            slices = max(sum(len(z) for _, z in ring_rounds(collective, nbytes, pr, p, 1))
+                         for pr in PROTOCOLS)
+        ring = bundles * max(1, slices) * steps * p * 3
+    tree = c * 4 * (p - 1) * MAX_SLICES
+    return max(ring, tree) + 4 * p * (p + 1) * NVLS_MAX_SLICES + p
+
+
+def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
+    """The ops build() makes for this collective (counted from its plan, not built): a ring
+    exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
+    per hop between nodes; as streams a delay, a send and a latency per rank); a tree or NVLS by
+    ops_bound."""
+    m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
+    p = len(order)
+    if algo != "ring":
+        return ops_bound(collective, p, channels, nbytes)
+    steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
+    rounds = ring_rounds(collective, nbytes, proto, p, channels)
+    n = 0 if form == "streams" else p                  # the base latency at each rank
+    for ring, _ in _bundles(m, channels):
+        if form == "streams":
+            n += 3 * p
+            continue
+        cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
+        n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
+    return n
 
 
 def plan(collective, nbytes, settings, machine, order):
@@ -298,13 +446,18 @@ def build(b, collective, settings, machine):
     p = b.p
     g = b.g
     cyc = m.clock * 1e3                               # cycles per microsecond
-    base = g.delay(int(round(BASE_US[(algo, proto)] * cyc)))
-    start = {i: [base] + list(b.start.get(i, ())) for i in range(p)}
-    step = {t: int(round(STEP_US[t][(algo, proto)] * cyc)) for t in ("nvlink", "net")}
-    ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step,
+    base = int(round(BASE_US[(algo, proto)] * cyc))
+    form = getattr(b, "form", "steps") if algo == "ring" else "steps"
+    # NCCL's base latency, at each rank once its part can start (as streams, with the
+    # slice-steps' latency after the sends: _ring_stream)
+    start = {i: list(b.start.get(i, ())) for i in range(p)} if form == "streams" else \
+        {i: [g.delay(base, after=list(b.start.get(i, ())))] for i in range(p)}
+    step = {t: int(round(step_us(m, algo, proto, t) * cyc)) for t in ("nvlink", "net")}
+    ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step, base=base,
+               flight=max(0, step["net"] - step["nvlink"]), proto=proto, channels=channels,
                factor={x: m.hop_factor(proto, channels, x) for x in (True, False)})
     if algo == "ring":
-        last = _ring(ctx, collective, b.N, channels, start)
+        last = _ring(ctx, collective, b.N, channels, start, proto, form)
     elif algo == "tree":
         last = _tree(ctx, b.N, channels, start)
     else:
@@ -322,12 +475,31 @@ def _split(total, parts):
     return [q + (1 if i < r else 0) for i in range(parts)]
 
 
-def _hop(ctx, a, b, nbytes, after):
-    """One step: the protocol's latency for the link's transport, then the send of the data's
-    wire bytes (a NVLink hop also carries NVLink's own overhead)."""
+def _ring_hop(ctx, a, b, nbytes, after, times=1):
+    """A ring's slice-step: the sending thread block's own work on the slice (NCCL's NVLink
+    step latency, `times` slices' worth where the hop stands for as many alike), then the
+    send of its wire bytes (a NVLink hop also carries NVLink's overhead). Between nodes the
+    slice reaches the next rank the network's step latency after the sender's part
+    (NCCL's proxy posts it to the NIC, and the next slice's work goes on meanwhile): the
+    arrival, what the receiver's next step waits for, comes that much after the send.
+    Returns (send, arrival)."""
+    m, g = ctx["m"], ctx["g"]
+    same = m.node_of[a] == m.node_of[b]
+    d = g.delay(ctx["step"]["nvlink"] * times, after=after)
+    wire = nbytes * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
+    snd = g.send(ctx["order"][a], ctx["order"][b], int(math.ceil(wire)), after=[d])
+    if same:
+        return snd, snd
+    return snd, g.delay(ctx["flight"] * times, after=[snd])
+
+
+def _hop(ctx, a, b, nbytes, after, times=1):
+    """One step: the protocol's latency for the link's transport (`times` steps' worth, where
+    the hop stands for as many alike), then the send of the data's wire bytes (a NVLink hop
+    also carries NVLink's own overhead)."""
     m = ctx["m"]
     same = m.node_of[a] == m.node_of[b]
-    d = ctx["g"].delay(ctx["step"]["nvlink" if same else "net"], after=after)
+    d = ctx["g"].delay(ctx["step"]["nvlink" if same else "net"] * times, after=after)
     wire = nbytes * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
     return ctx["g"].send(ctx["order"][a], ctx["order"][b], int(math.ceil(wire)), after=[d])
 
@@ -345,24 +517,116 @@ def _rank_order(m, channel):
     return out
 
 
-def _ring(ctx, collective, nbytes, channels, start):
+def ring_rounds(collective, nbytes, proto, p, channels):
+    """The pipeline of one channel of NCCL's ring as it moves nbytes over p ranks on
+    `channels` channels: a list of (loops, slices), each loop of the collective's ring steps
+    (2 (p - 1) for all-reduce, p - 1 else) moving, per step, one chunk of the rank's data in
+    `slices` (bytes of each slice per channel), so `loops` x steps x len(slices) slice-steps
+    in all. Loops past MAX_LOOP_ROUNDS are merged (a round of k alike loops, each slice k
+    times the bytes; `loops` counts the loops a round stands for).
+
+    NCCL's loop (src/device/all_reduce.h, runRing; src/enqueue.cc, computeColl): each
+    channel moves, per loop, a chunk of each rank's block; the chunk is the protocol's step
+    (CHUNK_BYTES: Simple four 512 KiB steps of its 4 MiB buffer, LL and LL128 one step of
+    their buffers' data) or, in the last loop, the rest shared out over channels x ranks.
+    Simple moves a chunk in two slices of half of it, at least STEP_BYTES x 2 / 32 (32 KiB)
+    each (src/device/prims_simple.h, genericOp; ALLREDUCE_CHUNKSTEPS / SLICESTEPS); LL and
+    LL128 a chunk per step."""
+    c = max(1, int(channels))
+    loop = c * p * CHUNK_BYTES[proto]
+    full, rest = divmod(int(nbytes), loop)
+
+    def slices(chunk):
+        if proto != "Simple" or chunk <= MIN_SLICE:
+            return [chunk] if chunk > 0 else []
+        first = max(-(-chunk // 2), MIN_SLICE)
+        return [first, chunk - first] if chunk > first else [chunk]
+    rounds = []
+    if full:
+        k = max(1, min(full, MAX_LOOP_ROUNDS - (1 if rest else 0)))
+        per = _split(full, k)
+        chunk = CHUNK_BYTES[proto]
+        rounds += [(n, [z * n for z in slices(chunk)]) for n in per if n]
+    if rest:
+        chunk = -(-rest // (c * p))
+        rounds.append((1, slices(chunk)))
+    return rounds
+
+
+def _ring(ctx, collective, nbytes, channels, start, proto, form):
+    """NCCL's ring: per channel a ring over every rank (the ranks of a node consecutive,
+    from the channel-th on), moving each loop's chunks step by step in slices; at a rank one
+    thread block does the slice-steps one after another, each the protocol's step latency
+    (NCCL's hwLat for the link's transport) then the send of the slice to the next rank,
+    and a slice's next step waits for its arrival from the previous rank. Channels whose
+    rings cross the same links (every channel inside one NVSwitch node; those of one
+    rotation across nodes) are built as one ring carrying their bytes together. As streams
+    (form = 'streams', _ring_stream): per bundle and rank the slice-steps' latency once,
+    then one send of every byte it sends."""
     m = ctx["m"]
     p = len(m.node_of)
     last = {i: list(start[i]) for i in range(p)}
-    for c, part in enumerate(_split(nbytes, channels)):
-        if part == 0:
+    steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
+    rounds = ring_rounds(collective, nbytes, proto, p, channels)
+    for ring, width in _bundles(m, channels):
+        if form == "streams":
+            _ring_stream(ctx, ring, width, rounds, steps, start, last)
             continue
-        ring = _rank_order(m, c)
-        blocks = _split(part, p)
-        phases = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[collective]
-        prev = {r: list(start[r]) for r in range(p)}
-        for s in range(phases * (p - 1)):        # a rank sends what it received last step
-            prev = {ring[(k + 1) % p]: [_hop(ctx, ring[k], ring[(k + 1) % p],
-                                             blocks[(k - s) % p], prev[ring[k]])]
-                    for k in range(p)}
+        prev = {r: list(start[r]) for r in range(p)}     # each rank's last slice-step
+        got = {}                                       # (step, slice) -> arrival at a rank
+        for loops, sizes in rounds:
+            for s in range(steps):
+                arrived = {}
+                for z, size in enumerate(sizes):
+                    for k in range(p):
+                        a, b = ring[k], ring[(k + 1) % p]
+                        deps = prev[a] + ([got[(z, a)]] if s and (z, a) in got else [])
+                        op, arrival = _ring_hop(ctx, a, b, size * width, deps, loops)
+                        prev[a] = [op]
+                        arrived[(z, b)] = arrival
+                got = arrived
         for r in range(p):
-            last[r].extend(prev[r])
+            last[r].extend(prev[r] + [got[k] for k in got if k[1] == r])
     return last
+
+
+def _ring_stream(ctx, ring, width, rounds, steps, start, last):
+    """A bundle's ring as streams: per rank, once its data is ready, one delay of the latency
+    in series with its sends (NCCL's base latency, the thread block's work per slice-step,
+    the network's flight where the sender's other slices do not cover it), one send to its
+    neighbour of every byte it sends over the steps, and, once that and its predecessor's
+    have, the links' own latency of as many one-flit messages. Where the ranks start
+    together and nothing else shares their links this is the slice-steps' time
+    (ring_seconds); 3 ops per rank, each rank's alike but for the ring's rotation."""
+    m, g, order = ctx["m"], ctx["g"], ctx["order"]
+    p = len(ring)
+    n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
+    moved = sum(sum(sizes) for _, sizes in rounds) * steps * width
+    crosses = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
+    wait = ctx["base"] + ctx["step"]["nvlink"] * n_slices + int(round(
+        _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width, crosses / p)
+        * 1e9 * m.clock))
+    sends = []
+    for k in range(p):
+        a, b = ring[k], ring[(k + 1) % p]
+        same = m.node_of[a] == m.node_of[b]
+        wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
+        d = g.delay(int(wait), after=list(start[a]))
+        sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=[d]))
+    for k in range(p):
+        a, b = ring[k - 1], ring[k]
+        last[b].append(g.step_latency(order[a], order[b], max(0, n_slices - 1),
+                                      after=[sends[k - 1], sends[k]]))
+
+
+def _bundles(m, channels):
+    """(ring order, channels) of the rings built: one for every channel inside one node (the
+    rotations cross the same NVSwitch links); across nodes one per rotation of a node's
+    ranks, with the channels of that rotation."""
+    per_node = max(1, len(m.node_of) // max(1, m.nodes))
+    kinds = 1 if m.nodes == 1 else min(channels, per_node)
+    return [(_rank_order(m, k), n) for k, n in enumerate(
+        [len(range(k, channels, kinds)) for k in range(kinds)]) if n]
 
 
 def _tree(ctx, nbytes, channels, start):

@@ -35,18 +35,19 @@ STREAMED = {"all_reduce", "reduce_scatter", "all_gather"}     # by the ring algo
 
 def streamed(collective, algorithm, engine, in_flight=0, chunks=1):
     """Whether build(form='streams') makes this collective as streams (ring and bidir_ring
-    reduce-scatter, all-gather and all-reduce of one chunk, without an offload engine or a
-    window of chunks in flight); the others are made step by step in either form. A
-    stream of one chunk times the steps to within 1% (tests/test_streams.py); of several,
-    each chunk's stream sends all its steps before it reduces any, so the chunks no longer
-    pipeline the reductions of one behind the transfers of another (a ring all-reduce of 4
-    chunks on 8 NPUs: 4-19% slower than its steps), and they are built step by step."""
-    return (algorithm in ("ring", "bidir_ring") and collective in STREAMED and
-            engine in (None, "npu") and not in_flight and chunks == 1)
+    reduce-scatter, all-gather and all-reduce of one chunk, and NCCL's rings
+    (pysim.workload.nccl), without an offload engine or a window of chunks in flight); the
+    others are made step by step in either form. A ring's stream of one chunk times the
+    steps to within 1% (tests/test_streams.py); of several, each chunk's stream sends all its
+    steps before it reduces any, so the chunks no longer pipeline the reductions of one
+    behind the transfers of another (a ring all-reduce of 4 chunks on 8 NPUs: 4-19% slower
+    than its steps), and they are built step by step."""
+    return (collective in STREAMED and engine in (None, "npu") and not in_flight and
+            (algorithm == "nccl" or (algorithm in ("ring", "bidir_ring") and chunks == 1)))
 
 
 def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1,
-              form="steps"):
+              form="steps", nbytes=None, machine=None, order=None, nccl_settings=None):
     """An upper bound of the engine ops a collective expands into, counted before building
     any (so that a graph too large is refused at once, not after minutes of building): per
     chunk, the sends, reductions and receptions of each algorithm -- exactly without an
@@ -55,7 +56,16 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     load and a store per node, `pieces` the pieces the engine cuts a chunk into. As streams
     (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
     ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
-    (one on the NPU, none without an endpoint model) where it gathers, and a delay."""
+    (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
+    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes, and
+    counted from NCCL's plan given also the machine and the ranks (plus a take and a free
+    of its SMs per rank on the NPU)."""
+    if algorithm == "nccl":
+        f = form if streamed(collective, algorithm, engine) else "steps"
+        if nbytes is not None and machine is not None and order is not None:
+            return nccl.plan_ops(collective, nbytes, nccl_settings or {}, machine, order, f) \
+                + (2 * p if engine == "npu" else 0)
+        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
     if form == "streams" and streamed(collective, algorithm, engine, 0, chunks):
         S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
@@ -78,8 +88,6 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = 6 * (p - 1)
     elif algorithm == "hierarchical" and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
-    elif algorithm == "nccl":
-        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS)
     else:
         per = 3 * p * p
     if engine == "npu":
@@ -165,7 +173,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     if engine == "offload" and sram_bytes is not None:
         piece = max(1, sram_bytes // sram_pieces)
         pieces = max(1, -(-(-(-int(nbytes) // chunks)) // piece))
-    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form)
+    ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form,
+                    nbytes, machine, order, nccl_settings)
     limit = graph_module.MAX_OPS
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "

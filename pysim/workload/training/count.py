@@ -72,6 +72,14 @@ class _Collectives:
         self.cache = {}
         self.exact = True
         self.by_group = b.lay.algorithm == "nccl"
+        self.nccl_kw = coll.nccl_args(b.lay.cfg, b.lay.topo) if self.by_group else {}
+
+    def nccl(self, group):
+        """ops_bound's NCCL arguments for a group (NCCL's plan needs the machine and ranks)."""
+        if not self.by_group:
+            return {}
+        return dict(machine=self.nccl_kw["machine"], order=list(group),
+                    nccl_settings=self.nccl_kw["nccl_settings"])
 
     def _one(self, collective, group, nbytes):
         b, lay = self.b, self.b.lay
@@ -90,7 +98,8 @@ class _Collectives:
             dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims \
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
-                                   pieces, lay.cfg.workload.collective_form) + 2 * p
+                                   pieces, lay.cfg.workload.collective_form,
+                                   nbytes, **self.nccl(group)) + 2 * p
             if k < p and coll.symmetric(collective, algorithm, b._order(group, algorithm),
                                         nbytes, b.chunks, None, lay.engine, b.in_flight,
                                         b.grain, b.units, lay.cfg.workload.collective_form,
