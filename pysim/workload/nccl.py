@@ -61,7 +61,8 @@ STEP_US = {
 # GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8,
 # 25.2, 29.5, 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
 # besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
-# hops through the switch), so 1.775 us of it is the step's own.
+# hops through the switch), so 1.775 us of it is the step's own. (The run drives its GPUs
+# from one thread, so part of the slope may be the host's launches; it is charged to the steps.)
 RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
 
 
