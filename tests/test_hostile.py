@@ -195,7 +195,10 @@ def test_flow_calibration_is_bounded_by_neither_packet_size_nor_link_slowness(al
     base = {"workload.bytes": 1 << 20, "network.model": "flow"}
     small = _collective({**base, "workload.packet_flits": 1 << 15})   # one packet a message
     huge = _collective({**base, "workload.packet_flits": 10 ** 9})
-    assert huge.makespan_cycles == small.makespan_cycles
+    # every message is one packet at either setting; the flow level rates a single-VC class
+    # by a stream of full packets of packet_flits (extended affinely past a few thousand
+    # flits), so the two differ by the per-packet gap over 2^15 flits at most
+    assert huge.makespan_cycles == pytest.approx(small.makespan_cycles, rel=1e-3)
     slow = _collective({"workload.bytes": 1024, "network.model": "flow",
                         "topology.link_gbps": 1e-5})
     # ring all-reduce: 2 (p - 1) / p x bytes over each link, at the link's rate (as the engine
