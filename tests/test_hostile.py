@@ -175,9 +175,13 @@ def test_tiny_buckets_refused_before_building(monkeypatch):
 
 
 def test_too_many_layers_refused_before_building(monkeypatch):
+    """A model whose layers alone pass the op limit (here a limit of 100,000 ops, so that
+    80 layers do what 8,000 do against the shipped 10,000,000)."""
+    from pysim.workload import graph as G
+    monkeypatch.setattr(G, "MAX_OPS", 100_000)
     _refused_before_building(monkeypatch, "dgx1-v100", {
         **TRAIN, "workload.model": "transformer", "workload.batch": 64,
-        "workload.model_params": {"layers": 8000, "hidden": 8, "heads": 1, "seq": 8,
+        "workload.model_params": {"layers": 80, "hidden": 8, "heads": 1, "seq": 8,
                                   "vocab": 8}, "workload.iterations": 1,
         "workload.parallel": {"micro_batches": 8}}, "layers")
 
