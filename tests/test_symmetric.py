@@ -80,5 +80,8 @@ def test_rank_zero_alone_stands_for_its_group(par, form, algorithm):
             "parallel": {**par, "tp_ranks": ranks}})
         r = run_training(cfg)
         res[ranks] = (r.training["iteration_cycles"], r.training["compute_cycles"], len(r.ops))
+        # per NPU, those with ops of their own: rank 0 of each (dp, pp) place (and with one
+        # replica built, the other replica's rank 0s, running their gradient collectives)
+        assert len(r.training["per_npu"]) == (4 if ranks == "one" else 32)
     assert res["one"][:2] == res["all"][:2]
     assert res["one"][2] * 3 < res["all"][2]

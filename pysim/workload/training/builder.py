@@ -42,6 +42,7 @@ class _Builder:
         self.streams = coll.comm_streams(cfg)
         self.sram_state = ({}, {})
         self.orders = {}
+        self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
         self.gathered = {}
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -90,13 +91,24 @@ class _Builder:
             built = [n for n in group if self.lay.coords[n][1] < ranks]
         if nbytes <= 0:
             done.update({n: g.delay(0, after=start[n]) for n in (built or group)})
-        else:
-            coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
-                       self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
-                       after={n: start[n] for n in group}, done=done, sram_state=sram_state,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=streams,
-                       form=self.lay.cfg.workload.collective_form, built=built,
-                       **coll.nccl_args(self.lay.cfg, topo))
+            return
+        if built is not None and len(built) < len(group) and algorithm != "hierarchical":
+            # the part, made once per collective, group and size (collectives.symmetric)
+            key = (collective, tuple(group), int(nbytes))
+            if key not in self.parts:
+                self.parts[key] = coll.symmetric(
+                    collective, algorithm, order, int(nbytes), self.chunks, None,
+                    self.lay.engine, self.in_flight, self.grain, self.units,
+                    self.lay.cfg.workload.collective_form, **coll.nccl_args(self.lay.cfg, topo))
+            if self.parts[key] is not None:
+                coll.add_parts(self.parts[key], g, order, built, start, done, streams)
+                return
+        coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
+                   self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
+                   after={n: start[n] for n in group}, done=done, sram_state=sram_state,
+                   sram_pieces=self.sram_pieces, units=self.units, streams=streams,
+                   form=self.lay.cfg.workload.collective_form, built=built,
+                   **coll.nccl_args(self.lay.cfg, topo))
 
     def collective_ops(self, collective, group, nbytes, g):
         """One collective over `group` added to the scratch graph g as `collective` adds it

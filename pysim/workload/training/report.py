@@ -264,8 +264,11 @@ def training_report(graph, plan, res, cfg):
                 np.bincount(who[red], 4 * size[red], P))
     hbm = comm_hbm + np.bincount(who[roof], roof_bytes, P)
     net = np.bincount(who[snd], size[snd], P)
-    per_npu = {}
+    per_npu = {}                         # (the NPUs with ops of their own: those built)
+    own = np.bincount(who[who >= 0], minlength=P) > 0
     for k, n in enumerate(plan.npus):
+        if not own[k]:
+            continue
         per_npu[n] = dict(compute_utilisation=busy[n] / cycles if cycles else 0.0,
                           compute_cycles=busy[n], hbm_bytes=int(hbm[k]),
                           hbm_comm_bytes=int(comm_hbm[k]), network_bytes=int(net[k]))
