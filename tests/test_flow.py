@@ -659,6 +659,44 @@ def test_a_training_iteration_agrees_within_one_percent():
         flit.training["iteration_cycles"], rel=0.01)
 
 
+# ------------------------------------------------------------------ events
+@pytest.mark.parametrize("system,over", [
+    ("ring8", {"workload.kind": "collective", "workload.bytes": 1 << 24}),
+    ("dgx1-v100", {"workload.kind": "training", "workload.model": "resnet50",
+                   "workload.batch": 64, "workload.iterations": 1}),
+    ("mcdla-8", {"workload.kind": "training", "workload.model": "vgg16", "workload.batch": 64,
+                 "workload.iterations": 1, "workload.memory.policy": "offload",
+                 "workload.mem_piece_bytes": 67108864}),
+])
+def test_the_flow_levels_events_are_bounded_by_what_can_happen(system, over):
+    """The flow level jumps from event to event, and at each something ends: an op, or a
+    flow's last byte. Each op ends once and each send's flow drains once, so there are at
+    most as many events as engine ops plus sends (an event storm -- rates re-shared with
+    nothing ending, or a time that does not advance -- would fail it)."""
+    r = simulate(load(system, {**over, "network.model": "flow"}))
+    sends = sum(1 for o in r.ops if o["kind"] == "send")
+    assert 0 < r.profile["events"] <= r.profile["engine_ops"] + sends
+
+
+def test_a_job_streams_shape_runs_in_few_events():
+    """A job's training iteration on its shape's network (pysim jobs' simulations): AlexNet
+    on a 3-GPU NVLink ring of dgx1-v100, at the flow level (the streams' default), within the
+    same bound."""
+    import pysim.jobs as pj
+    from pysim.jobs.execute import training
+    from pysim.jobs.shape import shape
+    srv = pj.load_server("dgx1-v100")
+    spec = dict(model="alexnet", batch=96, algorithm="ring")
+    sh = shape(srv, [[2, 3, 0]], [tuple(sorted(spec.items()))], (),
+               [[(0, 1), (1, 2), (2, 0)]])
+    g = OpGraph()
+    training(srv.cfg, spec, list(sh.names[0]), g, "j0.", 1, topo=sh.topo)
+    r = run_graph(srv.cfg, g, topo=sh.topo)
+    sends = sum(1 for k in g.kind if k == "send")
+    assert r.network_model == "flow"
+    assert 0 < r.profile["events"] <= r.profile["engine_ops"] + sends
+
+
 @pytest.mark.slow
 def test_the_dgx1_halving_doubling_with_chunks_agrees():
     """The DGX-1's 64 MiB halving-doubling all-reduce as shipped (4 chunks): the NICs send
