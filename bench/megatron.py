@@ -120,6 +120,15 @@ def cluster_builder(gpus):
 
 SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 
+# What Megatron-LM's code of the paper's time ran besides the products (its commit of April
+# 2021, examples/pretrain_gpt3_175B.sh: --fp16, --clip-grad 1.0, local data parallelism):
+# each micro-batch's weight gradients added to the accumulated ones by a separate kernel
+# (autograd's accumulation, or the contiguous buffers' main_grad.add_), and the
+# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py). 'fused':
+# both folded away, as later Megatron-LM fuses them.
+ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes"},
+        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused"}}
+
 
 def chunks_per_stage(row):
     """The interleaved schedule's model chunks per stage: the paper runs Table 1 interleaved
@@ -132,7 +141,8 @@ def chunks_per_stage(row):
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
-           algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one"):
+           algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one",
+           era="2021"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -155,13 +165,13 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, "overlap": False,
                      "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
-                     "algorithm": algorithm, "collective_form": form, **extra,
+                     "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
             algorithm="nccl",
-            max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one"):
+            max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one", era="2021"):
     t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
@@ -171,10 +181,10 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     out = {"params_billion": row["params_billion"], "gpus": row["gpus"], "tp": row["tp"],
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
-           "replicas": replicas, "tp_ranks": tp_ranks, "collective_form": form,
+           "replicas": replicas, "tp_ranks": tp_ranks, "collective_form": form, "era": era,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
-                 form, tp_ranks)
+                 form, tp_ranks, era)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = count_ops(b)
     out["ops_counted"] = counted.graph_total
@@ -264,6 +274,11 @@ def main(argv=None):
     ap.add_argument("--tp-ranks", choices=("one", "all"), default="one",
                     help="workload.parallel.tp_ranks: build tensor-parallel rank 0's ops for "
                          "its group (default) or every rank's")
+    ap.add_argument("--era", choices=sorted(ERAS), default="2021",
+                    help="the iteration's kernels besides the products: 2021 (default: "
+                         "Megatron-LM of the paper's time, each micro-batch's gradients "
+                         "added by their own kernel, the mixed-precision step as separate "
+                         "passes) or fused (both folded away)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.op_limit is not None:
@@ -276,7 +291,7 @@ def main(argv=None):
     for k in pick:
         v = a.interleave if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], a.micro_batch, v, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks)
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks, a.era)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

@@ -13,6 +13,7 @@ from pysim.workload.compile import engine_ops
 from pysim._gc import quiet_gc
 from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training import count
+from pysim.workload.training.compute import ACCUMULATE
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -450,6 +451,7 @@ class _Builder:
                 if bw is not None:
                     lo.bwd_weight = self.compute(n, i, bw, deps,
                                                  f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                                 ACCUMULATE if lay.grad_add and j else
                                                  "bwd_weight")
                     deps = [lo.bwd_weight]
                 cur[n] = deps
