@@ -67,8 +67,13 @@ class _Builder:
         return self.orders[key]
 
     def algorithm(self, collective):
-        """The algorithm a collective runs: workload.algorithm for all-reduces, else direct."""
-        return self.lay.algorithm if collective == "all_reduce" else "direct"
+        """The algorithm a collective runs: workload.algorithm for all-reduces, and for
+        reduce-scatters and all-gathers with NCCL's (which runs them as rings); else
+        direct."""
+        if collective == "all_reduce" or (self.lay.algorithm == "nccl" and
+                                          collective in ("reduce_scatter", "all_gather")):
+            return self.lay.algorithm
+        return "direct"
 
     def _add_collective(self, g, what, collective, group, nbytes, start, done, sram_state,
                         streams):
