@@ -20,9 +20,9 @@ all-reduce (dimension by dimension), collectives of one communicator in stream o
 
 Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 bits, 900 GB/s
 HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
-64 (DLRM), communication-heavy points; the baseline family comm_sms in {4, 8, 16} x
-comm_hbm_gbps in {90, 225, 450}; 25 MiB buckets, 4 chunks per collective; the engine's 256 GB/s
-of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
+64 (DLRM), communication-heavy points; the baseline family comm_sms in
+{2, 4, 8, 16, 32, 48, 64} x comm_hbm_gbps in {45, 90, 225, 450, 900}; 25 MiB buckets, 4
+chunks per collective; the engine's 256 GB/s of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
 
     python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
         [--network flow|flit] [--per-npu N] [--baselines 8x450,16x225] [--no-hbm-sweep]
@@ -56,8 +56,8 @@ PLATFORMS = {
 }
 MODELS = {"resnet50": 2, "gnmt": 4, "dlrm": 64}          # per-NPU mini-batch
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over the best baseline
-COMM_SMS = (4, 8, 16)
-COMM_HBM = (90.0, 225.0, 450.0)
+COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
+COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
 BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 720 GB/s
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 
@@ -217,7 +217,8 @@ def main():
     ap.add_argument("--no-hbm-sweep", action="store_true",
                     help="skip the memory-budget sweep of one all-reduce")
     ap.add_argument("--baselines", default=None,
-                    help="the baseline family as SMSxGBPS,... (default: 4,8,16 x 90,225,450)")
+                    help="the baseline family as SMSxGBPS,... (default: 2,4,8,16,32,48,64 "
+                         "x 45,90,225,450,900)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (repeatable)")
     ap.add_argument("--json", default=os.path.join(HERE, "results", "ace.json"))

@@ -35,7 +35,9 @@ the flow level's, for the whole run and for the engine alone). Cases:
   large       the 256 MB ring all-reduce on 8 NPUs
   turns       the DGX-1's gpu2 sends 4 messages of 4 MiB to gpu0 (one NVLink) and 4 of 2 MiB
               to gpu3 (two), all at once: the finish of each message at both levels (the
-              NIC's turns between messages, see docs/flow.md)
+              NIC's order, see docs/flow.md)
+  fanout      the DGX-1's gpu0 sends 4 MiB to gpu1, gpu2 (one NVLink each) and gpu4 (two) at
+              once: the finish of each (a NIC driving several links, see docs/flow.md)
 
 agreement: every shipped system x every collective and algorithm it accepts, at each size,
 both levels; the flow level's time over the flit level's. The big meshes run over one row.
@@ -218,6 +220,13 @@ def iteration_case(name, model):
                    after=[g.delay(1 + 22 * i)])
         return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
             "workload.kind": "graph", "network.model": model}), g
+    if name == "fanout":
+        from pysim.workload import OpGraph
+        g = OpGraph()
+        for d in ("gpu1", "gpu2", "gpu4"):
+            g.send("gpu0", d, 4 << 20)
+        return pysim.load(os.path.join(TOPO, "dgx1-v100.toml"), {
+            "workload.kind": "graph", "network.model": model}), g
     return case_config(name, model), None
 
 
@@ -229,7 +238,7 @@ def one_iteration(name, model):
     r = run_graph(cfg, g) if g is not None else pysim.simulate(cfg)
     cpu = time.process_time() - t
     p = getattr(r, "profile", None) or {}
-    sends = [op["finish"] for op in r.ops if op["kind"] == "send"] if name == "turns" else None
+    sends = [op["finish"] for op in r.ops if op["kind"] == "send"] if name in ("turns", "fanout") else None
     return dict(case=name, model=model, makespan_cycles=r.makespan_cycles, cpu_seconds=cpu,
                 send_finish=sends,
                 engine_cpu_seconds=p.get("cpu", {}).get("engine"),

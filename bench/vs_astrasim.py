@@ -9,6 +9,7 @@ and writes JSON with provenance.
     ASTRASIM=/path/to/AnalyticalAstra python bench/vs_astrasim.py [--quick]
         [--platforms ring8,torus4x4,torus4x4x4] [--network flow|flit]
         [--workloads /path/to/astra-sim/inputs/workload] [--out bench/results/vs_astrasim.json]
+    python bench/vs_astrasim.py --logical-rings [--network flow|flit]
 
 ASTRASIM names the binary of ASTRA-sim 1.0's analytical backend. Without it the script says
 how to build one and exits. Nothing of ASTRA-sim is shipped here: the script writes ASTRA-sim's
@@ -16,7 +17,9 @@ network and system files for each platform from the same parameters as the pysim
 configuration, and the microbenchmark and small workload files itself; the shipped workloads
 are read from the ASTRA-sim checkout (`--workloads`, default: the `inputs/workload` folder of
 the checkout the binary was built in), and left out if absent. --quick: the microbenchmarks
-and the small workloads only.
+and the small workloads only. --logical-rings needs no ASTRA-sim: pysim runs the small
+hybrid workloads on ring 8 and on a 4 x 2 torus whose links are the logical rings' hops,
+beside ASTRA-sim's ring-8 times recorded in docs/astrasim.md.
 
 The rules, both sides: ASTRA-sim's sample system (endpoint-delay 1, 4 chunks per collective,
 one chunk at a time per dimension, LIFO, the ring algorithm per dimension, localBWAware);
@@ -266,6 +269,38 @@ def cases(quick, shipped_dir, tmp):
     return out
 
 
+# ASTRA-sim 1.0's times (cycles) of the small hybrid workloads on ring 8, from the side-by-side
+# run recorded in docs/astrasim.md (its analytical backend, branch ASTRA-sim-1.0, 07d5d19)
+ASTRA_RING8 = {"small_transformer": 400_801, "small_recompute": 200_260}
+
+
+def logical_rings(network, log=print):
+    """ASTRA-sim's analytical network lays a model-parallel group's logical ring over the
+    physical ring without sharing links. Check that this is what separates the two on ring 8:
+    run pysim (no ASTRA-sim needed) on ring 8 and on a 4 x 2 torus of the same links, in which
+    every hop of the logical rings (the group of 4, and the pairs 4 apart) is a link of its
+    own, beside ASTRA-sim's recorded ring-8 times."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, astra in ASTRA_RING8.items():
+            path = os.path.join(tmp, name + ".txt")
+            with open(path, "w") as f:
+                f.write(SMALL[name])
+            cfg = pysim_config("ring8", path, 2, network)
+            ring = run_pysim(cfg)["cycles"]
+            topo = cfg["topology"]
+            cfg["topology"] = {"kind": "torus", "dims": [4, 2],
+                               "dim_link_gbps": [topo["link_gbps"]] * 2,
+                               "link_latency_ns": topo["link_latency_ns"], "nic": topo["nic"]}
+            own = run_pysim(cfg)["cycles"]
+            rows.append(dict(case=name, astra_ring8=astra, pysim_ring8=ring,
+                             pysim_own_links=own))
+            log(f"{name}: ASTRA-sim ring 8 {astra:,}; pysim ring 8 {ring:,} "
+                f"({100 * (ring / astra - 1):+.2f}%), every logical hop a link of its own "
+                f"(4 x 2 torus) {own:,} ({100 * (own / astra - 1):+.2f}%)", flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platforms", default=",".join(PLATFORMS))
@@ -277,8 +312,24 @@ def main():
     ap.add_argument("--departures", action="store_true",
                     help="the DATA workloads with each of pysim's options that depart from "
                          "ASTRA-sim's rules (DEPARTURES)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "vs_astrasim.json"))
+    ap.add_argument("--logical-rings", action="store_true",
+                    help="pysim alone: the small hybrid workloads on ring 8 and with every "
+                         "logical hop a link of its own, beside ASTRA-sim's recorded times")
+    ap.add_argument("--out", default=None,
+                    help="JSON (default bench/results/vs_astrasim.json, with --logical-rings "
+                         "bench/results/vs_astrasim_logical_rings.json)")
     a = ap.parse_args()
+    if a.out is None:
+        a.out = os.path.join(HERE, "results", "vs_astrasim_logical_rings.json"
+                             if a.logical_rings else "vs_astrasim.json")
+    if a.logical_rings:
+        rows = logical_rings(a.network)
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump(dict(benchmark="vs_astrasim logical rings", **provenance(), rows=rows),
+                      f, indent=1)
+        print(f"written {a.out}")
+        return
     binary = os.environ.get("ASTRASIM")
     if not binary or not os.path.isfile(binary) or not os.access(binary, os.X_OK):
         print(BUILD_HELP, file=sys.stderr)

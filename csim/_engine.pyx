@@ -75,6 +75,7 @@ cdef class Engine:
         self.s.pk = NULL
         self.s.hist_lat = NULL
         self.s.hist_net = NULL
+        self.s.nic_fifo = 0
         _flow_null(&self.s)
 
     def __dealloc__(self):
@@ -180,7 +181,7 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None):
+                  share=None, int nic_fifo=1):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -199,9 +200,14 @@ cdef class Engine:
         collective's hold op takes some of them, and the compute unit then runs at the rest's
         share of peak); comm_hbm: per node, communication's memory budget as a fraction of
         its memory bandwidth (default 1); share: per op, what a memory transfer's op (unit 6)
-        can use of its node's memory bandwidth, a fraction in (0, 1] (default 1)."""
+        can use of its node's memory bandwidth, a fraction in (0, 1] (default 1).
+
+        nic_fifo: 1 (the default): a NIC sends its messages to one destination first in
+        first out, one after another (at the flow level: a pair's flows drain in order, the
+        pair weighing one flow), and shares its turns between destinations; 0: every message
+        it holds takes its turn, packet by packet (flows of a pair share its rate)."""
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share)
+                   unit, flow, sms, comm_hbm, share, nic_fifo)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""

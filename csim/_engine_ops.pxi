@@ -2,21 +2,22 @@
 # them; an include of csim/_engine.pyx).
 
 cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                int flit_bytes, unit, flow, sms, comm_hbm, share):
+                int flit_bytes, unit, flow, sms, comm_hbm, share, int nic_fifo=1):
     cdef State* s = &self.s
     cdef int32_t op
+    # (the graph's kinds, nodes, sizes and successors are only read: kept as given)
     _check_lengths([packet_flits])
     k = np.asarray(kind, dtype=np.int8)
     n_ops = k.size
     s.n_ops = n_ops
     s.ops_done = 0
-    s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8))
-    s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32))
-    s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32))
-    s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64))
+    s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8, share=True))
+    s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32, share=True))
+    s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32, share=True))
+    s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64, share=True))
     s.op_deps = <int32_t*>_ptr(self._own("op_deps", np.array(deps, np.int32), np.int32))
-    s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64))
-    s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32))
+    s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64, share=True))
+    s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32, share=True))
     s.op_start = <cycle_t*>_ptr(self._own("op_start", None, np.int64, -1, n_ops))
     s.op_finish = <cycle_t*>_ptr(self._own("op_finish", None, np.int64, -1, n_ops))
     s.op_left = <int64_t*>_ptr(self._own("op_left", None, np.int64, 0, n_ops))
@@ -56,6 +57,21 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
     s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
     s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 
+    s.nic_fifo = 1 if nic_fifo else 0
+    if s.nic_fifo and flow is None:  # the flit level's NICs: each pair's messages in order
+        snd = np.flatnonzero(k == OP_SEND)
+        pair = np.full(n_ops, -1, np.int32)
+        n_pairs = 0
+        if snd.size:
+            key = np.asarray(node, np.int64)[snd] * s.n_nodes + \
+                np.asarray(dst, np.int64)[snd]
+            uniq, inv = np.unique(key, return_inverse=True)
+            pair[snd] = inv.reshape(-1)
+            n_pairs = uniq.size
+        s.op_pair = <int32_t*>_ptr(self._own("op_pair", pair, np.int32))
+        s.pair_tail = <int32_t*>_ptr(self._own("pair_tail", None, np.int32, -1,
+                                               max(n_pairs, 1)))
+        s.msg_pnext = <int32_t*>_ptr(self._own("msg_pnext", None, np.int32, -1, n_ops))
     s.packet_flits_max = packet_flits
     s.flit_bytes = flit_bytes
     s.oh_n = 0

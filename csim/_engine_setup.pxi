@@ -60,6 +60,8 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].stream = 0
         pr[i].dirty = 0
         pr[i].bott = -1
+        pr[i].queued = 0
+        pr[i].vtail = 0.0
 
 
 cdef _setup_network(Engine self, dict net):

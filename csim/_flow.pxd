@@ -332,10 +332,12 @@ cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
             q.m = s.rs_lanes[r]
             q.stream = r >= s.vc_res_base    # (a class of one VC: packets one at a time)
     q.service = 0.0
+    q.vtail = 0.0
     q.rate = 0.0
     q.t_upd = s.now
     q.root = -1
     q.n = 0
+    q.queued = 0
     return pair_link(s, p)
 
 
@@ -354,7 +356,8 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     cdef double wire = <double>(flits * F)
     cdef int32_t f, k, r
     cdef cycle_t lat, t0
-    if q.n == 0:
+    cdef bint weigh
+    if q.queued == 0:
         if _pair_activate(s, p) != 0:
             return -1
     else:
@@ -375,22 +378,33 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
             ceil_cycles(wire / q.solo)
     s.fl[f].lat = lat if lat > 0 else 0
     s.fl[f].op = op
-    s.fl[f].v = q.service + wire
+    if s.nic_fifo:              # in order: done when the pair has carried it and those before
+        if q.vtail < q.service:
+            q.vtail = q.service
+        q.vtail += wire
+        s.fl[f].v = q.vtail
+    else:
+        s.fl[f].v = q.service + wire
     s.fl[f].left = -1
     s.fl[f].right = -1
     s.fl[f].rank = 1
     q.root = lh_merge(s.fl, q.root, f)
-    q.n += 1
+    q.queued += 1
+    weigh = not s.nic_fifo or q.queued == 1     # (in order, the pair weighs one flow)
+    if weigh:
+        q.n += 1
     base = <int64_t>q.slot * s.hmax
     for k in range(q.rlen):
         r = s.fe_res[base + k]
-        s.rs_n[r] += 1
         s.rs_bytes[r] += wire
-        _dirty(s, r)
+        if weigh:
+            s.rs_n[r] += 1
+            _dirty(s, r)
     # router-to-router channels: the route less the NIC groups and the cap
     s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
     s.flows_started += 1
-    pair_dirty(s, p)
+    if weigh:
+        pair_dirty(s, p)
     if q.hpos < 0:
         dh_set(s, p, NEVER)      # (its rate, and so its drain, come with the recomputation)
     return 0
@@ -403,6 +417,7 @@ cdef inline int flow_drains(State* s) noexcept nogil:
     cdef int64_t base
     cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
     cdef Pair* q
+    cdef bint weigh
     while s.dh_n > 0 and s.dh_time[0] <= s.now:
         p = s.dh_pair[0]
         q = &s.pr[p]
@@ -410,7 +425,10 @@ cdef inline int flow_drains(State* s) noexcept nogil:
         q.t_upd = s.now
         f = q.root
         q.root = lh_merge(s.fl, s.fl[f].left, s.fl[f].right)
-        q.n -= 1
+        q.queued -= 1
+        weigh = not s.nic_fifo or q.queued == 0
+        if weigh:
+            q.n -= 1
         op = s.fl[f].op
         s.packets_done += (s.op_size[op] + bpp - 1) // bpp
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.fl[f].lat, op)
@@ -418,18 +436,20 @@ cdef inline int flow_drains(State* s) noexcept nogil:
         s.fl_free = f
         s.fl_alive -= 1
         base = <int64_t>q.slot * s.hmax
-        for k in range(q.rlen):
-            r = s.fe_res[base + k]
-            s.rs_n[r] -= 1
-            _dirty(s, r)
-        if q.n == 0:
+        if weigh:
+            for k in range(q.rlen):
+                r = s.fe_res[base + k]
+                s.rs_n[r] -= 1
+                _dirty(s, r)
+        if q.queued == 0:
             _dh_pop(s)
             _pair_unlink(s, p)
             _slot_free(s, q.slot)
             q.slot = -1
         else:                     # its next flow, at the rate it has until recomputed
             _dh_schedule(s, p)
-            pair_dirty(s, p)
+            if weigh:
+                pair_dirty(s, p)
     return 0
 
 

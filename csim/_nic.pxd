@@ -177,8 +177,8 @@ cdef inline bint _dst_full(State* s, int32_t n, int32_t dst) noexcept nogil:
 
 cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
     """Queue the next packet of the message whose turn it is at node n's NIC, and pass the
-    turn on: concurrent messages share the NIC packet by packet (like a DMA engine serving
-    several queues). A NIC with several injection channels sends no more packets at once to
+    turn on: concurrent messages (in order: the first message to each destination) share the
+    NIC packet by packet (like a DMA engine serving several queues). A NIC with several injection channels sends no more packets at once to
     one destination than the first link towards it has channels (a message waits its next
     turn; if every message waits, the channel stays idle this cycle). Returns the packet,
     -1 if none was cut, -2 when out of memory."""
@@ -187,7 +187,7 @@ cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
     cdef int32_t first = m
     cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
     cdef int64_t b
-    cdef int32_t p
+    cdef int32_t p, nx
     if s.nic_inj_n[n] > 1:
         if s.nic_cut_blocked[n]:
             return -1
@@ -205,12 +205,26 @@ cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
     s.pk[p].op = m
     s.msg_bytes[m] -= b
     if s.msg_bytes[m] == 0:           # fully cut: leave the circle
-        if s.msg_next[m] == m:
-            s.nic_msg_cur[n] = -1
+        nx = s.msg_pnext[m] if s.nic_fifo else -1
+        if nx >= 0:                   # the next message to its destination takes its place
+            if s.msg_next[m] == m:
+                s.msg_next[nx] = nx
+                s.nic_msg_cur[n] = nx
+                s.nic_msg_prev[n] = nx
+            else:
+                s.msg_next[prev] = nx
+                s.msg_next[nx] = s.msg_next[m]
+                s.nic_msg_cur[n] = s.msg_next[m]
+                s.nic_msg_prev[n] = nx
         else:
-            s.msg_next[prev] = s.msg_next[m]
-            s.nic_msg_cur[n] = s.msg_next[m]
-            s.nic_msg_prev[n] = prev
+            if s.nic_fifo:
+                s.pair_tail[s.op_pair[m]] = -1
+            if s.msg_next[m] == m:
+                s.nic_msg_cur[n] = -1
+            else:
+                s.msg_next[prev] = s.msg_next[m]
+                s.nic_msg_cur[n] = s.msg_next[m]
+                s.nic_msg_prev[n] = prev
     else:
         s.nic_msg_prev[n] = m
         s.nic_msg_cur[n] = s.msg_next[m]
@@ -218,7 +232,19 @@ cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
 
 
 cdef inline void nic_add_message(State* s, int32_t n, int32_t m) noexcept nogil:
-    """Message (send op) m joins node n's NIC, last in turn."""
+    """Message (send op) m joins node n's NIC, last in turn; in order (nic_fifo), behind the
+    messages to its destination the NIC holds, if any: it takes the turn of the one before
+    it when that one has been cut into packets, so the NIC sends a destination's messages
+    one after another, first in first out, and shares its turns between destinations."""
+    cdef int32_t pr
+    if s.nic_fifo:
+        pr = s.op_pair[m]
+        s.msg_pnext[m] = -1
+        if s.pair_tail[pr] >= 0:
+            s.msg_pnext[s.pair_tail[pr]] = m
+            s.pair_tail[pr] = m
+            return
+        s.pair_tail[pr] = m
     s.nic_cut_blocked[n] = 0
     if nic_idle(s, n):
         nic_activate(s, n)

@@ -193,6 +193,8 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int8_t frozen            # progressive filling: rate fixed
     int8_t dirty             # its flows changed since the last recomputation
     int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
+    int32_t queued           # its flows (n: those sharing its rate; 1 when served in order)
+    double vtail             # in order: the service at which its last flow is done
 
 
 cdef struct State:
@@ -351,6 +353,9 @@ cdef struct State:
     int32_t* nic_msg_cur     # per node: the message whose turn it is (-1: none)
     int32_t* nic_msg_prev    # per node: the one before it in the circle
     uint8_t* nic_cut_blocked # per node: no message could be cut, and nothing changed since
+    int32_t nic_fifo         # 1: a NIC sends its messages to one destination in order
+    int32_t* msg_pnext       # in order: the message after this one to the same destination
+    int32_t* pair_tail       # in order, per (source, destination) pair: its last message
 
     # ---- flow-level network (csim/_flow.pxd): sends carried as flows instead of packets
     int32_t flow_mode

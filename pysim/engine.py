@@ -309,6 +309,8 @@ class GraphArrays(Inputs):
               "fraction of its memory bandwidth, in (0, 1]; None: all 1", optional=True),
         Field("share", np.float64, ("N",), "per op: what a memory transfer's op (unit 6) can "
               "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
+        Field("nic_fifo", bool, (), "a NIC sends its messages to one destination in order, "
+              "first in first out (network.nic_order = 'fifo'); None: True", optional=True),
     )
 
     def sizes(self):
@@ -422,7 +424,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
     engine.set_graph(g["kind"], g["node"], g["dst"], g["size"], g["deps"], g["succ_ptr"],
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
-                     comm_hbm=g["comm_hbm"], share=g["share"])
+                     comm_hbm=g["comm_hbm"], share=g["share"],
+                     nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]))
 
 
 # ------------------------------------------------------------------ allocators by name

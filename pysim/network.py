@@ -551,6 +551,12 @@ declare(
         "NIC injection bandwidth; default one flit per cycle.", POS),
     Key("network", "ejection_gbps", "float", None, "GB/s",
         "NIC ejection bandwidth; default one flit per cycle.", POS),
+    Key("network", "nic_order", "str", "fifo", "-",
+        "How a NIC orders the messages of an op graph it holds: 'fifo' (those to one "
+        "destination one after another, first in first out, as one queue per destination; "
+        "destinations take turns, packet by packet) or 'interleaved' (every message takes its "
+        "turn, packet by packet; at the flow level a pair's messages share its rate).", None,
+        lambda: ["fifo", "interleaved"]),
     Key("network", "nic_latency_ns", "float", None, "ns",
         "Latency of the NIC-router channel, each way; default one cycle.", POS),
 )

@@ -317,21 +317,51 @@ def test_two_flows_sharing_one_channel_each_get_half():
         assert y["finish"] == pytest.approx(x["finish"], rel=0.01)
 
 
-def test_messages_of_one_pair_share_it_and_a_short_late_one_finishes_first():
-    """a->b: 3S bytes at cycle 0, S bytes at cycle T. Alone until T, then half the link each:
-    the second finishes 2S/R after T, the first (with 3S - R T - S left) S/R after that.
-    Both models, the flow level within its latency terms of the fluid times."""
-    cfg = line3()
-    S, T, R = 1 << 16, 1000, 32
+S, T, R = 1 << 16, 1000, 32       # two messages: 3S bytes at cycle 0, S at cycle T; R B/cycle
+
+
+def two_messages(cfg, second_dst):
+    """a -> b of 3S bytes at cycle 0 and a -> second_dst of S at T, at both levels: (flit,
+    flow, first op, second op)."""
     g = OpGraph()
     first = g.send("a", "b", 3 * S)
-    late = g.send("a", "b", S, after=[g.delay(T)])
-    flit, flow = both(cfg, g)
+    late = g.send("a", second_dst, S, after=[g.delay(T)])
+    return both(cfg, g) + (first, late)
+
+
+def test_messages_of_one_pair_share_it_and_a_short_late_one_finishes_first():
+    """The NIC interleaving the two (network.nic_order = 'interleaved'), both to b: alone
+    until T, then half the link each: the second finishes 2S/R after T, the first (with
+    3S - R T - S left) S/R after that. Both models, the flow level within its latency terms
+    of the fluid times."""
+    flit, flow, first, late = two_messages(
+        line3().with_overrides({"network.nic_order": "interleaved"}), "b")
     lat = 20
     assert T + 2 * S / R <= flow.ops[late]["finish"] <= T + 2 * S / R + lat
     assert 4 * S / R <= flow.ops[first]["finish"] <= 4 * S / R + lat
     for i in (first, late):
         assert flow.ops[i]["finish"] == pytest.approx(flit.ops[i]["finish"], rel=0.01)
+
+
+def test_messages_of_one_pair_go_in_order():
+    """The same two as the NIC sends them by default (network.nic_order = 'fifo'): one after
+    another, first in first out: the first alone, done at 3S/R; the second, issued at T while
+    the first is under way, waits for it and is done S/R later, at 4S/R. Both levels, within
+    the latency terms."""
+    flit, flow, first, late = two_messages(line3(), "b")
+    for r in (flit, flow):
+        assert 3 * S / R <= r.ops[first]["finish"] <= 3 * S / R + 20
+        assert 4 * S / R <= r.ops[late]["finish"] <= 4 * S / R + 20
+
+
+def test_in_order_per_destination_not_per_nic():
+    """A NIC sends in order per destination only: a->b (3S) and, at T, a->c (S) share a's
+    NIC of one channel (32 B/cycle) as before: half each from T, so a->c is done 2S/R after T
+    and a->b S/R after that, at both levels, within the latency terms."""
+    flit, flow, first, late = two_messages(line3(), "c")
+    for r in (flit, flow):
+        assert T + 2 * S / R <= r.ops[late]["finish"] <= T + 2 * S / R + 30
+        assert 4 * S / R <= r.ops[first]["finish"] <= 4 * S / R + 30
 
 
 def test_a_flow_limited_by_its_nic():
@@ -544,14 +574,33 @@ def test_agreement_cases_cover_every_system_and_algorithm():
                                         "tree", "hierarchical", "nccl"}
 
 
+# Cases of AGREE where the flow level is faster by more than 5% at 1 MB (docs/flow.md,
+# "Where and why the two differ"): chunks pipelined through each connection (the NICs' order)
+# make a NIC send over several links at once, where the flit level's switch allocator loses
+# some of the links' bandwidth (a DGX-1 GPU sending 4 MiB to three peers at once: 23.4, 23.3
+# and 44.4 B/cycle of links of 25, 25 and 50), or on NVSwitch systems over links of several
+# channels. The flow level is an optimistic bound there, by at most a sixth at 1 MB.
+PIPELINED_FAST = {
+    ("mesh8x8", "all_gather", "halving_doubling"),
+    ("ring-of-rings4x4", "all_reduce", "hierarchical"),
+    ("dgx1-v100", "all_gather", "halving_doubling"),
+    ("gpu16-cubemesh", "all_reduce", "bidir_ring"),
+    ("dgx-a100", "all_reduce", "ring"),
+}
+
+
 @pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(16 << 20, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("system,collective,algorithm", AGREE)
 def test_collectives_agree_with_the_flit_level(system, collective, algorithm, nbytes):
-    """Flow-level time within 5% of the flit level's, at 1 MB and (slow) 16 MB."""
+    """Flow-level time within 5% of the flit level's, at 1 MB and (slow) 16 MB; in the cases
+    of PIPELINED_FAST, no more than 5% slower and faster by less than a sixth."""
     cfg = collective_cfg(system, collective, algorithm, nbytes)
     flit = simulate(cfg).makespan_cycles
     flow = simulate(cfg.with_overrides({"network.model": "flow"})).makespan_cycles
-    assert flow == pytest.approx(flit, rel=0.05), (flit, flow)
+    if (system, collective, algorithm) in PIPELINED_FAST:
+        assert flit * 5 / 6 < flow <= flit * 1.05, (flit, flow)
+    else:
+        assert flow == pytest.approx(flit, rel=0.05), (flit, flow)
 
 
 # as shipped (2 VCs: on rings, tori and the graphs' table routing, one VC per class)
@@ -608,3 +657,58 @@ def test_a_training_iteration_agrees_within_one_percent():
     assert flit.training["exposed_comm_cycles"] > 0.03 * flit.training["iteration_cycles"]
     assert flow.training["iteration_cycles"] == pytest.approx(
         flit.training["iteration_cycles"], rel=0.01)
+
+
+# ------------------------------------------------------------------ events
+@pytest.mark.parametrize("system,over", [
+    ("ring8", {"workload.kind": "collective", "workload.bytes": 1 << 24}),
+    ("dgx1-v100", {"workload.kind": "training", "workload.model": "resnet50",
+                   "workload.batch": 64, "workload.iterations": 1}),
+    ("mcdla-8", {"workload.kind": "training", "workload.model": "vgg16", "workload.batch": 64,
+                 "workload.iterations": 1, "workload.memory.policy": "offload",
+                 "workload.mem_piece_bytes": 67108864}),
+])
+def test_the_flow_levels_events_are_bounded_by_what_can_happen(system, over):
+    """The flow level jumps from event to event, and at each something ends: an op, or a
+    flow's last byte. Each op ends once and each send's flow drains once, so there are at
+    most as many events as engine ops plus sends (an event storm -- rates re-shared with
+    nothing ending, or a time that does not advance -- would fail it)."""
+    r = simulate(load(system, {**over, "network.model": "flow"}))
+    sends = sum(1 for o in r.ops if o["kind"] == "send")
+    assert 0 < r.profile["events"] <= r.profile["engine_ops"] + sends
+
+
+def test_a_job_streams_shape_runs_in_few_events():
+    """A job's training iteration on its shape's network (pysim jobs' simulations): AlexNet
+    on a 3-GPU NVLink ring of dgx1-v100, at the flow level (the streams' default), within the
+    same bound."""
+    import pysim.jobs as pj
+    from pysim.jobs.execute import training
+    from pysim.jobs.shape import shape
+    srv = pj.load_server("dgx1-v100")
+    spec = dict(model="alexnet", batch=96, algorithm="ring")
+    sh = shape(srv, [[2, 3, 0]], [tuple(sorted(spec.items()))], (),
+               [[(0, 1), (1, 2), (2, 0)]])
+    g = OpGraph()
+    training(srv.cfg, spec, list(sh.names[0]), g, "j0.", 1, topo=sh.topo)
+    r = run_graph(srv.cfg, g, topo=sh.topo)
+    sends = sum(1 for k in g.kind if k == "send")
+    assert r.network_model == "flow"
+    assert 0 < r.profile["events"] <= r.profile["engine_ops"] + sends
+
+
+@pytest.mark.slow
+def test_the_dgx1_halving_doubling_with_chunks_agrees():
+    """The DGX-1's 64 MiB halving-doubling all-reduce as shipped (4 chunks): the NICs send
+    in order, so at both levels the chunks pipeline through the steps (4 chunks well under
+    one chunk's time: 2.75 M cycles against 4.74 M at the flit level), and the flow level is
+    within 3% of the flit level (-2.3%: a GPU driving several NVLinks at once loses some of
+    their bandwidth at the flit level, docs/flow.md)."""
+    def run(model, chunks):
+        return simulate(load(os.path.join(TOPOLOGIES, "dgx1-v100.toml"), {
+            "workload.kind": "collective", "workload.algorithm": "halving_doubling",
+            "workload.bytes": 64 << 20, "workload.chunks": chunks,
+            "network.model": model})).makespan_cycles
+    flit4, flow4, flow1 = run("flit", 4), run("flow", 4), run("flow", 1)
+    assert flow4 == pytest.approx(flit4, rel=0.03)
+    assert flow4 < 0.6 * flow1

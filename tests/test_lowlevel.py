@@ -174,17 +174,29 @@ def test_a_flow_moves_at_its_channel_rate(num, den):
     assert times[1] - times[0] == pytest.approx(64_000 / rate, abs=1)
 
 
+def _finishes(n, **over):
+    """The finish cycles of n equal messages from node 0 to node 1, all sent at cycle 0."""
+    eng = new_engine(two_nodes())
+    set_graph(eng, graph([OP_SEND] * n, [0] * n, [1] * n, [256_000] * n, **over),
+              flow_inputs(n, list(range(n)), 0))
+    assert eng.run(1 << 40, stop="all") == "done"
+    return eng.op_times()[1]
+
+
 def test_two_flows_on_one_channel_share_it():
-    """Two equal messages on one link at once finish together, in twice the time of one."""
-    def span(n):
-        eng = new_engine(two_nodes())
-        set_graph(eng, graph([OP_SEND] * n, [0] * n, [1] * n, [256_000] * n),
-                  flow_inputs(n, list(range(n)), 0))
-        assert eng.run(1 << 40, stop="all") == "done"
-        return eng.op_times()[1]
-    one, two = span(1), span(2)
+    """Two equal messages on one link at once, the NIC interleaving them (nic_fifo off),
+    finish together, in twice the time of one."""
+    one, two = _finishes(1, nic_fifo=False), _finishes(2, nic_fifo=False)
     assert two[0] == two[1]
     assert two[0] == pytest.approx(2 * one[0], rel=1e-3)
+
+
+def test_two_flows_of_one_pair_go_in_order():
+    """The same two messages sent in order (the default): the first in the time of one
+    alone, the second one message's drain after it (its latency paid once more)."""
+    one, two = _finishes(1), _finishes(2)
+    assert two[0] == one[0]
+    assert two[1] == pytest.approx(2 * one[0], rel=1e-3)
 
 
 # ------------------------------------------------------------------ the inputs' checks

@@ -260,10 +260,14 @@ class _Part:
         the id of its ending op."""
         p, base = len(order), len(g)
         me = order[q]
+        bad = [x for x in start if not (type(x) is int and 0 <= x < base)]
+        if bad:
+            raise GraphError(f"dependency {bad[0]!r} of {me}'s part: no such op (an op can "
+                             f"only depend on ops given before it)")
         g.add_ops(self.kind, [me if o else None for o in self.own],
                   [None if d is None else order[(q + d) % p] for d in self.dst], self.size,
                   [[x for d in deps for x in ((base + d,) if d >= 0 else start)]
-                   for deps in self.after])
+                   for deps in self.after], checked=True)
         g.latencies.extend((base + k, order[(q + a) % p], order[(q + c) % p], steps)
                            for k, a, c, steps in self.latencies)
         return base + self.end

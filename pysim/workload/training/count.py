@@ -41,10 +41,10 @@ PARTS = ("compute", "pipeline", "tp_collectives", "dp_collectives", "ep_collecti
          "tables")
 MEASURED = 200_000      # a collective bounded above this many engine ops is not built to count
 ROOFLINE = 2            # engine ops of a roofline compute op (it and its memory companion)
-# bytes a run takes per engine op, the graph, its plan and the engine's arrays together:
-# the 1,024-NPU GPT-3 iteration of bench/scale.py peaks at 3.4 GB for 7.4 M engine ops (see
-# docs/performance.md)
-BYTES_PER_OP = 460
+# bytes a run takes per engine op at its peak, the graph, its plan and the engine's arrays
+# together: Narayanan et al.'s 529.6B and 1T rows (bench/megatron.py, docs/performance.md)
+# peak at 3.1 GB for 5.5 M engine ops and 6.8 GB for 12.2 M
+BYTES_PER_OP = 560
 
 
 @dataclass
