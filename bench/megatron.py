@@ -22,6 +22,15 @@ its bytes, instead of every slice-step; with --algorithm ring only where pp > 1;
 builds every step). Throughput is counted as the paper counts it:
 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration over its time and the GPUs.
 
+What Megatron-LM's code of 2021 ran besides the layers (--era 2021, the default): each
+micro-batch's weight gradients added to the accumulated ones by a kernel of their own
+(workload.grad_accumulation = 'add') and the mixed-precision optimizer's separate passes
+(workload.optimizer_step = 'passes'); --era fused leaves both out. --table korthikanti runs
+Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
+parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
+beside the weight gradient, the paper's micro-batch and interleaving;
+tests/data/korthikanti_table5.json).
+
 Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the
 paper's other experiments); the interleaved schedule's chunks per stage (the paper runs
 Table 1 interleaved with the scatter-gather optimisation, without the number: the fewest
