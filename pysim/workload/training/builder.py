@@ -13,6 +13,7 @@ from pysim.workload.compile import engine_ops
 from pysim._gc import quiet_gc
 from pysim.workload.graph import OpGraph, engine_params
 from pysim.workload.training import count
+from pysim.workload.training.compute import ACCUMULATE
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -67,8 +68,13 @@ class _Builder:
         return self.orders[key]
 
     def algorithm(self, collective):
-        """The algorithm a collective runs: workload.algorithm for all-reduces, else direct."""
-        return self.lay.algorithm if collective == "all_reduce" else "direct"
+        """The algorithm a collective runs: workload.algorithm for all-reduces, and for
+        reduce-scatters and all-gathers with NCCL's (which runs them as rings); else
+        direct."""
+        if collective == "all_reduce" or (self.lay.algorithm == "nccl" and
+                                          collective in ("reduce_scatter", "all_gather")):
+            return self.lay.algorithm
+        return "direct"
 
     def _add_collective(self, g, what, collective, group, nbytes, start, done, sram_state,
                         streams):
@@ -462,6 +468,7 @@ class _Builder:
                 if bw is not None:
                     lo.bwd_weight = self.compute(n, i, bw, deps,
                                                  f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                                 ACCUMULATE if lay.grad_add and j else
                                                  "bwd_weight")
                     deps = [lo.bwd_weight]
                 cur[n] = deps
