@@ -37,5 +37,6 @@ extensions = [
 setup(
     packages=find_packages(include=["pysim", "pysim.*", "csim"]) + ["pysim.topologies"],
     package_dir={"pysim.topologies": "topologies"},
+    py_modules=["pysim_entry"],     # the console script's entry point (see its docstring)
     ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
 )

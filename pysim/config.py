@@ -342,10 +342,28 @@ def load(path, overrides: dict | None = None) -> Config:
     try:
         return from_dict(raw, base_dir=base, source=path)
     except ConfigError as e:
-        given = [k for k in overrides if str(e).startswith((f"{k} ", f"{k}.", f"{k}:"))]
-        if given:                        # (the value was typed, not read from the file)
+        msg = str(e)
+        if msg.startswith(tuple(f"{k}{c}" for k in overrides for c in " .:")):
+            # (the value was typed, not read from the file)
             raise ConfigError(f"{e} (given as an override, on {path})") from None
+        given = [k for k in overrides if _names(msg, k)]
+        if given:                        # a check across keys, one of them typed
+            typed = ", ".join(f"{k} = {overrides[k]!r}" for k in given)
+            raise ConfigError(f"{e} ({typed} given as an override, on {path})") from None
         raise ConfigError(f"{path}: {e}") from None
+
+
+def _names(msg, key):
+    """Whether an error message names `key` as a whole key ('jobs.max_iterations = 10', not
+    'jobs.max_iterations_x')."""
+    i = msg.find(key)
+    while i >= 0:
+        before = msg[i - 1] if i else " "
+        after = msg[i + len(key):i + len(key) + 1]
+        if not (before.isalnum() or before in "._") and after in ("", " ", ":", ",", ")"):
+            return True
+        i = msg.find(key, i + 1)
+    return False
 
 
 def _include_topology(raw, base, overrides):

@@ -615,6 +615,21 @@ def test_an_override_is_named_as_typed_not_as_the_files():
     assert "workload.bytes = '4MB': expected an integer (given as an override, on " in r.output
 
 
+def test_a_check_across_keys_names_the_override_that_broke_it():
+    """A check across two keys (a max below a min) that fails because of a typed value names
+    that override and its value, whichever key the message starts with; one that fails from
+    the file's own values alone is still the file's."""
+    r = _cli(["jobs", "dgx1-v100", "--set", "jobs.max_iterations=10"])
+    assert r.exit_code == 1
+    assert ("jobs.min_iterations = 500 > jobs.max_iterations = 10: expected min_iterations <= "
+            "max_iterations (jobs.max_iterations = 10 given as an override, on ") in r.output
+    r = _cli(["jobs", "dgx1-v100", "--set", "jobs.min_iterations=1000000"])
+    assert "max_iterations (given as an override, on " in r.output
+    from pysim.config import _names
+    assert _names("a.b = 1 > a.bc = 2", "a.b") and not _names("a.bc = 2", "a.b")
+    assert not _names("xa.b = 1", "a.b")
+
+
 @pytest.mark.parametrize("value", ["[1,2]", "{a=1}", "5", "true"])
 def test_a_preset_that_is_not_a_name_is_refused(value):
     r = _cli(["run", "dgx1-v100", "--set", f"topology.npu.preset={value}"])
@@ -639,3 +654,28 @@ def test_a_tensor_larger_than_its_device_is_refused_before_the_run():
 def pysim_load_ring():
     from pysim import load
     return load("ring8", {"workload.kind": "graph"})
+
+
+def test_an_interrupt_while_pysim_imports_exits_130_in_one_line():
+    """Ctrl-C while the `pysim` script is still importing pysim (about a second) ends as an
+    interrupt during a run does: exit 130 and one line, no traceback. The script is run as
+    pip generates it (its entry point loaded, then called), with an interrupt raised when
+    pysim's components are first imported."""
+    code = textwrap.dedent("""
+        import sys
+        from importlib.metadata import entry_points
+
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "pysim.components":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, Interrupt())
+        sys.argv = ["pysim", "systems"]
+        (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "pysim"]
+        sys.exit(ep.load()())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 130, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip() == "interrupted: nothing written"

@@ -639,10 +639,30 @@ def test_every_simulation_of_a_stream_is_counted():
     assert "4 for bandwidth sensitivity" in run(srv, jobs).summary()
 
 
+def test_sensitivity_is_simulated_only_for_a_policy_that_reads_it():
+    """The labels are read by preserve alone (policies.LABELLED): a stream under policies
+    that do not read them runs none of the best- and worst-placement simulations that derive
+    them -- only the loop's own (each job alone on the placement it got, the groups running
+    together) -- and leaves the jobs' labels unknown; with preserve the same stream derives
+    them (two kinds, each on its best and worst placement)."""
+    from pysim.jobs import policies
+    from pysim.jobs.cache import Cache
+    assert policies.LABELLED == {"preserve"}
+    jobs = [Job(0, "comm", 2, 10, sensitive=None), Job(1, "mixed", 3, 10, sensitive=None)]
+    for names, derived in ((["baseline"], 0), (["baseline", "greedy", "topo_aware"], 0),
+                           (["baseline", "preserve"], 4)):
+        srv = server(sensitivity="derived", insensitive=[], policies=names)
+        res = run(srv, jobs, cache=Cache()).to_dict()
+        st = res["stats"]
+        assert st["for_sensitivity"] == derived == 2 * len(st["sensitivity"]), names
+        labels = [j["sensitive"] for j in res["stream"]]
+        assert all(x is None if not derived else isinstance(x, bool) for x in labels), names
+
+
 def test_a_stream_at_the_flit_level_says_a_lower_bound_of_its_work_first():
     """At the flit level a stream's simulations are long: before any runs it is given a
     lower bound of their work (each kind of job alone on its best placement, twice where its
-    sensitivity is derived), which the flit-hops the simulations then move bound from
+    sensitivity is derived for a policy that reads it: not here), which the flit-hops the simulations then move bound from
     above; said as 'at least', with the flow level beside it."""
     from pysim.workload import runtime
     srv = server(sensitivity="derived", insensitive=[], policies=["baseline"])
@@ -661,11 +681,11 @@ def test_a_stream_at_the_flit_level_says_a_lower_bound_of_its_work_first():
             seen.append(("estimate", est))
     st = run(flit, jobs, progress=Progress()).to_dict()["stats"]
     kind, est = seen[0]
-    assert kind == "estimate" and est["least"] and est["simulations"] == 4
+    assert kind == "estimate" and est["least"] and est["simulations"] == 2   # (no labels)
     assert 0 < est["flit_hops"] <= st["flit_hops"]
     line = runtime.describe({**est, "seconds": {"flit": 3600.0, "flow": 1.0}})
     assert line.startswith("estimate: at least 60 min to simulate at the flit level "
-                           "(4 simulations, ")
+                           "(2 simulations, ")
     assert "at the flow level (network.model = 'flow') about 1 s" in line
     seen.clear()
     run(srv, jobs, progress=Progress())          # the flow level: nothing to warn of

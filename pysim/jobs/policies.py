@@ -42,10 +42,12 @@ from pysim.schema import Key, declare
 import difflib
 
 POLICIES: dict[str, Callable] = {}
+LABELLED: set[str] = set()      # the policies that read job.sensitive
 
 
-def register(name):
-    """Register `fn(server, job, cands, free) -> index into cands, or None`."""
+def register(name, labels=False):
+    """Register `fn(server, job, cands, free) -> index into cands, or None`. labels: the
+    policy reads `job.sensitive` (a stream derives the labels only for such policies)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"register(name): expected a policy's name (a str), not {name!r}")
 
@@ -56,6 +58,8 @@ def register(name):
         if name in POLICIES:
             raise ValueError(f"allocation policy {name!r} is registered twice")
         POLICIES[name] = fn
+        if labels:
+            LABELLED.add(name)
         return fn
     return deco
 
@@ -234,7 +238,7 @@ def greedy(server, job, cands, free):
     return _best([cands.score], cands.feasible(free))
 
 
-@register("preserve")
+@register("preserve", labels=True)
 def preserve(server, job, cands, free):
     ok = cands.feasible(free)
     if job.sensitive and cands.k > 1:

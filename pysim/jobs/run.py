@@ -93,13 +93,18 @@ def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fres
             cands[(k, pattern)] = Candidates(server, k, pattern)
         return cands[(k, pattern)]
 
+    # The labels are derived (simulated) only for a policy that reads them (policies.LABELLED);
+    # without one, a job's `sensitive` stays what the stream or its file said (None: unknown).
+    labels = any(n in pol.LABELLED for n in names)
     say = getattr(progress, "estimate", None)
     if say is not None and cfg.network.model == "flit" and not fresh:
-        est = least_work(server, jobs, builder, cands_for, settings)
+        est = least_work(server, jobs, builder, cands_for, settings, labels)
         if est is not None:
             say(est)
-    jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
-                             lambda value: simulated(value, sensitivity=True))
+    sens_rows = []
+    if labels:
+        jobs, sens_rows = derive(server, jobs, builder, cache, cands_for, settings,
+                                 lambda value: simulated(value, sensitivity=True))
     stats["sensitivity"] = sens_rows
     ended = [0]
     total = len(jobs) * len(names)

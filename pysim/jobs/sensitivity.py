@@ -79,18 +79,18 @@ def derive(server, jobs, builder, cache, cands_for, settings, simulated=None):
 
 
 
-def least_work(server, jobs, builder, cands_for, settings):
+def least_work(server, jobs, builder, cands_for, settings, labels=True):
     """Before a stream runs, a lower bound of its simulations' work (pysim.workload.runtime):
     each kind of job alone on its best placement, twice where its sensitivity is derived
-    (the worst placement's counted as the best's). Groups of jobs running together, and
-    jobs on other shapes, come on top."""
+    (labels: a policy reads them; the worst placement's counted as the best's). Groups of
+    jobs running together, and jobs on other shapes, come on top."""
     cfg = server.cfg
     W = settings["sim_iterations"]
     ests, n = [], 0
     kinds = {}
     for j in jobs:
         key = (j.model, j.npus, j.pattern, j.batch_per_npu)
-        kinds[key] = max(kinds.get(key, 1), 2 if j.sensitive is None else 1)
+        kinds[key] = max(kinds.get(key, 1), 2 if labels and j.sensitive is None else 1)
     for (model, k, pattern, bpn), times in sorted(kinds.items()):
         if k < 2:
             continue
