@@ -5,18 +5,19 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
                 int flit_bytes, unit, flow, sms, comm_hbm, share, int nic_fifo=1):
     cdef State* s = &self.s
     cdef int32_t op
+    # (the graph's kinds, nodes, sizes and successors are only read: kept as given)
     _check_lengths([packet_flits])
     k = np.asarray(kind, dtype=np.int8)
     n_ops = k.size
     s.n_ops = n_ops
     s.ops_done = 0
-    s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8))
-    s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32))
-    s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32))
-    s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64))
+    s.op_kind = <int8_t*>_ptr(self._own("op_kind", k, np.int8, share=True))
+    s.op_node = <int32_t*>_ptr(self._own("op_node", node, np.int32, share=True))
+    s.op_dst = <int32_t*>_ptr(self._own("op_dst", dst, np.int32, share=True))
+    s.op_size = <int64_t*>_ptr(self._own("op_size", size, np.int64, share=True))
     s.op_deps = <int32_t*>_ptr(self._own("op_deps", np.array(deps, np.int32), np.int32))
-    s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64))
-    s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32))
+    s.succ_ptr = <int64_t*>_ptr(self._own("succ_ptr", succ_ptr, np.int64, share=True))
+    s.succ = <int32_t*>_ptr(self._own("succ", succ, np.int32, share=True))
     s.op_start = <cycle_t*>_ptr(self._own("op_start", None, np.int64, -1, n_ops))
     s.op_finish = <cycle_t*>_ptr(self._own("op_finish", None, np.int64, -1, n_ops))
     s.op_left = <int64_t*>_ptr(self._own("op_left", None, np.int64, 0, n_ops))

@@ -2,7 +2,8 @@
 `pysim` and `python` lines of each page's code blocks, and whole inline commands).
 
 Each page's `pysim` commands run in order in one fresh folder (a later command may read what
-an earlier one wrote), with the files a page names as the reader's own (`my_net.onnx`,
+an earlier one wrote), through the command line's entry point in the test's own process (in
+the slow tier, each in a fresh `python -m pysim.cli` process), with the files a page names as the reader's own (`my_net.onnx`,
 `workload.txt`) written there first; a non-zero exit fails; a command shown twice runs once.
 Commands measured to take more than a few seconds run in the slow tier only (SLOW below),
 with the commands that read what they write; the rest run in the default tier too. `python -m pysim.docs` is held by test_docs (the
@@ -12,6 +13,7 @@ checked to exist and to accept every option the page gives them, not run.
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -104,9 +106,8 @@ def split(page):
 
 
 def run_commands(page, cmds, folder, timeout):
-    for name, make in READERS_FILES.items():
-        if any(name in c for _, c in cmds):
-            make(os.path.join(folder, name))
+    """Each command in a fresh `python -m pysim.cli` process."""
+    _readers_files(cmds, folder)
     env = {**os.environ, "MPLBACKEND": "Agg"}
     pysim = [sys.executable, "-m", "pysim.cli"]
     for at, cmd in cmds:
@@ -117,13 +118,44 @@ def run_commands(page, cmds, folder, timeout):
                                    f"{p.returncode}\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
 
 
+def run_commands_here(page, cmds, folder, timeout, monkeypatch):
+    """Each command through the same command-line entry point, in this process (no
+    interpreter start and import per command), in `folder`, each failing after `timeout`
+    seconds rather than hanging."""
+    from click.testing import CliRunner
+    from pysim import cli
+    _readers_files(cmds, folder)
+    monkeypatch.chdir(folder)
+
+    def ring(*_):
+        raise TimeoutError(f"blocked for {timeout} s")
+    old = signal.signal(signal.SIGALRM, ring)
+    try:
+        for at, cmd in cmds:
+            argv = shlex.split(cmd, comments=True)
+            signal.alarm(timeout)
+            r = CliRunner().invoke(cli.main, argv[1:])
+            signal.alarm(0)
+            assert r.exit_code == 0, (f"{os.path.relpath(page, ROOT)}:{at}: {cmd}\nexit "
+                                      f"{r.exit_code}\n{r.output[-3000:]}\n{r.exception!r}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _readers_files(cmds, folder):
+    for name, make in READERS_FILES.items():
+        if any(name in c for _, c in cmds):
+            make(os.path.join(folder, name))
+
+
 def _id(page):
     return os.path.relpath(page, ROOT)
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if split(p)[0]], ids=_id)
-def test_the_quick_commands_of_each_page_run(page, tmp_path):
-    run_commands(page, split(page)[0], str(tmp_path), timeout=120)
+def test_the_quick_commands_of_each_page_run(page, tmp_path, monkeypatch):
+    run_commands_here(page, split(page)[0], str(tmp_path), 120, monkeypatch)
 
 
 @pytest.mark.slow

@@ -593,12 +593,12 @@ PIPELINED_FAST = {
 @pytest.mark.parametrize("system,collective,algorithm", AGREE)
 def test_collectives_agree_with_the_flit_level(system, collective, algorithm, nbytes):
     """Flow-level time within 5% of the flit level's, at 1 MB and (slow) 16 MB; in the cases
-    of PIPELINED_FAST, faster than the flit level by less than a sixth."""
+    of PIPELINED_FAST, no more than 5% slower and faster by less than a sixth."""
     cfg = collective_cfg(system, collective, algorithm, nbytes)
     flit = simulate(cfg).makespan_cycles
     flow = simulate(cfg.with_overrides({"network.model": "flow"})).makespan_cycles
     if (system, collective, algorithm) in PIPELINED_FAST:
-        assert flit * 5 / 6 < flow < flit, (flit, flow)
+        assert flit * 5 / 6 < flow <= flit * 1.05, (flit, flow)
     else:
         assert flow == pytest.approx(flit, rel=0.05), (flit, flow)
 

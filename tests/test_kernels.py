@@ -111,3 +111,58 @@ def test_dropout_and_residual_add_run_forward_as_one_fused_kernel():
             memory_seconds(km, hbm, 7 * s * h * b) * 1e9, abs=3)
     assert took("embed.dropout") == pytest.approx(
         memory_seconds(km, hbm, 4 * s * h * b) * 1e9, abs=2)
+
+
+def _one_linear(**workload):
+    from pysim.models.layers import linear
+    from pysim.models import Model
+    m = Model("one", [linear("l0", (512, 1024), 4096)], input_shape=(512,),
+              default_precision="mixed")
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": 4, "group": ["n0"],
+                             "iterations": 1, "compute": "kernels", "optimizer": "adam",
+                             "parallel": {"micro_batches": 4}, **workload})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    return m, plan, run_graph(cfg, graph)
+
+
+def test_gradient_accumulation_adds_a_kernel_after_the_first_micro_batch():
+    """workload.grad_accumulation = 'add': on micro-batches 1, 2, 3 the weight gradient's
+    op takes its product's time and an element-wise addition's (the accumulated and the new
+    fp16 gradient read, the sum written: 3 x 2 bytes per parameter at the achievable HBM
+    bandwidth, one launch); micro-batch 0 its product's alone, as every micro-batch with
+    'fused'."""
+    km, hbm, tokens = KERNELS["a100"], 2039e9, 512
+    gemm = gemm_seconds(km, 312e12, 1024, 4096, tokens) * 1e9
+    for mode in ("add", "fused"):
+        m, plan, res = _one_linear(grad_accumulation=mode)
+        add = memory_seconds(km, hbm, 3 * 2 * m.layers[0].params) * 1e9
+        for j in range(4):
+            op = plan.layer_ops[(0, 0, "n0", j)].bwd_weight
+            took = res.ops[op]["finish"] - res.ops[op]["start"]
+            want = gemm + (add if mode == "add" and j else 0)
+            assert took == pytest.approx(want, abs=2), (mode, j)
+
+
+def test_the_optimizer_step_as_megatrons_separate_passes():
+    """workload.optimizer_step = 'passes', mixed precision and Adam: Megatron-LM's step of
+    2021 (megatron/optimizer/optimizer.py) moves per parameter: the fp16 gradient to fp32
+    (2 + 4), unscale and inf check (4 + 4), the norm for clipping (4), Adam (grad, master,
+    two moments read: 16; master and moments written: 12), the master copied to the fp16
+    weights (4 + 2): 52 bytes; 'fused', one pass: weights read and written (4), the gradient
+    (2), master (8) and moments (16) read and written: 30. The step takes those bytes at the
+    achievable HBM bandwidth."""
+    km, hbm = KERNELS["a100"], 2039e9
+    for mode, per in (("passes", 52), ("fused", 30)):
+        m, plan, res = _one_linear(optimizer_step=mode)
+        (op,) = plan.optimizer.values()
+        took = res.ops[op]["finish"] - res.ops[op]["start"]
+        assert took == pytest.approx(memory_seconds(km, hbm, per * m.layers[0].params) * 1e9,
+                                     abs=2), mode
+
+
+def test_gradient_accumulation_add_needs_the_kernel_model():
+    from pysim.errors import ConfigError
+    with pytest.raises(ConfigError, match="grad_accumulation = 'add'.*compute = 'roofline'"):
+        _one_linear(grad_accumulation="add", compute="roofline")

@@ -1,9 +1,22 @@
 """Narayanan et al., SC 2021, Table 1 (tests/data/megatron_sc21_table1.json): the published
 rows are self-consistent as transcribed (aggregate = per GPU x GPUs, percent of the A100's
 312 TFLOP/s), pysim's `transformer` has the parameters the table gives, and (slow) the
-smallest configuration simulated at the flow level lands within 15% of its published
-throughput (bench/megatron.py runs them all)."""
+smallest configuration simulated at the flow level lands within 10% of its published
+throughput (bench/megatron.py runs them all).
+
+Korthikanti et al. (MLSys 2023, "Reducing Activation Recomputation in Large Transformer
+Models"), Table 4: the measured time of one transformer layer of their 22B model (Table 3:
+64 heads, hidden 6,144, sequence 2,048, tensor parallelism 8 on one Selene node, micro-batch
+4, mixed precision) forward and backward, without recomputation, with full and with
+selective recomputation, with and without sequence parallelism: pysim's layer, built as Megatron-LM runs it (NCCL's all-reduces,
+the kernel model, the input gradient's all-reduce beside the weight gradient's product as
+the paper says its backward pass does; the optimizer step apart), within 10% of each
+combined time and 13% of each forward and backward time (pysim is 7-10% fast combined, its
+forward 4-6%, its backward 8-12%: docs/validation.md). A check at the layer, independent of the
+iteration-level Table 1: nothing in pysim is fitted to either."""
+import re
 import json
+import math
 import os
 import sys
 
@@ -36,12 +49,83 @@ def test_pysims_gpt_has_the_tables_parameters(row):
 
 
 @pytest.mark.slow
-def test_the_smallest_configuration_is_within_fifteen_percent():
+def test_the_smallest_configuration_is_within_ten_percent():
     """1.7B on 32 GPUs, no tensor or pipeline parallelism: its iteration is the kernel
-    model's compute and NCCL's gradient all-reduce over 4 nodes. The target is 10%
-    (docs/validation.md); this row is +12.4% (the kernel model is fast on it), so the test
-    holds it within 15%."""
+    model's compute (with Megatron-LM's gradient accumulation and optimizer passes of
+    2021) and NCCL's gradient all-reduce over 4 nodes: within the 10% target
+    (docs/validation.md; +8.5%)."""
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import megatron
     r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], 1, 1)
-    assert abs(r["error"]) < 0.15
+    assert abs(r["error"]) < 0.10
+
+
+# Korthikanti et al., MLSys 2023 (tests/data/korthikanti_table5.json, with its citation)
+with open(os.path.join(HERE, "data", "korthikanti_table5.json")) as f:
+    KORTHIKANTI = json.load(f)
+KORTHIKANTI_TABLE4 = {(r[0], r[1]): (r[2], r[3]) for r in KORTHIKANTI["table4"]}
+LAYER_RE = re.compile(r"layer(\d+)\.\S+ (fwd|bwd_input|bwd_weight|recompute) ")
+
+
+def layer_22b(recompute, sp=False):
+    """pysim's forward and backward time (ms) per transformer layer of the 22B model on one
+    DGX A100: the forward and the backward passes' spans over the transformer layers of a
+    model of 8 layers less those of 4 (the first and last layers' edges cancel; 8 fit in
+    HBM without recomputation), over 4."""
+    (f8, b8), (f4, b4) = _spans_22b(recompute, 8, sp), _spans_22b(recompute, 4, sp)
+    return (f8 - f4) / 4 * 1e-6, (b8 - b4) / 4 * 1e-6
+
+
+def _spans_22b(recompute, layers, sp):
+    from pysim.config import from_dict
+    from pysim.workload.training import run_training
+    mem = {"policy": "none"} if recompute == "none" else \
+        {"policy": "recompute", "recompute": recompute}
+    cfg = from_dict({
+        "network": {"model": "flow"},
+        "topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 1,
+                     "fabric": "rail-optimised"},
+        "workload": {"kind": "training", "model": "transformer",
+                     "model_params": {"layers": layers, "hidden": 6144, "heads": 64,
+                                      "seq": 2048, "vocab": 51200},
+                     "batch": 4, "precision": "mixed", "optimizer": "adam", "iterations": 1,
+                     "overlap": False,
+                     "parallel": {"tp": 8, "micro_batches": 1, "tp_ranks": "one",
+                                  "tp_overlap": True, "sp": sp},
+                     "compute": "kernels", "algorithm": "nccl", "collective_form": "streams",
+                     "memory": mem}})
+    res = run_training(cfg)
+    span, steps = {}, []
+    for op in res.ops:
+        m = LAYER_RE.search(op.get("name", ""))
+        if m:
+            s = span.setdefault((int(m.group(1)), m.group(2) == "fwd"), [math.inf, 0])
+            s[0], s[1] = min(s[0], op["start"]), max(s[1], op["finish"])
+        elif " optimizer " in op.get("name", ""):
+            steps.append((op["start"], op["finish"]))
+    a, b = span[(layers - 1, False)][0], span[(0, False)][1]
+    # without data parallelism a layer's optimizer step follows its backward at once;
+    # Megatron-LM steps after the whole backward pass: the steps' time is not the layers'
+    inside = sum(max(0, min(f, b) - max(s, a)) for s, f in steps)
+    return span[(layers - 1, True)][1] - span[(0, True)][0], b - a - inside
+
+
+@pytest.mark.parametrize("recompute,sp", sorted(KORTHIKANTI_TABLE4))
+def test_a_22b_layer_takes_its_measured_time(recompute, sp):
+    fwd, bwd = layer_22b(recompute, sp)
+    want_f, want_b = KORTHIKANTI_TABLE4[(recompute, sp)]
+    assert fwd + bwd == pytest.approx(want_f + want_b, rel=0.10)
+    assert fwd == pytest.approx(want_f, rel=0.13)
+    assert bwd == pytest.approx(want_b, rel=0.13)
+
+
+def test_the_22b_iteration_is_within_ten_percent_of_its_measured_time():
+    """Korthikanti et al.'s Table 5: the 22B model's iteration with full recomputation on one
+    DGX A100 (one micro-batch of 4), 1.42 s measured; pysim 1.313 s (+8.2% throughput, as
+    its layers: bench/megatron.py --table korthikanti runs the four)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+    import megatron
+    meta, rows = megatron.table("korthikanti")
+    r = megatron.run_row(rows[0], meta["vocab"], meta["seq"], rows[0]["micro_batch"],
+                         rows[0]["interleave"])
+    assert r["iteration_seconds"] == pytest.approx(rows[0]["full_recompute_seconds"], rel=0.10)

@@ -60,12 +60,14 @@ CLUSTER = dict(topology={"kind": "cluster", "node": "dgx-a100", "node_count": 4,
 
 
 @pytest.mark.parametrize("par", [
-    {"tp": 8, "pp": 2, "dp": 2, "micro_batches": 4},
-    {"tp": 8, "pp": 2, "dp": 2, "sp": True, "zero": 1, "interleave": 2, "micro_batches": 4,
+    {"tp": 8, "pp": 2, "dp": 2, "micro_batches": 2},
+    {"tp": 8, "pp": 2, "dp": 2, "sp": True, "zero": 1, "interleave": 2, "micro_batches": 2,
      "replicas": "one"},
 ])
 @pytest.mark.parametrize("form", ["steps", "streams"])
-def test_rank_zero_alone_stands_for_its_group(par, form):
+@pytest.mark.parametrize("algorithm", ["ring", "nccl"])
+def test_rank_zero_alone_stands_for_its_group(par, form, algorithm):
+    """NCCL's collectives too (its ring inside a node: one part per rank)."""
     m = "transformer"
     res = {}
     for ranks in ("all", "one"):
@@ -74,8 +76,12 @@ def test_rank_zero_alone_stands_for_its_group(par, form):
             "model_params": {"layers": 4, "hidden": 128, "heads": 8, "seq": 64,
                              "vocab": 1024}, "engine": "npu",
             "precision": "mixed", "optimizer": "adam", "collective_form": form,
+            "algorithm": algorithm,
             "parallel": {**par, "tp_ranks": ranks}})
         r = run_training(cfg)
         res[ranks] = (r.training["iteration_cycles"], r.training["compute_cycles"], len(r.ops))
+        # per NPU, those with ops of their own: rank 0 of each (dp, pp) place (and with one
+        # replica built, the other replica's rank 0s, running their gradient collectives)
+        assert len(r.training["per_npu"]) == (4 if ranks == "one" else 32)
     assert res["one"][:2] == res["all"][:2]
-    assert res["one"][2] * 1.5 < res["all"][2]
+    assert res["one"][2] * 3 < res["all"][2]

@@ -102,20 +102,53 @@ class OpGraph:
         self.work.append(None)
         return len(self.kind) - 1
 
-    def add_ops(self, kind, node, dst, size, after):
+    def add_ops(self, kind, node, dst, size, after, checked=False):
         """Append ops in bulk (the fast path of builders that make many at once): per op its
         kind (a name of OpGraph's kinds, as `_add` records them: compute with cycles, send,
         delay, memory, engine, reduce_npu, reduce_offload), node, dst (None but for sends),
         size (an int >= 0: cycles or bytes) and dependencies (a list of op ids below the op's
-        own). Checked as arrays: sizes and dependencies, the op limit. Returns the first
-        op's id."""
+        own). Checked as arrays: sizes and dependencies, the op limit (`checked`: ops made
+        from ones checked so already, a collective's part instanced again: the limit
+        alone). Returns the first op's id."""
         n0, k = len(self.kind), len(kind)
+        if checked and n0 + k <= MAX_OPS:
+            self.kind.extend(kind)
+            self.node.extend(node)
+            self.dst.extend(dst)
+            self.size.extend(size)
+            self.after.extend(after)
+            self.names.extend(itertools.repeat(None, k))
+            self.work.extend(itertools.repeat(None, k))
+            return n0
         if not (len(node) == len(dst) == len(size) == len(after) == k):
             raise GraphError("add_ops: the columns differ in length")
         if n0 + k > MAX_OPS:
             raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if k == 0:
+            return n0
+        sizes = None
+        if k <= 64:                       # (few: checked in Python, quicker than arrays)
+            try:
+                sizes = [int(x) for x in size]
+            except (TypeError, ValueError, OverflowError):
+                pass                      # (the arrays' checks name it)
+        if sizes is not None:
+            for i, x in enumerate(sizes):
+                if not 0 <= x <= MAX_INT or x != size[i]:
+                    raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in "
+                                     f"0..{MAX_INT:,}")
+                for d in after[i]:
+                    if not 0 <= d < n0 + i:
+                        raise GraphError(f"dependency {int(d)} of op {n0 + i}: no such op (an "
+                                         f"op can only depend on ops given before it)")
+            self.kind.extend(kind)
+            self.node.extend(node)
+            self.dst.extend(dst)
+            self.size.extend(sizes)
+            self.after.extend(after)
+            self.names.extend(itertools.repeat(None, k))
+            self.work.extend(itertools.repeat(None, k))
             return n0
         sz = np.fromiter(size, np.int64, k)
         if sz.min() < 0 or sz.max() > MAX_INT:

@@ -34,7 +34,7 @@ from pysim.workload.collectives.hierarchical import hierarchical  # noqa: F401
 from pysim.workload.collectives.order import (  # noqa: F401
     RING_ALGORITHMS, _at_least_two, _snake, grid_cycle, participants, ring_order)
 from pysim.workload.collectives.registry import (  # noqa: F401
-    ALGORITHMS, _engine_ops, build, bus_factor, ops_bound, symmetric)
+    ALGORITHMS, _engine_ops, add_parts, build, bus_factor, ops_bound, symmetric)
 from pysim.workload.collectives.ring import ring, ring_pipeline  # noqa: F401
 from pysim.workload.collectives.tree import _tree_parent, tree  # noqa: F401
 

@@ -184,6 +184,12 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     g = graph if graph is not None else OpGraph()
+    if built is not None and set(built) != set(order):
+        t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
+                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
+        if t is not None:
+            add_parts(t, g, order, built, after, {} if done is None else done, streams)
+            return g
     group = None                       # the group's streams: {member: its last ends}
     if streams is not None:            # in the order issued, on the group's streams
         state, n_streams = streams
@@ -192,19 +198,6 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
             prev = group.get(n, ())
             if len(prev) >= n_streams:
                 start.setdefault(idx[n], []).append(prev[-n_streams])
-    if built is not None and set(built) != set(order):
-        parts = [n for n in order if n in set(built)]
-        t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
-                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
-        if t is not None:
-            done = {} if done is None else done
-            for n in parts:
-                done[n] = t.add(g, order, order.index(n), start.get(idx[n], []))
-                if streams is not None:
-                    prev = group.setdefault(n, [])
-                    prev.append(done[n])
-                    del prev[:-streams[1]]
-            return g
     if units and algorithm == "nccl":  # an NCCL kernel holds an SM per channel it runs
         ch = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)[3]
         units = {n: ch for n, k in units.items() if k}
@@ -260,16 +253,43 @@ class _Part:
         the id of its ending op."""
         p, base = len(order), len(g)
         me = order[q]
+        bad = [x for x in start if not (type(x) is int and 0 <= x < base)]
+        if bad:
+            raise GraphError(f"dependency {bad[0]!r} of {me}'s part: no such op (an op can "
+                             f"only depend on ops given before it)")
         g.add_ops(self.kind, [me if o else None for o in self.own],
                   [None if d is None else order[(q + d) % p] for d in self.dst], self.size,
                   [[x for d in deps for x in ((base + d,) if d >= 0 else start)]
-                   for deps in self.after])
+                   for deps in self.after], checked=True)
         g.latencies.extend((base + k, order[(q + a) % p], order[(q + c) % p], steps)
                            for k, a, c, steps in self.latencies)
         return base + self.end
 
 
 _PARTS = {}
+
+
+def add_parts(part, g, order, built, after, done, streams=None):
+    """Add the _Part `part` of each participant of `built` (names in `order`) to g, each
+    after after[name] (and, with streams (state, n), the end of its part of the collective
+    issued n before on the same group, as `build` orders them); done[name] receives the op
+    ending it."""
+    group = None
+    if streams is not None:
+        group = streams[0].setdefault(tuple(sorted(order)), {})
+    at = {n: i for i, n in enumerate(order)}
+    built = set(built)
+    for n in (m for m in order if m in built):
+        start = list((after or {}).get(n, ()))
+        if group is not None:
+            prev = group.get(n, ())
+            if len(prev) >= streams[1]:
+                start.append(prev[-streams[1]])
+        done[n] = part.add(g, order, at[n], start)
+        if group is not None:
+            prev = group.setdefault(n, [])
+            prev.append(done[n])
+            del prev[:-streams[1]]
 
 
 def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, in_flight,

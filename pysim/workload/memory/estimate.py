@@ -3,6 +3,7 @@ channel each way, scheduled by csim's op scheduler (the compiled one the runs us
 planning machine of one NPU), and its peak from the holds."""
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -101,10 +102,12 @@ class Estimate(_Queues):
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         network, node = _machine()
-        deps = [sorted(set(d)) for d in self.deps]
-        counts = np.fromiter((len(d) for d in deps), np.int32, n)
-        src = np.fromiter((a for d in deps for a in d), np.int64, int(counts.sum()))
-        dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+        given = np.fromiter(map(len, self.deps), np.int64, n)
+        pairs = np.unique(np.repeat(np.arange(n, dtype=np.int64), given) * n +
+                          np.fromiter(itertools.chain.from_iterable(self.deps), np.int64,
+                                      int(given.sum())))       # (op, dependency), once
+        dst, src = np.divmod(pairs, n)
+        counts = np.bincount(dst, minlength=n).astype(np.int32)
         order = np.lexsort((dst, src))
         succ_ptr = np.zeros(n + 1, np.int64)
         np.add.at(succ_ptr, src + 1, 1)

@@ -15,6 +15,7 @@ from pysim import models
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError, OpGraph, engine_params
 from pysim.workload.training import count
+from pysim.workload.training.compute import ACCUMULATE
 from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
@@ -44,6 +45,7 @@ class _Builder:
         self.streams = coll.comm_streams(cfg)
         self.sram_state = ({}, {})
         self.orders = {}
+        self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
         self.gathered = {}
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -68,8 +70,13 @@ class _Builder:
         return self.orders[key]
 
     def algorithm(self, collective):
-        """The algorithm a collective runs: workload.algorithm for all-reduces, else direct."""
-        return self.lay.algorithm if collective == "all_reduce" else "direct"
+        """The algorithm a collective runs: workload.algorithm for all-reduces, and for
+        reduce-scatters and all-gathers with NCCL's (which runs them as rings); else
+        direct."""
+        if collective == "all_reduce" or (self.lay.algorithm == "nccl" and
+                                          collective in ("reduce_scatter", "all_gather")):
+            return self.lay.algorithm
+        return "direct"
 
     def _add_collective(self, g, what, collective, group, nbytes, start, done, sram_state,
                         streams):
@@ -92,13 +99,24 @@ class _Builder:
             built = [n for n in group if self.lay.coords[n][1] < ranks]
         if nbytes <= 0:
             done.update({n: g.delay(0, after=start[n]) for n in (built or group)})
-        else:
-            coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
-                       self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
-                       after={n: start[n] for n in group}, done=done, sram_state=sram_state,
-                       sram_pieces=self.sram_pieces, units=self.units, streams=streams,
-                       form=self.lay.cfg.workload.collective_form, built=built,
-                       **coll.nccl_args(self.lay.cfg, topo))
+            return
+        if built is not None and len(built) < len(group) and algorithm != "hierarchical":
+            # the part, made once per collective, group and size (collectives.symmetric)
+            key = (collective, tuple(group), int(nbytes))
+            if key not in self.parts:
+                self.parts[key] = coll.symmetric(
+                    collective, algorithm, order, int(nbytes), self.chunks, None,
+                    self.lay.engine, self.in_flight, self.grain, self.units,
+                    self.lay.cfg.workload.collective_form, **coll.nccl_args(self.lay.cfg, topo))
+            if self.parts[key] is not None:
+                coll.add_parts(self.parts[key], g, order, built, start, done, streams)
+                return
+        coll.build(collective, algorithm, order, int(nbytes), self.chunks, None,
+                   self.lay.engine, self.sram, g, self.in_flight, dims, self.grain,
+                   after={n: start[n] for n in group}, done=done, sram_state=sram_state,
+                   sram_pieces=self.sram_pieces, units=self.units, streams=streams,
+                   form=self.lay.cfg.workload.collective_form, built=built,
+                   **coll.nccl_args(self.lay.cfg, topo))
 
     def collective_ops(self, collective, group, nbytes, g):
         """One collective over `group` added to the scratch graph g as `collective` adds it
@@ -452,6 +470,7 @@ class _Builder:
                 if bw is not None:
                     lo.bwd_weight = self.compute(n, i, bw, deps,
                                                  f"it{it} {layer.name} bwd_weight mb{j} {n}",
+                                                 ACCUMULATE if lay.grad_add and j else
                                                  "bwd_weight")
                     deps = [lo.bwd_weight]
                 cur[n] = deps

@@ -10,6 +10,15 @@
   (Megatron-LM's bias-dropout-add; Narayanan et al., SC 2021, section 4.2): the addition
   reads both inputs and writes its output, the dropout only writes its 1-byte mask. The op keeps its bytes (for the HBM it shares with communication); its rate is
   set so that it takes the kernel model's time.
+
+`workload.grad_accumulation`: how a micro-batch's weight gradient joins the gradient
+accumulated over the iteration's earlier micro-batches. 'fused' (the default) costs nothing
+beyond the weight gradient's product (the product adds into the accumulated gradient in its
+epilogue). 'add' (with 'kernels'): a separate element-wise addition after the product, on
+every micro-batch but the first, reading both gradients and writing the sum (3 gradient
+bytes per parameter at the achievable HBM bandwidth, and a launch): what PyTorch's autograd
+does when a parameter's gradient already exists (`param.grad += new`), and Megatron-LM's
+local data parallelism of 2021 did (its contiguous buffers' hook, `main_grad.add_(grad)`).
 """
 from __future__ import annotations
 
@@ -20,6 +29,8 @@ from pysim.models.layers import prod
 from pysim.schema import Key, declare
 
 COMPUTE = ("roofline", "kernels")
+GRAD_ACCUMULATION = ("fused", "add")
+ACCUMULATE = "bwd_weight_add"   # the phase of a weight gradient followed by its addition
 
 declare(
     Key("workload", "compute", "str", "roofline", "-",
@@ -31,6 +42,12 @@ declare(
         "Training with workload.compute = 'kernels': the attention core's kernels, "
         "'unfused' (batched products and softmax/dropout passes over the scores) or "
         "'flash' (FlashAttention).", None, lambda: list(ATTENTION)),
+    Key("workload", "grad_accumulation", "str", "fused", "-",
+        "Training with workload.compute = 'kernels': a micro-batch's weight gradient added "
+        "to the accumulated one inside its product ('fused') or by a separate element-wise "
+        "kernel after it on every micro-batch but the first ('add': 3 gradient bytes per "
+        "parameter, as PyTorch's autograd and Megatron-LM of 2021 do).", None,
+        lambda: list(GRAD_ACCUMULATION)),
 )
 
 
@@ -92,6 +109,11 @@ class KernelTimes:
             return memory_seconds(km, hbm, self.mask_bytes(i, samples), kernels=0)
         return memory_seconds(km, hbm, nbytes)
 
+    def accumulate_bytes(self, i):
+        """Layer i's gradient accumulation on one NPU ('add'): the accumulated and the new
+        gradient read, the sum written."""
+        return 3 * self.lay.grad_bytes(i)
+
     def mask_bytes(self, i, samples):
         """A fused dropout's 1-byte mask for `samples` samples on one NPU."""
         return samples * self.lay.model.layers[i].out_elems / self.lay.splits[i][1]
@@ -109,6 +131,11 @@ class KernelTimes:
     def _rate(self, npu, i, phase, samples, flops, nbytes):
         if i is None:
             t = memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, nbytes)
+        elif phase == ACCUMULATE:
+            add = self.accumulate_bytes(i)
+            t = self.seconds(npu, i, "bwd_weight", samples, nbytes) + \
+                memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, add)
+            nbytes += add
         else:
             t = self.seconds(npu, i, phase, samples, nbytes)
             if phase == "fwd" and i in self.fused:   # the HBM it moves: its mask alone

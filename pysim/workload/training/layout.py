@@ -17,6 +17,8 @@ from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.models.presets import npu_spec
 from pysim.workload.training.compute import KernelTimes
+
+OPTIMIZER_STEPS = ("fused", "passes")
 from pysim.workload.training.experts import check_experts
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
@@ -270,6 +272,12 @@ class _Layout:
         for s, (a, b) in enumerate(self.stages):
             self.stage_of[a:b] = s
         self.kernels = KernelTimes(self) if w.compute == "kernels" else None
+        self.grad_add = w.grad_accumulation == "add"
+        if self.grad_add and self.kernels is None:
+            raise ConfigError(f"workload.grad_accumulation = 'add' times the addition with the "
+                              f"kernel model, and workload.compute = {w.compute!r}; set "
+                              f"workload.compute = 'kernels' or leave the key out")
+        self.optimizer_step = w.optimizer_step
         self.table_owner = {}
         if any(self.split_table):
             self._place_tables()
@@ -384,9 +392,26 @@ class _Layout:
             n /= self.dp
         if not n:
             return None
-        per = (2 * self.pb.weight + self.pb.grad + 2 * self.pb.master +
-               2 * optimizer_bytes(self.optimizer, self.precision))
-        return n * OPTIMIZER_FLOPS[self.optimizer], n * per
+        return n * OPTIMIZER_FLOPS[self.optimizer], n * self.step_bytes_per_param()
+
+    def step_bytes_per_param(self):
+        """HBM bytes per parameter of a dense optimizer step (workload.optimizer_step).
+        'fused': one pass reading the weights, the gradient, the fp32 master weights (mixed)
+        and the optimizer state, writing all but the gradient. 'passes': the step as separate
+        multi-tensor kernels, as Megatron-LM's mixed-precision optimizer of 2021 ran it
+        (megatron/optimizer/optimizer.py, FP16OptimizerWithFP16Params.step; clip_grads.py):
+        mixed precision: the gradient converted to fp32 (read g, write 4), unscaled and
+        checked for inf/NaN (read 4, write 4), its norm for clipping (read 4), Adam or SGD
+        over the fp32 master weights and state (read gradient, master and state, write
+        master and state), the master weights copied to the model's (read 4, write w);
+        other precisions: the gradient's norm (read g) and the step."""
+        pb, state = self.pb, optimizer_bytes(self.optimizer, self.precision)
+        if self.optimizer_step == "fused":
+            return 2 * pb.weight + pb.grad + 2 * pb.master + 2 * state
+        if pb.master:
+            return (pb.grad + 4) + (4 + 4) + 4 + (4 + 2 * pb.master + 2 * state) + \
+                (pb.master + pb.weight)
+        return pb.grad + (2 * pb.weight + pb.grad + 2 * state)
 
     def _place_tables(self):
         """Split embedding tables: each to the NPU holding the fewest table bytes so far,
@@ -480,4 +505,10 @@ declare(
     Key("workload", "optimizer", "str", "sgd", "-",
         "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
         "writes.", None, lambda: ["sgd", "adam"]),
+    Key("workload", "optimizer_step", "str", "fused", "-",
+        "Training: the optimizer step's HBM traffic: 'fused' (one pass over weights, "
+        "gradient, master weights and state) or 'passes' (separate kernels as Megatron-LM's "
+        "mixed-precision optimizer of 2021: fp32 gradient copy, unscale and inf check, "
+        "norm for clipping, the step, the weights copied back; 52 bytes per parameter with "
+        "mixed precision and Adam).", None, lambda: list(OPTIMIZER_STEPS)),
 )

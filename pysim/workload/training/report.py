@@ -136,24 +136,32 @@ def training_report(graph, plan, res, cfg):
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0
     # training compute ops (forward, backward, optimizer) per NPU, in the last iteration
-    comp = {n: [] for n in plan.npus}
+    comp = {n: [] for n in plan.npus}            # their op ids
     it = len(plan.iterations) - 1
     fwd_ops, bwd_ops = {}, {}
+    keyed = []                                   # (bucket, (layer, npu), op)
     for (it_, i, n, j), lo_ in plan.layer_ops.items():
         if it_ != it:
             continue
         for op, bucket in ((lo_.fwd, fwd_ops), (lo_.bwd_input, bwd_ops),
                            (lo_.bwd_weight, bwd_ops)):
             if op is not None:
-                comp[n].append((int(start[op]), int(finish[op])))
-                bucket[(i, n)] = bucket.get((i, n), 0) + int(finish[op] - start[op])
+                comp[n].append(op)
+                keyed.append((bucket, (i, n), op))
+    if keyed:
+        ids = np.fromiter((op for _, _, op in keyed), np.int64, len(keyed))
+        for (bucket, key, _), d in zip(keyed, (finish[ids] - start[ids]).tolist()):
+            bucket[key] = bucket.get(key, 0) + int(d)
     for (it_, i, n), op in plan.optimizer.items():
         if it_ == it:
-            comp[n].append((int(start[op]), int(finish[op])))
+            comp[n].append(op)
     for it_, n, op in plan.recomputed:
         if it_ == it:
-            comp[n].append((int(start[op]), int(finish[op])))
-    comp_u = {n: _union(v) for n, v in comp.items()}
+            comp[n].append(op)
+    comp_u = {}
+    for n, ops in comp.items():
+        ids = np.asarray(ops, np.int64)
+        comp_u[n] = _union(zip(start[ids].tolist(), finish[ids].tolist()))
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
     # communication intervals per NPU: each collective from its first op touching the NPU
@@ -256,8 +264,11 @@ def training_report(graph, plan, res, cfg):
                 np.bincount(who[red], 4 * size[red], P))
     hbm = comm_hbm + np.bincount(who[roof], roof_bytes, P)
     net = np.bincount(who[snd], size[snd], P)
-    per_npu = {}
+    per_npu = {}                         # (the NPUs with ops of their own: those built)
+    own = np.bincount(who[who >= 0], minlength=P) > 0
     for k, n in enumerate(plan.npus):
+        if not own[k]:
+            continue
         per_npu[n] = dict(compute_utilisation=busy[n] / cycles if cycles else 0.0,
                           compute_cycles=busy[n], hbm_bytes=int(hbm[k]),
                           hbm_comm_bytes=int(comm_hbm[k]), network_bytes=int(net[k]))
