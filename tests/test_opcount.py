@@ -7,6 +7,7 @@ import pytest
 
 from conftest import make_cfg
 from pysim import models
+from pysim import simulate as pysim_simulate
 from pysim.errors import ConfigError
 from pysim.topology import build
 from pysim.workload import OpGraph
@@ -144,3 +145,83 @@ def test_a_model_of_given_times_past_the_limit_is_refused():
     assert count.check_given(Given, 4, 2, limit=240) == 240
     with pytest.raises(ConfigError, match="at least 480 ops.*workload.iterations = 4"):
         count.check_given(Given, 4, 4, limit=400)
+
+
+@pytest.mark.parametrize("par,extra", [
+    ({"dp": 8}, {}),
+    ({"tp": 2, "pp": 2, "sp": True, "interleave": 2, "micro_batches": 2},
+     {"memory": {"policy": "recompute", "recompute": "full"}}),
+    ({"tp": 2, "pp": 2, "dp": 2, "zero": 1, "replicas": "one", "micro_batches": 2},
+     {"overlap": True, "bucket_mb": 0.01, "iterations": 2}),
+])
+def test_a_long_models_compute_is_bounded_from_small_ones(par, extra):
+    """The compute a zoo model of many blocks makes, extrapolated from the same model with
+    3, 4 and 5 blocks (least_compute, what refuses a run before its layers are built), is a
+    lower bound of the compute counted on the model built whole: for a transformer, whose
+    blocks are alike, it is that count unless full recomputation's segments cut across
+    them."""
+    from pysim.workload.training.builder import least_compute
+    cfg = make_cfg(**ring8(), workload={
+        "kind": "training", "iterations": 1, "batch": 8, "optimizer": "adam",
+        "model": "transformer", "model_params": dict(TINY, layers=12), "parallel": par,
+        **extra})
+    topo = build(cfg)
+    least, per_block = least_compute(cfg, topo)
+    c, g, engine = counted_and_built(cfg)
+    assert_exact(c, g, engine)
+    assert 0 < per_block and least <= c.engine["compute"]
+    if "memory" not in extra:    # (full recompute's segments are not alike block by block)
+        assert least == c.engine["compute"]
+
+
+def test_a_long_model_past_the_op_limit_is_refused_before_its_layers_are_built(monkeypatch):
+    """20,000 transformer blocks on 8 NPUs make some 23 M engine ops of compute: refused
+    naming workload.model_params.layers, with no model of more than a few blocks built."""
+    built = []
+    get = models.get
+    monkeypatch.setattr(models, "get", lambda name, **kw: (built.append(kw.get("layers")),
+                                                           get(name, **kw))[1])
+    cfg = make_cfg(**ring8(), workload={
+        "kind": "training", "batch": 64, "model": "transformer",
+        "model_params": dict(layers=20000, hidden=8, heads=1, seq=8, vocab=8)})
+    with pytest.raises(ConfigError, match=r"workload.model_params.layers = 20,000 would "
+                                          r"expand into at least [\d,]+ engine ops"):
+        pysim_simulate(cfg)
+    assert built and max(built) <= 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("json_out", [False, True])
+def test_the_memory_estimate_bounds_a_runs_peak(tmp_path, json_out):
+    """count.BYTES_PER_OP (JSON_BYTES_PER_OP with --json) times a run's engine ops bounds the
+    peak resident memory of the process that runs it (measured: the kernel's maxrss), here a
+    chain of 10,000 ONNX Relu layers trained on the DGX-1 (640,000 engine ops)."""
+    import subprocess
+    import sys
+    import textwrap
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    n = 10_000
+    g = helper.make_graph([helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(n)],
+                          "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(g), str(tmp_path / "chain.onnx"))
+    code = textwrap.dedent(f"""
+        import json, resource, sys
+        from click.testing import CliRunner
+        from pysim.cli import main
+        args = ["run", "dgx1-v100", "-q", "--set", "workload.kind=training", "--set",
+                "workload.model={tmp_path / 'chain.onnx'}", "--set", "workload.batch=64",
+                "--set", "network.model=flow"] + {["--json", str(tmp_path / "r.json")]
+                                                  if json_out else []!r}
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    peak = int(r.stdout.split()[-1])
+    ops = 64 * n              # 8 NPUs x 2 iterations x (forward, backward) x 2 (roofline)
+    per_op = count.JSON_BYTES_PER_OP if json_out else count.BYTES_PER_OP
+    assert peak <= ops * per_op

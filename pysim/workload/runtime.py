@@ -98,7 +98,9 @@ def describe(est):
     if est.get("stage") == "build":
         return (f"estimate: about {duration(est['build_seconds'])} to build the op graph "
                 f"({est['graph_ops']:,} ops, {est['ops']:,} in the engine, about "
-                f"{est['bytes'] / 1e9:.1f} GB) and at least {duration(mine)} in all"
+                f"{est['bytes'] / 1e9:.1f} GB"
+                + (f", {est['json_bytes'] / 1e9:.1f} GB with --json" if "json_bytes" in est
+                   else "") + f") and at least {duration(mine)} in all"
                 + ("" if model == "flow" else
                    " (the flit level's network work is estimated once the graph is built)"))
     other = "flow" if model == "flit" else "flit"

@@ -55,7 +55,7 @@ from pysim.workload.graph import run_graph
 from pysim.workload.memory import apply_training, training_memory_report
 from pysim.workload import runtime
 from pysim.workload.training import count
-from pysim.workload.training.builder import training_graph
+from pysim.workload.training.builder import refuse_before_building, training_graph
 from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.workload.training.layout import (DIMS, PARALLEL_FIELDS, TABLES, check_parallel,
                                             load_model)
@@ -97,12 +97,14 @@ def run_training(cfg, progress=None):
         return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
     check_network(topo, cfg)             # (its limits at once, not after building the graph)
+    refuse_before_building(cfg, topo)    # (a long zoo model past the op limit, unbuilt)
     model = load_model(cfg)
     check_model_keys(cfg, model)
     estimate = getattr(progress, "estimate", None)
     graph, plan = training_graph(cfg, topo, model=model, counted=None if estimate is None else (
-        lambda c: estimate(runtime.before_build(c.graph_total, c.engine_total,
-                                                c.engine_total * count.BYTES_PER_OP, cfg))))
+        lambda c: estimate({**runtime.before_build(c.graph_total, c.engine_total,
+                                                   c.engine_total * count.BYTES_PER_OP, cfg),
+                            "json_bytes": c.engine_total * count.JSON_BYTES_PER_OP})))
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)

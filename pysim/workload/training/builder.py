@@ -11,7 +11,9 @@ from pysim.workload import collectives as coll
 from pysim.workload.astra import astra_graph
 from pysim.workload.compile import engine_ops
 from pysim._gc import quiet_gc
-from pysim.workload.graph import OpGraph, engine_params
+from pysim import models
+from pysim.workload import graph as graph_module
+from pysim.workload.graph import GraphError, OpGraph, engine_params
 from pysim.workload.training import count
 from pysim.workload.training.compute import ACCUMULATE
 from pysim.workload.training.data import _Buckets
@@ -541,6 +543,57 @@ class _Ns:
         self.__dict__.update(kw)
 
 
+SAMPLE = 3       # blocks of the small models a long zoo model's compute is extrapolated from
+
+
+def refuse_before_building(cfg, topo, npus=None, existing=0):
+    """A zoo model of many repeated blocks (workload.model_params.layers) past the op limit is
+    refused before its layer list is built: its compute ops (count.count, per layer, rank,
+    micro-batch and iteration) are counted on the same model with SAMPLE, SAMPLE + 1 and
+    SAMPLE + 2 blocks and extrapolated at the smaller of the two increments per block -- a
+    lower bound of the run's ops (collectives and sends come on top), so a run this refuses
+    the full count would refuse too. Anything the small models cannot show (a bad key, a
+    layout that needs more layers) is left to the full build, which reports it."""
+    w = cfg.workload
+    found = least_compute(cfg, topo, npus)
+    if found is None:
+        return
+    least, per_block = found
+    blocks = w.model_params["layers"]
+    limit = graph_module.MAX_OPS
+    if least + existing > limit:
+        raise GraphError(
+            f"training {w.model} with workload.model_params.layers = {blocks:,} would expand "
+            f"into at least {least:,} engine ops of compute alone (about "
+            f"{math.ceil(least * count.BYTES_PER_OP / 1e9)} GB), more than the {limit:,} an "
+            f"op graph may have: {per_block:,} per block (its layers on every rank, "
+            f"micro-batch and iteration; workload.iterations = {w.iterations:,}); fewer "
+            f"layers, ranks, micro-batches or iterations make fewer")
+
+
+def least_compute(cfg, topo, npus=None):
+    """(at least how many engine ops of compute, per block), for a zoo model of
+    workload.model_params.layers blocks, from small models (refuse_before_building); None
+    where the model has no such key or the small models cannot be laid out."""
+    w = cfg.workload
+    params = dict(w.model_params or {})
+    blocks = params.get("layers")
+    if w.model not in models.names() or isinstance(blocks, bool) or \
+            not isinstance(blocks, int) or blocks <= SAMPLE + 2:
+        return None
+
+    def compute(k):
+        m = models.get(w.model, **{**params, "layers": k})
+        return count.count(_Builder(_Layout(cfg, topo, m, npus), OpGraph(), ""),
+                           measure=False).engine["compute"]
+    try:
+        c = [compute(SAMPLE + d) for d in range(3)]
+    except (ConfigError, GraphError):
+        return None
+    per_block = min(c[1] - c[0], c[2] - c[1])
+    return c[0] + (blocks - SAMPLE) * per_block, per_block
+
+
 @quiet_gc
 def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None,
                    counted=None):
@@ -553,6 +606,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     if not isinstance(prefix, str):
         raise TypeError(f"training_graph(prefix): expected a str, not {type(prefix).__name__}")
     if model is None:
+        refuse_before_building(cfg, topo, npus, engine_ops(graph) if graph is not None else 0)
         model = load_model(cfg)
     if not hasattr(model, "layers"):
         raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"

@@ -41,10 +41,17 @@ PARTS = ("compute", "pipeline", "tp_collectives", "dp_collectives", "ep_collecti
          "tables")
 MEASURED = 200_000      # a collective bounded above this many engine ops is not built to count
 ROOFLINE = 2            # engine ops of a roofline compute op (it and its memory companion)
-# bytes a run takes per engine op at its peak, the graph, its plan and the engine's arrays
-# together: Narayanan et al.'s 529.6B and 1T rows (bench/megatron.py, docs/performance.md)
-# peak at 3.1 GB for 5.5 M engine ops and 6.8 GB for 12.2 M
-BYTES_PER_OP = 560
+# bytes a run takes per engine op at its peak (resident set), the graph, its plan and the
+# engine's arrays together, an upper bound from 0.6 M engine ops up: a chain of ONNX Relu
+# layers trained on the DGX-1 (8 NPUs, 2 iterations, flow level) peaks at 870, 740 and 687
+# bytes per op with 0.32 M, 0.64 M and 1.28 M engine ops (610-633 per op added over ~75 MB
+# the process holds before building), at 609 with 6.4 M; the 1,024-NPU GPT-3 iteration of
+# bench/scale.py at 460 (3.4 GB for 7.4 M), Narayanan et al.'s 529.6B and 1T rows
+# (bench/megatron.py) at 564 and 557 (3.1 GB for 5.5 M, 6.8 GB for 12.2 M; see
+# docs/performance.md). Writing --json holds the
+# result's dict as well: 1,013, 921 and 914 bytes per op at those sizes, 812 at 6.4 M.
+BYTES_PER_OP = 800
+JSON_BYTES_PER_OP = 1000
 
 
 @dataclass
