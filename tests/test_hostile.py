@@ -679,3 +679,24 @@ def test_an_interrupt_while_pysim_imports_exits_130_in_one_line():
     assert r.returncode == 130, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr.strip() == "interrupted: nothing written"
+
+
+def test_an_interrupt_while_the_command_line_is_parsed_exits_130_in_one_line(monkeypatch,
+                                                                             capsys):
+    """Ctrl-C while Click parses the command line (outside any command's own handler) ends
+    as an interrupt during a run does, exit 130 with one line, not Click's "Aborted!" with
+    status 1; a usage error keeps Click's status 2 and its message."""
+    import click
+    import pysim_entry
+
+    def interrupted(self, ctx, args):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(click.Group, "parse_args", interrupted)
+        m.setattr(sys, "argv", ["pysim", "systems"])
+        assert pysim_entry.main() == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted: nothing written" and "Aborted" not in err
+    monkeypatch.setattr(sys, "argv", ["pysim", "run", "--no-such-option"])
+    assert pysim_entry.main() == 2
+    assert "No such option '--no-such-option'" in capsys.readouterr().err
