@@ -5,7 +5,7 @@ the worst-case execution time by up to 35%.
 
     python bench/mapa.py [--jobs 1000] [--seed 1] [--workers 2] [--model flow]
                          [--variants fp32-sync,fp32-overlap,mixed-sync] [--set KEY=VALUE]
-                         [--out bench/results/mapa.json] [--figures docs/figures]
+                         [--out bench/results/mapa.json] [--figures bench/results]
                          [--cache shapes.sqlite]
 
 A stream from MAPA's generator (2-5 GPUs, its six networks, rings, 500-2,400 iterations, all
@@ -54,8 +54,9 @@ def main():
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--cache", default=None)
     ap.add_argument("--out", default=os.path.join(here, "results", "mapa.json"))
-    ap.add_argument("--figures", default=os.path.join(here, "..", "docs", "figures"),
-                    help="folder for the CDF figures (jobs-mapa-VARIANT.png); '' for none")
+    ap.add_argument("--figures", default=os.path.join(here, "results"),
+                    help="folder for the CDF figures (jobs-mapa-VARIANT.png); '' for none "
+                         "(docs/figures/make.sh passes the docs' folder)")
     a = ap.parse_args()
     from pysim.config import parse_override
     from pysim.jobs import load_server, run_stream

@@ -135,6 +135,11 @@ class _Builder:
             return self._note(node, self.g.memory(self.order[node], int(nbytes), after=[snd]))
         return self._note(node, snd)
 
+    def join(self, after):
+        """An op of no time that finishes when every op of `after` has (a join point: ops
+        that wait for all of them wait for it alone)."""
+        return self.g.delay(0, after=list(after))
+
     def begin_chunk(self, size):
         self.loads, self.last_at, self.chunk_bytes = {}, {}, size
 
@@ -222,6 +227,10 @@ class _Bulk:
             snd = self._op("memory", b.order[node], None, nbytes, [snd])
         b.last_at[node] = snd
         return snd
+
+    def join(self, after):
+        """An op of no time after every op of `after` (_Builder.join)."""
+        return self._op("delay", None, None, 0, list(after))
 
     def latency(self, a, c, steps, after):
         """A delay of `steps` one-flit latencies from participant a to c

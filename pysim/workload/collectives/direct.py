@@ -37,6 +37,9 @@ def direct(b, collective):
                     j = (i + k) % p
                     snd = e.send(i, j, blocks[j], [])
                     owned[j].append(e.reduce(j, blocks[j], [snd]))
+        if collective == "all_reduce":         # block j is reduced: one op joins its
+            owned = {j: [e.join(owned[j])] for j in range(p)}   # reductions, so that the
+            # p - 1 sends of it wait for one op each, not p - 1 (p^3 dependencies in all)
         if collective in ("all_reduce", "all_gather"):
             for k in range(1, p):
                 for j in range(p):

@@ -81,7 +81,8 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = 2 * (p - 1)
     elif algorithm == "direct":
         per = {"all_to_all": 1, "broadcast": 0, "reduce": 0}.get(
-            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1)
+            collective, ring.get(collective, 3)) * p * (p - 1) + 2 * (p - 1) + \
+            (p if collective == "all_reduce" else 0)
     elif algorithm == "halving_doubling":
         per = ring.get(collective, 3) * p * log
     elif algorithm == "tree":
@@ -101,7 +102,8 @@ def _engine_ops(collective, algorithm, p, engine):
     """The engine ops of one chunk of a collective without an offload engine, exactly (each
     half of a chunk taken as not empty): a send is one op (two on the NPU: its HBM read
     first), a reduction one (three on the NPU: its HBM traffic, its cores, their join), a
-    reception none (one on the NPU: its HBM write)."""
+    reception none (one on the NPU: its HBM write); the direct all-reduce's join of each
+    block's reductions one."""
     S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
     rs, ag = S + R, S + V
     per = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag,
@@ -112,8 +114,8 @@ def _engine_ops(collective, algorithm, p, engine):
     if algorithm == "ring" or (algorithm == "direct" and collective in ("broadcast",
                                                                          "reduce")):
         return per * (p - 1)
-    if algorithm == "direct":
-        return per * (p - 1) * p
+    if algorithm == "direct":                    # an all-reduce's joins: one per block
+        return per * (p - 1) * p + (p if collective == "all_reduce" else 0)
     if algorithm == "halving_doubling":
         return per * steps * p
     return 2 * per * (p - 1)                     # tree: two trees, up and down
