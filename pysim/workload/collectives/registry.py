@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pysim.errors import ConfigError
 from pysim.workload import graph as graph_module
-from pysim.workload import nccl
+from pysim.workload import nccl, nccl_graph
 from pysim.workload.collectives.builder import OFFLOAD_PIECES_IN_SRAM, _Builder
 from pysim.workload.collectives.direct import direct
 from pysim.workload.collectives.halving_doubling import halving_doubling
@@ -25,7 +25,7 @@ ALGORITHMS = {
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
     "tree": (tree, {"all_reduce"}),
     "hierarchical": (None, {"all_reduce"}),
-    "nccl": (None, nccl.SUPPORTED),            # (pysim/workload/nccl.py: needs the machine)
+    "nccl": (None, nccl.SUPPORTED),    # (pysim/workload/nccl_graph.py: needs the machine)
 }
 
 
@@ -57,15 +57,16 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
     ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
     (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
-    collectives (pysim.workload.nccl.ops_bound) are bounded tighter given nbytes, and
+    collectives (pysim.workload.nccl_graph.ops_bound) are bounded tighter given nbytes, and
     counted from NCCL's plan given also the machine and the ranks (plus a take and a free
     of its SMs per rank on the NPU)."""
     if algorithm == "nccl":
         f = form if streamed(collective, algorithm, engine) else "steps"
         if nbytes is not None and machine is not None and order is not None:
-            return nccl.plan_ops(collective, nbytes, nccl_settings or {}, machine, order, f) \
+            return nccl_graph.plan_ops(collective, nbytes, nccl_settings or {}, machine,
+                                       order, f) \
                 + (2 * p if engine == "npu" else 0)
-        return nccl.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
+        return nccl_graph.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
     if form == "streams" and streamed(collective, algorithm, engine, 0, chunks):
         S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
@@ -219,7 +220,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
                               "dimensions (a torus or mesh)")
         hierarchical(b, collective, dims)
     elif algorithm == "nccl":
-        nccl.build(b, collective, nccl_settings or {}, machine)
+        nccl_graph.build(b, collective, nccl_settings or {}, machine)
     else:
         fn(b, collective)
     if done is not None or units or streams is not None:
