@@ -1,7 +1,7 @@
 """Megatron-LM's GPT runs on Selene (Narayanan et al., SC 2021, Table 1) simulated at the flow
 level: per configuration, the published per-GPU throughput beside pysim's, and the error.
 
-    python bench/megatron.py [--rows 0,1,2] [--json FILE] [--micro-batch 1] [--interleave auto]
+    python bench/megatron.py [--rows 0,1,2] [--json FILE] [--micro-batch N] [--interleave auto]
 
 The ten configurations (tests/data/megatron_sc21_table1.json, with the table's citation) are
 GPT models of 1.7 to 1,008 billion parameters on 32 to 3,072 A100s. Each runs one iteration
@@ -31,10 +31,14 @@ parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's a
 beside the weight gradient, the paper's micro-batch and interleaving;
 tests/data/korthikanti_table5.json).
 
-Not published, and chosen here (not fitted): the micro-batch size (1, as in most of the
-paper's other experiments); the interleaved schedule's chunks per stage (the paper runs
-Table 1 interleaved with the scatter-gather optimisation, without the number: the fewest
-above one that divide a stage's transformer layers). The system is Selene as the cluster
+Not in the paper's table, and taken from the authors' scripts for it (NVIDIA/Megatron-LM,
+examples/sc21/run_table_1.sh; kept beside the table in its data file): each row's micro-batch
+size (16 for 1.7B to 7.5B, 8 for 18B, 4 for 39B, 2 for 76B and 145B, 1 above) and
+interleaved chunks per stage (3 for 76B and 530B, 2 for 145B and 310B, none for the others,
+the 1T model included). The scripts run the models without pipelining with PyTorch's
+DistributedDataParallel, which overlaps the gradients' all-reduce with the backward pass;
+pysim all-reduces them after it (Megatron-LM's local data parallelism) for every row. The
+system is Selene as the cluster
 builder lays it out (`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree
 of 40-port HDR switches, as the shipped `selene`), with as many nodes as the configuration
 uses;
@@ -92,6 +96,9 @@ def table(which="sc21"):
     with open(DATA if which == "sc21" else KORTHIKANTI) as f:
         d = json.load(f)
     rows = [dict(zip(d["columns"], r)) for r in d["rows"]]
+    if "run_settings" in d:              # the authors' scripts' micro-batch and interleaving
+        for r, s in zip(rows, d["run_settings"]["rows"]):
+            r.update(zip(d["run_settings"]["columns"], s))
     if which != "sc21":
         for r in rows:
             r["tp_overlap"] = True
@@ -264,9 +271,12 @@ def _child(*args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
-    ap.add_argument("--micro-batch", type=int, default=1)
+    ap.add_argument("--micro-batch", type=int, default=None,
+                    help="the micro-batch size of every row (default: each row's, from the "
+                         "authors' scripts)")
     ap.add_argument("--interleave", default="auto",
-                    help="model chunks per pipeline stage (default 'auto': the fewest above "
+                    help="model chunks per pipeline stage (default 'auto': each row's, from "
+                         "the authors' scripts; where a table gives none, the fewest above "
                          "one that divide a stage's layers, where pp > 1)")
     ap.add_argument("--system", choices=sorted(SYSTEMS), default="cluster",
                     help="cluster: topology.kind = 'cluster' (DGX A100 nodes on a "
@@ -313,9 +323,8 @@ def main(argv=None):
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
           f"{'error':>7} {'iteration':>10} {'wall':>7} {'CPU':>7} {'peak':>8}")
     for k in pick:
-        v = a.interleave if a.interleave == "auto" else int(a.interleave)
-        mb = rows[k].get("micro_batch", a.micro_batch)
-        v = rows[k].get("interleave", v)
+        mb = a.micro_batch or rows[k].get("micro_batch", 1)
+        v = rows[k].get("interleave", "auto") if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], mb, v, a.system,
                     a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks, a.era)
         out.append(r)

@@ -48,15 +48,38 @@ def test_pysims_gpt_has_the_tables_parameters(row):
     assert m.params / 1e9 == pytest.approx(row["params_billion"], abs=0.05)
 
 
+SETTINGS = [dict(zip(META["run_settings"]["columns"], s)) for s in META["run_settings"]["rows"]]
+
+
+@pytest.mark.parametrize("row,run", list(zip(ROWS, SETTINGS)),
+                         ids=lambda x: f"{x['params_billion']}B" if "heads" in x else "")
+def test_the_authors_settings_fit_their_rows(row, run):
+    """The authors' scripts' micro-batch and interleaving, as transcribed, fit the table's
+    row: the micro-batch divides each replica's share of the batch, the interleaved chunks a
+    stage's layers (Megatron-LM's --num-layers-per-virtual-pipeline-stage), and the
+    interleaved schedule has micro-batches a multiple of pp."""
+    assert len(SETTINGS) == len(ROWS)
+    dp = row["gpus"] // (row["tp"] * row["pp"])
+    assert row["batch"] % (dp * run["micro_batch"]) == 0
+    m = row["batch"] // dp // run["micro_batch"]
+    assert (row["layers"] // row["pp"]) % run["interleave"] == 0
+    if run["interleave"] > 1:
+        assert row["pp"] > 1 and m % row["pp"] == 0
+    assert run["ddp"] == ("torch" if row["pp"] == 1 else "local")
+
+
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="pysim is 18% fast on the 1.7B row at the authors' "
+                   "micro-batch of 16 (docs/validation.md: the kernel model)")
 def test_the_smallest_configuration_is_within_ten_percent():
-    """1.7B on 32 GPUs, no tensor or pipeline parallelism: its iteration is the kernel
-    model's compute (with Megatron-LM's gradient accumulation and optimizer passes of
-    2021) and NCCL's gradient all-reduce over 4 nodes: within the 10% target
-    (docs/validation.md; +8.5%)."""
+    """1.7B on 32 GPUs, no tensor or pipeline parallelism, the authors' micro-batch of 16:
+    its iteration is the kernel model's compute (with Megatron-LM's gradient accumulation
+    and optimizer passes of 2021) and NCCL's gradient all-reduce over 4 nodes, held to the
+    10% target. It misses it (+18.0%, docs/validation.md); strict, so a fix shows."""
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import megatron
-    r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], 1, 1)
+    r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
+                         SETTINGS[0]["interleave"])
     assert abs(r["error"]) < 0.10
 
 
