@@ -15,7 +15,10 @@ which holds no units). Per (platform, model):
 
 Platforms (the paper's kinds: tori and rings of rings of 16-64 NPUs): torus4x4x4, the 64-NPU
 4x4x4 torus of the paper's sample platform (32/16/16 GB/s); torus4x4, its first two
-dimensions (16 NPUs); ring-of-rings4x4 (four rings of four, 50/25 GB/s). Hierarchical
+dimensions (16 NPUs); torus4x4-4x, the same with links of four times the bandwidth (128/64
+GB/s, NICs of 512 GB/s: assumed, an NPU with as much network bandwidth as the paper's
+platforms give it, which the paper's text gives as hundreds of GB/s); ring-of-rings4x4
+(four rings of four, 50/25 GB/s). Hierarchical
 all-reduce (dimension by dimension), collectives of one communicator in stream order.
 
 Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 bits, 900 GB/s
@@ -51,6 +54,10 @@ TOPO = os.path.join(HERE, "..", "topologies")
 PLATFORMS = {
     "torus4x4": ("torus4x4x4.toml", {"topology.dims": [4, 4],
                                      "topology.dim_link_gbps": [32.0, 16.0]}, 16),
+    "torus4x4-4x": ("torus4x4x4.toml", {"topology.dims": [4, 4],
+                                        "topology.dim_link_gbps": [128.0, 64.0],
+                                        "topology.nic.npu.injection_gbps": 512.0,
+                                        "topology.nic.npu.ejection_gbps": 512.0}, 16),
     "torus4x4x4": ("torus4x4x4.toml", {}, 64),
     "ring-of-rings4x4": ("ring-of-rings4x4.toml", {}, 16),
 }
