@@ -98,10 +98,15 @@ class GraphResult:
         d = dict(self.__dict__)
         d.pop("op_graph", None)
         d.update(d.pop("collective"))        # collective_cycles, algbw_gbps, ... top-level
-        d["ops"] = list(d["ops"])
         if not d["memory"]:
             del d["memory"]
-        return json_safe(d)
+        # the ops made once, not copied again: of an op's values only a roofline op's
+        # flops and bytes can be a float (json_safe's concern)
+        ops = d["ops"]
+        d["ops"] = []
+        d = json_safe(d)
+        d["ops"] = [json_safe(op) if "flops" in op else op for op in ops]
+        return d
 
     def busy_cycles(self):
         """Per node: cycles its compute unit was busy."""
