@@ -227,33 +227,3 @@ def test_more_budget_never_slows_an_npu_run_all_reduce():
     assert all(b >= a * (1 - 1e-6) for a, b in zip(got, got[1:])), got
     lock = [gbps(b, "interleaved") for b in (360.0, 420.0)]
     assert lock[1] < lock[0]                 # the lockstep's dip, which the order removes
-
-
-@pytest.mark.parametrize("net", ["flit", "flow"])
-def test_an_npu_run_step_streams_its_reads_and_reductions_with_the_data(net):
-    """One chunk of a ring all-reduce run by the NPUs (p = 4, N bytes): each step's block is
-    read from HBM as it is sent and reduced (or written) as it arrives, as an NCCL kernel's
-    slices are, so a step takes max(block / link, HBM bytes / budget), 5 bytes of HBM per
-    network byte in the reduce-scatter (read for the send, the received block written, read
-    with the local one, the result written) and 2 in the all-gather. With a budget that
-    binds neither phase, the NPU-run all-reduce takes what the same all-reduce takes with no
-    endpoint model (within 1%; storing and forwarding each block whole adds its read and its
-    reduction to every step: 10% here); with one that binds both, (p-1)/p N (5 + 2) / B
-    (within 2%; stored and forwarded: 9% over)."""
-    p, N = 4, 2 << 20
-
-    def makespan(budget, link, engine="npu"):
-        w = {"kind": "collective", "bytes": N, "chunks": 1, "algorithm": "ring"}
-        if engine:
-            w.update(engine=engine, comm_sms=40, comm_hbm_gbps=budget)
-        cfg = make_cfg(topology={"kind": "ring", "size": p, "link_gbps": link,
-                                 "npu": {"hbm_gbps": 900.0, "sms": 80}},
-                       network={"model": net, "injection_gbps": 400.0,
-                                "ejection_gbps": 400.0}, workload=w)
-        g, _ = collectives.collective_graph(cfg, compile_network(cfg).topo)
-        return run_graph(cfg, g).makespan_cycles
-
-    assert makespan(800.0, 25.0) == pytest.approx(makespan(800.0, 25.0, None), rel=0.01)
-    budget, link = 30.0, 100.0
-    want = (p - 1) / p * N * (max(1 / link, 5 / budget) + max(1 / link, 2 / budget))
-    assert makespan(budget, link) == pytest.approx(want, rel=0.02)

@@ -57,7 +57,6 @@ class _Builder:
         self.io = True                  # offload: load inputs and store results here
         self.grain = grain              # offload: the bytes reduced after a message arrives
         self.sram_pieces = sram_pieces  # offload: pieces of SRAM / this
-        self.npu_sends = {}             # npu: per send, ([its head read], its tail read)
 
     def _note(self, node, op):
         self.last_at[node] = op
@@ -75,13 +74,9 @@ class _Builder:
                 prev = self.ends[self.last_piece[c]].get(a)
                 if prev is not None:
                     after.append(prev)
-        if self.engine == "npu":        # read from HBM as it is sent (_npu_streams)
-            head, tail = _npu_read(self.grain, int(nbytes),
-                                   lambda n: self.g.memory(self.order[a], n, after=after))
-            snd = self.g.send(self.order[a], self.order[b], int(nbytes), after=[head])
-            self.npu_sends[snd] = ([head], tail)
-            return snd
-        if self._streams():
+        if self.engine == "npu":        # what is sent is read from HBM first
+            after = [self.g.memory(self.order[a], int(nbytes), after=after)]
+        elif self._streams():
             after.append(self._load(a))     # the piece's input is in the SRAM
         return self.g.send(self.order[a], self.order[b], int(nbytes), after=after)
 
@@ -111,9 +106,7 @@ class _Builder:
             # engine reduces it in its SRAM (OpGraph.reduce), with the local block loaded
             if self.engine == "offload":
                 return self._note(node, self._stream_reduce(node, int(nbytes), after))
-            return self._note(node, _npu_streams(
-                self.grain, int(nbytes), after, self.npu_sends, list(self.start.get(node, ())),
-                lambda nb, dep: self.g.reduce(n, nb, "npu", after=dep)))
+            return self._note(node, self.g.reduce(n, int(nbytes), self.engine, after=after))
         cycles = 0 if not self.reduce_bpc else nbytes / self.reduce_bpc
         if not cycles <= MAX_INT:
             raise ConfigError(f"workload.reduce_gbps: reducing {nbytes:,} bytes at "
@@ -139,9 +132,7 @@ class _Builder:
         """A block received without reduction (all-gather): on the NPU it is written to HBM
         before it can be forwarded."""
         if self.engine == "npu":
-            return self._note(node, _npu_streams(
-                self.grain, int(nbytes), [snd], self.npu_sends, [],
-                lambda nb, dep: self.g.memory(self.order[node], nb, after=dep)))
+            return self._note(node, self.g.memory(self.order[node], int(nbytes), after=[snd]))
         return self._note(node, snd)
 
     def join(self, after):
@@ -181,33 +172,6 @@ class _Builder:
         return out
 
 
-def _npu_read(grain, nbytes, memory):
-    """An NPU-run send's read of its data from HBM, streamed as it is sent (as an NCCL
-    kernel's slices are): the head (the first `grain` bytes) before the send starts, the
-    tail beside it (of no bytes if the message is no larger than a grain: the op counts do
-    not depend on the sizes). memory(n) adds a read of n bytes; returns (head, tail)."""
-    head_bytes = min(nbytes, grain)
-    return memory(head_bytes), memory(nbytes - head_bytes)
-
-
-def _npu_streams(grain, nbytes, after, sends, local, op):
-    """What an NPU does with a message it receives (its reduction, or the write of a block
-    it forwards), streamed as the data arrives: when after[0] is a send of _npu_read, the
-    bulk (all but the last `grain` bytes) may run from the moment the send starts, and the
-    last grain after the send and the sender's read have finished; so the work ends one
-    grain after the data, or when the endpoint's budget has done it all if that is slower
-    than the data arrives (two ops whatever the sizes, the bulk of no bytes if the message
-    is no larger than a grain). Otherwise the whole after `after`. op(n, after) adds the
-    op."""
-    got = sends.get(after[0]) if after else None
-    if got is None:
-        return op(nbytes, list(after))
-    early, tail = got
-    last = min(nbytes, grain)
-    bulk = op(nbytes - last, early + list(local))
-    return op(last, list(after) + [tail, bulk])
-
-
 def _split(total, parts):
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -227,7 +191,6 @@ class _Bulk:
         self.kind, self.node, self.dst, self.size, self.after = [], [], [], [], []
         self.latencies = []
         self.npu = b.engine == "npu"
-        self.npu_sends = {}             # npu: per send, ([its head read], its tail read)
 
     @staticmethod
     def applies(b):
@@ -244,22 +207,15 @@ class _Bulk:
     def send(self, a, c, nbytes, after):
         b = self.b
         after = list(after) or list(b.start.get(a, ()))
-        if self.npu:                    # read from HBM as it is sent (_npu_streams)
-            head, tail = _npu_read(b.grain, nbytes, lambda n: self._op(
-                "memory", b.order[a], None, n, after))
-            snd = self._op("send", b.order[a], b.order[c], nbytes, [head])
-            self.npu_sends[snd] = ([head], tail)
-            return snd
+        if self.npu:                    # what is sent is read from HBM first
+            after = [self._op("memory", b.order[a], None, nbytes, after)]
         return self._op("send", b.order[a], b.order[c], nbytes, after)
 
     def reduce(self, node, nbytes, after):
         b = self.b
-        local = list(b.start.get(node, ()))
-        after = list(after) + local
+        after = list(after) + list(b.start.get(node, ()))
         if self.npu:
-            op = _npu_streams(b.grain, nbytes, after, self.npu_sends, local,
-                              lambda nb, dep: self._op("reduce_npu", b.order[node], None,
-                                                       nb, dep))
+            op = self._op("reduce_npu", b.order[node], None, nbytes, after)
         else:
             op = self._op("compute", b.order[node], None, _reduce_cycles(b, nbytes), after)
         b.last_at[node] = op
@@ -268,9 +224,7 @@ class _Bulk:
     def received(self, node, nbytes, snd):
         b = self.b
         if self.npu:
-            snd = _npu_streams(b.grain, nbytes, [snd], self.npu_sends, [],
-                               lambda nb, dep: self._op("memory", b.order[node], None, nb,
-                                                        dep))
+            snd = self._op("memory", b.order[node], None, nbytes, [snd])
         b.last_at[node] = snd
         return snd
 

@@ -54,9 +54,9 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
     endpoint model and on the NPU (_engine_ops); on the offload engine each reduction in two
     parts (the bulk as a message arrives, its last packet's worth after it) and per piece a
     load and a store per node, `pieces` the pieces the engine cuts a chunk into. As streams
-    (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (three
-    ops on the NPU), a reduction (six on the NPU) where the collective reduces, a reception
-    (two on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
+    (form = 'streams', where `streamed`), exactly: per chunk, direction and rank a send (two
+    ops on the NPU), a reduction (three on the NPU) where the collective reduces, a reception
+    (one on the NPU, none without an endpoint model) where it gathers, and a delay. NCCL's
     collectives (pysim.workload.nccl_graph.ops_bound) are bounded tighter given nbytes, and
     counted from NCCL's plan given also the machine and the ranks (plus a take and a free
     of its SMs per rank on the NPU)."""
@@ -68,7 +68,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
                 + (2 * p if engine == "npu" else 0)
         return nccl_graph.ops_bound(collective, p, nccl.MAX_CHANNELS, nbytes, f)
     if form == "streams" and streamed(collective, algorithm, engine, 0, chunks):
-        S, R, V = (3, 6, 2) if engine == "npu" else (1, 1, 0)
+        S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
         per = S + 1 + (R if collective != "all_gather" else 0) + \
             (V if collective != "reduce_scatter" else 0)
         return chunks * p * per * (2 if algorithm == "bidir_ring" else 1)
@@ -101,12 +101,11 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
 
 def _engine_ops(collective, algorithm, p, engine):
     """The engine ops of one chunk of a collective without an offload engine, exactly (each
-    half of a chunk taken as not empty): a send is one op (three on the NPU: its HBM read
-    in two parts, builder._npu_read), a reduction one (six on the NPU: in two parts,
-    builder._npu_streams, each its HBM traffic, its cores, their join), a reception none
-    (two on the NPU: its HBM write in two parts); the direct all-reduce's join of each
+    half of a chunk taken as not empty): a send is one op (two on the NPU: its HBM read
+    first), a reduction one (three on the NPU: its HBM traffic, its cores, their join), a
+    reception none (one on the NPU: its HBM write); the direct all-reduce's join of each
     block's reductions one."""
-    S, R, V = (3, 6, 2) if engine == "npu" else (1, 1, 0)
+    S, R, V = (2, 3, 1) if engine == "npu" else (1, 1, 0)
     rs, ag = S + R, S + V
     per = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag,
            "all_to_all": ag, "broadcast": ag, "reduce": rs}[collective]

@@ -87,8 +87,7 @@ def _ring_bulk(b, collective, bidirectional):
 def _ring_streams(b, collective, bidirectional):
     """ring() as streams (build(form='streams')): per chunk, direction and rank i, one send
     to its neighbour j of every byte i sends in all the steps, then at j one reduction of
-    the reduce-scatter's bytes and one reception of the all-gather's, each as the stream
-    arrives, and a delay of the
+    the reduce-scatter's bytes and one reception of the all-gather's, and a delay of the
     latency of the steps the stream stands for (OpGraph.step_latency: steps - 1 one-flit
     latencies of the route); a rank's part ends when that delay and its own stream have.
     Where the steps are alike (a symmetric ring, nothing else on its links) the chain send,
@@ -117,11 +116,12 @@ def _ring_streams(b, collective, bidirectional):
             sends = [k.send(i, (i + direction) % p, red[i] + gat[i], []) for i in range(p)]
             for i in range(p):
                 j = (i + direction) % p
-                # j's reduction and its reception each as the stream arrives (on the NPU
-                # through its memory, builder._npu_streams), the rank's part ending after both
-                ends = ([k.reduce(j, red[i], [sends[i]])] if rs else []) + \
-                    ([k.received(j, gat[i], sends[i])] if ag else [])
-                b.last_at[j] = k.latency(i, j, steps - 1, ends + [sends[j]])
+                last = sends[i]
+                if rs:
+                    last = k.reduce(j, red[i], [last])
+                if ag:
+                    last = k.received(j, gat[i], last)
+                b.last_at[j] = k.latency(i, j, steps - 1, [last, sends[j]])
         b.end_chunk()
     k.flush()
 
