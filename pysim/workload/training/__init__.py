@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import time
 
+from pysim._gc import quiet_gc
 from pysim.config import Config
 from pysim.topology import build as build_topology
 from pysim.network import check_network
@@ -88,6 +89,7 @@ def _memory_config(cfg, plan):
 
 
 @register("training", traces=True, reads=TRAINING + COLLECTIVE_KEYS + OP_GRAPH_KEYS)
+@quiet_gc
 def run_training(cfg, progress=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
     time, its compute and (exposed) communication, per layer and per NPU."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pysim._gc import quiet_gc
 from pysim.errors import ConfigError
 from pysim.workload import collectives as coll
 from pysim.workload import graph as graph_module
@@ -134,6 +135,7 @@ class _Collectives:
         return len(groups) * g, len(groups) * e
 
 
+@quiet_gc
 def count(b, measure=True):
     """The OpCount of workload.iterations iterations built by b (see the module's doc)."""
     lay = b.lay
