@@ -290,7 +290,8 @@ def main(argv=None):
                          "most this many ops (default: the op graph's limit)")
     ap.add_argument("--op-limit", type=int, default=None,
                     help="raise the op graph's limit (pysim.workload.graph.MAX_OPS, graph "
-                         "and engine ops) for this run: memory grows about 600 bytes per op")
+                         "and engine ops) for this run: memory grows by up to 800 bytes per engine "
+                         "op (pysim.workload.training.count.BYTES_PER_OP)")
     ap.add_argument("--comm-sms", type=int, default=None,
                     help="workload.comm_sms: the compute units an NPU-run collective holds "
                          "(default the preset's NCCL channel count; 0: none, collectives "
