@@ -2,6 +2,7 @@ import atexit
 import compileall
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,13 @@ def _bytecode_for_subprocesses():
 
 
 _bytecode_for_subprocesses()
+
+
+def interruptible():
+    """preexec_fn of a subprocess a test interrupts as a terminal's Ctrl-C would: SIGINT at
+    its default, which a shell starting the tests in the background leaves ignored (and
+    Python then raises no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def make_cfg(**sections):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT, TOPOLOGIES, make_cfg
+from conftest import ROOT, TOPOLOGIES, interruptible, make_cfg
 from pysim import config
 from pysim.cli import main
 from pysim.config import from_dict, load
@@ -283,7 +283,7 @@ def test_ctrl_c_stops_a_long_run():
             f"main(['run', {os.path.join(TOPOLOGIES, 'mesh8x8.toml')!r}, '--set', "
             "'simulation.measure_cycles=1000000000'])")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     assert p.stdout.readline().strip() == "ready"      # imported (however slow the machine)
     time.sleep(1.0)                        # compiled (8x8: ~0.05 s) and into the window
     p.send_signal(signal.SIGINT)

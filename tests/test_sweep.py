@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import importlib
 
 import pysim
-from conftest import ROOT, TOPOLOGIES
+from conftest import ROOT, TOPOLOGIES, interruptible
 from pysim import plot
 from pysim.cli import main
 from pysim.config import load
@@ -156,7 +156,8 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(tmp_path):
             f"'--param', 'simulation.measure_cycles=3000000', '--db', {str(db)!r}, "
             "'-j', '2', '-q'])")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=interruptible)
     try:
         assert p.stdout.readline().strip() == "ready"
         time.sleep(2.0)                               # the workers are simulating
