@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 import warnings
 
@@ -356,14 +357,7 @@ def load(path, overrides: dict | None = None) -> Config:
 def _names(msg, key):
     """Whether an error message names `key` as a whole key ('jobs.max_iterations = 10', not
     'jobs.max_iterations_x')."""
-    i = msg.find(key)
-    while i >= 0:
-        before = msg[i - 1] if i else " "
-        after = msg[i + len(key):i + len(key) + 1]
-        if not (before.isalnum() or before in "._") and after in ("", " ", ":", ",", ")"):
-            return True
-        i = msg.find(key, i + 1)
-    return False
+    return re.search(rf"(?<![\w.]){re.escape(key)}(?=$|[ :,)])", msg) is not None
 
 
 def _include_topology(raw, base, overrides):

@@ -17,8 +17,6 @@ from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.precision import OPTIMIZER_FLOPS
 from pysim.models.presets import npu_spec
 from pysim.workload.training.compute import KernelTimes
-
-OPTIMIZER_STEPS = ("fused", "passes")
 from pysim.workload.training.experts import check_experts
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
@@ -26,6 +24,8 @@ from pysim.workload.training.sequence import sequence_plan
 from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_split,
                                             vocabulary_padding)
 from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
+
+OPTIMIZER_STEPS = ("fused", "passes")   # workload.optimizer_step
 
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
