@@ -273,12 +273,14 @@ def test_offload_engine_streams_a_large_all_reduce_at_link_bandwidth(N, sram_mb)
     SRAM (and the same at a quarter: 8 MiB, chunks and SRAM of 2 MiB): the engine streams
     each chunk through its SRAM in pieces, so it runs at the links' bandwidth,
     2(p-1)/p N / B, within 1% (whole chunks that fill the SRAM, one after the other, would
-    take 1.19x), and no slower than the NPU running the same collective."""
+    take 1.19x). The NPU running the same collective, with the whole HBM for its budget,
+    streams each step's block through its memory as it arrives (csim/_dag.pxd's streams)
+    and runs at the links' bandwidth too, within 1%."""
     t = {e: simulate(ring8_slow_links(e, N, sram_mb)).to_dict()["collective_cycles"]
          for e in ("npu", "offload")}
     bandwidth_term = 2 * 7 / 8 * N / 53.7
     assert bandwidth_term <= t["offload"] <= 1.01 * bandwidth_term
-    assert t["offload"] <= t["npu"]
+    assert bandwidth_term <= t["npu"] <= 1.01 * bandwidth_term
 
 
 @pytest.mark.parametrize("N,sram_mb", [(8 << 20, 2),
