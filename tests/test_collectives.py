@@ -430,6 +430,43 @@ def test_hierarchical_all_reduce_on_a_ring_of_rings():
         run(star8(), algorithm="hierarchical")
 
 
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_bidirectional_hierarchical_all_reduce_uses_both_directions(net):
+    """4x4 torus of 32 (dimension 0) and 16 GB/s links, S = 4 MiB, one chunk, no endpoint
+    model. hierarchical sends each ring one way: per NPU 3/4 S of reduce-scatter and 3/4 S of
+    all-gather on its + link of dimension 0, 2 (3/4) (S/4) = 3/8 S on its + link of dimension
+    1, nothing on the - links; the phases one after another, 3 (3/4 S / 32) (the middle one,
+    3/8 S / 16, as long), so a bus bandwidth (1.875 S over the time) of 1.875 / (2.25 / 32) =
+    26.7 GB/s. bidir_hierarchical halves each dimension's shard, one half each way: every
+    directed link of dimension 0 carries 3/4 S, of dimension 1 3/16 S, and the phases take
+    half as long: 53.3 GB/s (perfectly pipelined chunks would be bound by dimension 0's
+    links: 1.875 / (0.75 / 32) = 80). Bytes per link exactly (whole flits), bandwidth within
+    1% plus the steps' latency."""
+    S = 4 << 20
+
+    def run_(alg):
+        cfg = load(os.path.join(TOPOLOGIES, "torus4x4x4.toml"), {
+            "topology.dims": [4, 4], "topology.dim_link_gbps": [32.0, 16.0],
+            "workload.kind": "collective", "workload.algorithm": alg, "workload.bytes": S,
+            "workload.chunks": 1, "network.model": net})
+        r = simulate(cfg)
+        carried = {}
+        for link in r.links:
+            key = (link["src"], link["dst"], round(link["bandwidth_gbps"]))
+            carried[key] = carried.get(key, 0) + link["flits"] * cfg.network.flit_bytes
+        per_link = {}
+        for (_, _, bw), b in carried.items():
+            per_link.setdefault(bw, set()).add(b / S)
+        return r.to_dict()["collective_cycles"], per_link
+
+    one, links = run_("hierarchical")
+    assert links == {32: {0.0, 1.5}, 16: {0.0, 0.375}}
+    assert 2.25 * S / 32 <= one <= 1.01 * 2.25 * S / 32 + 12 * 150
+    both, links = run_("bidir_hierarchical")
+    assert links == {32: {0.75}, 16: {0.1875}}
+    assert 1.125 * S / 32 <= both <= 1.01 * 1.125 * S / 32 + 12 * 150
+
+
 def test_double_binary_tree_all_reduce():
     """Two mirrored heap-shaped binary trees over 8 NPUs on a switch: every node is interior
     in at most one tree; each tree moves N/2 up p-1 edges and down p-1 edges, so 2(p-1)N
