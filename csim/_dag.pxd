@@ -42,8 +42,10 @@
 # slices or a NIC's DMA do, instead of after it. Such an op counts its source as done for
 # starting when the source starts; it cannot finish before its source has. A unit op runs
 # its bulk (size - op_tail cycles) from then, gives its unit up if the bulk is done before
-# the source is, and queues for its unit again with its tail (op_tail cycles: its work on
-# the last packet of data) when the source finishes; a send whose source finishes after its
+# the source is, and takes its unit again for its tail (op_tail cycles: its work on the last
+# packet of data) when the source finishes, ahead of the ops waiting there and of a bulk
+# running there (which resumes after it: a bulk runs ahead of its data, a tail is on the
+# critical path); a send whose source finishes after its
 # last byte has arrived finishes op_tail cycles (the zero-load latency of one packet) after
 # its source. So a step of store-and-forward becomes a pipeline: the data is read, sent,
 # reduced and forwarded piece by piece, the step taking its slowest stage plus a piece's
@@ -283,6 +285,9 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
         if s.op_src != NULL and s.op_src[op] >= 0:     # a stream (see the top of this file)
             if s.op_wait[op] == 3:
                 dur = s.op_tail[op]                     # its tail, its source finished
+            elif s.op_wait[op] == 4:                    # its bulk again, after a tail
+                s.op_wait[op] = 1
+                dur = s.op_left[op]
             else:
                 s.op_start[op] = s.now
                 if s.op_finish[s.op_src[op]] < 0:      # its bulk, as its source's data comes
@@ -440,19 +445,49 @@ cdef inline int _stream_started(State* s, int32_t op) noexcept nogil:
     return 0
 
 
+cdef inline int _tail(State* s, int32_t c) noexcept nogil:
+    """Unit op c's tail, its source finished: it runs now, ahead of every op waiting for
+    its unit, and a bulk running there (which runs ahead of its own data) gives the unit up
+    to it, to resume after it (the last packet of data that has all arrived goes before
+    work on data still arriving)."""
+    cdef int32_t n = s.op_node[c] * N_UNITS + s.op_unit[c]
+    cdef int32_t r = s.u_op[n]
+    cdef double w
+    s.op_wait[c] = 3
+    if r >= 0 and s.op_kind[r] == OP_COMPUTE and s.op_src[r] >= 0 and s.op_wait[r] == 1:
+        w = _left(s, n)                # the running bulk's work left, kept for its return
+        s.op_left[r] = <int64_t>w + (1 if w > <int64_t>w else 0)
+        s.op_wait[r] = 4
+        s.node_busy[n] = 0
+        s.u_op[n] = -1
+        _uh_remove(s, n)
+        s.op_next[r] = s.cq_head[n]
+        s.cq_head[n] = r
+        if s.cq_tail[n] < 0:
+            s.cq_tail[n] = r
+        return _start_compute(s, c)
+    if not s.node_busy[n]:
+        return _start_compute(s, c)
+    s.op_next[c] = s.cq_head[n]        # first in the queue
+    s.cq_head[n] = c
+    if s.cq_tail[n] < 0:
+        s.cq_tail[n] = c
+    return 0
+
+
 cdef inline int _stream_done(State* s, int32_t op) noexcept nogil:
     """op finished now: the ops streaming its data that wait for it take their tails (a
-    unit op queues for its unit again; a send finishes op_tail cycles on)."""
+    unit op's first, _tail; a send finishes op_tail cycles on)."""
     cdef int64_t k
     cdef int32_t c
     for k in range(s.ssucc_ptr[op], s.ssucc_ptr[op + 1]):
         c = s.ssucc[k]
         if s.op_wait[c] != 2:
             continue
-        s.op_wait[c] = 3
         if s.op_kind[c] == OP_SEND:
+            s.op_wait[c] = 3
             heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_tail[c], c)
-        elif _queue_part(s, c) != 0:
+        elif _tail(s, c) != 0:
             return -1
     return 0
 
@@ -493,8 +528,7 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
             if s.op_finish[s.op_src[op]] < 0:
                 s.op_wait[op] = 2
                 return 0
-            s.op_wait[op] = 3
-            return _queue_part(s, op)
+            return _tail(s, op)
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now
             s.ops_done += 1
