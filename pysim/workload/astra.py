@@ -74,8 +74,8 @@ each step of ASTRA-sim's loop ends with its one-cycle event to the next):
 
 The run ends when every pass and every collective (and its update delay) has finished. With
 `workload.engine` set, the reductions run on pysim's endpoint models instead ('npu': the
-NPU's cores through HBM, queued with compute; 'offload': the collectives engine's own unit),
-after which the endpoint delay still applies.
+NPU's cores through HBM, its traffic shared with compute's; 'offload': the collectives
+engine's own unit), after which the endpoint delay still applies.
 """
 from __future__ import annotations
 
