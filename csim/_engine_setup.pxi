@@ -167,10 +167,17 @@ cdef _setup_network(Engine self, dict net):
     s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
     s.va_r = <uint64_t*>_ptr(self._own("va_r", None, np.uint64, 0, max(s.act_r_words, 1)))
     s.r_va_wake = <cycle_t*>_ptr(self._own("r_va_wake", None, np.int64, NEVER_CYCLE, n))
-    rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
-    if rt.size != n * n:
-        raise ValueError("rt must have n_nodes * n_nodes entries")
-    s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32, share=True))
+    if net.get("route") is not None:     # a rule (no table of every pair)
+        rule = net["route"]
+        if not isinstance(rule, RouteRule) or rule.n != n:
+            raise ValueError("route must be a RouteRule of n_nodes nodes")
+    else:                                 # the table, kept as given where it can be
+        rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
+        if rt.size != n * n:
+            raise ValueError("rt must have n_nodes * n_nodes entries")
+        rule = RouteRule({"kind": "table", "n": n, "tab": rt})
+    self._keep.append(rule)
+    s.rt = _routes_of(rule)
     s.nbuf_total = 0
     s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
                                          np.int32))

@@ -35,8 +35,9 @@ def check_npu_table(table):
 
 NODE_KINDS = ("npu", "mem", "host", "switch")
 
-# The routing table is dense (one entry per pair of nodes, kept in memory by csim and walked by
-# the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
+# Routes by table hold an entry per pair of nodes (16,384 nodes: a 1 GiB table); routes by rule
+# (dimension order on meshes, rings and tori; a cluster's up/down) hold none, and bound only
+# what each node and channel costs.
 MAX_NODES = 16384
 MAX_CHANNELS = 4_000_000
 MAX_SWITCH_PORTS = 8192         # (deadlock.MAX_DEPENDENCIES: a star's k(k-1) dependencies)
@@ -78,7 +79,21 @@ class Topology:
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
     node_mem: list = field(default_factory=list)   # per node: memory / roofline overrides
-    table: np.ndarray | None = None  # routing "given": the routes, fixed by whoever built it
+    tab: np.ndarray | None = None    # routing "given": the routes, fixed by whoever built it
+    rule: object = None              # ... or as a rule (pysim.routing.Rule; `table` makes
+                                     # the table from it)
+
+    @property
+    def table(self):
+        """Routing "given": table[u, d], the channel u takes towards d (made from the rule
+        where the routes are by rule), or None."""
+        if self.tab is None and self.rule is not None:
+            self.tab = self.rule.table()
+        return self.tab
+
+    @table.setter
+    def table(self, value):
+        self.tab = value
 
     @property
     def n_nodes(self):
