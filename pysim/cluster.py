@@ -33,12 +33,13 @@ import numpy as np
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
 from pysim.routing import Rule
-from pysim.topology import BUILDERS, Topology, _apply_nic_defaults, ns_to_cycles
+from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults,
+                            ns_to_cycles)
 
-# The routing table is dense (an entry per pair of nodes): a cluster of 16,384 GPUs has about
-# 19,700 nodes with its NVSwitches and three tiers of switches, a 1.5 GiB table. Clusters are
-# allowed past topology.MAX_NODES up to this many nodes.
-MAX_CLUSTER_NODES = 20480
+# Routes are by rule (no table of every pair): a cluster has at most as many nodes as any network
+# routed by rule (65,536 GPUs make about 76,000 nodes with their NVSwitches and three tiers of
+# switches).
+MAX_CLUSTER_NODES = MAX_RULE_NODES
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,7 @@ def build_cluster(cfg):
     if n > MAX_CLUSTER_NODES:
         raise ConfigError(f"topology.node_count = {N}: {n:,} nodes ({E:,} GPUs, {N:,} "
                           f"NVSwitches, {n_sw:,} fabric switches); at most "
-                          f"{MAX_CLUSTER_NODES:,} are supported (the routing table holds an "
-                          f"entry per pair of nodes)")
+                          f"{MAX_CLUSTER_NODES:,} are supported")
     clock = cfg.network.clock_ghz
     nv_bpc = _param(cfg, "nvlink_gbps", nt.nvlink_gbps) / clock
     nic_bpc = _param(cfg, "nic_gbps", nt.nic_gbps) / clock
