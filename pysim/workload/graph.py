@@ -93,7 +93,15 @@ class OpGraph:
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
         self._names = {}                    # op -> its name (ops given one)
         self._by_name = {}
-        self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
+        # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
+        # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
+        self._hdev = array.array("i")
+        self._hbytes = array.array("q")
+        self._hat = array.array("q")
+        self._hat_fin = array.array("b")
+        self._hend = array.array("q")
+        self._hend_fin = array.array("b")
+        self._hwhat = []
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
         self.latencies = []             # (delay op, src, dst, steps): see step_latency
@@ -404,18 +412,40 @@ class OpGraph:
         to the end of the run otherwise). Returns the hold's id. Holds are bookkeeping: they
         change no op's timing; after the run the occupancy of every device is computed from
         its holds and the ops' times, and a device over its capacity is an error."""
-        h = len(self.holds)
-        self.holds.append([device, _size(bytes, "bytes", what), (self._ref(at),
-                          _edge(edge)), None, what])
+        h = len(self._hbytes)
+        nbytes, at, fin = _size(bytes, "bytes", what), self._ref(at), _edge(edge)
+        self._hdev.append(self._nid(device))
+        self._hbytes.append(nbytes)
+        self._hat.append(at)
+        self._hat_fin.append(fin)
+        self._hend.append(-1)
+        self._hend_fin.append(1)
+        self._hwhat.append(what)
         return h
 
     def free(self, h, at, edge="finish"):
         """Release hold `h` when op `at` finishes (edge 'finish') or starts ('start')."""
-        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self.holds):
+        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self._hbytes):
             raise GraphError(f"free({h!r}): no such hold")
-        if self.holds[h][3] is not None:
-            raise GraphError(f"hold {h} ({self.holds[h][4] or 'unnamed'}) is freed twice")
-        self.holds[h][3] = (self._ref(at), _edge(edge))
+        if self._hend[h] >= 0:
+            raise GraphError(f"hold {h} ({self._hwhat[h] or 'unnamed'}) is freed twice")
+        at, fin = self._ref(at), _edge(edge)
+        self._hend[h] = at
+        self._hend_fin[h] = fin
+
+    holds = property(lambda self: _Holds(self),
+                     doc="per hold [device, bytes, (op, edge), (op, edge) freeing it or None, "
+                         "what] (edge True: the op's finish)")
+
+    def hold_arrays(self):
+        """The holds' columns as numpy arrays: dev (int32 ids into node_names), bytes, at
+        (the op taking it), at_finish (bool: at its finish), end (the op freeing it, -1:
+        never), end_finish; and `what`, the list of their labels."""
+        return dict(dev=_np(self._hdev, np.int32), bytes=_np(self._hbytes, np.int64),
+                    at=_np(self._hat, np.int64),
+                    at_finish=_np(self._hat_fin, np.int8).astype(bool),
+                    end=_np(self._hend, np.int64),
+                    end_finish=_np(self._hend_fin, np.int8).astype(bool), what=self._hwhat)
 
     def space(self, op):
         """The hold of the bytes a mem_write op stores at its target."""
@@ -568,6 +598,31 @@ class _After(_Column):
         deps = [g._ref(d) for d in deps]
         g._over[i] = deps
         g._forward |= any(d > i for d in deps)
+
+
+class _Holds(Sequence):
+    """An OpGraph's holds, read one by one (lists made when asked for)."""
+    __slots__ = ("g",)
+
+    def __init__(self, g):
+        self.g = g
+
+    def __len__(self):
+        return len(self.g._hbytes)
+
+    def __getitem__(self, h):
+        g = self.g
+        if isinstance(h, slice):
+            return [self[k] for k in range(*h.indices(len(self)))]
+        h = operator.index(h)
+        if h < 0:
+            h += len(self)
+        if not 0 <= h < len(self):
+            raise IndexError("hold index out of range")
+        d = g._hdev[h]
+        end = g._hend[h]
+        return [None if d < 0 else g._nodes[d], g._hbytes[h], (g._hat[h], bool(g._hat_fin[h])),
+                None if end < 0 else (end, bool(g._hend_fin[h])), g._hwhat[h]]
 
 
 class _Work(_Column):
