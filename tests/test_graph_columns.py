@@ -179,3 +179,18 @@ def test_a_part_instanced_as_columns_equals_its_ops_added_as_lists(algorithm, co
         if f not in ("node", "dst"):
             assert np.array_equal(v, ref.arrays()[f]), f
     assert set(KIND_OF[c] for c in g.arrays()["code"]) <= set(OP_CODES)
+
+
+@pytest.mark.parametrize("n", [5, 64, 65, 400])
+def test_the_reports_union_of_intervals_is_the_cells_they_cover(n):
+    """pysim.workload.training.report._union (in Python for a few intervals, as arrays for
+    many) against the cells of [start, end) covered, read back as maximal runs."""
+    from pysim.workload.training.report import _union
+    rng = np.random.default_rng(n)
+    starts = rng.integers(0, 3 * n, n)
+    iv = list(zip(starts.tolist(), (starts + rng.integers(-3, 12, n)).tolist()))
+    cells = np.zeros(3 * n + 20, bool)
+    for a, b in iv:
+        cells[a:max(a, b)] = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], cells.astype(np.int8), [0]])))
+    assert _union(iv) == [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]

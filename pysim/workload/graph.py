@@ -105,6 +105,8 @@ class OpGraph:
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
         self.latencies = []             # (delay op, src, dst, steps): see step_latency
+        self._version = 0               # changed with dependencies set after their op
+        self._cached = None             # arrays() and what it was made from
 
     def __len__(self):
         return len(self._code)
@@ -126,18 +128,23 @@ class OpGraph:
         return list(self._nodes)
 
     def arrays(self):
-        """The ops' columns as numpy arrays (copies): code (int8, OP_CODES; ROOFLINE for a
+        """The ops' columns as numpy arrays (read-only copies): code (int8, OP_CODES; ROOFLINE for a
         roofline compute op), node and dst (int32 ids into node_names, -1 for none), size
         (int64), dep_ptr (int64, one more than the ops) and dep (int64: op i's dependencies
         are dep[dep_ptr[i]:dep_ptr[i + 1]])."""
-        code = np.frombuffer(self._code, np.int8).copy() if self._code else \
-            np.zeros(0, np.int8)
-        ptr = np.frombuffer(self._ptr, np.int64).copy()
-        dep = np.frombuffer(self._dep, np.int64).copy() if self._dep else np.zeros(0, np.int64)
+        key = (len(self._code), len(self._dep), self._version)
+        if self._cached is not None and self._cached[0] == key:
+            return dict(self._cached[1])
+        ptr, dep = _np(self._ptr, np.int64), _np(self._dep, np.int64)
         if self._over:
             ptr, dep = _merge_over(ptr, dep, self._over)
-        return dict(code=code, node=_np(self._node, np.int32), dst=_np(self._dst, np.int32),
-                    size=_np(self._size, np.int64), dep_ptr=ptr, dep=dep)
+        out = dict(code=_np(self._code, np.int8), node=_np(self._node, np.int32),
+                   dst=_np(self._dst, np.int32), size=_np(self._size, np.int64), dep_ptr=ptr,
+                   dep=dep)
+        for a in out.values():
+            a.flags.writeable = False        # (shared by the calls until the graph changes)
+        self._cached = (key, out)
+        return dict(out)
 
     def roofline(self):
         """The roofline compute ops and their work as numpy arrays: (ops, flops, bytes, peak
@@ -168,9 +175,13 @@ class OpGraph:
 
     def _add(self, kind, node, dst, size, after, name, code=None):
         n = len(self._code)
-        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
-            pass                              # the common case: op ids, checked at once
-        else:
+        ok = type(after) is list              # the common case: op ids, checked at once
+        if ok:
+            for a in after:
+                if type(a) is not int or not 0 <= a < n:
+                    ok = False
+                    break
+        if not ok:
             if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
                 after = [after]               # one dependency, given bare
             if after is not None and not isinstance(after, (list, tuple)):
@@ -187,16 +198,22 @@ class OpGraph:
             self._by_name[name] = n
             self._names[n] = name
         self._code.append(OP_CODES[kind] if code is None else code)
-        self._node.append(self._nid(node))
+        try:
+            i = -1 if node is None else self._node_id[node]
+        except (KeyError, TypeError):
+            i = self._nid(node)
+        self._node.append(i)
         self._dst.append(-1 if dst is None else self._nid(dst))
         self._size.append(size)
-        self._dep.extend(after)
+        if after:
+            self._dep.extend(after)
         self._ptr.append(len(self._dep))
         return n
 
     def _pop(self):
         """Take the last op out again (an op whose checks failed after it was added)."""
         n = len(self._code) - 1
+        self._version += 1
         for col in (self._code, self._node, self._dst, self._size, self._ptr):
             col.pop()
         del self._dep[self._ptr[-1]:]
@@ -404,6 +421,7 @@ class OpGraph:
         for i in range(first, len(self._code) if last is None else last):
             if (not over[i] if i in over else ptr[i] == ptr[i + 1]) and i != op:
                 over[i] = [op]
+                self._version += 1
 
     # ------------------------------------------------------------------ memory space
     def hold(self, device, bytes, at, edge="start", what=None):
@@ -413,8 +431,15 @@ class OpGraph:
         change no op's timing; after the run the occupancy of every device is computed from
         its holds and the ops' times, and a device over its capacity is an error."""
         h = len(self._hbytes)
-        nbytes, at, fin = _size(bytes, "bytes", what), self._ref(at), _edge(edge)
-        self._hdev.append(self._nid(device))
+        nbytes = _size(bytes, "bytes", what)
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        fin = _edge(edge)
+        try:
+            d = self._node_id[device]
+        except (KeyError, TypeError):
+            d = self._nid(device)
+        self._hdev.append(d)
         self._hbytes.append(nbytes)
         self._hat.append(at)
         self._hat_fin.append(fin)
@@ -429,9 +454,10 @@ class OpGraph:
             raise GraphError(f"free({h!r}): no such hold")
         if self._hend[h] >= 0:
             raise GraphError(f"hold {h} ({self._hwhat[h] or 'unnamed'}) is freed twice")
-        at, fin = self._ref(at), _edge(edge)
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        self._hend_fin[h] = _edge(edge)
         self._hend[h] = at
-        self._hend_fin[h] = fin
 
     holds = property(lambda self: _Holds(self),
                      doc="per hold [device, bytes, (op, edge), (op, edge) freeing it or None, "
@@ -464,6 +490,7 @@ class OpGraph:
         deps = self._deps(op)
         if on not in deps:
             self._over[op] = deps + [on]
+            self._version += 1
             self._forward |= on > op
 
     def label(self, i):
@@ -597,6 +624,7 @@ class _After(_Column):
         i = operator.index(i)
         deps = [g._ref(d) for d in deps]
         g._over[i] = deps
+        g._version += 1
         g._forward |= any(d > i for d in deps)
 
 
@@ -651,6 +679,10 @@ class _Work(_Column):
 
 
 def _edge(edge):
+    if edge == "start":
+        return False
+    if edge == "finish":
+        return True
     if edge not in ("start", "finish"):
         raise GraphError(f"edge = {edge!r}: expected 'start' or 'finish'")
     return edge == "finish"

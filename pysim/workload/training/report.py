@@ -14,7 +14,20 @@ from pysim.workload.result import GraphResult, op_times
 
 
 def _union(iv):
-    """Merge intervals [(start, end)] into disjoint sorted ones."""
+    """Merge intervals [(start, end)] into disjoint sorted ones (touching ones merged)."""
+    iv = list(iv)
+    if len(iv) > 64:                      # (many: as arrays)
+        a = np.array(iv, np.int64).reshape(-1, 2)
+        s, e = a[:, 0], a[:, 1]
+        keep = e > s
+        s, e = s[keep], e[keep]
+        if not len(s):
+            return []
+        o = np.lexsort((e, s))
+        s, e = s[o], np.maximum.accumulate(e[o])
+        new = np.concatenate([[True], s[1:] > e[:-1]])
+        last = np.concatenate([np.flatnonzero(new)[1:] - 1, [len(s) - 1]])
+        return [[x, y] for x, y in zip(s[new].tolist(), e[last].tolist())]
     out = []
     for a, b in sorted(iv):
         if b <= a:
