@@ -318,6 +318,16 @@ class OpGraph:
         `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
         op's precision times its kernel's efficiency --; by default the node's own peak
         ([topology.npu] tflops, or its preset's fp32 peak)."""
+        if cycles is None and type(flops) is float and type(bytes) is int and \
+                0.0 <= flops <= 1.7e308 and 0 <= bytes <= MAX_INT and \
+                (peak_flops is None or (type(peak_flops) is float and
+                                        0.0 < peak_flops <= 1.7e308)):
+            i = self._add("compute", node, None, -1, after, name, ROOFLINE)   # (the common
+            self._wop.append(i)                                               # roofline op)
+            self._wflops.append(flops)
+            self._wbytes.append(bytes)
+            self._wpeak.append(math.nan if peak_flops is None else peak_flops)
+            return i
         if cycles is None and flops is None and bytes is None:
             raise GraphError(f"{self._what(name)}: a compute op needs cycles, or flops and/or "
                              f"bytes (a roofline)")
