@@ -91,7 +91,7 @@ class OpGraph:
         self._wflops = array.array("d")
         self._wbytes = array.array("q")
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
-        self._names = {}                    # op -> its name (ops given one)
+        self._names = []                    # per op its name (None: none)
         self._by_name = {}
         # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
         # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
@@ -196,7 +196,7 @@ class OpGraph:
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if name is not None:
             self._by_name[name] = n
-            self._names[n] = name
+        self._names.append(name)
         self._code.append(OP_CODES[kind] if code is None else code)
         try:
             i = -1 if node is None else self._node_id[node]
@@ -218,7 +218,7 @@ class OpGraph:
             col.pop()
         del self._dep[self._ptr[-1]:]
         self._over.pop(n, None)
-        name = self._names.pop(n, None)
+        name = self._names.pop()
         if name is not None:
             del self._by_name[name]
 
@@ -283,6 +283,7 @@ class OpGraph:
             raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         self._code.extend(code)
+        self._names.extend(itertools.repeat(None, len(code)))
         self._node.extend(node)
         self._dst.extend(dst)
         if isinstance(size, np.ndarray):
@@ -504,7 +505,7 @@ class OpGraph:
             self._forward |= on > op
 
     def label(self, i):
-        name = self._names.get(i)
+        name = self._names[i]
         return name if name is not None else f"op{i}"
 
 
@@ -616,10 +617,10 @@ class _Names(_Column):
     __slots__ = ()
 
     def _at(self, i):
-        return self.g._names.get(i)
+        return self.g._names[i]
 
     def __iter__(self):
-        return map(self.g._names.get, range(len(self.g._code)))
+        return iter(self.g._names)
 
 
 class _After(_Column):
