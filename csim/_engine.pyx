@@ -10,6 +10,7 @@ from libc.math cimport INFINITY, fabs
 from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
@@ -59,7 +60,8 @@ cdef class Engine:
     its router's outputs: the switch allocator's round-robin order over them), va_arbiter and
     sa_arbiter (the allocators' input arbiters, VA_* and SA_* of _types.pxd), node_pos (None, or per node its
     position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
-    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
+    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination)),
+    or instead a rule, route (a csim RouteRule: csim/_routes.pxd);
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).

@@ -56,12 +56,11 @@ def nic_caps(network, cfg, src, dst):
     resource, numbered from the engine's channel count on (-1 where the cap does not bind),
     and each cap resource's bytes per cycle and packets at once."""
     arr = network.arrays
-    n = int(arr["n_nodes"])
     F = cfg.network.flit_bytes
     inj = network.inj_ch[src]
     lanes_inj = np.asarray(arr["nic_inj_n"])[src]
     lane = network.ch_num[inj] / network.ch_den[inj] * F
-    first = np.asarray(arr["rt"]).reshape(-1)[src * n + dst]
+    first = arr.routes().next(src, dst)
     par = np.asarray(arr["ch_par_n"])[first]
     first_cap = par * network.ch_num[first] / network.ch_den[first] * F
     cap = par * lane
