@@ -67,6 +67,8 @@ def test_the_columns_read_back_as_the_ops_were_added(seed):
     g, ref = OpGraph(), Reference()
     for i in range(400):
         n = len(g)
+        if i % 37 == 36:                  # read back midway too
+            assert_same(g, ref)
         after = sorted(set(rng.integers(0, n, rng.integers(0, 4)).tolist())) if n else []
         a, b = (str(x) for x in rng.choice(NPUS, 2, replace=False))
         size = int(rng.integers(0, 1 << 40))
@@ -104,13 +106,19 @@ def test_the_columns_read_back_as_the_ops_were_added(seed):
                 ref.add(kinds[j], nodes[j], dsts[j], sizes[j], deps[j])
         elif k == 7 and n > 2:            # a dependency on an op added later, or earlier
             x, y = (int(v) for v in rng.choice(n, 2, replace=False))
+            g.arrays()                    # (made before the change: made again after it)
             g.depend(x, y)
             if y not in ref.after[x]:
                 ref.after[x].append(y)
+            a = g.arrays()
+            assert a["dep"][a["dep_ptr"][x]:a["dep_ptr"][x + 1]].tolist() == ref.after[x]
         elif k == 8 and n:
             x = int(rng.integers(0, n))
+            g.arrays()
             g.after[x] = [d for d in ref.after[x] if d != 0] + ([0] if x else [])
             ref.after[x] = [d for d in ref.after[x] if d != 0] + ([0] if x else [])
+            a = g.arrays()
+            assert a["dep"][a["dep_ptr"][x]:a["dep_ptr"][x + 1]].tolist() == ref.after[x]
         elif k == 9 and n:                # memory held from an op, perhaps freed at another
             at, edge = int(rng.integers(0, n)), ("start", "finish")[i % 2]
             h = g.hold(a, size, at, edge, what=name)
@@ -134,6 +142,27 @@ def test_the_columns_read_back_as_the_ops_were_added(seed):
         g.work[roof[0]] = (0.0, 0, ref.work[roof[0]][2])
         ref.work[roof[0]] = (0.0, 0, ref.work[roof[0]][2])
     assert_same(g, ref)
+
+
+def test_an_op_index_from_the_end_is_that_op_and_one_past_the_ops_is_refused():
+    """g.after and g.work assigned at index -1 change the last op, as a list's would;
+    an index past the ops is an IndexError, not a dependency kept for no op."""
+    g = OpGraph()
+    g.compute("n0", flops=1.0, bytes=8)
+    g.compute("n0", 5)
+    g.compute("n1", flops=2.0, bytes=16)
+    g.after[-1] = [0]
+    g.work[-1] = (3.0, 24, None)
+    assert list(g.after) == [[], [], [0]]
+    assert list(g.work) == [(1.0, 8, None), None, (3.0, 24, None)]
+    ptr, dep = g.arrays()["dep_ptr"], g.arrays()["dep"]
+    assert ptr.tolist() == [0, 0, 0, 1] and dep.tolist() == [0]
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            g.after[bad] = [0]
+        with pytest.raises(IndexError):
+            g.work[bad] = (1.0, 0, None)
+    assert list(g.after) == [[], [], [0]]
 
 
 def test_an_op_whose_work_is_refused_is_not_kept():

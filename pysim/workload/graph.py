@@ -550,15 +550,19 @@ class _Column(Sequence):
         return len(self.g._code)
 
     def __getitem__(self, i):
-        n = len(self.g._code)
         if isinstance(i, slice):
-            return [self._at(k) for k in range(*i.indices(n))]
+            return [self._at(k) for k in range(*i.indices(len(self.g._code)))]
+        return self._at(self._index(i))
+
+    def _index(self, i):
+        """Op index i (negative: from the end) checked against the ops."""
+        n = len(self.g._code)
         i = operator.index(i)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("op index out of range")
-        return self._at(i)
+        return i
 
     def __iter__(self):
         return map(self._at, range(len(self.g._code)))
@@ -632,7 +636,7 @@ class _After(_Column):
 
     def __setitem__(self, i, deps):
         g = self.g
-        i = operator.index(i)
+        i = self._index(i)
         deps = [g._ref(d) for d in deps]
         g._over[i] = deps
         g._version += 1
@@ -678,7 +682,7 @@ class _Work(_Column):
     def __setitem__(self, i, work):
         """A roofline op's work changed: (flops, bytes, peak FLOP/s or None)."""
         g = self.g
-        i = operator.index(i)
+        i = self._index(i)
         if g._code[i] != ROOFLINE:
             raise GraphError(f"op {g.label(i)}: not a compute op of flops and bytes: its "
                              f"work cannot be set")
