@@ -98,7 +98,9 @@ class Topology:
 
     @table.setter
     def table(self, value):
+        """The routes given as a table: they replace a rule the topology had."""
         self.tab = value
+        self.rule = None
 
     @property
     def n_nodes(self):

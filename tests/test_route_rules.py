@@ -63,6 +63,20 @@ def test_cluster_routes_by_rule_are_the_reference_table(kw):
     assert (t.rule.order[deps[:, 0]] < t.rule.order[deps[:, 1]]).all()
 
 
+def test_a_table_set_on_a_cluster_replaces_its_rule():
+    """topo.table = ... on a topology routed by rule: its routes are the table given (a
+    GPU's route to a GPU of its own node through its NIC and leaf, say)."""
+    cfg = make_cfg(topology={"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                             "fabric": "fat-tree"})
+    t = topology.build(cfg)
+    table = t.table.copy()
+    assert table[0, 1] != table[0, 8]           # gpu0 -> gpu1 by NVSwitch, -> gpu8 by NIC
+    table[0, 1] = table[0, 8]                   # (one leaf: it takes gpu1's down link)
+    t.table = table
+    r = routing.build(t, cfg)
+    assert r.rule is None and (r.table == table).all()
+
+
 SCHEMES = [dict(dateline=s, tie_break=b) for s in ("booksim", "crossing", "fewest")
            for b in ("parity", "random")]
 
