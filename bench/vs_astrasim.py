@@ -12,6 +12,7 @@ the rest of the difference one of the network models.
     ASTRASIM=/path/to/AnalyticalAstra python bench/vs_astrasim.py [--quick]
         [--platforms ring8,torus4x4,torus4x4x4] [--network flow|flit]
         [--workloads /path/to/astra-sim/inputs/workload] [--out bench/results/vs_astrasim.json]
+        [--fastest-router]
     python bench/vs_astrasim.py --logical-rings [--network flow|flit]
 
 ASTRASIM names the binary of ASTRA-sim 1.0's analytical backend. Without it the script says
@@ -20,7 +21,9 @@ network and system files for each platform from the same parameters as the pysim
 configuration, and the microbenchmark and small workload files itself; the shipped workloads
 are read from the ASTRA-sim checkout (`--workloads`, default: the `inputs/workload` folder of
 the checkout the binary was built in), and left out if absent. --quick: the microbenchmarks
-and the small workloads only. --logical-rings needs no ASTRA-sim binary: pysim runs the
+and the small workloads only. --fastest-router: pysim's router stages and NIC injection at
+their least (FASTEST_ROUTER), the nearest it comes to the router and NIC latencies of 0 in
+ASTRA-sim's network files. --logical-rings needs no ASTRA-sim binary: pysim runs the
 hybrid transformer workloads (the small ones, and the shipped ones where `--workloads` or
 ASTRASIM's checkout has them) on ring 8 and on a 4 x 2 torus whose links are the logical
 rings' hops, beside ASTRA-sim's ring-8 times recorded in docs/astrasim.md.
@@ -60,7 +63,8 @@ backend: set ASTRASIM to its path. To build one (any directory outside this repo
 clone ASTRA-sim's public repository (github.com/astra-sim/astra-sim), check out its branch
 ASTRA-sim-1.0 (the comparison in docs/astrasim.md used its commit 07d5d19), put its submodule
 extern/network_backend/analytical (github.com/astra-sim/astra-network-analytical, commit
-d27635b) in place, install CMake, a C++17 compiler and Boost.Program_options (Debian:
+d27635b) in place, install CMake (3.15 or later; `pip install cmake` gives one), a C++17
+compiler and Boost.Program_options (Debian:
 apt-get install cmake g++ libboost-program-options-dev), then in build/astra_analytical:
 mkdir build && cd build && cmake .. -DCMAKE_BUILD_TYPE=Release && make -j2 (its test folder
 needs googletest: drop the test lines of its top CMakeLists.txt if you have none). The binary
@@ -229,7 +233,14 @@ def run_astra(binary, platform, workload, passes, tmp):
 
 # ------------------------------------------------------------------ pysim
 
-def pysim_config(platform, workload, passes, network="flow"):
+# pysim's router and NIC at their fastest: routing, VC allocation and switch traversal in 0
+# cycles, switch allocation in 1 (its least), a flit chosen enters the NIC's channel at once;
+# the nearest pysim comes to ASTRA-sim's router-latency 0 and nic-latency 0 (--fastest-router)
+FASTEST_ROUTER = dict(routing_delay=0, vc_alloc_delay=0, sw_alloc_delay=1, st_delay=0,
+                      injection_delay=0)
+
+
+def pysim_config(platform, workload, passes, network="flow", fastest_router=False):
     units, bw, lat = PLATFORMS[platform]
     nic = {"npu": {"injection_gbps": 16 * max(bw) * GIB, "ejection_gbps": 16 * max(bw) * GIB}}
     if len(units) == 1:
@@ -239,7 +250,8 @@ def pysim_config(platform, workload, passes, network="flow"):
         topo = {"kind": "torus", "dims": units, "dim_link_gbps": [b * GIB for b in bw],
                 "link_latency_ns": lat, "nic": nic}
     s = SYSTEM
-    return {"topology": topo, "network": {"model": network},
+    net = dict(model=network, **(FASTEST_ROUTER if fastest_router else {}))
+    return {"topology": topo, "network": net,
             "workload": {"kind": "training", "model": workload, "iterations": passes,
                          "chunks": s["splits"], "algorithm": "bidir_ring",
                          "astra_endpoint_delay": s["endpoint_delay"],
@@ -356,6 +368,9 @@ def main():
     ap.add_argument("--departures", action="store_true",
                     help="the DATA workloads with each of pysim's options that depart from "
                          "ASTRA-sim's rules (DEPARTURES)")
+    ap.add_argument("--fastest-router", action="store_true",
+                    help="pysim's router stages and NIC injection at their least "
+                         "(FASTEST_ROUTER), nearest ASTRA-sim's router and NIC latencies of 0")
     ap.add_argument("--logical-rings", action="store_true",
                     help="pysim alone: the small hybrid workloads on ring 8 and with every "
                          "logical hop a link of its own, beside ASTRA-sim's recorded times")
@@ -410,7 +425,7 @@ def main():
                 ana = run_analytical(plat, pysim_config(plat, path, passes, a.network))
                 ana_diff = 100.0 * (ana["cycles"] - ast["cycles"]) / ast["cycles"]
                 for vname, over, vwhat in variants:
-                    cfg = pysim_config(plat, path, passes, a.network)
+                    cfg = pysim_config(plat, path, passes, a.network, a.fastest_router)
                     cfg["workload"].update(over)
                     pys = run_pysim(cfg)
                     diff = 100.0 * (pys["cycles"] - ast["cycles"]) / ast["cycles"]
@@ -437,6 +452,7 @@ def main():
                           flush=True)
     out = dict(provenance=dict(provenance(), astrasim_binary=binary,
                                astrasim_commit=commit, network_model=a.network,
+                               fastest_router=a.fastest_router,
                                command=" ".join(sys.argv)),
                system=SYSTEM, platforms=PLATFORMS, rows=rows)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
