@@ -167,11 +167,11 @@ class OpGraph:
         return i
 
     def _deps(self, i):
-        """Op i's dependencies (a new list)."""
+        """Op i's dependencies (a new list that refuses changes in place: see _Deps)."""
         over = self._over.get(i)
         if over is not None:
-            return list(over)
-        return self._dep[self._ptr[i]:self._ptr[i + 1]].tolist()
+            return _Deps(i, over)
+        return _Deps(i, self._dep[self._ptr[i]:self._ptr[i + 1]].tolist())
 
     def _add(self, kind, node, dst, size, after, name, code=None):
         n = len(self._code)
@@ -621,6 +621,25 @@ class _Names(_Column):
 
     def __iter__(self):
         return iter(self.g._names)
+
+
+class _Deps(list):
+    """An op's dependencies as read from its graph: a copy, so a change made to it in place
+    would change nothing in the graph. Such changes are refused, naming what does change them
+    (the copy made by list(...) or + is a plain list)."""
+    __slots__ = ("op",)
+
+    def __init__(self, op, deps):
+        super().__init__(deps)
+        self.op = op
+
+    def _refuse(self, *args, **kwargs):
+        raise GraphError(f"op {self.op}'s dependencies as read (graph.after[{self.op}]) are a "
+                         f"copy: add one with graph.depend(...) or give them all with "
+                         f"graph.after[{self.op}] = [...]")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
 
 class _After(_Column):
