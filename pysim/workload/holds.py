@@ -47,16 +47,37 @@ def _capacity(nbytes, topo, i, key):
 
 
 def _hold_devices(g, topo):
+    """Per hold of g, its device's node id (an error naming the first hold whose device is
+    no NPU, memory node or host). Each distinct name looked up once."""
     index = {name: i for i, name in enumerate(topo.node_names)}
-    dev = np.empty(len(g.holds), np.int64)
+    names = [h[0] for h in g.holds]
+    try:
+        ids = {x: index.get(x, -1) if isinstance(x, str) else -1 for x in set(names)}
+    except TypeError:                       # an unhashable device: looked up one by one
+        ids = None
+    if ids is not None:
+        for x, n in ids.items():
+            if n >= 0 and topo.node_kinds[n] not in ("npu", "mem", "host"):
+                ids[x] = -1
+        dev = np.fromiter(map(ids.__getitem__, names), np.int64, len(names))
+        if dev.min() >= 0:
+            return dev
     for h, (device, _, _, _, what) in enumerate(g.holds):
         n = index.get(device) if isinstance(device, str) else None
         if n is None or topo.node_kinds[n] not in ("npu", "mem", "host"):
             why = "no node of that name" if n is None else f"a {topo.node_kinds[n]} node"
             raise GraphError(f"{what or f'hold {h}'}: memory held at {device!r}, {why}; "
                              f"expected an NPU, a memory node or a host")
-        dev[h] = n
-    return dev
+    raise AssertionError("unreachable")
+
+
+def _caps(topo, cfg):
+    """capacities() as an array by node id (0 where a node holds no memory)."""
+    cap = capacities(topo, cfg)
+    out = np.zeros(len(topo.node_names), np.int64)
+    for i, c in cap.items():
+        out[i] = c
+    return cap, out
 
 
 def check_holds(g, topo, cfg):
@@ -65,17 +86,29 @@ def check_holds(g, topo, cfg):
     if not g.holds:
         return
     dev = _hold_devices(g, topo)
-    cap = capacities(topo, cfg)
-    kept = {}
-    for h, (device, b, _, end, what) in enumerate(g.holds):
-        if end is None and b:
-            kept[dev[h]] = kept.get(dev[h], 0) + b
-            if kept[dev[h]] > cap[dev[h]]:
-                label = what or f"hold {h}"
-                total = sum(x[1] for x, d in zip(g.holds, dev) if d == dev[h] and x[3] is None)
-                raise GraphError(f"{label}: holding {b} bytes at {device} passes its capacity "
-                                 f"of {cap[dev[h]]} bytes ({total} held there and never "
-                                 f"freed)")
+    cap, capv = _caps(topo, cfg)
+    H = len(g.holds)
+    nb = np.fromiter((x[1] for x in g.holds), np.int64, H)
+    kept = np.flatnonzero(np.fromiter((x[3] is None for x in g.holds), bool, H) & (nb != 0))
+    if not len(kept):
+        return
+    # per device, the running total of its holds never freed, in hold order
+    d = dev[kept]
+    by = np.argsort(d, kind="stable")
+    run = np.cumsum(nb[kept][by])
+    first = np.concatenate([[True], d[by][1:] != d[by][:-1]])
+    base = np.maximum.accumulate(np.where(first, np.arange(len(by)), 0))
+    run = run - np.concatenate([[0], run])[base]
+    over = by[run > capv[d[by]]]
+    if not len(over):
+        return
+    h = int(kept[over.min()])
+    device, b, _, _, what = g.holds[h]
+    label = what or f"hold {h}"
+    total = sum(x[1] for x, e in zip(g.holds, dev) if e == dev[h] and x[3] is None)
+    raise GraphError(f"{label}: holding {b} bytes at {device} passes its capacity "
+                     f"of {cap[dev[h]]} bytes ({total} held there and never "
+                     f"freed)")
 
 
 def check_each_fits(g, topo, cfg):
@@ -84,11 +117,14 @@ def check_each_fits(g, topo, cfg):
     if not g.holds:
         return
     dev = _hold_devices(g, topo)
-    cap = capacities(topo, cfg)
-    for h, (device, b, _, _, what) in enumerate(g.holds):
-        if b > cap[dev[h]]:
-            raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
-                             f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
+    cap, capv = _caps(topo, cfg)
+    nb = np.fromiter((x[1] for x in g.holds), np.int64, len(g.holds))
+    bad = np.flatnonzero(nb > capv[dev])
+    if len(bad):
+        h = int(bad[0])
+        device, b, _, _, what = g.holds[h]
+        raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
+                         f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
 
 
 @dataclass

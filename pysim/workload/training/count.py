@@ -346,11 +346,12 @@ def _cause(lay, part):
                   f"x {m}"}[part]
 
 
-def check(b, existing=0):
+def check(b, existing=0, counted=None):
     """Refuse, before building, a training run whose graph would expand past the op limit by
     the upper bound count(b, measure=False) (`existing`: the engine ops of what the graph
-    holds already); returns that OpCount."""
-    c = count(b, measure=False)
+    holds already; `counted`: the run's OpCount counted already, by count(b) or count(b,
+    measure=False), taken instead of counting again); returns that OpCount."""
+    c = count(b, measure=False) if counted is None else counted
     total = c.engine_total + existing
     limit = graph_module.MAX_OPS
     if total <= limit:

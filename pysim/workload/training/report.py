@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.workload.compile import OP_CODES, ROOFLINE, _ids, graph_columns
+from pysim.workload.compile import OP_CODES, ROOFLINE, node_ids
 from pysim.workload.holds import memory_rows
 from pysim.workload.plan import Plan
 from pysim.workload.result import GraphResult, op_times
@@ -166,12 +166,11 @@ def training_report(graph, plan, res, cfg):
     crit = max(plan.npus, key=lambda n: (busy[n], n))
     # communication intervals per NPU: each collective from its first op touching the NPU
     # to the end of the NPU's part; each pipeline send from or to it
-    node = graph.node
     comm = {n: [] for n in plan.npus}
     coll_iv = []                         # per collective of the last iteration: {npu: iv}
     index = {n: i for i, n in enumerate(plan.npus)}
-    nid = _ids(graph.node, index)
-    did = _ids(graph.dst, index)
+    cols = graph.arrays()
+    nid, did = node_ids(graph, index, cols)
     # per collective of the last iteration and member, the first start of an op of the
     # collective from or to it (all collectives at once)
     colls = [c for c in plan.collectives if c.iteration == it]
@@ -250,12 +249,10 @@ def training_report(graph, plan, res, cfg):
                               exposed_comm_cycles=int(round(cc[1]))))
     # per NPU
     # per NPU, the bytes of its ops of the last iteration
-    code, _, _ = graph_columns(graph)
-    code, who = code[lo:hi], nid[lo:hi]
-    size = np.fromiter(graph.size[lo:hi], np.int64, hi - lo)
-    work = graph.work
+    code, who, size = cols["code"][lo:hi], nid[lo:hi], cols["size"][lo:hi]
     roof = np.flatnonzero((code == ROOFLINE) & (who >= 0))
-    roof_bytes = np.fromiter((work[lo + k][1] for k in roof.tolist()), np.int64, len(roof))
+    wop, _, wbytes, _ = graph.roofline()
+    roof_bytes = wbytes[np.searchsorted(wop, lo + roof)]
     mem = (who >= 0) & (code == OP_CODES["memory"])
     red = (who >= 0) & (code == OP_CODES["reduce_npu"])
     snd = (who >= 0) & (code == OP_CODES["send"])
@@ -296,12 +293,13 @@ def _memory_stall(graph, start, finish, npu, t0, t1, compute, comm):
     """Cycles of [t0, t1) in which `npu` neither computes nor communicates while one of its
     memory transfers (a memory plan's offload, prefetch or swap: mem_read, mem_write) runs:
     the iteration waiting for memory."""
-    kind, node = graph.kind, graph.node
-    if "mem_read" not in kind and "mem_write" not in kind:
+    code = graph.arrays()["code"]
+    ops = np.flatnonzero((code == OP_CODES["mem_read"]) | (code == OP_CODES["mem_write"]))
+    if not len(ops):
         return 0
-    iv = [(int(start[k]), int(finish[k])) for k in range(len(kind))
-          if node[k] == npu and kind[k] in ("mem_read", "mem_write")
-          and finish[k] > t0 and start[k] < t1]
+    node = graph.node
+    iv = [(int(start[k]), int(finish[k])) for k in ops.tolist()
+          if node[k] == npu and finish[k] > t0 and start[k] < t1]
     if not iv:
         return 0
     busy = _union(list(compute) + list(comm))
