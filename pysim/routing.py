@@ -425,7 +425,7 @@ def build(topo, cfg, exact=None) -> Routing:
                      "(topology.tie_break = 'random')" if r.tie_k is not None else
                      "; ties at distance k/2 by parity (topology.tie_break = 'parity')")
     if not exact:
-        r.scheme += " (deadlock-free by the routing's rule)"
+        r.scheme += " (deadlock-free by the routing's rule)"   # (its theorem: _theorem)
     check(topo, r, cfg.network.vcs, None if exact else (cycle,))
     return r
 
