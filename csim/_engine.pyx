@@ -186,7 +186,7 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None, int nic_fifo=1):
+                  share=None, int nic_fifo=1, stream_src=None, tail=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -210,11 +210,16 @@ cdef class Engine:
         nic_fifo: 1 (the default): a NIC sends its messages to one destination first in
         first out, one after another (at the flow level: a pair's flows drain in order, the
         pair weighing one flow), and shares its turns between destinations; 0: every message
-        it holds takes its turn, packet by packet (flows of a pair share its rate)."""
+        it holds takes its turn, packet by packet (flows of a pair share its rate).
+
+        stream_src: per op, the op whose data it streams (csim/_dag.pxd), or -1 (None: no
+        op does); such an op is not among its source's successors (succ) but counts it in
+        `deps`, done when the source starts; tail: per op, a streaming op's work after its
+        source finishes (a unit op's cycles at full rate; a send's cycles)."""
         if flow is None:
             _setup_vcs(self)
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share, nic_fifo)
+                   unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""

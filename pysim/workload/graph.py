@@ -822,7 +822,10 @@ def _ceil(b, bpc, rate=None):
 
 def resolve_latencies(graph, network, cfg, arrays, span):
     """Set the cycles of the graph's step-latency delays (OpGraph.step_latency) in the
-    compiled arrays: steps x the zero-load latency of a one-flit message on the route."""
+    compiled arrays: steps x the zero-load latency of a one-flit message on the route; and
+    the tail of each send that streams its data (csim/_dag.pxd): the zero-load latency of
+    its last packet."""
+    _compile.send_tails(network, cfg, arrays)
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
@@ -872,7 +875,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
-                                                "comm_hbm")},
+                                                "comm_hbm", "stream_src", "tail")},
                       share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
                              if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes,
