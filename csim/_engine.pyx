@@ -70,6 +70,7 @@ cdef class Engine:
     cdef list _keep
     cdef dict _arr
     cdef int _mode
+    cdef tuple _vc_args
 
     def __cinit__(self):
         self.s.wh = NULL
@@ -132,6 +133,7 @@ cdef class Engine:
         """Synthetic injection: per-endpoint Bernoulli or on/off arrivals, destinations drawn
         from a permutation or uniformly (optionally with a hotspot mixture)."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         s.gen_mode = GEN_SYNTHETIC
         self._mode = GEN_SYNTHETIC
         rng_seed(s.rng, seed)
@@ -163,6 +165,7 @@ cdef class Engine:
         """Inject an explicit list of packets (creation cycle, source node, destination node,
         length in flits), sorted by creation cycle. Delivery cycles are recorded per packet."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         t = np.asarray(times, dtype=np.int64)
         if t.size and np.any(np.diff(t) < 0):
             raise ValueError("trace times must be sorted")
@@ -183,7 +186,7 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None, int nic_fifo=1):
+                  share=None, int nic_fifo=1, stream_src=None, tail=None):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -207,9 +210,16 @@ cdef class Engine:
         nic_fifo: 1 (the default): a NIC sends its messages to one destination first in
         first out, one after another (at the flow level: a pair's flows drain in order, the
         pair weighing one flow), and shares its turns between destinations; 0: every message
-        it holds takes its turn, packet by packet (flows of a pair share its rate)."""
+        it holds takes its turn, packet by packet (flows of a pair share its rate).
+
+        stream_src: per op, the op whose data it streams (csim/_dag.pxd), or -1 (None: no
+        op does); such an op is not among its source's successors (succ) but counts it in
+        `deps`, done when the source starts; tail: per op, a streaming op's work after its
+        source finishes (a unit op's cycles at full rate; a send's cycles)."""
+        if flow is None:
+            _setup_vcs(self)
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share, nic_fifo)
+                   unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""
@@ -238,6 +248,8 @@ cdef class Engine:
         cdef int st = ST_UNTIL
         cdef cycle_t step = 4096, end
         cdef double t0, dt
+        if not self.s.flow_mode:
+            _setup_vcs(self)
         while True:
             end = until if until - self.s.now <= step else self.s.now + step
             t0 = perf_counter()
@@ -290,6 +302,7 @@ cdef class Engine:
 
     def snapshot(self):
         """The buffer, VC and credit state, and everything in flight, as numpy arrays."""
+        _setup_vcs(self)
         return _snapshot(self)
 
 

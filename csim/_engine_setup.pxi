@@ -64,6 +64,57 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].vtail = 0.0
 
 
+cdef _setup_vcs(Engine self):
+    """The VCs' state, made once, when a flit-level run first needs it."""
+    cdef State* s = &self.s
+    if s.ivc != NULL:
+        return
+    ch_dst, ch_kind, local, r_mw, Vp = self._vc_args
+    cdef int64_t C = s.n_ch, V = s.V, D = s.D, i
+    cdef const int32_t[::1] v_dst = ch_dst
+    cdef const int8_t[::1] v_kind = ch_kind
+    nivc = C * V
+    s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
+    assert sizeof(IVC) == 64 and sizeof(Chan) == 128   # (cache lines; see _types.pxd)
+    s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
+    s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
+    cdef int64_t bit, nv = nivc, cv
+    cdef const int32_t[::1] v_local = local
+    cdef const int32_t[::1] v_mw = r_mw
+    cdef int32_t c_D = D, c_Vp = Vp, c_V = V
+    for i in range(nv):
+        cv = i // c_V
+        s.ivc[i].cnt = 0
+        s.ivc[i].head = 0
+        s.ivc[i].out_ch = -1
+        s.ivc[i].va_in_ptr = 0
+        s.ivc[i].flits = 0
+        s.ivc[i].out_vc = -1
+        s.ivc[i].out_ov = -1
+        s.ivc[i].mw = -1
+        s.ivc[i].mb = 0
+        s.ivc[i].r = v_dst[cv]
+        s.ivc[i].c = cv
+        s.ivc[i].v = i - cv * c_V
+        if v_kind[cv] != CH_EJECT:
+            bit = v_local[cv] * c_Vp + i - cv * c_V
+            s.ivc[i].mw = v_mw[v_dst[cv]] + bit // 64
+            s.ivc[i].mb = bit % 64
+        s.ivc[i].lo = 0
+        s.ivc[i].hi = 0
+        s.ivc[i].state = VC_IDLE
+        s.ivc[i].ready = 0
+        s.ivc[i].free_t = 0
+        s.ovc[i].owner = OVC_FREE
+        s.ovc[i].credits = EJECT_CREDITS if v_kind[cv] == CH_EJECT else c_D
+        s.ovc[i].va_ptr = 0
+        s.ovc[i].best = -1
+    s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
+    s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
+    s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
+
+
+
 cdef _setup_network(Engine self, dict net):
     """Engine.__init__: every State field from `net` (see Engine's docstring)."""
     cdef State* s = &self.s
@@ -232,51 +283,20 @@ cdef _setup_network(Engine self, dict net):
         s.ch[i].cur_vc = 0
         s.ch[i].vc_rr = 0
 
-    nivc = C * V
-    s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
-    assert sizeof(IVC) == 64 and sizeof(Chan) == 128   # (cache lines; see _types.pxd)
-    s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
-    s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
-    cdef int64_t bit, nv = nivc, cv
-    cdef const int32_t[::1] v_local = local
-    cdef const int32_t[::1] v_mw = r_mw
-    cdef int32_t c_D = D, c_Vp = Vp, c_V = V
-    for i in range(nv):
-        cv = i // c_V
-        s.ivc[i].cnt = 0
-        s.ivc[i].head = 0
-        s.ivc[i].out_ch = -1
-        s.ivc[i].va_in_ptr = 0
-        s.ivc[i].flits = 0
-        s.ivc[i].out_vc = -1
-        s.ivc[i].out_ov = -1
-        s.ivc[i].mw = -1
-        s.ivc[i].mb = 0
-        s.ivc[i].r = v_dst[cv]
-        s.ivc[i].c = cv
-        s.ivc[i].v = i - cv * c_V
-        if v_kind[cv] != CH_EJECT:
-            bit = v_local[cv] * c_Vp + i - cv * c_V
-            s.ivc[i].mw = v_mw[v_dst[cv]] + bit // 64
-            s.ivc[i].mb = bit % 64
-        s.ivc[i].lo = 0
-        s.ivc[i].hi = 0
-        s.ivc[i].state = VC_IDLE
-        s.ivc[i].ready = 0
-        s.ivc[i].free_t = 0
-        s.ovc[i].owner = OVC_FREE
-        s.ovc[i].credits = EJECT_CREDITS if v_kind[cv] == CH_EJECT else c_D
-        s.ovc[i].va_ptr = 0
-        s.ovc[i].best = -1
-    s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
-    # timers span the longest pipeline delay a head can wait on
+    # the VCs' state (buffers, input and output VCs, timers: a few hundred bytes a channel)
+    # is made when a flit-level run first needs it (_setup_vcs): the flow level has none
+    s.buf = NULL
+    s.ivc = NULL
+    s.ovc = NULL
+    s.va_best_dist = NULL
+    s.tm_next = NULL
+    s.touched = NULL
+    self._vc_args = (ch_dst, ch_kind, local, r_mw, Vp)
     s.tm_size = 1
     while s.tm_size <= max(s.routing_delay + 1, s.va_delay):
         s.tm_size *= 2
     s.tm_va = <int32_t*>_ptr(self._own("tm_va", None, np.int32, -1, s.tm_size))
     s.tm_sa = <int32_t*>_ptr(self._own("tm_sa", None, np.int32, -1, s.tm_size))
-    s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
-    s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
     # the wheel spans the longest delay an event can be scheduled with
     maxdelay = int(lat.max(initial=1)) + max(s.sa_delay + s.st_delay, inj_delay) + 1

@@ -48,12 +48,15 @@ cdef enum:
     OP_RELEASE = 6           # frees a gate
     OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
     OP_UNHOLD = 8            # ... and gives them back
-    N_UNITS = 7              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+    N_UNITS = 8              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
                              # 3 a gate (a queue that orders work: see _dag.pxd),
                              # 4 the compute units held by NPU-run collectives,
-                             # 5 communication's share of the memory (HBM),
-                             # 6 memory transfers' share of it (DMA to and from memory nodes)
+                             # 5 communication's share of the memory (HBM): what it sends,
+                             # 6 memory transfers' share of it (DMA to and from memory nodes),
+                             # 7 communication's share for what it receives (beside unit 5,
+                             #   the two within one budget)
     XFER_UNIT = 6
+    RECV_UNIT = 7
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -369,6 +372,13 @@ cdef struct State:
     double* op_share         # per op: what a transfer's route carries, a fraction of its
                              # node's memory bandwidth (unit 6's ops; see _dag.pxd)
     double* xfer_dem         # per node: op_share summed over unit 6's running and queued ops
+    int32_t* op_src          # per op: the op whose data it streams (-1: none); NULL: no streams
+    int64_t* ssucc_ptr       # per op: the ops that stream its data, CSR (NULL: no streams)
+    int32_t* ssucc
+    int64_t* op_tail         # per streaming op: its work after its source finishes (a unit
+                             #   op's cycles at full rate; a send's cycles)
+    uint8_t* op_wait         # per streaming op: 0, 1 running its bulk, 2 waiting for its
+                             #   source, 3 its tail queued or running
     cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n

@@ -328,7 +328,8 @@ class GraphArrays(Inputs):
         Field("succ", np.int32, ("S",), "CSR: successor op ids"),
         Field("unit", np.int8, ("N",), "per op: the unit of its node it occupies (0 compute, "
               "1 memory, 2 collectives engine, 3 a gate, 4 held compute units, 5 "
-              "communication's memory, 6 memory transfers'); None: all 0", optional=True),
+              "communication's memory for what it sends, 6 memory transfers', 7 "
+              "communication's memory for what it receives); None: all 0", optional=True),
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
@@ -341,6 +342,12 @@ class GraphArrays(Inputs):
               "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
         Field("nic_fifo", bool, (), "a NIC sends its messages to one destination in order, "
               "first in first out (network.nic_order = 'fifo'); None: True", optional=True),
+        Field("stream_src", np.int32, ("N",), "per op: the op whose data it takes as it comes "
+              "(a stream, csim/_dag.pxd: counted in deps, done for starting when that op "
+              "starts, not among its successors), or -1; None: no op streams", optional=True),
+        Field("tail", np.int64, ("N",), "per streaming op: its work after its source "
+              "finishes (a unit op's cycles at full rate, a send's cycles); None: 0",
+              optional=True),
     )
 
     def sizes(self):
@@ -369,6 +376,18 @@ class GraphArrays(Inputs):
         # deps: each op's count of predecessors; a roofline op's memory part (OP_ROOF_MEM,
         # the op after its OP_ROOF) has none and deps 1: its roofline op starts it
         preds, deps, kind = np.bincount(succ, minlength=N), self["deps"], self["kind"]
+        src = self["stream_src"]
+        if src is not None:
+            if not _in_range(src, -1, N) or (src == np.arange(N)).any():
+                self.fail("stream_src", f"an op outside -1 .. {N - 1}, or an op's own id")
+            on = np.flatnonzero(src >= 0)
+            ends = np.concatenate([on, src[on]])
+            if not np.isin(kind[ends], (OP_COMPUTE, OP_SEND)).all():
+                self.fail("stream_src", "a stream between ops other than OP_COMPUTE and "
+                                        "OP_SEND")
+            preds = preds + (src >= 0)          # (a stream counts in deps, not in succ)
+        if self["tail"] is not None and (self["tail"] < 0).any():
+            self.fail("tail", "a negative tail")
         mem = kind == OP_ROOF_MEM
         if not np.array_equal(preds[~mem], deps[~mem]):
             self.fail("deps", "expected each op's count of predecessors (in succ)")
@@ -455,7 +474,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
                      comm_hbm=g["comm_hbm"], share=g["share"],
-                     nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]))
+                     nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]),
+                     stream_src=g["stream_src"], tail=g["tail"])
 
 
 # ------------------------------------------------------------------ allocators by name

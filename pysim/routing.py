@@ -44,6 +44,7 @@ from pysim.deadlock import analyse, channel_dependencies, check, csr
 from pysim.engine import core
 from pysim.errors import ConfigError
 from pysim.schema import Key, declare
+from pysim.topology import tree_links
 
 
 # Routes by rule are analysed route by route (the channel-dependency graph of every route,
@@ -304,8 +305,87 @@ def shortest_path_table(topo, how="hops", transit=None):
     return table.reshape(n, n)
 
 
+def _tree_rule(topo, transit):
+    """Routes of a connected tree (every link both ways) as rows (csim's RT_ROWS): rooted at
+    its node of most links, a node's row is its channel up to its parent, except towards the
+    endpoints below it, each reached through the child above it (the lowest channel id among
+    parallel ones, as the table's). Its ranks rise along every route (up, then down). None
+    where a node that may not pass traffic on (topology.transit) lies inside the tree."""
+    n = topo.n_nodes
+    src = np.asarray(topo.ch_src, np.int64)
+    dst = np.asarray(topo.ch_dst, np.int64)
+    if not tree_links(n, src, dst):
+        return None
+    deg = np.bincount(np.unique(src * n + dst) // n, minlength=n)
+    kinds = np.array(topo.node_kinds)
+    if transit is not None and (deg[~np.isin(kinds, list(transit))] > 1).any():
+        return None
+    # the channel u -> v (the lowest id among parallel ones), then a breadth-first search
+    order = np.lexsort((np.arange(src.size), dst, src))
+    key = src[order] * n + dst[order]
+    keep = np.ones(key.size, bool)
+    keep[1:] = key[1:] != key[:-1]
+    ch_key, ch_of = key[keep], order[keep]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src[ch_of], minlength=n), out=ptr[1:])
+    nbr = dst[ch_of]
+    root = int(np.argmax(np.where(kinds == "switch", deg, 0) if (kinds == "switch").any()
+                         else deg))
+    parent = np.full(n, -1, np.int64)
+    depth = np.full(n, -1, np.int64)
+    depth[root] = 0
+    frontier = np.array([root], np.int64)
+    while frontier.size:
+        lo, hi = ptr[frontier], ptr[frontier + 1]
+        cnt = hi - lo
+        idx = np.repeat(hi - np.cumsum(cnt), cnt) + np.arange(int(cnt.sum()))
+        frm = np.repeat(frontier, cnt)
+        to = nbr[idx]
+        new = depth[to] < 0
+        to, frm = to[new], frm[new]
+        depth[to] = depth[frm] + 1
+        parent[to] = frm
+        frontier = to
+    up = np.full(n, -1, np.int64)              # u -> parent(u)
+    down = np.full(n, -1, np.int64)            # parent(u) -> u
+    kids = np.flatnonzero(parent >= 0)
+    up[kids] = ch_of[np.searchsorted(ch_key, kids * n + parent[kids])]
+    down[kids] = ch_of[np.searchsorted(ch_key, parent[kids] * n + kids)]
+    # exceptions: every ancestor of each endpoint d, towards d through the child above d
+    ends = np.flatnonzero(kinds != "switch")
+    eu, ed, ec = [], [], []
+    cur, d = ends, ends
+    while True:
+        has = parent[cur] >= 0
+        cur, d = cur[has], d[has]
+        if cur.size == 0:
+            break
+        eu.append(parent[cur])
+        ed.append(d)
+        ec.append(down[cur])
+        cur = parent[cur]
+    eu, ed, ec = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (eu, ed, ec))
+    srt = np.lexsort((ed, eu))
+    exc_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(eu, minlength=n), out=exc_ptr[1:])
+    vec = np.where(kinds != "switch", 0, -1)
+    rows = np.concatenate([vec, np.full(n, -1)])       # row 0: up; row 1 (the root): none
+    cls = np.where(parent >= 0, 0, 1)
+    off = np.where(parent >= 0, up, 0)
+    spec = dict(kind="rows", n=n, cls=cls, off=off, vec=rows, exc_ptr=exc_ptr,
+                exc_d=ed[srt], exc_c=ec[srt])
+    dmax = int(depth.max())
+    going_up = depth[dst] < depth[src]
+    rank = np.where(going_up, dmax - depth[src], dmax + depth[dst]).astype(np.int32)
+    return Rule(spec, rank)
+
+
 def route_table(topo, cfg):
-    """Shortest paths on any graph; classes from the CDG order (see the module docstring)."""
+    """Shortest paths on any graph; classes from the CDG order (see the module docstring).
+    On a tree (every link both ways), its only paths, by rule (_tree_rule)."""
+    rule = _tree_rule(topo, cfg.topology.transit)
+    if rule is not None:
+        return Routing("table", None, np.zeros(topo.n_channels, np.int32), None, rule=rule)
     table = shortest_path_table(topo, cfg.topology.route_weight, cfg.topology.transit)
     return Routing("table", table, np.zeros(topo.n_channels, np.int32), None)  # (build: order)
 
@@ -343,7 +423,7 @@ def _theorem(topo, r):
     wrap-around channel after another one where it may go two hops towards it (both ways:
     k >= 4; one way: k >= 3) -- the dateline's second class; BookSim's entry classes need
     two wherever a dimension has two positions or more."""
-    if r.name == "given":
+    if r.name in ("given", "table"):          # (up/down: a cluster's, a tree's)
         return None, 1, r.rule.order
     dims = np.array(topo.dims, np.int64)
     wraps = np.array(topo.wrap, bool) & (r.name == "dor_dateline")
@@ -425,7 +505,7 @@ def build(topo, cfg, exact=None) -> Routing:
                      "(topology.tie_break = 'random')" if r.tie_k is not None else
                      "; ties at distance k/2 by parity (topology.tie_break = 'parity')")
     if not exact:
-        r.scheme += " (deadlock-free by the routing's rule)"
+        r.scheme += " (deadlock-free by the routing's rule)"   # (its theorem: _theorem)
     check(topo, r, cfg.network.vcs, None if exact else (cycle,))
     return r
 

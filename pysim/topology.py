@@ -216,12 +216,35 @@ def build_ring(cfg):
                     "dor_dateline", key="topology.size")
 
 
+def tree_links(n, src, dst, directed=False):
+    """Do the links of a graph of n nodes (channel ends src, dst) form a tree, each pair of
+    neighbours joined both ways? (Then its shortest paths are its only paths, whatever the
+    weights.)"""
+    if directed or n < 2:
+        return False
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    pairs = np.unique(a * np.int64(n) + b)
+    fwd = np.unique(np.asarray(src, np.int64) * n + np.asarray(dst, np.int64))
+    return pairs.size == n - 1 and fwd.size == 2 * (n - 1)
+
+
+def _link_tree(nodes, links):
+    """Do [(a, b, bpc, lat, count, directed)] links form a tree over the nodes (routed by rule:
+    pysim.routing)?"""
+    if not links or any(x[5] for x in links):
+        return False
+    index = {x[0]: i for i, x in enumerate(nodes)}
+    a = np.array([index[x[0]] for x in links], np.int64)
+    b = np.array([index[x[1]] for x in links], np.int64)
+    return tree_links(len(nodes), np.concatenate([a, b]), np.concatenate([b, a]))
+
+
 def _graph(name, nodes, links, cfg, setting):
     """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)];
     `setting` names what set the size, for the refusal of one too large to route."""
     ends = sum(1 for x in nodes if x[1] != "switch")
     channels = sum(x[4] * (1 if x[5] else 2) for x in links)
-    if ends * channels > MAX_ROUTE_WORK:
+    if ends * channels > MAX_ROUTE_WORK and not _link_tree(nodes, links):
         raise ConfigError(f"{setting}: {ends:,} endpoints x {channels:,} channels = "
                           f"{ends * channels:,}; a graph's routing tables search every channel "
                           f"once per endpoint, and at most {MAX_ROUTE_WORK:,} are supported "
@@ -414,7 +437,8 @@ def build_graph(cfg):
         if not isinstance(directed, bool):
             raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
         links.append((e["a"], e["b"], bpc, lat, count, directed))
-    check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0)
+    check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0,
+               by_rule=len(nodes) > MAX_NODES and _link_tree(nodes, links))
     check_size(f"topology.links ({len(links)} entries, with their counts)", 2,
                sum(x[4] * (1 if x[5] else 2) for x in links))
     named = tp.file or cfg.source

@@ -223,3 +223,19 @@ def test_the_reports_union_of_intervals_is_the_cells_they_cover(n):
         cells[a:max(a, b)] = True
     edges = np.flatnonzero(np.diff(np.concatenate([[0], cells.astype(np.int8), [0]])))
     assert _union(iv) == [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
+
+
+def test_dependencies_read_back_refuse_changes_in_place():
+    """g.after[i] is a copy: appending to it would change nothing in the graph, so it refuses;
+    depend() and assignment change the graph."""
+    g = OpGraph()
+    a, b, c = g.compute("n0", 1), g.compute("n1", 1), g.compute("n2", 1)
+    deps = g.after[c]
+    for change in (lambda: deps.append(a), lambda: deps.extend([a]), lambda: deps.insert(0, a),
+                   lambda: deps.__iadd__([a])):
+        with pytest.raises(GraphError, match=r"graph.after\[2\].*copy"):
+            change()
+    assert g.after[c] == [] and deps + [a] == [a]
+    g.depend(c, a)
+    g.after[b] = [a]
+    assert g.after[c] == [a] and g.after[b] == [a]

@@ -1,6 +1,7 @@
 """Routes by rule (csim/_routes.pxd, pysim/routing.py): dimension order from coordinates on
-rings, meshes and tori, and a cluster's up/down routes as rows shared by the nodes of a kind,
-held to reference tables built pair by pair from the routings' definitions (refroutes.py);
+rings, meshes and tori, a cluster's up/down routes as rows shared by the nodes of a kind, and
+a tree's (switches, two-level systems) as rows, held to reference tables built pair by pair
+from the routings' definitions (refroutes.py) or by the compiled shortest-path search;
 the VC classes the rules' theorems give held to the analysis of every route; and a run by
 rule identical, packet for packet, to the same run by table at the flit and flow levels."""
 import numpy as np
@@ -77,17 +78,69 @@ def test_a_table_set_on_a_cluster_replaces_its_rule():
     assert r.rule is None and (r.table == table).all()
 
 
+def _two_level(n, **kw):
+    """Nodes of 4 NPUs on a leaf switch, the leaves on one spine (bench/scale.py's two_level
+    at a small size)."""
+    nodes = [{"name": f"npu{i}"} for i in range(n)] + \
+        [{"name": f"leaf{x}", "kind": "switch"} for x in range(n // 4)] + \
+        [{"name": "spine", "kind": "switch"}]
+    links = [{"a": f"npu{i}", "b": f"leaf{i // 4}", "latency_ns": 1.0 + i % 3}
+             for i in range(n)] + \
+        [{"a": f"leaf{x}", "b": "spine", "count": 1 + x % 2} for x in range(n // 4)]
+    return dict(kind="graph", nodes=nodes, links=links, **kw)
+
+
+TREES = [
+    dict(kind="switch", size=7), dict(kind="switch", size=5, transit=["switch"]),
+    _two_level(16), _two_level(12, route_weight="latency", transit=["switch"]),
+    dict(kind="graph", links=[{"a": "a", "b": "s1", "count": 2}, {"a": "s1", "b": "s2"},
+                              {"a": "s2", "b": "b"}, {"a": "s2", "b": "h"},
+                              {"a": "h", "b": "m"}],
+         nodes=[{"name": "a"}, {"name": "s1", "kind": "switch"}, {"name": "b"},
+                {"name": "s2", "kind": "switch"}, {"name": "h", "kind": "host"},
+                {"name": "m", "kind": "mem"}]),
+]
+
+
+def _tname(kw):
+    return kw["kind"] + str(len(kw.get("nodes", ())) or kw.get("size")) + \
+        "".join(f"-{k}" for k in kw if k in ("route_weight", "transit"))
+
+
+@pytest.mark.parametrize("kw", TREES, ids=_tname)
+def test_tree_routes_by_rule_are_the_shortest_path_search(kw):
+    """On a tree every route is its only path: the rule's equals the compiled shortest-path
+    search's table (ties to the lowest channel among parallel links), whatever the weights;
+    its channel ranks rise along every route."""
+    cfg = make_cfg(topology=kw)
+    t = topology.build(cfg)
+    r = routing.ROUTINGS[t.routing](t, cfg)
+    assert r.rule is not None
+    ref = routing.shortest_path_table(t, cfg.topology.route_weight, cfg.topology.transit)
+    assert (r.table == ref).all()
+    deps = deadlock.channel_dependencies(t, ref)
+    assert (r.rule.order[deps[:, 0]] < r.rule.order[deps[:, 1]]).all()
+
+
+def test_a_tree_whose_inner_node_may_not_pass_traffic_is_routed_by_table():
+    kw = TREES[-1]
+    cfg = make_cfg(topology={**kw, "transit": ["switch"]})     # (the host h is inside)
+    t = topology.build(cfg)
+    with pytest.raises(Exception, match="cannot be reached"):
+        routing.ROUTINGS[t.routing](t, cfg)
+
+
 SCHEMES = [dict(dateline=s, tie_break=b) for s in ("booksim", "crossing", "fewest")
            for b in ("parity", "random")]
 
 
-@pytest.mark.parametrize("kw", REGULAR + [dict(kind="cluster", **c) for c in CLUSTERS],
-                         ids=_name)
+@pytest.mark.parametrize("kw", REGULAR + [dict(kind="cluster", **c) for c in CLUSTERS] +
+                         TREES, ids=lambda kw: _tname(kw) if kw in TREES else _name(kw))
 def test_classes_by_theorem_are_those_the_analysis_finds(kw):
     """For every dateline scheme and tie rule: the VC classes, the scheme and whether one
     class suffices, from the rule's theorem, are what following every route finds; where one
     class suffices, the theorem's order rises along every route (no route changes class)."""
-    variants = [{}] if kw["kind"] in ("mesh", "cluster") else \
+    variants = [{}] if kw["kind"] in ("mesh", "cluster", "switch", "graph") else \
         [v for v in SCHEMES if kw.get("bidirectional", True) or v["tie_break"] == "parity"]
     for v in variants:
         cfg = make_cfg(topology={**kw, **v}, network={"vcs": 4})
@@ -140,7 +193,8 @@ def _both(monkeypatch, run):
                                   dict(kind="mesh", dims=[3, 3]),
                                   dict(kind="ring", size=6, tie_break="random"),
                                   dict(kind="cluster", node="dgx-h100", node_count=5,
-                                       fabric="fat-tree", radix=8)], ids=_name)
+                                       fabric="fat-tree", radix=8),
+                                  TREES[3]], ids=lambda kw: kw["kind"])
 def test_a_run_by_rule_is_the_run_by_table(monkeypatch, topo):
     """Synthetic traffic at the flit level, and an op graph at the flit and flow levels: the
     same results, packet for packet, whether csim looks routes up by rule or in the table."""

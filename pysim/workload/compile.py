@@ -22,6 +22,7 @@ import numpy as np
 
 from pysim.errors import GraphError, PysimWarning
 from pysim.models.presets import npu_spec
+from pysim import theory
 from pysim.schema import MAX_INT
 from pysim.workload import transfer
 from pysim.workload.endpoint import endpoint_arrays
@@ -39,6 +40,34 @@ KIND_OF[ROOFLINE] = "compute"
 # primitives per op of each code (memory ops are expanded op by op: pysim.workload.graph)
 _COUNT = np.array([1, 1, 1, 1, 1, 3, 1, 1, 1, 0, 0, 2, 1, 1], np.int64)
 NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
+COMM_RECV_UNIT = 7       # communication's memory for what it receives (csim/_dag.pxd)
+
+
+def stream_sources(code, nid, did, size, lens, flat):
+    """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
+    - a send whose one dependency is a memory op of its bytes at its source (the read of
+      what it sends) is sent as it is read;
+    - a reduction on the NPU (reduce_npu) that depends on a send of at least its bytes to
+      its node reduces the message as it arrives (its first such dependency);
+    - a memory op whose one dependency is a send of at least its bytes to its node (the
+      write of a received block) writes it as it arrives.
+    So an NPU-run collective's step reads, sends, reduces and forwards its block piece by
+    piece, as an NCCL kernel's slices go, with the ops of store-and-forward. The
+    dependency stays in the graph (its exports, its counts); only how it is run changes."""
+    n = len(code)
+    out = np.full(n, -1, np.int64)
+    if not n or not len(flat):
+        return out
+    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    co, cd = code[owner], code[flat]
+    one = lens[owner] == 1
+    fits = (size[flat] == size[owner]) & (size[owner] > 0)
+    within = (size[flat] >= size[owner]) & (size[owner] > 0)
+    hit = (fits & (co == 1) & one & (cd == 3) & (nid[flat] == nid[owner])) | \
+        (within & ((co == 5) | ((co == 3) & one)) & (cd == 1) & (did[flat] == nid[owner]))
+    at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
+    out[owner[at]] = flat[at]
+    return out
 
 
 def graph_columns(g):
@@ -238,7 +267,7 @@ def compile_arrays(g, topo, cfg, h):
         companions = first[rl] + 1
     if len(rn_ids):
         # on the units the collective holds, through communication's memory share
-        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, h.COMM_MEM_UNIT)
+        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, COMM_RECV_UNIT)
         put(rn_ids, "compute", nid[rn_ids], -1, cyc[rn_ids], h.HELD_UNIT, off=1)
         put(rn_ids, "delay", -1, -1, 0, 0, off=2)
         src_e += [first[rn_ids], first[rn_ids] + 1]
@@ -248,14 +277,20 @@ def compile_arrays(g, topo, cfg, h):
 
     # ---- dependencies: an op's dependencies finish before its first primitive starts
     # (a reduction on the NPU: before both its parts)
+    # (a stream's dependency: its source's first primitive to its own, in stream_src)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    dep_last = last[flat]
+    strm = stream_sources(code, nid, did, size, lens, flat)
+    keep = strm[owner] != flat
+    owner_k, flat_k = owner[keep], flat[keep]
+    dep_last = last[flat_k]
     src_e.append(dep_last)
-    dst_e.append(first[owner])
-    two = code[owner] == 5
+    dst_e.append(first[owner_k])
+    two = code[owner_k] == 5
     if two.any():
         src_e.append(dep_last[two])
-        dst_e.append(first[owner[two]] + 1)
+        dst_e.append(first[owner_k[two]] + 1)
+    stream_src, tail = _stream_prims(strm, code, first, size, psize, cfg)
+    unit[first[(strm >= 0) & (code == 3)]] = COMM_RECV_UNIT
     src = np.concatenate(src_e) if src_e else np.zeros(0, np.int64)
     dst = np.concatenate(dst_e) if dst_e else np.zeros(0, np.int64)
     key = np.sort(dst * P + src)                # by (to, from), deduplicated
@@ -264,14 +299,61 @@ def compile_arrays(g, topo, cfg, h):
     dst, src = key // P, key % P
     deps_n = np.bincount(dst, minlength=P).astype(np.int32)
     deps_n[companions] = 1                  # started by their roofline op, never by deps
+    if stream_src is not None:
+        deps_n += stream_src >= 0
     succ = (np.sort(src * P + dst) % P).astype(np.int32)      # by (from, to)
     succ_ptr = np.zeros(P + 1, np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
     arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,
                   succ_ptr=succ_ptr, succ=succ, isolated=isolated, sms=ends["sms"],
-                  comm_hbm=ends["comm_hbm"])
+                  comm_hbm=ends["comm_hbm"], stream_src=stream_src, tail=tail)
     span = np.stack([first, last], axis=1)
     return arrays, span
+
+
+def packet_bytes(cfg):
+    """The bytes of a full packet of an op graph's messages (a stream's piece)."""
+    return (cfg.workload.packet_flits * cfg.network.flit_bytes if cfg is not None
+            else 16 * 32)
+
+
+def _stream_prims(strm, code, first, size, psize, cfg):
+    """The streams among the primitives (csim/_dag.pxd) from the graph ops' (strm, from
+    stream_sources): per primitive its source primitive or -1, and its tail -- a unit op's
+    work on the last packet of the message it takes (its cycles in proportion); a send's
+    is set with the network (resolve_latencies). (None, None) where no op streams."""
+    on = np.flatnonzero(strm >= 0)
+    if not len(on):
+        return None, None
+    P = len(psize)
+    src = np.full(P, -1, np.int32)
+    tail = np.zeros(P, np.int64)
+    prod = first[strm[on]]
+    frac = np.minimum(1.0, packet_bytes(cfg) / np.maximum(size[strm[on]], 1))
+    for off, which in ((0, np.ones(len(on), bool)), (1, code[on] == 5)):
+        at = first[on[which]] + off
+        src[at] = prod[which]
+        tail[at] = np.ceil(psize[at] * frac[which]).astype(np.int64)
+    tail[first[on[code[on] == 1]]] = 0
+    return src, tail
+
+
+def send_tails(network, cfg, arrays):
+    """Set the tail of each send that streams its data in the compiled arrays: the
+    zero-load latency of its last packet (at most a full one) on its route."""
+    src = arrays.get("stream_src")
+    if src is None:
+        return
+    kind = arrays["kind"]
+    snd = np.flatnonzero((src >= 0) & (kind == 1))
+    if not len(snd):
+        return
+    flit = cfg.network.flit_bytes if cfg is not None else 32
+    last = np.minimum(arrays["size"][snd], packet_bytes(cfg))
+    flits = np.maximum(1, -(-last // flit)).astype(np.int64)
+    t0 = theory.zero_load_latency(network, cfg, arrays["node"][snd].astype(np.int64),
+                                  arrays["dst"][snd].astype(np.int64), flits)
+    arrays["tail"][snd] = np.asarray(t0, np.int64)
 
 
 def slices_of(cycles, slice_cycles):
@@ -382,9 +464,13 @@ def compile_by_op(g, topo, cfg, h):
     kinds, nodes, dsts, sizes = list(g.kind), list(g.node), list(g.dst), list(g.size)
     cols = g.arrays()
     ptr, dep = cols["dep_ptr"].tolist(), cols["dep"].tolist()
+    nid, did = node_ids(g, index, cols)
+    strm = stream_sources(cols["code"], nid, did, cols["size"], np.diff(cols["dep_ptr"]),
+                          cols["dep"]).tolist()
+    streams = {}                        # primitive -> the primitive whose data it streams
     for i in (topological_order(g) if g._forward else range(len(g))):
         k = kinds[i]
-        deps = [span[d][1] for d in dep[ptr[i]:ptr[i + 1]]]
+        deps = [span[d][1] for d in dep[ptr[i]:ptr[i + 1]] if d != strm[i]]
         if k == "compute" and g.work[i] is None:
             n = node_id(nodes[i], i, "node", ("npu", "host"))
             p = prim("compute", n, -1, sizes[i], deps)
@@ -412,11 +498,13 @@ def compile_by_op(g, topo, cfg, h):
             _, bytes_pc = cparams[n]
             # on the units the collective holds, through communication's memory share
             mem_ = prim("compute", n, -1, h._ceil(4 * sizes[i], bytes_pc), deps,
-                        h.COMM_MEM_UNIT)
+                        COMM_RECV_UNIT)
             rate = eparams[n][2] * ends["reduce_fraction"][n]
             red = prim("compute", n, -1, h._ceil(sizes[i], rate), deps, h.HELD_UNIT)
             p = prim("delay", -1, -1, 0, [mem_, red])
             span[i] = (mem_, p)
+            if strm[i] >= 0:
+                streams[mem_] = streams[red] = span[strm[i]][0]
         elif k == "reduce_offload":
             n = node_id(nodes[i], i, "node", ("npu",))
             p = prim("compute", n, -1, h._ceil(sizes[i], eparams[n][0]), deps, 2)
@@ -426,8 +514,11 @@ def compile_by_op(g, topo, cfg, h):
             flops_pc, bytes_pc = cparams[n]
             rate = bytes_pc if k == "memory" else eparams[n][0]
             p = prim("compute", n, -1, h._ceil(sizes[i], rate), deps,
-                     h.COMM_MEM_UNIT if k == "memory" else 2)
+                     (COMM_RECV_UNIT if strm[i] >= 0 else h.COMM_MEM_UNIT) if k == "memory"
+                     else 2)
             span[i] = (p, p)
+            if strm[i] >= 0:
+                streams[p] = span[strm[i]][0]
         elif k == "delay":
             p = prim("delay", -1, -1, sizes[i], deps)
             span[i] = (p, p)
@@ -445,6 +536,8 @@ def compile_by_op(g, topo, cfg, h):
                 raise GraphError(f"op {g.label(i)}: a send from {nodes[i]!r} to itself")
             p = prim("send", a, b, sizes[i], deps)
             span[i] = (p, p)
+            if strm[i] >= 0:
+                streams[p] = span[strm[i]][0]
         else:
             a = node_id(nodes[i], i, "npu", ("npu", "host"))
             m = node_id(dsts[i], i, "mem", ("mem", "host"))
@@ -489,11 +582,22 @@ def compile_by_op(g, topo, cfg, h):
     # the ops of g were taken in a topological order, so the primitives have no cycles
     deps_n = np.array([len(a) for a in after], np.int32)
     deps_n[companions] = 1                  # started by their roofline op, never by deps
+    stream_src = tail = None
+    if streams:                             # (as _stream_prims)
+        stream_src = np.full(n_ops, -1, np.int32)
+        tail = np.zeros(n_ops, np.int64)
+        pb = packet_bytes(cfg)
+        for c, p in streams.items():
+            stream_src[c] = p
+            deps_n[c] += 1
+            if kind[c] != h.KINDS["send"]:
+                tail[c] = math.ceil(size[c] * min(1.0, pb / max(size[p], 1)))
     arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
                   node=np.array(node, np.int32),
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
                   deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
+    arrays["stream_src"], arrays["tail"] = stream_src, tail
     arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
     arrays["memory_bpc"] = [cparams[n][1] if n in cparams else 0.0 for n in range(topo.n_nodes)]
     return arrays, span

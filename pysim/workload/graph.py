@@ -167,11 +167,11 @@ class OpGraph:
         return i
 
     def _deps(self, i):
-        """Op i's dependencies (a new list)."""
+        """Op i's dependencies (a new list that refuses changes in place: see _Deps)."""
         over = self._over.get(i)
         if over is not None:
-            return list(over)
-        return self._dep[self._ptr[i]:self._ptr[i + 1]].tolist()
+            return _Deps(i, over)
+        return _Deps(i, self._dep[self._ptr[i]:self._ptr[i + 1]].tolist())
 
     def _add(self, kind, node, dst, size, after, name, code=None):
         n = len(self._code)
@@ -627,6 +627,25 @@ class _Names(_Column):
         return iter(self.g._names)
 
 
+class _Deps(list):
+    """An op's dependencies as read from its graph: a copy, so a change made to it in place
+    would change nothing in the graph. Such changes are refused, naming what does change them
+    (the copy made by list(...) or + is a plain list)."""
+    __slots__ = ("op",)
+
+    def __init__(self, op, deps):
+        super().__init__(deps)
+        self.op = op
+
+    def _refuse(self, *args, **kwargs):
+        raise GraphError(f"op {self.op}'s dependencies as read (graph.after[{self.op}]) are a "
+                         f"copy: add one with graph.depend(...) or give them all with "
+                         f"graph.after[{self.op}] = [...]")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
 class _After(_Column):
     """Per op its dependencies (a new list each time: assign to change them)."""
     __slots__ = ()
@@ -807,7 +826,10 @@ def _ceil(b, bpc, rate=None):
 
 def resolve_latencies(graph, network, cfg, arrays, span):
     """Set the cycles of the graph's step-latency delays (OpGraph.step_latency) in the
-    compiled arrays: steps x the zero-load latency of a one-flit message on the route."""
+    compiled arrays: steps x the zero-load latency of a one-flit message on the route; and
+    the tail of each send that streams its data (csim/_dag.pxd): the zero-load latency of
+    its last packet."""
+    _compile.send_tails(network, cfg, arrays)
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
@@ -857,7 +879,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
-                                                "comm_hbm")},
+                                                "comm_hbm", "stream_src", "tail")},
                       share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
                              if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes,

@@ -11,7 +11,7 @@ from pysim.workload.collectives.builder import OFFLOAD_PIECES_IN_SRAM, _Builder
 from pysim.workload.collectives.direct import direct
 from pysim.workload.collectives.halving_doubling import halving_doubling
 from pysim.workload.collectives.hierarchical import hierarchical
-from pysim.workload.collectives.order import _at_least_two
+from pysim.workload.collectives.order import HIERARCHICAL, _at_least_two
 from pysim.workload.collectives.ring import ring, ring_pipeline
 from pysim.workload.collectives.tree import tree
 from pysim.workload.graph import GraphError, OpGraph
@@ -27,6 +27,7 @@ ALGORITHMS = {
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
     "tree": (tree, {"all_reduce"}),
     "hierarchical": (None, {"all_reduce"}),
+    "bidir_hierarchical": (None, {"all_reduce"}),
     "nccl": (None, nccl.SUPPORTED),    # (pysim/workload/nccl_graph.py: needs the machine)
 }
 
@@ -74,7 +75,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = S + 1 + (R if collective != "all_gather" else 0) + \
             (V if collective != "reduce_scatter" else 0)
         return chunks * p * per * (2 if algorithm == "bidir_ring" else 1)
-    if engine in (None, "npu") and algorithm != "hierarchical":
+    if engine in (None, "npu") and algorithm not in HIERARCHICAL:
         return chunks * _engine_ops(collective, algorithm, p, engine)
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
@@ -90,15 +91,18 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = ring.get(collective, 3) * p * log
     elif algorithm == "tree":
         per = 6 * (p - 1)
-    elif algorithm == "hierarchical" and dims:
+    elif algorithm in HIERARCHICAL and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
     else:
         per = 3 * p * p
+    joins = 0
+    if algorithm == "bidir_hierarchical":       # both ways, and a join per node
+        per, joins = 2 * per, p
     if engine == "npu":
         per *= 3
     elif engine == "offload":
-        return chunks * pieces * (2 * per + 2 * p)
-    return chunks * per
+        return chunks * pieces * (2 * per + 2 * p + joins)
+    return chunks * (per + joins)
 
 
 def _engine_ops(collective, algorithm, p, engine):
@@ -216,11 +220,11 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight, grain, start, sram_state, sram_pieces, form)
     b.g = g
-    if algorithm == "hierarchical":
+    if algorithm in HIERARCHICAL:
         if dims is None:
-            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
-                              "dimensions (a torus or mesh)")
-        hierarchical(b, collective, dims)
+            raise ConfigError(f"workload.algorithm = {algorithm!r} needs a topology with "
+                              f"dimensions (a torus or mesh)")
+        hierarchical(b, collective, dims, algorithm == "bidir_hierarchical")
     elif algorithm == "nccl":
         nccl_graph.build(b, collective, nccl_settings or {}, machine)
     else:
@@ -323,7 +327,7 @@ def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, 
     participant's ops, by their depth in the graph, are the first's turned round the ring."""
     p = len(order)
     held = {units.get(n) for n in order} if units else {None}
-    if algorithm == "hierarchical" or engine not in (None, "npu") or in_flight or \
+    if algorithm in HIERARCHICAL or engine not in (None, "npu") or in_flight or \
             len(held) != 1:
         return None
     u = held.pop()

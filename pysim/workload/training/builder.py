@@ -86,9 +86,9 @@ class _Builder:
         algorithm = self.algorithm(collective)
         order = self._order(group, algorithm)
         dims = None
-        if algorithm == "hierarchical":
+        if algorithm in coll.HIERARCHICAL:
             if sorted(order) != sorted(topo.node_names) or topo.coords is None:
-                raise ConfigError(f"workload.algorithm = 'hierarchical' runs over every node "
+                raise ConfigError(f"workload.algorithm = {algorithm!r} runs over every node "
                                   f"of a torus or mesh; the {what} group {group} is not that "
                                   f"(choose ring, bidir_ring, direct, halving_doubling or "
                                   f"tree)")
@@ -100,7 +100,8 @@ class _Builder:
         if nbytes <= 0:
             done.update({n: g.delay(0, after=start[n]) for n in (built or group)})
             return
-        if built is not None and len(built) < len(group) and algorithm != "hierarchical":
+        if built is not None and len(built) < len(group) and \
+                algorithm not in coll.HIERARCHICAL:
             # the part, made once per collective, group and size (collectives.symmetric)
             key = (collective, tuple(group), int(nbytes))
             if key not in self.parts:

@@ -105,7 +105,7 @@ class _Collectives:
             if lay.engine == "offload" and b.sram is not None:
                 piece = max(1, b.sram // b.sram_pieces)
                 pieces = max(1, -(-(-(-nbytes // b.chunks)) // piece))
-            dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims \
+            dims = list(lay.topo.dims) if algorithm in coll.HIERARCHICAL and lay.topo.dims \
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
                                    pieces, lay.cfg.workload.collective_form,
