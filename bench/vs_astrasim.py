@@ -63,7 +63,8 @@ backend: set ASTRASIM to its path. To build one (any directory outside this repo
 clone ASTRA-sim's public repository (github.com/astra-sim/astra-sim), check out its branch
 ASTRA-sim-1.0 (the comparison in docs/astrasim.md used its commit 07d5d19), put its submodule
 extern/network_backend/analytical (github.com/astra-sim/astra-network-analytical, commit
-d27635b) in place, install CMake, a C++17 compiler and Boost.Program_options (Debian:
+d27635b) in place, install CMake (3.15 or later; `pip install cmake` gives one), a C++17
+compiler and Boost.Program_options (Debian:
 apt-get install cmake g++ libboost-program-options-dev), then in build/astra_analytical:
 mkdir build && cd build && cmake .. -DCMAKE_BUILD_TYPE=Release && make -j2 (its test folder
 needs googletest: drop the test lines of its top CMakeLists.txt if you have none). The binary

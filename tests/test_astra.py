@@ -288,6 +288,9 @@ def test_astra_sims_analytical_message_time():
     assert torus("n0", "n10", 62) == 3 + int(62 / bw) == 4        # dimension 1, 2 hops
     assert torus("n0", "n2", 62) == 3 + int(62 / (2 * bw)) == 3
     assert torus("n5", "n5", 1024) == 0
+    with pytest.raises(ValueError, match="8 NPUs on dimensions \\[4, 4\\] \\(expected their "
+                                         "product, 16\\)"):
+        analytical_message([f"n{i}" for i in range(8)], [4, 4], [1.0] * 2, [bw] * 2)
 
 
 def measured(kinds):

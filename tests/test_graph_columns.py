@@ -23,6 +23,7 @@ class Reference:
     def __init__(self):
         self.kind, self.node, self.dst, self.size, self.after = [], [], [], [], []
         self.names, self.work = [], []
+        self.holds = []
 
     def add(self, kind, node, dst, size, after, name=None, work=None):
         self.kind.append(kind)
@@ -39,8 +40,13 @@ def assert_same(g, ref):
     for f in ("kind", "node", "dst", "size", "after", "names", "work"):
         assert list(getattr(g, f)) == getattr(ref, f), f
         assert [getattr(g, f)[i] for i in range(len(g))] == getattr(ref, f), f
+    assert list(g.holds) == ref.holds
     a = g.arrays()
     names = g.node_names + [None]
+    h = g.hold_arrays()
+    assert [[names[d], b, (at, af), (e, ef) if e >= 0 else None, w] for d, b, at, af, e, ef, w
+            in zip(h["dev"], h["bytes"].tolist(), h["at"].tolist(), h["at_finish"].tolist(),
+                   h["end"].tolist(), h["end_finish"].tolist(), h["what"])] == ref.holds
     assert [KIND_OF[c] for c in a["code"]] == ref.kind
     assert [names[i] for i in a["node"]] == ref.node
     assert [names[i] for i in a["dst"]] == ref.dst
@@ -64,7 +70,7 @@ def test_the_columns_read_back_as_the_ops_were_added(seed):
         after = sorted(set(rng.integers(0, n, rng.integers(0, 4)).tolist())) if n else []
         a, b = (str(x) for x in rng.choice(NPUS, 2, replace=False))
         size = int(rng.integers(0, 1 << 40))
-        k = int(rng.integers(0, 9))
+        k = int(rng.integers(0, 10))
         name = f"op {i}" if rng.random() < 0.3 else None
         if k == 0:
             g.compute(a, size, after=after, name=name)
@@ -105,6 +111,16 @@ def test_the_columns_read_back_as_the_ops_were_added(seed):
             x = int(rng.integers(0, n))
             g.after[x] = [d for d in ref.after[x] if d != 0] + ([0] if x else [])
             ref.after[x] = [d for d in ref.after[x] if d != 0] + ([0] if x else [])
+        elif k == 9 and n:                # memory held from an op, perhaps freed at another
+            at, edge = int(rng.integers(0, n)), ("start", "finish")[i % 2]
+            h = g.hold(a, size, at, edge, what=name)
+            assert h == len(ref.holds)
+            ref.holds.append([a, size, (at, edge == "finish"), None, name])
+            free = [x for x, v in enumerate(ref.holds) if v[3] is None]
+            if rng.random() < 0.7:
+                x = free[int(rng.integers(0, len(free)))]
+                g.free(x, n - 1, edge)
+                ref.holds[x][3] = (n - 1, edge == "finish")
     first = len(g)
     for j in range(5):                    # a sub-graph started after an op
         g.delay(j, after=[first + j - 1] if j % 2 else None)
@@ -163,3 +179,34 @@ def test_a_part_instanced_as_columns_equals_its_ops_added_as_lists(algorithm, co
         if f not in ("node", "dst"):
             assert np.array_equal(v, ref.arrays()[f]), f
     assert set(KIND_OF[c] for c in g.arrays()["code"]) <= set(OP_CODES)
+
+
+@pytest.mark.parametrize("n", [5, 64, 65, 400])
+def test_the_reports_union_of_intervals_is_the_cells_they_cover(n):
+    """pysim.workload.training.report._union (in Python for a few intervals, as arrays for
+    many) against the cells of [start, end) covered, read back as maximal runs."""
+    from pysim.workload.training.report import _union
+    rng = np.random.default_rng(n)
+    starts = rng.integers(0, 3 * n, n)
+    iv = list(zip(starts.tolist(), (starts + rng.integers(-3, 12, n)).tolist()))
+    cells = np.zeros(3 * n + 20, bool)
+    for a, b in iv:
+        cells[a:max(a, b)] = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], cells.astype(np.int8), [0]])))
+    assert _union(iv) == [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
+
+
+def test_dependencies_read_back_refuse_changes_in_place():
+    """g.after[i] is a copy: appending to it would change nothing in the graph, so it refuses;
+    depend() and assignment change the graph."""
+    g = OpGraph()
+    a, b, c = g.compute("n0", 1), g.compute("n1", 1), g.compute("n2", 1)
+    deps = g.after[c]
+    for change in (lambda: deps.append(a), lambda: deps.extend([a]), lambda: deps.insert(0, a),
+                   lambda: deps.__iadd__([a])):
+        with pytest.raises(GraphError, match=r"graph.after\[2\].*copy"):
+            change()
+    assert g.after[c] == [] and deps + [a] == [a]
+    g.depend(c, a)
+    g.after[b] = [a]
+    assert g.after[c] == [a] and g.after[b] == [a]

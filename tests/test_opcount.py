@@ -51,6 +51,8 @@ def assert_exact(c, g, engine):
     ({"tp": 2, "pp": 2, "dp": 2, "sp": True, "zero": 3, "tp_ranks": "one", "replicas": "one",
       "micro_batches": 2}, {"collective_form": "streams"}),
     ({"tp": 4, "pp": 2, "tp_ranks": "one", "micro_batches": 2}, {"iterations": 2}),
+    ({"tp": 2, "pp": 2, "dp": 2, "interleave": 2, "micro_batches": 4},
+     {"memory": {"policy": "recompute", "recompute": "full"}}),
 ])
 def test_every_plan_is_counted_as_built(par, extra):
     m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)

@@ -181,6 +181,15 @@ def analytical_message(names, units, latency, bandwidth, links=2):
     links x bandwidth[d] (bytes per cycle) added to that whole number and rounded down
     (its time is an int, its terms doubles); NIC, router and HBM latencies 0 (those of the
     comparison's network files)."""
+    total = 1
+    for k in units:
+        total *= k
+    if len(names) != total or not len(latency) == len(bandwidth) == len(units) or \
+            min(bandwidth, default=1) <= 0 or links < 1:
+        raise ValueError(f"analytical_message: {len(names)} NPUs on dimensions {list(units)} "
+                         f"(expected their product, {total}), {len(latency)} latencies and "
+                         f"{len(bandwidth)} bandwidths (expected one per dimension, "
+                         f"bandwidths > 0), links = {links} (expected >= 1)")
     index = {n: i for i, n in enumerate(names)}
 
     def address(i):

@@ -91,12 +91,22 @@ class OpGraph:
         self._wflops = array.array("d")
         self._wbytes = array.array("q")
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
-        self._names = {}                    # op -> its name (ops given one)
+        self._names = []                    # per op its name (None: none)
         self._by_name = {}
-        self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
+        # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
+        # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
+        self._hdev = array.array("i")
+        self._hbytes = array.array("q")
+        self._hat = array.array("q")
+        self._hat_fin = array.array("b")
+        self._hend = array.array("q")
+        self._hend_fin = array.array("b")
+        self._hwhat = []
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
         self.latencies = []             # (delay op, src, dst, steps): see step_latency
+        self._version = 0               # changed with dependencies set after their op
+        self._cached = None             # arrays() and what it was made from
 
     def __len__(self):
         return len(self._code)
@@ -118,18 +128,23 @@ class OpGraph:
         return list(self._nodes)
 
     def arrays(self):
-        """The ops' columns as numpy arrays (copies): code (int8, OP_CODES; ROOFLINE for a
+        """The ops' columns as numpy arrays (read-only copies): code (int8, OP_CODES; ROOFLINE for a
         roofline compute op), node and dst (int32 ids into node_names, -1 for none), size
         (int64), dep_ptr (int64, one more than the ops) and dep (int64: op i's dependencies
         are dep[dep_ptr[i]:dep_ptr[i + 1]])."""
-        code = np.frombuffer(self._code, np.int8).copy() if self._code else \
-            np.zeros(0, np.int8)
-        ptr = np.frombuffer(self._ptr, np.int64).copy()
-        dep = np.frombuffer(self._dep, np.int64).copy() if self._dep else np.zeros(0, np.int64)
+        key = (len(self._code), len(self._dep), self._version)
+        if self._cached is not None and self._cached[0] == key:
+            return dict(self._cached[1])
+        ptr, dep = _np(self._ptr, np.int64), _np(self._dep, np.int64)
         if self._over:
             ptr, dep = _merge_over(ptr, dep, self._over)
-        return dict(code=code, node=_np(self._node, np.int32), dst=_np(self._dst, np.int32),
-                    size=_np(self._size, np.int64), dep_ptr=ptr, dep=dep)
+        out = dict(code=_np(self._code, np.int8), node=_np(self._node, np.int32),
+                   dst=_np(self._dst, np.int32), size=_np(self._size, np.int64), dep_ptr=ptr,
+                   dep=dep)
+        for a in out.values():
+            a.flags.writeable = False        # (shared by the calls until the graph changes)
+        self._cached = (key, out)
+        return dict(out)
 
     def roofline(self):
         """The roofline compute ops and their work as numpy arrays: (ops, flops, bytes, peak
@@ -152,17 +167,21 @@ class OpGraph:
         return i
 
     def _deps(self, i):
-        """Op i's dependencies (a new list)."""
+        """Op i's dependencies (a new list that refuses changes in place: see _Deps)."""
         over = self._over.get(i)
         if over is not None:
-            return list(over)
-        return self._dep[self._ptr[i]:self._ptr[i + 1]].tolist()
+            return _Deps(i, over)
+        return _Deps(i, self._dep[self._ptr[i]:self._ptr[i + 1]].tolist())
 
     def _add(self, kind, node, dst, size, after, name, code=None):
         n = len(self._code)
-        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
-            pass                              # the common case: op ids, checked at once
-        else:
+        ok = type(after) is list              # the common case: op ids, checked at once
+        if ok:
+            for a in after:
+                if type(a) is not int or not 0 <= a < n:
+                    ok = False
+                    break
+        if not ok:
             if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
                 after = [after]               # one dependency, given bare
             if after is not None and not isinstance(after, (list, tuple)):
@@ -177,23 +196,29 @@ class OpGraph:
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if name is not None:
             self._by_name[name] = n
-            self._names[n] = name
+        self._names.append(name)
         self._code.append(OP_CODES[kind] if code is None else code)
-        self._node.append(self._nid(node))
+        try:
+            i = -1 if node is None else self._node_id[node]
+        except (KeyError, TypeError):
+            i = self._nid(node)
+        self._node.append(i)
         self._dst.append(-1 if dst is None else self._nid(dst))
         self._size.append(size)
-        self._dep.extend(after)
+        if after:
+            self._dep.extend(after)
         self._ptr.append(len(self._dep))
         return n
 
     def _pop(self):
         """Take the last op out again (an op whose checks failed after it was added)."""
         n = len(self._code) - 1
+        self._version += 1
         for col in (self._code, self._node, self._dst, self._size, self._ptr):
             col.pop()
         del self._dep[self._ptr[-1]:]
         self._over.pop(n, None)
-        name = self._names.pop(n, None)
+        name = self._names.pop()
         if name is not None:
             del self._by_name[name]
 
@@ -258,6 +283,7 @@ class OpGraph:
             raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         self._code.extend(code)
+        self._names.extend(itertools.repeat(None, len(code)))
         self._node.extend(node)
         self._dst.extend(dst)
         if isinstance(size, np.ndarray):
@@ -293,6 +319,16 @@ class OpGraph:
         `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
         op's precision times its kernel's efficiency --; by default the node's own peak
         ([topology.npu] tflops, or its preset's fp32 peak)."""
+        if cycles is None and type(flops) is float and type(bytes) is int and \
+                0.0 <= flops <= 1.7e308 and 0 <= bytes <= MAX_INT and \
+                (peak_flops is None or (type(peak_flops) is float and
+                                        0.0 < peak_flops <= 1.7e308)):
+            i = self._add("compute", node, None, -1, after, name, ROOFLINE)   # (the common
+            self._wop.append(i)                                               # roofline op)
+            self._wflops.append(flops)
+            self._wbytes.append(bytes)
+            self._wpeak.append(math.nan if peak_flops is None else peak_flops)
+            return i
         if cycles is None and flops is None and bytes is None:
             raise GraphError(f"{self._what(name)}: a compute op needs cycles, or flops and/or "
                              f"bytes (a roofline)")
@@ -396,6 +432,7 @@ class OpGraph:
         for i in range(first, len(self._code) if last is None else last):
             if (not over[i] if i in over else ptr[i] == ptr[i + 1]) and i != op:
                 over[i] = [op]
+                self._version += 1
 
     # ------------------------------------------------------------------ memory space
     def hold(self, device, bytes, at, edge="start", what=None):
@@ -404,18 +441,48 @@ class OpGraph:
         to the end of the run otherwise). Returns the hold's id. Holds are bookkeeping: they
         change no op's timing; after the run the occupancy of every device is computed from
         its holds and the ops' times, and a device over its capacity is an error."""
-        h = len(self.holds)
-        self.holds.append([device, _size(bytes, "bytes", what), (self._ref(at),
-                          _edge(edge)), None, what])
+        h = len(self._hbytes)
+        nbytes = _size(bytes, "bytes", what)
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        fin = _edge(edge)
+        try:
+            d = self._node_id[device]
+        except (KeyError, TypeError):
+            d = self._nid(device)
+        self._hdev.append(d)
+        self._hbytes.append(nbytes)
+        self._hat.append(at)
+        self._hat_fin.append(fin)
+        self._hend.append(-1)
+        self._hend_fin.append(1)
+        self._hwhat.append(what)
         return h
 
     def free(self, h, at, edge="finish"):
         """Release hold `h` when op `at` finishes (edge 'finish') or starts ('start')."""
-        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self.holds):
+        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self._hbytes):
             raise GraphError(f"free({h!r}): no such hold")
-        if self.holds[h][3] is not None:
-            raise GraphError(f"hold {h} ({self.holds[h][4] or 'unnamed'}) is freed twice")
-        self.holds[h][3] = (self._ref(at), _edge(edge))
+        if self._hend[h] >= 0:
+            raise GraphError(f"hold {h} ({self._hwhat[h] or 'unnamed'}) is freed twice")
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        self._hend_fin[h] = _edge(edge)
+        self._hend[h] = at
+
+    holds = property(lambda self: _Holds(self),
+                     doc="per hold [device, bytes, (op, edge), (op, edge) freeing it or None, "
+                         "what] (edge True: the op's finish)")
+
+    def hold_arrays(self):
+        """The holds' columns as numpy arrays: dev (int32 ids into node_names), bytes, at
+        (the op taking it), at_finish (bool: at its finish), end (the op freeing it, -1:
+        never), end_finish; and `what`, the list of their labels."""
+        return dict(dev=_np(self._hdev, np.int32), bytes=_np(self._hbytes, np.int64),
+                    at=_np(self._hat, np.int64),
+                    at_finish=_np(self._hat_fin, np.int8).astype(bool),
+                    end=_np(self._hend, np.int64),
+                    end_finish=_np(self._hend_fin, np.int8).astype(bool), what=self._hwhat)
 
     def space(self, op):
         """The hold of the bytes a mem_write op stores at its target."""
@@ -434,10 +501,11 @@ class OpGraph:
         deps = self._deps(op)
         if on not in deps:
             self._over[op] = deps + [on]
+            self._version += 1
             self._forward |= on > op
 
     def label(self, i):
-        name = self._names.get(i)
+        name = self._names[i]
         return name if name is not None else f"op{i}"
 
 
@@ -549,10 +617,29 @@ class _Names(_Column):
     __slots__ = ()
 
     def _at(self, i):
-        return self.g._names.get(i)
+        return self.g._names[i]
 
     def __iter__(self):
-        return map(self.g._names.get, range(len(self.g._code)))
+        return iter(self.g._names)
+
+
+class _Deps(list):
+    """An op's dependencies as read from its graph: a copy, so a change made to it in place
+    would change nothing in the graph. Such changes are refused, naming what does change them
+    (the copy made by list(...) or + is a plain list)."""
+    __slots__ = ("op",)
+
+    def __init__(self, op, deps):
+        super().__init__(deps)
+        self.op = op
+
+    def _refuse(self, *args, **kwargs):
+        raise GraphError(f"op {self.op}'s dependencies as read (graph.after[{self.op}]) are a "
+                         f"copy: add one with graph.depend(...) or give them all with "
+                         f"graph.after[{self.op}] = [...]")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
 
 class _After(_Column):
@@ -567,7 +654,33 @@ class _After(_Column):
         i = operator.index(i)
         deps = [g._ref(d) for d in deps]
         g._over[i] = deps
+        g._version += 1
         g._forward |= any(d > i for d in deps)
+
+
+class _Holds(Sequence):
+    """An OpGraph's holds, read one by one (lists made when asked for)."""
+    __slots__ = ("g",)
+
+    def __init__(self, g):
+        self.g = g
+
+    def __len__(self):
+        return len(self.g._hbytes)
+
+    def __getitem__(self, h):
+        g = self.g
+        if isinstance(h, slice):
+            return [self[k] for k in range(*h.indices(len(self)))]
+        h = operator.index(h)
+        if h < 0:
+            h += len(self)
+        if not 0 <= h < len(self):
+            raise IndexError("hold index out of range")
+        d = g._hdev[h]
+        end = g._hend[h]
+        return [None if d < 0 else g._nodes[d], g._hbytes[h], (g._hat[h], bool(g._hat_fin[h])),
+                None if end < 0 else (end, bool(g._hend_fin[h])), g._hwhat[h]]
 
 
 class _Work(_Column):
@@ -596,6 +709,10 @@ class _Work(_Column):
 
 
 def _edge(edge):
+    if edge == "start":
+        return False
+    if edge == "finish":
+        return True
     if edge not in ("start", "finish"):
         raise GraphError(f"edge = {edge!r}: expected 'start' or 'finish'")
     return edge == "finish"

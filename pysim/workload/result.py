@@ -33,7 +33,7 @@ class OpTable(Sequence):
 
     def _op(self, i, start, finish, w=None):
         """Op i's row; w: its place among the roofline ops, where known."""
-        name = self.names.get(i)
+        name = self.names[i]
         code = self.code[i]
         nn = self.node_names
         op = dict(name=name if name is not None else f"op{i}", kind=KIND_OF[code],

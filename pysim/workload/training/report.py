@@ -14,7 +14,11 @@ from pysim.workload.result import GraphResult, op_times
 
 
 def _union(iv):
-    """Merge intervals [(start, end)] into disjoint sorted ones."""
+    """Merge intervals [(start, end)] into disjoint sorted ones (touching ones merged)."""
+    iv = list(iv)
+    if len(iv) > 64:                      # (many: as arrays)
+        a = np.array(iv, np.int64).reshape(-1, 2)
+        return _union_arrays(a[:, 0], a[:, 1])
     out = []
     for a, b in sorted(iv):
         if b <= a:
@@ -25,6 +29,20 @@ def _union(iv):
         else:
             out.append([a, b])
     return out
+
+
+def _union_arrays(s, e):
+    """_union of the intervals [s[k], e[k]) given as arrays."""
+    s, e = np.asarray(s, np.int64), np.asarray(e, np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return []
+    o = np.lexsort((e, s))
+    s, e = s[o], np.maximum.accumulate(e[o])
+    new = np.concatenate([[True], s[1:] > e[:-1]])
+    last = np.concatenate([np.flatnonzero(new)[1:] - 1, [len(s) - 1]])
+    return [[x, y] for x, y in zip(s[new].tolist(), e[last].tolist())]
 
 
 def _length(iv):
@@ -136,32 +154,37 @@ def training_report(graph, plan, res, cfg):
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0
     # training compute ops (forward, backward, optimizer) per NPU, in the last iteration
-    comp = {n: [] for n in plan.npus}            # their op ids
     it = len(plan.iterations) - 1
+    npu_ix = {n: k for k, n in enumerate(plan.npus)}
+    P = len(plan.npus)
+    rows = [(i, npu_ix[n], -1 if lo_.fwd is None else lo_.fwd,
+             -1 if lo_.bwd_input is None else lo_.bwd_input,
+             -1 if lo_.bwd_weight is None else lo_.bwd_weight)
+            for (it_, i, n, j), lo_ in plan.layer_ops.items() if it_ == it]
+    R = np.array(rows, np.int64).reshape(-1, 5)
+    key = R[:, 0] * P + R[:, 1]                  # (layer, npu)
     fwd_ops, bwd_ops = {}, {}
-    keyed = []                                   # (bucket, (layer, npu), op)
-    for (it_, i, n, j), lo_ in plan.layer_ops.items():
-        if it_ != it:
-            continue
-        for op, bucket in ((lo_.fwd, fwd_ops), (lo_.bwd_input, bwd_ops),
-                           (lo_.bwd_weight, bwd_ops)):
-            if op is not None:
-                comp[n].append(op)
-                keyed.append((bucket, (i, n), op))
-    if keyed:
-        ids = np.fromiter((op for _, _, op in keyed), np.int64, len(keyed))
-        for (bucket, key, _), d in zip(keyed, (finish[ids] - start[ids]).tolist()):
-            bucket[key] = bucket.get(key, 0) + int(d)
-    for (it_, i, n), op in plan.optimizer.items():
-        if it_ == it:
-            comp[n].append(op)
-    for it_, n, op in plan.recomputed:
-        if it_ == it:
-            comp[n].append(op)
-    comp_u = {}
-    for n, ops in comp.items():
-        ids = np.asarray(ops, np.int64)
-        comp_u[n] = _union(zip(start[ids].tolist(), finish[ids].tolist()))
+    for bucket, cols in ((fwd_ops, (2,)), (bwd_ops, (3, 4))):
+        ks = np.concatenate([key[R[:, c] >= 0] for c in cols])
+        ops = np.concatenate([R[R[:, c] >= 0, c] for c in cols])
+        u, inv = np.unique(ks, return_inverse=True)
+        total = np.zeros(len(u), np.int64)          # (exact: integer sums)
+        np.add.at(total, inv, finish[ops] - start[ops])
+        for k, d in zip(u.tolist(), total.tolist()):
+            bucket[(k // P, plan.npus[k % P])] = int(d)
+    # training compute ops (forward, backward, optimizer, recomputed) per NPU
+    who = [R[R[:, c] >= 0, 1] for c in (2, 3, 4)]
+    ops = [R[R[:, c] >= 0, c] for c in (2, 3, 4)]
+    extra = [(npu_ix[n], op) for (it_, i, n), op in plan.optimizer.items() if it_ == it] + \
+        [(npu_ix[n], op) for it_, n, op in plan.recomputed if it_ == it]
+    X = np.array(extra, np.int64).reshape(-1, 2)
+    who = np.concatenate(who + [X[:, 0]])
+    ops = np.concatenate(ops + [X[:, 1]])
+    by = np.argsort(who, kind="stable")
+    bounds = np.searchsorted(who[by], np.arange(P + 1))
+    comp_u = {n: _union_arrays(start[ops[by[bounds[k]:bounds[k + 1]]]],
+                               finish[ops[by[bounds[k]:bounds[k + 1]]]])
+              for k, n in enumerate(plan.npus)}
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
     # communication intervals per NPU: each collective from its first op touching the NPU
