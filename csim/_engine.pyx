@@ -10,6 +10,7 @@ from libc.math cimport INFINITY, fabs
 from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
@@ -59,7 +60,8 @@ cdef class Engine:
     its router's outputs: the switch allocator's round-robin order over them), va_arbiter and
     sa_arbiter (the allocators' input arbiters, VA_* and SA_* of _types.pxd), node_pos (None, or per node its
     position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
-    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
+    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination)),
+    or instead a rule, route (a csim RouteRule: csim/_routes.pxd);
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -68,6 +70,7 @@ cdef class Engine:
     cdef list _keep
     cdef dict _arr
     cdef int _mode
+    cdef tuple _vc_args
 
     def __cinit__(self):
         self.s.wh = NULL
@@ -130,6 +133,7 @@ cdef class Engine:
         """Synthetic injection: per-endpoint Bernoulli or on/off arrivals, destinations drawn
         from a permutation or uniformly (optionally with a hotspot mixture)."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         s.gen_mode = GEN_SYNTHETIC
         self._mode = GEN_SYNTHETIC
         rng_seed(s.rng, seed)
@@ -161,6 +165,7 @@ cdef class Engine:
         """Inject an explicit list of packets (creation cycle, source node, destination node,
         length in flits), sorted by creation cycle. Delivery cycles are recorded per packet."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         t = np.asarray(times, dtype=np.int64)
         if t.size and np.any(np.diff(t) < 0):
             raise ValueError("trace times must be sorted")
@@ -211,6 +216,8 @@ cdef class Engine:
         op does); such an op is not among its source's successors (succ) but counts it in
         `deps`, done when the source starts; tail: per op, a streaming op's work after its
         source finishes (a unit op's cycles at full rate; a send's cycles)."""
+        if flow is None:
+            _setup_vcs(self)
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
                    unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail)
 
@@ -241,6 +248,8 @@ cdef class Engine:
         cdef int st = ST_UNTIL
         cdef cycle_t step = 4096, end
         cdef double t0, dt
+        if not self.s.flow_mode:
+            _setup_vcs(self)
         while True:
             end = until if until - self.s.now <= step else self.s.now + step
             t0 = perf_counter()
@@ -293,6 +302,7 @@ cdef class Engine:
 
     def snapshot(self):
         """The buffer, VC and credit state, and everything in flight, as numpy arrays."""
+        _setup_vcs(self)
         return _snapshot(self)
 
 

@@ -3,6 +3,7 @@
 from libc.stdlib cimport realloc
 from libc.string cimport memset
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._rng cimport rng_uniform, rng_below, rng_geometric
 from csim._heap cimport heap_push, heap_pop
 from csim._iset cimport iset_add, iset_remove
@@ -167,7 +168,7 @@ cdef inline bint _dst_full(State* s, int32_t n, int32_t dst) noexcept nogil:
     """Are as many of node n's injection channels sending to dst as the first link towards
     it has parallel channels?"""
     cdef int32_t j, c, k = 0
-    cdef int32_t first = s.rt[<int64_t>n * s.n_nodes + dst]
+    cdef int32_t first = route_next(&s.rt, n, dst)
     for j in range(s.nic_inj_n[n]):
         c = s.nic_inj_base[n] + j
         if s.ch[c].cur_pkt >= 0 and s.pk[s.ch[c].cur_pkt].dst == dst:

@@ -200,6 +200,34 @@ cdef struct Pair:            # the messages in flight from one source to one des
     double vtail             # in order: the service at which its last flow is done
 
 
+cdef enum:
+    RT_TABLE = 0     # routes: a table of every (node, destination) pair
+    RT_DOR = 1       # dimension order on a mesh, ring or torus, from the nodes' coordinates
+    RT_ROWS = 2      # a shared row per kind of node plus the node's offset, and exceptions
+
+
+cdef struct Routes:          # how a router finds its output channel (csim/_routes.pxd)
+    int32_t kind             # RT_TABLE, RT_DOR or RT_ROWS
+    int64_t n                # nodes
+    int32_t* tab             # RT_TABLE: [node * n + dst]
+    int32_t nd               # RT_DOR: dimensions; per dimension its size and whether it has
+    int32_t* dims            #   wrap-around links; per node its coordinates [node * nd + dim]
+    int32_t* wrap            #   and its channels [(node * nd + dim) * 2 + (0: +, 1: -)]
+    int32_t* coords
+    int32_t* chan
+    int32_t bidir            #   links both ways (else + only, round the ring)
+    int32_t dateline         #   the shorter way round where a dimension wraps (else the
+                             #   sign of the difference)
+    int32_t* cls             # RT_ROWS: per node its row, vec[cls[node] * n + dst] + off[node]
+    int32_t* off             #   (a row's -1: no route), unless [node, dst] is among the
+    int32_t* vec             #   node's exceptions exc_d[exc_ptr[node] .. exc_ptr[node + 1]]
+    int64_t* exc_ptr         #   (ascending), whose channel is exc_c at the same index
+    int32_t* exc_d
+    int32_t* exc_c
+    int32_t* tmap            # RT_DOR, RT_ROWS: the channel returned for a rule's (NULL: it)
+    int32_t* diag            # RT_DOR, RT_ROWS: per node, what [node, node] gives (NULL: -1)
+
+
 cdef struct State:
     # ---- sizes and router parameters
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
@@ -242,7 +270,7 @@ cdef struct State:
     int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
     int32_t* va_pos          # position of an input VC in va_list, or -1
     cycle_t* r_wake          # earliest cycle at which the router's switch allocation can grant
-    int32_t* rt              # [node * n_nodes + dst] -> output channel
+    Routes rt                # (node, destination) -> output channel (csim/_routes.pxd)
     int64_t nbuf_total
     uint64_t* act_r          # routers with buffered flits: a bitmap (bit r % 64 of word
     int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are

@@ -99,6 +99,8 @@ class Inputs(Mapping):
                 if not f.optional:
                     raise EngineInputError(f"{type(self).__name__}.{f.name}: missing ({f.doc})")
                 v[f.name] = None
+            elif f.dtype is object:
+                v[f.name] = x
             elif f.shape == ():
                 v[f.name] = self._scalar(f, x)
             else:
@@ -224,11 +226,29 @@ class NetworkArrays(Inputs):
         Field("sa_arbiter", int, (), "switch allocation's input arbiter, a code of "
               "csim.limits.SW_ARBITERS (SW_ARBITERS here picks it by name)"),
         Field("rt", np.int32, ("n*n",), "per (node, destination): the output channel (the "
-              "first lane of a group), -1 for none; at an endpoint's own row, its ejection"),
+              "first lane of a group), -1 for none; at an endpoint's own row, its ejection; "
+              "None where `route` gives them", optional=True),
+        Field("route", object, (), "None, or the routes by rule (a csim RouteRule of n "
+              "nodes whose channels are these, as rt's)", optional=True),
         Field("ep_node", np.int32, ("E",), "per endpoint: its node"),
         Field("nic_inj_base", np.int32, ("n",), "per node: its first injection channel"),
         Field("nic_inj_n", np.int32, ("n",), "per node: its injection channels (consecutive)"),
     )
+
+    def table(self):
+        """rt, or the table of the rule's routes (n x n: for small networks)."""
+        if self["rt"] is not None:
+            return self["rt"]
+        return self["route"].rows(0, self["n_nodes"]).reshape(-1)
+
+    def routes(self):
+        """The routes as a csim RouteRule (the rule, or the table rt as one)."""
+        if self["route"] is not None:
+            return self["route"]
+        if getattr(self, "_rt_rule", None) is None:
+            self._rt_rule = core.RouteRule({"kind": "table", "n": self["n_nodes"],
+                                            "tab": self["rt"]})
+        return self._rt_rule
 
     def sizes(self):
         n = self["n_nodes"]
@@ -266,8 +286,18 @@ class NetworkArrays(Inputs):
             self.fail("ch_par_base", "expected each channel's first lane, at or before it")
         if not _in_range(self["ch_out_idx"], 0, C):
             self.fail("ch_out_idx", "expected an index >= 0 per channel")
-        if not _in_range(self["rt"], -1, C):
+        if (self["rt"] is None) == (self["route"] is None):
+            self.fail("rt", "expected a table (rt) or a rule (route), one of the two")
+        if self["rt"] is not None and not _in_range(self["rt"], -1, C):
             self.fail("rt", f"a channel outside -1 .. {C - 1}")
+        rule = self["route"]
+        if rule is not None:
+            if not isinstance(rule, core.RouteRule) or rule.n != n:
+                self.fail("route", f"expected a csim RouteRule of {n} nodes")
+            a = rule.arrays()
+            if not _in_range(a.get("tmap", np.zeros(0, np.int32)), -1, C) or \
+                    not _in_range(a.get("diag", np.zeros(0, np.int32)), -1, C):
+                self.fail("route", f"a channel outside -1 .. {C - 1}")
         if not _in_range(self["nic_inj_base"], 0, max(C, 1)):
             self.fail("nic_inj_base", f"a channel outside 0 .. {C - 1}")
         pos = self["node_pos"]

@@ -238,7 +238,7 @@ def test_a_hand_made_network_equals_the_compiled_one():
                           a["ch_lat_cycles"].tolist(), (a["ch_num"] / a["ch_den"]).tolist()))
     assert channels(got) == channels(mine)
     for a in (got, mine):          # the routes name the link each way, the ejection at home
-        rt = a["rt"].reshape(2, 2)
+        rt = a.table().reshape(2, 2)
         assert [a["ch_kind"][rt[i, i]] for i in (0, 1)] == [CH_EJECT, CH_EJECT]
         assert (a["ch_src"][rt[0, 1]], a["ch_dst"][rt[0, 1]]) == (0, 1)
 

@@ -2,6 +2,8 @@
 building), and `build`, which adds one collective to an op graph."""
 from __future__ import annotations
 
+import array
+
 from pysim.errors import ConfigError
 from pysim.workload import graph as graph_module
 from pysim.workload import nccl, nccl_graph
@@ -254,20 +256,35 @@ class _Part:
     def __init__(self, kind, own, dst, size, after, latencies, end):
         self.kind, self.own, self.dst, self.size, self.after = kind, own, dst, size, after
         self.latencies, self.end = latencies, end
+        # as columns (OpGraph's): codes, sizes, the dependencies flat (-1: the start)
+        self.codes = array.array("b", [graph_module.OP_CODES[k] for k in kind])
+        self.sizes = array.array("q", size)
+        self.flat = [d for deps in after for d in deps]
+        self.lens = [len(deps) for deps in after]
+        self.waits = [-1 in deps for deps in after]         # (-1 at most once: a set)
 
-    def add(self, g, order, q, start):
+    def add(self, g, order, q, start, ids=None):
         """Add the part of participant q (a place in order) to g, after `start`; returns
-        the id of its ending op."""
+        the id of its ending op. ids: g's node ids of order (OpGraph._nid), where known."""
         p, base = len(order), len(g)
         me = order[q]
         bad = [x for x in start if not (type(x) is int and 0 <= x < base)]
         if bad:
             raise GraphError(f"dependency {bad[0]!r} of {me}'s part: no such op (an op can "
                              f"only depend on ops given before it)")
-        g.add_ops(self.kind, [me if o else None for o in self.own],
-                  [None if d is None else order[(q + d) % p] for d in self.dst], self.size,
-                  [[x for d in deps for x in ((base + d,) if d >= 0 else start)]
-                   for deps in self.after], checked=True)
+        if ids is None:
+            ids = [g._nid(x) for x in order]
+        mine = ids[q]
+        L = len(start)
+        if L == 1:
+            s0 = start[0]
+            flat, lens = [base + d if d >= 0 else s0 for d in self.flat], self.lens
+        else:
+            flat = [x for d in self.flat for x in ((base + d,) if d >= 0 else start)]
+            lens = [n + (L - 1) * w for n, w in zip(self.lens, self.waits)]
+        g._add_columns(self.codes, [mine if o else -1 for o in self.own],
+                       [-1 if d is None else ids[(q + d) % p] for d in self.dst], self.sizes,
+                       flat, lens)
         g.latencies.extend((base + k, order[(q + a) % p], order[(q + c) % p], steps)
                            for k, a, c, steps in self.latencies)
         return base + self.end
@@ -286,13 +303,14 @@ def add_parts(part, g, order, built, after, done, streams=None):
         group = streams[0].setdefault(tuple(sorted(order)), {})
     at = {n: i for i, n in enumerate(order)}
     built = set(built)
+    ids = [g._nid(x) for x in order]
     for n in (m for m in order if m in built):
         start = list((after or {}).get(n, ()))
         if group is not None:
             prev = group.get(n, ())
             if len(prev) >= streams[1]:
                 start.append(prev[-streams[1]])
-        done[n] = part.add(g, order, at[n], start)
+        done[n] = part.add(g, order, at[n], start, ids)
         if group is not None:
             prev = group.setdefault(n, [])
             prev.append(done[n])
