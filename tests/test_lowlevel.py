@@ -3,6 +3,8 @@ hand (pysim.engine's NetworkArrays, GraphArrays, FlowArrays), no configuration, 
 builder. Bad inputs are refused naming the input; the engine conserves flits, meets the
 zero-load closed form on a two-node link, serialises a node's compute unit, and a hand-made
 network equals the one pysim compiles for the same system."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -149,6 +151,41 @@ def test_a_stream_takes_its_sources_data_as_it_comes():
     start, finish = eng.op_times()
     assert list(zip(start[:5], finish[:5])) == [(0, 1000), (0, 1010), (0, 2000), (0, 1007),
                                                 (600, 700)]
+
+
+def test_a_chain_of_streams_longer_than_the_c_stack_could_recurse_runs():
+    """50,000 one-flit sends 0 -> 1, each streaming the one before (so all start at cycle
+    0, one starting the next), started in a thread of 512 KiB of stack: a recursion per
+    stream would overflow it (the process would die). Each send's data is all sent before
+    its source finishes, so with no tail it finishes with its source or its own delivery,
+    whichever is later: the running maximum of the deliveries of the same sends made
+    without streams (all at cycle 0 too, in the same order)."""
+    n = 50_000
+    g = graph([OP_SEND] * n, [0] * n, [1] * n, [32] * n, deps=[0] + [1] * (n - 1),
+              stream_src=[-1] + list(range(n - 1)), tail=[0] * n)
+    eng = new_engine(two_nodes())
+    err = []
+
+    def start():
+        try:
+            set_graph(eng, g)
+        except BaseException as e:        # (reported below, not lost in the thread)
+            err.append(e)
+    old = threading.stack_size(512 * 1024)
+    try:
+        t = threading.Thread(target=start)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    assert not err
+    assert eng.run(1 << 40, stop="all") == "done"
+    start_t, finish = eng.op_times()
+    alone = new_engine(two_nodes())
+    set_graph(alone, graph([OP_SEND] * n, [0] * n, [1] * n, [32] * n))
+    assert alone.run(1 << 40, stop="all") == "done"
+    assert (start_t == 0).all()
+    assert (finish == np.maximum.accumulate(alone.op_times()[1])).all()
 
 
 def test_an_empty_graph_is_done_at_once():
