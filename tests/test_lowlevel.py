@@ -12,7 +12,7 @@ from csim import limits
 
 from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, N_UNITS, OP_COMPUTE, OP_DELAY, OP_SEND,
                           SW_ARBITERS, VC_ARBITERS, EngineInputError, FlowArrays, GraphArrays,
-                          NetworkArrays, arbiter_inputs, new_engine, set_graph)
+                          NetworkArrays, arbiter_inputs, core, new_engine, set_graph)
 
 DELAYS = dict(routing_delay=1, vc_alloc_delay=1, sw_alloc_delay=1, st_delay=1,
               injection_delay=1)
@@ -295,6 +295,15 @@ def test_a_hand_made_network_equals_the_compiled_one():
     (dict(entry_class=True), "entry_class"),
     (dict(node_pos=[[0, 1]]), "node_pos"),
     (dict(rt=None), "rt"),                                   # missing
+    (dict(rt=None, route=core.RouteRule(dict(                # routes by rule: a channel
+        kind="rows", n=2, cls=[0, 0], off=[0, 7], vec=[-1, 2], exc_ptr=[0, 0, 0],
+        exc_d=[], exc_c=[], diag=[4, 5]))), "route"),        # (2 + 7) out of range
+    (dict(rt=None, route=core.RouteRule(dict(                # an exception's
+        kind="rows", n=2, cls=[0, 0], off=[0, 0], vec=[-1, -1], exc_ptr=[0, 1, 2],
+        exc_d=[1, 0], exc_c=[2, 6], diag=[4, 5]))), "route"),
+    (dict(rt=None, route=core.RouteRule(dict(                # past its tmap's entries
+        kind="dor", n=2, dims=[2], wrap=[0], coords=[0, 1], chan=[[2, -1], [-1, 3]],
+        bidir=True, dateline=False, tmap=[0, 1, 2], diag=[4, 5]))), "route"),
     (dict(colour="red"), "colour"),                          # unknown
 ])
 def test_bad_network_inputs_are_refused_naming_them(over, names):
