@@ -280,6 +280,7 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
     cdef int32_t r
     cdef int64_t dur = s.op_size[op]
     cdef int8_t kind = s.op_kind[op]
+    cdef bint first = 0                # (its start, not its tail's or its bulk's return)
     s.node_busy[n] = 1
     if kind == OP_COMPUTE:
         if s.op_src != NULL and s.op_src[op] >= 0:     # a stream (see the top of this file)
@@ -290,11 +291,13 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
                 dur = s.op_left[op]
             else:
                 s.op_start[op] = s.now
+                first = 1
                 if s.op_finish[s.op_src[op]] < 0:      # its bulk, as its source's data comes
                     s.op_wait[op] = 1
                     dur = dur - s.op_tail[op] if dur > s.op_tail[op] else 0
         else:
             s.op_start[op] = s.now
+            first = 1
     else:                              # a part of a roofline op's current slice
         r = op if kind == OP_ROOF else op - 1
         dur = _part(s.op_size[op], s.op_left[r], s.op_dst[r])
@@ -308,7 +311,7 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
             (kind == OP_ROOF and s.u_op[n + 1] == op + 1):   # (its memory part's demand)
         _node_rates(s, s.op_node[op])
     _uh_set(s, n, _due(s, n))
-    if s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
+    if first and s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
         return _stream_started(s, op)
     return 0
 
@@ -447,8 +450,33 @@ cdef inline int _wake(State* s, int64_t* ptr, int32_t* ops, int32_t op) noexcept
 
 
 cdef inline int _stream_started(State* s, int32_t op) noexcept nogil:
-    """op started now: the ops streaming its data count it as done for starting."""
-    return _wake(s, s.ssucc_ptr, s.ssucc, op)
+    """op started now: the ops streaming its data count it as done for starting. Depth
+    first, as a recursion through start_op would go, but on a stack of its own (sstk_*): a
+    stream that starts one that starts another ... (a message forwarded on along 100,000
+    nodes) would overflow the C stack. A call made while the stack is walked (start_op of
+    a stream's op) pushes its op; the outermost call walks."""
+    cdef int64_t k
+    cdef int32_t c, top
+    cdef bint outer = s.sstk_n == 0
+    s.sstk_op[s.sstk_n] = op
+    s.sstk_k[s.sstk_n] = s.ssucc_ptr[op]
+    s.sstk_n += 1
+    if not outer:
+        return 0
+    while s.sstk_n > 0:
+        top = s.sstk_n - 1
+        k = s.sstk_k[top]
+        if k == s.ssucc_ptr[s.sstk_op[top] + 1]:
+            s.sstk_n = top
+            continue
+        s.sstk_k[top] = k + 1
+        c = s.ssucc[k]
+        s.op_deps[c] -= 1
+        if s.op_deps[c] == 0:
+            if start_op(s, c) != 0:
+                s.sstk_n = 0
+                return -1
+    return 0
 
 
 cdef inline int _tail(State* s, int32_t c) noexcept nogil:

@@ -75,6 +75,10 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
             s.ssucc = <int32_t*>_ptr(self._own("ssucc", cons[o], np.int32))
             s.op_tail = <int64_t*>_ptr(self._own("op_tail", tail_a, np.int64))
             s.op_wait = <uint8_t*>_ptr(self._own("op_wait", None, np.uint8, 0, n_ops))
+            # (a level per op at most: each starts once)
+            s.sstk_op = <int32_t*>_ptr(self._own("sstk_op", None, np.int32, -1, n_ops + 1))
+            s.sstk_k = <int64_t*>_ptr(self._own("sstk_k", None, np.int64, 0, n_ops + 1))
+            s.sstk_n = 0
     s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
     s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 

@@ -379,6 +379,9 @@ cdef struct State:
                              #   op's cycles at full rate; a send's cycles)
     uint8_t* op_wait         # per streaming op: 0, 1 running its bulk, 2 waiting for its
                              #   source, 3 its tail queued or running
+    int32_t* sstk_op         # streams started depth first (_dag.pxd, _stream_started): per
+    int64_t* sstk_k          #   level its op and its next stream successor's index in ssucc
+    int32_t sstk_n           #   (levels in use; 0: none is walked)
     cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n

@@ -177,6 +177,22 @@ def _in_range(a, lo, hi):
     return a.size == 0 or (int(a.min()) >= lo and int(a.max()) < hi)
 
 
+def _rule_top(kind, a):
+    """The highest channel a csim RouteRule's arrays (RouteRule.arrays()) can give, before
+    its tmap (-1: none): a table's entries; dimension order's channels; rows': each node's
+    offset plus the highest entry of its row, and the exceptions."""
+    if kind == "table":
+        return int(a["tab"].max(initial=-1))
+    if kind == "dor":
+        return int(a["chan"].max(initial=-1))
+    vec, cls = a["vec"], a["cls"]
+    n = cls.size
+    rows = vec[:(int(cls.max(initial=-1)) + 1) * n].reshape(-1, n) if n else vec[:0]
+    top = rows.max(axis=1, initial=-1)[cls] if n else np.zeros(0, np.int64)
+    top = np.where(top >= 0, top.astype(np.int64) + a["off"], -1)
+    return max(int(top.max(initial=-1)), int(a["exc_c"].max(initial=-1)) if n else -1)
+
+
 class NetworkArrays(Inputs):
     """The compiled network, as csim's Engine takes it. Sizes: n nodes, C channels (router to
     router, NIC to router, router to NIC; each lane of a parallel link its own channel, the
@@ -298,6 +314,11 @@ class NetworkArrays(Inputs):
             if not _in_range(a.get("tmap", np.zeros(0, np.int32)), -1, C) or \
                     not _in_range(a.get("diag", np.zeros(0, np.int32)), -1, C):
                 self.fail("route", f"a channel outside -1 .. {C - 1}")
+            top = _rule_top(rule.kind, a)        # (the rule's own channels, before tmap)
+            lim = a["tmap"].size if "tmap" in a else C
+            if top >= lim:
+                self.fail("route", f"the rule gives channel {top}, outside -1 .. {lim - 1}" +
+                          (" (the entries of its tmap)" if "tmap" in a else ""))
         if not _in_range(self["nic_inj_base"], 0, max(C, 1)):
             self.fail("nic_inj_base", f"a channel outside 0 .. {C - 1}")
         pos = self["node_pos"]

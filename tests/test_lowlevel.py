@@ -3,6 +3,8 @@ hand (pysim.engine's NetworkArrays, GraphArrays, FlowArrays), no configuration, 
 builder. Bad inputs are refused naming the input; the engine conserves flits, meets the
 zero-load closed form on a two-node link, serialises a node's compute unit, and a hand-made
 network equals the one pysim compiles for the same system."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from csim import limits
 
 from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, N_UNITS, OP_COMPUTE, OP_DELAY, OP_SEND,
                           SW_ARBITERS, VC_ARBITERS, EngineInputError, FlowArrays, GraphArrays,
-                          NetworkArrays, arbiter_inputs, new_engine, set_graph)
+                          NetworkArrays, arbiter_inputs, core, new_engine, set_graph)
 
 DELAYS = dict(routing_delay=1, vc_alloc_delay=1, sw_alloc_delay=1, st_delay=1,
               injection_delay=1)
@@ -151,6 +153,41 @@ def test_a_stream_takes_its_sources_data_as_it_comes():
                                                 (600, 700)]
 
 
+def test_a_chain_of_streams_longer_than_the_c_stack_could_recurse_runs():
+    """50,000 one-flit sends 0 -> 1, each streaming the one before (so all start at cycle
+    0, one starting the next), started in a thread of 512 KiB of stack: a recursion per
+    stream would overflow it (the process would die). Each send's data is all sent before
+    its source finishes, so with no tail it finishes with its source or its own delivery,
+    whichever is later: the running maximum of the deliveries of the same sends made
+    without streams (all at cycle 0 too, in the same order)."""
+    n = 50_000
+    g = graph([OP_SEND] * n, [0] * n, [1] * n, [32] * n, deps=[0] + [1] * (n - 1),
+              stream_src=[-1] + list(range(n - 1)), tail=[0] * n)
+    eng = new_engine(two_nodes())
+    err = []
+
+    def start():
+        try:
+            set_graph(eng, g)
+        except BaseException as e:        # (reported below, not lost in the thread)
+            err.append(e)
+    old = threading.stack_size(512 * 1024)
+    try:
+        t = threading.Thread(target=start)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    assert not err
+    assert eng.run(1 << 40, stop="all") == "done"
+    start_t, finish = eng.op_times()
+    alone = new_engine(two_nodes())
+    set_graph(alone, graph([OP_SEND] * n, [0] * n, [1] * n, [32] * n))
+    assert alone.run(1 << 40, stop="all") == "done"
+    assert (start_t == 0).all()
+    assert (finish == np.maximum.accumulate(alone.op_times()[1])).all()
+
+
 def test_an_empty_graph_is_done_at_once():
     eng = new_engine(two_nodes())
     set_graph(eng, graph([], [], [], []))
@@ -258,6 +295,15 @@ def test_a_hand_made_network_equals_the_compiled_one():
     (dict(entry_class=True), "entry_class"),
     (dict(node_pos=[[0, 1]]), "node_pos"),
     (dict(rt=None), "rt"),                                   # missing
+    (dict(rt=None, route=core.RouteRule(dict(                # routes by rule: a channel
+        kind="rows", n=2, cls=[0, 0], off=[0, 7], vec=[-1, 2], exc_ptr=[0, 0, 0],
+        exc_d=[], exc_c=[], diag=[4, 5]))), "route"),        # (2 + 7) out of range
+    (dict(rt=None, route=core.RouteRule(dict(                # an exception's
+        kind="rows", n=2, cls=[0, 0], off=[0, 0], vec=[-1, -1], exc_ptr=[0, 1, 2],
+        exc_d=[1, 0], exc_c=[2, 6], diag=[4, 5]))), "route"),
+    (dict(rt=None, route=core.RouteRule(dict(                # past its tmap's entries
+        kind="dor", n=2, dims=[2], wrap=[0], coords=[0, 1], chan=[[2, -1], [-1, 3]],
+        bidir=True, dateline=False, tmap=[0, 1, 2], diag=[4, 5]))), "route"),
     (dict(colour="red"), "colour"),                          # unknown
 ])
 def test_bad_network_inputs_are_refused_naming_them(over, names):

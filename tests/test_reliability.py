@@ -731,7 +731,8 @@ def test_a_dense_graph_compiles_every_channel_and_route():
                          ("direct", ["all_reduce", "all_to_all", "broadcast", "reduce",
                                      "all_gather"]),
                          ("halving_doubling", ["all_reduce", "reduce_scatter"]),
-                         ("tree", ["all_reduce"]), ("hierarchical", ["all_reduce"])]
+                         ("tree", ["all_reduce"]), ("hierarchical", ["all_reduce"]),
+                         ("bidir_hierarchical", ["all_reduce"])]
     for c in cs])
 @pytest.mark.parametrize("engine", [None, "npu", "offload"])
 def test_the_collective_op_bound_bounds_the_ops_built(collective, algorithm, engine):
