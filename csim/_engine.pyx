@@ -181,7 +181,7 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None, int nic_fifo=1):
+                  share=None, int nic_fifo=1, int nic_per_link=0):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -205,9 +205,15 @@ cdef class Engine:
         nic_fifo: 1 (the default): a NIC sends its messages to one destination first in
         first out, one after another (at the flow level: a pair's flows drain in order, the
         pair weighing one flow), and shares its turns between destinations; 0: every message
-        it holds takes its turn, packet by packet (flows of a pair share its rate)."""
+        it holds takes its turn, packet by packet (flows of a pair share its rate).
+
+        nic_per_link: 0 (the default): a NIC's injection channels take the next packet in
+        turn whatever its link; 1: a NIC of several injection channels gives each channel to
+        one output link (first hop) at a time, while the router's buffers hold its packets
+        (see csim/_nic.pxd, _pick_message), where there are at least two VCs. The flow level
+        has no injection channels."""
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share, nic_fifo)
+                   unit, flow, sms, comm_hbm, share, nic_fifo, nic_per_link)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""

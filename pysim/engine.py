@@ -311,6 +311,9 @@ class GraphArrays(Inputs):
               "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
         Field("nic_fifo", bool, (), "a NIC sends its messages to one destination in order, "
               "first in first out (network.nic_order = 'fifo'); None: True", optional=True),
+        Field("nic_per_link", bool, (), "a NIC of several injection channels gives each to "
+              "one output link at a time (network.nic_injection = 'per_link'); None: False",
+              optional=True),
     )
 
     def sizes(self):
@@ -425,7 +428,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
                      g["succ"], g["packet_flits"], g["flit_bytes"], g["unit"],
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
                      comm_hbm=g["comm_hbm"], share=g["share"],
-                     nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]))
+                     nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]),
+                     nic_per_link=int(bool(g["nic_per_link"])))
 
 
 # ------------------------------------------------------------------ allocators by name
