@@ -18,8 +18,12 @@ Platforms (the paper's kinds: tori and rings of rings of 16-64 NPUs): torus4x4x4
 dimensions (16 NPUs); torus4x4-4x, the same with links of four times the bandwidth (128/64
 GB/s, NICs of 512 GB/s: assumed, an NPU with as much network bandwidth as the paper's
 platforms give it, which the paper's text gives as hundreds of GB/s); ring-of-rings4x4
-(four rings of four, 50/25 GB/s). Hierarchical
-all-reduce (dimension by dimension), collectives of one communicator in stream order.
+(four rings of four, 50/25 GB/s). The all-reduce is the bidirectional hierarchical one
+(`bidir_hierarchical`: dimension by dimension, each dimension's shard halved, one half each
+way round its rings), as the paper's simulator uses both directions of a dimension's rings
+(ASTRA-sim's system layer, QueueLevelHandler::get_next_queue_id, sends half of a
+dimension's chunks anticlockwise); `--set workload.algorithm=hierarchical` runs the one-way
+form. Collectives of one communicator run in stream order.
 
 Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 bits, 900 GB/s
 HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
@@ -67,6 +71,7 @@ COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
 COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
 BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 720 GB/s
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
+ALGORITHM = "bidir_hierarchical"  # the all-reduce (workload.algorithm; --set overrides it)
 
 
 SETTINGS = {}                    # --set key=value, for every run
@@ -75,7 +80,7 @@ SETTINGS = {}                    # --set key=value, for every run
 def config(plat, overrides):
     path, over, _ = PLATFORMS[plat]
     return pysim.load(os.path.join(TOPO, path), {
-        **over, "topology.npu.preset": "v100", "workload.algorithm": "hierarchical",
+        **over, "topology.npu.preset": "v100", "workload.algorithm": ALGORITHM,
         **SETTINGS, **overrides})
 
 
@@ -192,10 +197,10 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
 
 
 def table(rows):
-    out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | best baseline "
-           "(ms) | engine (ms) | speed-up (paper's mean) | network GB/s ratio | HBM for the "
-           "same network GB/s, NPU / engine, at 90% (50%) of the NPU's best |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| platform | model (per NPU) | level | all-reduce | best baseline (SMs, GB/s) | "
+           "best baseline (ms) | engine (ms) | speed-up (paper's mean) | network GB/s ratio | "
+           "HBM for the same network GB/s, NPU / engine, at 90% (50%) of the NPU's best |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["best_baseline"]
         h = r.get("hbm_for_same_net_bw_ratio")
@@ -203,7 +208,8 @@ def table(rows):
         hs = "-" if h is None else f"{h:.2f}x ({by['0.5']:.2f}x)"
         flit = (r.get("settings") or {}).get("network.flit_bytes")
         level = r["network"] + (f" ({flit}-byte flits)" if flit else "")
-        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {level} | "
+        alg = r.get("algorithm", "hierarchical")
+        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {level} | {alg} | "
                    f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
                    f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "
                    f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
@@ -257,6 +263,7 @@ def main():
             r = study(plat, model, a.per_npu or MODELS[model], level,
                       sweep_hbm=not a.no_hbm_sweep, family=family)
             r["settings"] = dict(SETTINGS)
+            r["algorithm"] = SETTINGS.get("workload.algorithm", ALGORITHM)
             rows.append(r)
             print(f"{plat} {model}: speed-up over the best baseline "
                   f"{r['speedup_over_best_baseline']:.3f}x, network GB/s ratio "

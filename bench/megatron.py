@@ -224,7 +224,7 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                            f"than --max-ops {max_ops:,}", wall_seconds=time.perf_counter() - t0)
         return out
     try:
-        res = run_training(cfg)
+        res = run_training(cfg, op_count=counted)      # (counted once, here)
     except GraphError as e:
         out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
                    wall_seconds=time.perf_counter() - t0)

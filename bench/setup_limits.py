@@ -1,12 +1,12 @@
 """Set-up time and peak memory of the largest system of each kind the limits accept (not a
-test): topology, routing tables, deadlock check and engine arrays (compile_network), then the
-engine built from them. Each case runs in a fresh process, so that its peak memory
+test): topology, routes, deadlock check and engine arrays (compile_network), then the
+engine built from them, ready for a flit-level run (its VC state made). Each case runs in a fresh process, so that its peak memory
 (ru_maxrss) is its own; prints a table and writes JSON.
 
     python bench/setup_limits.py [--out bench/results/setup_limits.json] [--only mesh]
 
-Cases: mesh and torus 128x128 (16,384 nodes, the node limit), ring of 16,384, switch of
-8,192 NPUs (the switch limit: its routes' 67 million channel dependencies), fully_connected of 2,000 (3,998,000 channels: the channel limit and the
+Cases: mesh and torus 512x512 and a ring of 262,144 (the node limit of networks routed by
+rule), switch of 8,192 NPUs (the switch limit: its routes' 67 million channel dependencies), fully_connected of 2,000 (3,998,000 channels: the channel limit and the
 routing-work limit), and a graph of 2,000 nodes with every pair linked at a latency of 1 to 9
 cycles and routed by latency (the same size, but a weighted search from every node, and
 routes whose dependencies need 3 VC classes). Every case has 4 VCs.
@@ -21,9 +21,9 @@ import sys
 import time
 
 CASES = {
-    "mesh": {"kind": "mesh", "dims": [128, 128]},
-    "torus": {"kind": "torus", "dims": [128, 128]},
-    "ring": {"kind": "ring", "size": 16384},
+    "mesh": {"kind": "mesh", "dims": [512, 512]},
+    "torus": {"kind": "torus", "dims": [512, 512]},
+    "ring": {"kind": "ring", "size": 262144},
     "switch": {"kind": "switch", "size": 8192},
     "fully_connected": {"kind": "fully_connected", "size": 2000},
     "graph-latency": "dense-weighted",
@@ -52,7 +52,8 @@ def one(name):
     t1 = time.perf_counter()
     net = compile_network(cfg)
     t2 = time.perf_counter()
-    new_engine(net.arrays)
+    eng = new_engine(net.arrays)
+    eng.set_trace([], [], [], [])        # (an empty trace: the flit level's VC state made)
     t3 = time.perf_counter()
     return dict(case=name, nodes=net.topo.n_nodes, channels=net.topo.n_channels,
                 engine_channels=int(len(net.ch_kind)), config_seconds=t1 - t0,
@@ -78,7 +79,7 @@ def main():
                              text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         rows.append(r)
-        print(f"{r['case']:<16} {r['nodes']:>6} nodes {r['channels']:>9,} channels  set-up "
+        print(f"{r['case']:<16} {r['nodes']:>7,} nodes {r['channels']:>9,} channels  set-up "
               f"{r['setup_seconds']:6.1f} s (compile {r['compile_seconds']:.1f}, engine "
               f"{r['engine_seconds']:.1f})  peak {r['peak_gb']:.2f} GB", flush=True)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)

@@ -4,11 +4,15 @@ every kind written here, and ASTRA-sim's shipped workloads (DATA, HYBRID_TRANSFO
 _FWD_IN_BCKWD, HYBRID_DLRM, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED),
 on a ring of 8 and 4x4 and 4x4x4 tori; pysim runs the same files by ASTRA-sim's system rules
 (pysim.workload.astra). Prints a table (both times, the difference, the mechanism behind it)
-and writes JSON with provenance.
+and writes JSON with provenance. Each row also runs pysim's ASTRA-sim rules with every
+message taking ASTRA-sim's analytical time in place of pysim's network (the column 'rules':
+pysim.workload.astra.analytical_message): what remains there is a difference of the rules,
+the rest of the difference one of the network models.
 
     ASTRASIM=/path/to/AnalyticalAstra python bench/vs_astrasim.py [--quick]
         [--platforms ring8,torus4x4,torus4x4x4] [--network flow|flit]
         [--workloads /path/to/astra-sim/inputs/workload] [--out bench/results/vs_astrasim.json]
+        [--fastest-router]
     python bench/vs_astrasim.py --logical-rings [--network flow|flit]
 
 ASTRASIM names the binary of ASTRA-sim 1.0's analytical backend. Without it the script says
@@ -17,9 +21,12 @@ network and system files for each platform from the same parameters as the pysim
 configuration, and the microbenchmark and small workload files itself; the shipped workloads
 are read from the ASTRA-sim checkout (`--workloads`, default: the `inputs/workload` folder of
 the checkout the binary was built in), and left out if absent. --quick: the microbenchmarks
-and the small workloads only. --logical-rings needs no ASTRA-sim: pysim runs the small
-hybrid workloads on ring 8 and on a 4 x 2 torus whose links are the logical rings' hops,
-beside ASTRA-sim's ring-8 times recorded in docs/astrasim.md.
+and the small workloads only. --fastest-router: pysim's router stages and NIC injection at
+their least (FASTEST_ROUTER), the nearest it comes to the router and NIC latencies of 0 in
+ASTRA-sim's network files. --logical-rings needs no ASTRA-sim binary: pysim runs the
+hybrid transformer workloads (the small ones, and the shipped ones where `--workloads` or
+ASTRASIM's checkout has them) on ring 8 and on a 4 x 2 torus whose links are the logical
+rings' hops, beside ASTRA-sim's ring-8 times recorded in docs/astrasim.md.
 
 The rules, both sides: ASTRA-sim's sample system (endpoint-delay 1, 4 chunks per collective,
 one chunk at a time per dimension, LIFO, the ring algorithm per dimension, localBWAware);
@@ -44,7 +51,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import pysim  # noqa: E402
-from pysim.workload.astra import run_cycles  # noqa: E402
+from pysim import models  # noqa: E402
+from pysim.topology import build as build_topology  # noqa: E402
+from pysim.workload import run_graph  # noqa: E402
+from pysim.workload.astra import analytical_message, astra_graph, run_cycles  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 BUILD_HELP = """\
@@ -53,7 +63,8 @@ backend: set ASTRASIM to its path. To build one (any directory outside this repo
 clone ASTRA-sim's public repository (github.com/astra-sim/astra-sim), check out its branch
 ASTRA-sim-1.0 (the comparison in docs/astrasim.md used its commit 07d5d19), put its submodule
 extern/network_backend/analytical (github.com/astra-sim/astra-network-analytical, commit
-d27635b) in place, install CMake, a C++17 compiler and Boost.Program_options (Debian:
+d27635b) in place, install CMake (3.15 or later; `pip install cmake` gives one), a C++17
+compiler and Boost.Program_options (Debian:
 apt-get install cmake g++ libboost-program-options-dev), then in build/astra_analytical:
 mkdir build && cd build && cmake .. -DCMAKE_BUILD_TYPE=Release && make -j2 (its test folder
 needs googletest: drop the test lines of its top CMakeLists.txt if you have none). The binary
@@ -148,9 +159,9 @@ DEPARTURES = [
      "each ring message goes one way on one link's bandwidth (ASTRA-sim's analytical ring "
      "gives it the dimension's links both ways)"),
     ("NPU reductions", {"engine": "npu"},
-     "reductions on the NPU's cores through HBM (pysim's endpoint model 'npu'): they queue "
-     "on the compute unit behind the layers' compute, and each message is read from and "
-     "written to HBM"),
+     "reductions on the NPU's cores through HBM (pysim's endpoint model 'npu'): each "
+     "reduced message's reduction and its HBM traffic (4 bytes a byte, shared with the "
+     "layers' compute) in series with the ring's next step"),
     ("offload reductions", {"engine": "offload"},
      "reductions on pysim's collectives offload engine (its SRAM, ALUs and HBM traffic)"),
     ("no endpoint delay", {"astra_endpoint_delay": 0},
@@ -222,7 +233,14 @@ def run_astra(binary, platform, workload, passes, tmp):
 
 # ------------------------------------------------------------------ pysim
 
-def pysim_config(platform, workload, passes, network="flow"):
+# pysim's router and NIC at their fastest: routing, VC allocation and switch traversal in 0
+# cycles, switch allocation in 1 (its least), a flit chosen enters the NIC's channel at once;
+# the nearest pysim comes to ASTRA-sim's router-latency 0 and nic-latency 0 (--fastest-router)
+FASTEST_ROUTER = dict(routing_delay=0, vc_alloc_delay=0, sw_alloc_delay=1, st_delay=0,
+                      injection_delay=0)
+
+
+def pysim_config(platform, workload, passes, network="flow", fastest_router=False):
     units, bw, lat = PLATFORMS[platform]
     nic = {"npu": {"injection_gbps": 16 * max(bw) * GIB, "ejection_gbps": 16 * max(bw) * GIB}}
     if len(units) == 1:
@@ -232,7 +250,8 @@ def pysim_config(platform, workload, passes, network="flow"):
         topo = {"kind": "torus", "dims": units, "dim_link_gbps": [b * GIB for b in bw],
                 "link_latency_ns": lat, "nic": nic}
     s = SYSTEM
-    return {"topology": topo, "network": {"model": network},
+    net = dict(model=network, **(FASTEST_ROUTER if fastest_router else {}))
+    return {"topology": topo, "network": net,
             "workload": {"kind": "training", "model": workload, "iterations": passes,
                          "chunks": s["splits"], "algorithm": "bidir_ring",
                          "astra_endpoint_delay": s["endpoint_delay"],
@@ -243,6 +262,22 @@ def pysim_config(platform, workload, passes, network="flow"):
 def run_pysim(cfg):
     t = time.perf_counter()
     r = pysim.simulate(pysim.from_dict(cfg))
+    return dict(cycles=int(run_cycles(r)), wall_seconds=time.perf_counter() - t)
+
+
+def run_analytical(platform, cfg):
+    """pysim's ASTRA-sim rules with each message taking ASTRA-sim's analytical time
+    (pysim.workload.astra.analytical_message) in place of pysim's network: what is left of
+    a difference is a difference of the rules."""
+    t = time.perf_counter()
+    units, bw, lat = PLATFORMS[platform]
+    c = pysim.from_dict(cfg)
+    topo = build_topology(c)
+    names = [n for n, k in zip(topo.node_names, topo.node_kinds) if k == "npu"]
+    message = analytical_message(names, units, [lat] * len(units),
+                                 [b * 2 ** 30 / 1e9 for b in bw])
+    g, _ = astra_graph(c, topo, models.load(cfg["workload"]["model"]), message=message)
+    r = run_graph(c, g, topo=topo)
     return dict(cycles=int(run_cycles(r)), wall_seconds=time.perf_counter() - t)
 
 
@@ -269,23 +304,32 @@ def cases(quick, shipped_dir, tmp):
     return out
 
 
-# ASTRA-sim 1.0's times (cycles) of the small hybrid workloads on ring 8, from the side-by-side
-# run recorded in docs/astrasim.md (its analytical backend, branch ASTRA-sim-1.0, 07d5d19)
-ASTRA_RING8 = {"small_transformer": 400_801, "small_recompute": 200_260}
+# ASTRA-sim 1.0's times (cycles) of the hybrid transformer workloads on ring 8 (2 passes), from
+# the side-by-side run recorded in docs/astrasim.md (its analytical backend, branch
+# ASTRA-sim-1.0, 07d5d19): the small ones written here and its shipped ones
+ASTRA_RING8 = {"small_transformer": 400_801, "small_recompute": 200_260,
+               "Transformer_HybridParallel": 1_153_636_953,
+               "Transformer_HybridParallel_Fwd_In_Bckwd": 1_307_380_796}
 
 
-def logical_rings(network, log=print):
+def logical_rings(network, shipped_dir=None, log=print):
     """ASTRA-sim's analytical network lays a model-parallel group's logical ring over the
     physical ring without sharing links. Check that this is what separates the two on ring 8:
     run pysim (no ASTRA-sim needed) on ring 8 and on a 4 x 2 torus of the same links, in which
     every hop of the logical rings (the group of 4, and the pairs 4 apart) is a link of its
-    own, beside ASTRA-sim's recorded ring-8 times."""
+    own, beside ASTRA-sim's recorded ring-8 times; the shipped transformers if `shipped_dir`
+    (ASTRA-sim's inputs/workload folder) holds them."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, astra in ASTRA_RING8.items():
-            path = os.path.join(tmp, name + ".txt")
-            with open(path, "w") as f:
-                f.write(SMALL[name])
+            if name in SMALL:
+                path = os.path.join(tmp, name + ".txt")
+                with open(path, "w") as f:
+                    f.write(SMALL[name])
+            else:
+                path = os.path.join(shipped_dir or "", name + ".txt")
+                if not shipped_dir or not os.path.exists(path):
+                    continue
             cfg = pysim_config("ring8", path, 2, network)
             ring = run_pysim(cfg)["cycles"]
             topo = cfg["topology"]
@@ -301,6 +345,18 @@ def logical_rings(network, log=print):
     return rows
 
 
+def checkout(binary):
+    """The ASTRA-sim checkout a binary was built in (its build/astra_analytical/build/
+    AnalyticalAstra/bin/AnalyticalAstra)."""
+    for _ in range(6):
+        binary = os.path.dirname(binary)
+    return binary
+
+
+def checkout_workloads(binary):
+    return os.path.join(checkout(binary), "inputs", "workload")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platforms", default=",".join(PLATFORMS))
@@ -312,6 +368,9 @@ def main():
     ap.add_argument("--departures", action="store_true",
                     help="the DATA workloads with each of pysim's options that depart from "
                          "ASTRA-sim's rules (DEPARTURES)")
+    ap.add_argument("--fastest-router", action="store_true",
+                    help="pysim's router stages and NIC injection at their least "
+                         "(FASTEST_ROUTER), nearest ASTRA-sim's router and NIC latencies of 0")
     ap.add_argument("--logical-rings", action="store_true",
                     help="pysim alone: the small hybrid workloads on ring 8 and with every "
                          "logical hop a link of its own, beside ASTRA-sim's recorded times")
@@ -323,7 +382,10 @@ def main():
         a.out = os.path.join(HERE, "results", "vs_astrasim_logical_rings.json"
                              if a.logical_rings else "vs_astrasim.json")
     if a.logical_rings:
-        rows = logical_rings(a.network)
+        shipped = a.workloads
+        if shipped is None and os.environ.get("ASTRASIM"):
+            shipped = checkout_workloads(os.path.abspath(os.environ["ASTRASIM"]))
+        rows = logical_rings(a.network, shipped)
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
         with open(a.out, "w") as f:
             json.dump(dict(benchmark="vs_astrasim logical rings", **provenance(), rows=rows),
@@ -335,10 +397,8 @@ def main():
         print(BUILD_HELP, file=sys.stderr)
         sys.exit(2)
     binary = os.path.abspath(binary)
-    root = binary
-    for _ in range(6):
-        root = os.path.dirname(root)
-    shipped = a.workloads or os.path.join(root, "inputs", "workload")
+    root = checkout(binary)
+    shipped = a.workloads or checkout_workloads(binary)
     plats = [p for p in a.platforms.split(",") if p]
     for p in plats:
         if p not in PLATFORMS:
@@ -354,7 +414,7 @@ def main():
         if a.only:
             todo = [c for c in todo if a.only in c[0]]
         print(f"{'case':34s} {'platform':11s} {'ASTRA-sim':>14s} {'pysim':>14s} "
-              f"{'diff':>8s}", flush=True)
+              f"{'diff':>8s} {'rules':>8s}", flush=True)
         variants = [("ASTRA-sim's rules", {}, None)]
         if a.departures:
             todo = [c for c in todo if c[0] in ("small_data", "Resnet50_DataParallel")]
@@ -362,17 +422,22 @@ def main():
         for name, kind, path, passes in todo:
             for plat in plats:
                 ast = run_astra(binary, plat, path, passes, tmp)
+                ana = run_analytical(plat, pysim_config(plat, path, passes, a.network))
+                ana_diff = 100.0 * (ana["cycles"] - ast["cycles"]) / ast["cycles"]
                 for vname, over, vwhat in variants:
-                    cfg = pysim_config(plat, path, passes, a.network)
+                    cfg = pysim_config(plat, path, passes, a.network, a.fastest_router)
                     cfg["workload"].update(over)
                     pys = run_pysim(cfg)
                     diff = 100.0 * (pys["cycles"] - ast["cycles"]) / ast["cycles"]
                     row = dict(case=name, kind=kind, platform=plat, passes=passes,
                                astra_cycles=ast["cycles"], pysim_cycles=pys["cycles"],
                                diff_pct=round(diff, 3),
+                               analytical_cycles=ana["cycles"] if not over else None,
+                               analytical_diff_pct=round(ana_diff, 3) if not over else None,
                                mechanism=vwhat or mechanism(plat, path), pysim_rules=vname,
                                astra_wall_seconds=round(ast["wall_seconds"], 3),
                                pysim_wall_seconds=round(pys["wall_seconds"], 3),
+                               analytical_wall_seconds=round(ana["wall_seconds"], 3),
                                workload=(os.path.basename(path) if kind == "shipped"
                                          else open(path).read()),
                                astra_network=astra_network(plat),
@@ -382,10 +447,12 @@ def main():
                                                            model=os.path.basename(path))
                     rows.append(row)
                     print(f"{name:34s} {plat:11s} {ast['cycles']:14,d} {pys['cycles']:14,d} "
-                          f"{diff:+7.2f}%" + (f"  ({vname})" if a.departures else ""),
+                          f"{diff:+7.2f}% " + (f"{ana_diff:+7.2f}%" if not over else " " * 8)
+                          + (f"  ({vname})" if a.departures else ""),
                           flush=True)
     out = dict(provenance=dict(provenance(), astrasim_binary=binary,
                                astrasim_commit=commit, network_model=a.network,
+                               fastest_router=a.fastest_router,
                                command=" ".join(sys.argv)),
                system=SYSTEM, platforms=PLATFORMS, rows=rows)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

@@ -25,7 +25,8 @@
 # - unit 1, compute's traffic (roofline memory parts): a part whose compute part runs beside
 #   it can use what keeps pace with that compute part (its work left over the compute part's
 #   time left), else the whole memory;
-# - unit 5, communication's (collectives' copies and reductions): at most its budget comm_cap;
+# - units 5 and 7, communication's (collectives' copies and reductions: 5 what is sent, 7 what
+#   is received), together at most the budget comm_cap, in equal parts when both run;
 # - unit 6, memory transfers' (a DMA engine streaming to or from a memory node or a host): at
 #   most the sum of op_share over the transfers it serves (the op it runs and those queued
 #   for it, in turn: it serves them all at once by pieces), op_share being what the
@@ -36,6 +37,19 @@
 # queues, or a roofline op's compute part starts or ends beside its memory part; then the
 # running op's work left is recomputed and its finish moved in an indexed heap of the units'
 # finishes (uh_*), which ops_due merges with the op heap in (cycle, op id) order.
+#
+# A stream (op_src): an op may take its source's data as it comes, as an NCCL kernel's
+# slices or a NIC's DMA do, instead of after it. Such an op counts its source as done for
+# starting when the source starts; it cannot finish before its source has. A unit op runs
+# its bulk (size - op_tail cycles) from then, gives its unit up if the bulk is done before
+# the source is, and takes its unit again for its tail (op_tail cycles: its work on the last
+# packet of data) when the source finishes, ahead of the ops waiting there and of a bulk
+# running there (which resumes after it: a bulk runs ahead of its data, a tail is on the
+# critical path); a send whose source finishes after its
+# last byte has arrived finishes op_tail cycles (the zero-load latency of one packet) after
+# its source. So a step of store-and-forward becomes a pipeline: the data is read, sent,
+# reduced and forwarded piece by piece, the step taking its slowest stage plus a piece's
+# time per stage, with no more ops and no event per piece.
 #
 # A gate (a node's unit 3) orders work that no single op spans, as a scheduler's queue does:
 # an acquire op (OP_ACQUIRE, its size its priority) waits until the gate is free, takes it
@@ -178,11 +192,12 @@ cdef inline double _roof_demand(State* s, int32_t n, double rc) noexcept nogil:
 
 
 cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
-    """The rates of a node's compute unit and of its three memory units, after its held
-    compute units, its busy memory units or their demands changed: compute at
-    (units - held) / units of peak; the memory shared max-min fairly among the busy memory
-    units, each at most what it can use (see the top of this file), what is left over going
-    in equal parts to the busy units of compute's traffic and of transfers."""
+    """The rates of a node's compute unit and of its memory units, after its held compute
+    units, its busy memory units or their demands changed: compute at (units - held) / units
+    of peak; the memory shared max-min fairly among compute's traffic (unit 1),
+    communication's (units 5 and 7 as one, in equal parts between them) and transfers' (unit
+    6), each at most what it can use (see the top of this file), what is left over going in
+    equal parts to the busy units of compute's traffic and of transfers."""
     cdef int32_t n = node * N_UNITS
     cdef int32_t k = s.sm_total[node]
     cdef int32_t h = s.sm_held[node]
@@ -191,6 +206,7 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
     cdef int32_t u[3]
     cdef int32_t i, j, m = 0, left, soft = 0
     cdef double cap = 1.0, share, t, rc = 1.0, wc, wm
+    cdef bint c5 = s.u_op[n + 5] >= 0, c7 = s.u_op[n + RECV_UNIT] >= 0
     if k > 0:
         if h >= k:
             h = k - 1
@@ -199,7 +215,7 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
         u[m] = 1
         d[m] = _roof_demand(s, n + 1, rc)
         m += 1
-    if s.u_op[n + 5] >= 0:
+    if c5 or c7:
         u[m] = 5
         d[m] = s.comm_cap[node] if s.comm_cap[node] < 1.0 else 1.0
         m += 1
@@ -240,14 +256,23 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
                 rc = g[i] * wc / wm
                 if rc < 1e-6:
                     rc = 1e-6
-        _set_rate(s, n + u[i], g[i])
+        if u[i] == 5:                  # communication's: what it sends and what it receives
+            if c5 and c7:
+                _set_rate(s, n + 5, g[i] / 2)
+                _set_rate(s, n + RECV_UNIT, g[i] / 2)
+            else:
+                _set_rate(s, n + (5 if c5 else RECV_UNIT), g[i])
+        else:
+            _set_rate(s, n + u[i], g[i])
     _set_rate(s, n, rc)
     if s.u_op[n + 1] < 0:
         s.u_rate[n + 1] = 1.0
-    if s.u_op[n + 5] < 0:
+    if not c5:
         s.u_rate[n + 5] = 1.0
     if s.u_op[n + 6] < 0:
         s.u_rate[n + 6] = 1.0
+    if not c7:
+        s.u_rate[n + RECV_UNIT] = 1.0
 
 
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
@@ -257,7 +282,19 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
     cdef int8_t kind = s.op_kind[op]
     s.node_busy[n] = 1
     if kind == OP_COMPUTE:
-        s.op_start[op] = s.now
+        if s.op_src != NULL and s.op_src[op] >= 0:     # a stream (see the top of this file)
+            if s.op_wait[op] == 3:
+                dur = s.op_tail[op]                     # its tail, its source finished
+            elif s.op_wait[op] == 4:                    # its bulk again, after a tail
+                s.op_wait[op] = 1
+                dur = s.op_left[op]
+            else:
+                s.op_start[op] = s.now
+                if s.op_finish[s.op_src[op]] < 0:      # its bulk, as its source's data comes
+                    s.op_wait[op] = 1
+                    dur = dur - s.op_tail[op] if dur > s.op_tail[op] else 0
+        else:
+            s.op_start[op] = s.now
     else:                              # a part of a roofline op's current slice
         r = op if kind == OP_ROOF else op - 1
         dur = _part(s.op_size[op], s.op_left[r], s.op_dst[r])
@@ -271,6 +308,8 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
             (kind == OP_ROOF and s.u_op[n + 1] == op + 1):   # (its memory part's demand)
         _node_rates(s, s.op_node[op])
     _uh_set(s, n, _due(s, n))
+    if s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
+        return _stream_started(s, op)
     return 0
 
 
@@ -379,14 +418,77 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     left = s.op_size[op]
     if left == 0:
         heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now, op)   # an empty message: delivered now
-        return 0
-    if s.flow_mode:
-        return flow_start(s, op)
-    # flit level: the message joins the source NIC, which cuts it into packets as it goes
-    bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
-    s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
-    s.msg_bytes[op] = left
-    nic_add_message(s, s.op_node[op], op)
+    elif s.flow_mode:
+        if flow_start(s, op) != 0:
+            return -1
+    else:
+        # flit level: the message joins the source NIC, which cuts it into packets as it goes
+        bytes_per_packet = <int64_t>s.packet_flits_max * s.flit_bytes
+        s.op_left[op] = (left + bytes_per_packet - 1) // bytes_per_packet
+        s.msg_bytes[op] = left
+        nic_add_message(s, s.op_node[op], op)
+    if s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
+        return _stream_started(s, op)
+    return 0
+
+
+cdef inline int _stream_started(State* s, int32_t op) noexcept nogil:
+    """op started now: the ops streaming its data count it as done for starting."""
+    cdef int64_t k
+    cdef int32_t c
+    for k in range(s.ssucc_ptr[op], s.ssucc_ptr[op + 1]):
+        c = s.ssucc[k]
+        s.op_deps[c] -= 1
+        if s.op_deps[c] == 0:
+            if start_op(s, c) != 0:
+                return -1
+    return 0
+
+
+cdef inline int _tail(State* s, int32_t c) noexcept nogil:
+    """Unit op c's tail, its source finished: it runs now, ahead of every op waiting for
+    its unit, and a bulk running there (which runs ahead of its own data) gives the unit up
+    to it, to resume after it (the last packet of data that has all arrived goes before
+    work on data still arriving)."""
+    cdef int32_t n = s.op_node[c] * N_UNITS + s.op_unit[c]
+    cdef int32_t r = s.u_op[n]
+    cdef double w
+    s.op_wait[c] = 3
+    if r >= 0 and s.op_kind[r] == OP_COMPUTE and s.op_src[r] >= 0 and s.op_wait[r] == 1:
+        w = _left(s, n)                # the running bulk's work left, kept for its return
+        s.op_left[r] = <int64_t>w + (1 if w > <int64_t>w else 0)
+        s.op_wait[r] = 4
+        s.node_busy[n] = 0
+        s.u_op[n] = -1
+        _uh_remove(s, n)
+        s.op_next[r] = s.cq_head[n]
+        s.cq_head[n] = r
+        if s.cq_tail[n] < 0:
+            s.cq_tail[n] = r
+        return _start_compute(s, c)
+    if not s.node_busy[n]:
+        return _start_compute(s, c)
+    s.op_next[c] = s.cq_head[n]        # first in the queue
+    s.cq_head[n] = c
+    if s.cq_tail[n] < 0:
+        s.cq_tail[n] = c
+    return 0
+
+
+cdef inline int _stream_done(State* s, int32_t op) noexcept nogil:
+    """op finished now: the ops streaming its data that wait for it take their tails (a
+    unit op's first, _tail; a send finishes op_tail cycles on)."""
+    cdef int64_t k
+    cdef int32_t c
+    for k in range(s.ssucc_ptr[op], s.ssucc_ptr[op + 1]):
+        c = s.ssucc[k]
+        if s.op_wait[c] != 2:
+            continue
+        if s.op_kind[c] == OP_SEND:
+            s.op_wait[c] = 3
+            heap_push(s.oh_time, s.oh_op, &s.oh_n, s.now + s.op_tail[c], c)
+        elif _tail(s, c) != 0:
+            return -1
     return 0
 
 
@@ -397,6 +499,10 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     cdef int32_t n, nxt, q, r
     cdef int8_t kind = s.op_kind[op]
     if kind != OP_COMPUTE and kind != OP_ROOF and kind != OP_ROOF_MEM:
+        if kind == OP_SEND and s.op_src != NULL and s.op_src[op] >= 0 and \
+                s.op_finish[s.op_src[op]] < 0:
+            s.op_wait[op] = 2          # its data all sent before its source has it all
+            return 0
         s.op_finish[op] = s.now
         s.ops_done += 1
     else:
@@ -417,6 +523,12 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
             _node_rates(s, s.op_node[op])
         if kind == OP_ROOF and s.u_op[n + 1] == op + 1:   # its memory part, alone now
             _node_rates(s, s.op_node[op])
+        if kind == OP_COMPUTE and s.op_src != NULL and s.op_src[op] >= 0 and \
+                s.op_wait[op] == 1:    # a stream's bulk is done: its tail when its source is
+            if s.op_finish[s.op_src[op]] < 0:
+                s.op_wait[op] = 2
+                return 0
+            return _tail(s, op)
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now
             s.ops_done += 1
@@ -432,6 +544,9 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
             s.op_finish[r + 1] = s.now
             s.ops_done += 2
             op = r
+    if s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
+        if _stream_done(s, op) != 0:
+            return -1
     for k in range(s.succ_ptr[op], s.succ_ptr[op + 1]):
         nxt = s.succ[k]
         s.op_deps[nxt] -= 1

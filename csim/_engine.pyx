@@ -10,6 +10,7 @@ from libc.math cimport INFINITY, fabs
 from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._rng cimport rng_seed
 from csim._link cimport packet_free
 from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start_synthetic
@@ -59,7 +60,8 @@ cdef class Engine:
     its router's outputs: the switch allocator's round-robin order over them), va_arbiter and
     sa_arbiter (the allocators' input arbiters, VA_* and SA_* of _types.pxd), node_pos (None, or per node its
     position in each VC-class group), entry_class, tie_k, ch_rev and tie_seed (see
-    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination));
+    _router.route and State); rt (n_nodes * n_nodes output channel per (node, destination)),
+    or instead a rule, route (a csim RouteRule: csim/_routes.pxd);
     ep_node (endpoint index -> node), nic_inj_base and nic_inj_n (node -> its injection
     channels, contiguous ids), ch_par_n (a parallel group's members have consecutive ids, and
     rt names the first).
@@ -68,6 +70,7 @@ cdef class Engine:
     cdef list _keep
     cdef dict _arr
     cdef int _mode
+    cdef tuple _vc_args
 
     def __cinit__(self):
         self.s.wh = NULL
@@ -130,6 +133,7 @@ cdef class Engine:
         """Synthetic injection: per-endpoint Bernoulli or on/off arrivals, destinations drawn
         from a permutation or uniformly (optionally with a hotspot mixture)."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         s.gen_mode = GEN_SYNTHETIC
         self._mode = GEN_SYNTHETIC
         rng_seed(s.rng, seed)
@@ -161,6 +165,7 @@ cdef class Engine:
         """Inject an explicit list of packets (creation cycle, source node, destination node,
         length in flits), sorted by creation cycle. Delivery cycles are recorded per packet."""
         cdef State* s = &self.s
+        _setup_vcs(self)
         t = np.asarray(times, dtype=np.int64)
         if t.size and np.any(np.diff(t) < 0):
             raise ValueError("trace times must be sorted")
@@ -181,7 +186,8 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None, int nic_fifo=1, int nic_per_link=0):
+                  share=None, int nic_fifo=1, stream_src=None, tail=None,
+                  int nic_per_link=0):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -207,13 +213,20 @@ cdef class Engine:
         pair weighing one flow), and shares its turns between destinations; 0: every message
         it holds takes its turn, packet by packet (flows of a pair share its rate).
 
+        stream_src: per op, the op whose data it streams (csim/_dag.pxd), or -1 (None: no
+        op does); such an op is not among its source's successors (succ) but counts it in
+        `deps`, done when the source starts; tail: per op, a streaming op's work after its
+        source finishes (a unit op's cycles at full rate; a send's cycles).
+
         nic_per_link: 0 (the default): a NIC's injection channels take the next packet in
         turn whatever its link; 1: a NIC of several injection channels gives each channel to
         one output link (first hop) at a time, while the router's buffers hold its packets
         (see csim/_nic.pxd, _pick_message), where there are at least two VCs. The flow level
         has no injection channels."""
+        if flow is None:
+            _setup_vcs(self)
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share, nic_fifo, nic_per_link)
+                   unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail, nic_per_link)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""
@@ -242,6 +255,8 @@ cdef class Engine:
         cdef int st = ST_UNTIL
         cdef cycle_t step = 4096, end
         cdef double t0, dt
+        if not self.s.flow_mode:
+            _setup_vcs(self)
         while True:
             end = until if until - self.s.now <= step else self.s.now + step
             t0 = perf_counter()
@@ -294,6 +309,7 @@ cdef class Engine:
 
     def snapshot(self):
         """The buffer, VC and credit state, and everything in flight, as numpy arrays."""
+        _setup_vcs(self)
         return _snapshot(self)
 
 

@@ -2,8 +2,8 @@
 # them; an include of csim/_engine.pyx).
 
 cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
-                int flit_bytes, unit, flow, sms, comm_hbm, share, int nic_fifo=1,
-                int nic_per_link=0):
+                int flit_bytes, unit, flow, sms, comm_hbm, share, int nic_fifo=1, stream_src=None,
+                tail=None, int nic_per_link=0):
     cdef State* s = &self.s
     cdef int32_t op
     # (the graph's kinds, nodes, sizes and successors are only read: kept as given)
@@ -55,6 +55,26 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
         raise ValueError("share needs one entry per op, each in (0, 1]")
     s.op_share = <double*>_ptr(self._own("op_share", share_a, np.float64))
     s.xfer_dem = <double*>_ptr(self._own("xfer_dem", None, np.float64, 0.0, s.n_nodes))
+    s.op_src = NULL
+    s.ssucc_ptr = NULL
+    if stream_src is not None:       # streams (csim/_dag.pxd): per op its source, or -1
+        src_a = np.asarray(stream_src, np.int32)
+        tail_a = np.zeros(n_ops, np.int64) if tail is None else np.asarray(tail, np.int64)
+        if src_a.size != n_ops or tail_a.size != n_ops or (src_a >= n_ops).any() or \
+                (src_a < -1).any() or (tail_a < 0).any():
+            raise ValueError("stream_src needs one entry per op, each an op id or -1, and "
+                             "tail one per op, each >= 0")
+        if (src_a >= 0).any():
+            cons = np.flatnonzero(src_a >= 0).astype(np.int32)
+            prod = src_a[cons]
+            o = np.argsort(prod, kind="stable")
+            sp = np.zeros(n_ops + 1, np.int64)
+            sp[1:] = np.cumsum(np.bincount(prod, minlength=n_ops))
+            s.op_src = <int32_t*>_ptr(self._own("op_src", src_a, np.int32))
+            s.ssucc_ptr = <int64_t*>_ptr(self._own("ssucc_ptr", sp, np.int64))
+            s.ssucc = <int32_t*>_ptr(self._own("ssucc", cons[o], np.int32))
+            s.op_tail = <int64_t*>_ptr(self._own("op_tail", tail_a, np.int64))
+            s.op_wait = <uint8_t*>_ptr(self._own("op_wait", None, np.uint8, 0, n_ops))
     s.msg_bytes = <int64_t*>_ptr(self._own("msg_bytes", None, np.int64, 0, n_ops))
     s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 
@@ -82,7 +102,8 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
     s.op_done_n = 0
     if flow is not None:
         _set_flow(self, n_ops, flow)
-    for op in range(n_ops):
-        if s.op_deps[op] == 0:
-            if start_op(s, op) != 0:
-                raise MemoryError()
+    # (the ops ready at the start, taken before any starts: a stream's op becomes ready as
+    # its source starts, and is started then)
+    for op in np.flatnonzero(np.asarray(deps) == 0).tolist():
+        if start_op(s, op) != 0:
+            raise MemoryError()

@@ -8,11 +8,12 @@ cdef inline bint _not_faster(const int64_t[::1] num, const int64_t[::1] den, int
     return num[a] * den[b] <= num[b] * den[a]
 
 
-def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
+def path_walk(rt, int64_t n, const int32_t[::1] ch_dst,
               const int32_t[::1] ch_lat, const int64_t[::1] num, const int64_t[::1] den,
               const int32_t[::1] inj_ch, const int32_t[::1] ej_ch,
               const int64_t[::1] src, const int64_t[::1] dst):
-    """Walk the routing table rt ([node * n + dst] -> channel) for pairs (src[i], dst[i]).
+    """Walk the routes rt (a RouteRule, or a table [node * n + dst] -> channel) for pairs
+    (src[i], dst[i]).
 
     Returns per pair: router-to-router hops, the sum of their latencies, the slowest channel
     on the path with the NIC channels (num / den flits per cycle; the last of equals), and
@@ -22,8 +23,11 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
     cdef int64_t m = src.shape[0], i, u, v, d, cur = -1, gen = 0, sp, c, w, ej
     if dst.shape[0] != m:
         raise ValueError("src and dst differ in length")
-    if rt.shape[0] != n * n:
-        raise ValueError(f"rt has {rt.shape[0]} entries for {n} nodes")
+    if not isinstance(rt, RouteRule):
+        rt = RouteRule({"kind": "table", "n": n, "tab": rt})
+    if rt.n != n:
+        raise ValueError(f"the routes are of {rt.n} nodes, not {n}")
+    cdef Routes R = _routes_of(rt)
     hops = np.zeros(m, np.int64)
     lat = np.zeros(m, np.int64)
     worst = np.zeros(m, np.int64)
@@ -56,14 +60,14 @@ def path_walk(const int32_t[::1] rt, int64_t n, const int32_t[::1] ch_dst,
                 raise ValueError(f"routing loop from node {u} to node {d}")
             stack[sp] = v
             sp += 1
-            c = rt[v * n + d]
+            c = route_next(&R, v, d)
             if c < 0:
                 raise ValueError(f"no route from node {v} to node {d}")
             v = ch_dst[c]
         while sp > 0:                    # and back up, each node from the one after it
             sp -= 1
             u = stack[sp]
-            c = rt[u * n + d]
+            c = route_next(&R, u, d)
             v = ch_dst[c]
             m_h[u] = m_h[v] + 1
             m_l[u] = m_l[v] + ch_lat[c]
@@ -420,3 +424,119 @@ def mark_class_dependencies(const int32_t[::1] rt, int64_t n, const int64_t[::1]
         if st != 0:
             return st
     return st
+
+
+ROUTE_KINDS = {"table": RT_TABLE, "dor": RT_DOR, "rows": RT_ROWS}
+
+
+cdef class RouteRule:
+    """Routes as csim's routers look them up (csim/_routes.pxd): a table of every (node,
+    destination) pair, or a rule. Made from a dict (pysim.routing.Rule.arrays): kind ('table',
+    'dor' or 'rows'), n, and the kind's arrays -- table: tab (n * n); dor: dims, wrap, coords
+    (n x nd), chan (n x nd x 2), bidir, dateline; rows: cls, off (per node), vec (rows x n),
+    exc_ptr (n + 1), exc_d, exc_c -- and optionally tmap (per channel of the rule, the channel
+    returned) and diag (per node, what [node, node] gives). Keeps its arrays alive."""
+    cdef Routes R
+    cdef dict _a
+    cdef dict _spec
+    cdef public str kind
+
+    def __init__(self, dict spec):
+        cdef int64_t n = int(spec["n"])
+        self._a = {}
+        self._spec = dict(spec)
+        self.kind = spec["kind"]
+        if self.kind not in ROUTE_KINDS:
+            raise ValueError(f"route kind {self.kind!r}: expected one of {list(ROUTE_KINDS)}")
+        self.R.kind = ROUTE_KINDS[self.kind]
+        self.R.n = n
+        self.R.tab = self.R.dims = self.R.wrap = self.R.coords = self.R.chan = NULL
+        self.R.cls = self.R.off = self.R.vec = self.R.exc_d = self.R.exc_c = NULL
+        self.R.exc_ptr = NULL
+        self.R.tmap = self.R.diag = NULL
+        self.R.nd = 0
+        self.R.bidir = 1
+        self.R.dateline = 0
+        if self.R.kind == RT_TABLE:
+            self.R.tab = self._i32("tab", spec, n * n)
+        elif self.R.kind == RT_DOR:
+            dims = np.asarray(spec["dims"], np.int32).reshape(-1)
+            self.R.nd = dims.size
+            self.R.dims = self._i32("dims", spec, dims.size)
+            self.R.wrap = self._i32("wrap", spec, dims.size)
+            self.R.coords = self._i32("coords", spec, n * dims.size)
+            self.R.chan = self._i32("chan", spec, n * dims.size * 2)
+            self.R.bidir = 1 if spec["bidir"] else 0
+            self.R.dateline = 1 if spec["dateline"] else 0
+        else:
+            cls = self._i32("cls", spec, n)
+            self.R.cls = cls
+            self.R.off = self._i32("off", spec, n)
+            rows = int(np.max(np.asarray(spec["cls"]))) + 1 if n else 0
+            self.R.vec = self._i32("vec", spec, rows * n)
+            a = np.ascontiguousarray(spec["exc_ptr"], np.int64)
+            if a.size != n + 1 or (n and (a[0] != 0 or (np.diff(a) < 0).any())):
+                raise ValueError("exc_ptr: expected n + 1 ascending offsets from 0")
+            self._a["exc_ptr"] = a
+            self.R.exc_ptr = <int64_t*>_ptr(a)
+            self.R.exc_d = self._i32("exc_d", spec, int(a[-1]) if n else 0)
+            self.R.exc_c = self._i32("exc_c", spec, int(a[-1]) if n else 0)
+        if spec.get("tmap") is not None:
+            self.R.tmap = self._i32("tmap", spec, -1)
+        if spec.get("diag") is not None:
+            self.R.diag = self._i32("diag", spec, n)
+
+    cdef int32_t* _i32(self, str name, dict spec, int64_t size) except NULL:
+        a = np.ascontiguousarray(spec[name], np.int32).reshape(-1)
+        if size >= 0 and a.size != size:
+            raise ValueError(f"route {name}: {a.size} entries, expected {size}")
+        if a.size == 0:
+            a = np.zeros(1, np.int32)
+        self._a[name] = a
+        return <int32_t*>_ptr(a)
+
+    def __reduce__(self):
+        return (RouteRule, (self._spec,))
+
+    @property
+    def n(self):
+        return int(self.R.n)
+
+    def arrays(self):
+        """The arrays it was made from (as int32 / int64, contiguous)."""
+        return dict(self._a)
+
+    def next(self, src, dst):
+        """The channel each src[i] takes towards dst[i] (-1: none)."""
+        s_a = np.ascontiguousarray(src, np.int64).reshape(-1)
+        d_a = np.ascontiguousarray(dst, np.int64).reshape(-1)
+        if s_a.size != d_a.size:
+            raise ValueError("src and dst differ in length")
+        if s_a.size and (min(s_a.min(), d_a.min()) < 0 or max(s_a.max(), d_a.max()) >= self.R.n):
+            raise ValueError("a node out of range")
+        out_a = np.empty(s_a.size, np.int32)
+        cdef const int64_t[::1] s = s_a
+        cdef const int64_t[::1] d = d_a
+        cdef int32_t[::1] out = out_a
+        cdef int64_t i
+        with nogil:
+            for i in range(s.shape[0]):
+                out[i] = route_next(&self.R, s[i], d[i])
+        return out_a
+
+    def rows(self, int64_t lo, int64_t hi):
+        """The dense table's rows lo .. hi - 1, (hi - lo) x n int32."""
+        lo = max(lo, 0)
+        hi = min(hi, self.R.n)
+        out_a = np.empty((max(hi - lo, 0), self.R.n), np.int32)
+        cdef int32_t[:, ::1] out = out_a
+        cdef int64_t u, d
+        with nogil:
+            for u in range(lo, hi):
+                for d in range(self.R.n):
+                    out[u - lo, d] = route_next(&self.R, u, d)
+        return out_a
+
+
+cdef Routes _routes_of(RouteRule r):
+    return r.R

@@ -64,6 +64,57 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].vtail = 0.0
 
 
+cdef _setup_vcs(Engine self):
+    """The VCs' state, made once, when a flit-level run first needs it."""
+    cdef State* s = &self.s
+    if s.ivc != NULL:
+        return
+    ch_dst, ch_kind, local, r_mw, Vp = self._vc_args
+    cdef int64_t C = s.n_ch, V = s.V, D = s.D, i
+    cdef const int32_t[::1] v_dst = ch_dst
+    cdef const int8_t[::1] v_kind = ch_kind
+    nivc = C * V
+    s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
+    assert sizeof(IVC) == 64 and sizeof(Chan) == 128   # (cache lines; see _types.pxd)
+    s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
+    s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
+    cdef int64_t bit, nv = nivc, cv
+    cdef const int32_t[::1] v_local = local
+    cdef const int32_t[::1] v_mw = r_mw
+    cdef int32_t c_D = D, c_Vp = Vp, c_V = V
+    for i in range(nv):
+        cv = i // c_V
+        s.ivc[i].cnt = 0
+        s.ivc[i].head = 0
+        s.ivc[i].out_ch = -1
+        s.ivc[i].va_in_ptr = 0
+        s.ivc[i].flits = 0
+        s.ivc[i].out_vc = -1
+        s.ivc[i].out_ov = -1
+        s.ivc[i].mw = -1
+        s.ivc[i].mb = 0
+        s.ivc[i].r = v_dst[cv]
+        s.ivc[i].c = cv
+        s.ivc[i].v = i - cv * c_V
+        if v_kind[cv] != CH_EJECT:
+            bit = v_local[cv] * c_Vp + i - cv * c_V
+            s.ivc[i].mw = v_mw[v_dst[cv]] + bit // 64
+            s.ivc[i].mb = bit % 64
+        s.ivc[i].lo = 0
+        s.ivc[i].hi = 0
+        s.ivc[i].state = VC_IDLE
+        s.ivc[i].ready = 0
+        s.ivc[i].free_t = 0
+        s.ovc[i].owner = OVC_FREE
+        s.ovc[i].credits = EJECT_CREDITS if v_kind[cv] == CH_EJECT else c_D
+        s.ovc[i].va_ptr = 0
+        s.ovc[i].best = -1
+    s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
+    s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
+    s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
+
+
+
 cdef _setup_network(Engine self, dict net):
     """Engine.__init__: every State field from `net` (see Engine's docstring)."""
     cdef State* s = &self.s
@@ -167,92 +218,85 @@ cdef _setup_network(Engine self, dict net):
     s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
     s.va_r = <uint64_t*>_ptr(self._own("va_r", None, np.uint64, 0, max(s.act_r_words, 1)))
     s.r_va_wake = <cycle_t*>_ptr(self._own("r_va_wake", None, np.int64, NEVER_CYCLE, n))
-    rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
-    if rt.size != n * n:
-        raise ValueError("rt must have n_nodes * n_nodes entries")
-    s.rt = <int32_t*>_ptr(self._own("rt", rt, np.int32, share=True))
+    if net.get("route") is not None:     # a rule (no table of every pair)
+        rule = net["route"]
+        if not isinstance(rule, RouteRule) or rule.n != n:
+            raise ValueError("route must be a RouteRule of n_nodes nodes")
+    else:                                 # the table, kept as given where it can be
+        rt = np.asarray(net["rt"], dtype=np.int32).reshape(-1)
+        if rt.size != n * n:
+            raise ValueError("rt must have n_nodes * n_nodes entries")
+        rule = RouteRule({"kind": "table", "n": n, "tab": rt})
+    self._keep.append(rule)
+    s.rt = _routes_of(rule)
     s.nbuf_total = 0
     s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
                                          np.int32))
     s.vc_res = NULL
     s.vc_res_base = 0x7FFFFFFF
 
+    # (typed views: the loops below run in C, a channel or a VC at a time -- millions on a
+    # cluster of 16,384 GPUs)
+    cdef const int32_t[::1] v_src = ch_src
+    cdef const int32_t[::1] v_dst = ch_dst
+    cdef const int8_t[::1] v_kind = ch_kind
+    cdef const int32_t[::1] v_lat = lat
+    cdef const int64_t[::1] v_num = num
+    cdef const int64_t[::1] v_den = den
+    cdef const int32_t[::1] v_group = group
+    cdef const int32_t[::1] v_order = order_
+    cdef const int32_t[::1] v_par_n = par_n
+    cdef const int32_t[::1] v_out_idx = out_idx
+    cdef int32_t c_inj_delay = inj_delay
     cdef int64_t i
     s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
     for i in range(C):
-        s.ch[i].src = ch_src[i]
-        s.ch[i].dst = ch_dst[i]
-        s.ch[i].kind = ch_kind[i]
-        s.ch[i].fdelay = lat[i] + (inj_delay if ch_kind[i] == CH_INJECT else
+        s.ch[i].src = v_src[i]
+        s.ch[i].dst = v_dst[i]
+        s.ch[i].kind = v_kind[i]
+        s.ch[i].fdelay = v_lat[i] + (c_inj_delay if v_kind[i] == CH_INJECT else
                                    s.sa_delay + s.st_delay)
-        s.ch[i].cdelay = lat[i] + s.sa_delay
-        s.ch[i].num = num[i]
-        s.ch[i].den = den[i]
-        s.ch[i].acc = den[i]
+        s.ch[i].cdelay = v_lat[i] + s.sa_delay
+        s.ch[i].num = v_num[i]
+        s.ch[i].den = v_den[i]
+        s.ch[i].acc = v_den[i]
         s.ch[i].acc_t = 0
         s.ch[i].next_ok = 0
-        s.ch[i].full_rate = 1 if num[i] >= den[i] else 0
+        s.ch[i].full_rate = 1 if v_num[i] >= v_den[i] else 0
         s.ch[i].gap_k = 1
         s.ch[i].gap_thr = 0
-        if num[i] < den[i]:          # k = ceil((den - acc) / num) for acc in [0, num)
-            s.ch[i].gap_k = -(-den[i] // num[i])
-            s.ch[i].gap_thr = den[i] - (s.ch[i].gap_k - 1) * num[i]
-        s.ch[i].group = group[i]
-        s.ch[i].order = order_[i]
+        if v_num[i] < v_den[i]:          # k = ceil((den - acc) / num) for acc in [0, num)
+            s.ch[i].gap_k = (v_den[i] + v_num[i] - 1) // v_num[i]     # (ceil; both > 0)
+            s.ch[i].gap_thr = v_den[i] - (s.ch[i].gap_k - 1) * v_num[i]
+        s.ch[i].group = v_group[i]
+        s.ch[i].order = v_order[i]
         s.ch[i].flits = 0
         s.ch[i].sa_in_ptr = 0
         s.ch[i].sa_in_optr = 0
-        s.ch[i].out_idx = out_idx[i] if ch_kind[i] != CH_INJECT else 0
+        s.ch[i].out_idx = v_out_idx[i] if v_kind[i] != CH_INJECT else 0
         s.ch[i].sa_out_ptr = 0
         s.ch[i].out_best = -1
         s.ch[i].out_best_dist = 0
-        s.ch[i].par_n = par_n[i]
+        s.ch[i].par_n = v_par_n[i]
         s.ch[i].cur_pkt = -1
         s.ch[i].cur_seq = 0
         s.ch[i].cur_vc = 0
         s.ch[i].vc_rr = 0
 
-    nivc = C * V
-    s.buf = <Flit*>_ptr(self._own("buf", None, np.uint8, 0, nivc * D * sizeof(Flit)))
-    assert sizeof(IVC) == 64 and sizeof(Chan) == 128   # (cache lines; see _types.pxd)
-    s.ivc = <IVC*>_ptr(self._own("ivc", None, np.uint8, 0, nivc * sizeof(IVC)))
-    s.ovc = <OVC*>_ptr(self._own("ovc", None, np.uint8, 0, nivc * sizeof(OVC)))
-    cdef int64_t bit
-    for i in range(nivc):
-        s.ivc[i].cnt = 0
-        s.ivc[i].head = 0
-        s.ivc[i].out_ch = -1
-        s.ivc[i].va_in_ptr = 0
-        s.ivc[i].flits = 0
-        s.ivc[i].out_vc = -1
-        s.ivc[i].out_ov = -1
-        s.ivc[i].mw = -1
-        s.ivc[i].mb = 0
-        s.ivc[i].r = ch_dst[i // V]
-        s.ivc[i].c = i // V
-        s.ivc[i].v = i % V
-        if ch_kind[i // V] != CH_EJECT:
-            bit = local[i // V] * Vp + i % V
-            s.ivc[i].mw = r_mw[ch_dst[i // V]] + bit // 64
-            s.ivc[i].mb = bit % 64
-        s.ivc[i].lo = 0
-        s.ivc[i].hi = 0
-        s.ivc[i].state = VC_IDLE
-        s.ivc[i].ready = 0
-        s.ivc[i].free_t = 0
-        s.ovc[i].owner = OVC_FREE
-        s.ovc[i].credits = EJECT_CREDITS if ch_kind[i // V] == CH_EJECT else D
-        s.ovc[i].va_ptr = 0
-        s.ovc[i].best = -1
-    s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
-    # timers span the longest pipeline delay a head can wait on
+    # the VCs' state (buffers, input and output VCs, timers: a few hundred bytes a channel)
+    # is made when a flit-level run first needs it (_setup_vcs): the flow level has none
+    s.buf = NULL
+    s.ivc = NULL
+    s.ovc = NULL
+    s.va_best_dist = NULL
+    s.tm_next = NULL
+    s.touched = NULL
+    self._vc_args = (ch_dst, ch_kind, local, r_mw, Vp)
     s.tm_size = 1
     while s.tm_size <= max(s.routing_delay + 1, s.va_delay):
         s.tm_size *= 2
     s.tm_va = <int32_t*>_ptr(self._own("tm_va", None, np.int32, -1, s.tm_size))
     s.tm_sa = <int32_t*>_ptr(self._own("tm_sa", None, np.int32, -1, s.tm_size))
-    s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
-    s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
     # the wheel spans the longest delay an event can be scheduled with
     maxdelay = int(lat.max(initial=1)) + max(s.sa_delay + s.st_delay, inj_delay) + 1

@@ -59,6 +59,8 @@ cdef _channel_flits(Engine self):
 cdef _vc_flits(Engine self):
     cdef int64_t i
     out = np.zeros(self.s.n_ivc, dtype=np.int64)
+    if self.s.ivc == NULL:             # (no VC state: the flow level, or nothing run)
+        return out.reshape(self.s.n_ch, self.s.V)
     for i in range(self.s.n_ivc):
         out[i] = self.s.ivc[i].flits
     return out.reshape(self.s.n_ch, self.s.V)

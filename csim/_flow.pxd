@@ -45,6 +45,7 @@
 from libc.math cimport ceil
 from libc.stdlib cimport realloc
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._heap cimport heap_push
 
 
@@ -285,7 +286,7 @@ cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_r
             out[k] = cap_res
         k += 1
     while True:
-        c = s.rt[v * n + dst]
+        c = route_next(&s.rt, v, dst)
         if c < 0 or steps > s.n_nodes:
             return -1
         if out != NULL:

@@ -3,6 +3,7 @@
 from libc.stdlib cimport realloc
 from libc.string cimport memset
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._rng cimport rng_uniform, rng_below, rng_geometric
 from csim._heap cimport heap_push, heap_pop
 from csim._iset cimport iset_add, iset_remove
@@ -167,7 +168,7 @@ cdef inline bint _dst_full(State* s, int32_t n, int32_t dst) noexcept nogil:
     """Are as many of node n's injection channels sending to dst as the first link towards
     it has parallel channels?"""
     cdef int32_t j, c, k = 0
-    cdef int32_t first = s.rt[<int64_t>n * s.n_nodes + dst]
+    cdef int32_t first = route_next(&s.rt, n, dst)
     for j in range(s.nic_inj_n[n]):
         c = s.nic_inj_base[n] + j
         if s.ch[c].cur_pkt >= 0 and s.pk[s.ch[c].cur_pkt].dst == dst:
@@ -214,14 +215,13 @@ cdef inline int32_t _pick_message(State* s, int32_t n, int32_t c) noexcept nogil
     cdef int32_t prev = s.nic_msg_prev[n]
     cdef int32_t first = m
     cdef int32_t hop, mine = -1
-    cdef int64_t row = <int64_t>n * s.n_nodes
     if s.inj_hop[c] >= 0:
         if _port_free(s, c):
             s.inj_hop[c] = -1
         else:
             mine = s.inj_hop[c]
     while True:
-        hop = s.rt[row + s.op_dst[m]]
+        hop = route_next(&s.rt, n, s.op_dst[m])
         if mine >= 0:
             if hop == mine:
                 break
@@ -363,7 +363,7 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
             p = _cut_packet(s, n)
             if p == -2:
                 return -1
-            s.inj_hop[c] = s.rt[<int64_t>n * s.n_nodes + s.pk[p].dst]
+            s.inj_hop[c] = route_next(&s.rt, n, s.pk[p].dst)
         else:
             if s.nic_qlen[n] == 0:
                 p = _cut_packet(s, n)

@@ -8,6 +8,7 @@
 #   c + sw_alloc_delay + st_delay + link latency. Body flits skip route and VC allocation.
 #   The buffer slot's credit reaches the upstream router at c + sw_alloc_delay + link latency.
 from csim._types cimport *
+from csim._routes cimport route_next
 from csim._link cimport link_can_send, link_take, schedule
 from csim._iset cimport iset_add, iset_remove
 from csim._nic cimport nic_count_flit
@@ -82,7 +83,7 @@ cdef inline void route(State* s, int32_t r, IVC* q, int32_t p) noexcept nogil:
     distance k/2 from its destination takes the reverse of the table's channel if its coin
     says so."""
     cdef Packet* pk = &s.pk[p]
-    cdef int32_t oc = s.rt[<int64_t>r * s.n_nodes + pk.dst]
+    cdef int32_t oc = route_next(&s.rt, r, pk.dst)
     cdef Chan* o = &s.ch[oc]
     cdef int32_t cls, k, d
     pk.hops += 1                 # a head is routed once at every router on its path

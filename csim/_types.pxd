@@ -48,12 +48,15 @@ cdef enum:
     OP_RELEASE = 6           # frees a gate
     OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
     OP_UNHOLD = 8            # ... and gives them back
-    N_UNITS = 7              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+    N_UNITS = 8              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
                              # 3 a gate (a queue that orders work: see _dag.pxd),
                              # 4 the compute units held by NPU-run collectives,
-                             # 5 communication's share of the memory (HBM),
-                             # 6 memory transfers' share of it (DMA to and from memory nodes)
+                             # 5 communication's share of the memory (HBM): what it sends,
+                             # 6 memory transfers' share of it (DMA to and from memory nodes),
+                             # 7 communication's share for what it receives (beside unit 5,
+                             #   the two within one budget)
     XFER_UNIT = 6
+    RECV_UNIT = 7
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0
@@ -197,6 +200,34 @@ cdef struct Pair:            # the messages in flight from one source to one des
     double vtail             # in order: the service at which its last flow is done
 
 
+cdef enum:
+    RT_TABLE = 0     # routes: a table of every (node, destination) pair
+    RT_DOR = 1       # dimension order on a mesh, ring or torus, from the nodes' coordinates
+    RT_ROWS = 2      # a shared row per kind of node plus the node's offset, and exceptions
+
+
+cdef struct Routes:          # how a router finds its output channel (csim/_routes.pxd)
+    int32_t kind             # RT_TABLE, RT_DOR or RT_ROWS
+    int64_t n                # nodes
+    int32_t* tab             # RT_TABLE: [node * n + dst]
+    int32_t nd               # RT_DOR: dimensions; per dimension its size and whether it has
+    int32_t* dims            #   wrap-around links; per node its coordinates [node * nd + dim]
+    int32_t* wrap            #   and its channels [(node * nd + dim) * 2 + (0: +, 1: -)]
+    int32_t* coords
+    int32_t* chan
+    int32_t bidir            #   links both ways (else + only, round the ring)
+    int32_t dateline         #   the shorter way round where a dimension wraps (else the
+                             #   sign of the difference)
+    int32_t* cls             # RT_ROWS: per node its row, vec[cls[node] * n + dst] + off[node]
+    int32_t* off             #   (a row's -1: no route), unless [node, dst] is among the
+    int32_t* vec             #   node's exceptions exc_d[exc_ptr[node] .. exc_ptr[node + 1]]
+    int64_t* exc_ptr         #   (ascending), whose channel is exc_c at the same index
+    int32_t* exc_d
+    int32_t* exc_c
+    int32_t* tmap            # RT_DOR, RT_ROWS: the channel returned for a rule's (NULL: it)
+    int32_t* diag            # RT_DOR, RT_ROWS: per node, what [node, node] gives (NULL: -1)
+
+
 cdef struct State:
     # ---- sizes and router parameters
     int32_t n_nodes, n_ch, V, D, n_ivc, n_ep
@@ -239,7 +270,7 @@ cdef struct State:
     int32_t* va_list         # ... and which: router r's at va_list[r_in_ptr[r] * V ...]
     int32_t* va_pos          # position of an input VC in va_list, or -1
     cycle_t* r_wake          # earliest cycle at which the router's switch allocation can grant
-    int32_t* rt              # [node * n_nodes + dst] -> output channel
+    Routes rt                # (node, destination) -> output channel (csim/_routes.pxd)
     int64_t nbuf_total
     uint64_t* act_r          # routers with buffered flits: a bitmap (bit r % 64 of word
     int32_t act_r_words      #   r // 64), walked in router order, as the channel arrays are
@@ -341,6 +372,13 @@ cdef struct State:
     double* op_share         # per op: what a transfer's route carries, a fraction of its
                              # node's memory bandwidth (unit 6's ops; see _dag.pxd)
     double* xfer_dem         # per node: op_share summed over unit 6's running and queued ops
+    int32_t* op_src          # per op: the op whose data it streams (-1: none); NULL: no streams
+    int64_t* ssucc_ptr       # per op: the ops that stream its data, CSR (NULL: no streams)
+    int32_t* ssucc
+    int64_t* op_tail         # per streaming op: its work after its source finishes (a unit
+                             #   op's cycles at full rate; a send's cycles)
+    uint8_t* op_wait         # per streaming op: 0, 1 running its bulk, 2 waiting for its
+                             #   source, 3 its tail queued or running
     cycle_t* oh_time         # heap of (finish cycle, op) for delay ops and flows
     int32_t* oh_op
     int32_t oh_n

@@ -14,6 +14,7 @@ N_OP_KINDS = 9
 # them)
 VC_ARBITERS = {"round_robin": 0, "own_index": 1}
 SW_ARBITERS = {"outputs": 0, "vcs": 1}
-N_UNITS = 7     # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
-                # by NPU-run collectives, 5 communication's share of the memory, 6 memory
-                # transfers' share of it
+N_UNITS = 8     # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
+                # by NPU-run collectives, 5 communication's share of the memory (what it
+                # sends), 6 memory transfers' share of it, 7 communication's share for what it
+                # receives

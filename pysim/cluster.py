@@ -32,12 +32,14 @@ import numpy as np
 
 from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare
-from pysim.topology import BUILDERS, Topology, _apply_nic_defaults, ns_to_cycles
+from pysim.routing import Rule
+from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults,
+                            ns_to_cycles)
 
-# The routing table is dense (an entry per pair of nodes): a cluster of 16,384 GPUs has about
-# 19,700 nodes with its NVSwitches and three tiers of switches, a 1.5 GiB table. Clusters are
-# allowed past topology.MAX_NODES up to this many nodes.
-MAX_CLUSTER_NODES = 20480
+# Routes are by rule (no table of every pair): a cluster has at most as many nodes as any network
+# routed by rule (65,536 GPUs make about 76,000 nodes with their NVSwitches and three tiers of
+# switches).
+MAX_CLUSTER_NODES = MAX_RULE_NODES
 
 
 @dataclass(frozen=True)
@@ -222,8 +224,7 @@ def build_cluster(cfg):
     if n > MAX_CLUSTER_NODES:
         raise ConfigError(f"topology.node_count = {N}: {n:,} nodes ({E:,} GPUs, {N:,} "
                           f"NVSwitches, {n_sw:,} fabric switches); at most "
-                          f"{MAX_CLUSTER_NODES:,} are supported (the routing table holds an "
-                          f"entry per pair of nodes)")
+                          f"{MAX_CLUSTER_NODES:,} are supported")
     clock = cfg.network.clock_ghz
     nv_bpc = _param(cfg, "nvlink_gbps", nt.nvlink_gbps) / clock
     nic_bpc = _param(cfg, "nic_gbps", nt.nic_gbps) / clock
@@ -240,9 +241,12 @@ def build_cluster(cfg):
     g = np.arange(E, dtype=np.int64)
     node_of = g // G
     # channels, in blocks (a link's two directions side by side: 2k out/up, 2k + 1 back)
-    src, dst, bpc, lat = [], [], [], []
+    src, dst, bpc, lat, rank = [], [], [], [], []
 
-    def block(a, b, rate, latency):
+    def block(a, b, rate, latency, tier):
+        """Links a[i] - b[i], a's end `tier` steps up from the GPUs: channel 2i up, 2i + 1
+        down. Ranks (a topological order of every route's channels, up then down): up from
+        tier t, t; down to it, 5 - t."""
         s = np.empty(2 * a.size, np.int64)
         d = np.empty(2 * a.size, np.int64)
         s[0::2], s[1::2], d[0::2], d[1::2] = a, b, b, a
@@ -250,29 +254,30 @@ def build_cluster(cfg):
         dst.append(d)
         bpc.append(np.full(s.size, rate))
         lat.append(np.full(s.size, latency, np.int64))
+        rank.append(np.tile(np.array([tier, 5 - tier], np.int32), a.size))
         return sum(x.size for x in src) - s.size            # the block's first channel
 
-    c_nv = block(g, o_nvs + node_of, nv_bpc, nv_lat)         # GPU g: c_nv + 2g, back + 1
-    c_nic = block(g, o_leaf + p.leaf, nic_bpc, ib_lat) if p.tiers else None
+    c_nv = block(g, o_nvs + node_of, nv_bpc, nv_lat, 0)      # GPU g: c_nv + 2g, back + 1
+    c_nic = block(g, o_leaf + p.leaf, nic_bpc, ib_lat, 0) if p.tiers else None
     c_up = c_top = None
     if p.tiers == 2:                    # leaf l, uplink j (to spine j // m1): c_up + 2(l up + j)
         l, j = np.divmod(np.arange(p.leaves * p.up, dtype=np.int64), p.up)
-        c_up = block(o_leaf + l, o_spine + j // p.m1, fab_bpc, ib_lat)
+        c_up = block(o_leaf + l, o_spine + j // p.m1, fab_bpc, ib_lat, 1)
     elif p.tiers == 3:                  # leaf l, uplink j -> its pod's spine j
         l, j = np.divmod(np.arange(p.leaves * p.up, dtype=np.int64), p.up)
         c_up = block(o_leaf + l, o_spine + (l // p.pod_leaves) * p.spines + j, fab_bpc,
-                     ib_lat)
+                     ib_lat, 1)
         # spine s = pod * up + a, its port k -> core a * cores + k // m2
         s, k = np.divmod(np.arange(n_spine * p.spine_up, dtype=np.int64), p.spine_up)
         c_top = block(o_spine + s, o_core + (s % p.spines) * p.cores + k // p.m2, fab_bpc,
-                      ib_lat)
+                      ib_lat, 2)
     n_nvls = 0
     if tp.nvls:
         if N != 1:
             raise ConfigError(f"topology.nvls = true: NVLink SHARP is modelled within one node "
                               f"(topology.node_count = 1), not {N}")
         n_nvls = 1                         # the switch's engine: a link as wide as its ports
-        block(np.array([n]), np.array([o_nvs]), G * nv_bpc, nv_lat)
+        block(np.array([n]), np.array([o_nvs]), G * nv_bpc, nv_lat, 0)
     ch_src = np.concatenate(src)
     names = ([f"gpu{i}" for i in range(E)] + [f"nvswitch{i}" for i in range(N)] +
              [f"leaf{i}" for i in range(p.leaves)] + [f"spine{i}" for i in range(n_spine)] +
@@ -299,15 +304,8 @@ def build_cluster(cfg):
                                            "ejection_gbps": G * nv_bpc * clock}] * n_nvls)
     if (tp.nic or {}).get("npu"):
         _apply_nic_defaults(t, cfg)
-    t.table = _routes(p, n, E, G, o_nvs, o_leaf, o_spine, o_core, c_nv, c_nic, c_up, c_top)
-    if n_nvls:                  # nvls0 <-> the GPUs, through the NVSwitch
-        c_e = C - 2
-        big = np.full((n + 1, n + 1), -1, np.int32)
-        big[:n, :n] = t.table
-        big[:E, n] = c_nv + 2 * np.arange(E)
-        big[o_nvs, n] = c_e + 1
-        big[n, :E] = c_e
-        t.table = big
+    t.rule = Rule(_routes(p, n, E, G, o_nvs, o_leaf, o_spine, o_core, c_nv, c_nic, c_up,
+                          c_top, C - 2 if n_nvls else None), np.concatenate(rank))
     t.cluster = dict(node=tp.node, nodes=N, gpus=E, fabric=tp.fabric, tiers=p.tiers,
                      radix=radix, leaves=p.leaves, spines=n_spine, cores=n_core,
                      down=p.down, up=p.up, gpus_per_node=G, nvls=bool(n_nvls),
@@ -316,74 +314,77 @@ def build_cluster(cfg):
     return t
 
 
-ROW_BLOCK = 1 << 24          # table entries filled per step (64 MiB of int32)
-
-
-def _routes(p, n, E, G, o_nvs, o_leaf, o_spine, o_core, c_nv, c_nic, c_up, c_top):
-    """table[u, d]: the channel node u takes towards GPU d (-1 on the diagonal, towards a
-    switch and where no route passes: an NVSwitch towards another node's GPUs). Each kind of
-    row is a per-row constant plus a per-destination vector, written a block of rows at a
-    time in int32, and then the few entries of a row's own part of the cluster (its node, its
-    leaf, its pod) are overwritten."""
-    table = np.empty((n, n), np.int32)
-    table[:, E:] = -1
-    i32 = np.int32
+def _routes(p, n, E, G, o_nvs, o_leaf, o_spine, o_core, c_nv, c_nic, c_up, c_top, c_e):
+    """The routes as rows (csim's RT_ROWS; pysim.routing.Rule): [u, d], the channel node u
+    takes towards GPU d (-1 towards a switch and where no route passes: an NVSwitch towards
+    another node's GPUs), is a row shared by the nodes of a kind plus the node's offset,
+    except for the few entries of its own part of the cluster (its node, its leaf, its pod).
+    With an NVLink SHARP engine (c_e: its link's first channel), that engine is node n."""
+    n_all = n + (c_e is not None)
     d = np.arange(E, dtype=np.int64)
     node_d = d // G
     leaf_d, pos_d = p.leaf, p.pos
-    rows = max(1, ROW_BLOCK // n)
+    rows, off = [], np.zeros(n_all, np.int64)
+    cls = np.zeros(n_all, np.int64)
+    exc = []                                  # (node, destination, channel) arrays
 
-    def fill(lo, hi, const, vec):
-        """table[u, :E] = const(u) + vec for u in [lo, hi)."""
-        vec = np.asarray(vec, np.int64).astype(i32)
-        for a in range(lo, hi, rows):
-            u = np.arange(a, min(hi, a + rows), dtype=np.int64)
-            np.add(np.asarray(const(u), np.int64).astype(i32)[:, None], vec[None, :],
-                   out=table[a:a + u.size, :E])
+    def row(values):
+        v = np.full(n_all, -1, np.int64)
+        v[:E] = values
+        rows.append(v)
+        return len(rows) - 1
+
+    def kind(lo, hi, values, offset):
+        cls[lo:hi] = row(values)
+        off[lo:hi] = offset(np.arange(lo, hi, dtype=np.int64))
 
     # a GPU: through its NIC (GPU g: channel c_nic + 2g, back + 1), but to its own node's
     # GPUs through the NVSwitch (c_nv + 2g, back + 1)
-    if p.tiers:
-        fill(0, E, lambda u: c_nic + 2 * u, np.zeros(E))
-    u = d
-    table[u[:, None], (node_d * G)[:, None] + np.arange(G)[None, :]] = \
-        (c_nv + 2 * u)[:, None].astype(i32)
-    table[d, d] = -1
+    kind(0, E, 0 if p.tiers else -1, lambda u: (c_nic if p.tiers else 0) + 2 * u)
+    mate = (node_d * G)[:, None] + np.arange(G)[None, :]
+    u = np.repeat(d, G)
+    other = mate.reshape(-1) != u
+    exc.append((u[other], mate.reshape(-1)[other], c_nv + 2 * u[other]))
     # an NVSwitch: down to its node's GPUs (nowhere else)
-    table[o_nvs:o_leaf, :E] = -1
-    table[o_nvs + node_d, d] = (c_nv + 2 * d + 1).astype(i32)
-    if p.tiers == 0:
-        return table
-    down_d = c_nic + 2 * d + 1                          # leaf(d) -> d
+    kind(o_nvs, o_leaf, -1, lambda u: 0 * u)
+    exc.append((o_nvs + node_d, d, c_nv + 2 * d + 1))
+    if c_e is not None:                        # the engine: to and from every GPU
+        exc.append((d, np.full(E, n), c_nv + 2 * d))
+        exc.append((np.array([o_nvs]), np.array([n]), np.array([c_e + 1])))
+        kind(n, n + 1, c_e, lambda u: 0 * u)
+    down_d = c_nic + 2 * d + 1 if p.tiers else None     # leaf(d) -> d
     if p.tiers == 1:
-        table[o_leaf, :E] = down_d
-        return table
-    # a leaf: up by the uplink the destination's port picks, but down to its own GPUs
-    j = (pos_d % p.spines) * p.m1 if p.tiers == 2 else pos_d % p.up
-    fill(o_leaf, o_leaf + p.leaves, lambda u: c_up + 2 * (u - o_leaf) * p.up, 2 * j)
-    table[o_leaf + leaf_d, d] = down_d.astype(i32)
+        kind(o_leaf, o_leaf + 1, down_d, lambda u: 0 * u)
+    elif p.tiers >= 2:
+        # a leaf: up by the uplink the destination's port picks, but down to its own GPUs
+        j = (pos_d % p.spines) * p.m1 if p.tiers == 2 else pos_d % p.up
+        kind(o_leaf, o_leaf + p.leaves, 2 * j, lambda u: c_up + 2 * (u - o_leaf) * p.up)
+        exc.append((o_leaf + leaf_d, d, down_d))
     if p.tiers == 2:                                    # a spine: down to leaf(d)
-        fill(o_spine, o_spine + p.spines, lambda u: 2 * (u - o_spine) * p.m1,
-             c_up + 2 * leaf_d * p.up + 1)
-        return table
-    # a spine (pod, a): up to the core of its group that the destination's leaf picks, but
-    # down to the leaves of its own pod
-    pod_d = leaf_d // p.pod_leaves
-    grp_d = (leaf_d % p.pod_leaves) % p.cores
-    n_spine = o_core - o_spine
-    fill(o_spine, o_core, lambda u: c_top + 2 * (u - o_spine) * p.spine_up, 2 * grp_d * p.m2)
-    s = np.arange(n_spine, dtype=np.int64)
-    for pod in range(p.pods):
-        cols = np.flatnonzero(pod_d == pod)
-        here = s[pod * p.spines:(pod + 1) * p.spines]
-        table[np.ix_(o_spine + here, cols)] = \
-            (c_up + 2 * (leaf_d[cols][None, :] * p.up + here[:, None] % p.spines) + 1
-             ).astype(i32)
-    # a core (a, c): down to spine a of the destination's pod
-    fill(o_core, n, lambda u: 2 * (((u - o_core) // p.cores) * p.spine_up +
-                                   ((u - o_core) % p.cores) * p.m2),
-         c_top + 2 * pod_d * p.spines * p.spine_up + 1)
-    return table
+        kind(o_spine, o_spine + p.spines, c_up + 2 * leaf_d * p.up + 1,
+             lambda u: 2 * (u - o_spine) * p.m1)
+    elif p.tiers == 3:
+        # a spine (pod, a): up to the core of its group that the destination's leaf picks,
+        # but down to the leaves of its own pod
+        pod_d = leaf_d // p.pod_leaves
+        grp_d = (leaf_d % p.pod_leaves) % p.cores
+        kind(o_spine, o_core, 2 * grp_d * p.m2, lambda u: c_top + 2 * (u - o_spine) * p.spine_up)
+        a = np.arange(p.spines, dtype=np.int64)
+        here = pod_d[:, None] * p.spines + a[None, :]            # per GPU, its pod's spines
+        exc.append((o_spine + here.reshape(-1), np.repeat(d, p.spines),
+                    (c_up + 2 * (leaf_d[:, None] * p.up + a[None, :]) + 1).reshape(-1)))
+        # a core (a, c): down to spine a of the destination's pod
+        kind(o_core, n, c_top + 2 * pod_d * p.spines * p.spine_up + 1,
+             lambda u: 2 * (((u - o_core) // p.cores) * p.spine_up +
+                            ((u - o_core) % p.cores) * p.m2))
+    eu = np.concatenate([np.asarray(x[0], np.int64) for x in exc])
+    ed = np.concatenate([np.asarray(x[1], np.int64) for x in exc])
+    ec = np.concatenate([np.asarray(x[2], np.int64) for x in exc])
+    order = np.lexsort((ed, eu))
+    ptr = np.zeros(n_all + 1, np.int64)
+    np.cumsum(np.bincount(eu, minlength=n_all), out=ptr[1:])
+    return dict(kind="rows", n=n_all, cls=cls, off=off, vec=np.concatenate(rows),
+                exc_ptr=ptr, exc_d=ed[order], exc_c=ec[order])
 
 
 BUILDERS["cluster"] = (build_cluster, KEYS_READ)

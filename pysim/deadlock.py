@@ -248,12 +248,17 @@ def analyse(topo, routing):
     return routing
 
 
-def check(topo, routing, vcs):
-    """Refuse a configuration whose routes need more VC classes than there are VCs."""
+def check(topo, routing, vcs, known=None):
+    """Refuse a configuration whose routes need more VC classes than there are VCs. known:
+    (a cycle of the one-class channel-dependency graph, or None), where the routing's rule
+    gives it (else it is found from the routes)."""
     if routing.n_classes <= vcs:
         return
-    plain = channel_dependencies(topo, routing.table, routing.alt_table)
-    cyc = _find_cycle(topo.n_channels, plain)
+    if known is not None:
+        cyc = known[0]
+    else:
+        plain = channel_dependencies(topo, routing.table, routing.alt_table)
+        cyc = _find_cycle(topo.n_channels, plain)
     where = ""
     if cyc is not None:
         where = (" The channel-dependency graph with one VC class has the cycle "

@@ -99,6 +99,8 @@ class Inputs(Mapping):
                 if not f.optional:
                     raise EngineInputError(f"{type(self).__name__}.{f.name}: missing ({f.doc})")
                 v[f.name] = None
+            elif f.dtype is object:
+                v[f.name] = x
             elif f.shape == ():
                 v[f.name] = self._scalar(f, x)
             else:
@@ -224,11 +226,29 @@ class NetworkArrays(Inputs):
         Field("sa_arbiter", int, (), "switch allocation's input arbiter, a code of "
               "csim.limits.SW_ARBITERS (SW_ARBITERS here picks it by name)"),
         Field("rt", np.int32, ("n*n",), "per (node, destination): the output channel (the "
-              "first lane of a group), -1 for none; at an endpoint's own row, its ejection"),
+              "first lane of a group), -1 for none; at an endpoint's own row, its ejection; "
+              "None where `route` gives them", optional=True),
+        Field("route", object, (), "None, or the routes by rule (a csim RouteRule of n "
+              "nodes whose channels are these, as rt's)", optional=True),
         Field("ep_node", np.int32, ("E",), "per endpoint: its node"),
         Field("nic_inj_base", np.int32, ("n",), "per node: its first injection channel"),
         Field("nic_inj_n", np.int32, ("n",), "per node: its injection channels (consecutive)"),
     )
+
+    def table(self):
+        """rt, or the table of the rule's routes (n x n: for small networks)."""
+        if self["rt"] is not None:
+            return self["rt"]
+        return self["route"].rows(0, self["n_nodes"]).reshape(-1)
+
+    def routes(self):
+        """The routes as a csim RouteRule (the rule, or the table rt as one)."""
+        if self["route"] is not None:
+            return self["route"]
+        if getattr(self, "_rt_rule", None) is None:
+            self._rt_rule = core.RouteRule({"kind": "table", "n": self["n_nodes"],
+                                            "tab": self["rt"]})
+        return self._rt_rule
 
     def sizes(self):
         n = self["n_nodes"]
@@ -266,8 +286,18 @@ class NetworkArrays(Inputs):
             self.fail("ch_par_base", "expected each channel's first lane, at or before it")
         if not _in_range(self["ch_out_idx"], 0, C):
             self.fail("ch_out_idx", "expected an index >= 0 per channel")
-        if not _in_range(self["rt"], -1, C):
+        if (self["rt"] is None) == (self["route"] is None):
+            self.fail("rt", "expected a table (rt) or a rule (route), one of the two")
+        if self["rt"] is not None and not _in_range(self["rt"], -1, C):
             self.fail("rt", f"a channel outside -1 .. {C - 1}")
+        rule = self["route"]
+        if rule is not None:
+            if not isinstance(rule, core.RouteRule) or rule.n != n:
+                self.fail("route", f"expected a csim RouteRule of {n} nodes")
+            a = rule.arrays()
+            if not _in_range(a.get("tmap", np.zeros(0, np.int32)), -1, C) or \
+                    not _in_range(a.get("diag", np.zeros(0, np.int32)), -1, C):
+                self.fail("route", f"a channel outside -1 .. {C - 1}")
         if not _in_range(self["nic_inj_base"], 0, max(C, 1)):
             self.fail("nic_inj_base", f"a channel outside 0 .. {C - 1}")
         pos = self["node_pos"]
@@ -298,7 +328,8 @@ class GraphArrays(Inputs):
         Field("succ", np.int32, ("S",), "CSR: successor op ids"),
         Field("unit", np.int8, ("N",), "per op: the unit of its node it occupies (0 compute, "
               "1 memory, 2 collectives engine, 3 a gate, 4 held compute units, 5 "
-              "communication's memory, 6 memory transfers'); None: all 0", optional=True),
+              "communication's memory for what it sends, 6 memory transfers', 7 "
+              "communication's memory for what it receives); None: all 0", optional=True),
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),
@@ -311,6 +342,12 @@ class GraphArrays(Inputs):
               "use of its node's memory bandwidth, in (0, 1]; None: all 1", optional=True),
         Field("nic_fifo", bool, (), "a NIC sends its messages to one destination in order, "
               "first in first out (network.nic_order = 'fifo'); None: True", optional=True),
+        Field("stream_src", np.int32, ("N",), "per op: the op whose data it takes as it comes "
+              "(a stream, csim/_dag.pxd: counted in deps, done for starting when that op "
+              "starts, not among its successors), or -1; None: no op streams", optional=True),
+        Field("tail", np.int64, ("N",), "per streaming op: its work after its source "
+              "finishes (a unit op's cycles at full rate, a send's cycles); None: 0",
+              optional=True),
         Field("nic_per_link", bool, (), "a NIC of several injection channels gives each to "
               "one output link at a time (network.nic_injection = 'per_link'); None: False",
               optional=True),
@@ -342,6 +379,18 @@ class GraphArrays(Inputs):
         # deps: each op's count of predecessors; a roofline op's memory part (OP_ROOF_MEM,
         # the op after its OP_ROOF) has none and deps 1: its roofline op starts it
         preds, deps, kind = np.bincount(succ, minlength=N), self["deps"], self["kind"]
+        src = self["stream_src"]
+        if src is not None:
+            if not _in_range(src, -1, N) or (src == np.arange(N)).any():
+                self.fail("stream_src", f"an op outside -1 .. {N - 1}, or an op's own id")
+            on = np.flatnonzero(src >= 0)
+            ends = np.concatenate([on, src[on]])
+            if not np.isin(kind[ends], (OP_COMPUTE, OP_SEND)).all():
+                self.fail("stream_src", "a stream between ops other than OP_COMPUTE and "
+                                        "OP_SEND")
+            preds = preds + (src >= 0)          # (a stream counts in deps, not in succ)
+        if self["tail"] is not None and (self["tail"] < 0).any():
+            self.fail("tail", "a negative tail")
         mem = kind == OP_ROOF_MEM
         if not np.array_equal(preds[~mem], deps[~mem]):
             self.fail("deps", "expected each op's count of predecessors (in succ)")
@@ -429,6 +478,7 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
                      comm_hbm=g["comm_hbm"], share=g["share"],
                      nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]),
+                     stream_src=g["stream_src"], tail=g["tail"],
                      nic_per_link=int(bool(g["nic_per_link"])))
 
 

@@ -56,12 +56,11 @@ def nic_caps(network, cfg, src, dst):
     resource, numbered from the engine's channel count on (-1 where the cap does not bind),
     and each cap resource's bytes per cycle and packets at once."""
     arr = network.arrays
-    n = int(arr["n_nodes"])
     F = cfg.network.flit_bytes
     inj = network.inj_ch[src]
     lanes_inj = np.asarray(arr["nic_inj_n"])[src]
     lane = network.ch_num[inj] / network.ch_den[inj] * F
-    first = np.asarray(arr["rt"]).reshape(-1)[src * n + dst]
+    first = arr.routes().next(src, dst)
     par = np.asarray(arr["ch_par_n"])[first]
     first_cap = par * network.ch_num[first] / network.ch_den[first] * F
     cap = par * lane
@@ -166,24 +165,35 @@ def vc_class_resources(network, cfg, first_id):
     par = np.asarray(arr["ch_par_n"])
     groups = np.flatnonzero((network.ch_kind == CH_NET) & (base == np.arange(C)))
     inj_bpc, _ = nic_bandwidths(network.topo, cfg)
-    table = np.full(C * K, -1, np.int32)
-    caps, lanes = [], []
-    for c in groups:
+    # each kind of channel (rate, latency, what feeds it) measured once
+    up = network.ch_src[groups].astype(np.int64)          # fed by its node's NIC, or a switch
+    fed = network.inj_ch[up] >= 0
+    inj = np.where(fed, inj_bpc[up] * net.clock_ghz, 0.0)
+    keys = np.stack([network.ch_num[groups].astype(np.float64),
+                     network.ch_den[groups].astype(np.float64),
+                     network.ch_lat[groups].astype(np.float64), fed.astype(np.float64), inj],
+                    axis=1)
+    kinds, kind_of = np.unique(keys, axis=0, return_inverse=True)
+    rates, slow = np.zeros(len(kinds)), np.zeros(len(kinds), bool)
+    for i, c in enumerate(groups[np.unique(kind_of.reshape(-1), return_index=True)[1]]):
         num, den, lat = int(network.ch_num[c]), int(network.ch_den[c]), int(network.ch_lat[c])
-        up = int(network.ch_src[c])                  # fed by its node's NIC, or a switch
-        inj = float(inj_bpc[up] * net.clock_ghz) if network.inj_ch[up] >= 0 else None
+        u = int(network.ch_src[c])
+        feed = float(inj_bpc[u] * net.clock_ghz) if network.inj_ch[u] >= 0 else None
         period = stream_period(num, den, lat, net.flit_bytes, cfg.workload.packet_flits,
                                net.vc_buffer_flits, (net.routing_delay, net.vc_alloc_delay,
                                                      net.sw_alloc_delay, net.st_delay),
                                net.wait_for_tail_credit, net.nic_latency_ns, net.clock_ghz,
-                               inj)
-        rate = cfg.workload.packet_flits / period * net.flit_bytes      # bytes per cycle
-        if rate >= num / den * net.flit_bytes * (1 - 1e-9):
-            continue                                 # a stream fills the channel anyway
-        for k in single:
-            table[c * K + k] = first_id + len(caps)
-            caps.append(rate * par[c])
-            lanes.append(par[c])
+                               feed)
+        rates[i] = cfg.workload.packet_flits / period * net.flit_bytes      # bytes per cycle
+        slow[i] = rates[i] < num / den * net.flit_bytes * (1 - 1e-9)   # (else a stream
+                                                                         # fills the channel)
+    kind_of = kind_of.reshape(-1)
+    c = groups[slow[kind_of]]                        # ascending: ids in (group, class) order
+    table = np.full(C * K, -1, np.int32)
+    cells = (c[:, None] * K + single[None, :]).reshape(-1)
+    table[cells] = first_id + np.arange(cells.size, dtype=np.int32)
+    caps = np.repeat(rates[kind_of[slow[kind_of]]] * par[c], single.size).tolist()
+    lanes = np.repeat(par[c], single.size).tolist()
     if not caps:
         return None, np.zeros(0), np.zeros(0, np.int32)
     return table, np.array(caps, np.float64), np.array(lanes, np.int32)

@@ -22,7 +22,7 @@ import numpy as np
 from pysim import routing as routing_mod
 from pysim import topology as topology_mod
 from pysim.engine import (CH_EJECT, CH_INJECT, CH_NET, SW_ARBITERS, VC_ARBITERS,  # noqa: F401
-                          NetworkArrays, arbiter_inputs)
+                          NetworkArrays, arbiter_inputs, core)
 from pysim.errors import ConfigError
 from pysim.schema import (DELAY, DELAY1, MAX_DELAY_CYCLES, MAX_FLIT_BYTES, NONNEG, POS, VCS,
                           Key, declare)
@@ -285,20 +285,35 @@ def compile_network(cfg, topo=None) -> Network:
     outs = outs[np.lexsort((outs, rank[outs], owner[outs]))]
     start = np.searchsorted(owner[outs], owner[outs], side="left")
     out_idx[outs] = np.arange(outs.size) - start
-    table = route.table
-    # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384 nodes)
-    # (a few rows at a time: temporaries stay small beside the n x n table itself)
     first32 = first_of_topo.astype(np.int32)
-    rt = np.empty((n, n), np.int32)
-    used_mask = np.zeros(max(T, 1), bool)
-    step = max(1, (1 << 22) // max(n, 1))
-    for lo in range(0, n, step):
-        rows = table[lo:lo + step]
-        ok = rows >= 0
-        np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
-        used_mask[rows[ok]] = True
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
-    rt[eps, eps] = ej_ch[eps]
+    rt = rule = None
+    if route.rule is not None:
+        # routes by rule: csim looks each hop up from the rule, mapping its topology channel
+        # to the group's first engine channel, and an endpoint's own entry to its ejection
+        diag = np.full(n, -1, np.int32)
+        diag[eps] = ej_ch[eps]
+        rule = core.RouteRule(dict(route.rule.spec, tmap=first32, diag=diag))
+        if route.tab is not None:                   # (made already: the classes' analysis)
+            used_mask = np.zeros(max(T, 1), bool)
+            used_mask[route.tab[route.tab >= 0]] = True
+        elif route.name in ("dor", "dor_dateline"):
+            used_mask = routing_mod._dor_used(topo, route)
+        else:        # (up/down: parallel channels of a group share their class and order)
+            used_mask = np.ones(max(T, 1), bool)
+    else:
+        table = route.table
+        # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384
+        # nodes; a few rows at a time: temporaries stay small beside the table itself)
+        rt = np.empty((n, n), np.int32)
+        used_mask = np.zeros(max(T, 1), bool)
+        step = max(1, (1 << 22) // max(n, 1))
+        for lo in range(0, n, step):
+            rows = table[lo:lo + step]
+            ok = rows >= 0
+            np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
+            used_mask[rows[ok]] = True
+        rt[eps, eps] = ej_ch[eps]
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
@@ -333,7 +348,7 @@ def compile_network(cfg, topo=None) -> Network:
         entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
         tie_seed=int(cfg.simulation.seed),
         **arbiter_inputs(net.va_input_arbiter, net.sa_input_arbiter),
-        rt=rt.reshape(-1), ep_node=eps.astype(np.int32),
+        rt=None if rt is None else rt.reshape(-1), route=rule, ep_node=eps.astype(np.int32),
         nic_inj_base=np.maximum(inj_ch, 0).astype(np.int32), nic_inj_n=inj_n,
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,

@@ -33,7 +33,7 @@ def path_arrays(network, src, dst):
     src = np.ascontiguousarray(src, np.int64).reshape(-1)
     dst = np.ascontiguousarray(dst, np.int64).reshape(-1)
     hops, lat, worst, after = core.path_walk(
-        np.ascontiguousarray(arr["rt"], np.int32).reshape(-1), int(arr["n_nodes"]),
+        arr.routes(), int(arr["n_nodes"]),
         network.ch_dst, network.ch_lat, network.ch_num, network.ch_den, network.inj_ch,
         network.ej_ch, src, dst)
     return hops, lat, network.ch_num[worst], network.ch_den[worst], after

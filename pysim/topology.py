@@ -35,21 +35,27 @@ def check_npu_table(table):
 
 NODE_KINDS = ("npu", "mem", "host", "switch")
 
-# The routing table is dense (one entry per pair of nodes, kept in memory by csim and walked by
-# the statistics), so a network's size is bounded: 16,384 nodes make a 1 GiB table.
+# Routes by table hold an entry per pair of nodes (16,384 nodes: a 1 GiB table); routes by rule
+# (dimension order on meshes, rings and tori; a cluster's up/down: pysim.routing) hold none,
+# and what bounds their networks is what each node and channel costs.
 MAX_NODES = 16384
+MAX_RULE_NODES = 262144
 MAX_CHANNELS = 4_000_000
 MAX_SWITCH_PORTS = 8192         # (deadlock.MAX_DEPENDENCIES: a star's k(k-1) dependencies)
 MAX_ROUTE_WORK = 8_000_000_000   # endpoints x channels of a graph routed by tables (the
                                  # shortest-path search: about 20 s at this size)
 
 
-def check_size(setting, nodes, channels):
+def check_size(setting, nodes, channels, by_rule=False):
     """Refuse a network of fewer than two nodes or one too large to build, before anything is
-    allocated; `setting` names what set its size ("topology.size = 9", say)."""
+    allocated; `setting` names what set its size ("topology.size = 9", say); by_rule: its
+    routes are by rule (no table of every pair)."""
     if nodes < 2:
         raise ConfigError(f"{setting}: a network of {nodes} node; expected at least 2")
-    if nodes > MAX_NODES:
+    if by_rule and nodes > MAX_RULE_NODES:
+        raise ConfigError(f"{setting}: {nodes:,} nodes; at most {MAX_RULE_NODES:,} are "
+                          f"supported")
+    if not by_rule and nodes > MAX_NODES:
         raise ConfigError(f"{setting}: {nodes:,} nodes; at most {MAX_NODES:,} are supported "
                           f"(the routing table holds an entry per pair of nodes)")
     if channels > MAX_CHANNELS:
@@ -78,7 +84,23 @@ class Topology:
     node_injection_gbps: list = field(default_factory=list)  # per node override, or None
     node_ejection_gbps: list = field(default_factory=list)
     node_mem: list = field(default_factory=list)   # per node: memory / roofline overrides
-    table: np.ndarray | None = None  # routing "given": the routes, fixed by whoever built it
+    tab: np.ndarray | None = None    # routing "given": the routes, fixed by whoever built it
+    rule: object = None              # ... or as a rule (pysim.routing.Rule; `table` makes
+                                     # the table from it)
+
+    @property
+    def table(self):
+        """Routing "given": table[u, d], the channel u takes towards d (made from the rule
+        where the routes are by rule), or None."""
+        if self.tab is None and self.rule is not None:
+            self.tab = self.rule.table()
+        return self.tab
+
+    @table.setter
+    def table(self, value):
+        """The routes given as a table: they replace a rule the topology had."""
+        self.tab = value
+        self.rule = None
 
     @property
     def n_nodes(self):
@@ -143,7 +165,7 @@ def _regular(name, dims, wrap, bidirectional, cfg, routing, key="topology.dims")
     dims = tuple(int(k) for k in dims)
     n = math.prod(dims)
     check_size(f"{key} = {list(dims) if key == 'topology.dims' else dims[0]}", n,
-               n * 2 * len(dims))
+               n * 2 * len(dims), by_rule=True)
     coords = np.array(np.unravel_index(np.arange(n), dims, order="F")).T.reshape(n, len(dims))
     if len(dims) == 1:
         names = [f"n{i}" for i in range(n)]
@@ -194,12 +216,35 @@ def build_ring(cfg):
                     "dor_dateline", key="topology.size")
 
 
+def tree_links(n, src, dst, directed=False):
+    """Do the links of a graph of n nodes (channel ends src, dst) form a tree, each pair of
+    neighbours joined both ways? (Then its shortest paths are its only paths, whatever the
+    weights.)"""
+    if directed or n < 2:
+        return False
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    pairs = np.unique(a * np.int64(n) + b)
+    fwd = np.unique(np.asarray(src, np.int64) * n + np.asarray(dst, np.int64))
+    return pairs.size == n - 1 and fwd.size == 2 * (n - 1)
+
+
+def _link_tree(nodes, links):
+    """Do [(a, b, bpc, lat, count, directed)] links form a tree over the nodes (routed by rule:
+    pysim.routing)?"""
+    if not links or any(x[5] for x in links):
+        return False
+    index = {x[0]: i for i, x in enumerate(nodes)}
+    a = np.array([index[x[0]] for x in links], np.int64)
+    b = np.array([index[x[1]] for x in links], np.int64)
+    return tree_links(len(nodes), np.concatenate([a, b]), np.concatenate([b, a]))
+
+
 def _graph(name, nodes, links, cfg, setting):
     """nodes: [(name, kind, {nic overrides})]; links: [(a, b, bpc, lat, count, directed)];
     `setting` names what set the size, for the refusal of one too large to route."""
     ends = sum(1 for x in nodes if x[1] != "switch")
     channels = sum(x[4] * (1 if x[5] else 2) for x in links)
-    if ends * channels > MAX_ROUTE_WORK:
+    if ends * channels > MAX_ROUTE_WORK and not _link_tree(nodes, links):
         raise ConfigError(f"{setting}: {ends:,} endpoints x {channels:,} channels = "
                           f"{ends * channels:,}; a graph's routing tables search every channel "
                           f"once per endpoint, and at most {MAX_ROUTE_WORK:,} are supported "
@@ -392,7 +437,8 @@ def build_graph(cfg):
         if not isinstance(directed, bool):
             raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
         links.append((e["a"], e["b"], bpc, lat, count, directed))
-    check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0)
+    check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0,
+               by_rule=len(nodes) > MAX_NODES and _link_tree(nodes, links))
     check_size(f"topology.links ({len(links)} entries, with their counts)", 2,
                sum(x[4] * (1 if x[5] else 2) for x in links))
     named = tp.file or cfg.source

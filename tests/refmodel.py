@@ -80,7 +80,7 @@ def simulate(a, packets, max_cycles=200000, hops=False):
     den = [int(x) for x in a["ch_den"]]
     group = [int(x) for x in a["ch_group"]]
     ch_order = [int(x) for x in a["ch_order"]]
-    rt = [int(x) for x in a["rt"]]
+    rt = [int(x) for x in a.table()]
     inj_base = [int(x) for x in a["nic_inj_base"]]
     inj_n = [int(x) for x in a["nic_inj_n"]]
     [int(x) for x in a["ch_par_base"]]

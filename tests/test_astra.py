@@ -13,7 +13,8 @@ from pysim.config import ConfigError
 from pysim.models import ModelError
 from pysim.topology import build as build_topology
 from pysim.workload import OpGraph, run_graph
-from pysim.workload.astra import chunk_sizes, phase_plan, run_cycles
+from pysim.workload.astra import (analytical_message, astra_graph, chunk_sizes, phase_plan,
+                                  run_cycles)
 
 DATA = """DATA
 3
@@ -240,25 +241,56 @@ def test_chunks_pipeline_through_the_queues_of_a_torus(tmp_path):
     assert run_cycles(r) == queues([phases] * 4, 2)
 
 
+def astra_message(gbps, d, latency=1.0):
+    """ASTRA-sim's time of a ring neighbour's message on dimension d (its analytical
+    backend): int(latency + bytes / (2 links x bandwidth)), bandwidths in 2^30 bytes per s."""
+    return lambda b: int(latency + b / (2 * gbps[d] * GIB))
+
+
 def test_astra_sims_measured_microbenchmarks_are_its_closed_forms():
     """The times ASTRA-sim measured (tests/data/astrasim.json) are the closed forms of its
-    source: on the ring of 8, 4 ring phases and the update delay of 5, a message taking
-    int(latency + bytes / (2 links x bandwidth)) cycles, bandwidths in 2^30 bytes per s."""
+    source, on every platform: each of the 4 chunks runs its phases (phase_plan: the
+    dimensions in ASTRA-sim's order), each phase a ring phase whose messages take ASTRA-sim's
+    analytical time, through per-dimension queues serving one chunk at a time in the order
+    chunks arrive; then the update delay of 5."""
     rows = json.load(open(DATA_FILE))["rows"]
     checked = 0
     for row in rows:
-        if row["kind"] != "micro" or row["platform"] != "ring8":
+        if row["kind"] != "micro":
             continue
         ctype, size = row["case"].split()[1], int(row["case"].split()[2])
-        kind = {"ALLREDUCE": "ar", "REDUCESCATTER": "rs", "ALLGATHER": "ag",
-                "ALLTOALL": "a2a"}[ctype]
-
-        def message(b):
-            return int(1.0 + b / (2 * 32 * GIB))
-        want = sum(ring_phase(kind, c, 8, message, 1) for c in [size // 4] * 4) + 5
-        assert row["astra_cycles"] == want, row["case"]
+        dims, gbps = row["dims"], row["link_gbps"]
+        chunks = [[(d, ring_phase(kind, nb, dims[d], astra_message(gbps, d), 1))
+                   for d, kind, nb in phase_plan(COLL[ctype], c, dims, [True] * len(dims))]
+                  for c in chunk_sizes(size, 4)]
+        assert row["astra_cycles"] == queues(chunks, len(dims)) + 5, row["case"]
         checked += 1
-    assert checked == 12
+    assert checked == 36
+
+
+COLL = {"ALLREDUCE": "all_reduce", "REDUCESCATTER": "reduce_scatter",
+        "ALLGATHER": "all_gather", "ALLTOALL": "all_to_all"}
+
+
+def test_astra_sims_analytical_message_time():
+    """HierarchicalTopology::send (astra-network-analytical): the highest dimension where the
+    two addresses differ, the shorter way round its ring, int(hops x latency) and then the
+    bytes over 2 links' bandwidth added and rounded down again."""
+    bw = 32 * 2 ** 30 / 1e9
+    ring = analytical_message([f"n{i}" for i in range(8)], [8], [1.0], [bw])
+    assert ring("n0", "n1", 1024) == int(1 + 1024 / (2 * bw)) == 15
+    assert ring("n3", "n0", 1024) == 17          # a logical ring of 4 over the ring: 3 hops
+    assert ring("n0", "n4", 1024) == 18 and ring("n6", "n1", 0) == 3
+    torus = analytical_message([f"n{i}" for i in range(16)], [4, 4], [1.5, 1.5], [bw, bw / 2])
+    # dimension 1 (16 GB/s): int(1.5) = 1 before the bytes (1.5 + 29.8 would make 31)
+    assert torus("n1", "n5", 1024) == 1 + int(1024 / bw) == 30
+    assert torus("n0", "n3", 1024) == 1 + int(1024 / (2 * bw)) == 15    # wraps: 1 hop
+    assert torus("n0", "n10", 62) == 3 + int(62 / bw) == 4        # dimension 1, 2 hops
+    assert torus("n0", "n2", 62) == 3 + int(62 / (2 * bw)) == 3
+    assert torus("n5", "n5", 1024) == 0
+    with pytest.raises(ValueError, match="8 NPUs on dimensions \\[4, 4\\] \\(expected their "
+                                         "product, 16\\)"):
+        analytical_message([f"n{i}" for i in range(8)], [4, 4], [1.0] * 2, [bw] * 2)
 
 
 def measured(kinds):
@@ -286,6 +318,23 @@ def test_pysim_beside_astra_sim(tmp_path, row):
     assert got >= want
     if row["equivalent"]:
         assert got <= 1.10 * want, (got, want)
+
+
+@pytest.mark.parametrize("row", measured(("micro", "small")),
+                         ids=lambda r: f"{r['case']}-{r['platform']}")
+def test_pysims_rules_with_astra_sims_message_times_are_astra_sim(tmp_path, row):
+    """The oracle of the rules: pysim's ASTRA-sim rules (chunks, phases, queues, priorities,
+    endpoint delay, every workload loop) with each message taking ASTRA-sim's analytical time
+    in place of pysim's network end every measured file at ASTRA-sim's measured time, to the
+    cycle (tests/data/astrasim.json: ASTRA-sim 1.0's analytical backend)."""
+    dims, gbps, latency = row["dims"], row["link_gbps"], row["link_latency_ns"]
+    cfg = astra_cfg(tmp_path, row["workload_text"], platform(dims, gbps, latency),
+                    iterations=row["passes"])
+    topo = build_topology(cfg)
+    message = analytical_message(topo.node_names, dims, [latency] * len(dims),
+                                 [b * 2 ** 30 / 1e9 for b in gbps])
+    g, _ = astra_graph(cfg, topo, models.load(str(tmp_path / "w.txt")), message=message)
+    assert run_cycles(run_graph(cfg, g, topo=topo)) == row["astra_cycles"]
 
 
 def test_inconsistent_files_and_other_algorithms_are_refused(tmp_path):

@@ -36,7 +36,7 @@ def small_system(n=8, **npu):
 
 
 @pytest.mark.parametrize("algorithm,collective", [
-    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in ("hierarchical", "nccl")
+    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in coll.HIERARCHICAL + ("nccl",)
     for c in sorted(cs)])
 @pytest.mark.parametrize("engine", [None, "npu", "offload"])
 @pytest.mark.parametrize("nbytes", [1 << 20, pytest.param(3 << 20, marks=pytest.mark.slow)])
@@ -51,9 +51,10 @@ def test_collective_graphs_compile_as_op_by_op(algorithm, collective, engine, nb
     assert_same_compilation(g, topo, cfg)
 
 
-def test_hierarchical_on_a_torus_compiles_as_op_by_op():
+@pytest.mark.parametrize("algorithm", ["hierarchical", "bidir_hierarchical"])
+def test_hierarchical_on_a_torus_compiles_as_op_by_op(algorithm):
     cfg = make_cfg(topology={"kind": "torus", "dims": [4, 2]}, network={"vcs": 2},
-                   workload={"algorithm": "hierarchical", "chunks": 2, "engine": "npu"})
+                   workload={"algorithm": algorithm, "chunks": 2, "engine": "npu"})
     topo = build(cfg)
     g, _ = coll.collective_graph(cfg, topo)
     assert_same_compilation(g, topo, cfg)
@@ -185,7 +186,7 @@ def same_graph(a, b):
 
 
 @pytest.mark.parametrize("algorithm,collective", [
-    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in ("hierarchical", "nccl")
+    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in coll.HIERARCHICAL + ("nccl",)
     for c in sorted(cs)])
 @pytest.mark.parametrize("engine", [None, "npu"])
 def test_collectives_in_bulk_equal_op_by_op(algorithm, collective, engine, monkeypatch):
@@ -230,7 +231,7 @@ def test_bulk_ops_are_checked():
 
 
 @pytest.mark.parametrize("algorithm,collective", [
-    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in ("hierarchical", "nccl")
+    (a, c) for a, (_, cs) in sorted(coll.ALGORITHMS.items()) if a not in coll.HIERARCHICAL + ("nccl",)
     for c in sorted(cs)])
 @pytest.mark.parametrize("engine", [None, "npu"])
 def test_a_collectives_engine_ops_are_counted_exactly_before_building(algorithm, collective,

@@ -100,8 +100,8 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     # sizes: found by fuzzing (an IndexError, and a build that ran for hours)
     ({"topology": {"kind": "torus", "dims": [1]}}, ["topology.dims = [1]", "at least 2"]),
     ({"topology": {"kind": "mesh", "dims": [1, 1]}}, ["topology.dims = [1, 1]", "1 node"]),
-    ({"topology": {"kind": "mesh", "dims": [256, 256]}},
-     ["topology.dims = [256, 256]", "65,536 nodes", "at most 16,384"]),
+    ({"topology": {"kind": "mesh", "dims": [1024, 1024]}},
+     ["topology.dims = [1024, 1024]", "1,048,576 nodes", "at most 262,144"]),
     ({"topology": {"kind": "switch", "size": 20000}},
      ["topology.size = 20000", "20,001 nodes", "at most 16,384"]),
     ({"topology": {"kind": "fully_connected", "size": 3000}},

@@ -227,3 +227,42 @@ def test_more_budget_never_slows_an_npu_run_all_reduce():
     assert all(b >= a * (1 - 1e-6) for a, b in zip(got, got[1:])), got
     lock = [gbps(b, "interleaved") for b in (360.0, 420.0)]
     assert lock[1] < lock[0]                 # the lockstep's dip, which the order removes
+
+
+def _ring4_all_reduce(net, budget, link, engine="npu", nbytes=2 << 20):
+    """One chunk of a ring all-reduce of `nbytes` over a ring of 4 NPUs (links of `link`
+    GB/s; run by the NPUs with a memory budget of `budget` GB/s, or with no endpoint model
+    where engine is None): its makespan in cycles (1 GHz)."""
+    w = {"kind": "collective", "bytes": nbytes, "chunks": 1, "algorithm": "ring"}
+    if engine:
+        w.update(engine=engine, comm_sms=40, comm_hbm_gbps=budget)
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "link_gbps": link,
+                             "npu": {"hbm_gbps": 900.0, "sms": 80}},
+                   network={"model": net, "injection_gbps": 400.0, "ejection_gbps": 400.0},
+                   workload=w)
+    g, _ = collectives.collective_graph(cfg, compile_network(cfg).topo)
+    return run_graph(cfg, g).makespan_cycles
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_an_npu_run_step_streams_its_block(net):
+    """One chunk of a ring all-reduce run by the NPUs (p = 4, N = 2 MiB, blocks b = N/p):
+    each step's block is read from HBM as it is sent, reduced (or written) as it arrives and
+    so forwarded, as an NCCL kernel's slices are (csim/_dag.pxd's streams, with the ops of
+    store-and-forward). A step then takes max(b / link, h b / budget) plus a packet's time
+    per stage, h the bytes of HBM per network byte: 5 in the reduce-scatter (read for the
+    send; the received block written, read back with the local one, the result written) and
+    2 in the all-gather (read, write). So:
+    - a budget that binds neither phase (800 GB/s, links of 25 GB/s): the makespan is the
+      network's own, the same all-reduce with no endpoint model (which is at least the
+      bandwidth term 2(p-1)/p N / link), plus per step one packet's read and reduction:
+      within 0.5% (a step stored and forwarded adds its block's read and reduction: 10%);
+    - one that binds both (30 GB/s, links of 100 GB/s): (p-1)/p N (5 + 2) / budget, within
+      1% (stored and forwarded: 9% over)."""
+    p, N = 4, 2 << 20
+    alone = _ring4_all_reduce(net, None, 25.0, engine=None)
+    assert alone >= 2 * (p - 1) / p * N / 25.0
+    assert _ring4_all_reduce(net, 800.0, 25.0) == pytest.approx(alone, rel=0.005)
+    budget = 30.0
+    want = (p - 1) / p * N * (5 + 2) / budget
+    assert _ring4_all_reduce(net, budget, 100.0) == pytest.approx(want, rel=0.01)

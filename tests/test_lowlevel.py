@@ -132,6 +132,25 @@ def test_compute_ops_hold_their_node_and_follow_their_dependencies():
     assert (start[4], finish[4]) == (12, 15)
 
 
+def test_a_stream_takes_its_sources_data_as_it_comes():
+    """Ops 1-3 stream op 0's data (1000 cycles on node 0's compute unit), so each starts
+    with it and cannot finish before it: op 1 (500 cycles on node 0's unit 2, a tail of 10)
+    runs its bulk of 490, gives its unit up -- op 4, ready at 600, takes it for 100 -- and
+    runs its tail when op 0 finishes: 1000 + 10; op 2 (2000 cycles, its data come faster
+    than it works) ends at 2000 as if alone; a send of one packet (op 3, a tail of 7)
+    finishes 7 after op 0. The stream is counted in deps, not in succ."""
+    g = graph([OP_COMPUTE, OP_COMPUTE, OP_COMPUTE, OP_SEND, OP_COMPUTE, OP_DELAY],
+              [0, 0, 1, 0, 0, -1], [0, 0, 0, 1, 0, 0], [1000, 500, 2000, 128, 100, 600],
+              edges=[(5, 4)], deps=[0, 1, 1, 1, 1, 0], unit=[0, 2, 2, 0, 2, 0],
+              stream_src=[-1, 0, 0, 0, -1, -1], tail=[0, 10, 10, 7, 0, 0])
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:5], finish[:5])) == [(0, 1000), (0, 1010), (0, 2000), (0, 1007),
+                                                (600, 700)]
+
+
 def test_an_empty_graph_is_done_at_once():
     eng = new_engine(two_nodes())
     set_graph(eng, graph([], [], [], []))
@@ -219,7 +238,7 @@ def test_a_hand_made_network_equals_the_compiled_one():
                           a["ch_lat_cycles"].tolist(), (a["ch_num"] / a["ch_den"]).tolist()))
     assert channels(got) == channels(mine)
     for a in (got, mine):          # the routes name the link each way, the ejection at home
-        rt = a["rt"].reshape(2, 2)
+        rt = a.table().reshape(2, 2)
         assert [a["ch_kind"][rt[i, i]] for i in (0, 1)] == [CH_EJECT, CH_EJECT]
         assert (a["ch_src"][rt[0, 1]], a["ch_dst"][rt[0, 1]]) == (0, 1)
 
@@ -257,6 +276,11 @@ def test_bad_network_inputs_are_refused_naming_them(over, names):
     (([OP_COMPUTE], [0], [0], [1.5]), {}, "size"),
     (([OP_COMPUTE], [0], [0], [1]), dict(share=[0.0]), "share"),
     (([OP_COMPUTE], [0], [0], [1]), dict(share=[1.5]), "share"),
+    (([OP_COMPUTE], [0], [0], [1]), dict(stream_src=[0]), "stream_src"),
+    (([OP_COMPUTE, OP_DELAY], [0, -1], [0, 0], [1, 1]), dict(stream_src=[-1, 0],
+                                                           deps=[0, 1]), "stream_src"),
+    (([OP_COMPUTE, OP_COMPUTE], [0, 0], [0, 0], [1, 1]), dict(stream_src=[-1, 0]), "deps"),
+    (([OP_COMPUTE], [0], [0], [1]), dict(tail=[-1]), "tail"),
 ])
 def test_bad_graph_inputs_are_refused_naming_them(args, over, names):
     with pytest.raises(EngineInputError, match=names):

@@ -51,6 +51,8 @@ def assert_exact(c, g, engine):
     ({"tp": 2, "pp": 2, "dp": 2, "sp": True, "zero": 3, "tp_ranks": "one", "replicas": "one",
       "micro_batches": 2}, {"collective_form": "streams"}),
     ({"tp": 4, "pp": 2, "tp_ranks": "one", "micro_batches": 2}, {"iterations": 2}),
+    ({"tp": 2, "pp": 2, "dp": 2, "interleave": 2, "micro_batches": 4},
+     {"memory": {"policy": "recompute", "recompute": "full"}}),
 ])
 def test_every_plan_is_counted_as_built(par, extra):
     m = models.get("transformer", layers=4, hidden=64, heads=4, seq=16, vocab=1024)
@@ -137,6 +139,30 @@ def test_a_run_past_the_op_limit_is_refused_before_building(monkeypatch):
         training_graph(cfg, topo, m, graph=g)
     monkeypatch.setattr(graph_module, "MAX_OPS", bound.engine_total)
     training_graph(cfg, topo, m)             # at the limit: built
+
+
+def test_a_count_handed_in_is_checked_instead_of_counting_again(monkeypatch):
+    """training_graph(op_count=c), as bench/megatron.py hands in the exact count it reports:
+    the limit is checked with c (the bound, counted again, would refuse a run at the exact
+    count's limit) and nothing is counted again."""
+    from pysim.workload import graph as graph_module
+    m = models.get("transformer", **TINY)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "chunks": 4, "parallel": {"tp": 4, "dp": 2}})
+    topo = build(cfg)
+    exact = count.count(_Builder(_Layout(cfg, topo, m, None), OpGraph(), ""))
+    bound = count.count(_Builder(_Layout(cfg, topo, m, None), OpGraph(), ""), measure=False)
+    assert exact.exact and exact.engine_total < bound.engine_total
+
+    def counting(*a, **k):
+        raise AssertionError("counted again")
+    monkeypatch.setattr(count, "count", counting)
+    monkeypatch.setattr(graph_module, "MAX_OPS", exact.engine_total)
+    g, _ = training_graph(cfg, topo, m, op_count=exact)
+    assert len(g) == exact.graph_total
+    monkeypatch.setattr(graph_module, "MAX_OPS", exact.engine_total - 1)
+    with pytest.raises(GraphError, match="more than the"):
+        training_graph(cfg, topo, m, op_count=exact)
 
 
 def test_a_model_of_given_times_past_the_limit_is_refused():

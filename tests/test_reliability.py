@@ -717,7 +717,7 @@ def test_a_dense_graph_compiles_every_channel_and_route():
     from pysim.network import compile_network
     net = compile_network(from_dict({"topology": {"kind": "fully_connected", "size": 400}}))
     assert (net.ch_kind == 0).sum() == 400 * 399
-    rt = net.arrays["rt"].reshape(400, 400)
+    rt = net.arrays.table().reshape(400, 400)
     off = ~np.eye(400, dtype=bool)
     assert (net.ch_dst[rt[off]] == np.nonzero(off)[1]).all()
 

@@ -75,7 +75,7 @@ def zero_load_recurrence(net, cfg, src, dst, length):
     accruing num per cycle and a flit costing den, starting full. It then reaches the next
     router SA + ST + latency later (the NIC's injection channel: injection_delay + latency)."""
     n = cfg.network
-    rt = net.arrays["rt"].reshape(net.topo.n_nodes, -1)
+    rt = net.arrays.table().reshape(net.topo.n_nodes, -1)
     chans = [int(net.inj_ch[src])]
     node = src
     while True:

@@ -188,7 +188,7 @@ def test_path_walk_equals_a_hop_by_hop_walk(name):
     from pysim import load, theory
     net = compile_network(load(f"{TOPOLOGIES}/{name}"))
     n = net.arrays["n_nodes"]
-    rt = net.arrays["rt"].reshape(n, n)
+    rt = net.arrays.table().reshape(n, n)
     rate = [Fraction(int(a), int(b)) for a, b in zip(net.ch_num, net.ch_den)]
 
     def walk(u, d):

@@ -133,7 +133,8 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
                f"found; exact for meshes and tori, an upper bound otherwise)")
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
-               f"{d['vcs']} VCs configured (deadlock-free: checked)")
+               f"{d['vcs']} VCs configured (deadlock-free: "
+               f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:

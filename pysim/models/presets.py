@@ -206,6 +206,22 @@ def npu_spec(cfg, topo=None, node=None) -> NpuSpec:
             raise ModelError(f"node {topo.node_names[idx]!r} is a {topo.node_kinds[idx]}, "
                              f"not an NPU")
         own = dict(topo.node_mem[idx]) if topo.node_mem else {}
+    # (the NPUs of a system mostly share their fields: one spec per distinct pair of tables,
+    # read-only, instead of one per NPU -- 65,536 NPUs ask about ten times each)
+    key = (repr(sorted(table.items())), repr(sorted(own.items())))
+    hit = _SPECS.get(key)
+    if hit is None:
+        if len(_SPECS) >= 256:
+            _SPECS.clear()
+        hit = _SPECS[key] = _npu_spec(table, own)
+    return hit
+
+
+_SPECS = {}
+
+
+def _npu_spec(table, own):
+    """npu_spec from the [topology.npu] table and a node's own fields."""
     preset = own.get("preset", table.get("preset"))
     fields = {k: table.get(k) for k in SPEC_FIELDS}
     if "preset" in own and own["preset"] != table.get("preset"):

@@ -74,8 +74,8 @@ each step of ASTRA-sim's loop ends with its one-cycle event to the next):
 
 The run ends when every pass and every collective (and its update delay) has finished. With
 `workload.engine` set, the reductions run on pysim's endpoint models instead ('npu': the
-NPU's cores through HBM, queued with compute; 'offload': the collectives engine's own unit),
-after which the endpoint delay still applies.
+NPU's cores through HBM, its traffic shared with compute's; 'offload': the collectives
+engine's own unit), after which the endpoint delay still applies.
 """
 from __future__ import annotations
 
@@ -172,6 +172,46 @@ def phase_cycles(kind, size, k, message_cycles, endpoint_delay):
     return endpoint_delay + steps * (message_cycles(msg) + endpoint_delay) + reduced * proc
 
 
+def analytical_message(names, units, latency, bandwidth, links=2):
+    """A message's time in ASTRA-sim 1.0's analytical backend (its HierarchicalTopology::send,
+    astra-network-analytical), for astra_graph's `message`: NPUs `names` in ASTRA-sim's id
+    order on its dimensions of `units` NPUs each (rings; dimension 0 innermost, ids counting
+    it fastest); a message goes on the highest dimension where the two ids' addresses differ,
+    over the shorter way round its ring: int(hops x latency[d]) cycles, then the bytes over
+    links x bandwidth[d] (bytes per cycle) added to that whole number and rounded down
+    (its time is an int, its terms doubles); NIC, router and HBM latencies 0 (those of the
+    comparison's network files)."""
+    total = 1
+    for k in units:
+        total *= k
+    if len(names) != total or not len(latency) == len(bandwidth) == len(units) or \
+            min(bandwidth, default=1) <= 0 or links < 1:
+        raise ValueError(f"analytical_message: {len(names)} NPUs on dimensions {list(units)} "
+                         f"(expected their product, {total}), {len(latency)} latencies and "
+                         f"{len(bandwidth)} bandwidths (expected one per dimension, "
+                         f"bandwidths > 0), links = {links} (expected >= 1)")
+    index = {n: i for i, n in enumerate(names)}
+
+    def address(i):
+        out = []
+        for k in units:
+            out.append(i % k)
+            i //= k
+        return out
+
+    def message(src, dst, nbytes):
+        a, b = address(index[src]), address(index[dst])
+        d = len(units) - 1
+        while d >= 0 and a[d] == b[d]:
+            d -= 1
+        if d < 0:
+            return 0
+        dist = abs(a[d] - b[d])
+        hops = min(dist, units[d] - dist)
+        return int(int(hops * latency[d]) + nbytes / (links * bandwidth[d]))
+    return message
+
+
 def logical_dims(cfg, topo, npus, group=None):
     """The NPUs in ASTRA-sim's order (dimension 0 innermost) and the sizes of its logical
     dimensions; `group` (a model-parallel group's size) splits the dimension it ends in.
@@ -205,8 +245,9 @@ class _System:
     per dimension, collective priorities, the endpoint delay; issue() adds a collective's
     chunks and returns the op after which it is done (None: no dimension involved)."""
 
-    def __init__(self, cfg, topo, npus, g, order, dims):
+    def __init__(self, cfg, topo, npus, g, order, dims, message=None):
         w = cfg.workload
+        self.message = message
         self.g, self.npus, self.order, self.dims = g, list(npus), order, dims
         self.e = w.astra_endpoint_delay
         self.policy = w.astra_scheduling
@@ -252,13 +293,17 @@ class _System:
             proc = 3 * (msg // REDUCE_MEMORY_GBPS)
             parts = [(msg - msg // 2, 1), (msg // 2, -1)] if self.bidir else [(msg, 1)]
             parts = [(b, s) for b, s in parts if b > 0]
+            if self.message is not None:         # the whole message, a delay of its time
+                parts = [(msg, 1)] if msg > 0 else []
             ready = {n: g.delay(e, after=after) for n in ring}
             for s in range(steps):
                 got = {n: [] for n in ring}
                 for j, n in enumerate(ring):
                     for b, way in parts:
                         to = ring[(j + way) % k]
-                        got[to].append(g.send(n, to, b, after=[ready[n]]))
+                        got[to].append(
+                            g.send(n, to, b, after=[ready[n]]) if self.message is None else
+                            g.delay(self.message(n, to, b), after=[ready[n]]))
                 for n in ring:                # (messages of no bytes: the step's delay)
                     got_n = got[n] or [ready[n]]
                     if s < reduced and self.engine in ("npu", "offload") and msg:
@@ -338,9 +383,13 @@ def involved_dims(kind, ndims, boundary, phase, layer=None):
     return model if phase in ("fwd", "ig") else [not x for x in model]
 
 
-def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
+def astra_graph(cfg, topo, model, npus=None, graph=None, prefix="", message=None):
     """Add workload.iterations passes of an ASTRA-sim workload to `graph`; returns
-    (graph, plan) as pysim.workload.training.training_graph does."""
+    (graph, plan) as pysim.workload.training.training_graph does. `message(src, dst, bytes)`,
+    if given, is a message's time in cycles: each ring step's message is then a delay of
+    that time (the whole message, whatever workload.algorithm) instead of a send on pysim's
+    network, so the run has ASTRA-sim's rules over another network model (such as
+    analytical_message's, ASTRA-sim's analytical backend)."""
     kind = model.parallelism
     if kind not in SUPPORTED:
         raise ConfigError(f"workload.model = {cfg.workload.model!r}: an ASTRA-sim workload of "
@@ -370,7 +419,7 @@ def astra_graph(cfg, topo, model, npus=None, graph=None, prefix=""):
                          f"{graph_module.MAX_OPS:,} ops a graph may have (fewer "
                          f"workload.chunks or workload.iterations make fewer)")
     g = graph if graph is not None else OpGraph()
-    sysl = _System(cfg, topo, npus, g, order, dims)
+    sysl = _System(cfg, topo, npus, g, order, dims, message)
     plan = Plan(model=model, precision=None, optimizer_name=None, batch=w.batch, dp=len(npus),
                 tp=1, pp=1, micro_batches=1, schedule=f"astra-sim {kind}", order=["dp"],
                 tables="replicated", engine=w.engine or "astra-sim", algorithm=w.algorithm,
@@ -556,5 +605,5 @@ def run_cycles(res):
     return max((op["finish"] for op in res.ops), default=0)
 
 
-__all__ = ["astra_graph", "chunk_sizes", "ops_bound", "phase_plan", "ring_steps", "phase_cycles",
-           "logical_dims", "involved_dims", "run_cycles"]
+__all__ = ["astra_graph", "analytical_message", "chunk_sizes", "ops_bound", "phase_plan",
+           "ring_steps", "phase_cycles", "logical_dims", "involved_dims", "run_cycles"]

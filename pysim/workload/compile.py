@@ -15,7 +15,6 @@ by op expansion would make them.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import warnings
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from pysim.errors import GraphError, PysimWarning
 from pysim.models.presets import npu_spec
+from pysim import theory
 from pysim.schema import MAX_INT
 from pysim.workload import transfer
 from pysim.workload.endpoint import endpoint_arrays
@@ -33,41 +33,63 @@ OP_CODES = {"compute": 0, "send": 1, "delay": 2, "memory": 3, "engine": 4, "redu
             "reduce_offload": 6, "acquire": 7, "release": 8, "mem_write": 9, "mem_read": 10,
             "take_units": 12, "free_units": 13}
 ROOFLINE = 11
+KIND_OF = [None] * (ROOFLINE + 3)          # an op's code -> its kind's name
+for _k, _c in OP_CODES.items():
+    KIND_OF[_c] = _k
+KIND_OF[ROOFLINE] = "compute"
 # primitives per op of each code (memory ops are expanded op by op: pysim.workload.graph)
 _COUNT = np.array([1, 1, 1, 1, 1, 3, 1, 1, 1, 0, 0, 2, 1, 1], np.int64)
 NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
+COMM_RECV_UNIT = 7       # communication's memory for what it receives (csim/_dag.pxd)
+
+
+def stream_sources(code, nid, did, size, lens, flat):
+    """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
+    - a send whose one dependency is a memory op of its bytes at its source (the read of
+      what it sends) is sent as it is read;
+    - a reduction on the NPU (reduce_npu) that depends on a send of at least its bytes to
+      its node reduces the message as it arrives (its first such dependency);
+    - a memory op whose one dependency is a send of at least its bytes to its node (the
+      write of a received block) writes it as it arrives.
+    So an NPU-run collective's step reads, sends, reduces and forwards its block piece by
+    piece, as an NCCL kernel's slices go, with the ops of store-and-forward. The
+    dependency stays in the graph (its exports, its counts); only how it is run changes."""
+    n = len(code)
+    out = np.full(n, -1, np.int64)
+    if not n or not len(flat):
+        return out
+    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    co, cd = code[owner], code[flat]
+    one = lens[owner] == 1
+    fits = (size[flat] == size[owner]) & (size[owner] > 0)
+    within = (size[flat] >= size[owner]) & (size[owner] > 0)
+    hit = (fits & (co == 1) & one & (cd == 3) & (nid[flat] == nid[owner])) | \
+        (within & ((co == 5) | ((co == 3) & one)) & (cd == 1) & (did[flat] == nid[owner]))
+    at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
+    out[owner[at]] = flat[at]
+    return out
 
 
 def graph_columns(g):
-    """The columns of g's ops as arrays: (codes, node ids, destination ids, sizes, the
-    dependency lists flattened, their lengths), node ids as in `index`; -1 for no node."""
-    n = len(g)
-    code = np.fromiter(map(OP_CODES.__getitem__, g.kind), np.int8, n)
-    if n:
-        rl = np.flatnonzero(code == 0)
-        if len(rl):
-            work = g.work
-            code[rl[np.fromiter((work[i] is not None for i in rl.tolist()), bool,
-                                len(rl))]] = ROOFLINE
-    lens = np.fromiter(map(len, g.after), np.int64, n)
-    flat = np.fromiter(itertools.chain.from_iterable(g.after), np.int64, int(lens.sum()))
-    return code, lens, flat
+    """The columns of g's ops as arrays: (codes, the lengths of their dependency lists, the
+    dependency lists flattened)."""
+    a = g.arrays()
+    return a["code"], np.diff(a["dep_ptr"]), a["dep"]
 
 
 def engine_ops(g):
     """The csim primitives g's ops expand into (memory ops, expanded op by op, not counted)."""
-    code, _, _ = graph_columns(g)
-    return int(_COUNT[code].sum())
+    return int(_COUNT[np.frombuffer(g._code, np.int8)].sum()) if len(g) else 0
 
 
-def _ids(names, index):
-    """Node ids of names (-1: not a node name, None included)."""
-    get = index.get
-    try:
-        return np.fromiter(map(get, names, itertools.repeat(-1)), np.int64, len(names))
-    except TypeError:                     # an unhashable name: looked up one by one
-        return np.fromiter((get(x, -1) if isinstance(x, str) else -1 for x in names),
-                           np.int64, len(names))
+def node_ids(g, index, cols=None):
+    """The topology's ids (`index`: name -> id) of the nodes and destinations of g's ops
+    (g.arrays(), or `cols` where made already): two int64 arrays, -1 for none or a name not
+    in index."""
+    cols = g.arrays() if cols is None else cols
+    table = np.array([index.get(x, -1) if isinstance(x, str) else -1 for x in g._nodes] +
+                     [-1], np.int64)             # (id -1, no node: the last entry)
+    return table[cols["node"]], table[cols["dst"]]
 
 
 def _ceil_v(b, bpc):
@@ -104,10 +126,9 @@ def compile_arrays(g, topo, cfg, h):
     slice_cycles = cfg.workload.slice_cycles if cfg is not None else 0
 
     n = len(g)
-    code, lens, flat = graph_columns(g)
-    nid = _ids(g.node, index)
-    did = _ids(g.dst, index)
-    size = np.fromiter(g.size, np.int64, n)
+    cols = g.arrays()
+    code, lens, flat, size = cols["code"], np.diff(cols["dep_ptr"]), cols["dep"], cols["size"]
+    nid, did = node_ids(g, index, cols)
     order = (np.asarray(topological_order(g), np.int64) if g._forward
              else np.arange(n, dtype=np.int64))
 
@@ -141,10 +162,8 @@ def compile_arrays(g, topo, cfg, h):
     rl = np.flatnonzero(code == ROOFLINE)
     C = H = S = np.zeros(0, np.int64)
     if len(rl):
-        work = [g.work[i] for i in rl.tolist()]
-        fl = np.array([w[0] for w in work], np.float64)
-        by = np.array([w[1] for w in work], np.float64)
-        pk = np.array([np.nan if w[2] is None else w[2] for w in work], np.float64)
+        _, fl, by, pk = g.roofline()          # (its ops: rl, in op order)
+        by = by.astype(np.float64)
         rn = np.maximum(nid[rl], 0)
         fpc = np.where(np.isnan(pk), flops_pc[rn], pk / (clock * 1e9))
         C, bad_c = _ceil_v(fl, fpc)
@@ -248,7 +267,7 @@ def compile_arrays(g, topo, cfg, h):
         companions = first[rl] + 1
     if len(rn_ids):
         # on the units the collective holds, through communication's memory share
-        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, h.COMM_MEM_UNIT)
+        put(rn_ids, "compute", nid[rn_ids], -1, red_mem, COMM_RECV_UNIT)
         put(rn_ids, "compute", nid[rn_ids], -1, cyc[rn_ids], h.HELD_UNIT, off=1)
         put(rn_ids, "delay", -1, -1, 0, 0, off=2)
         src_e += [first[rn_ids], first[rn_ids] + 1]
@@ -258,14 +277,20 @@ def compile_arrays(g, topo, cfg, h):
 
     # ---- dependencies: an op's dependencies finish before its first primitive starts
     # (a reduction on the NPU: before both its parts)
+    # (a stream's dependency: its source's first primitive to its own, in stream_src)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    dep_last = last[flat]
+    strm = stream_sources(code, nid, did, size, lens, flat)
+    keep = strm[owner] != flat
+    owner_k, flat_k = owner[keep], flat[keep]
+    dep_last = last[flat_k]
     src_e.append(dep_last)
-    dst_e.append(first[owner])
-    two = code[owner] == 5
+    dst_e.append(first[owner_k])
+    two = code[owner_k] == 5
     if two.any():
         src_e.append(dep_last[two])
-        dst_e.append(first[owner[two]] + 1)
+        dst_e.append(first[owner_k[two]] + 1)
+    stream_src, tail = _stream_prims(strm, code, first, size, psize, cfg)
+    unit[first[(strm >= 0) & (code == 3)]] = COMM_RECV_UNIT
     src = np.concatenate(src_e) if src_e else np.zeros(0, np.int64)
     dst = np.concatenate(dst_e) if dst_e else np.zeros(0, np.int64)
     key = np.sort(dst * P + src)                # by (to, from), deduplicated
@@ -274,14 +299,61 @@ def compile_arrays(g, topo, cfg, h):
     dst, src = key // P, key % P
     deps_n = np.bincount(dst, minlength=P).astype(np.int32)
     deps_n[companions] = 1                  # started by their roofline op, never by deps
+    if stream_src is not None:
+        deps_n += stream_src >= 0
     succ = (np.sort(src * P + dst) % P).astype(np.int32)      # by (from, to)
     succ_ptr = np.zeros(P + 1, np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
     arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,
                   succ_ptr=succ_ptr, succ=succ, isolated=isolated, sms=ends["sms"],
-                  comm_hbm=ends["comm_hbm"])
+                  comm_hbm=ends["comm_hbm"], stream_src=stream_src, tail=tail)
     span = np.stack([first, last], axis=1)
     return arrays, span
+
+
+def packet_bytes(cfg):
+    """The bytes of a full packet of an op graph's messages (a stream's piece)."""
+    return (cfg.workload.packet_flits * cfg.network.flit_bytes if cfg is not None
+            else 16 * 32)
+
+
+def _stream_prims(strm, code, first, size, psize, cfg):
+    """The streams among the primitives (csim/_dag.pxd) from the graph ops' (strm, from
+    stream_sources): per primitive its source primitive or -1, and its tail -- a unit op's
+    work on the last packet of the message it takes (its cycles in proportion); a send's
+    is set with the network (resolve_latencies). (None, None) where no op streams."""
+    on = np.flatnonzero(strm >= 0)
+    if not len(on):
+        return None, None
+    P = len(psize)
+    src = np.full(P, -1, np.int32)
+    tail = np.zeros(P, np.int64)
+    prod = first[strm[on]]
+    frac = np.minimum(1.0, packet_bytes(cfg) / np.maximum(size[strm[on]], 1))
+    for off, which in ((0, np.ones(len(on), bool)), (1, code[on] == 5)):
+        at = first[on[which]] + off
+        src[at] = prod[which]
+        tail[at] = np.ceil(psize[at] * frac[which]).astype(np.int64)
+    tail[first[on[code[on] == 1]]] = 0
+    return src, tail
+
+
+def send_tails(network, cfg, arrays):
+    """Set the tail of each send that streams its data in the compiled arrays: the
+    zero-load latency of its last packet (at most a full one) on its route."""
+    src = arrays.get("stream_src")
+    if src is None:
+        return
+    kind = arrays["kind"]
+    snd = np.flatnonzero((src >= 0) & (kind == 1))
+    if not len(snd):
+        return
+    flit = cfg.network.flit_bytes if cfg is not None else 32
+    last = np.minimum(arrays["size"][snd], packet_bytes(cfg))
+    flits = np.maximum(1, -(-last // flit)).astype(np.int64)
+    t0 = theory.zero_load_latency(network, cfg, arrays["node"][snd].astype(np.int64),
+                                  arrays["dst"][snd].astype(np.int64), flits)
+    arrays["tail"][snd] = np.asarray(t0, np.int64)
 
 
 def slices_of(cycles, slice_cycles):
@@ -389,17 +461,24 @@ def compile_by_op(g, topo, cfg, h):
         return len(kind) - 1
 
     check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, flow)
+    kinds, nodes, dsts, sizes = list(g.kind), list(g.node), list(g.dst), list(g.size)
+    cols = g.arrays()
+    ptr, dep = cols["dep_ptr"].tolist(), cols["dep"].tolist()
+    nid, did = node_ids(g, index, cols)
+    strm = stream_sources(cols["code"], nid, did, cols["size"], np.diff(cols["dep_ptr"]),
+                          cols["dep"]).tolist()
+    streams = {}                        # primitive -> the primitive whose data it streams
     for i in (topological_order(g) if g._forward else range(len(g))):
-        k = g.kind[i]
-        deps = [span[d][1] for d in g.after[i]]
+        k = kinds[i]
+        deps = [span[d][1] for d in dep[ptr[i]:ptr[i + 1]] if d != strm[i]]
         if k == "compute" and g.work[i] is None:
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
-            p = prim("compute", n, -1, g.size[i], deps)
+            n = node_id(nodes[i], i, "node", ("npu", "host"))
+            p = prim("compute", n, -1, sizes[i], deps)
             span[i] = (p, p)
         elif k == "compute":
             # roofline: slices of at most slice_cycles, each a compute part on the compute
             # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
-            n = node_id(g.node[i], i, "node", ("npu", "host"))
+            n = node_id(nodes[i], i, "node", ("npu", "host"))
             flops, nbytes, _ = g.work[i]
             flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
             C = h._ceil(flops, flops_pc, ROOF_FLOPS)
@@ -408,55 +487,62 @@ def compile_by_op(g, topo, cfg, h):
             S = slices_of(max(C, H), slice_cycles)
             if S > h.MAX_SLICES:
                 raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
-                                 f"{g.node[i]!r} is {S:,} slices of workload.slice_cycles = "
+                                 f"{nodes[i]!r} is {S:,} slices of workload.slice_cycles = "
                                  f"{slice_cycles}; expected at most {h.MAX_SLICES:,} (raise "
                                  f"workload.slice_cycles)")
             p = prim("roofline", n, S, C, deps, 0)
             companions.append(prim("roofline_mem", n, -1, H, [], 1))
             span[i] = (p, p)
         elif k == "reduce_npu":
-            n = node_id(g.node[i], i, "node", ("npu",))
+            n = node_id(nodes[i], i, "node", ("npu",))
             _, bytes_pc = cparams[n]
             # on the units the collective holds, through communication's memory share
-            mem_ = prim("compute", n, -1, h._ceil(4 * g.size[i], bytes_pc), deps,
-                        h.COMM_MEM_UNIT)
+            mem_ = prim("compute", n, -1, h._ceil(4 * sizes[i], bytes_pc), deps,
+                        COMM_RECV_UNIT)
             rate = eparams[n][2] * ends["reduce_fraction"][n]
-            red = prim("compute", n, -1, h._ceil(g.size[i], rate), deps, h.HELD_UNIT)
+            red = prim("compute", n, -1, h._ceil(sizes[i], rate), deps, h.HELD_UNIT)
             p = prim("delay", -1, -1, 0, [mem_, red])
             span[i] = (mem_, p)
+            if strm[i] >= 0:
+                streams[mem_] = streams[red] = span[strm[i]][0]
         elif k == "reduce_offload":
-            n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim("compute", n, -1, h._ceil(g.size[i], eparams[n][0]), deps, 2)
+            n = node_id(nodes[i], i, "node", ("npu",))
+            p = prim("compute", n, -1, h._ceil(sizes[i], eparams[n][0]), deps, 2)
             span[i] = (p, p)
         elif k in ("memory", "engine"):
-            n = node_id(g.node[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
+            n = node_id(nodes[i], i, "node", ("npu",) if k == "engine" else ("npu", "host"))
             flops_pc, bytes_pc = cparams[n]
             rate = bytes_pc if k == "memory" else eparams[n][0]
-            p = prim("compute", n, -1, h._ceil(g.size[i], rate), deps,
-                     h.COMM_MEM_UNIT if k == "memory" else 2)
+            p = prim("compute", n, -1, h._ceil(sizes[i], rate), deps,
+                     (COMM_RECV_UNIT if strm[i] >= 0 else h.COMM_MEM_UNIT) if k == "memory"
+                     else 2)
             span[i] = (p, p)
+            if strm[i] >= 0:
+                streams[p] = span[strm[i]][0]
         elif k == "delay":
-            p = prim("delay", -1, -1, g.size[i], deps)
+            p = prim("delay", -1, -1, sizes[i], deps)
             span[i] = (p, p)
         elif k in ("take_units", "free_units"):
-            n = node_id(g.node[i], i, "node", ("npu",))
-            p = prim(k, n, -1, g.size[i], deps, h.HELD_UNIT)
+            n = node_id(nodes[i], i, "node", ("npu",))
+            p = prim(k, n, -1, sizes[i], deps, h.HELD_UNIT)
             span[i] = (p, p)
         elif k in ("acquire", "release"):
-            n = node_id(g.node[i], i, "node")
-            p = prim(k, n, -1, g.size[i], deps, h.GATE_UNIT)
+            n = node_id(nodes[i], i, "node")
+            p = prim(k, n, -1, sizes[i], deps, h.GATE_UNIT)
             span[i] = (p, p)
         elif k == "send":
-            a, b = node_id(g.node[i], i, "src"), node_id(g.dst[i], i, "dst")
+            a, b = node_id(nodes[i], i, "src"), node_id(dsts[i], i, "dst")
             if a == b:
-                raise GraphError(f"op {g.label(i)}: a send from {g.node[i]!r} to itself")
-            p = prim("send", a, b, g.size[i], deps)
+                raise GraphError(f"op {g.label(i)}: a send from {nodes[i]!r} to itself")
+            p = prim("send", a, b, sizes[i], deps)
             span[i] = (p, p)
+            if strm[i] >= 0:
+                streams[p] = span[strm[i]][0]
         else:
-            a = node_id(g.node[i], i, "npu", ("npu", "host"))
-            m = node_id(g.dst[i], i, "mem", ("mem", "host"))
+            a = node_id(nodes[i], i, "npu", ("npu", "host"))
+            m = node_id(dsts[i], i, "mem", ("mem", "host"))
             if a == m:
-                raise GraphError(f"op {g.label(i)}: {g.node[i]!r} reading or writing its own "
+                raise GraphError(f"op {g.label(i)}: {nodes[i]!r} reading or writing its own "
                                  f"memory is a compute op with bytes, not a {k}")
             own_bpc = cparams[a][1]              # the NPU's HBM (the host's DRAM) bandwidth
             if topo.node_kinds[m] == "mem":
@@ -464,7 +550,7 @@ def compile_by_op(g, topo, cfg, h):
                 m_unit = 0                    # the memory node's controller
             else:
                 bpc, lat, m_unit = cparams[m][1], 0, transfer.UNIT   # the host's DRAM
-            total = g.size[i]
+            total = sizes[i]
             if k == "mem_write":
                 stored[m] = stored.get(m, 0) + total
             else:
@@ -496,11 +582,22 @@ def compile_by_op(g, topo, cfg, h):
     # the ops of g were taken in a topological order, so the primitives have no cycles
     deps_n = np.array([len(a) for a in after], np.int32)
     deps_n[companions] = 1                  # started by their roofline op, never by deps
+    stream_src = tail = None
+    if streams:                             # (as _stream_prims)
+        stream_src = np.full(n_ops, -1, np.int32)
+        tail = np.zeros(n_ops, np.int64)
+        pb = packet_bytes(cfg)
+        for c, p in streams.items():
+            stream_src[c] = p
+            deps_n[c] += 1
+            if kind[c] != h.KINDS["send"]:
+                tail[c] = math.ceil(size[c] * min(1.0, pb / max(size[p], 1)))
     arrays = dict(kind=np.array(kind, np.int8), unit=np.array(unit, np.int8),
                   node=np.array(node, np.int32),
                   dst=np.array(dst, np.int32), size=np.array(size, np.int64),
                   deps=deps_n, succ_ptr=succ_ptr, succ=succ)
     arrays["isolated"] = isolated
+    arrays["stream_src"], arrays["tail"] = stream_src, tail
     arrays["sms"], arrays["comm_hbm"] = ends["sms"], ends["comm_hbm"]
     arrays["memory_bpc"] = [cparams[n][1] if n in cparams else 0.0 for n in range(topo.n_nodes)]
     return arrays, span
@@ -511,23 +608,25 @@ def topological_order(g):
     algorithm, lowest id first among the ready); a cycle of dependencies is an error naming
     ops on it."""
     n = len(g)
-    deps = np.array([len(a) for a in g.after], np.int64)
-    succ = [[] for _ in range(n)]
-    for i, a in enumerate(g.after):
-        for d in a:
-            succ[d].append(i)
+    a = g.arrays()
+    ptr, dep = a["dep_ptr"], a["dep"]
+    lens = np.diff(ptr)
+    by_dep = np.argsort(dep, kind="stable")
+    succ = np.repeat(np.arange(n, dtype=np.int64), lens)[by_dep].tolist()
+    sptr = np.concatenate([[0], np.cumsum(np.bincount(dep, minlength=n))]).tolist()
+    deps = lens.tolist()
     ready = [i for i in range(n) if deps[i] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
         i = heapq.heappop(ready)
         order.append(i)
-        for j in succ[i]:
+        for j in succ[sptr[i]:sptr[i + 1]]:
             deps[j] -= 1
             if deps[j] == 0:
                 heapq.heappush(ready, j)
     if len(order) < n:
-        stuck = [g.label(i) for i in np.flatnonzero(deps > 0)[:5]]
+        stuck = [g.label(i) for i in np.flatnonzero(np.array(deps) > 0)[:5]]
         raise GraphError(f"the op graph has a cycle of dependencies (ops waiting on each "
                          f"other include {', '.join(stuck)})")
     return order
@@ -540,10 +639,11 @@ def check_expansion(g, topo, cparams, piece, slice_cycles, node_id, clock, h, fl
     more than MAX_OPS, naming the op that expands most and the key that sets its expansion
     (a 10 MB write in 1-byte pieces is 30 million engine ops)."""
     total, worst, worst_i = 0, -1, -1
+    kinds, sizes = list(g.kind), list(g.size)
     for i in range(len(g)):
-        k = g.kind[i]
+        k = kinds[i]
         if k in ("mem_write", "mem_read"):
-            n = transfer.engine_ops(k, g.size[i], piece, flow)
+            n = transfer.engine_ops(k, sizes[i], piece, flow)
         elif k == "compute" and g.work[i] is not None:
             # a roofline op and its memory companion; csim runs its slices, at most
             # MAX_SLICES of them (more are counted as ops, so that they are refused here)

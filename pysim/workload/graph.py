@@ -22,11 +22,15 @@ over its capacity.
 """
 from __future__ import annotations
 
+import array
+import bisect
 import itertools
 import math
+import operator
 import os
 import sys
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -59,26 +63,125 @@ COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
 
 
+OP_CODES, ROOFLINE, KIND_OF = _compile.OP_CODES, _compile.ROOFLINE, _compile.KIND_OF
+
+
 class OpGraph:
-    """A DAG of ops. Nodes are named as in the topology; ops are numbered in order added."""
+    """A DAG of ops. Nodes are named as in the topology; ops are numbered in order added.
+
+    Stored as columns (typed arrays, not a Python object per op): per op its kind's code
+    (pysim.workload.compile.OP_CODES; ROOFLINE for a compute op of flops and bytes), its node
+    and destination as ids into a table of the names used (-1: none), its size, and its
+    dependencies as one flat array with per-op offsets (CSR); a roofline op's work (flops,
+    bytes, peak FLOP/s) in columns of their own; names only for the ops given one. `arrays()`
+    gives the columns as numpy arrays; `kind`, `node`, `dst`, `size`, `after`, `names` and
+    `work` read them op by op, as sequences."""
 
     def __init__(self):
-        self.kind, self.node, self.dst, self.size, self.after, self.names = [], [], [], [], [], []
+        self._code = array.array("b")
+        self._node = array.array("i")
+        self._dst = array.array("i")
+        self._size = array.array("q")
+        self._dep = array.array("q")        # the dependencies of every op, in op order
+        self._ptr = array.array("q", [0])   # op i's: _dep[_ptr[i]:_ptr[i + 1]]
+        self._over = {}                     # op -> its dependencies, set after it was added
+        self._nodes = []                    # node names by id
+        self._node_id = {}
+        self._wop = array.array("q")        # roofline ops (in op order) and their work
+        self._wflops = array.array("d")
+        self._wbytes = array.array("q")
+        self._wpeak = array.array("d")      # (NaN: the node's own peak)
+        self._names = []                    # per op its name (None: none)
         self._by_name = {}
-        self.work = []                  # compute ops given as (flops, bytes): the roofline
-        self.holds = []                 # memory held: [device, bytes, (op, edge), end, what]
+        # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
+        # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
+        self._hdev = array.array("i")
+        self._hbytes = array.array("q")
+        self._hat = array.array("q")
+        self._hat_fin = array.array("b")
+        self._hend = array.array("q")
+        self._hend_fin = array.array("b")
+        self._hwhat = []
         self._space = {}                # mem_write op -> the hold of its bytes at the target
         self._forward = False           # depend() added a dependency on a later op
         self.latencies = []             # (delay op, src, dst, steps): see step_latency
+        self._version = 0               # changed with dependencies set after their op
+        self._cached = None             # arrays() and what it was made from
 
     def __len__(self):
-        return len(self.kind)
+        return len(self._code)
 
-    def _add(self, kind, node, dst, size, after, name):
-        n = len(self.kind)
-        if type(after) is list and all(type(a) is int and 0 <= a < n for a in after):
-            after = list(after)               # the common case: op ids, checked at once
-        else:
+    # ------------------------------------------------------------------ the columns
+    kind = property(lambda self: _Kinds(self), doc="per op its kind (a name)")
+    node = property(lambda self: _Nodes(self, "_node"), doc="per op its node (None: none)")
+    dst = property(lambda self: _Nodes(self, "_dst"), doc="per op a send's destination")
+    size = property(lambda self: _Sizes(self), doc="per op its size (cycles or bytes)")
+    after = property(lambda self: _After(self), doc="per op its dependencies (op ids)")
+    names = property(lambda self: _Names(self), doc="per op its name (None: none)")
+    work = property(lambda self: _Work(self),
+                    doc="per op (flops, bytes, peak FLOP/s or None): a roofline compute op; "
+                        "None for the others")
+
+    @property
+    def node_names(self):
+        """The node names the ops use, by the ids `arrays()` gives."""
+        return list(self._nodes)
+
+    def arrays(self):
+        """The ops' columns as numpy arrays (read-only copies): code (int8, OP_CODES; ROOFLINE for a
+        roofline compute op), node and dst (int32 ids into node_names, -1 for none), size
+        (int64), dep_ptr (int64, one more than the ops) and dep (int64: op i's dependencies
+        are dep[dep_ptr[i]:dep_ptr[i + 1]])."""
+        key = (len(self._code), len(self._dep), self._version)
+        if self._cached is not None and self._cached[0] == key:
+            return dict(self._cached[1])
+        ptr, dep = _np(self._ptr, np.int64), _np(self._dep, np.int64)
+        if self._over:
+            ptr, dep = _merge_over(ptr, dep, self._over)
+        out = dict(code=_np(self._code, np.int8), node=_np(self._node, np.int32),
+                   dst=_np(self._dst, np.int32), size=_np(self._size, np.int64), dep_ptr=ptr,
+                   dep=dep)
+        for a in out.values():
+            a.flags.writeable = False        # (shared by the calls until the graph changes)
+        self._cached = (key, out)
+        return dict(out)
+
+    def roofline(self):
+        """The roofline compute ops and their work as numpy arrays: (ops, flops, bytes, peak
+        FLOP/s, NaN where the node's own)."""
+        return (_np(self._wop, np.int64), _np(self._wflops, np.float64),
+                _np(self._wbytes, np.int64), _np(self._wpeak, np.float64))
+
+    def _nid(self, x):
+        """The id of node name x in the table (-1: None)."""
+        if x is None:
+            return -1
+        try:
+            i = self._node_id.get(x)
+        except TypeError:                 # unhashable: kept as given, for the checks to name
+            self._nodes.append(x)
+            return len(self._nodes) - 1
+        if i is None:
+            i = self._node_id[x] = len(self._nodes)
+            self._nodes.append(x)
+        return i
+
+    def _deps(self, i):
+        """Op i's dependencies (a new list that refuses changes in place: see _Deps)."""
+        over = self._over.get(i)
+        if over is not None:
+            return _Deps(i, over)
+        return _Deps(i, self._dep[self._ptr[i]:self._ptr[i + 1]].tolist())
+
+    def _add(self, kind, node, dst, size, after, name, code=None):
+        n = len(self._code)
+        ok = type(after) is list              # the common case: op ids, checked at once
+        if ok:
+            for a in after:
+                if type(a) is not int or not 0 <= a < n:
+                    ok = False
+                    break
+        if not ok:
             if isinstance(after, (str, int, np.integer)) and not isinstance(after, bool):
                 after = [after]               # one dependency, given bare
             if after is not None and not isinstance(after, (list, tuple)):
@@ -88,19 +191,36 @@ class OpGraph:
             raise GraphError(f"name = {name!r}: expected a string")
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
-        if len(self.kind) >= MAX_OPS:
+        if n >= MAX_OPS:
             raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if name is not None:
-            self._by_name[name] = len(self.kind)
-        self.kind.append(kind)
-        self.node.append(node)
-        self.dst.append(dst)
-        self.size.append(size)
-        self.after.append(after)
-        self.names.append(name)
-        self.work.append(None)
-        return len(self.kind) - 1
+            self._by_name[name] = n
+        self._names.append(name)
+        self._code.append(OP_CODES[kind] if code is None else code)
+        try:
+            i = -1 if node is None else self._node_id[node]
+        except (KeyError, TypeError):
+            i = self._nid(node)
+        self._node.append(i)
+        self._dst.append(-1 if dst is None else self._nid(dst))
+        self._size.append(size)
+        if after:
+            self._dep.extend(after)
+        self._ptr.append(len(self._dep))
+        return n
+
+    def _pop(self):
+        """Take the last op out again (an op whose checks failed after it was added)."""
+        n = len(self._code) - 1
+        self._version += 1
+        for col in (self._code, self._node, self._dst, self._size, self._ptr):
+            col.pop()
+        del self._dep[self._ptr[-1]:]
+        self._over.pop(n, None)
+        name = self._names.pop()
+        if name is not None:
+            del self._by_name[name]
 
     def add_ops(self, kind, node, dst, size, after, checked=False):
         """Append ops in bulk (the fast path of builders that make many at once): per op its
@@ -110,76 +230,80 @@ class OpGraph:
         own). Checked as arrays: sizes and dependencies, the op limit (`checked`: ops made
         from ones checked so already, a collective's part instanced again: the limit
         alone). Returns the first op's id."""
-        n0, k = len(self.kind), len(kind)
-        if checked and n0 + k <= MAX_OPS:
-            self.kind.extend(kind)
-            self.node.extend(node)
-            self.dst.extend(dst)
-            self.size.extend(size)
-            self.after.extend(after)
-            self.names.extend(itertools.repeat(None, k))
-            self.work.extend(itertools.repeat(None, k))
-            return n0
-        if not (len(node) == len(dst) == len(size) == len(after) == k):
+        n0, k = len(self._code), len(kind)
+        if not checked and not (len(node) == len(dst) == len(size) == len(after) == k):
             raise GraphError("add_ops: the columns differ in length")
         if n0 + k > MAX_OPS:
             raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
                              f"participant, step and chunk: fewer workload.chunks make fewer)")
         if k == 0:
             return n0
-        sizes = None
-        if k <= 64:                       # (few: checked in Python, quicker than arrays)
-            try:
-                sizes = [int(x) for x in size]
-            except (TypeError, ValueError, OverflowError):
-                pass                      # (the arrays' checks name it)
-        if sizes is not None:
-            for i, x in enumerate(sizes):
-                if not 0 <= x <= MAX_INT or x != size[i]:
+        lens = [len(a) for a in after]
+        flat = list(itertools.chain.from_iterable(after))
+        if not checked:
+            bad = next((x for x in kind if x not in _BULK_KINDS), None)
+            if bad is not None:
+                raise GraphError(f"add_ops: kind = {bad!r}: expected one of "
+                                 f"{', '.join(sorted(_BULK_KINDS))}")
+            sz = np.fromiter(size, np.int64, k) if k > 64 else None
+            if sz is None:
+                for i, x in enumerate(size):
+                    try:
+                        ok = 0 <= int(x) <= MAX_INT and int(x) == x
+                    except (TypeError, ValueError, OverflowError):
+                        ok = False
+                    if not ok:
+                        raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer "
+                                         f"in 0..{MAX_INT:,}")
+                size = [int(x) for x in size]
+            else:
+                if sz.min() < 0 or sz.max() > MAX_INT:
+                    i = int(np.flatnonzero((sz < 0) | (sz > MAX_INT))[0])
                     raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in "
                                      f"0..{MAX_INT:,}")
-                for d in after[i]:
-                    if not 0 <= d < n0 + i:
-                        raise GraphError(f"dependency {int(d)} of op {n0 + i}: no such op (an "
-                                         f"op can only depend on ops given before it)")
-            self.kind.extend(kind)
-            self.node.extend(node)
-            self.dst.extend(dst)
-            self.size.extend(sizes)
-            self.after.extend(after)
-            self.names.extend(itertools.repeat(None, k))
-            self.work.extend(itertools.repeat(None, k))
-            return n0
-        sz = np.fromiter(size, np.int64, k)
-        if sz.min() < 0 or sz.max() > MAX_INT:
-            i = int(np.flatnonzero((sz < 0) | (sz > MAX_INT))[0])
-            raise GraphError(f"op {n0 + i}: size = {size[i]}: expected an integer in 0.."
-                             f"{MAX_INT:,}")
-        lens = np.fromiter(map(len, after), np.int64, k)
-        flat = np.fromiter(itertools.chain.from_iterable(after), np.int64, int(lens.sum()))
-        own = np.repeat(np.arange(n0, n0 + k, dtype=np.int64), lens)
-        if flat.size and ((flat < 0) | (flat >= own)).any():
-            j = int(np.flatnonzero((flat < 0) | (flat >= own))[0])
-            raise GraphError(f"dependency {int(flat[j])} of op {int(own[j])}: no such op (an "
-                             f"op can only depend on ops given before it)")
-        self.kind.extend(kind)
-        self.node.extend(node)
-        self.dst.extend(dst)
-        self.size.extend(sz.tolist())
-        self.after.extend(after)
-        self.names.extend(itertools.repeat(None, k))
-        self.work.extend(itertools.repeat(None, k))
+                size = sz
+            own = np.repeat(np.arange(n0, n0 + k, dtype=np.int64), lens)
+            try:
+                fl = np.asarray(flat, np.int64) if flat else np.zeros(0, np.int64)
+            except (TypeError, ValueError, OverflowError):
+                x = next(x for x in flat if not isinstance(x, (int, np.integer)))
+                raise GraphError(f"dependency {x!r}: expected an op id") from None
+            if fl.size and ((fl < 0) | (fl >= own)).any():
+                j = int(np.flatnonzero((fl < 0) | (fl >= own))[0])
+                raise GraphError(f"dependency {int(fl[j])} of op {int(own[j])}: no such op "
+                                 f"(an op can only depend on ops given before it)")
+        self._add_columns([OP_CODES[x] for x in kind], [self._nid(x) for x in node],
+                          [-1 if x is None else self._nid(x) for x in dst], size, flat, lens)
         return n0
 
+    def _add_columns(self, code, node, dst, size, dep, lens):
+        """Append ops given as columns of ids (checked already but for the op limit): codes,
+        node ids, dst ids, sizes, their dependencies flat and how many each op has."""
+        if len(self._code) + len(code) > MAX_OPS:
+            raise GraphError(f"the op graph passes {MAX_OPS:,} ops (a collective makes ops per "
+                             f"participant, step and chunk: fewer workload.chunks make fewer)")
+        self._code.extend(code)
+        self._names.extend(itertools.repeat(None, len(code)))
+        self._node.extend(node)
+        self._dst.extend(dst)
+        if isinstance(size, np.ndarray):
+            self._size.frombytes(size.astype(np.int64).tobytes())
+        else:
+            self._size.extend(size)
+        self._dep.extend(dep)
+        ptr = self._ptr
+        ptr.pop()
+        ptr.extend(itertools.accumulate(lens, initial=len(self._dep) - len(dep)))
+
     def _what(self, name):
-        return f"op {name!r}" if name else f"op {len(self.kind)}"
+        return f"op {name!r}" if name else f"op {len(self._code)}"
 
     def _ref(self, a):
         if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
-            if not 0 <= a < len(self.kind):
+            if not 0 <= a < len(self._code):
                 raise GraphError(f"dependency {a}: no such op (an op can only depend on ops "
                                  f"given before it" +
-                                 (f": 0..{len(self.kind) - 1})" if self.kind else ")"))
+                                 (f": 0..{len(self._code) - 1})" if self._code else ")"))
             return int(a)
         if isinstance(a, str):
             if a not in self._by_name:
@@ -195,6 +319,16 @@ class OpGraph:
         `peak_flops` (FLOP/s) is the rate this op's FLOPs run at -- an NPU's peak at the
         op's precision times its kernel's efficiency --; by default the node's own peak
         ([topology.npu] tflops, or its preset's fp32 peak)."""
+        if cycles is None and type(flops) is float and type(bytes) is int and \
+                0.0 <= flops <= 1.7e308 and 0 <= bytes <= MAX_INT and \
+                (peak_flops is None or (type(peak_flops) is float and
+                                        0.0 < peak_flops <= 1.7e308)):
+            i = self._add("compute", node, None, -1, after, name, ROOFLINE)   # (the common
+            self._wop.append(i)                                               # roofline op)
+            self._wflops.append(flops)
+            self._wbytes.append(bytes)
+            self._wpeak.append(math.nan if peak_flops is None else peak_flops)
+            return i
         if cycles is None and flops is None and bytes is None:
             raise GraphError(f"{self._what(name)}: a compute op needs cycles, or flops and/or "
                              f"bytes (a roofline)")
@@ -207,10 +341,16 @@ class OpGraph:
                                            math.isfinite(peak_flops) and peak_flops > 0):
             raise GraphError(f"{self._what(name)}: peak_flops = {peak_flops!r}: expected a "
                              f"number > 0")
-        i = self._add("compute", node, None, -1, after, name)
-        self.work[i] = (_size(flops or 0, "flops", name, real=True),
-                        _size(bytes or 0, "bytes", name),
-                        None if peak_flops is None else float(peak_flops))
+        i = self._add("compute", node, None, -1, after, name, ROOFLINE)
+        try:
+            f, b = _size(flops or 0, "flops", name, real=True), _size(bytes or 0, "bytes", name)
+        except GraphError:
+            self._pop()
+            raise
+        self._wop.append(i)
+        self._wflops.append(f)
+        self._wbytes.append(b)
+        self._wpeak.append(math.nan if peak_flops is None else float(peak_flops))
         return i
 
     def send(self, src, dst, bytes, after=None, name=None):
@@ -239,7 +379,7 @@ class OpGraph:
         (engine 'npu': 4 bytes of HBM traffic per byte, and the compute unit for bytes /
         reduce_gbps) or on its collectives offload engine ('offload')."""
         if engine not in ("npu", "offload"):
-            raise GraphError(f"op {name or len(self.kind)}: engine = {engine!r}: expected "
+            raise GraphError(f"op {name or len(self._code)}: engine = {engine!r}: expected "
                              f"'npu' or 'offload'")
         return self._add("reduce_" + engine, node, None, _size(bytes, "bytes", name), after,
                          name)
@@ -275,7 +415,7 @@ class OpGraph:
         compile_graph). The bytes take space at `mem` from the write's start until freed:
         `free(g.space(op), at=...)` (held to the end of the run otherwise)."""
         i = self._add("mem_write", npu, mem, _size(bytes, "bytes", name), after, name)
-        self._space[i] = self.hold(mem, self.size[i], i, "start", what=f"op {self.label(i)}")
+        self._space[i] = self.hold(mem, self._size[i], i, "start", what=f"op {self.label(i)}")
         return i
 
     def mem_read(self, npu, mem, bytes, after=None, name=None):
@@ -288,9 +428,11 @@ class OpGraph:
         `op`: a sub-graph built on its own (a collective, a job's iterations) starts after
         it."""
         op = self._ref(op)
-        for i in range(first, len(self.kind) if last is None else last):
-            if not self.after[i] and i != op:
-                self.after[i] = [op]
+        ptr, over = self._ptr, self._over
+        for i in range(first, len(self._code) if last is None else last):
+            if (not over[i] if i in over else ptr[i] == ptr[i + 1]) and i != op:
+                over[i] = [op]
+                self._version += 1
 
     # ------------------------------------------------------------------ memory space
     def hold(self, device, bytes, at, edge="start", what=None):
@@ -299,24 +441,54 @@ class OpGraph:
         to the end of the run otherwise). Returns the hold's id. Holds are bookkeeping: they
         change no op's timing; after the run the occupancy of every device is computed from
         its holds and the ops' times, and a device over its capacity is an error."""
-        h = len(self.holds)
-        self.holds.append([device, _size(bytes, "bytes", what), (self._ref(at),
-                          _edge(edge)), None, what])
+        h = len(self._hbytes)
+        nbytes = _size(bytes, "bytes", what)
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        fin = _edge(edge)
+        try:
+            d = self._node_id[device]
+        except (KeyError, TypeError):
+            d = self._nid(device)
+        self._hdev.append(d)
+        self._hbytes.append(nbytes)
+        self._hat.append(at)
+        self._hat_fin.append(fin)
+        self._hend.append(-1)
+        self._hend_fin.append(1)
+        self._hwhat.append(what)
         return h
 
     def free(self, h, at, edge="finish"):
         """Release hold `h` when op `at` finishes (edge 'finish') or starts ('start')."""
-        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self.holds):
+        if not isinstance(h, (int, np.integer)) or not 0 <= h < len(self._hbytes):
             raise GraphError(f"free({h!r}): no such hold")
-        if self.holds[h][3] is not None:
-            raise GraphError(f"hold {h} ({self.holds[h][4] or 'unnamed'}) is freed twice")
-        self.holds[h][3] = (self._ref(at), _edge(edge))
+        if self._hend[h] >= 0:
+            raise GraphError(f"hold {h} ({self._hwhat[h] or 'unnamed'}) is freed twice")
+        if not (type(at) is int and 0 <= at < len(self._code)):
+            at = self._ref(at)
+        self._hend_fin[h] = _edge(edge)
+        self._hend[h] = at
+
+    holds = property(lambda self: _Holds(self),
+                     doc="per hold [device, bytes, (op, edge), (op, edge) freeing it or None, "
+                         "what] (edge True: the op's finish)")
+
+    def hold_arrays(self):
+        """The holds' columns as numpy arrays: dev (int32 ids into node_names), bytes, at
+        (the op taking it), at_finish (bool: at its finish), end (the op freeing it, -1:
+        never), end_finish; and `what`, the list of their labels."""
+        return dict(dev=_np(self._hdev, np.int32), bytes=_np(self._hbytes, np.int64),
+                    at=_np(self._hat, np.int64),
+                    at_finish=_np(self._hat_fin, np.int8).astype(bool),
+                    end=_np(self._hend, np.int64),
+                    end_finish=_np(self._hend_fin, np.int8).astype(bool), what=self._hwhat)
 
     def space(self, op):
         """The hold of the bytes a mem_write op stores at its target."""
         i = self._ref(op)
         if i not in self._space:
-            raise GraphError(f"op {self.label(i)}: a {self.kind[i]} op holds no space; "
+            raise GraphError(f"op {self.label(i)}: a {KIND_OF[self._code[i]]} op holds no space; "
                              f"expected a mem_write")
         return self._space[i]
 
@@ -326,15 +498,225 @@ class OpGraph:
         op, on = self._ref(op), self._ref(on)
         if op == on:
             raise GraphError(f"op {self.label(op)} cannot depend on itself")
-        if on not in self.after[op]:
-            self.after[op].append(on)
+        deps = self._deps(op)
+        if on not in deps:
+            self._over[op] = deps + [on]
+            self._version += 1
             self._forward |= on > op
 
     def label(self, i):
-        return self.names[i] if self.names[i] is not None else f"op{i}"
+        name = self._names[i]
+        return name if name is not None else f"op{i}"
+
+
+
+_BULK_KINDS = frozenset(OP_CODES) - {"mem_write", "mem_read"}
+
+
+def _np(a, dtype):
+    """A numpy copy of an array.array column (empty arrays alike)."""
+    return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
+
+
+def _merge_over(ptr, dep, over):
+    """The CSR dependencies with the ops of `over` (op -> its list) given their own."""
+    n = len(ptr) - 1
+    lens = np.diff(ptr)
+    ids = np.fromiter(over, np.int64, len(over))
+    keep = np.ones(n, bool)
+    keep[ids] = False
+    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    mask = keep[owner]
+    o_lens = np.fromiter((len(v) for v in over.values()), np.int64, len(over))
+    o_dep = np.fromiter(itertools.chain.from_iterable(over.values()), np.int64,
+                        int(o_lens.sum()))
+    owner = np.concatenate([owner[mask], np.repeat(ids, o_lens)])
+    dep = np.concatenate([dep[mask], o_dep])
+    order = np.argsort(owner, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    ptr[1:] = np.cumsum(np.bincount(owner, minlength=n))
+    return ptr, dep[order]
+
+
+class _Column(Sequence):
+    """One column of an OpGraph, read op by op (a view: it follows the graph)."""
+    __slots__ = ("g",)
+    __hash__ = None
+
+    def __init__(self, g):
+        self.g = g
+
+    def __len__(self):
+        return len(self.g._code)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._at(k) for k in range(*i.indices(len(self.g._code)))]
+        return self._at(self._index(i))
+
+    def _index(self, i):
+        """Op index i (negative: from the end) checked against the ops."""
+        n = len(self.g._code)
+        i = operator.index(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("op index out of range")
+        return i
+
+    def __iter__(self):
+        return map(self._at, range(len(self.g._code)))
+
+    def __eq__(self, other):
+        if isinstance(other, (_Column, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self):
+        return repr(list(self))
+
+
+class _Kinds(_Column):
+    __slots__ = ()
+
+    def _at(self, i):
+        return KIND_OF[self.g._code[i]]
+
+    def __iter__(self):
+        return map(KIND_OF.__getitem__, self.g._code)
+
+    def __contains__(self, kind):
+        code = OP_CODES.get(kind) if isinstance(kind, str) else None
+        if code is None:
+            return False
+        return code in self.g._code or (code == 0 and ROOFLINE in self.g._code)
+
+
+class _Nodes(_Column):
+    __slots__ = ("col",)
+
+    def __init__(self, g, col):
+        self.g, self.col = g, col
+
+    def _at(self, i):
+        j = getattr(self.g, self.col)[i]
+        return None if j < 0 else self.g._nodes[j]
+
+    def __iter__(self):
+        names = self.g._nodes + [None]          # (id -1: the last)
+        return map(names.__getitem__, getattr(self.g, self.col))
+
+
+class _Sizes(_Column):
+    __slots__ = ()
+
+    def _at(self, i):
+        return self.g._size[i]
+
+    def __iter__(self):
+        return iter(self.g._size)
+
+
+class _Names(_Column):
+    __slots__ = ()
+
+    def _at(self, i):
+        return self.g._names[i]
+
+    def __iter__(self):
+        return iter(self.g._names)
+
+
+class _Deps(list):
+    """An op's dependencies as read from its graph: a copy, so a change made to it in place
+    would change nothing in the graph. Such changes are refused, naming what does change them
+    (the copy made by list(...) or + is a plain list)."""
+    __slots__ = ("op",)
+
+    def __init__(self, op, deps):
+        super().__init__(deps)
+        self.op = op
+
+    def _refuse(self, *args, **kwargs):
+        raise GraphError(f"op {self.op}'s dependencies as read (graph.after[{self.op}]) are a "
+                         f"copy: add one with graph.depend(...) or give them all with "
+                         f"graph.after[{self.op}] = [...]")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
+class _After(_Column):
+    """Per op its dependencies (a new list each time: assign to change them)."""
+    __slots__ = ()
+
+    def _at(self, i):
+        return self.g._deps(i)
+
+    def __setitem__(self, i, deps):
+        g = self.g
+        i = self._index(i)
+        deps = [g._ref(d) for d in deps]
+        g._over[i] = deps
+        g._version += 1
+        g._forward |= any(d > i for d in deps)
+
+
+class _Holds(Sequence):
+    """An OpGraph's holds, read one by one (lists made when asked for)."""
+    __slots__ = ("g",)
+
+    def __init__(self, g):
+        self.g = g
+
+    def __len__(self):
+        return len(self.g._hbytes)
+
+    def __getitem__(self, h):
+        g = self.g
+        if isinstance(h, slice):
+            return [self[k] for k in range(*h.indices(len(self)))]
+        h = operator.index(h)
+        if h < 0:
+            h += len(self)
+        if not 0 <= h < len(self):
+            raise IndexError("hold index out of range")
+        d = g._hdev[h]
+        end = g._hend[h]
+        return [None if d < 0 else g._nodes[d], g._hbytes[h], (g._hat[h], bool(g._hat_fin[h])),
+                None if end < 0 else (end, bool(g._hend_fin[h])), g._hwhat[h]]
+
+
+class _Work(_Column):
+    __slots__ = ()
+
+    def _at(self, i):
+        g = self.g
+        if g._code[i] != ROOFLINE:
+            return None
+        k = bisect.bisect_left(g._wop, i)
+        peak = g._wpeak[k]
+        return (g._wflops[k], g._wbytes[k], None if math.isnan(peak) else peak)
+
+    def __setitem__(self, i, work):
+        """A roofline op's work changed: (flops, bytes, peak FLOP/s or None)."""
+        g = self.g
+        i = self._index(i)
+        if g._code[i] != ROOFLINE:
+            raise GraphError(f"op {g.label(i)}: not a compute op of flops and bytes: its "
+                             f"work cannot be set")
+        flops, nbytes, peak = work
+        k = bisect.bisect_left(g._wop, i)
+        g._wflops[k] = float(flops)
+        g._wbytes[k] = int(nbytes)
+        g._wpeak[k] = math.nan if peak is None else float(peak)
 
 
 def _edge(edge):
+    if edge == "start":
+        return False
+    if edge == "finish":
+        return True
     if edge not in ("start", "finish"):
         raise GraphError(f"edge = {edge!r}: expected 'start' or 'finish'")
     return edge == "finish"
@@ -444,7 +826,10 @@ def _ceil(b, bpc, rate=None):
 
 def resolve_latencies(graph, network, cfg, arrays, span):
     """Set the cycles of the graph's step-latency delays (OpGraph.step_latency) in the
-    compiled arrays: steps x the zero-load latency of a one-flit message on the route."""
+    compiled arrays: steps x the zero-load latency of a one-flit message on the route; and
+    the tail of each send that streams its data (csim/_dag.pxd): the zero-load latency of
+    its last packet."""
+    _compile.send_tails(network, cfg, arrays)
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
@@ -494,7 +879,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     model = cfg.network.model          # how sends are carried; everything else is the same
     ops = GraphArrays(**{k: arrays[k] for k in ("kind", "node", "dst", "size", "deps",
                                                 "succ_ptr", "succ", "unit", "sms",
-                                                "comm_hbm")},
+                                                "comm_hbm", "stream_src", "tail")},
                       share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
                              if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes,

@@ -46,17 +46,35 @@ def _capacity(nbytes, topo, i, key):
     return int(round(nbytes))
 
 
-def _hold_devices(g, topo):
+def _hold_devices(g, topo, cols=None):
+    """Per hold of g, its device's node id (an error naming the first hold whose device is
+    no NPU, memory node or host). Each distinct name looked up once."""
+    cols = g.hold_arrays() if cols is None else cols
     index = {name: i for i, name in enumerate(topo.node_names)}
-    dev = np.empty(len(g.holds), np.int64)
-    for h, (device, _, _, _, what) in enumerate(g.holds):
+    kinds = topo.node_kinds
+    table = []
+    for x in g.node_names:
+        n = index.get(x, -1) if isinstance(x, str) else -1
+        table.append(n if n >= 0 and kinds[n] in ("npu", "mem", "host") else -1)
+    dev = np.array(table + [-1], np.int64)[cols["dev"]]      # (id -1, none: the last)
+    bad = np.flatnonzero(dev < 0)
+    if len(bad):
+        h = int(bad[0])
+        device, what = g.holds[h][0], cols["what"][h]
         n = index.get(device) if isinstance(device, str) else None
-        if n is None or topo.node_kinds[n] not in ("npu", "mem", "host"):
-            why = "no node of that name" if n is None else f"a {topo.node_kinds[n]} node"
-            raise GraphError(f"{what or f'hold {h}'}: memory held at {device!r}, {why}; "
-                             f"expected an NPU, a memory node or a host")
-        dev[h] = n
+        why = "no node of that name" if n is None else f"a {kinds[n]} node"
+        raise GraphError(f"{what or f'hold {h}'}: memory held at {device!r}, {why}; "
+                         f"expected an NPU, a memory node or a host")
     return dev
+
+
+def _caps(topo, cfg):
+    """capacities() as an array by node id (0 where a node holds no memory)."""
+    cap = capacities(topo, cfg)
+    out = np.zeros(len(topo.node_names), np.int64)
+    for i, c in cap.items():
+        out[i] = c
+    return cap, out
 
 
 def check_holds(g, topo, cfg):
@@ -64,18 +82,30 @@ def check_holds(g, topo, cfg):
     all held at the end)."""
     if not g.holds:
         return
-    dev = _hold_devices(g, topo)
-    cap = capacities(topo, cfg)
-    kept = {}
-    for h, (device, b, _, end, what) in enumerate(g.holds):
-        if end is None and b:
-            kept[dev[h]] = kept.get(dev[h], 0) + b
-            if kept[dev[h]] > cap[dev[h]]:
-                label = what or f"hold {h}"
-                total = sum(x[1] for x, d in zip(g.holds, dev) if d == dev[h] and x[3] is None)
-                raise GraphError(f"{label}: holding {b} bytes at {device} passes its capacity "
-                                 f"of {cap[dev[h]]} bytes ({total} held there and never "
-                                 f"freed)")
+    cols = g.hold_arrays()
+    dev = _hold_devices(g, topo, cols)
+    cap, capv = _caps(topo, cfg)
+    nb = cols["bytes"]
+    kept = np.flatnonzero((cols["end"] < 0) & (nb != 0))
+    if not len(kept):
+        return
+    # per device, the running total of its holds never freed, in hold order
+    d = dev[kept]
+    by = np.argsort(d, kind="stable")
+    run = np.cumsum(nb[kept][by])
+    first = np.concatenate([[True], d[by][1:] != d[by][:-1]])
+    base = np.maximum.accumulate(np.where(first, np.arange(len(by)), 0))
+    run = run - np.concatenate([[0], run])[base]
+    over = by[run > capv[d[by]]]
+    if not len(over):
+        return
+    h = int(kept[over.min()])
+    device, b, _, _, what = g.holds[h]
+    label = what or f"hold {h}"
+    total = int(nb[(dev == dev[h]) & (cols["end"] < 0)].sum())
+    raise GraphError(f"{label}: holding {b} bytes at {device} passes its capacity "
+                     f"of {cap[dev[h]]} bytes ({total} held there and never "
+                     f"freed)")
 
 
 def check_each_fits(g, topo, cfg):
@@ -83,12 +113,15 @@ def check_each_fits(g, topo, cfg):
     schedule (refused now, not after simulating)."""
     if not g.holds:
         return
-    dev = _hold_devices(g, topo)
-    cap = capacities(topo, cfg)
-    for h, (device, b, _, _, what) in enumerate(g.holds):
-        if b > cap[dev[h]]:
-            raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
-                             f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
+    cols = g.hold_arrays()
+    dev = _hold_devices(g, topo, cols)
+    cap, capv = _caps(topo, cfg)
+    bad = np.flatnonzero(cols["bytes"] > capv[dev])
+    if len(bad):
+        h = int(bad[0])
+        device, b, _, _, what = g.holds[h]
+        raise GraphError(f"{device}: {what or f'hold {h}'} alone holds {b:,} bytes, past "
+                         f"its capacity of {cap[dev[h]]:,} bytes (no schedule fits it)")
 
 
 @dataclass
@@ -137,19 +170,16 @@ def memory_usage(g, start, finish, topo, cfg, check=True) -> MemoryUsage:
     empty = MemoryUsage({}, {}, {}, {}, {}, {})
     if not g.holds:
         return empty
-    dev = _hold_devices(g, topo)
+    cols = g.hold_arrays()
+    dev = _hold_devices(g, topo, cols)
     cap = capacities(topo, cfg)
     start = np.asarray(start, np.int64)
     finish = np.asarray(finish, np.int64)
     end_time = int(finish.max()) + 1
-    H = len(g.holds)
-    _, nbytes_, at_, end_, _ = zip(*g.holds)
-    nb = np.fromiter(nbytes_, np.int64, H)
-    at_ = np.array(at_, np.int64).reshape(H, 2)
-    a_op, a_fin = at_[:, 0], at_[:, 1].astype(bool)
-    freed = np.fromiter((e is not None for e in end_), bool, H)
-    ends = np.array([e if e is not None else (0, 1) for e in end_], np.int64).reshape(H, 2)
-    f_op, f_fin = ends[:, 0], ends[:, 1].astype(bool)
+    nb, a_op, a_fin = cols["bytes"], cols["at"], cols["at_finish"]
+    freed = cols["end"] >= 0
+    f_op, f_fin = np.maximum(cols["end"], 0), cols["end_finish"]
+    what = cols["what"]
     t_take = np.where(a_fin, finish[a_op], start[a_op])
     t_free = np.where(f_fin, finish[f_op], start[f_op])
     t_free = np.where(freed, np.maximum(t_free, t_take), end_time)
@@ -169,7 +199,7 @@ def memory_usage(g, start, finish, topo, cfg, check=True) -> MemoryUsage:
         mine = by_dev[bounds[d]:bounds[d + 1]]
         live = mine[(t_take[mine] <= at) & (t_free[mine] > at) & (nb[mine] > 0)]
         live = live[np.argsort(-nb[live], kind="stable")][:5]
-        u.live_at_peak[name] = [(g.holds[h][4] or f"hold {h}", int(nb[h])) for h in live]
+        u.live_at_peak[name] = [(what[h] or f"hold {h}", int(nb[h])) for h in live]
         if check and peak > cap[d]:
             held = ", ".join(f"{w} {b:,}" for w, b in u.live_at_peak[name])
             raise GraphError(f"{name}: {peak:,} bytes held at once (cycle {at:,}), past its "

@@ -2,6 +2,7 @@
 the result (`GraphResult`) with its summary, its JSON form and its trace."""
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim._io import json_safe
+from pysim.workload.compile import KIND_OF, ROOFLINE
 from pysim.workload.holds import memory_rows
 
 
@@ -19,21 +21,28 @@ class OpTable(Sequence):
 
     def __init__(self, graph, start, finish, isolated):
         self.n = len(graph)
-        self.names, self.kind, self.node, self.dst, self.size, self.work = (
-            graph.names, graph.kind, graph.node, graph.dst, graph.size, graph.work)
+        # the graph's columns (pysim.workload.graph.OpGraph), read op by op
+        self.names, self.code, self.node, self.dst, self.size = (
+            graph._names, graph._code, graph._node, graph._dst, graph._size)
+        self.node_names = list(graph._nodes) + [None]          # (id -1: none)
+        self.wop, self.wflops, self.wbytes = graph._wop, graph._wflops, graph._wbytes
         self.start, self.finish, self.isolated = start, finish, isolated
 
     def __len__(self):
         return self.n
 
-    def _op(self, i, start, finish):
+    def _op(self, i, start, finish, w=None):
+        """Op i's row; w: its place among the roofline ops, where known."""
         name = self.names[i]
-        op = dict(name=name if name is not None else f"op{i}", kind=self.kind[i],
-                  node=self.node[i], dst=self.dst[i], size=self.size[i], start=start,
+        code = self.code[i]
+        nn = self.node_names
+        op = dict(name=name if name is not None else f"op{i}", kind=KIND_OF[code],
+                  node=nn[self.node[i]], dst=nn[self.dst[i]], size=self.size[i], start=start,
                   finish=finish)
-        w = self.work[i]
-        if w is not None:
-            op["flops"], op["bytes"] = w[:2]
+        if code == ROOFLINE:
+            if w is None:
+                w = bisect.bisect_left(self.wop, i)
+            op["flops"], op["bytes"] = self.wflops[w], self.wbytes[w]
             op["isolated_cycles"] = int(self.isolated[i])
         return op
 
@@ -47,8 +56,10 @@ class OpTable(Sequence):
         return self._op(i, int(self.start[i]), int(self.finish[i]))
 
     def __iter__(self):
+        w = 0
         for i, a, b in zip(range(self.n), self.start.tolist(), self.finish.tolist()):
-            yield self._op(i, a, b)
+            yield self._op(i, a, b, w)
+            w += self.code[i] == ROOFLINE
 
     def __eq__(self, other):
         return list(self) == list(other)
@@ -113,8 +124,11 @@ class GraphResult:
         busy = {}
         if isinstance(self.ops, OpTable):
             t = self.ops
-            for i in np.flatnonzero(np.fromiter(map("compute".__eq__, t.kind), bool, t.n)):
-                busy[t.node[i]] = busy.get(t.node[i], 0) + int(t.finish[i] - t.start[i])
+            code = np.frombuffer(t.code, np.int8)[:t.n]
+            for i in np.flatnonzero((code == 0) | (code == ROOFLINE)).tolist():
+                n = t.node_names[t.node[i]]
+                busy[n] = busy.get(n, 0) + int(t.finish[i] - t.start[i])
+            del code                         # (the graph's column may grow again)
             return busy
         for op in self.ops:
             if op["kind"] == "compute":
@@ -244,7 +258,10 @@ class GraphResult:
 
     def _count(self):
         if isinstance(self.ops, OpTable):
-            return dict(Counter(self.ops.kind[:self.ops.n]))
+            c = {}
+            for k, v in Counter(self.ops.code[:self.ops.n]).items():
+                c[KIND_OF[k]] = c.get(KIND_OF[k], 0) + v
+            return c
         c = {}
         for op in self.ops:
             c[op["kind"]] = c.get(op["kind"], 0) + 1

@@ -5,6 +5,8 @@ pipeline through the steps; within a chunk, the algorithms are the textbook ones
 
 - ring: p - 1 steps around a ring (reduce-scatter, all-gather; all-reduce = both);
 - bidir_ring: each chunk halved, one half around the ring each way;
+- hierarchical (on a torus or mesh): the rings of each dimension in turn, one way;
+  bidir_hierarchical: each dimension's shard halved, one half around its rings each way;
 - direct: every node sends each other node its share at once;
 - halving_doubling: recursive halving (reduce-scatter) and doubling (all-gather), p = 2^k;
 - broadcast (from the first participant) and reduce (to it): a pipeline along the ring, or
@@ -32,7 +34,8 @@ from pysim.workload.collectives.direct import direct  # noqa: F401
 from pysim.workload.collectives.halving_doubling import halving_doubling  # noqa: F401
 from pysim.workload.collectives.hierarchical import hierarchical  # noqa: F401
 from pysim.workload.collectives.order import (  # noqa: F401
-    RING_ALGORITHMS, _at_least_two, _snake, grid_cycle, participants, ring_order)
+    HIERARCHICAL, RING_ALGORITHMS, _at_least_two, _snake, grid_cycle, participants,
+    ring_order)
 from pysim.workload.collectives.registry import (  # noqa: F401
     ALGORITHMS, _engine_ops, add_parts, build, bus_factor, ops_bound, symmetric)
 from pysim.workload.collectives.ring import ring, ring_pipeline  # noqa: F401
@@ -87,13 +90,13 @@ def collective_graph(cfg, topo, graph=None):
                 raise ConfigError(f"workload.bytes = {w.bytes}: more than the HBM of {n} "
                                   f"({cap:.0f} bytes)")
     dims = None
-    if w.algorithm == "hierarchical":
+    if w.algorithm in HIERARCHICAL:
         if topo.coords is None or len(topo.dims) < 2:
-            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with two "
-                              "or more dimensions (a torus or mesh)")
+            raise ConfigError(f"workload.algorithm = {w.algorithm!r} needs a topology with "
+                              f"two or more dimensions (a torus or mesh)")
         if sorted(order) != sorted(topo.node_names):
-            raise ConfigError("workload.algorithm = 'hierarchical' runs over every node of "
-                              "the topology (leave workload.group unset)")
+            raise ConfigError(f"workload.algorithm = {w.algorithm!r} runs over every node of "
+                              f"the topology (leave workload.group unset)")
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
     chosen = {}
@@ -176,7 +179,9 @@ declare(
                  "reduce"]),
     Key("workload", "algorithm", "str", "ring", "-",
         "Collective algorithm: ring, bidir_ring, direct, halving_doubling, tree (double "
-        "binary tree), hierarchical, nccl (as NCCL runs it on a cluster: "
+        "binary tree), hierarchical (a torus's or mesh's dimensions in turn, each ring one "
+        "way), bidir_hierarchical (the same, each dimension's shard halved, one half each "
+        "way), nccl (as NCCL runs it on a cluster: "
         "pysim/workload/nccl.py).", None, lambda: list(ALGORITHMS)),
     Key("workload", "bytes", "int", 1048576, "bytes", "Collective: bytes per participant.",
         (lambda x: x > 0, "an integer >= 1 (a collective of no data has no time or bandwidth)")),

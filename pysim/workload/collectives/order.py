@@ -7,6 +7,7 @@ import numpy as np
 from pysim.errors import ConfigError
 
 RING_ALGORITHMS = ("ring", "bidir_ring")
+HIERARCHICAL = ("hierarchical", "bidir_hierarchical")   # dimension by dimension
 
 
 def participants(cfg, topo):

@@ -2,6 +2,8 @@
 building), and `build`, which adds one collective to an op graph."""
 from __future__ import annotations
 
+import array
+
 from pysim.errors import ConfigError
 from pysim.workload import graph as graph_module
 from pysim.workload import nccl, nccl_graph
@@ -9,7 +11,7 @@ from pysim.workload.collectives.builder import OFFLOAD_PIECES_IN_SRAM, _Builder
 from pysim.workload.collectives.direct import direct
 from pysim.workload.collectives.halving_doubling import halving_doubling
 from pysim.workload.collectives.hierarchical import hierarchical
-from pysim.workload.collectives.order import _at_least_two
+from pysim.workload.collectives.order import HIERARCHICAL, _at_least_two
 from pysim.workload.collectives.ring import ring, ring_pipeline
 from pysim.workload.collectives.tree import tree
 from pysim.workload.graph import GraphError, OpGraph
@@ -25,6 +27,7 @@ ALGORITHMS = {
     "halving_doubling": (halving_doubling, {"all_reduce", "reduce_scatter", "all_gather"}),
     "tree": (tree, {"all_reduce"}),
     "hierarchical": (None, {"all_reduce"}),
+    "bidir_hierarchical": (None, {"all_reduce"}),
     "nccl": (None, nccl.SUPPORTED),    # (pysim/workload/nccl_graph.py: needs the machine)
 }
 
@@ -72,7 +75,7 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = S + 1 + (R if collective != "all_gather" else 0) + \
             (V if collective != "reduce_scatter" else 0)
         return chunks * p * per * (2 if algorithm == "bidir_ring" else 1)
-    if engine in (None, "npu") and algorithm != "hierarchical":
+    if engine in (None, "npu") and algorithm not in HIERARCHICAL:
         return chunks * _engine_ops(collective, algorithm, p, engine)
     log = max(1, (p - 1).bit_length())
     ring = {"reduce_scatter": 2, "all_gather": 1, "all_reduce": 3}
@@ -88,15 +91,18 @@ def ops_bound(collective, algorithm, p, chunks, engine=None, dims=None, pieces=1
         per = ring.get(collective, 3) * p * log
     elif algorithm == "tree":
         per = 6 * (p - 1)
-    elif algorithm == "hierarchical" and dims:
+    elif algorithm in HIERARCHICAL and dims:
         per = 3 * p * sum(int(k) - 1 for k in dims)
     else:
         per = 3 * p * p
+    joins = 0
+    if algorithm == "bidir_hierarchical":       # both ways, and a join per node
+        per, joins = 2 * per, p
     if engine == "npu":
         per *= 3
     elif engine == "offload":
-        return chunks * pieces * (2 * per + 2 * p)
-    return chunks * per
+        return chunks * pieces * (2 * per + 2 * p + joins)
+    return chunks * (per + joins)
 
 
 def _engine_ops(collective, algorithm, p, engine):
@@ -214,11 +220,11 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
                  chunks_in_flight, grain, start, sram_state, sram_pieces, form)
     b.g = g
-    if algorithm == "hierarchical":
+    if algorithm in HIERARCHICAL:
         if dims is None:
-            raise ConfigError("workload.algorithm = 'hierarchical' needs a topology with "
-                              "dimensions (a torus or mesh)")
-        hierarchical(b, collective, dims)
+            raise ConfigError(f"workload.algorithm = {algorithm!r} needs a topology with "
+                              f"dimensions (a torus or mesh)")
+        hierarchical(b, collective, dims, algorithm == "bidir_hierarchical")
     elif algorithm == "nccl":
         nccl_graph.build(b, collective, nccl_settings or {}, machine)
     else:
@@ -250,20 +256,35 @@ class _Part:
     def __init__(self, kind, own, dst, size, after, latencies, end):
         self.kind, self.own, self.dst, self.size, self.after = kind, own, dst, size, after
         self.latencies, self.end = latencies, end
+        # as columns (OpGraph's): codes, sizes, the dependencies flat (-1: the start)
+        self.codes = array.array("b", [graph_module.OP_CODES[k] for k in kind])
+        self.sizes = array.array("q", size)
+        self.flat = [d for deps in after for d in deps]
+        self.lens = [len(deps) for deps in after]
+        self.waits = [-1 in deps for deps in after]         # (-1 at most once: a set)
 
-    def add(self, g, order, q, start):
+    def add(self, g, order, q, start, ids=None):
         """Add the part of participant q (a place in order) to g, after `start`; returns
-        the id of its ending op."""
+        the id of its ending op. ids: g's node ids of order (OpGraph._nid), where known."""
         p, base = len(order), len(g)
         me = order[q]
         bad = [x for x in start if not (type(x) is int and 0 <= x < base)]
         if bad:
             raise GraphError(f"dependency {bad[0]!r} of {me}'s part: no such op (an op can "
                              f"only depend on ops given before it)")
-        g.add_ops(self.kind, [me if o else None for o in self.own],
-                  [None if d is None else order[(q + d) % p] for d in self.dst], self.size,
-                  [[x for d in deps for x in ((base + d,) if d >= 0 else start)]
-                   for deps in self.after], checked=True)
+        if ids is None:
+            ids = [g._nid(x) for x in order]
+        mine = ids[q]
+        L = len(start)
+        if L == 1:
+            s0 = start[0]
+            flat, lens = [base + d if d >= 0 else s0 for d in self.flat], self.lens
+        else:
+            flat = [x for d in self.flat for x in ((base + d,) if d >= 0 else start)]
+            lens = [n + (L - 1) * w for n, w in zip(self.lens, self.waits)]
+        g._add_columns(self.codes, [mine if o else -1 for o in self.own],
+                       [-1 if d is None else ids[(q + d) % p] for d in self.dst], self.sizes,
+                       flat, lens)
         g.latencies.extend((base + k, order[(q + a) % p], order[(q + c) % p], steps)
                            for k, a, c, steps in self.latencies)
         return base + self.end
@@ -282,13 +303,14 @@ def add_parts(part, g, order, built, after, done, streams=None):
         group = streams[0].setdefault(tuple(sorted(order)), {})
     at = {n: i for i, n in enumerate(order)}
     built = set(built)
+    ids = [g._nid(x) for x in order]
     for n in (m for m in order if m in built):
         start = list((after or {}).get(n, ()))
         if group is not None:
             prev = group.get(n, ())
             if len(prev) >= streams[1]:
                 start.append(prev[-streams[1]])
-        done[n] = part.add(g, order, at[n], start)
+        done[n] = part.add(g, order, at[n], start, ids)
         if group is not None:
             prev = group.setdefault(n, [])
             prev.append(done[n])
@@ -305,7 +327,7 @@ def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, 
     participant's ops, by their depth in the graph, are the first's turned round the ring."""
     p = len(order)
     held = {units.get(n) for n in order} if units else {None}
-    if algorithm == "hierarchical" or engine not in (None, "npu") or in_flight or \
+    if algorithm in HIERARCHICAL or engine not in (None, "npu") or in_flight or \
             len(held) != 1:
         return None
     u = held.pop()

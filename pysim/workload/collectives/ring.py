@@ -86,12 +86,13 @@ def _ring_bulk(b, collective, bidirectional):
 
 def _ring_streams(b, collective, bidirectional):
     """ring() as streams (build(form='streams')): per chunk, direction and rank i, one send
-    to its neighbour j of every byte i sends in all the steps, then at j one reduction of
-    the reduce-scatter's bytes and one reception of the all-gather's, and a delay of the
-    latency of the steps the stream stands for (OpGraph.step_latency: steps - 1 one-flit
-    latencies of the route); a rank's part ends when that delay and its own stream have.
-    Where the steps are alike (a symmetric ring, nothing else on its links) the chain send,
-    reduction, reception is the steps' critical path summed, and the makespan is that of
+    to its neighbour j of every byte i sends in all the steps, at j one reduction of the
+    reduce-scatter's bytes and one reception of the all-gather's, each after the send
+    (taking it as it arrives where the NPU runs them), and a delay of the latency of the
+    steps the stream stands for (OpGraph.step_latency: steps - 1 one-flit latencies of the
+    route); a rank's part ends when that delay and its own stream have. Where the steps are
+    alike (a symmetric ring, nothing else on its links) the stream and what takes it at j
+    are the steps' critical path summed, and the makespan is that of
     the steps to within a few cycles per step (rounding of each step's ops, the flow level's
     per-message latency); sharing links with other traffic, a stream keeps its rate through
     the collective where the steps would pause between messages."""
@@ -116,12 +117,12 @@ def _ring_streams(b, collective, bidirectional):
             sends = [k.send(i, (i + direction) % p, red[i] + gat[i], []) for i in range(p)]
             for i in range(p):
                 j = (i + direction) % p
-                last = sends[i]
-                if rs:
-                    last = k.reduce(j, red[i], [last])
-                if ag:
-                    last = k.received(j, gat[i], last)
-                b.last_at[j] = k.latency(i, j, steps - 1, [last, sends[j]])
+                # j's reduction and its reception each take the stream as it arrives (on
+                # the NPU through its memory: compile.stream_sources); the rank's part ends
+                # after both
+                ends = ([k.reduce(j, red[i], [sends[i]])] if rs else []) + \
+                    ([k.received(j, gat[i], sends[i])] if ag else [])
+                b.last_at[j] = k.latency(i, j, steps - 1, ends + [sends[j]])
         b.end_chunk()
     k.flush()
 

@@ -91,23 +91,29 @@ def _memory_config(cfg, plan):
 
 @register("training", traces=True, reads=TRAINING + COLLECTIVE_KEYS + OP_GRAPH_KEYS)
 @quiet_gc
-def run_training(cfg, progress=None):
+def run_training(cfg, progress=None, op_count=None):
     """Training iterations of workload.model under workload.parallel: the last iteration's
-    time, its compute and (exposed) communication, per layer and per NPU."""
+    time, its compute and (exposed) communication, per layer and per NPU. op_count: the run's
+    ops counted already (pysim.workload.training.count.count of cfg's layout), checked
+    against the op limit instead of counting again."""
     t0 = time.perf_counter()
     if chakra.is_trace(cfg):             # workload.model names a folder of Chakra traces
         check_trace_keys(cfg)
         return chakra.run_trace(cfg, progress)
     topo = build_topology(cfg)
     check_network(topo, cfg)             # (its limits at once, not after building the graph)
-    refuse_before_building(cfg, topo)    # (a long zoo model past the op limit, unbuilt)
+    if op_count is None:                 # (a long zoo model past the op limit, unbuilt)
+        refuse_before_building(cfg, topo)
     model = load_model(cfg)
     check_model_keys(cfg, model)
     estimate = getattr(progress, "estimate", None)
-    graph, plan = training_graph(cfg, topo, model=model, counted=None if estimate is None else (
-        lambda c: estimate({**runtime.before_build(c.graph_total, c.engine_total,
-                                                   c.engine_total * count.BYTES_PER_OP, cfg),
-                            "json_bytes": c.engine_total * count.JSON_BYTES_PER_OP})))
+
+    def counted(c):
+        estimate({**runtime.before_build(c.graph_total, c.engine_total,
+                                         c.engine_total * count.BYTES_PER_OP, cfg),
+                  "json_bytes": c.engine_total * count.JSON_BYTES_PER_OP})
+    graph, plan = training_graph(cfg, topo, model=model, op_count=op_count,
+                                 counted=None if estimate is None else counted)
     applied = None
     if not plan.model.given_times:       # memory plans: pysim.workload.memory
         applied = apply_training(_memory_config(cfg, plan), topo, graph, plan)

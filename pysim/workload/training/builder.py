@@ -86,9 +86,9 @@ class _Builder:
         algorithm = self.algorithm(collective)
         order = self._order(group, algorithm)
         dims = None
-        if algorithm == "hierarchical":
+        if algorithm in coll.HIERARCHICAL:
             if sorted(order) != sorted(topo.node_names) or topo.coords is None:
-                raise ConfigError(f"workload.algorithm = 'hierarchical' runs over every node "
+                raise ConfigError(f"workload.algorithm = {algorithm!r} runs over every node "
                                   f"of a torus or mesh; the {what} group {group} is not that "
                                   f"(choose ring, bidir_ring, direct, halving_doubling or "
                                   f"tree)")
@@ -100,7 +100,8 @@ class _Builder:
         if nbytes <= 0:
             done.update({n: g.delay(0, after=start[n]) for n in (built or group)})
             return
-        if built is not None and len(built) < len(group) and algorithm != "hierarchical":
+        if built is not None and len(built) < len(group) and \
+                algorithm not in coll.HIERARCHICAL:
             # the part, made once per collective, group and size (collectives.symmetric)
             key = (collective, tuple(group), int(nbytes))
             if key not in self.parts:
@@ -596,10 +597,12 @@ def least_compute(cfg, topo, npus=None):
 
 @quiet_gc
 def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hooks=None,
-                   counted=None):
+                   counted=None, op_count=None):
     """Add workload.iterations training iterations to `graph` (see the module's doc); returns
     (graph, plan). counted(op_count): called with the run's pysim.workload.training.count
-    OpCount (an upper bound) once it is known to fit, before any op is built."""
+    OpCount (an upper bound) once it is known to fit, before any op is built. op_count: that
+    OpCount counted already by the caller (count.count of the same configuration, model
+    and NPUs), checked against the limit instead of counting again."""
     if graph is not None and not isinstance(graph, OpGraph):
         raise TypeError(f"training_graph(graph): expected an OpGraph or None, not "
                         f"{type(graph).__name__}")
@@ -619,7 +622,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     lay = _Layout(cfg, topo, model, npus)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
-    c = count.check(b, engine_ops(g))    # refused at once past the op limit
+    c = count.check(b, engine_ops(g), op_count)    # refused at once past the op limit
     if counted is not None:
         counted(c)
     if cfg.workload.memory.policy == "none":

@@ -2,7 +2,9 @@
 counter (the training builder refuses with it a run past the op limit before building).
 
 `count(b)` walks what the training builder b (`pysim.workload.training.builder._Builder`)
-adds for one iteration -- per virtual stage, micro-batch and layer, never per op -- and returns
+adds for one iteration -- per virtual stage and layer, never per op; the micro-batches but
+the last make the same ops, walked once for them all, the last (its gradients' collectives
+and optimizer steps besides) once more -- and returns
 an `OpCount`: per part, the graph's ops (what len(graph) counts) and the engine ops they
 expand into (pysim.workload.compile: two for a roofline compute op, one for a send or a join;
 the op limit, pysim.workload.graph.MAX_OPS, counts these), for workload.iterations
@@ -103,7 +105,7 @@ class _Collectives:
             if lay.engine == "offload" and b.sram is not None:
                 piece = max(1, b.sram // b.sram_pieces)
                 pieces = max(1, -(-(-(-nbytes // b.chunks)) // piece))
-            dims = list(lay.topo.dims) if algorithm == "hierarchical" and lay.topo.dims \
+            dims = list(lay.topo.dims) if algorithm in coll.HIERARCHICAL and lay.topo.dims \
                 else None
             bound = coll.ops_bound(collective, algorithm, p, b.chunks, lay.engine, dims,
                                    pieces, lay.cfg.workload.collective_form,
@@ -147,14 +149,16 @@ def count(b, measure=True):
     blocks = {e - 1: a for a, e in lay.blocks}
     dps = sorted(set(lay.replicas_run()))
 
+    mult = 1                              # the micro-batches a pass of the walk stands for
+
     def add(part, ops, per=1):
-        graph[part] += ops
-        engine[part] += ops * per
+        graph[part] += ops * mult
+        engine[part] += ops * per * mult
 
     def coll_(part, collective, groups, nbytes):
         g, e = C(collective, groups, nbytes)
-        graph[part] += g
-        engine[part] += e
+        graph[part] += g * mult
+        engine[part] += e * mult
 
     def tp_groups(vs):
         return [lay.tp_group(d, vs) for d in dps]
@@ -250,7 +254,8 @@ def count(b, measure=True):
         tables = [i for i in range(a, e) if lay.split_table[i]]
         a2a_at = next((i for i in range(max(tables) + 1, e) if not lay.split_table[i]),
                       None) if tables else None
-        for j in range(lay.m):
+        # every micro-batch but the last makes the same ops: walked once for them all
+        for j, mult in ([(0, lay.m - 1)] if lay.m > 1 else []) + [(lay.m - 1, 1)]:
             # forward
             joined = False                    # cur[n] holds more than one op at the end
             for i in range(a, e):
@@ -315,6 +320,7 @@ def count(b, measure=True):
                 buckets(a, e, n, vs)
             if vs > 0:
                 send(layers[a].in_elems, n, vs - 1)
+    mult = 1
     for head, emb in lay.tied:
         se, sh = lay.stage_of[emb] % lay.pp, lay.stage_of[head] % lay.pp
         if se != sh:
@@ -346,11 +352,12 @@ def _cause(lay, part):
                   f"x {m}"}[part]
 
 
-def check(b, existing=0):
+def check(b, existing=0, counted=None):
     """Refuse, before building, a training run whose graph would expand past the op limit by
     the upper bound count(b, measure=False) (`existing`: the engine ops of what the graph
-    holds already); returns that OpCount."""
-    c = count(b, measure=False)
+    holds already; `counted`: the run's OpCount counted already, by count(b) or count(b,
+    measure=False), taken instead of counting again); returns that OpCount."""
+    c = count(b, measure=False) if counted is None else counted
     total = c.engine_total + existing
     limit = graph_module.MAX_OPS
     if total <= limit:

@@ -231,6 +231,7 @@ class _Layout:
         # coordinates: rank r -> (d, t, s), the first dimension of `order` varying fastest
         size = {"dp": dp, "tp": tp, "pp": pp}
         self.coords, self.at = {}, {}
+        self._counterparts = {}          # (counterpart(), once per NPU)
         for r, npu in enumerate(self.npus):
             c, x = {}, r
             for d in self.order:
@@ -327,9 +328,12 @@ class _Layout:
     def counterpart(self, npu):
         """The NPU whose passes npu's are taken to be: itself if built, else the one of
         replica 0 (replicas = 'one') and rank 0 (tp_ranks = 'one') in its place."""
-        d, t, s = self.coords[npu]
-        return self.at[(d if d < len(self.replicas_run()) else 0,
-                        t if t < len(self.ranks_run()) else 0, s)]
+        c = self._counterparts.get(npu)
+        if c is None:
+            d, t, s = self.coords[npu]
+            c = self._counterparts[npu] = self.at[(d if d < len(self.replicas_run()) else 0,
+                                                   t if t < len(self.ranks_run()) else 0, s)]
+        return c
 
     # -------------------------------------------------------------- costs
     def costs(self, i, samples):

@@ -7,14 +7,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysim.workload.compile import OP_CODES, ROOFLINE, _ids, graph_columns
+from pysim.workload.compile import OP_CODES, ROOFLINE, node_ids
 from pysim.workload.holds import memory_rows
 from pysim.workload.plan import Plan
 from pysim.workload.result import GraphResult, op_times
 
 
 def _union(iv):
-    """Merge intervals [(start, end)] into disjoint sorted ones."""
+    """Merge intervals [(start, end)] into disjoint sorted ones (touching ones merged)."""
+    iv = list(iv)
+    if len(iv) > 64:                      # (many: as arrays)
+        a = np.array(iv, np.int64).reshape(-1, 2)
+        return _union_arrays(a[:, 0], a[:, 1])
     out = []
     for a, b in sorted(iv):
         if b <= a:
@@ -25,6 +29,20 @@ def _union(iv):
         else:
             out.append([a, b])
     return out
+
+
+def _union_arrays(s, e):
+    """_union of the intervals [s[k], e[k]) given as arrays."""
+    s, e = np.asarray(s, np.int64), np.asarray(e, np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return []
+    o = np.lexsort((e, s))
+    s, e = s[o], np.maximum.accumulate(e[o])
+    new = np.concatenate([[True], s[1:] > e[:-1]])
+    last = np.concatenate([np.flatnonzero(new)[1:] - 1, [len(s) - 1]])
+    return [[x, y] for x, y in zip(s[new].tolist(), e[last].tolist())]
 
 
 def _length(iv):
@@ -136,42 +154,46 @@ def training_report(graph, plan, res, cfg):
     t0, t1 = int(start[lo:hi].min()), int(finish[lo:hi].max())
     cycles = t1 - t0
     # training compute ops (forward, backward, optimizer) per NPU, in the last iteration
-    comp = {n: [] for n in plan.npus}            # their op ids
     it = len(plan.iterations) - 1
+    npu_ix = {n: k for k, n in enumerate(plan.npus)}
+    P = len(plan.npus)
+    rows = [(i, npu_ix[n], -1 if lo_.fwd is None else lo_.fwd,
+             -1 if lo_.bwd_input is None else lo_.bwd_input,
+             -1 if lo_.bwd_weight is None else lo_.bwd_weight)
+            for (it_, i, n, j), lo_ in plan.layer_ops.items() if it_ == it]
+    R = np.array(rows, np.int64).reshape(-1, 5)
+    key = R[:, 0] * P + R[:, 1]                  # (layer, npu)
     fwd_ops, bwd_ops = {}, {}
-    keyed = []                                   # (bucket, (layer, npu), op)
-    for (it_, i, n, j), lo_ in plan.layer_ops.items():
-        if it_ != it:
-            continue
-        for op, bucket in ((lo_.fwd, fwd_ops), (lo_.bwd_input, bwd_ops),
-                           (lo_.bwd_weight, bwd_ops)):
-            if op is not None:
-                comp[n].append(op)
-                keyed.append((bucket, (i, n), op))
-    if keyed:
-        ids = np.fromiter((op for _, _, op in keyed), np.int64, len(keyed))
-        for (bucket, key, _), d in zip(keyed, (finish[ids] - start[ids]).tolist()):
-            bucket[key] = bucket.get(key, 0) + int(d)
-    for (it_, i, n), op in plan.optimizer.items():
-        if it_ == it:
-            comp[n].append(op)
-    for it_, n, op in plan.recomputed:
-        if it_ == it:
-            comp[n].append(op)
-    comp_u = {}
-    for n, ops in comp.items():
-        ids = np.asarray(ops, np.int64)
-        comp_u[n] = _union(zip(start[ids].tolist(), finish[ids].tolist()))
+    for bucket, cols in ((fwd_ops, (2,)), (bwd_ops, (3, 4))):
+        ks = np.concatenate([key[R[:, c] >= 0] for c in cols])
+        ops = np.concatenate([R[R[:, c] >= 0, c] for c in cols])
+        u, inv = np.unique(ks, return_inverse=True)
+        total = np.zeros(len(u), np.int64)          # (exact: integer sums)
+        np.add.at(total, inv, finish[ops] - start[ops])
+        for k, d in zip(u.tolist(), total.tolist()):
+            bucket[(k // P, plan.npus[k % P])] = int(d)
+    # training compute ops (forward, backward, optimizer, recomputed) per NPU
+    who = [R[R[:, c] >= 0, 1] for c in (2, 3, 4)]
+    ops = [R[R[:, c] >= 0, c] for c in (2, 3, 4)]
+    extra = [(npu_ix[n], op) for (it_, i, n), op in plan.optimizer.items() if it_ == it] + \
+        [(npu_ix[n], op) for it_, n, op in plan.recomputed if it_ == it]
+    X = np.array(extra, np.int64).reshape(-1, 2)
+    who = np.concatenate(who + [X[:, 0]])
+    ops = np.concatenate(ops + [X[:, 1]])
+    by = np.argsort(who, kind="stable")
+    bounds = np.searchsorted(who[by], np.arange(P + 1))
+    comp_u = {n: _union_arrays(start[ops[by[bounds[k]:bounds[k + 1]]]],
+                               finish[ops[by[bounds[k]:bounds[k + 1]]]])
+              for k, n in enumerate(plan.npus)}
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
     # communication intervals per NPU: each collective from its first op touching the NPU
     # to the end of the NPU's part; each pipeline send from or to it
-    node = graph.node
     comm = {n: [] for n in plan.npus}
     coll_iv = []                         # per collective of the last iteration: {npu: iv}
     index = {n: i for i, n in enumerate(plan.npus)}
-    nid = _ids(graph.node, index)
-    did = _ids(graph.dst, index)
+    cols = graph.arrays()
+    nid, did = node_ids(graph, index, cols)
     # per collective of the last iteration and member, the first start of an op of the
     # collective from or to it (all collectives at once)
     colls = [c for c in plan.collectives if c.iteration == it]
@@ -250,12 +272,10 @@ def training_report(graph, plan, res, cfg):
                               exposed_comm_cycles=int(round(cc[1]))))
     # per NPU
     # per NPU, the bytes of its ops of the last iteration
-    code, _, _ = graph_columns(graph)
-    code, who = code[lo:hi], nid[lo:hi]
-    size = np.fromiter(graph.size[lo:hi], np.int64, hi - lo)
-    work = graph.work
+    code, who, size = cols["code"][lo:hi], nid[lo:hi], cols["size"][lo:hi]
     roof = np.flatnonzero((code == ROOFLINE) & (who >= 0))
-    roof_bytes = np.fromiter((work[lo + k][1] for k in roof.tolist()), np.int64, len(roof))
+    wop, _, wbytes, _ = graph.roofline()
+    roof_bytes = wbytes[np.searchsorted(wop, lo + roof)]
     mem = (who >= 0) & (code == OP_CODES["memory"])
     red = (who >= 0) & (code == OP_CODES["reduce_npu"])
     snd = (who >= 0) & (code == OP_CODES["send"])
@@ -296,12 +316,13 @@ def _memory_stall(graph, start, finish, npu, t0, t1, compute, comm):
     """Cycles of [t0, t1) in which `npu` neither computes nor communicates while one of its
     memory transfers (a memory plan's offload, prefetch or swap: mem_read, mem_write) runs:
     the iteration waiting for memory."""
-    kind, node = graph.kind, graph.node
-    if "mem_read" not in kind and "mem_write" not in kind:
+    code = graph.arrays()["code"]
+    ops = np.flatnonzero((code == OP_CODES["mem_read"]) | (code == OP_CODES["mem_write"]))
+    if not len(ops):
         return 0
-    iv = [(int(start[k]), int(finish[k])) for k in range(len(kind))
-          if node[k] == npu and kind[k] in ("mem_read", "mem_write")
-          and finish[k] > t0 and start[k] < t1]
+    node = graph.node
+    iv = [(int(start[k]), int(finish[k])) for k in ops.tolist()
+          if node[k] == npu and finish[k] > t0 and start[k] < t1]
     if not iv:
         return 0
     busy = _union(list(compute) + list(comm))
