@@ -432,17 +432,23 @@ cdef inline int start_op(State* s, int32_t op) noexcept nogil:
     return 0
 
 
-cdef inline int _stream_started(State* s, int32_t op) noexcept nogil:
-    """op started now: the ops streaming its data count it as done for starting."""
+cdef inline int _wake(State* s, int64_t* ptr, int32_t* ops, int32_t op) noexcept nogil:
+    """The ops listed for op (ops[ptr[op]:ptr[op + 1]]) count it as done; those left with
+    no dependency start."""
     cdef int64_t k
     cdef int32_t c
-    for k in range(s.ssucc_ptr[op], s.ssucc_ptr[op + 1]):
-        c = s.ssucc[k]
+    for k in range(ptr[op], ptr[op + 1]):
+        c = ops[k]
         s.op_deps[c] -= 1
         if s.op_deps[c] == 0:
             if start_op(s, c) != 0:
                 return -1
     return 0
+
+
+cdef inline int _stream_started(State* s, int32_t op) noexcept nogil:
+    """op started now: the ops streaming its data count it as done for starting."""
+    return _wake(s, s.ssucc_ptr, s.ssucc, op)
 
 
 cdef inline int _tail(State* s, int32_t c) noexcept nogil:
@@ -495,8 +501,7 @@ cdef inline int _stream_done(State* s, int32_t op) noexcept nogil:
 cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     """op finished now: free its node (compute) and start the successors it was the last
     dependency of."""
-    cdef int64_t k
-    cdef int32_t n, nxt, q, r
+    cdef int32_t n, q, r
     cdef int8_t kind = s.op_kind[op]
     if kind != OP_COMPUTE and kind != OP_ROOF and kind != OP_ROOF_MEM:
         if kind == OP_SEND and s.op_src != NULL and s.op_src[op] >= 0 and \
@@ -547,13 +552,7 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     if s.ssucc_ptr != NULL and s.ssucc_ptr[op + 1] > s.ssucc_ptr[op]:
         if _stream_done(s, op) != 0:
             return -1
-    for k in range(s.succ_ptr[op], s.succ_ptr[op + 1]):
-        nxt = s.succ[k]
-        s.op_deps[nxt] -= 1
-        if s.op_deps[nxt] == 0:
-            if start_op(s, nxt) != 0:
-                return -1
-    return 0
+    return _wake(s, s.succ_ptr, s.succ, op)
 
 
 cdef inline int ops_due(State* s) noexcept nogil:

@@ -37,7 +37,7 @@ from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defau
                             ns_to_cycles)
 
 # Routes are by rule (no table of every pair): a cluster has at most as many nodes as any network
-# routed by rule (65,536 GPUs make about 76,000 nodes with their NVSwitches and three tiers of
+# routed by rule (65,536 GPUs make 78,848 nodes with their NVSwitches and three tiers of
 # switches).
 MAX_CLUSTER_NODES = MAX_RULE_NODES
 

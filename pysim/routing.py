@@ -544,8 +544,8 @@ declare(
         "tie_break = 'parity'), else 'crossing'.", None, lambda: ["booksim", "crossing", "fewest"]),
     Key("topology", "tie_break", "str", "parity", "-",
         "Ring, torus: the way a packet takes at distance exactly k/2 (k even) where it enters "
-        "a dimension: 'parity' (+ if its coordinate there is even, else -: routes are a fixed "
-        "table, as the flow level's, every link gets the same share of ties, and a 4-ary "
+        "a dimension: 'parity' (+ if its coordinate there is even, else -: routes are fixed, "
+        "as the flow level's, every link gets the same share of ties, and a 4-ary "
         "torus needs no dateline classes) or 'random' (BookSim's: either, by a coin per "
         "packet).", None, lambda: ["parity", "random"]),
 )

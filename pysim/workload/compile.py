@@ -47,10 +47,12 @@ def stream_sources(code, nid, did, size, lens, flat):
     """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
     - a send whose one dependency is a memory op of its bytes at its source (the read of
       what it sends) is sent as it is read;
-    - a reduction on the NPU (reduce_npu) that depends on a send of at least its bytes to
-      its node reduces the message as it arrives (its first such dependency);
-    - a memory op whose one dependency is a send of at least its bytes to its node (the
-      write of a received block) writes it as it arrives.
+    - a reduction on the NPU (reduce_npu) that depends on a send of at least its bytes
+      reduces the message as it arrives (its first such dependency);
+    - a memory op whose one dependency is a send of at least its bytes (the write of a
+      received block) writes it as it arrives.
+    (The send need not go to the op's node: a collective's part built for one rank alone,
+    collectives.symmetric, has its own send stand for its neighbour's.)
     So an NPU-run collective's step reads, sends, reduces and forwards its block piece by
     piece, as an NCCL kernel's slices go, with the ops of store-and-forward. The
     dependency stays in the graph (its exports, its counts); only how it is run changes."""
@@ -64,7 +66,7 @@ def stream_sources(code, nid, did, size, lens, flat):
     fits = (size[flat] == size[owner]) & (size[owner] > 0)
     within = (size[flat] >= size[owner]) & (size[owner] > 0)
     hit = (fits & (co == 1) & one & (cd == 3) & (nid[flat] == nid[owner])) | \
-        (within & ((co == 5) | ((co == 3) & one)) & (cd == 1) & (did[flat] == nid[owner]))
+        (within & ((co == 5) | ((co == 3) & one)) & (cd == 1))
     at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
     out[owner[at]] = flat[at]
     return out
