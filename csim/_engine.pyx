@@ -186,7 +186,8 @@ cdef class Engine:
 
     def set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                   int flit_bytes, unit=None, flow=None, sms=None, comm_hbm=None,
-                  share=None, int nic_fifo=1, stream_src=None, tail=None):
+                  share=None, int nic_fifo=1, stream_src=None, tail=None,
+                  int nic_per_link=0):
         """An op graph (see csim/_dag.pxd): per op its kind (0 compute, 1 send, 2 delay), node
         (send: source), dst, size (cycles, or bytes for a send), number of dependencies, and
         successors as CSR. Ops without dependencies start at the current cycle.
@@ -215,11 +216,17 @@ cdef class Engine:
         stream_src: per op, the op whose data it streams (csim/_dag.pxd), or -1 (None: no
         op does); such an op is not among its source's successors (succ) but counts it in
         `deps`, done when the source starts; tail: per op, a streaming op's work after its
-        source finishes (a unit op's cycles at full rate; a send's cycles)."""
+        source finishes (a unit op's cycles at full rate; a send's cycles).
+
+        nic_per_link: 0 (the default): a NIC's injection channels take the next packet in
+        turn whatever its link; 1: a NIC of several injection channels gives each channel to
+        one output link (first hop) at a time, while the router's buffers hold its packets
+        (see csim/_nic.pxd, _pick_message), where there are at least two VCs. The flow level
+        has no injection channels."""
         if flow is None:
             _setup_vcs(self)
         _set_graph(self, kind, node, dst, size, deps, succ_ptr, succ, packet_flits, flit_bytes,
-                   unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail)
+                   unit, flow, sms, comm_hbm, share, nic_fifo, stream_src, tail, nic_per_link)
 
     def op_times(self):
         """Per op: (start cycle, finish cycle), -1 where it has not happened."""

@@ -3,7 +3,7 @@
 
 cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int packet_flits,
                 int flit_bytes, unit, flow, sms, comm_hbm, share, int nic_fifo=1, stream_src=None,
-                tail=None):
+                tail=None, int nic_per_link=0):
     cdef State* s = &self.s
     cdef int32_t op
     # (the graph's kinds, nodes, sizes and successors are only read: kept as given)
@@ -83,6 +83,9 @@ cdef _set_graph(Engine self, kind, node, dst, size, deps, succ_ptr, succ, int pa
     s.msg_next = <int32_t*>_ptr(self._own("msg_next", None, np.int32, -1, n_ops))
 
     s.nic_fifo = 1 if nic_fifo else 0
+    # (per link needs two VCs a channel: with one, a link's next packet would wait in the
+    # channel's VC behind the previous one, where shared channels hand it over from another)
+    s.nic_per_link = 1 if nic_per_link and s.V >= 2 else 0
     if s.nic_fifo and flow is None:  # the flit level's NICs: each pair's messages in order
         snd = np.flatnonzero(k == OP_SEND)
         pair = np.full(n_ops, -1, np.int32)

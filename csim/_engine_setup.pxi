@@ -326,6 +326,8 @@ cdef _setup_network(Engine self, dict net):
     s.nic_msg_prev = <int32_t*>_ptr(self._own("nic_msg_prev", None, np.int32, -1, n))
     s.nic_cut_blocked = <uint8_t*>_ptr(self._own("nic_cut_blocked", None, np.uint8, 0, n))
     s.act_n_pos = <int32_t*>_ptr(self._own("act_n_pos", None, np.int32, -1, n))
+    s.inj_hop = <int32_t*>_ptr(self._own("inj_hop", None, np.int32, -1, C))
+    s.nic_per_link = 0
     s.nic_busy = 0
 
     s.gen_mode = GEN_NONE

@@ -27,6 +27,8 @@ cdef inline void _deliver(State* s) noexcept nogil:
             if s.ch[ev[k].ch].kind != CH_NET:
                 if ev[k].seq == EV_TAIL_CREDIT:  # (an injection channel: its NIC looks)
                     o.owner = OVC_FREE
+                if o.credits == s.D:             # (it may have emptied)
+                    s.nic_cut_blocked[s.ch[ev[k].ch].src] = 0
             elif ev[k].seq == EV_TAIL_CREDIT:
                 o.owner = OVC_FREE
                 s.r_va_wake[s.ch[ev[k].ch].src] = s.now

@@ -176,20 +176,83 @@ cdef inline bint _dst_full(State* s, int32_t n, int32_t dst) noexcept nogil:
     return k >= s.ch[first].par_n
 
 
+cdef inline bint _port_free(State* s, int32_t c) noexcept nogil:
+    """Has every flit injection channel c sent left its router's input buffer (each of its
+    VCs free, with all its credits back)? Its NIC knows this from its credits alone."""
+    cdef int32_t k
+    cdef OVC* o = &s.ovc[c * s.V]
+    for k in range(s.V):
+        if o[k].owner != OVC_FREE or o[k].credits != s.D:
+            return 0
+    return 1
+
+
+cdef inline int32_t _hop_ports(State* s, int32_t n, int32_t hop) noexcept nogil:
+    """Node n's injection channels whose router buffers hold packets for the first hop
+    `hop` (a parallel group's first channel)."""
+    cdef int32_t j, c, k = 0
+    for j in range(s.nic_inj_n[n]):
+        c = s.nic_inj_base[n] + j
+        if s.inj_hop[c] == hop:
+            if _port_free(s, c):
+                s.inj_hop[c] = -1
+            else:
+                k += 1
+    return k
+
+
+cdef inline int32_t _pick_message(State* s, int32_t n, int32_t c) noexcept nogil:
+    """Injection per link: the message, in turn from node n's current one, that injection
+    channel c may cut its next packet from. A channel whose packets are still in its router's
+    input buffers carries packets for their first hop (output link) only, so a packet never
+    waits there behind one for another link (head-of-line blocking), and two packets for one
+    link alternate between its VCs; an empty channel takes a message whose first hop has
+    fewer channels than parallel links. A channel passes over the messages for other links,
+    but if one of them, due before its own, has no channel at all, it takes none: it empties
+    and then serves that one (a NIC of fewer channels than busy links turns between them).
+    Sets nic_msg_cur/prev to the message; -1 if none."""
+    cdef int32_t m = s.nic_msg_cur[n]
+    cdef int32_t prev = s.nic_msg_prev[n]
+    cdef int32_t first = m
+    cdef int32_t hop, mine = -1
+    if s.inj_hop[c] >= 0:
+        if _port_free(s, c):
+            s.inj_hop[c] = -1
+        else:
+            mine = s.inj_hop[c]
+    while True:
+        hop = route_next(&s.rt, n, s.op_dst[m])
+        if mine >= 0:
+            if hop == mine:
+                break
+            if _hop_ports(s, n, hop) == 0:   # a message due before its own has no channel:
+                return -1                    # it stops taking packets, to empty and serve it
+        elif _hop_ports(s, n, hop) < s.ch[hop].par_n:
+            break
+        prev = m
+        m = s.msg_next[m]
+        if m == first:
+            return -1
+    s.nic_msg_cur[n] = m
+    s.nic_msg_prev[n] = prev
+    return m
+
+
 cdef inline int _cut_packet(State* s, int32_t n) noexcept nogil:
     """Queue the next packet of the message whose turn it is at node n's NIC, and pass the
     turn on: concurrent messages (in order: the first message to each destination) share the
-    NIC packet by packet (like a DMA engine serving several queues). A NIC with several injection channels sends no more packets at once to
-    one destination than the first link towards it has channels (a message waits its next
-    turn; if every message waits, the channel stays idle this cycle). Returns the packet,
-    -1 if none was cut, -2 when out of memory."""
+    NIC packet by packet (like a DMA engine serving several queues). A NIC with several
+    injection channels shared by every link sends no more packets at once to one destination
+    than the first link towards it has channels (a message waits its next turn; if every
+    message waits, the channel stays idle this cycle); per link, _pick_message has chosen the
+    message already. Returns the packet, -1 if none was cut, -2 when out of memory."""
     cdef int32_t m = s.nic_msg_cur[n]
     cdef int32_t prev = s.nic_msg_prev[n]
     cdef int32_t first = m
     cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
     cdef int64_t b
     cdef int32_t p, nx
-    if s.nic_inj_n[n] > 1:
+    if s.nic_inj_n[n] > 1 and not s.nic_per_link:
         if s.nic_cut_blocked[n]:
             return -1
         while _dst_full(s, n, s.op_dst[m]):
@@ -269,7 +332,11 @@ cdef inline bint _nic_can_start(State* s, int32_t n) noexcept nogil:
 cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     """Injection channel c of node n's NIC sends at most one flit; an idle channel first takes
     the packet at the head of the source queue and claims a free VC with a credit for it
-    (round-robin from the VC after the last one it used)."""
+    (round-robin from the VC after the last one it used). An op graph's NIC of several
+    channels injecting per link (nic_per_link) cuts a packet only once the channel has a VC
+    and a message may go on it (_pick_message), so no packet waits at the head of the source
+    queue for a channel. Returns -1 when out of memory, 1 when such a channel could have
+    started a packet but no message may go on it, else 0."""
     cdef Chan* ch = &s.ch[c]
     cdef int32_t V = s.V
     cdef int32_t p, k, i, v, seq
@@ -278,13 +345,6 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
     if p < 0:
         if not _nic_can_start(s, n):
             return 0
-        if s.nic_qlen[n] == 0:
-            p = _cut_packet(s, n)
-            if p == -2:
-                return -1
-            if p < 0:
-                return 0
-            p = -1
         v = -1
         k = ch.vc_rr
         for i in range(V):
@@ -295,8 +355,24 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
             k += 1
             if k == V:
                 k = 0
-        if v < 0 or not link_can_send(s, ch):
-            return 0
+        if s.nic_qlen[n] == 0 and s.nic_per_link and s.nic_inj_n[n] > 1:
+            if v < 0 or not link_can_send(s, ch):
+                return 0
+            if _pick_message(s, n, c) < 0:
+                return 1
+            p = _cut_packet(s, n)
+            if p == -2:
+                return -1
+            s.inj_hop[c] = route_next(&s.rt, n, s.pk[p].dst)
+        else:
+            if s.nic_qlen[n] == 0:
+                p = _cut_packet(s, n)
+                if p == -2:
+                    return -1
+                if p < 0:
+                    return 0
+            if v < 0 or not link_can_send(s, ch):
+                return 0
         p = s.nic_qhead[n]
         s.nic_qhead[n] = s.pk[p].next
         if s.nic_qhead[n] < 0:
@@ -336,23 +412,34 @@ cdef inline int _nic_send(State* s, int32_t n, int32_t c) noexcept nogil:
 cdef inline int nic_inject(State* s, int32_t n) noexcept nogil:
     """Node n's NIC: each of its injection channels sends at most one flit. Channels that
     can do nothing this cycle are passed over: an idle one when no packet can start, a busy
-    one still serialising its previous flit."""
-    cdef int32_t j, p
+    one still serialising its previous flit. Per link, when every idle channel could have
+    started a packet but no message may go on it, the NIC waits (nic_cut_blocked) until a
+    packet is sent, a message arrives or a channel's router buffers empty."""
+    cdef int32_t j, p, r
     cdef int32_t base = s.nic_inj_base[n]
     cdef bint start = _nic_can_start(s, n)
+    cdef int32_t idle = 0, missed = 0
+    cdef bint changed = 0
     cdef Chan* ch
     for j in range(s.nic_inj_n[n]):
         ch = &s.ch[base + j]
         if ch.cur_pkt < 0:
             if not start:
                 continue
+            idle += 1
         elif not link_can_send(s, ch):
             continue
         p = ch.cur_pkt
-        if _nic_send(s, n, base + j) != 0:
+        r = _nic_send(s, n, base + j)
+        if r < 0:
             return -1
+        missed += r
         if ch.cur_pkt != p:                  # a packet started or ended: look again
             start = _nic_can_start(s, n)
+            changed = 1
+    if missed and missed == idle and not changed:
+        s.nic_cut_blocked[n] = 1             # per link: no idle channel may take a message
+                                             # until a channel or a message changes
     if nic_idle(s, n):
         nic_deactivate(s, n)
     return 0

@@ -416,6 +416,8 @@ cdef inline int sw_allocate(State* s, int32_t r, const int arbiter) noexcept nog
                       EV_TAIL_CREDIT if seq & FLIT_TAIL and s.wait_tail else EV_CREDIT) != 0:
             return -1
         if seq & FLIT_TAIL:
+            if ch.kind == CH_INJECT:     # its NIC may find the channel empty: it looks again
+                s.nic_cut_blocked[ch.src] = 0
             if s.wait_tail and o.kind != CH_EJECT:
                 s.ovc[q.out_ov].owner = OVC_TAIL_PENDING
             else:                        # the output VC is free from next cycle on

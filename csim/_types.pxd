@@ -395,6 +395,11 @@ cdef struct State:
     int32_t* nic_msg_prev    # per node: the one before it in the circle
     uint8_t* nic_cut_blocked # per node: no message could be cut, and nothing changed since
     int32_t nic_fifo         # 1: a NIC sends its messages to one destination in order
+    int32_t nic_per_link     # 1: an op graph's NIC of several channels injects per link: a
+                             #   channel carries packets for one first hop at a time
+    int32_t* inj_hop         # per channel: an injection channel's first hop (a parallel
+                             #   group's first channel) while its packets are in the router's
+                             #   buffers (-1: none, or not yet seen to be empty)
     int32_t* msg_pnext       # in order: the message after this one to the same destination
     int32_t* pair_tail       # in order, per (source, destination) pair: its last message
 

@@ -369,6 +369,9 @@ class GraphArrays(Inputs):
         Field("tail", np.int64, ("N",), "per streaming op: its work after its source "
               "finishes (a unit op's cycles at full rate, a send's cycles); None: 0",
               optional=True),
+        Field("nic_per_link", bool, (), "a NIC of several injection channels gives each to "
+              "one output link at a time (network.nic_injection = 'per_link'); None: False",
+              optional=True),
     )
 
     def sizes(self):
@@ -496,7 +499,8 @@ def set_graph(engine, graph: GraphArrays, flow: FlowArrays | None = None):
                      flow=None if flow is None else flow.as_dict(), sms=g["sms"],
                      comm_hbm=g["comm_hbm"], share=g["share"],
                      nic_fifo=1 if g["nic_fifo"] is None else int(g["nic_fifo"]),
-                     stream_src=g["stream_src"], tail=g["tail"])
+                     stream_src=g["stream_src"], tail=g["tail"],
+                     nic_per_link=int(bool(g["nic_per_link"])))
 
 
 # ------------------------------------------------------------------ allocators by name

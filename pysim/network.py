@@ -572,6 +572,15 @@ declare(
         "destinations take turns, packet by packet) or 'interleaved' (every message takes its "
         "turn, packet by packet; at the flow level a pair's messages share its rate).", None,
         lambda: ["fifo", "interleaved"]),
+    Key("network", "nic_injection", "str", "per_link", "-",
+        "How a NIC of several injection channels feeds its router an op graph's packets, at "
+        "the flit level: 'per_link' (each channel carries packets for one output link at a "
+        "time, while the router's buffers hold any of them, like a DMA engine per link: a "
+        "packet never waits in an injection buffer behind one for another link) or 'shared' "
+        "(each channel takes the next packet in turn, whatever its link; a packet for a busy "
+        "link holds up those behind it in its VC's buffer). A NIC of one channel, a router of "
+        "one VC, synthetic traffic and traces always share (BookSim's source queue).", None,
+        lambda: ["per_link", "shared"]),
     Key("network", "nic_latency_ns", "float", None, "ns",
         "Latency of the NIC-router channel, each way; default one cycle.", POS),
 )

@@ -883,7 +883,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                       share=(transfer.shares(network, cfg, arrays, arrays["memory_bpc"])
                              if "memory_bpc" in arrays else None),
                       packet_flits=cfg.workload.packet_flits, flit_bytes=cfg.network.flit_bytes,
-                      nic_fifo=cfg.network.nic_order == "fifo")
+                      nic_fifo=cfg.network.nic_order == "fifo",
+                      nic_per_link=cfg.network.nic_injection == "per_link")
     ops.check(n_nodes=network.arrays["n_nodes"])
     eng = new_engine(network.arrays)
     set_graph(eng, ops, flow_arrays(network, cfg, arrays) if model == "flow" else None)

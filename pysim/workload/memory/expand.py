@@ -220,7 +220,8 @@ COMPRESS, DECOMPRESS = "workload.memory.compress_gbps", "workload.memory.decompr
 
 
 def _cycles(nbytes, bpc, key=None):
-    c = 0 if bpc == math.inf or not nbytes else int(math.ceil(nbytes / bpc - 1e-9))
+    c = 0 if bpc == math.inf or not nbytes else nbytes / bpc - 1e-9
+    c = int(math.ceil(c)) if c <= MAX_INT else c      # (a rate near 0: c may be infinite)
     if key is not None and c > MAX_INT:
         raise ConfigError(f"{key}: {nbytes:,} bytes at {bpc:.4g} bytes per cycle take "
                           f"{float(c):.4g} cycles, more than the {MAX_INT:,} an op may take "
