@@ -409,3 +409,40 @@ def test_roofline_slices_share_the_memory_with_communication_exactly(slice_cycle
     assert run_graph(cfg, g).ops[0]["finish"] == 1750
     with pytest.raises(GraphError, match="peak_flops = -1"):
         OpGraph().compute("n1", flops=1, peak_flops=-1)
+
+
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_ops_outside_collectives_start_when_their_dependency_finishes(net):
+    """Streams (a reception written or reduced as it arrives) are a collective's way of
+    running its steps; an op graph's own ops keep the rule that an op starts the cycle its
+    last dependency finishes, even in the shapes a collective's step would stream (a write
+    or a reduction after a send of its bytes, a send after a read of its bytes). The same
+    shapes given to allow_streams do stream: they start before the send finishes."""
+    cfg = load("ring8", {"network.model": net})
+
+    def build(allow):
+        g = OpGraph()
+        s = g.send("n0", "n1", 1 << 20)
+        w = g.memory("n1", 1 << 20, after=[s])
+        r = g.reduce("n1", 1 << 20, after=[s])
+        rd = g.memory("n2", 1 << 16)
+        s2 = g.send("n2", "n3", 1 << 16, after=[rd])
+        if allow:
+            g.allow_streams(0, len(g))
+        return g, (s, w, r, rd, s2)
+
+    g, (s, w, r, rd, s2) = build(False)
+    ops = run_graph(cfg, g).ops
+    assert ops[w]["start"] == ops[r]["start"] == ops[s]["finish"] > 0
+    assert ops[s2]["start"] == ops[rd]["finish"] > 0
+    g, (s, w, r, rd, s2) = build(True)
+    ops = run_graph(cfg, g).ops
+    assert ops[w]["start"] < ops[s]["finish"] and ops[r]["start"] < ops[s]["finish"]
+    assert ops[s2]["start"] < ops[rd]["finish"]
+
+
+def test_allow_streams_refuses_a_range_past_the_ops():
+    g = OpGraph()
+    g.compute("n0", 1)
+    with pytest.raises(GraphError, match=r"allow_streams\(0, 2\)"):
+        g.allow_streams(0, 2)

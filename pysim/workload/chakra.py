@@ -20,8 +20,9 @@ comm_tag for the pair), a delay a COMP_NODE copied onto each rank that waits for
 compute units an NPU-run collective takes and frees a COMP_NODE of pysim's own kind. An op
 that waits for an op of another rank other than through a message cannot be expressed (ranks
 meet only by messages) and is refused, naming it. pysim's own attributes (pysim_kind,
-pysim_cycles, pysim_peak) make the trace read back into the same graph, so that it runs to
-the same cycle.
+pysim_cycles, pysim_peak; pysim_stream on the ops of a collective's steps, which may run as
+streams: OpGraph.allow_streams) make the trace read back into the same graph, so that it
+runs to the same cycle.
 
 Chakra -> pysim (`read`; `workload.kind = "training"` with `workload.model = DIR`): a send and
 its receive are one message, which waits for both nodes' dependencies; a COMP_NODE takes
@@ -56,7 +57,8 @@ ATTR_FIELD = {"num_ops": "int64_val", "tensor_size": "uint64_val", "comm_type": 
               "comm_size": "int64_val", "comm_src": "int32_val", "comm_dst": "int32_val",
               "comm_tag": "int64_val", "is_cpu_op": "bool_val", "pysim_kind": "string_val",
               "pysim_cycles": "int64_val", "pysim_peak": "double_val",
-              "pysim_node": "string_val", "pysim_units": "int64_val"}
+              "pysim_node": "string_val", "pysim_units": "int64_val",
+              "pysim_stream": "bool_val"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -186,6 +188,7 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
     rank_of = {n: r for r, n in enumerate(ranks)}
     nodes = [[] for _ in ranks]               # per rank: Node messages
     mine = {}                                 # (op, rank) -> node id on that rank
+    streams = graph.stream_mask()             # ops whose steps may stream
 
     def label(i):
         return graph.label(i)
@@ -260,6 +263,8 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
             for a, v in (("comm_src", r), ("comm_dst", d), ("comm_size", int(graph.size[i])),
                          ("comm_tag", i)):
                 _attr(rv, a, v)
+            if streams[i]:
+                _attr(nd, "pysim_stream", True)
             mine[(i, d)] = rv.id
             continue
         if k == "memory":
@@ -282,6 +287,8 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
                 _attr(nd, "tensor_size", int(nbytes))
                 if peak is not None:
                     _attr(nd, "pysim_peak", float(peak))
+        if streams[i]:
+            _attr(nd, "pysim_stream", True)
         nd.ctrl_deps.extend(deps)
         mine[(i, r)] = nd.id
     # a delay nothing waits for still ends somewhere: on the rank of what it waits for
@@ -402,12 +409,16 @@ def read(folder, topo, graph, cfg, collective_builder=None):
                     if None in key or "comm_size" not in a:
                         raise ConfigError(f"{files[r]}: node {nd.id} ({t}) lacks comm_src, "
                                           f"comm_dst, comm_tag or comm_size")
-                    side = pending.setdefault(key, [None, None, int(a["comm_size"]), nd.name])
+                    side = pending.setdefault(key, [None, None, int(a["comm_size"]), nd.name,
+                                                    False])
                     side[0 if t == "COMM_SEND_NODE" else 1] = (r, nd.id, after)
+                    side[4] = side[4] or bool(a.get("pysim_stream"))
                     if side[0] is not None and side[1] is not None:
                         (sr, sid, s_after), (dr, did, d_after) = side[0], side[1]
                         op = graph.send(where[sr], where[dr], side[2],
                                         after=s_after + d_after)
+                        if side[4]:
+                            graph.allow_streams(op, op + 1)
                         done[(sr, sid)] = done[(dr, did)] = op
                         del pending[key]
                     pos[r] += 1
@@ -423,8 +434,10 @@ def read(folder, topo, graph, cfg, collective_builder=None):
                         _collective(colls.pop(k), where, graph, collective_builder, done,
                                     files)
                     continue
-                done[(r, nd.id)] = _local_op(graph, t, a, nd, where[r], after, clock,
-                                             files[r])
+                op = done[(r, nd.id)] = _local_op(graph, t, a, nd, where[r], after, clock,
+                                                  files[r])
+                if a.get("pysim_stream"):
+                    graph.allow_streams(op, len(graph))
                 pos[r] += 1
                 progress = True
     stuck = [(r, order[r][pos[r]]) for r in range(len(files)) if pos[r] < len(order[r])]

@@ -43,7 +43,7 @@ NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
 COMM_RECV_UNIT = 7       # communication's memory for what it receives (csim/_dag.pxd)
 
 
-def stream_sources(code, nid, did, size, lens, flat):
+def stream_sources(code, nid, did, size, lens, flat, allowed=None):
     """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
     - a send whose one dependency is a memory op of its bytes at its source (the read of
       what it sends) is sent as it is read;
@@ -55,7 +55,9 @@ def stream_sources(code, nid, did, size, lens, flat):
     collectives.symmetric, has its own send stand for its neighbour's.)
     So an NPU-run collective's step reads, sends, reduces and forwards its block piece by
     piece, as an NCCL kernel's slices go, with the ops of store-and-forward. The
-    dependency stays in the graph (its exports, its counts); only how it is run changes."""
+    dependency stays in the graph (its exports, its counts); only how it is run changes.
+    allowed: per op, whether it may stream (OpGraph.stream_mask: the ops of collectives, as
+    their builders made them); an op and its source must both be (None: every op)."""
     n = len(code)
     out = np.full(n, -1, np.int64)
     if not n or not len(flat):
@@ -67,6 +69,8 @@ def stream_sources(code, nid, did, size, lens, flat):
     within = (size[flat] >= size[owner]) & (size[owner] > 0)
     hit = (fits & (co == 1) & one & (cd == 3) & (nid[flat] == nid[owner])) | \
         (within & ((co == 5) | ((co == 3) & one)) & (cd == 1))
+    if allowed is not None:
+        hit &= allowed[owner] & allowed[flat]
     at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
     out[owner[at]] = flat[at]
     return out
@@ -281,7 +285,7 @@ def compile_arrays(g, topo, cfg, h):
     # (a reduction on the NPU: before both its parts)
     # (a stream's dependency: its source's first primitive to its own, in stream_src)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    strm = stream_sources(code, nid, did, size, lens, flat)
+    strm = stream_sources(code, nid, did, size, lens, flat, g.stream_mask())
     keep = strm[owner] != flat
     owner_k, flat_k = owner[keep], flat[keep]
     dep_last = last[flat_k]
@@ -468,7 +472,7 @@ def compile_by_op(g, topo, cfg, h):
     ptr, dep = cols["dep_ptr"].tolist(), cols["dep"].tolist()
     nid, did = node_ids(g, index, cols)
     strm = stream_sources(cols["code"], nid, did, cols["size"], np.diff(cols["dep_ptr"]),
-                          cols["dep"]).tolist()
+                          cols["dep"], g.stream_mask()).tolist()
     streams = {}                        # primitive -> the primitive whose data it streams
     for i in (topological_order(g) if g._forward else range(len(g))):
         k = kinds[i]

@@ -107,6 +107,7 @@ class OpGraph:
         self.latencies = []             # (delay op, src, dst, steps): see step_latency
         self._version = 0               # changed with dependencies set after their op
         self._cached = None             # arrays() and what it was made from
+        self._streamable = []           # [lo, hi) op ranges whose steps may stream
 
     def __len__(self):
         return len(self._code)
@@ -491,6 +492,28 @@ class OpGraph:
             raise GraphError(f"op {self.label(i)}: a {KIND_OF[self._code[i]]} op holds no space; "
                              f"expected a mem_write")
         return self._space[i]
+
+    def allow_streams(self, lo, hi):
+        """Ops lo..hi-1 (a collective's, as its builder made them) may run as streams: an op
+        of a step takes the data of the op it depends on as it comes (a send as its bytes
+        are read, a reduction or write as the message arrives: pysim.workload.compile's
+        stream_sources). Every other op starts when its last dependency finishes."""
+        lo, hi = int(lo), int(hi)
+        if not 0 <= lo <= hi <= len(self._code):
+            raise GraphError(f"allow_streams({lo}, {hi}): expected 0 <= lo <= hi <= "
+                             f"{len(self._code)} (the graph's ops)")
+        r = self._streamable
+        if r and r[-1][1] == lo:
+            r[-1] = (r[-1][0], hi)
+        elif hi > lo:
+            r.append((lo, hi))
+
+    def stream_mask(self):
+        """Per op, whether it lies in a range given to allow_streams (a bool array)."""
+        m = np.zeros(len(self._code), bool)
+        for lo, hi in self._streamable:
+            m[lo:hi] = True
+        return m
 
     def depend(self, op, on):
         """Make op `op` wait for op `on` as well (either may have been added after the

@@ -193,6 +193,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     idx = {n: i for i, n in enumerate(order)}
     start = {idx[n]: list(ops) for n, ops in (after or {}).items() if n in idx}
     g = graph if graph is not None else OpGraph()
+    lo = len(g)                        # (the collective's ops: their steps may stream)
     if built is not None and set(built) != set(order):
         t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
                       engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
@@ -244,6 +245,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
                 prev = group.setdefault(n, [])
                 prev.append(done[n])
                 del prev[:-streams[1]]
+    b.g.allow_streams(lo, len(b.g))
     return b.g
 
 
@@ -304,6 +306,7 @@ def add_parts(part, g, order, built, after, done, streams=None):
     at = {n: i for i, n in enumerate(order)}
     built = set(built)
     ids = [g._nid(x) for x in order]
+    lo = len(g)                        # (the parts' ops: their steps may stream)
     for n in (m for m in order if m in built):
         start = list((after or {}).get(n, ()))
         if group is not None:
@@ -315,6 +318,7 @@ def add_parts(part, g, order, built, after, done, streams=None):
             prev = group.setdefault(n, [])
             prev.append(done[n])
             del prev[:-streams[1]]
+    g.allow_streams(lo, len(g))
 
 
 def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, in_flight,
