@@ -378,7 +378,8 @@ cdef struct State:
     int64_t* op_tail         # per streaming op: its work after its source finishes (a unit
                              #   op's cycles at full rate; a send's cycles)
     uint8_t* op_wait         # per streaming op: 0, 1 running its bulk, 2 waiting for its
-                             #   source, 3 its tail queued or running
+                             #   source, 3 its tail queued or running, 4 its bulk queued
+                             #   again after another op's tail took the unit from it
     int32_t* sstk_op         # streams started depth first (_dag.pxd, _stream_started): per
     int64_t* sstk_k          #   level its op and its next stream successor's index in ssucc
     int32_t sstk_n           #   (levels in use; 0: none is walked)
