@@ -116,9 +116,10 @@ class OpGraph:
     kind = property(lambda self: _Kinds(self), doc="per op its kind (a name)")
     node = property(lambda self: _Nodes(self, "_node"), doc="per op its node (None: none)")
     dst = property(lambda self: _Nodes(self, "_dst"), doc="per op a send's destination")
-    size = property(lambda self: _Sizes(self), doc="per op its size (cycles or bytes)")
+    size = property(lambda self: _Stored(self, "_size"),
+                    doc="per op its size (cycles or bytes)")
     after = property(lambda self: _After(self), doc="per op its dependencies (op ids)")
-    names = property(lambda self: _Names(self), doc="per op its name (None: none)")
+    names = property(lambda self: _Stored(self, "_names"), doc="per op its name (None: none)")
     work = property(lambda self: _Work(self),
                     doc="per op (flops, bytes, peak FLOP/s or None): a roofline compute op; "
                         "None for the others")
@@ -630,24 +631,18 @@ class _Nodes(_Column):
         return map(names.__getitem__, getattr(self.g, self.col))
 
 
-class _Sizes(_Column):
-    __slots__ = ()
+class _Stored(_Column):
+    """A column read as the graph stores it (its sizes, its names)."""
+    __slots__ = ("col",)
+
+    def __init__(self, g, col):
+        self.g, self.col = g, col
 
     def _at(self, i):
-        return self.g._size[i]
+        return getattr(self.g, self.col)[i]
 
     def __iter__(self):
-        return iter(self.g._size)
-
-
-class _Names(_Column):
-    __slots__ = ()
-
-    def _at(self, i):
-        return self.g._names[i]
-
-    def __iter__(self):
-        return iter(self.g._names)
+        return iter(getattr(self.g, self.col))
 
 
 class _Deps(list):
