@@ -5,6 +5,19 @@ import numpy as np
 
 from pysim import cluster
 
+# cluster shapes (topology.kind = 'cluster' keys) that the routing tests cover
+CLUSTERS = [
+    dict(node="dgx-a100", node_count=3, fabric="fat-tree"),                    # two tiers
+    dict(node="dgx-a100", node_count=6, fabric="rail-optimised", radix=8),     # three
+    dict(node="dgx-h100", node_count=5, fabric="fat-tree", radix=8),
+    dict(node="dgx-h100", node_count=12, fabric="rail-optimised", radix=8),
+    dict(node="dgx-h100", node_count=9, fabric="fat-tree", radix=6, oversubscription=2.0),
+    dict(node="dgx-h100", node_count=2, fabric="rail-optimised", radix=32),     # one leaf/rail
+    dict(node="dgx-a100", node_count=2, fabric="fat-tree", radix=16),           # m1 = 8
+    dict(node="dgx-a100", node_count=1),                                       # no fabric
+    dict(node="dgx-h100", node_count=1, nvls=True),                            # + NVLS engine
+]
+
 
 def dor_table(topo, dateline):
     """table[u, d] by dimension order: the lowest dimension where u and d differ; where it

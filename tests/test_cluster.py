@@ -9,6 +9,7 @@ from collections import deque
 import numpy as np
 import pytest
 
+import refroutes
 from conftest import TOPOLOGIES, make_cfg
 from pysim import cluster, routing, systems, topology
 from pysim.config import ConfigError, load
@@ -63,15 +64,7 @@ def _tier(t, v):
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(node="dgx-a100", node_count=3, fabric="fat-tree"),                    # two tiers
-    dict(node="dgx-a100", node_count=6, fabric="rail-optimised", radix=8),     # three
-    dict(node="dgx-h100", node_count=5, fabric="fat-tree", radix=8),
-    dict(node="dgx-h100", node_count=12, fabric="rail-optimised", radix=8),
-    dict(node="dgx-h100", node_count=9, fabric="fat-tree", radix=6, oversubscription=2.0),
-    dict(node="dgx-h100", node_count=2, fabric="rail-optimised", radix=32),     # one leaf/rail
-    dict(node="dgx-a100", node_count=1),                                       # no fabric
-])
+@pytest.mark.parametrize("kw", refroutes.CLUSTERS)
 def test_routes_are_shortest_up_down_and_deadlock_free(kw):
     cfg = cluster_cfg(**kw)
     t = topology.build(cfg)

@@ -23,17 +23,7 @@ REGULAR = [
     dict(kind="torus", dims=[2, 3]), dict(kind="torus", dims=[2, 3, 4]),
     dict(kind="torus", dims=[4, 4, 4]), dict(kind="torus", dims=[6, 1, 2]),
 ]
-CLUSTERS = [
-    dict(node="dgx-a100", node_count=3, fabric="fat-tree"),                    # two tiers
-    dict(node="dgx-a100", node_count=6, fabric="rail-optimised", radix=8),     # three
-    dict(node="dgx-h100", node_count=5, fabric="fat-tree", radix=8),
-    dict(node="dgx-h100", node_count=12, fabric="rail-optimised", radix=8),
-    dict(node="dgx-h100", node_count=9, fabric="fat-tree", radix=6, oversubscription=2.0),
-    dict(node="dgx-h100", node_count=2, fabric="rail-optimised", radix=32),     # one leaf/rail
-    dict(node="dgx-a100", node_count=2, fabric="fat-tree", radix=16),           # m1 = 8
-    dict(node="dgx-a100", node_count=1),                                       # no fabric
-    dict(node="dgx-h100", node_count=1, nvls=True),                            # + NVLS engine
-]
+CLUSTERS = refroutes.CLUSTERS
 
 
 def _name(kw):
