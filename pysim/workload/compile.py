@@ -43,7 +43,7 @@ NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
 COMM_RECV_UNIT = 7       # communication's memory for what it receives (csim/_dag.pxd)
 
 
-def stream_sources(code, nid, did, size, lens, flat, allowed=None):
+def stream_sources(code, nid, size, lens, flat, allowed=None):
     """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
     - a send whose one dependency is a memory op of its bytes at its source (the read of
       what it sends) is sent as it is read;
@@ -67,20 +67,14 @@ def stream_sources(code, nid, did, size, lens, flat, allowed=None):
     one = lens[owner] == 1
     fits = (size[flat] == size[owner]) & (size[owner] > 0)
     within = (size[flat] >= size[owner]) & (size[owner] > 0)
-    hit = (fits & (co == 1) & one & (cd == 3) & (nid[flat] == nid[owner])) | \
-        (within & ((co == 5) | ((co == 3) & one)) & (cd == 1))
+    send, mem, red = OP_CODES["send"], OP_CODES["memory"], OP_CODES["reduce_npu"]
+    hit = (fits & (co == send) & one & (cd == mem) & (nid[flat] == nid[owner])) | \
+        (within & ((co == red) | ((co == mem) & one)) & (cd == send))
     if allowed is not None:
         hit &= allowed[owner] & allowed[flat]
     at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
     out[owner[at]] = flat[at]
     return out
-
-
-def graph_columns(g):
-    """The columns of g's ops as arrays: (codes, the lengths of their dependency lists, the
-    dependency lists flattened)."""
-    a = g.arrays()
-    return a["code"], np.diff(a["dep_ptr"]), a["dep"]
 
 
 def engine_ops(g):
@@ -285,7 +279,7 @@ def compile_arrays(g, topo, cfg, h):
     # (a reduction on the NPU: before both its parts)
     # (a stream's dependency: its source's first primitive to its own, in stream_src)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    strm = stream_sources(code, nid, did, size, lens, flat, g.stream_mask())
+    strm = stream_sources(code, nid, size, lens, flat, g.stream_mask())
     keep = strm[owner] != flat
     owner_k, flat_k = owner[keep], flat[keep]
     dep_last = last[flat_k]
@@ -470,8 +464,8 @@ def compile_by_op(g, topo, cfg, h):
     kinds, nodes, dsts, sizes = list(g.kind), list(g.node), list(g.dst), list(g.size)
     cols = g.arrays()
     ptr, dep = cols["dep_ptr"].tolist(), cols["dep"].tolist()
-    nid, did = node_ids(g, index, cols)
-    strm = stream_sources(cols["code"], nid, did, cols["size"], np.diff(cols["dep_ptr"]),
+    nid, _ = node_ids(g, index, cols)
+    strm = stream_sources(cols["code"], nid, cols["size"], np.diff(cols["dep_ptr"]),
                           cols["dep"], g.stream_mask()).tolist()
     streams = {}                        # primitive -> the primitive whose data it streams
     for i in (topological_order(g) if g._forward else range(len(g))):
