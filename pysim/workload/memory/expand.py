@@ -206,7 +206,7 @@ def _group(ops, sk, groupby):
     return groups
 
 
-def _codec(sink, npu, S, Sc, bpc, budget, after, name, key=None):
+def _codec(sink, npu, S, Sc, bpc, budget, after, name, key):
     """A compressor or decompressor (COMET) as a roofline op of the NPU: it reads the full
     tensor and writes the compressed one (or the reverse), S + Sc bytes of HBM, and works
     through S bytes at its throughput (bpc bytes per cycle, counted as its 'FLOPs')."""
@@ -219,11 +219,14 @@ def _codec(sink, npu, S, Sc, bpc, budget, after, name, key=None):
 COMPRESS, DECOMPRESS = "workload.memory.compress_gbps", "workload.memory.decompress_gbps"
 
 
-def _cycles(nbytes, bpc, key=None):
-    c = 0 if bpc == math.inf or not nbytes else nbytes / bpc - 1e-9
-    c = int(math.ceil(c)) if c <= MAX_INT else c      # (a rate near 0: c may be infinite)
-    if key is not None and c > MAX_INT:
+def _cycles(nbytes, bpc, key):
+    """Cycles of a codec working through nbytes at bpc bytes per cycle, refused past MAX_INT
+    (as pysim.workload.graph._ceil, but naming the key that sets the rate)."""
+    if bpc == math.inf or not nbytes:
+        return 0
+    c = nbytes / bpc - 1e-9
+    if not c <= MAX_INT:                  # (a rate near 0: c may be infinite)
         raise ConfigError(f"{key}: {nbytes:,} bytes at {bpc:.4g} bytes per cycle take "
-                          f"{float(c):.4g} cycles, more than the {MAX_INT:,} an op may take "
+                          f"{c:.4g} cycles, more than the {MAX_INT:,} an op may take "
                           f"(raise {key})")
-    return c
+    return int(math.ceil(c))
