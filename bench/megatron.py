@@ -243,6 +243,9 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                comm_by_kind=kinds, per_kind_compute_seconds=_compute_by_kind(tr),
                other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    out["published_iteration_seconds"] = flops_per_iteration(row, vocab, seq) / (
+        row["tflops_per_gpu"] * 1e12 * row["gpus"])
+    out["breakdown_seconds"] = breakdown(tr)
     return out
 
 
@@ -253,6 +256,45 @@ def _compute_by_kind(tr):
     for r in tr["per_layer"]:
         name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "other"
         out[name] = out.get(name, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    return out
+
+
+# A transformer layer's parts by the kernels they run: its products, its attention core (the
+# batched products and the scores' softmax and dropout passes), its element-wise kernels.
+PRODUCTS = ("qkv", "proj", "fc1", "fc2")
+ELEMENTWISE = ("ln1", "ln2", "add1", "add2", "gelu", "proj_dropout", "fc_dropout")
+
+
+def breakdown(tr):
+    """The critical GPU's iteration in parts (seconds): the transformer layers' products,
+    attention cores and element-wise kernels (forward, recomputed forward and backward, the
+    backward with its gradient additions), the embedding, logits and loss ('embedding'), the
+    optimizer step; then the communication it waits for: tensor-parallel, data-parallel,
+    between stages (sends, scatter-gather, the tied embeddings' all-reduce), and the rest of
+    the iteration where it neither computes nor communicates (the pipeline's bubble). The
+    recomputed forward is shared out over the parts as their forward times are."""
+    fwd, both = {}, {}
+    for r in tr["per_layer"]:
+        name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "embedding"
+        part = ("products" if name in PRODUCTS else "attention" if name == "attention" else
+                "elementwise" if name in ELEMENTWISE else "embedding")
+        fwd[part] = fwd.get(part, 0.0) + r["fwd_cycles"] * 1e-9
+        both[part] = both.get(part, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    total_fwd = sum(fwd.values()) or 1.0
+    rec = tr["recompute_cycles"] * 1e-9
+    out = {k: both.get(k, 0.0) + rec * fwd.get(k, 0.0) / total_fwd
+           for k in ("products", "attention", "elementwise", "embedding")}
+    out["optimizer"] = tr["optimizer_cycles"] * 1e-9
+    kinds = tr["comm_by_kind"]
+
+    def exposed(pred):
+        return sum(v["exposed_comm_cycles"] for k, v in kinds.items() if pred(k)) * 1e-9
+    out["tp_exposed"] = exposed(lambda k: k.startswith("tp_"))
+    out["dp_exposed"] = exposed(lambda k: k.startswith("dp_"))
+    # the rest of the exposed time (where kinds overlap, counted once): between stages
+    every = tr["exposed_comm_cycles"] * 1e-9
+    out["pipeline_exposed"] = max(0.0, every - out["tp_exposed"] - out["dp_exposed"])
+    out["idle"] = max(0.0, tr["iteration_seconds"] - tr["compute_cycles"] * 1e-9 - every)
     return out
 
 
