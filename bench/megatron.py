@@ -24,8 +24,9 @@ builds every step). Throughput is counted as the paper counts it:
 
 What Megatron-LM's code of 2021 ran besides the layers (--era 2021, the default): each
 micro-batch's weight gradients added to the accumulated ones by a kernel of their own
-(workload.grad_accumulation = 'add') and the mixed-precision optimizer's separate passes
-(workload.optimizer_step = 'passes'); --era fused leaves both out. --table korthikanti runs
+(workload.grad_accumulation = 'add'), the mixed-precision optimizer's separate passes
+(workload.optimizer_step = 'passes') and the cross entropy's passes over fp32 logits
+(workload.loss_kernels = 'passes'); --era fused leaves the three out. --table korthikanti runs
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
@@ -152,10 +153,13 @@ SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 # 2021, examples/pretrain_gpt3_175B.sh: --fp16, --clip-grad 1.0, local data parallelism):
 # each micro-batch's weight gradients added to the accumulated ones by a separate kernel
 # (autograd's accumulation, or the contiguous buffers' main_grad.add_), and the
-# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py). 'fused':
-# both folded away, as later Megatron-LM fuses them.
-ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes"},
-        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused"}}
+# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py), and the
+# cross entropy on fp32 logits (megatron/mpu/cross_entropy.py; the sc21 scripts do not pass
+# --fp16-lm-cross-entropy). 'fused': all three folded away, as later Megatron-LM fuses them.
+ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes",
+                 "loss_kernels": "passes"},
+        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused",
+                  "loss_kernels": "fused"}}
 
 
 def chunks_per_stage(row):
