@@ -37,9 +37,8 @@ examples/sc21/run_table_1.sh; kept beside the table in its data file): each row'
 size (16 for 1.7B to 7.5B, 8 for 18B, 4 for 39B, 2 for 76B and 145B, 1 above) and
 interleaved chunks per stage (3 for 76B and 530B, 2 for 145B and 310B, none for the others,
 the 1T model included). The scripts run the models without pipelining with PyTorch's
-DistributedDataParallel, which all-reduces 25 MB gradient buckets during the last
-micro-batch's backward pass (workload.overlap, bucket_mb = 25), the others with Megatron-LM's
-local data parallelism, which all-reduces every gradient after it. The
+DistributedDataParallel, which overlaps the gradients' all-reduce with the backward pass;
+pysim all-reduces them after it (Megatron-LM's local data parallelism) for every row. The
 system is Selene as the cluster
 builder lays it out (`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree
 of 40-port HDR switches, as the shipped `selene`), with as many nodes as the configuration
@@ -101,14 +100,7 @@ def table(which="sc21"):
     if "run_settings" in d:              # the authors' scripts' micro-batch and interleaving
         for r, s in zip(rows, d["run_settings"]["rows"]):
             r.update(zip(d["run_settings"]["columns"], s))
-    if which == "sc21":
-        # the authors' scripts (examples/sc21/run_table_1.sh) run the rows without pipelining
-        # with PyTorch's DistributedDataParallel (--DDP-impl torch), the others with
-        # Megatron-LM's own (local): only the former all-reduce gradient buckets during the
-        # last micro-batch's backward pass
-        for r in rows:
-            r["ddp"] = "torch" if r["pp"] == 1 else "local"
-    else:
+    if which != "sc21":
         for r in rows:
             r["tp_overlap"] = True
             r["tflops_per_gpu"] = flops_per_iteration(r, d["vocab"], d["seq"]) / (
@@ -180,15 +172,6 @@ def chunks_per_stage(row):
     return next((v for v in range(2, per + 1) if per % v == 0), 1)
 
 
-# PyTorch's DistributedDataParallel all-reduces 25 MB buckets as the backward pass fills them
-# (bucket_cap_mb's default), skipping all but the last micro-batch (Megatron-LM's no_sync);
-# Megatron-LM's local data parallelism all-reduces its contiguous buffer after the backward.
-def ddp_settings(row):
-    if row.get("ddp") == "torch":
-        return {"overlap": True, "bucket_mb": 25}
-    return {"overlap": False, "bucket_mb": 1e9}
-
-
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
            algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one",
            era="2021"):
@@ -212,8 +195,8 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
-                     "iterations": 1, "parallel": par, **ddp_settings(row),
-                     "chunks": 1, "compute": "kernels",
+                     "iterations": 1, "parallel": par, "overlap": False,
+                     "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
