@@ -146,8 +146,8 @@ declare(
         (lambda x: 0 <= x <= MAX_CHANNELS, f"an integer from 0 to {MAX_CHANNELS}")),
     Key("workload", "nccl_tuning", "str", "2.23", "-",
         "Collectives by workload.algorithm = 'nccl': the NCCL release whose tuning model "
-        "picks the algorithm and protocol per size ('2.18': 2.18-2.19, '2.20', '2.23': "
-        "2.21-2.23); the collective runs alike whatever the release.",
+        "picks the algorithm and protocol per size ('2.18', '2.20': 2.19 and 2.20, "
+        "'2.23'); the collective runs alike whatever the release.",
         None, lambda: list(TUNING_RELEASES)),
 )
 
@@ -292,7 +292,7 @@ TREE_CORRECTION = {
 # 2.21), LL's ceiling on one Hopper node (87.7 GB/s up to 2.20), the tree's Simple latencies
 # (base, per NVLink and per network step), NVLink SHARP's latency on one node, and the
 # ring's steps counted as crossing nodes in an all-reduce (2 N up to 2.22, 2 (N - 1) in
-# 2.23). `workload.nccl_tuning` picks the release whose model chooses the algorithm and
+# 2.23). '2.20' stands for 2.19 too (the same constants here). `workload.nccl_tuning` picks the release whose model chooses the algorithm and
 # protocol; the collective then runs as pysim models it, whatever the release.
 TUNING_RELEASES = ("2.18", "2.20", "2.23")
 RELEASE = {
@@ -304,7 +304,8 @@ RELEASE = {
                  nvls_us=25.0, inter_steps=lambda n: 2 * (n - 1)),
 }
 # The host's cost of posting a network step, which a ring across nodes pays at least per step
-# (getNetOverhead: 2 us on AMD hosts, as the DGX A100's, 1 us on Intel, as the DGX H100's;
+# (getNetOverhead: 2 us on AMD hosts, as the DGX A100's two EPYC 7742, 1 us on Intel, as the
+# DGX H100's two Xeon Platinum 8480C, by their datasheets;
 # three times that in Simple), and the latency of a ring's Simple all-reduce across nodes
 # times 1.4 once each rank's share per channel is 64 bytes or more ("plateau effect of ring",
 # ncclTopoGetAlgoTime; compute capability 8.0 and above).
