@@ -51,7 +51,9 @@ published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wa
 cpu_seconds, peak_rss_mb (each row runs in a process of its own), the breakdown of the
 critical GPU's time (compute_seconds with recompute_seconds and optimizer_seconds,
 per_kind_compute_seconds, comm_by_kind: per kind of communication its count, running and
-exposed seconds),
+exposed seconds; breakdown_seconds: the iteration in parts, products, attention cores,
+element-wise kernels, embedding and loss, optimizer, exposed TP, DP and between-stage
+communication, idle), published_iteration_seconds,
 ops (and ops_counted, counted from the plan before building), or the reason it did not run
 (`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
