@@ -45,7 +45,8 @@
 # the source is, and takes its unit again for its tail (op_tail cycles: its work on the last
 # packet of data) when the source finishes, ahead of the ops waiting there and of a bulk
 # running there (which resumes after it: a bulk runs ahead of its data, a tail is on the
-# critical path); a send whose source finishes after its
+# critical path; a bulk that ends after its source runs its tail at once, before the ops
+# queued there); a send whose source finishes after its
 # last byte has arrived finishes op_tail cycles (the zero-load latency of one packet) after
 # its source. So a step of store-and-forward becomes a pipeline: the data is read, sent,
 # reduced and forwarded piece by piece, the step taking its slowest stage plus a piece's
@@ -545,6 +546,10 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
         _uh_remove(s, n)
         if s.op_unit[op] == XFER_UNIT:
             s.xfer_dem[s.op_node[op]] -= s.op_share[op]
+        if kind == OP_COMPUTE and s.op_src != NULL and s.op_src[op] >= 0 and \
+                s.op_wait[op] == 1 and s.op_finish[s.op_src[op]] >= 0:
+            return _tail(s, op)        # a bulk done after its source: its tail at once,
+                                       # before the ops queued for the unit
         q = s.cq_head[n]
         if q >= 0:
             s.cq_head[n] = s.op_next[q]
@@ -557,11 +562,9 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
         if kind == OP_ROOF and s.u_op[n + 1] == op + 1:   # its memory part, alone now
             _node_rates(s, s.op_node[op])
         if kind == OP_COMPUTE and s.op_src != NULL and s.op_src[op] >= 0 and \
-                s.op_wait[op] == 1:    # a stream's bulk is done: its tail when its source is
-            if s.op_finish[s.op_src[op]] < 0:
-                s.op_wait[op] = 2
-                return 0
-            return _tail(s, op)
+                s.op_wait[op] == 1:    # a stream's bulk done before its source: the unit
+            s.op_wait[op] = 2          # given up, its tail when its source finishes
+            return 0
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now
             s.ops_done += 1
