@@ -313,10 +313,10 @@ def cwd_paths(overrides: dict, what="override") -> dict:
             return systems.path_of(v)
         return full
 
-    def model(v):                    # a zoo name, or a model file: a file only if it is one
+    def model(v):                    # a zoo name (no '.' or '/'), or a model file
         if not isinstance(v, str) or os.path.isabs(v) or not ("." in v or os.sep in v):
             return v
-        return os.path.abspath(v) if os.path.exists(v) else v
+        return os.path.abspath(v)
 
     out = {}
     for path, v in overrides.items():

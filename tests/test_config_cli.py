@@ -368,3 +368,15 @@ def test_a_training_run_past_a_network_limit_is_refused_before_building(monkeypa
            "network": {"vc_buffer_flits": 10 ** 9}}
     with pytest.raises(ConfigError, match="on 32 channels: 476.8 GiB of buffers"):
         simulate(from_dict(raw))
+
+
+def test_a_missing_model_file_typed_on_the_command_line_is_named_where_it_was_looked_for(
+        tmp_path, monkeypatch):
+    """workload.model given as an override is relative to the current folder: a file that is
+    not there is reported at that path, not at the shipped system's folder."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["run", "dgx1-v100", "--set", "workload.kind=training",
+                                  "--set", "network.model=flow", "--set",
+                                  "workload.model=nosuch.txt"])
+    assert r.exit_code == 1, r.output
+    assert f"{os.path.join(str(tmp_path), 'nosuch.txt')} does not exist" in r.output, r.output
