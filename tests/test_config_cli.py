@@ -380,3 +380,18 @@ def test_a_missing_model_file_typed_on_the_command_line_is_named_where_it_was_lo
                                   "workload.model=nosuch.txt"])
     assert r.exit_code == 1, r.output
     assert f"{os.path.join(str(tmp_path), 'nosuch.txt')} does not exist" in r.output, r.output
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json", "--trace",
+     "./o.json"],
+    ["topo", "ring8", "--json", "o.svg", "--draw", "o.svg"],
+    ["jobs", "dgx1-v100", "--jobs", "1", "--json", "o.json", "--cache", "o.json"],
+])
+def test_two_outputs_naming_one_file_are_refused_first(tmp_path, monkeypatch, args):
+    """Two output options naming one file: refused before any work, naming both options
+    (the second write would have replaced the first, after the run)."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "both name" in res.output, res.output
+    assert os.listdir(tmp_path) == []
