@@ -211,7 +211,11 @@ def read_toml(path, what, error=ConfigError):
     except UnicodeDecodeError:
         raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
-        raise error(f"{what}: {path} is not valid TOML: {e}") from None
+        ext = os.path.splitext(os.fspath(path))[1].lower()
+        hint = (f" (pysim reads TOML files only, whatever their extension; this {ext} file "
+                f"would need to be written as TOML)" if ext in (".json", ".yaml", ".yml")
+                else "")
+        raise error(f"{what}: {path} is not valid TOML: {e}{hint}") from None
     except ValueError as e:          # not a regular file, or too large (read_bounded)
         raise error(f"{what}: {e}") from None
     except RecursionError:

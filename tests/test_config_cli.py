@@ -395,3 +395,12 @@ def test_two_outputs_naming_one_file_are_refused_first(tmp_path, monkeypatch, ar
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1 and "both name" in res.output, res.output
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, text", [("c.json", '{"network": {"vcs": 2}}'),
+                                        ("c.yaml", "network:\n  vcs: 2\n")])
+def test_a_json_or_yaml_config_is_told_that_configs_are_toml(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"not valid TOML.*pysim reads TOML files only"):
+        load(str(path))
