@@ -9,8 +9,8 @@ import click
 
 from pysim import systems as S
 from pysim._io import by_path, dump_json
-from pysim.cli._common import (Ticker, figure_ext, finish, keep_json, main, overrides,
-                               refuse_overwrite, write_output)
+from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
+                               overrides, refuse_overwrite, write_output)
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -39,6 +39,7 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
     summary."""
     try:
+        distinct_outputs(("--json", json_path), ("--trace", trace_path))
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
         cfg = load(config, overrides(sets))
@@ -108,6 +109,7 @@ def topo(config, sets, draw_path, json_path, force):
     """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
     diameter, hops, bisection, VC classes."""
     try:
+        distinct_outputs(("--json", json_path), ("--draw", draw_path))
         refuse_overwrite(draw_path, force)
         refuse_overwrite(json_path, force)
         if draw_path:
