@@ -187,6 +187,23 @@ def test_a_bulk_resumed_after_a_tail_keeps_its_own_tail_ahead_of_the_queue():
                                                 (1520, 1620)]
 
 
+def test_streamed_ops_share_communications_memory_on_two_lanes():
+    """Ops 0 and 2 (1000 cycles each on node 0's unit 5, the memory communication sends
+    from) are read as they are sent (sends 3 and 4 stream them); op 1 (500 cycles on unit
+    5) is not. Ops 0 and 2 run at once, on the unit's two lanes, each at half its budget:
+    both end at 2000, and both sends start at 0. Op 1, ready at 0 too, waits for the first
+    lane (a copy stored and forwarded whole takes one lane), 2000-2500."""
+    g = graph([OP_COMPUTE] * 3 + [OP_SEND] * 2, [0] * 5, [0, 0, 0, 1, 1],
+              [1000, 500, 1000, 128, 128], deps=[0, 0, 0, 1, 1], unit=[5, 5, 5, 0, 0],
+              stream_src=[-1, -1, -1, 0, 2], tail=[0] * 5)
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:3], finish[:3])) == [(0, 2000), (2000, 2500), (0, 2000)]
+    assert start[3] == start[4] == 0 and min(finish[3:]) >= 2000
+
+
 def test_a_chain_of_streams_longer_than_the_c_stack_could_recurse_runs():
     """50,000 one-flit sends 0 -> 1, each streaming the one before (so all start at cycle
     0, one starting the next), started in a thread of 512 KiB of stack: a recursion per
