@@ -6,7 +6,8 @@ engine built from them, ready for a flit-level run (its VC state made). Each cas
     python bench/setup_limits.py [--out bench/results/setup_limits.json] [--only mesh]
 
 Cases: mesh and torus 512x512 and a ring of 262,144 (the node limit of networks routed by
-rule), switch of 8,192 NPUs (the switch limit: its routes' 67 million channel dependencies), fully_connected of 2,000 (3,998,000 channels: the channel limit and the
+rule), switch of 262,143 NPUs (the same node limit: a star is a tree, routed by rule),
+fully_connected of 2,000 (3,998,000 channels: the channel limit and the
 routing-work limit), and a graph of 2,000 nodes with every pair linked at a latency of 1 to 9
 cycles and routed by latency (the same size, but a weighted search from every node, and
 routes whose dependencies need 3 VC classes). Every case has 4 VCs.
@@ -23,7 +24,7 @@ CASES = {
     "mesh": {"kind": "mesh", "dims": [512, 512]},
     "torus": {"kind": "torus", "dims": [512, 512]},
     "ring": {"kind": "ring", "size": 262144},
-    "switch": {"kind": "switch", "size": 8192},
+    "switch": {"kind": "switch", "size": 262143},
     "fully_connected": {"kind": "fully_connected", "size": 2000},
     "graph-latency": "dense-weighted",
 }

@@ -173,3 +173,28 @@ def test_a_trace_refuses_the_training_keys_it_does_not_read(tmp_path):
         assert path in TRACE_READS and path in KEY_MAP
     assert simulate(load("switch8", {**over, "workload.algorithm": "direct",
                                      "workload.chunks": 2})).makespan_cycles > 0
+
+
+def test_export_keeps_an_existing_trace_and_the_json_unless_asked(tmp_path, monkeypatch):
+    """--export-chakra into a folder holding .et files is refused before the run unless
+    --force, which replaces the old trace whole (no stale ranks left); a folder that cannot
+    be made is refused before the run, and the --json result is never lost to it."""
+    monkeypatch.chdir(tmp_path)
+    ring = ["run", "ring8", "--set", "workload.kind=collective", "--set",
+            "workload.bytes=4096", "-q"]
+    os.mkdir("tr")
+    for name in ("pysim.0.et", "pysim.9.et"):
+        with open(os.path.join("tr", name), "w") as f:
+            f.write("mine")
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", "tr"])
+    assert r.exit_code == 1 and "--force" in r.output and "tr" in r.output, r.output
+    assert open(os.path.join("tr", "pysim.0.et")).read() == "mine"
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", "tr", "--force"])
+    assert r.exit_code == 0, r.output
+    assert sorted(os.listdir("tr")) == [f"pysim.{i}.et" for i in range(8)]
+    with open("afile", "w") as f:
+        f.write("x")
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", os.path.join("afile", "tr"),
+                                  "--json", "r.json"])
+    assert r.exit_code == 1 and "is not a directory" in r.output, r.output  # (before the run)
+    assert not os.path.exists("r.json")

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from pysim import plot  # noqa: E402
 from pysim.cli import main  # noqa: E402
+from pysim.errors import ConfigError  # noqa: E402
 
 
 @pytest.fixture
@@ -158,3 +159,31 @@ def test_a_run_on_memory_nodes_gives_them_rows_and_names_the_system(tmp_path, fi
     texts = {t.get_text() for t in ax.texts}
     assert {"npu0", "mem0", "npu7", "mem7"} <= texts
     assert ax.get_title().startswith("mcdla-8, op graph")
+
+
+def test_points_of_two_configurations_are_not_averaged_as_seeds(tmp_path):
+    """Two sweeps of different systems in one database (`--db` defaults to results.sqlite)
+    would be averaged as if they were seeds of one: refused, naming the key they differ in;
+    as a series it draws."""
+    rows = []
+    for kind, lat in (("mesh", 37.0), ("ring", 21.0)):
+        for rate in (0.1, 0.2):
+            r = row(rate, lat)
+            r["hash"] += kind
+            r["result"]["config"] = {**r["result"]["config"], "topology": {"kind": kind},
+                                     "simulation": {"seed": 1}}
+            rows.append(r)
+    with pytest.raises(ConfigError, match=r"topology\.kind.*'mesh'.*'ring'"):
+        plot.latency_load(rows, str(tmp_path / "l.png"))
+    assert not (tmp_path / "l.png").exists()
+    data = plot.latency_load(rows, str(tmp_path / "l.png"), series="topology.kind")
+    assert data["mesh"]["y"] == [37.0, 37.0] and data["ring"]["y"] == [21.0, 21.0]
+    from pysim.sweep import Store
+    db = str(tmp_path / "r.sqlite")
+    s = Store(db)
+    for r in rows:
+        s.put(r["hash"], r["params"], "done", r["result"], None, 0.1)
+    s.close()
+    res = CliRunner().invoke(main, ["plot", db, "--kind", "throughput", "-o",
+                                    str(tmp_path / "t.png")])
+    assert res.exit_code == 1 and "--series topology.kind" in res.output, res.output

@@ -253,6 +253,9 @@ after = ["grad"]
     for e in spans.values():
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and e["pid"] in named
         assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    # provenance, as the --json result has it: the resolved config, the seed, the version
+    assert t["otherData"]["config"] == d["config"] and t["otherData"]["seed"] == d["seed"] \
+        and t["otherData"]["version"] == d["version"]
     png = tmp_path / "t.png"
     res = CliRunner().invoke(main, ["plot", str(trace), "--kind", "timeline", "-o", str(png)])
     assert res.exit_code == 0 and png.stat().st_size > 5000

@@ -94,22 +94,21 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                                              "throughput": "offered_rate",
                                              "collective": "workload.bytes"}[kind], source)
             if kind == "latency-load":
-                P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
-                             y=y or "avg_packet_latency")
+                P.points(rows, x=x or "traffic.injection_rate", series=series,
+                         y=y or "avg_packet_latency")               # (the checks, no drawing)
 
                 def draw(tmp):
                     P.latency_load(rows, tmp, x=x or "traffic.injection_rate", series=series,
                                    y=y or "avg_packet_latency", **axes)
             elif kind == "throughput":
-                P.check_rows(rows, x=x or "offered_rate", series=series,
-                             y=y or "accepted_rate")
+                P.points(rows, x=x or "offered_rate", series=series, y=y or "accepted_rate")
 
                 def draw(tmp):
                     P.throughput(rows, tmp, x=x or "offered_rate", series=series,
                                  y=y or "accepted_rate", **axes)
             elif kind == "collective":
-                P.check_rows(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
-                             series=series or "workload.algorithm")
+                P.points(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
+                         series=series or "workload.algorithm")
 
                 def draw(tmp):
                     P.collective(rows, tmp, x=x or "workload.bytes", y=y or "busbw_gbps",

@@ -37,7 +37,7 @@ import glob
 import os
 import re
 
-from pysim._io import read_bounded
+from pysim._io import OutputError, check_output, read_bounded
 from pysim.errors import ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import collectives
@@ -311,7 +311,31 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
                 f.write(_varint(len(c)))
                 f.write(c)
         paths.append(path)
+    for p in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(prefix)}.*.et")):
+        if p not in paths and re.fullmatch(r"\d+", os.path.basename(p)[len(prefix) + 1:-3]):
+            os.unlink(p)                       # a rank of an earlier, larger trace
     return paths
+
+
+def check_folder(folder, force=False):
+    """Checked before a run: raise OutputError if `write` could not put a trace in `folder`
+    (made if missing), or, unless `force`, if the folder holds .et files already."""
+    folder = os.fspath(folder)
+    if os.path.isdir(folder):
+        old = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder),
+                                                                          "*.et")))
+        if old and not force:
+            shown = ", ".join(old[:3]) + (f", ... ({len(old)} in all)" if len(old) > 3 else "")
+            raise OutputError(f"{folder} holds trace files already ({shown}); pass --force "
+                              f"to write over them")
+        check_output(os.path.join(folder, "pysim.0.et"), force=True)
+        return
+    up = os.path.abspath(folder)
+    while not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise OutputError(f"cannot make the folder {folder}: {up} is not a directory")
+    check_output(os.path.join(up, "pysim.0.et"), force=True)      # (a folder can be made)
 
 
 # ------------------------------------------------------------------ reading
