@@ -37,8 +37,10 @@ examples/sc21/run_table_1.sh; kept beside the table in its data file): each row'
 size (16 for 1.7B to 7.5B, 8 for 18B, 4 for 39B, 2 for 76B and 145B, 1 above) and
 interleaved chunks per stage (3 for 76B and 530B, 2 for 145B and 310B, none for the others,
 the 1T model included). The scripts run the models without pipelining with PyTorch's
-DistributedDataParallel, which overlaps the gradients' all-reduce with the backward pass;
-pysim all-reduces them after it (Megatron-LM's local data parallelism) for every row. The
+DistributedDataParallel, which all-reduces 25 MB gradient buckets during the last
+micro-batch's backward pass (workload.overlap, bucket_mb = 25, the optimizer stepping after
+every bucket: step_after = 'all'), the others with Megatron-LM's local data parallelism,
+which all-reduces every gradient after it. The
 system is Selene as the cluster
 builder lays it out (`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree
 of 40-port HDR switches, as the shipped `selene`), with as many nodes as the configuration
@@ -174,6 +176,18 @@ def chunks_per_stage(row):
     return next((v for v in range(2, per + 1) if per % v == 0), 1)
 
 
+def ddp_settings(row):
+    """The data parallelism of the authors' scripts (run_settings' ddp): PyTorch's
+    DistributedDataParallel ('torch', the rows without pipelining) all-reduces 25 MB buckets
+    (bucket_cap_mb's default) as the last micro-batch's backward pass fills them (Megatron-LM
+    skips the others' with no_sync), and the optimizer steps once every bucket is reduced (it
+    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces its
+    contiguous gradient buffer after the backward pass."""
+    if row.get("ddp") == "torch":
+        return {"overlap": True, "bucket_mb": 25, "step_after": "all"}
+    return {"overlap": False, "bucket_mb": 1e9}
+
+
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
            algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one",
            era="2021"):
@@ -197,8 +211,8 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
-                     "iterations": 1, "parallel": par, "overlap": False,
-                     "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
+                     "iterations": 1, "parallel": par, **ddp_settings(row),
+                     "chunks": 1, "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
