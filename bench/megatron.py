@@ -63,9 +63,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import resource
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -318,6 +320,35 @@ def breakdown(tr):
     return out
 
 
+PARTS = ("products", "attention", "elementwise", "embedding", "optimizer", "tp_exposed",
+         "dp_exposed", "pipeline_exposed", "idle")
+
+
+def print_parts(rows):
+    """Each row's parts (seconds) and what is missing of its published iteration; over the
+    rows, Pearson's r of the throughput error with each quantity (docs/validation.md)."""
+    print("\nparts of the critical GPU's iteration, seconds: " + ", ".join(PARTS))
+    for r in rows:
+        b, gap = r["breakdown_seconds"], r["published_iteration_seconds"] - \
+            r["iteration_seconds"]
+        print(f"{r['params_billion']:>7}B " + " ".join(f"{b[k]:7.3f}" for k in PARTS) +
+              f"  missing {gap:6.3f} s, {gap / b['products']:.2f} of the products")
+    if len(rows) < 3:
+        return
+    err = [r["error"] for r in rows]
+    share = {k: [r["breakdown_seconds"][k] / r["iteration_seconds"] for r in rows]
+             for k in ("attention", "products", "elementwise", "tp_exposed", "dp_exposed")}
+    share["pipeline and idle"] = [(r["breakdown_seconds"]["pipeline_exposed"] +
+                                   r["breakdown_seconds"]["idle"]) / r["iteration_seconds"]
+                                  for r in rows]
+    given = {"tp": [r["tp"] for r in rows], "pp": [r["pp"] for r in rows],
+             "micro-batch": [r["micro_batch"] for r in rows],
+             "log params": [math.log(r["params_billion"]) for r in rows],
+             **{f"{k} share": v for k, v in share.items()}}
+    print("r of the error with: " + ", ".join(
+        f"{k} {statistics.correlation(v, err):+.2f}" for k, v in given.items()))
+
+
 def run_isolated(*args):
     """run_row in a child process of its own, with that process's peak memory."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as ex:
@@ -406,6 +437,9 @@ def main(argv=None):
               f"over {len(errs)} of {len(out)} configurations")
     peak = max([r.get("peak_rss_mb", 0) for r in out] or [0])
     print(f"peak memory {peak:.0f} MB (the largest row's process)")
+    ran = [r for r in out if r["error"] is not None]
+    if ran:
+        print_parts(ran)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,
