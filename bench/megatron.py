@@ -24,8 +24,9 @@ builds every step). Throughput is counted as the paper counts it:
 
 What Megatron-LM's code of 2021 ran besides the layers (--era 2021, the default): each
 micro-batch's weight gradients added to the accumulated ones by a kernel of their own
-(workload.grad_accumulation = 'add') and the mixed-precision optimizer's separate passes
-(workload.optimizer_step = 'passes'); --era fused leaves both out. --table korthikanti runs
+(workload.grad_accumulation = 'add'), the mixed-precision optimizer's separate passes
+(workload.optimizer_step = 'passes') and the cross entropy's passes over fp32 logits
+(workload.loss_kernels = 'passes'); --era fused leaves the three out. --table korthikanti runs
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
@@ -152,10 +153,13 @@ SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 # 2021, examples/pretrain_gpt3_175B.sh: --fp16, --clip-grad 1.0, local data parallelism):
 # each micro-batch's weight gradients added to the accumulated ones by a separate kernel
 # (autograd's accumulation, or the contiguous buffers' main_grad.add_), and the
-# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py). 'fused':
-# both folded away, as later Megatron-LM fuses them.
-ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes"},
-        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused"}}
+# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py), and the
+# cross entropy on fp32 logits (megatron/mpu/cross_entropy.py; the sc21 scripts do not pass
+# --fp16-lm-cross-entropy). 'fused': all three folded away, as later Megatron-LM fuses them.
+ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes",
+                 "loss_kernels": "passes"},
+        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused",
+                  "loss_kernels": "fused"}}
 
 
 def chunks_per_stage(row):
@@ -243,6 +247,9 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                comm_by_kind=kinds, per_kind_compute_seconds=_compute_by_kind(tr),
                other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    out["published_iteration_seconds"] = flops_per_iteration(row, vocab, seq) / (
+        row["tflops_per_gpu"] * 1e12 * row["gpus"])
+    out["breakdown_seconds"] = breakdown(tr)
     return out
 
 
@@ -253,6 +260,45 @@ def _compute_by_kind(tr):
     for r in tr["per_layer"]:
         name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "other"
         out[name] = out.get(name, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    return out
+
+
+# A transformer layer's parts by the kernels they run: its products, its attention core (the
+# batched products and the scores' softmax and dropout passes), its element-wise kernels.
+PRODUCTS = ("qkv", "proj", "fc1", "fc2")
+ELEMENTWISE = ("ln1", "ln2", "add1", "add2", "gelu", "proj_dropout", "fc_dropout")
+
+
+def breakdown(tr):
+    """The critical GPU's iteration in parts (seconds): the transformer layers' products,
+    attention cores and element-wise kernels (forward, recomputed forward and backward, the
+    backward with its gradient additions), the embedding, logits and loss ('embedding'), the
+    optimizer step; then the communication it waits for: tensor-parallel, data-parallel,
+    between stages (sends, scatter-gather, the tied embeddings' all-reduce), and the rest of
+    the iteration where it neither computes nor communicates (the pipeline's bubble). The
+    recomputed forward is shared out over the parts as their forward times are."""
+    fwd, both = {}, {}
+    for r in tr["per_layer"]:
+        name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "embedding"
+        part = ("products" if name in PRODUCTS else "attention" if name == "attention" else
+                "elementwise" if name in ELEMENTWISE else "embedding")
+        fwd[part] = fwd.get(part, 0.0) + r["fwd_cycles"] * 1e-9
+        both[part] = both.get(part, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    total_fwd = sum(fwd.values()) or 1.0
+    rec = tr["recompute_cycles"] * 1e-9
+    out = {k: both.get(k, 0.0) + rec * fwd.get(k, 0.0) / total_fwd
+           for k in ("products", "attention", "elementwise", "embedding")}
+    out["optimizer"] = tr["optimizer_cycles"] * 1e-9
+    kinds = tr["comm_by_kind"]
+
+    def exposed(pred):
+        return sum(v["exposed_comm_cycles"] for k, v in kinds.items() if pred(k)) * 1e-9
+    out["tp_exposed"] = exposed(lambda k: k.startswith("tp_"))
+    out["dp_exposed"] = exposed(lambda k: k.startswith("dp_"))
+    # the rest of the exposed time (where kinds overlap, counted once): between stages
+    every = tr["exposed_comm_cycles"] * 1e-9
+    out["pipeline_exposed"] = max(0.0, every - out["tp_exposed"] - out["dp_exposed"])
+    out["idle"] = max(0.0, tr["iteration_seconds"] - tr["compute_cycles"] * 1e-9 - every)
     return out
 
 
