@@ -212,3 +212,17 @@ def test_bars_of_two_configurations_are_not_averaged_as_seeds(tmp_path):
     groups, data = plot.speedup_bars(rows[:2], str(tmp_path / "s.png"), "workload.bytes",
                                      "workload.algorithm", "collective_cycles", "ring")
     assert data["tree"] == [pytest.approx(2000 / 2500)]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--kind", "timeline", "--xlim", "5", "1"], "--xlim 5 1: expected finite limits"),
+    (["--kind", "timeline", "--xlim", "nan", "1"], "--xlim nan 1: expected finite limits"),
+    (["--kind", "timeline", "--ylim", "1", "1"], "--ylim 1 1: expected finite limits"),
+    (["--kind", "topology"], "is a trace; --kind topology takes a config"),
+])
+def test_plot_refuses_limits_it_cannot_draw_and_a_json_as_a_config(tmp_path, args, said):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [], "otherData": {"system": "ring8"}}))
+    res = CliRunner().invoke(main, ["plot", str(trace), *args, "-o", str(tmp_path / "x.png")])
+    assert res.exit_code == 1 and said in res.output, res.output
+    assert not (tmp_path / "x.png").exists()
