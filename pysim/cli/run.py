@@ -8,6 +8,7 @@ import sys
 import click
 
 from pysim import systems as S
+from pysim._version import __version__
 from pysim._io import by_path, dump_json
 from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
                                overrides, refuse_overwrite, write_output)
@@ -147,7 +148,9 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1), force=force)
+        out = {**d, "config": {**cfg.to_dict(), "_system": network.topo.name},
+               "version": __version__}                # (its provenance, as a run's result)
+        ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
         if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
                         force=force):
