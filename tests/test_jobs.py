@@ -813,10 +813,27 @@ def test_sensitivity_is_derived_from_the_best_and_worst_placements():
         server(**{"sensitivity": "labels"})
 
 
-def test_a_server_of_more_npus_than_placement_masks_hold_is_refused_by_name():
-    """Placements are 64-bit masks of NPUs: a 64-NPU system as a server (mesh8x8) is
-    refused when loaded, naming the count, rather than overflowing in the preserve policy
-    (or silently wrapping the masks of larger ones)."""
-    with pytest.raises(ConfigError, match=r"'mesh8x8': 64 NPUs.*at most 63"):
-        load_server("mesh8x8")
-    assert load_server("ring16").size == 16
+def test_a_server_of_more_than_63_npus_places_jobs_by_the_definitions():
+    """Placements are not bounded by a 64-bit word: on mesh8x8 (64 NPUs) with the last 24
+    free, every candidate of a 2-NPU job is free exactly when both its NPUs are, and the
+    NVLink bandwidth preserve keeps equals a sum over the server's links (each pair once)
+    with both ends free after the placement (a direct reading of the definition)."""
+    s = load_server("mesh8x8")
+    assert s.size == 64
+    at = {node: i for i, node in enumerate(s.npus)}
+    free = np.zeros(64, bool)
+    free[40:] = True
+    c = pol.Candidates(s, 2, "ring")
+    keep = c.preserve(free)
+    ok = c.feasible(free)
+    for i, nodes in enumerate(c.nodes):
+        left = free.copy()
+        left[list(nodes)] = False
+        want = sum(w for (u, v), w in s.link_gbps.items()     # each NPU pair once
+                   if u in at and v in at and at[u] < at[v] and left[at[u]] and left[at[v]])
+        assert bool(ok[i]) == bool(free[list(nodes)].all())
+        if ok[i]:
+            assert keep[i] == pytest.approx(want)
+    assert ok.sum() == 24 * 23 // 2
+    i = pol.POLICIES["preserve"](s, Job(0, "compute", 2, 10, sensitive=False), c, free)
+    assert keep[i] == pytest.approx(keep[ok].max())

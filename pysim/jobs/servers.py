@@ -176,9 +176,6 @@ class Server:
         return [out[r] for r in sorted(out)]
 
 
-MAX_NPUS = 63
-
-
 def load_server(name, overrides=None, cfg=None) -> Server:
     """The server of a preset name, a shipped system's name or a TOML file, with `overrides`
     ({"section.key": value}) applied; or of a Config already resolved (`cfg`). Its
@@ -199,9 +196,6 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     if len(npus) < 2:
         raise ConfigError(f"server {label!r}: {len(npus)} NPU(s); a shared server needs at "
                           f"least 2")
-    if len(npus) > MAX_NPUS:
-        raise ConfigError(f"server {label!r}: {len(npus)} NPUs; a shared server has at most "
-                          f"{MAX_NPUS} (placements are kept as 64-bit masks of its NPUs)")
     return Server(name=label, cfg=cfg, topo=t, routing=net.routing, npus=npus,
                   names=[t.node_names[i] for i in npus], root=_roots(t, npus))
 
