@@ -20,6 +20,7 @@ from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
 from pysim.workload.training.pipeline import schedule
+from pysim.workload.training.repeat import Repeat
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.tensor import (gather_bytes, scatter_bytes, tp_backward,
                                             tp_forward)
@@ -48,6 +49,7 @@ class _Builder:
         self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
         self.gathered = {}
+        self.repeat = Repeat(self)       # passes built once per class, repeated as arrays
         self.plan = Plan(model=lay.model, precision=lay.precision,
                          optimizer_name=lay.optimizer,
                          batch=lay.batch, dp=lay.dp, tp=lay.tp, pp=lay.pp,
@@ -177,10 +179,8 @@ class _Builder:
                     need = (vs - 1, "F", j) if kind == "F" else (vs + 1, "B", j)
                     if 0 <= need[0] < pp * V and need not in built:
                         break
-                    if kind == "F":
-                        self.forward(it, vs, j, last, prev_opt, fsend)
-                    else:
-                        self.backward(it, vs, j, last, bsend)
+                    self.repeat.run(kind, it, vs, j, last, prev_opt,
+                                    fsend if kind == "F" else bsend)
                     built.add((vs, kind, j))
                     pos[s] += 1
                     progressed = True
