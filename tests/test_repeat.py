@@ -1,9 +1,13 @@
 """Pipeline passes repeated as array work (pysim.workload.training.repeat) against the
-reference: every pass built op by op (repeat.ENABLED = False, the builder's own path). The
+reference: every pass built op by op (repeat.ENABLED = False, the builder's own path), and a
+memory plan's holds repeated as columns (pysim.workload.memory.apply) against every
+micro-batch's added one by one (apply.REPEAT = False). The
 two graphs must be equal op for op -- kinds, nodes, sizes, dependencies, names, roofline
 work, step latencies, the ops that may stream, holds -- with the same plan records, for every
 plan, collective algorithm, endpoint engine and memory policy; and passes must actually have
 been repeated (else the comparison would hold by construction)."""
+import importlib
+
 import numpy as np
 import pytest
 
@@ -15,11 +19,20 @@ from pysim.workload.training import repeat, training_graph
 from pysim.workload.training import _memory_config
 from test_training import ring8
 
+apply = importlib.import_module("pysim.workload.memory.apply")   # (the module, not its function)
 TINY = dict(layers=4, hidden=64, heads=4, seq=16, vocab=256)
 
 
 def built(cfg, model, on, monkeypatch, memory=True):
     monkeypatch.setattr(repeat, "ENABLED", on)
+    monkeypatch.setattr(apply, "REPEAT", on)
+    bulk = []
+    orig_repeat = apply._Recorder.repeat
+
+    def counted(self, *a):
+        bulk.append(orig_repeat(self, *a))
+        return bulk[-1]
+    monkeypatch.setattr(apply._Recorder, "repeat", counted)
     topo = build(cfg)
     seen = {}
     orig = repeat.Repeat.__init__
@@ -32,7 +45,7 @@ def built(cfg, model, on, monkeypatch, memory=True):
     monkeypatch.setattr(repeat.Repeat, "__init__", orig)
     if memory:
         apply_training(_memory_config(cfg, plan), topo, g, plan)
-    return g, plan, seen["r"].repeated
+    return g, plan, seen["r"].repeated + sum(bulk)
 
 
 def same_graph(a, b):
