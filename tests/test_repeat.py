@@ -14,6 +14,7 @@ import pytest
 from conftest import make_cfg
 from pysim import load, models
 from pysim.topology import build
+from pysim.workload.graph import GraphError
 from pysim.workload.memory.training import apply_training
 from pysim.workload.training import repeat, training_graph
 from pysim.workload.training import _memory_config
@@ -169,3 +170,20 @@ def test_a_pass_is_repeated_for_every_micro_batch_between_the_first_and_last(mon
     m = models.get("transformer", **TINY)
     assert check(training({"dp": 8, "micro_batches": 8}, batch=64), m, monkeypatch,
                  memory=False) == 2 * 8 - 5
+
+
+def test_the_names_of_repeated_passes_are_found_and_never_given_twice(monkeypatch):
+    """Names of repeated passes are indexed when first needed: a dependency by name finds
+    its op, and an op given a name a repeated pass has already is refused."""
+    m = models.get("transformer", **TINY)
+    cfg = training({"pp": 2, "dp": 4, "micro_batches": 6})
+    g, plan, repeated = built(cfg, m, True, monkeypatch, memory=False)
+    assert repeated > 0
+    fwd = plan.layer_ops[(0, 1, plan.npus[0], 4)].fwd       # a repeated forward pass's op
+    name = g.names[fwd]
+    assert name == f"it0 {m.layers[1].name} fwd mb4 {plan.npus[0]}"
+    with pytest.raises(GraphError, match="used twice"):
+        g.delay(0, name=name)
+    g2, plan2, _ = built(cfg, m, True, monkeypatch, memory=False)
+    assert g2.delay(0, after=[name]) == len(g2) - 1
+    assert g2.after[len(g2) - 1] == [fwd]

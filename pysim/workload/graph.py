@@ -93,6 +93,8 @@ class OpGraph:
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
         self._names = []                    # per op its name (None: none)
         self._by_name = {}
+        self._unindexed = []                # [lo, hi) op ranges whose names are not in _by_name
+        self._defer = False                 # (while a builder vouches for its names' novelty)
         # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
         # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
         self._hdev = array.array("i")
@@ -148,6 +150,11 @@ class OpGraph:
         self._cached = (key, out)
         return dict(out)
 
+    def ops_of(self, *kinds):
+        """The ids of the ops of the given kinds (names), ascending (a numpy array)."""
+        code = np.frombuffer(self._code, np.int8) if len(self._code) else np.zeros(0, np.int8)
+        return np.flatnonzero(np.isin(code, [OP_CODES[k] for k in kinds]))
+
     def roofline(self):
         """The roofline compute ops and their work as numpy arrays: (ops, flops, bytes, peak
         FLOP/s, NaN where the node's own)."""
@@ -191,6 +198,8 @@ class OpGraph:
             after = [self._ref(a) for a in (after or [])]
         if name is not None and not isinstance(name, str):
             raise GraphError(f"name = {name!r}: expected a string")
+        if name is not None and self._unindexed and not self._defer:
+            self._index_names()
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
         if n >= MAX_OPS:
@@ -297,6 +306,41 @@ class OpGraph:
         ptr.pop()
         ptr.extend(itertools.accumulate(lens, initial=len(self._dep) - len(dep)))
 
+    def _add_names(self, lo, names, at):
+        """Names of ops added in bulk (ops lo.. already added, their `names`, None where
+        none; `at`: the places of those given, with their names in that order). Indexed at
+        once where the graph may hold them already; else (while a builder that made them
+        unique vouches for it, `_defer`) when a name is first looked up or a named op added."""
+        self._names.extend(names)
+        if self._defer:
+            r = self._unindexed
+            hi = lo + len(names)
+            if r and r[-1][1] == lo:
+                r[-1] = (r[-1][0], hi)
+            else:
+                r.append((lo, hi))
+            return
+        by_name = self._by_name
+        size0 = len(by_name)
+        named = [names[i] for i in at]
+        by_name.update(zip(named, (lo + i for i in at)))
+        if len(by_name) != size0 + len(named):
+            dup = next(nm for i, nm in zip(at, named) if by_name[nm] != lo + i)
+            raise GraphError(f"op name {dup!r} is used twice")
+
+    def _index_names(self):
+        """Index the names of the op ranges added unindexed (_add_names); a name used twice
+        is refused."""
+        by_name, names = self._by_name, self._names
+        for lo, hi in self._unindexed:
+            for i in range(lo, hi):
+                nm = names[i]
+                if nm is not None:
+                    if nm in by_name:
+                        raise GraphError(f"op name {nm!r} is used twice")
+                    by_name[nm] = i
+        self._unindexed = []
+
     def _what(self, name):
         return f"op {name!r}" if name else f"op {len(self._code)}"
 
@@ -308,6 +352,8 @@ class OpGraph:
                                  (f": 0..{len(self._code) - 1})" if self._code else ")"))
             return int(a)
         if isinstance(a, str):
+            if a not in self._by_name and self._unindexed:
+                self._index_names()
             if a not in self._by_name:
                 raise GraphError(f"dependency {a!r}: no op of that name (an op can only "
                                  f"depend on ops given before it)")
@@ -840,7 +886,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     op (pysim.workload.transfer).
     Returns the arrays and `span`, an (ops x 2) array: per op of `g`, its first and last
     primitive op."""
-    if any(k in ("mem_write", "mem_read") for k in g.kind):
+    if len(g.ops_of("mem_write", "mem_read")):
         return _compile_by_op(g, topo, cfg)
     return _compile.compile_arrays(g, topo, cfg, sys.modules[__name__])
 

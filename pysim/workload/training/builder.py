@@ -629,10 +629,17 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay
     last, prev_opt = {}, {}
-    for it in range(cfg.workload.iterations):
-        b.iteration(it, last, prev_opt)
-        prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
-                    if it_ == it and op is not None}
+    # the passes' names are unique by construction (iteration, layer, pass, micro-batch,
+    # NPU): in a graph of no names before, those of repeated passes are indexed when first
+    # looked up (OpGraph._add_names)
+    g._defer = not g._by_name and not g._unindexed
+    try:
+        for it in range(cfg.workload.iterations):
+            b.iteration(it, last, prev_opt)
+            prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
+                        if it_ == it and op is not None}
+    finally:
+        g._defer = False
     return g, b.plan
 
 

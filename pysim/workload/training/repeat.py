@@ -103,13 +103,9 @@ class _Pass:
                              f"makes ops per participant, step and chunk: fewer "
                              f"workload.chunks make fewer)")
         js = str(j)
-        names = [None if p is None else p[0] + js + p[1] for p in self.names]
-        by_name = g._by_name
-        size0 = len(by_name)
-        by_name.update(zip((names[i] for i in self.named), (base + i for i in self.named)))
-        if len(by_name) != size0 + len(self.named):
-            dup = next(names[i] for i in self.named if by_name[names[i]] != base + i)
-            raise GraphError(f"op name {dup!r} is used twice")
+        names = list(self.blank)
+        for i, (p, q) in zip(self.named, self.pairs):
+            names[i] = p + js + q
         dep = self.dep + base
         if len(self.ext_pos):
             dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
@@ -118,7 +114,7 @@ class _Pass:
         g._node.extend(self.node)
         g._dst.extend(self.dst)
         g._size.extend(self.size)
-        g._names.extend(names)
+        g._add_names(base, names, self.named)
         g._dep.frombytes(dep.tobytes())
         g._ptr.frombytes((self.ptr + ndep).tobytes())
         g._wop.frombytes((self.wop + base).tobytes())
@@ -140,12 +136,11 @@ class _Pass:
         for i, n, field, x in self.set_layers:
             setattr(lops[(it, i, n, j)], field, base + x)
         plan.recomputed.extend((it, n, base + x) for n, x in self.recomputed)
+        # (the records share their lists of names, layers and bytes: read, never changed)
         plan.collectives.extend(
-            CollectiveOps(what=c.what, collective=c.collective, group=list(c.group),
-                          bytes=c.bytes, iteration=it, micro_batch=j, layers=list(c.layers),
-                          first=base + c.first, last=base + c.last,
-                          done={n: base + x for n, x in c.done.items()},
-                          layer_bytes=list(c.layer_bytes)) for c in self.collectives)
+            CollectiveOps(what, coll, group, nbytes, it, j, layers, base + first, base + end,
+                          {n: base + x for n, x in done}, lb)
+            for what, coll, group, nbytes, layers, first, end, done, lb in self.collectives)
         plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
         for key, v in self.into_new:
             k2 = (key[0], j) + key[2:]
@@ -240,7 +235,10 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
             continue
         c0, c1 = max(r0, lo), min(r1, hi)
         if c1 > c0:
-            t.streamable.append((c0 - lo, c1 - lo))
+            if t.streamable and t.streamable[-1][1] == c0 - lo:     # (one range, joined)
+                t.streamable[-1] = (t.streamable[-1][0], c1 - lo)
+            else:
+                t.streamable.append((c0 - lo, c1 - lo))
     # names: the micro-batch's number in each, once
     mark = f" mb{j} "
     t.names = []
@@ -253,6 +251,8 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         p, q = nm.split(mark)
         t.names.append((p + " mb", " " + q))
     t.named = [i for i, p in enumerate(t.names) if p is not None]
+    t.pairs = [t.names[i] for i in t.named]
+    t.blank = [None] * len(t.names)
     # the plan's records
     t.new_layers, t.set_layers = [], []
     items = list(plan.layer_ops.items())
@@ -283,9 +283,9 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         if c.iteration != it or c.micro_batch != j or not lo <= c.first <= c.last <= hi or \
                 any(not 0 <= x < hi - lo for x in done.values()):
             return None
-        t.collectives.append(CollectiveOps(c.what, c.collective, list(c.group), c.bytes, it,
-                                           None, list(c.layers), c.first - lo, c.last - lo,
-                                           done, list(c.layer_bytes)))
+        t.collectives.append((c.what, c.collective, list(c.group), c.bytes, list(c.layers),
+                              c.first - lo, c.last - lo, tuple(done.items()),
+                              list(c.layer_bytes)))
     t.sends = []
     for d in plan.sends[nsend:]:
         if d["iteration"] != it or d["micro_batch"] != j or not lo <= d["op"] < hi:
