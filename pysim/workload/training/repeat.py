@@ -15,6 +15,10 @@ offload engine, a pass that changed ops outside its own) is built op by op. The 
 one building every pass op by op gives, op for op (tests/test_repeat.py)."""
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
+from operator import add
+
 import numpy as np
 
 from pysim.workload import graph as graph_module
@@ -102,10 +106,8 @@ class _Pass:
             raise GraphError(f"the op graph passes {graph_module.MAX_OPS:,} ops (a collective "
                              f"makes ops per participant, step and chunk: fewer "
                              f"workload.chunks make fewer)")
-        js = str(j)
         names = list(self.blank)
-        for i, (p, q) in zip(self.named, self.pairs):
-            names[i] = p + js + q
+        deque(map(names.__setitem__, self.named, map(str(j).join, self.pairs)), 0)
         dep = self.dep + base
         if len(self.ext_pos):
             dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
@@ -129,12 +131,16 @@ class _Pass:
             return base + x if x >= 0 else vals[-1 - x]
         plan, it = b.plan, self.it
         lops = plan.layer_ops
-        for i, n, f, bi, bw, stash in self.new_layers:
-            lops[(it, i, n, j)] = LayerOps(None if f is None else base + f,
-                                           None if bi is None else base + bi,
-                                           None if bw is None else base + bw, stash)
-        for i, n, field, x in self.set_layers:
-            setattr(lops[(it, i, n, j)], field, base + x)
+        jt = (j,)
+        if self.new_layers:
+            keys, cols, stash = self.new_layers
+            lops.update(zip(map(add, keys, repeat(jt)),
+                            map(LayerOps, *[repeat(None) if c is None else (c + base).tolist()
+                                            for c in cols], stash)))
+        if self.set_layers:
+            keys, fields, xs = self.set_layers
+            deque(map(setattr, map(lops.__getitem__, map(add, keys, repeat(jt))), fields,
+                      (xs + base).tolist()), 0)
         plan.recomputed.extend((it, n, base + x) for n, x in self.recomputed)
         # (the records share their lists of names, layers and bytes: read, never changed)
         plan.collectives.extend(
@@ -254,7 +260,7 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     t.pairs = [t.names[i] for i in t.named]
     t.blank = [None] * len(t.names)
     # the plan's records
-    t.new_layers, t.set_layers = [], []
+    new = []
     items = list(plan.layer_ops.items())
     for (it_, i, n, jj), lo_ in items[nlay:]:
         fields = [None if x is None else rel(x) for x in (lo_.fwd, lo_.bwd_input,
@@ -263,7 +269,20 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
                 any(x is None and y is not None for x, y in
                     zip(fields, (lo_.fwd, lo_.bwd_input, lo_.bwd_weight))):
             return None
-        t.new_layers.append((i, n, *fields, lo_.stash_bytes))
+        new.append(((it, i, n), fields, lo_.stash_bytes))
+    t.new_layers = None
+    if new:                              # (keys, per field its places or None, stashes)
+        cols = []
+        for f in range(3):
+            xs = [x[1][f] for x in new]
+            if all(x is None for x in xs):
+                cols.append(None)
+            elif any(x is None for x in xs):
+                return None
+            else:
+                cols.append(np.asarray(xs, np.int64))
+        t.new_layers = ([x[0] for x in new], cols, [x[2] for x in new])
+    changed = []
     for (i, n), was in old.items():
         lo_ = plan.layer_ops[(it, i, n, j)]
         for field, x0, x1 in zip(("fwd", "bwd_input", "bwd_weight"), was,
@@ -271,7 +290,9 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
             if x0 != x1:
                 if x1 is None or not lo <= x1 < hi:
                     return None
-                t.set_layers.append((i, n, field, x1 - lo))
+                changed.append(((it, i, n), field, x1 - lo))
+    t.set_layers = ([x[0] for x in changed], [x[1] for x in changed],
+                    np.asarray([x[2] for x in changed], np.int64)) if changed else None
     t.recomputed = []
     for it_, n, x in plan.recomputed[nrec:]:
         if it_ != it or not lo <= x < hi:
