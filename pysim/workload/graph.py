@@ -588,10 +588,14 @@ class OpGraph:
 
     def stream_mask(self):
         """Per op, whether it lies in a range given to allow_streams (a bool array)."""
-        m = np.zeros(len(self._code), bool)
-        for lo, hi in self._streamable:
-            m[lo:hi] = True
-        return m
+        n = len(self._code)
+        if not self._streamable:
+            return np.zeros(n, bool)
+        r = np.asarray(self._streamable, np.int64).reshape(-1, 2)
+        edge = np.zeros(n + 1, np.int64)
+        np.add.at(edge, r[:, 0], 1)
+        np.add.at(edge, r[:, 1], -1)
+        return np.cumsum(edge[:n]) > 0
 
     def depend(self, op, on):
         """Make op `op` wait for op `on` as well (either may have been added after the
