@@ -352,9 +352,21 @@ def send_tails(network, cfg, arrays):
     flit = cfg.network.flit_bytes if cfg is not None else 32
     last = np.minimum(arrays["size"][snd], packet_bytes(cfg))
     flits = np.maximum(1, -(-last // flit)).astype(np.int64)
-    t0 = theory.zero_load_latency(network, cfg, arrays["node"][snd].astype(np.int64),
-                                  arrays["dst"][snd].astype(np.int64), flits)
-    arrays["tail"][snd] = np.asarray(t0, np.int64)
+    arrays["tail"][snd] = zero_load(network, cfg, arrays["node"][snd].astype(np.int64),
+                                    arrays["dst"][snd].astype(np.int64), flits)
+
+
+def zero_load(network, cfg, src, dst, flits):
+    """theory.zero_load_latency of each (src, dst, flits), each distinct triple walked once
+    (an iteration's sends and steps go between few pairs), as an int64 array."""
+    if not len(src):
+        return np.zeros(0, np.int64)
+    src, dst, flits = (np.asarray(x, np.int64) for x in (src, dst, flits))
+    n, f = int(max(src.max(), dst.max())) + 1, int(flits.max()) + 1
+    u, inv = np.unique((src * n + dst) * f + flits, return_inverse=True)
+    t0 = np.asarray(theory.zero_load_latency(network, cfg, u // f // n, u // f % n, u % f),
+                    np.int64)
+    return t0[inv.reshape(-1)]
 
 
 def slices_of(cycles, slice_cycles):

@@ -40,7 +40,6 @@ from pysim._version import __version__
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
-from pysim import theory
 from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
@@ -932,15 +931,15 @@ def resolve_latencies(graph, network, cfg, arrays, span):
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
-    ops, src, dst, steps = zip(*graph.latencies)
+    lat = graph.latencies
+    ops, src, dst, steps = ([x[k] for x in lat] for k in range(4))
     for what, names in (("src", src), ("dst", dst)):
         bad = next((x for x in names if x not in index), None)
         if bad is not None:
             raise GraphError(f"step latency: {what} = {bad!r}: no node of that name")
     s = np.fromiter((index[x] for x in src), np.int64, len(src))
     d = np.fromiter((index[x] for x in dst), np.int64, len(dst))
-    t0 = np.asarray(theory.zero_load_latency(network, cfg, s, d, np.ones(len(s), np.int64)),
-                    np.int64)
+    t0 = _compile.zero_load(network, cfg, s, d, np.ones(len(s), np.int64))
     prim = np.asarray(span, np.int64)[np.asarray(ops, np.int64), 0]
     arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
 
