@@ -16,7 +16,7 @@ one building every pass op by op gives, op for op (tests/test_repeat.py)."""
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import islice, repeat
 from operator import add
 
 import numpy as np
@@ -172,7 +172,7 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     nlay, nrec, ncol, nsend = (len(plan.layer_ops), len(plan.recomputed),
                                len(plan.collectives), len(plan.sends))
     ranges0 = list(g._streamable)
-    into0 = {k: (list(v) if isinstance(v, list) else v) for k, v in into.items()}
+    into0 = dict(into)       # (a pass gives its sends new entries, never changes a list)
     streams0 = _stream_lists(b)
     last0 = dict(last)
     a, e = lay.stages[s]
@@ -261,8 +261,8 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     t.blank = [None] * len(t.names)
     # the plan's records
     new = []
-    items = list(plan.layer_ops.items())
-    for (it_, i, n, jj), lo_ in items[nlay:]:
+    added = list(islice(reversed(plan.layer_ops.items()), len(plan.layer_ops) - nlay))
+    for (it_, i, n, jj), lo_ in reversed(added):
         fields = [None if x is None else rel(x) for x in (lo_.fwd, lo_.bwd_input,
                                                             lo_.bwd_weight)]
         if it_ != it or jj != j or any(x is not None and x < 0 for x in fields) or \
@@ -314,23 +314,20 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         t.sends.append({**d, "op": d["op"] - lo})
     # what it left for the passes after it
     t.into_new, t.into_popped = [], []
-    for k, v in into.items():
-        if k in into0:
-            if into0[k] != v:
-                return None
-            continue
-        if k[1] != j:
+    fresh = len(into.keys() - into0.keys())      # (the last keys inserted, in order)
+    for k in list(islice(reversed(into), fresh))[::-1]:
+        v = into[k]
+        if k in into0 or k[1] != j:
             return None
         if isinstance(v, list):
             if any(not lo <= x < hi for x in v):
                 return None
             v = [x - lo for x in v]
         t.into_new.append((k, v))
-    for k in into0:
-        if k not in into:
-            if k != (s, j, "gather"):
-                return None
-            t.into_popped.append(k)
+    for k in into0.keys() - into.keys():
+        if k != (s, j, "gather"):
+            return None
+        t.into_popped.append(k)
     t.last = []
     for n, x in last.items():
         if last0.get(n) != x:
