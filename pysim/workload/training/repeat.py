@@ -124,8 +124,14 @@ class _Pass:
         g._wbytes.extend(self.wbytes)
         g._wpeak.extend(self.wpeak)
         g.latencies.extend((base + op, src, dst, steps) for op, src, dst, steps in self.lat)
-        for lo, hi in self.streamable:
-            g.allow_streams(base + lo, base + hi)
+        if self.streamable:             # (OpGraph.allow_streams' ranges, as they come)
+            r = g._streamable
+            lo, hi = self.streamable[0]
+            if r and r[-1][1] == base + lo:
+                r[-1] = (r[-1][0], base + hi)
+            else:
+                r.append((base + lo, base + hi))
+            r.extend((base + lo, base + hi) for lo, hi in self.streamable[1:])
 
         def op(x):                      # a recorded op: its place in the pass, or an input
             return base + x if x >= 0 else vals[-1 - x]
@@ -171,7 +177,7 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     nw, nlat = len(g._wop), len(g.latencies)
     nlay, nrec, ncol, nsend = (len(plan.layer_ops), len(plan.recomputed),
                                len(plan.collectives), len(plan.sends))
-    ranges0 = list(g._streamable)
+    nranges = len(g._streamable)    # (those after: the pass's; the one before may grow)
     into0 = dict(into)       # (a pass gives its sends new entries, never changes a list)
     streams0 = _stream_lists(b)
     last0 = dict(last)
@@ -235,10 +241,7 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     if any(not 0 <= x[0] < hi - lo for x in t.lat):
         return None
     t.streamable = []
-    old_ranges = set(ranges0)
-    for r0, r1 in g._streamable:
-        if (r0, r1) in old_ranges:
-            continue
+    for r0, r1 in g._streamable[max(0, nranges - 1):]:
         c0, c1 = max(r0, lo), min(r1, hi)
         if c1 > c0:
             if t.streamable and t.streamable[-1][1] == c0 - lo:     # (one range, joined)
