@@ -253,7 +253,13 @@ class _Layout:
             key = (c["dp"], c["tp"], c["pp"])
             self.coords[npu] = key
             self.at[key] = npu
-        self.specs = {n: npu_spec(cfg, topo, pos[n]) for n in self.npus}
+        self.specs, same = {}, {}        # (NPUs sharing their own fields' table: one spec)
+        for n in self.npus:
+            own = topo.node_mem[pos[n]] if topo.node_mem else None
+            sp = same.get(id(own))
+            if sp is None:
+                sp = same[id(own)] = npu_spec(cfg, topo, pos[n])
+            self.specs[n] = sp
         by_spec, kinds_peak = {}, {}     # (NPUs of one spec share its table: npu_spec's)
         for n, sp in self.specs.items():
             t = by_spec.get(id(sp))
