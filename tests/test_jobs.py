@@ -723,3 +723,12 @@ def test_sensitivity_is_derived_from_the_best_and_worst_placements():
         j.model != "comm" for j in generate(pub.cfg)[:20]]
     with pytest.raises(ConfigError, match="jobs.sensitivity"):
         server(**{"sensitivity": "labels"})
+
+
+def test_a_server_of_more_npus_than_placement_masks_hold_is_refused_by_name():
+    """Placements are 64-bit masks of NPUs: a 64-NPU system as a server (mesh8x8) is
+    refused when loaded, naming the count, rather than overflowing in the preserve policy
+    (or silently wrapping the masks of larger ones)."""
+    with pytest.raises(ConfigError, match=r"'mesh8x8': 64 NPUs.*at most 63"):
+        load_server("mesh8x8")
+    assert load_server("ring16").size == 16

@@ -101,6 +101,9 @@ class Server:
         return [out[r] for r in sorted(out)]
 
 
+MAX_NPUS = 63
+
+
 def load_server(name, overrides=None, cfg=None) -> Server:
     """The server of a preset name, a shipped system's name or a TOML file, with `overrides`
     ({"section.key": value}) applied; or of a Config already resolved (`cfg`). Its
@@ -121,6 +124,9 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     if len(npus) < 2:
         raise ConfigError(f"server {label!r}: {len(npus)} NPU(s); a shared server needs at "
                           f"least 2")
+    if len(npus) > MAX_NPUS:
+        raise ConfigError(f"server {label!r}: {len(npus)} NPUs; a shared server has at most "
+                          f"{MAX_NPUS} (placements are kept as 64-bit masks of its NPUs)")
     clock = cfg.network.clock_ghz
     link = {}
     for c in range(t.n_channels):
