@@ -139,7 +139,8 @@ def topo(config, sets, draw_path, json_path, force):
     if len(d["links"]) > 40:
         click.echo(f"  ... and {len(d['links']) - 40} more")
     click.echo(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
-    click.echo(f"avg hops    {d['avg_hops']:.3f} (all ordered pairs of distinct endpoints)")
+    click.echo(f"avg hops    {d['avg_hops']:.3f} (ordered pairs of distinct endpoints; "
+               f"{d['hops_how']})")
     click.echo(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
                f"found; exact for meshes and tori, an upper bound otherwise)")
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
