@@ -225,6 +225,38 @@ def test_the_reports_union_of_intervals_is_the_cells_they_cover(n):
     assert _union(iv) == [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
 
 
+def _runs(cells):
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], cells.astype(np.int8), [0]])))
+    return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
+
+
+@pytest.mark.parametrize("n", [5, 100, 300, 2000])
+def test_the_reports_difference_and_clip_of_intervals_are_the_cells_they_cover(n):
+    """report._minus and _clip (in Python for a few intervals, as arrays for many) against
+    the cells covered by one list and not the other, and those within [lo, hi)."""
+    from pysim.workload.training.report import _clip, _minus, _union
+    rng = np.random.default_rng(n)
+    width = 6 * n
+
+    def some():
+        s = rng.integers(0, width, n)
+        return _union(list(zip(s.tolist(), (s + rng.integers(1, 8, n)).tolist())))
+
+    def cells(iv):
+        c = np.zeros(width + 20, bool)
+        for a, b in iv:
+            c[a:b] = True
+        return c
+    iv, cut = some(), some()
+    assert _minus(iv, cut) == _runs(cells(iv) & ~cells(cut))
+    assert _minus(iv, []) == _runs(cells(iv))
+    assert _minus([], cut) == []
+    lo, hi = width // 5, width // 2
+    window = np.zeros(width + 20, bool)
+    window[lo:hi] = True
+    assert _clip(iv, lo, hi) == _runs(cells(iv) & window)
+
+
 def test_dependencies_read_back_refuse_changes_in_place():
     """g.after[i] is a copy: appending to it would change nothing in the graph, so it refuses;
     depend() and assignment change the graph."""

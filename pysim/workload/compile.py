@@ -43,7 +43,7 @@ NODE_KIND = {"npu": 0, "mem": 1, "host": 2, "switch": 3}
 COMM_RECV_UNIT = 7       # communication's memory for what it receives (csim/_dag.pxd)
 
 
-def stream_sources(code, nid, size, lens, flat, allowed=None):
+def stream_sources(code, nid, size, lens, flat, allowed=None, owner=None):
     """Per op, the op whose data it takes as it comes (a stream, csim/_dag.pxd), or -1:
     - a send whose one dependency is a memory op of its bytes at its source (the read of
       what it sends) is sent as it is read;
@@ -57,21 +57,30 @@ def stream_sources(code, nid, size, lens, flat, allowed=None):
     piece, as an NCCL kernel's slices go, with the ops of store-and-forward. The
     dependency stays in the graph (its exports, its counts); only how it is run changes.
     allowed: per op, whether it may stream (OpGraph.stream_mask: the ops of collectives, as
-    their builders made them); an op and its source must both be (None: every op)."""
+    their builders made them); an op and its source must both be (None: every op).
+    owner: per dependency in flat its op, where made already."""
     n = len(code)
     out = np.full(n, -1, np.int64)
     if not n or not len(flat):
         return out
-    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    if owner is None:
+        owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    send, mem, red = OP_CODES["send"], OP_CODES["memory"], OP_CODES["reduce_npu"]
+    # (only dependencies between ops that may stream, of an op of those kinds: few)
+    may = np.isin(code, (send, mem, red))
+    if allowed is not None:
+        may &= allowed
+    cand = may[owner]
+    if allowed is not None:
+        cand &= allowed[flat]
+    at = np.flatnonzero(cand)
+    owner, flat = owner[at], flat[at]
     co, cd = code[owner], code[flat]
     one = lens[owner] == 1
     fits = (size[flat] == size[owner]) & (size[owner] > 0)
     within = (size[flat] >= size[owner]) & (size[owner] > 0)
-    send, mem, red = OP_CODES["send"], OP_CODES["memory"], OP_CODES["reduce_npu"]
     hit = (fits & (co == send) & one & (cd == mem) & (nid[flat] == nid[owner])) | \
         (within & ((co == red) | ((co == mem) & one)) & (cd == send))
-    if allowed is not None:
-        hit &= allowed[owner] & allowed[flat]
     at = np.flatnonzero(hit)[::-1]          # (the first of an op's wins)
     out[owner[at]] = flat[at]
     return out
@@ -279,7 +288,7 @@ def compile_arrays(g, topo, cfg, h):
     # (a reduction on the NPU: before both its parts)
     # (a stream's dependency: its source's first primitive to its own, in stream_src)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    strm = stream_sources(code, nid, size, lens, flat, g.stream_mask())
+    strm = stream_sources(code, nid, size, lens, flat, g.stream_mask(), owner)
     keep = strm[owner] != flat
     owner_k, flat_k = owner[keep], flat[keep]
     dep_last = last[flat_k]
@@ -293,7 +302,8 @@ def compile_arrays(g, topo, cfg, h):
     unit[first[(strm >= 0) & (code == 3)]] = COMM_RECV_UNIT
     src = np.concatenate(src_e) if src_e else np.zeros(0, np.int64)
     dst = np.concatenate(dst_e) if dst_e else np.zeros(0, np.int64)
-    key = np.sort(dst * P + src)                # by (to, from), deduplicated
+    # (nearly in order already: the stable sort's merge of runs is much faster here)
+    key = np.sort(dst * P + src, kind="stable")   # by (to, from), deduplicated
     if key.size:
         key = key[np.concatenate([[True], key[1:] != key[:-1]])]
     dst, src = key // P, key % P
@@ -301,7 +311,7 @@ def compile_arrays(g, topo, cfg, h):
     deps_n[companions] = 1                  # started by their roofline op, never by deps
     if stream_src is not None:
         deps_n += stream_src >= 0
-    succ = (np.sort(src * P + dst) % P).astype(np.int32)      # by (from, to)
+    succ = (np.sort(src * P + dst, kind="stable") % P).astype(np.int32)   # by (from, to)
     succ_ptr = np.zeros(P + 1, np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=P))
     arrays = dict(kind=kind, unit=unit, node=pnode, dst=pdst, size=psize, deps=deps_n,
@@ -351,9 +361,21 @@ def send_tails(network, cfg, arrays):
     flit = cfg.network.flit_bytes if cfg is not None else 32
     last = np.minimum(arrays["size"][snd], packet_bytes(cfg))
     flits = np.maximum(1, -(-last // flit)).astype(np.int64)
-    t0 = theory.zero_load_latency(network, cfg, arrays["node"][snd].astype(np.int64),
-                                  arrays["dst"][snd].astype(np.int64), flits)
-    arrays["tail"][snd] = np.asarray(t0, np.int64)
+    arrays["tail"][snd] = zero_load(network, cfg, arrays["node"][snd].astype(np.int64),
+                                    arrays["dst"][snd].astype(np.int64), flits)
+
+
+def zero_load(network, cfg, src, dst, flits):
+    """theory.zero_load_latency of each (src, dst, flits), each distinct triple walked once
+    (an iteration's sends and steps go between few pairs), as an int64 array."""
+    if not len(src):
+        return np.zeros(0, np.int64)
+    src, dst, flits = (np.asarray(x, np.int64) for x in (src, dst, flits))
+    n, f = int(max(src.max(), dst.max())) + 1, int(flits.max()) + 1
+    u, inv = np.unique((src * n + dst) * f + flits, return_inverse=True)
+    t0 = np.asarray(theory.zero_load_latency(network, cfg, u // f // n, u // f % n, u % f),
+                    np.int64)
+    return t0[inv.reshape(-1)]
 
 
 def slices_of(cycles, slice_cycles):

@@ -40,7 +40,6 @@ from pysim._version import __version__
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
-from pysim import theory
 from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.workload import compile as _compile
@@ -93,6 +92,8 @@ class OpGraph:
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
         self._names = []                    # per op its name (None: none)
         self._by_name = {}
+        self._unindexed = []                # [lo, hi) op ranges whose names are not in _by_name
+        self._defer = False                 # (while a builder vouches for its names' novelty)
         # memory held (hold/free), per hold: its device (an id, as the ops' nodes), bytes,
         # the op and edge taking it (1: finish), the op and edge freeing it (-1: never), what
         self._hdev = array.array("i")
@@ -148,6 +149,11 @@ class OpGraph:
         self._cached = (key, out)
         return dict(out)
 
+    def ops_of(self, *kinds):
+        """The ids of the ops of the given kinds (names), ascending (a numpy array)."""
+        code = np.frombuffer(self._code, np.int8) if len(self._code) else np.zeros(0, np.int8)
+        return np.flatnonzero(np.isin(code, [OP_CODES[k] for k in kinds]))
+
     def roofline(self):
         """The roofline compute ops and their work as numpy arrays: (ops, flops, bytes, peak
         FLOP/s, NaN where the node's own)."""
@@ -191,6 +197,8 @@ class OpGraph:
             after = [self._ref(a) for a in (after or [])]
         if name is not None and not isinstance(name, str):
             raise GraphError(f"name = {name!r}: expected a string")
+        if name is not None and self._unindexed and not self._defer:
+            self._index_names()
         if name is not None and name in self._by_name:
             raise GraphError(f"op name {name!r} is used twice")
         if n >= MAX_OPS:
@@ -297,6 +305,41 @@ class OpGraph:
         ptr.pop()
         ptr.extend(itertools.accumulate(lens, initial=len(self._dep) - len(dep)))
 
+    def _add_names(self, lo, names, at):
+        """Names of ops added in bulk (ops lo.. already added, their `names`, None where
+        none; `at`: the places of those given, with their names in that order). Indexed at
+        once where the graph may hold them already; else (while a builder that made them
+        unique vouches for it, `_defer`) when a name is first looked up or a named op added."""
+        self._names.extend(names)
+        if self._defer:
+            r = self._unindexed
+            hi = lo + len(names)
+            if r and r[-1][1] == lo:
+                r[-1] = (r[-1][0], hi)
+            else:
+                r.append((lo, hi))
+            return
+        by_name = self._by_name
+        size0 = len(by_name)
+        named = [names[i] for i in at]
+        by_name.update(zip(named, (lo + i for i in at)))
+        if len(by_name) != size0 + len(named):
+            dup = next(nm for i, nm in zip(at, named) if by_name[nm] != lo + i)
+            raise GraphError(f"op name {dup!r} is used twice")
+
+    def _index_names(self):
+        """Index the names of the op ranges added unindexed (_add_names); a name used twice
+        is refused."""
+        by_name, names = self._by_name, self._names
+        for lo, hi in self._unindexed:
+            for i in range(lo, hi):
+                nm = names[i]
+                if nm is not None:
+                    if nm in by_name:
+                        raise GraphError(f"op name {nm!r} is used twice")
+                    by_name[nm] = i
+        self._unindexed = []
+
     def _what(self, name):
         return f"op {name!r}" if name else f"op {len(self._code)}"
 
@@ -308,6 +351,8 @@ class OpGraph:
                                  (f": 0..{len(self._code) - 1})" if self._code else ")"))
             return int(a)
         if isinstance(a, str):
+            if a not in self._by_name and self._unindexed:
+                self._index_names()
             if a not in self._by_name:
                 raise GraphError(f"dependency {a!r}: no op of that name (an op can only "
                                  f"depend on ops given before it)")
@@ -472,6 +517,37 @@ class OpGraph:
         self._hend_fin[h] = _edge(edge)
         self._hend[h] = at
 
+    def add_holds(self, device, nbytes, at, at_finish, end, end_finish, what):
+        """Holds in bulk, as columns (the fast path of a memory plan repeating one
+        micro-batch's holds): at `device` (one node name), per hold its bytes, the op taking
+        it and whether at its finish, the op freeing it (-1: never) and whether at its
+        finish, and its label. Checked as arrays. Returns the first hold's id."""
+        h0, k = len(self._hbytes), len(what)
+        cols = [np.asarray(x, np.int64).reshape(-1) for x in (nbytes, at, at_finish, end,
+                                                               end_finish)]
+        if any(len(c) != k for c in cols):
+            raise GraphError("add_holds: the columns differ in length")
+        nb, a, af, e, ef = cols
+        n = len(self._code)
+        if k and (nb.min() < 0 or nb.max() > MAX_INT):
+            i = int(np.flatnonzero((nb < 0) | (nb > MAX_INT))[0])
+            raise GraphError(f"{what[i] or f'hold {h0 + i}'}: bytes = {int(nb[i])}: expected "
+                             f"an integer in 0..{MAX_INT:,}")
+        bad = np.flatnonzero((a < 0) | (a >= n) | (e < -1) | (e >= n))
+        if len(bad):
+            i = int(bad[0])
+            raise GraphError(f"{what[i] or f'hold {h0 + i}'}: op {int(a[i])} or {int(e[i])}: "
+                             f"no such op")
+        d = self._nid(device)
+        self._hdev.extend(itertools.repeat(d, k))
+        self._hbytes.frombytes(nb.tobytes())
+        self._hat.frombytes(a.tobytes())
+        self._hat_fin.frombytes((af != 0).astype(np.int8).tobytes())
+        self._hend.frombytes(e.tobytes())
+        self._hend_fin.frombytes((ef != 0).astype(np.int8).tobytes())
+        self._hwhat.extend(what)
+        return h0
+
     holds = property(lambda self: _Holds(self),
                      doc="per hold [device, bytes, (op, edge), (op, edge) freeing it or None, "
                          "what] (edge True: the op's finish)")
@@ -511,10 +587,14 @@ class OpGraph:
 
     def stream_mask(self):
         """Per op, whether it lies in a range given to allow_streams (a bool array)."""
-        m = np.zeros(len(self._code), bool)
-        for lo, hi in self._streamable:
-            m[lo:hi] = True
-        return m
+        n = len(self._code)
+        if not self._streamable:
+            return np.zeros(n, bool)
+        r = np.asarray(self._streamable, np.int64).reshape(-1, 2)
+        edge = np.zeros(n + 1, np.int64)
+        np.add.at(edge, r[:, 0], 1)
+        np.add.at(edge, r[:, 1], -1)
+        return np.cumsum(edge[:n]) > 0
 
     def depend(self, op, on):
         """Make op `op` wait for op `on` as well (either may have been added after the
@@ -809,7 +889,7 @@ def compile_graph(g: OpGraph, topo, cfg=None):
     op (pysim.workload.transfer).
     Returns the arrays and `span`, an (ops x 2) array: per op of `g`, its first and last
     primitive op."""
-    if any(k in ("mem_write", "mem_read") for k in g.kind):
+    if len(g.ops_of("mem_write", "mem_read")):
         return _compile_by_op(g, topo, cfg)
     return _compile.compile_arrays(g, topo, cfg, sys.modules[__name__])
 
@@ -851,15 +931,15 @@ def resolve_latencies(graph, network, cfg, arrays, span):
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
-    ops, src, dst, steps = zip(*graph.latencies)
+    lat = graph.latencies
+    ops, src, dst, steps = ([x[k] for x in lat] for k in range(4))
     for what, names in (("src", src), ("dst", dst)):
         bad = next((x for x in names if x not in index), None)
         if bad is not None:
             raise GraphError(f"step latency: {what} = {bad!r}: no node of that name")
     s = np.fromiter((index[x] for x in src), np.int64, len(src))
     d = np.fromiter((index[x] for x in dst), np.int64, len(dst))
-    t0 = np.asarray(theory.zero_load_latency(network, cfg, s, d, np.ones(len(s), np.int64)),
-                    np.int64)
+    t0 = _compile.zero_load(network, cfg, s, d, np.ones(len(s), np.int64))
     prim = np.asarray(span, np.int64)[np.asarray(ops, np.int64), 0]
     arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
 

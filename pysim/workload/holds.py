@@ -194,7 +194,7 @@ def memory_usage(g, start, finish, topo, cfg, check=True) -> MemoryUsage:
         u.peak_cycle[name] = int(pts_t[k])
         u.capacity_bytes[name] = cap[d]
         u.end_bytes[name] = int(pts_l[pts_t < end_time][-1]) if (pts_t < end_time).any() else 0
-        u.timeline[name] = [[int(a), int(b)] for a, b in zip(pts_t, pts_l) if a < end_time]
+        u.timeline[name] = np.stack([pts_t, pts_l], 1)[pts_t < end_time].tolist()
         at = int(pts_t[k])
         mine = by_dev[bounds[d]:bounds[d + 1]]
         live = mine[(t_take[mine] <= at) & (t_free[mine] > at) & (nb[mine] > 0)]
@@ -223,7 +223,8 @@ def memory_report(g, usage: MemoryUsage, topo, cfg):
                                  peak_cycle=usage.peak_cycle[name],
                                  end_bytes=usage.end_bytes[name],
                                  offloaded_bytes=0, prefetched_bytes=0)
-    for i, k in enumerate(g.kind):
+    for i in g.ops_of("mem_write", "mem_read").tolist():
+        k = g.kind[i]
         if k in ("mem_write", "mem_read"):
             key = "offloaded_bytes" if k == "mem_write" else "prefetched_bytes"
             for name in (g.node[i], g.dst[i]):

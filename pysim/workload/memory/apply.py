@@ -4,6 +4,8 @@ from __future__ import annotations
 import math  # noqa: F401
 from dataclasses import dataclass
 
+import numpy as np
+
 from pysim.errors import ConfigError
 from pysim.workload.holds import capacities
 from pysim.workload.memory import policies  # noqa: F401  (registers them)
@@ -85,6 +87,70 @@ class GraphSink(_Queues):
         self.g.free(h, at, edge)
 
 
+REPEAT = True        # False: every micro-batch's holds added one by one (the tests' reference)
+
+
+def _slots(sk):
+    """A skeleton's ops in a fixed order: its forward ops, then its backward ops."""
+    return list(sk.F) + [op for ops in sk.B for op in ops]
+
+
+class _Recorder:
+    """A sink passing one micro-batch's expansion through to the graph's, recording its
+    holds; anything else the plan adds (ops, dependencies, transfers) marks it as not
+    repeatable as holds alone."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.holds = []                  # [bytes, at, at_finish, end, end_finish, what]
+        self.other = False
+
+    def hold(self, npu, nbytes, at, edge, what=None):
+        self.holds.append([npu, nbytes, at, edge == "finish", -1, True, what])
+        return self.sink.hold(npu, nbytes, at, edge, what), len(self.holds) - 1
+
+    def free(self, h, at, edge="finish"):
+        self.sink.free(h[0], at, edge)
+        self.holds[h[1]][4:6] = [at, edge == "finish"]
+
+    def __getattr__(self, name):         # compute, write, read, join, depend, queue
+        self.other = True
+        return getattr(self.sink, name)
+
+    def repeat(self, g, npu, skeletons, tags):
+        """The holds recorded for skeletons[0] added for every later skeleton as columns,
+        their ops those of the same places in it; False (nothing added) where the
+        expansion did more than hold, or the skeletons or labels differ in shape."""
+        if self.other or not self.holds:
+            return False
+        s0 = _slots(skeletons[0])
+        where = {op: k for k, op in enumerate(s0)}
+        if len(where) != len(s0) or any(h[0] != npu for h in self.holds):
+            return False
+        shape = (len(skeletons[0].F), [len(b) for b in skeletons[0].B])
+        if any((len(sk.F), [len(b) for b in sk.B]) != shape for sk in skeletons[1:]):
+            return False
+        tag = tags[0]
+        if any(not (isinstance(h[6], str) and h[6].startswith(tag)) for h in self.holds):
+            return False
+        at = [where.get(h[2]) for h in self.holds]
+        end = [where.get(h[4], -1) if h[4] != -1 else -2 for h in self.holds]
+        if any(x is None for x in at) or any(x == -1 for x in end):
+            return False
+        slots = np.array([_slots(sk) for sk in skeletons[1:]], np.int64)
+        k = len(skeletons) - 1
+        at = slots[:, at].reshape(-1)
+        end = np.array(end, np.int64)
+        freed = end >= 0
+        e = np.full((k, len(end)), -1, np.int64)
+        e[:, freed] = slots[:, end[freed]]
+        cols = np.array([[h[1], h[3], h[5]] for h in self.holds], np.int64)
+        suffix = [h[6][len(tag):] for h in self.holds]
+        g.add_holds(npu, np.tile(cols[:, 0], k), at, np.tile(cols[:, 1], k), e.reshape(-1),
+                    np.tile(cols[:, 2], k), [t + x for t in tags[1:] for x in suffix])
+        return True
+
+
 @dataclass
 class NpuWork:
     """What a training iteration tells the memory plan about one NPU: its layers' costs (one
@@ -163,9 +229,18 @@ def apply(cfg, topo, g, work: dict) -> Applied:
         if w.resident:
             g.free(g.hold(npu, w.resident, w.first_op, "start", f"{npu} resident"),
                    w.last_op, "finish")
-        for k, sk in enumerate(w.skeletons):
-            label = w.labels[k] if w.labels else (f"mb{k}" if len(w.skeletons) > 1 else "")
-            expand(plan, w.costs, b, sink, sk, npu, f"{npu} {label} ".replace("  ", " "))
+        tags = [f"{npu} {label} ".replace("  ", " ") for label in
+                (w.labels or [f"mb{k}" if len(w.skeletons) > 1 else ""
+                              for k in range(len(w.skeletons))])]
+        first = 0
+        if len(w.skeletons) > 2 and REPEAT:
+            rec = _Recorder(sink)
+            expand(plan, w.costs, b, rec, w.skeletons[0], npu, tags[0])
+            first = 1
+            if rec.repeat(g, npu, w.skeletons, tags):
+                continue
+        for sk, tag in zip(w.skeletons[first:], tags[first:]):
+            expand(plan, w.costs, b, sink, sk, npu, tag)
     sink.serialise()
     return Applied(cfg.workload.memory.policy, plans, budgets, placements,
                    sink.recomputed_flops)

@@ -2,6 +2,7 @@
 op graph (GraphSink) or the planner's estimate (Estimate): both see the same expansion."""
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -18,6 +19,21 @@ def _program_order(costs):
     for l in range(len(costs) - 1, -1, -1):
         order += [("B", l, j) for j in range(len(costs[l].bwd_cycles))]
     return order
+
+
+class Positions:
+    """The place of each op in a program order (ascending op ids), found by bisection (no
+    table of them made): positions[op], KeyError for an op not in it."""
+    __slots__ = ("order",)
+
+    def __init__(self, order):
+        self.order = order
+
+    def __getitem__(self, op):
+        k = bisect.bisect_left(self.order, op)
+        if k == len(self.order) or self.order[k] != op:
+            raise KeyError(op)
+        return k
 
 
 @dataclass

@@ -5,11 +5,13 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim._gc import quiet_gc
 from pysim.workload.graph import compute_params
 from pysim.workload.memory.apply import NpuWork, apply
-from pysim.workload.memory.expand import Skeleton
+from pysim.workload.memory.expand import Positions, Skeleton
 from pysim.workload.memory.placement import placement
 from pysim.workload.memory.plan import Kept, LayerCost
 from pysim.workload.memory.registry import parse_policy
@@ -155,16 +157,18 @@ def training_work(cfg, topo, g, plan):
                 tensors=() if lay.split_table[i] or planned else kept[li]))
             if costs[-1].tensors:
                 costs[-1].stash_bytes = sum(t.nbytes for t in costs[-1].tensors)
-        order = sorted(op for ops in runs.values() for lo in ops.values()
-                       for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None)
-        pos = {op: k for k, op in enumerate(order)}
+        order = [op for ops in runs.values() for lo in ops.values()
+                 for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None]
+        order = np.sort(np.asarray(order, np.int64)).tolist()
+        pos = Positions(order)
         skeletons = []
         for key in sorted(runs):
-            ops = runs[key]
+            ops = [runs[key][i] for i in layers]
             skeletons.append(Skeleton(
-                [ops[i].fwd for i in layers],
-                [sorted(b for b in (ops[i].bwd_input, ops[i].bwd_weight) if b is not None)
-                 for i in layers], order, pos))
+                [lo.fwd for lo in ops],
+                [[] if bi is None and bw is None else [bw] if bi is None else
+                 [bi] if bw is None else [bi, bw] if bi < bw else [bw, bi]
+                 for bi, bw in ((lo.bwd_input, lo.bwd_weight) for lo in ops)], order, pos))
         resident = 0.0
         for i in layers:
             layer = lay.model.layers[i]

@@ -20,6 +20,7 @@ from pysim.workload.training.data import _Buckets
 from pysim.workload.training.experts import combine_after, dispatch_before
 from pysim.workload.training.layout import _Layout, load_model
 from pysim.workload.training.pipeline import schedule
+from pysim.workload.training.repeat import Repeat
 from pysim.workload.plan import CollectiveOps, LayerOps, Plan
 from pysim.workload.training.tensor import (gather_bytes, scatter_bytes, tp_backward,
                                             tp_forward)
@@ -48,6 +49,7 @@ class _Builder:
         self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
         self.gathered = {}
+        self.repeat = Repeat(self)       # passes built once per class, repeated as arrays
         self.plan = Plan(model=lay.model, precision=lay.precision,
                          optimizer_name=lay.optimizer,
                          batch=lay.batch, dp=lay.dp, tp=lay.tp, pp=lay.pp,
@@ -177,10 +179,8 @@ class _Builder:
                     need = (vs - 1, "F", j) if kind == "F" else (vs + 1, "B", j)
                     if 0 <= need[0] < pp * V and need not in built:
                         break
-                    if kind == "F":
-                        self.forward(it, vs, j, last, prev_opt, fsend)
-                    else:
-                        self.backward(it, vs, j, last, bsend)
+                    self.repeat.run(kind, it, vs, j, last, prev_opt,
+                                    fsend if kind == "F" else bsend)
                     built.add((vs, kind, j))
                     pos[s] += 1
                     progressed = True
@@ -629,10 +629,17 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
         lay.check_memory()               # else the memory plan decides what stays in HBM
     b.plan.layout = lay
     last, prev_opt = {}, {}
-    for it in range(cfg.workload.iterations):
-        b.iteration(it, last, prev_opt)
-        prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
-                    if it_ == it and op is not None}
+    # the passes' names are unique by construction (iteration, layer, pass, micro-batch,
+    # NPU): in a graph of no names before, those of repeated passes are indexed when first
+    # looked up (OpGraph._add_names)
+    g._defer = not g._by_name and not g._unindexed
+    try:
+        for it in range(cfg.workload.iterations):
+            b.iteration(it, last, prev_opt)
+            prev_opt = {(i, n): op for (it_, i, n), op in b.step_done.items()
+                        if it_ == it and op is not None}
+    finally:
+        g._defer = False
     return g, b.plan
 
 

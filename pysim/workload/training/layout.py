@@ -135,6 +135,19 @@ def _stages(costs, parts, blocks):
     return [(units[a][0], units[b - 1][1]) for a, b in cut]
 
 
+class _Peaks:
+    """The FLOP/s of a layer kind on an NPU, lay.peak[(npu, kind)], from the table of its
+    spec (one per distinct spec, not an entry per NPU and kind)."""
+    __slots__ = ("by_npu",)
+
+    def __init__(self, by_npu):
+        self.by_npu = by_npu
+
+    def __getitem__(self, key):
+        npu, kind = key
+        return self.by_npu[npu][kind]
+
+
 class _Layout:
     """The resolved plan: sizes, NPUs and their coordinates, groups, stages, costs."""
 
@@ -240,11 +253,21 @@ class _Layout:
             key = (c["dp"], c["tp"], c["pp"])
             self.coords[npu] = key
             self.at[key] = npu
-        self.specs = {n: npu_spec(cfg, topo, pos[n]) for n in self.npus}
-        self.peak = {}                   # (npu, kind) -> FLOP/s
+        self.specs, same = {}, {}        # (NPUs sharing their own fields' table: one spec)
+        for n in self.npus:
+            own = topo.node_mem[pos[n]] if topo.node_mem else None
+            sp = same.get(id(own))
+            if sp is None:
+                sp = same[id(own)] = npu_spec(cfg, topo, pos[n])
+            self.specs[n] = sp
+        by_spec, kinds_peak = {}, {}     # (NPUs of one spec share its table: npu_spec's)
         for n, sp in self.specs.items():
-            for kind in sp.efficiencies:
-                self.peak[(n, kind)] = sp.peak_flops(self.precision) * sp.efficiency(kind)
+            t = by_spec.get(id(sp))
+            if t is None:
+                t = by_spec[id(sp)] = {kind: sp.peak_flops(self.precision) *
+                                       sp.efficiency(kind) for kind in sp.efficiencies}
+            kinds_peak[n] = t
+        self.peak = _Peaks(kinds_peak)   # (npu, kind) -> FLOP/s
         self.split_table = [self.tables == "split" and l.kind == "embedding" and
                             l.table is not None for l in model.layers]
         self.splits = [tp_split(l, tp) for l in model.layers]
@@ -440,9 +463,13 @@ class _Layout:
         pb = self.pb
         per_param = state_bytes_per_param(pb, optimizer_bytes(self.optimizer, self.precision),
                                           self.zero, self.dp)
-        out = {}
+        out, by_stage = {}, {}
+        tables = any(self.split_table)
         for npu in self.npus:
             d, t, s = self.coords[npu]
+            if not tables and s in by_stage:         # (the same for every NPU of a stage)
+                out[npu] = by_stage[s]
+                continue
             state = stash = 0.0
             for c in range(self.v):
                 a, b = self.stages[c * self.pp + s]
@@ -461,7 +488,7 @@ class _Layout:
             else:                        # the interleaved schedule's warm-up, in chunks
                 inflight = min(self.m * self.v, (self.pp - s - 1) * 2 + (self.v - 1) *
                                self.pp + 1)
-            out[npu] = int(math.ceil(state + stash * inflight))
+            out[npu] = by_stage[s] = int(math.ceil(state + stash * inflight))
         return out
 
     def state_per_param(self):

@@ -49,8 +49,13 @@ def _length(iv):
     return sum(b - a for a, b in iv)
 
 
+MANY = 256       # intervals past which _minus and _clip work as arrays
+
+
 def _minus(iv, cut):
     """Intervals iv (disjoint, sorted) less intervals cut (disjoint, sorted)."""
+    if len(iv) > MANY:               # (a few intervals: bisection into cut is cheaper)
+        return _minus_arrays(iv, cut)
     out = []
     j = bisect.bisect_right(cut, iv[0][0], key=lambda c: c[1]) if iv else 0
     for a, b in iv:
@@ -68,7 +73,37 @@ def _minus(iv, cut):
     return out
 
 
+def _minus_arrays(iv, cut):
+    """_minus as arrays: every boundary of either list cuts the line into pieces each inside
+    or outside each list; the pieces inside iv and outside cut, touching ones joined."""
+    a = np.asarray(iv, np.int64).reshape(-1, 2)
+    c = np.asarray(cut, np.int64).reshape(-1, 2)
+    a = a[a[:, 1] > a[:, 0]]
+    if not len(a):
+        return []
+    pts = np.unique(np.concatenate([a.ravel(), c.ravel()]))
+    s, e = pts[:-1], pts[1:]
+
+    def inside(x):
+        if not len(x):
+            return np.zeros(len(s), bool)
+        k = np.searchsorted(x[:, 0], s, "right") - 1
+        return (k >= 0) & (e <= x[np.maximum(k, 0), 1])
+    keep = inside(a) & ~inside(c)
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return []
+    new = np.concatenate([[True], s[1:] != e[:-1]])
+    last = np.concatenate([np.flatnonzero(new)[1:] - 1, [len(s) - 1]])
+    return np.stack([s[new], e[last]], 1).tolist()
+
+
 def _clip(iv, lo, hi):
+    if len(iv) > MANY:
+        a = np.asarray(iv, np.int64).reshape(-1, 2)
+        s, e = np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)
+        keep = e > s
+        return np.stack([s[keep], e[keep]], 1).tolist()
     return [[max(a, lo), min(b, hi)] for a, b in iv if min(b, hi) > max(a, lo)]
 
 

@@ -1,0 +1,351 @@
+"""A pipeline pass built once and repeated: the forward (or backward) pass of one virtual
+stage for a micro-batch is the same for every micro-batch but the first (and, backward, the
+last) but for the ops it waits for and the micro-batch in its ops' names. `Repeat` builds
+each such class of passes once op by op (`_Builder.forward` / `backward`), keeps the ops it
+added as columns (kinds, nodes, sizes, roofline work, dependencies as CSR with the ops
+outside the pass as the places of its inputs), and adds every later pass of the class as
+array work: its op ids offset, its inputs (each NPU's last op, what the stage before sent,
+the collectives' stream order) put in, its names the pass's own with the micro-batch's
+number, the plan's records (layer ops, collectives, sends, recomputations) offset.
+
+A pass is repeated only where what it reads is what the built one read, in the same shape
+(the same inputs present, of the same lengths, the same equalities among them); anything
+else (the first and last micro-batches, a stage's first pass, memory hooks, a collectives
+offload engine, a pass that changed ops outside its own) is built op by op. The graph is the
+one building every pass op by op gives, op for op (tests/test_repeat.py)."""
+from __future__ import annotations
+
+from collections import deque
+from itertools import islice, repeat
+from operator import add
+
+import numpy as np
+
+from pysim.workload import graph as graph_module
+from pysim.workload.graph import GraphError
+from pysim.workload.plan import CollectiveOps, LayerOps
+
+ENABLED = True           # False: every pass built op by op (the reference of the tests)
+
+
+class Repeat:
+    """The passes of one builder's iterations (see the module's doc)."""
+
+    def __init__(self, b):
+        self.b = b
+        self.on = ENABLED and b.hooks is None and b.sram is None
+        self.kept = {}                   # (iteration, pass, virtual stage) -> _Pass or None
+        self.repeated = 0                # passes added as array work
+
+    def run(self, kind, it, s, j, last, prev_opt, into):
+        """Pass `kind` ('F' or 'B') of virtual stage s for micro-batch j, as
+        _Builder.forward / backward add it."""
+        b = self.b
+        m = b.lay.m
+        repeatable = self.on and j > 0 and (kind == "F" or j < m - 1)
+        key = (it, kind, s)
+        t = self.kept.get(key, False) if repeatable else None
+        if t is False:                   # the class's first: built and kept
+            self.kept[key] = _record(b, kind, it, s, j, last, prev_opt, into)
+            return
+        if t is not None and t.replay(b, j, last, into):
+            self.repeated += 1
+            return
+        _build(b, kind, it, s, j, last, prev_opt, into)
+
+
+def _build(b, kind, it, s, j, last, prev_opt, into):
+    if kind == "F":
+        b.forward(it, s, j, last, prev_opt, into)
+    else:
+        b.backward(it, s, j, last, into)
+
+
+def _stream_lists(b):
+    """The collectives' stream order as {(group, npu): tuple of ops}."""
+    return {(gk, n): tuple(v) for gk, grp in b.streams[0].items() for n, v in grp.items()}
+
+
+class _Pass:
+    """One pass's ops and records, relative to its first op (see the module's doc)."""
+
+    def _roles(self, b, s, j, last, into):
+        """The ops a pass of this class reads (its inputs, in a fixed order) and the shape
+        of what it reads; None where an input is missing."""
+        st = b.streams[0]
+        vals, shape = [], []
+        for n in self.npus:
+            x = last.get(n)
+            shape.append(x is not None)
+            if x is not None:
+                vals.append(x)
+        for d, t in self.dt:
+            got = into.get((s, j, d, t), ())
+            shape.append(len(got))
+            vals.extend(got)
+        shape.append(into.get((s, j, "gather")))
+        for gk, n in self.touched:
+            got = st.get(gk, {}).get(n)
+            shape.append(-1 if got is None else len(got))
+            if got:
+                vals.extend(got)
+        first = {}
+        pattern = tuple(first.setdefault(v, k) for k, v in enumerate(vals))
+        return vals, (tuple(shape), pattern)
+
+    def replay(self, b, j, last, into):
+        """Add this class's pass for micro-batch j; False (nothing added) where its inputs
+        differ in shape from the pass kept."""
+        vals, shape = self._roles(b, self.s, j, last, into)
+        if shape != self.shape:
+            return False
+        g = b.g
+        base = len(g)
+        k = len(self.code)
+        if base + k > graph_module.MAX_OPS:
+            raise GraphError(f"the op graph passes {graph_module.MAX_OPS:,} ops (a collective "
+                             f"makes ops per participant, step and chunk: fewer "
+                             f"workload.chunks make fewer)")
+        names = list(self.blank)
+        deque(map(names.__setitem__, self.named, map(str(j).join, self.pairs)), 0)
+        dep = self.dep + base
+        if len(self.ext_pos):
+            dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
+        ndep = len(g._dep)
+        g._code.extend(self.code)
+        g._node.extend(self.node)
+        g._dst.extend(self.dst)
+        g._size.extend(self.size)
+        g._add_names(base, names, self.named)
+        g._dep.frombytes(dep.tobytes())
+        g._ptr.frombytes((self.ptr + ndep).tobytes())
+        g._wop.frombytes((self.wop + base).tobytes())
+        g._wflops.extend(self.wflops)
+        g._wbytes.extend(self.wbytes)
+        g._wpeak.extend(self.wpeak)
+        g.latencies.extend((base + op, src, dst, steps) for op, src, dst, steps in self.lat)
+        if self.streamable:             # (OpGraph.allow_streams' ranges, as they come)
+            r = g._streamable
+            lo, hi = self.streamable[0]
+            if r and r[-1][1] == base + lo:
+                r[-1] = (r[-1][0], base + hi)
+            else:
+                r.append((base + lo, base + hi))
+            r.extend((base + lo, base + hi) for lo, hi in self.streamable[1:])
+
+        def op(x):                      # a recorded op: its place in the pass, or an input
+            return base + x if x >= 0 else vals[-1 - x]
+        plan, it = b.plan, self.it
+        lops = plan.layer_ops
+        jt = (j,)
+        if self.new_layers:
+            keys, cols, stash = self.new_layers
+            lops.update(zip(map(add, keys, repeat(jt)),
+                            map(LayerOps, *[repeat(None) if c is None else (c + base).tolist()
+                                            for c in cols], stash)))
+        if self.set_layers:
+            keys, fields, xs = self.set_layers
+            deque(map(setattr, map(lops.__getitem__, map(add, keys, repeat(jt))), fields,
+                      (xs + base).tolist()), 0)
+        plan.recomputed.extend((it, n, base + x) for n, x in self.recomputed)
+        # (the records share their lists of names, layers and bytes: read, never changed)
+        plan.collectives.extend(
+            CollectiveOps(what, coll, group, nbytes, it, j, layers, base + first, base + end,
+                          {n: base + x for n, x in done}, lb)
+            for what, coll, group, nbytes, layers, first, end, done, lb in self.collectives)
+        plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
+        for key, v in self.into_new:
+            k2 = (key[0], j) + key[2:]
+            into[k2] = [base + x for x in v] if isinstance(v, list) else v
+        for key in self.into_popped:
+            into.pop((key[0], j) + key[2:], None)
+        for n, x in self.last:
+            last[n] = op(x)
+        st = b.streams[0]
+        for (gk, n), v in self.streams_after:
+            st.setdefault(gk, {})[n] = [op(x) for x in v]
+        return True
+
+
+def _record(b, kind, it, s, j, last, prev_opt, into):
+    """Build the pass op by op and keep it as a _Pass; None where it cannot be repeated."""
+    g, plan, lay = b.g, b.plan, b.lay
+    npus = list(lay.stage_npus(s))
+    lo, ndep0 = len(g), g._ptr[len(g)]
+    counts = (len(g._over), g._version, len(g._hbytes), len(g._space), len(plan.optimizer),
+              len(b.step_done), g._forward)
+    nw, nlat = len(g._wop), len(g.latencies)
+    nlay, nrec, ncol, nsend = (len(plan.layer_ops), len(plan.recomputed),
+                               len(plan.collectives), len(plan.sends))
+    nranges = len(g._streamable)    # (those after: the pass's; the one before may grow)
+    into0 = dict(into)       # (a pass gives its sends new entries, never changes a list)
+    streams0 = _stream_lists(b)
+    last0 = dict(last)
+    a, e = lay.stages[s]
+    old = {}
+    if kind == "B":
+        for i in range(a, e):
+            for n in npus:
+                lo_ = plan.layer_ops.get((it, i, n, j))
+                if lo_ is not None:
+                    old[(i, n)] = (lo_.fwd, lo_.bwd_input, lo_.bwd_weight)
+    _build(b, kind, it, s, j, last, prev_opt, into)
+    hi = len(g)
+    if (len(g._over), g._version, len(g._hbytes), len(g._space), len(plan.optimizer),
+            len(b.step_done), g._forward) != counts or hi == lo:
+        return None
+    t = _Pass()
+    t.it, t.s, t.npus = it, s, npus
+    t.dt = [tuple(lay.coords[n][:2]) for n in npus]
+    streams1 = _stream_lists(b)
+    t.touched = sorted((k for k in streams1 if streams0.get(k) != streams1[k]), key=repr)
+    # the inputs, as the pass read them (with the state before it)
+    before = _Pass()
+    before.npus, before.dt, before.touched = npus, t.dt, t.touched
+    b_streams = b.streams[0]
+    saved = {k: b_streams[k[0]][k[1]] for k in t.touched}
+    for (gk, n) in t.touched:                     # (the lists as they were, to read them)
+        if (gk, n) in streams0:
+            b_streams[gk][n] = list(streams0[(gk, n)])
+        else:
+            del b_streams[gk][n]
+    vals, t.shape = before._roles(b, s, j, last0, into0)
+    for k, v in saved.items():
+        b_streams[k[0]][k[1]] = v
+    role = {}
+    for k, v in enumerate(vals):
+        role.setdefault(v, k)
+
+    def rel(x):
+        """A recorded op: its place in the pass, -1 - its input's place, or None."""
+        if lo <= x < hi:
+            return x - lo
+        r = role.get(x)
+        return None if r is None else -1 - r
+    # the ops as columns
+    ptr = np.frombuffer(g._ptr, np.int64)[lo:hi + 1].copy()
+    dep = np.frombuffer(g._dep, np.int64)[ptr[0]:ptr[-1]].copy()
+    ext = np.flatnonzero(dep < lo)
+    ext_role = [role.get(int(x), -1) for x in dep[ext]]
+    if any(r < 0 for r in ext_role) or (dep >= hi).any():
+        return None
+    assert ndep0 == ptr[0]
+    t.ptr = ptr[1:] - ptr[0]
+    t.dep = dep - lo
+    t.ext_pos, t.ext_role = ext, np.asarray(ext_role, np.int64)
+    t.code, t.node, t.dst, t.size = (g._code[lo:hi], g._node[lo:hi], g._dst[lo:hi],
+                                     g._size[lo:hi])
+    t.wop = np.frombuffer(g._wop, np.int64)[nw:].copy() - lo
+    t.wflops, t.wbytes, t.wpeak = g._wflops[nw:], g._wbytes[nw:], g._wpeak[nw:]
+    t.lat = [(op - lo, src, dst, steps) for op, src, dst, steps in g.latencies[nlat:]]
+    if any(not 0 <= x[0] < hi - lo for x in t.lat):
+        return None
+    t.streamable = []
+    for r0, r1 in g._streamable[max(0, nranges - 1):]:
+        c0, c1 = max(r0, lo), min(r1, hi)
+        if c1 > c0:
+            if t.streamable and t.streamable[-1][1] == c0 - lo:     # (one range, joined)
+                t.streamable[-1] = (t.streamable[-1][0], c1 - lo)
+            else:
+                t.streamable.append((c0 - lo, c1 - lo))
+    # names: the micro-batch's number in each, once
+    mark = f" mb{j} "
+    t.names = []
+    for nm in g._names[lo:hi]:
+        if nm is None:
+            t.names.append(None)
+            continue
+        if nm.count(mark) != 1:
+            return None
+        p, q = nm.split(mark)
+        t.names.append((p + " mb", " " + q))
+    t.named = [i for i, p in enumerate(t.names) if p is not None]
+    t.pairs = [t.names[i] for i in t.named]
+    t.blank = [None] * len(t.names)
+    # the plan's records
+    new = []
+    added = list(islice(reversed(plan.layer_ops.items()), len(plan.layer_ops) - nlay))
+    for (it_, i, n, jj), lo_ in reversed(added):
+        fields = [None if x is None else rel(x) for x in (lo_.fwd, lo_.bwd_input,
+                                                            lo_.bwd_weight)]
+        if it_ != it or jj != j or any(x is not None and x < 0 for x in fields) or \
+                any(x is None and y is not None for x, y in
+                    zip(fields, (lo_.fwd, lo_.bwd_input, lo_.bwd_weight))):
+            return None
+        new.append(((it, i, n), fields, lo_.stash_bytes))
+    t.new_layers = None
+    if new:                              # (keys, per field its places or None, stashes)
+        cols = []
+        for f in range(3):
+            xs = [x[1][f] for x in new]
+            if all(x is None for x in xs):
+                cols.append(None)
+            elif any(x is None for x in xs):
+                return None
+            else:
+                cols.append(np.asarray(xs, np.int64))
+        t.new_layers = ([x[0] for x in new], cols, [x[2] for x in new])
+    changed = []
+    for (i, n), was in old.items():
+        lo_ = plan.layer_ops[(it, i, n, j)]
+        for field, x0, x1 in zip(("fwd", "bwd_input", "bwd_weight"), was,
+                                 (lo_.fwd, lo_.bwd_input, lo_.bwd_weight)):
+            if x0 != x1:
+                if x1 is None or not lo <= x1 < hi:
+                    return None
+                changed.append(((it, i, n), field, x1 - lo))
+    t.set_layers = ([x[0] for x in changed], [x[1] for x in changed],
+                    np.asarray([x[2] for x in changed], np.int64)) if changed else None
+    t.recomputed = []
+    for it_, n, x in plan.recomputed[nrec:]:
+        if it_ != it or not lo <= x < hi:
+            return None
+        t.recomputed.append((n, x - lo))
+    t.collectives = []
+    for c in plan.collectives[ncol:]:
+        done = {n: x - lo for n, x in c.done.items()}
+        if c.iteration != it or c.micro_batch != j or not lo <= c.first <= c.last <= hi or \
+                any(not 0 <= x < hi - lo for x in done.values()):
+            return None
+        t.collectives.append((c.what, c.collective, list(c.group), c.bytes, list(c.layers),
+                              c.first - lo, c.last - lo, tuple(done.items()),
+                              list(c.layer_bytes)))
+    t.sends = []
+    for d in plan.sends[nsend:]:
+        if d["iteration"] != it or d["micro_batch"] != j or not lo <= d["op"] < hi:
+            return None
+        t.sends.append({**d, "op": d["op"] - lo})
+    # what it left for the passes after it
+    t.into_new, t.into_popped = [], []
+    fresh = len(into.keys() - into0.keys())      # (the last keys inserted, in order)
+    for k in list(islice(reversed(into), fresh))[::-1]:
+        v = into[k]
+        if k in into0 or k[1] != j:
+            return None
+        if isinstance(v, list):
+            if any(not lo <= x < hi for x in v):
+                return None
+            v = [x - lo for x in v]
+        t.into_new.append((k, v))
+    for k in into0.keys() - into.keys():
+        if k != (s, j, "gather"):
+            return None
+        t.into_popped.append(k)
+    t.last = []
+    for n, x in last.items():
+        if last0.get(n) != x:
+            if n not in npus or rel(x) is None:
+                return None
+            t.last.append((n, rel(x)))
+    if len(last) != len(last0) and any(n not in last0 and n not in npus for n in last):
+        return None
+    t.streams_after = []
+    for k in t.touched:
+        v = [rel(x) for x in b_streams[k[0]][k[1]]]
+        if any(x is None for x in v):
+            return None
+        t.streams_after.append((k, v))
+    return t
+
+
+__all__ = ["ENABLED", "Repeat"]
