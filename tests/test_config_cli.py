@@ -404,3 +404,11 @@ def test_a_json_or_yaml_config_is_told_that_configs_are_toml(tmp_path, name, tex
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"not valid TOML.*pysim reads TOML files only"):
         load(str(path))
+
+
+def test_synthetic_traffic_at_the_flow_level_names_every_kind_the_flow_model_runs():
+    with pytest.raises(ConfigError, match="'graph', 'collective' or 'training'"):
+        simulate(load("ring8", {"network.model": "flow"}))
+    simulate(load("ring8", {"network.model": "flow", "workload.kind": "training",
+                            "workload.model": "alexnet", "workload.batch": 8,
+                            "workload.iterations": 1}))

@@ -31,8 +31,8 @@ def flit_only(cfg, what):
         raise ConfigError(f"network.model = {cfg.network.model!r}: {what} runs at the flit "
                           f"level only (its packets are drawn cycle by cycle and measured "
                           f"one by one, which flows do not model); the flow model runs op "
-                          f"graphs and collectives (workload.kind = 'graph' or "
-                          f"'collective'). Use network.model = 'flit'")
+                          f"graphs, collectives and training iterations (workload.kind = "
+                          f"'graph', 'collective' or 'training'). Use network.model = 'flit'")
 
 
 def prepare(cfg, horizon=None):
