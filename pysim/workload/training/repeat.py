@@ -70,8 +70,9 @@ class _Pass:
     """One pass's ops and records, relative to its first op (see the module's doc)."""
 
     def _roles(self, b, s, j, last, into):
-        """The ops a pass of this class reads (its inputs, in a fixed order) and the shape
-        of what it reads; None where an input is missing."""
+        """The ops a pass of this class reads (its inputs, in a fixed order), and the shape
+        of what it reads: which inputs are there and how many, the pipeline's gather it
+        receives, and which of the inputs are the same op."""
         st = b.streams[0]
         vals, shape = [], []
         for n in self.npus:
