@@ -6,7 +6,8 @@ engine built from them, ready for a flit-level run (its VC state made). Each cas
     python bench/setup_limits.py [--out bench/results/setup_limits.json] [--only mesh]
 
 Cases: mesh and torus 512x512 and a ring of 262,144 (the node limit of networks routed by
-rule), switch of 8,192 NPUs (the switch limit: its routes' 67 million channel dependencies), fully_connected of 2,000 (3,998,000 channels: the channel limit and the
+rule), switch of 262,143 NPUs (the same node limit: a star is a tree, routed by rule),
+fully_connected of 2,000 (3,998,000 channels: the channel limit and the
 routing-work limit), and a graph of 2,000 nodes with every pair linked at a latency of 1 to 9
 cycles and routed by latency (the same size, but a weighted search from every node, and
 routes whose dependencies need 3 VC classes). Every case has 4 VCs.
@@ -14,7 +15,6 @@ routes whose dependencies need 3 VC classes). Every case has 4 VCs.
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -24,7 +24,7 @@ CASES = {
     "mesh": {"kind": "mesh", "dims": [512, 512]},
     "torus": {"kind": "torus", "dims": [512, 512]},
     "ring": {"kind": "ring", "size": 262144},
-    "switch": {"kind": "switch", "size": 8192},
+    "switch": {"kind": "switch", "size": 262143},
     "fully_connected": {"kind": "fully_connected", "size": 2000},
     "graph-latency": "dense-weighted",
 }
@@ -71,6 +71,8 @@ def main():
     if a.case:
         print(json.dumps(one(a.case)))
         return
+    from provenance import provenance, write_rows
+    started = provenance()
     rows = []
     for name in CASES:
         if a.only and a.only != name:
@@ -82,10 +84,7 @@ def main():
         print(f"{r['case']:<16} {r['nodes']:>7,} nodes {r['channels']:>9,} channels  set-up "
               f"{r['setup_seconds']:6.1f} s (compile {r['compile_seconds']:.1f}, engine "
               f"{r['engine_seconds']:.1f})  peak {r['peak_gb']:.2f} GB", flush=True)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(dict(machine=platform.machine(), python=platform.python_version(),
-                       cores=os.cpu_count(), rows=rows), f, indent=1)
+    write_rows(a.out, "setup_limits", started, rows)
 
 
 if __name__ == "__main__":

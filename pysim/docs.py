@@ -50,10 +50,10 @@ is meant, lists included; integers up to 10^15 (the seed up to 2^64 - 1); flits 
 65,536 bytes; router stage delays and the latency of every link and NIC up to 10^6 cycles; at
 most 1,024 flits per cycle on one link or NIC (a link of B GB/s is ceil(B / (flit_bytes x
 clock_ghz)) parallel channels); networks of 2 to 16,384 nodes where routes are a table of
-every pair (graph, switch, fully_connected), to 262,144 where they are by rule (mesh, ring,
-torus, cluster), and at most 4,000,000 channels; a graph routed by tables (graph, switch,
-fully_connected) of at most 8 x 10^9 endpoints x channels (a fully connected graph of 2,000
-nodes), a switch of at most 8,192 NPUs, and routes whose channel-dependency graph has at most
+every pair (graph, fully_connected), to 262,144 where they are by rule (mesh, ring, torus,
+cluster, switch, a graph whose links form a tree), and at most 4,000,000 channels; a graph
+routed by tables (graph, fully_connected) of at most 8 x 10^9 endpoints x channels (a fully
+connected graph of 2,000 nodes), and routes whose channel-dependency graph has at most
 2^26 edges; op graphs (collectives included) of at most 10,000,000 ops, counted in the engine's
 ops they expand into before any is built (memory pieces, roofline slices: a ring all-reduce on
 1,024 NPUs has 3.1 million) and 10^6 slices per roofline op. The set-up time and memory of
