@@ -612,12 +612,18 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
             return _tail(s, op)        # a bulk done after its source: its tail at once,
                                        # before the ops queued for the unit
         q = s.cq_head[h]
-        if q >= 0 and h != n and not _streamed(s, q):
-            q = -1                     # (a second lane: it waits for the first)
+        r = -1
+        if h != n:                     # a second lane: the first streamed op waiting (the
+            while q >= 0 and not _streamed(s, q):   # others wait for the first lane)
+                r = q
+                q = s.op_next[q]
         if q >= 0:
-            s.cq_head[h] = s.op_next[q]
-            if s.cq_head[h] < 0:
-                s.cq_tail[h] = -1
+            if r < 0:
+                s.cq_head[h] = s.op_next[q]
+            else:
+                s.op_next[r] = s.op_next[q]
+            if s.cq_tail[h] == q:
+                s.cq_tail[h] = r
             s.op_unit[q] = s.op_unit[op]
             if _start_compute(s, q) != 0:
                 return -1

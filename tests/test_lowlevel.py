@@ -204,6 +204,23 @@ def test_streamed_ops_share_communications_memory_on_two_lanes():
     assert start[3] == start[4] == 0 and min(finish[3:]) >= 2000
 
 
+def test_a_second_lane_takes_the_first_streamed_op_waiting():
+    """On node 0's unit 5: ops 0 (1000 cycles) and 1 (200) are streamed (sends 4 and 5 read
+    them as they go) and take the two lanes at cycle 0, each at half the budget; op 2 (100,
+    not streamed) and op 3 (300, streamed: send 6), ready at 0 too, wait in that order. Op
+    1 ends at 400; its lane takes op 3, passing op 2, which waits for the first lane: op 3
+    at half rate ends at 1000, op 0 (800 left at 400) at 1500, op 2 runs 1500-1600."""
+    g = graph([OP_COMPUTE] * 4 + [OP_SEND] * 3, [0] * 7, [0] * 4 + [1] * 3,
+              [1000, 200, 100, 300, 128, 128, 128], deps=[0, 0, 0, 0, 1, 1, 1],
+              unit=[5] * 4 + [0] * 3, stream_src=[-1] * 4 + [0, 1, 3], tail=[0] * 7)
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:4], finish[:4])) == [(0, 1500), (0, 400), (1500, 1600),
+                                                (400, 1000)]
+
+
 def test_a_chain_of_streams_longer_than_the_c_stack_could_recurse_runs():
     """50,000 one-flit sends 0 -> 1, each streaming the one before (so all start at cycle
     0, one starting the next), started in a thread of 512 KiB of stack: a recursion per
