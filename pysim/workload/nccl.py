@@ -347,8 +347,8 @@ def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
 def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.23"):
     """What NCCL's own tuning model of the release says a collective takes (what `choose`
     ranks by): the ring by NCCL's ring formulas (_ring_tuning_seconds); NVLS as
-    model_seconds with the release's latency; a tree by NCCL's tree formulas (TREE_*), its
-    latency model_seconds' with the release's Simple latencies."""
+    model_seconds with the release's latency; a tree by NCCL's tree formulas (TREE_*; its
+    latency with the release's Simple latencies and log2i, rounding down, of the nodes)."""
     t = model_seconds(collective, algo, proto, nbytes, m, p, channels)
     if t is None:
         return t
@@ -357,10 +357,12 @@ def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.2
     lat = t - model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=False)
     if algo == "nvls":
         return t - lat + RELEASE[release]["nvls_us"] * 1e-6
-    if proto == "Simple":
-        base, nv, net = RELEASE[release]["tree_simple"]
-        q = p // m.nodes
-        lat = (base + 2 * ((q - 1) * nv + max(0, math.ceil(math.log2(m.nodes))) * net)) * 1e-6
+    # NCCL's tree latency: base + 2 ((ranks per node - 1) intra + log2i(nodes) inter),
+    # log2i rounding down (tuning.cc), the Simple latencies the release's
+    base, nv, net = RELEASE[release]["tree_simple"] if proto == "Simple" else (
+        BASE_US[(algo, proto)], STEP_US["nvlink"][(algo, proto)], STEP_US["net"][(algo, proto)])
+    q = p // m.nodes
+    lat = (base + 2 * ((q - 1) * nv + (m.nodes.bit_length() - 1) * net)) * 1e-6
     k = min(m.nodes, 3) - 1
     graph = max(1, channels // 2)
     bus = min(_bus(m, p, channels)[1] * 0.92, graph * TREE_CH_GBPS[m.preset][k])
