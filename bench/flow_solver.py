@@ -91,6 +91,11 @@ def one(n, k, pattern):
                 pairs_recomputed=f["pairs_recomputed"],
                 pairs_per_recomputation=f["pairs_recomputed"] / rec,
                 solver_seconds=p["solver_seconds"], solver_fallbacks=p["solver_fallbacks"],
+                solver_rounds=p["solver_rounds"], solver_work=p["solver_work"],
+                pairs_changed=p["pairs_changed"],
+                rounds_per_recomputation=p["solver_rounds"] / rec,
+                entries_per_recomputation=p["solver_work"] / rec,
+                changed_per_recomputation=p["pairs_changed"] / rec,
                 engine_cpu_seconds=p["cpu"]["engine"],
                 solver_us_per_recomputation=1e6 * p["solver_seconds"] / rec,
                 solver_ns_per_pair=1e9 * p["solver_seconds"] / max(1, f["pairs_recomputed"]),
@@ -133,7 +138,10 @@ def main():
                 print(f"{pattern:>9} {n:>6} NPUs x {k}: {row['flows']:>7,} flows, "
                       f"{row['mean_active_flows']:>9,.0f} active, "
                       f"{row['rate_recomputations']:>7,} recomputations of "
-                      f"{row['pairs_per_recomputation']:>9,.0f} pairs; solver "
+                      f"{row['pairs_per_recomputation']:>9,.0f} pairs "
+                      f"({row['changed_per_recomputation']:,.0f} changed, "
+                      f"{row['rounds_per_recomputation']:.1f} rounds, "
+                      f"{row['entries_per_recomputation']:,.0f} entries); solver "
                       f"{row['solver_seconds']:8.2f} s = "
                       f"{row['solver_us_per_recomputation']:9.1f} us/recomputation, "
                       f"{row['solver_ns_per_pair']:6.1f} ns/pair, "

@@ -21,7 +21,9 @@ cdef _counters(Engine self):
         deadlock_cycle=s.deadlock_t, flows_started=s.flows_started,
         flows_alive=s.fl_alive, rate_recomputations=s.recomputes,
         pairs_recomputed=s.pairs_recomputed, flow_events=s.flow_events,
-        solver_seconds=s.solver_ns * 1e-9, solver_fallbacks=s.solver_fallbacks)
+        solver_seconds=s.solver_ns * 1e-9, solver_fallbacks=s.solver_fallbacks,
+        solver_rounds=s.solver_rounds, solver_work=s.solver_work,
+        pairs_changed=s.pairs_changed)
 
 
 cdef int64_t _unsent_flits(Engine self):

@@ -42,7 +42,7 @@
 # the max-min rate and the op finishes `lat` cycles after the last byte is carried, lat chosen
 # so that a lone message takes exactly that time: lat = T_alone - ceil(W / R) (never below 0).
 # No Python runs per flow or event.
-from libc.math cimport ceil
+from libc.math cimport ceil, fabs
 from libc.stdlib cimport realloc
 from csim._types cimport *
 from csim._routes cimport route_next
@@ -543,11 +543,22 @@ cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
         s.rq_res[i] = r
 
 
-cdef inline void _rates_full(State* s) noexcept nogil:
+cdef inline void _count_changed(State* s, int32_t n) noexcept nogil:
+    """Of the n pairs recomputed (listed in comp), count those whose rate moved."""
+    cdef int32_t i
+    cdef Pair* pp
+    for i in range(n):
+        pp = &s.pr[s.comp[i]]
+        if fabs(pp.rate - pp.prev) > 1e-9 * (pp.rate if pp.rate > pp.prev else pp.prev):
+            s.pairs_changed += 1
+
+
+cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
     """Recompute the rates of every component holding a resource whose flows changed (the
     dirty resources), by progressive filling, and when each of their pairs' next flow has its
-    last byte carried."""
-    cdef int64_t st, base, e
+    last byte carried. kept: the stamp of the pairs whose rate before the recomputation is
+    in Pair.prev already (an incremental attempt's), or -1."""
+    cdef int64_t st, base, e, work = 0
     cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
     cdef double share, cur
     cdef Pair* pp
@@ -571,7 +582,10 @@ cdef inline void _rates_full(State* s) noexcept nogil:
         while e >= 0:
             p = s.sl_pair[e // s.hmax]
             pp = &s.pr[p]
+            work += 1
             if pp.mark != st:
+                if pp.mark != kept:
+                    pp.prev = pp.rate
                 pp.mark = st
                 s.comp[ncomp] = p
                 ncomp += 1
@@ -621,10 +635,14 @@ cdef inline void _rates_full(State* s) noexcept nogil:
                     q = s.fe_res[base + k]
                     s.rs_left[q] -= cur * pp.n
                     s.rs_unf[q] -= pp.n
+                work += pp.rlen
             e = s.fe_next[e]
+            work += 1
     for i in range(ncomp):
         _dh_schedule(s, s.comp[i])
     s.pairs_recomputed += ncomp
+    s.solver_work += work
+    _count_changed(s, ncomp)
 
 
 # ------------------------------------------------------------------ incremental recomputation
@@ -653,6 +671,7 @@ cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t
     cdef int64_t base = <int64_t>pp.slot * s.hmax
     cdef int32_t k, r
     pp.mark = st
+    pp.prev = pp.rate
     pp.service += pp.rate * <double>(s.now - pp.t_upd)
     pp.t_upd = s.now
     s.comp[na[0]] = p
@@ -787,15 +806,19 @@ cdef inline void flow_rates(State* s) noexcept nogil:
         return
     s.recomputes += 1
     while True:
+        s.solver_rounds += 1
         work += _inc_fill(s, na, nt, st)
         if _inc_check(s, &na, &nt, st, &work) == 0:
             break
         if work > 3 * s.active_entries:  # spreads far: the whole component
             s.solver_fallbacks += 1
+            s.solver_work += work
             for i in range(nt):
                 _dirty(s, s.rs_queue[i])
-            _rates_full(s)
+            _rates_full(s, st)
             return
     for i in range(na):
         _dh_schedule(s, s.comp[i])
     s.pairs_recomputed += na
+    s.solver_work += work
+    _count_changed(s, na)

@@ -201,6 +201,7 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int8_t dirty             # its flows changed since the last recomputation
     int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
     int32_t queued           # its flows (n: those sharing its rate; 1 when served in order)
+    double prev              # its rate before the recomputation under way
     double vtail             # in order: the service at which its last flow is done
 
 
@@ -447,6 +448,9 @@ cdef struct State:
                              #   scratch: the pairs being recomputed
     int32_t n_pdirty
     int64_t solver_fallbacks # recomputations that fell back to the whole component
+    int64_t solver_rounds    # incremental recomputations: rounds of filling and checking
+    int64_t solver_work      # route entries the recomputations visited
+    int64_t pairs_changed    # recomputed pairs whose rate moved (by more than 1e-9 of it)
     int64_t active_entries   # route entries of the pairs with flows (their resources)
     cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte
     int32_t* dh_pair         #   carried, pair), indexed by Pair.hpos

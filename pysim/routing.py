@@ -52,8 +52,10 @@ from pysim.topology import tree_links
 # (dimension order on meshes and tori, Dally and Seitz; up/down on trees), which the tests
 # hold to the analysis on every small shape.
 ANALYSE_MAX_NODES = 2048
-# A table of every pair of nodes is built from a rule on demand (for the job placement and
-# the traffic analyses that read one) up to this many nodes (1 GiB of int32).
+# A table of every pair of nodes is built from a rule on demand (for the analyses that read
+# one: the deadlock check's route walk, a cut-out network's routes) up to this many nodes
+# (1 GiB of int32); the routes of given pairs are looked up from the rule at any size
+# (Routing.next, paths).
 TABLE_MAX_NODES = 16384
 
 
@@ -77,7 +79,8 @@ class Rule:
         n = self.spec["n"]
         if n > TABLE_MAX_NODES:
             raise ConfigError(f"routes of {n:,} nodes are by rule; a table of every pair is "
-                              f"made for at most {TABLE_MAX_NODES:,} nodes")
+                              f"made for at most {TABLE_MAX_NODES:,} nodes (the routes of "
+                              f"given pairs are looked up from the rule: pysim.routing.paths)")
         return self.routes().rows(0, n)
 
 
@@ -106,6 +109,15 @@ class Routing:
         if self.tab is None:
             self.tab = self.rule.table()
         return self.tab
+
+    def next(self, src, dst):
+        """The channel a packet at src bound for dst takes next, per pair (src and dst
+        broadcast; -1 where src == dst): from the table where there is one, else looked up
+        from the rule (compiled; no table of every pair)."""
+        s, d = np.broadcast_arrays(np.asarray(src, np.int64), np.asarray(dst, np.int64))
+        if self.tab is not None:
+            return np.asarray(self.tab)[s, d].astype(np.int32)
+        return self.rule.routes().next(s.reshape(-1), d.reshape(-1)).reshape(s.shape)
 
     @property
     def alt_table(self):
@@ -510,18 +522,41 @@ def build(topo, cfg, exact=None) -> Routing:
     return r
 
 
+def paths(topo, routing, src, dst):
+    """The routes of the pairs (src[i], dst[i]): an (m, L) int64 array of the topology
+    channels each takes in order, -1 after its last (L: the longest route's hops). All pairs
+    advance one hop per step (Routing.next: by rule, no table of every pair), so the cost is
+    the pairs times the longest route, whatever the network's size."""
+    src = np.asarray(src, np.int64).reshape(-1)
+    dst = np.asarray(dst, np.int64).reshape(-1)
+    if src.size != dst.size:
+        raise ValueError("paths: src and dst differ in length")
+    ch_dst = np.asarray(topo.ch_dst, np.int64)
+    cur = src.copy()
+    act = np.flatnonzero(cur != dst)
+    hops = []
+    while act.size:
+        if len(hops) > topo.n_nodes:
+            i = int(act[0])
+            raise ConfigError(f"routing: the route from {topo.node_names[src[i]]} to "
+                              f"{topo.node_names[dst[i]]} loops")
+        c = routing.next(cur[act], dst[act]).astype(np.int64)
+        if (c < 0).any():
+            i = int(act[np.flatnonzero(c < 0)[0]])
+            raise ConfigError(f"routing: no route from {topo.node_names[src[i]]} to "
+                              f"{topo.node_names[dst[i]]}")
+        step = np.full(src.size, -1, np.int64)
+        step[act] = c
+        hops.append(step)
+        cur[act] = ch_dst[c]
+        act = act[cur[act] != dst[act]]
+    return np.stack(hops, axis=1) if hops else np.full((src.size, 0), -1, np.int64)
+
+
 def path(topo, routing, src, dst):
     """The list of topology channels a packet from src to dst traverses."""
-    out = []
-    node = src
-    while node != dst:
-        c = int(routing.table[node, dst])
-        if c < 0 or len(out) > topo.n_nodes * 2:
-            raise ConfigError(f"routing: no route from {topo.node_names[src]} to "
-                              f"{topo.node_names[dst]}")
-        out.append(c)
-        node = topo.ch_dst[c]
-    return out
+    row = paths(topo, routing, [src], [dst])[0]
+    return [int(c) for c in row[row >= 0]]
 
 
 # The configuration keys this module reads (pysim.schema).

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import refmodel
 from conftest import TOPOLOGIES, make_cfg
+from pysim import __version__
 from pysim.cli import main
 from pysim.config import load
 from pysim.errors import ConfigError
@@ -215,7 +216,62 @@ def test_topo_reports_known_bisections_and_draws(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
     d = json.loads(out.read_text())
     assert d["nodes"]["npu"] == [f"gpu{i}" for i in range(8)] and len(d["nodes"]["switch"]) == 4
+    # provenance, as a run's --json has it: the resolved config and the version
+    assert d["config"]["network"]["vcs"] == load(os.path.join(TOPOLOGIES, "dgx1-v100.toml")) \
+        .network.vcs and d["config"]["_system"] == "dgx1-v100" and d["version"] == __version__
     for ext in ("svg", "pdf"):
         res = CliRunner().invoke(main, ["topo", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
                                         "--draw", str(tmp_path / f"m.{ext}")])
         assert res.exit_code == 0 and (tmp_path / f"m.{ext}").stat().st_size > 1000
+
+
+TREE = {"kind": "graph",
+        "nodes": [{"name": f"n{i}"} for i in range(6)] +
+                 [{"name": "s0", "kind": "switch"}, {"name": "s1", "kind": "switch"}],
+        "links": [{"a": "s0", "b": "s1"}, {"a": "n0", "b": "s0"}, {"a": "n1", "b": "s0"},
+                  {"a": "n2", "b": "s1"}, {"a": "n3", "b": "n2"}, {"a": "n4", "b": "n3"},
+                  {"a": "n5", "b": "s1"}]}
+
+
+@pytest.mark.parametrize("topology", [
+    {"kind": "mesh", "dims": [3, 4]}, {"kind": "mesh", "dims": [2, 3, 5]},
+    {"kind": "torus", "dims": [4, 3, 2]}, {"kind": "torus", "dims": [5, 6]},
+    {"kind": "ring", "size": 5}, {"kind": "ring", "size": 6, "bidirectional": False},
+    {"kind": "switch", "size": 7}, TREE])
+def test_hop_closed_forms_equal_the_walk_of_every_pair(topology):
+    """pysim topo's diameter and average hops from closed forms (dimension order: the
+    distances per dimension; a tree: 2 s (E - s) hops per link) equal the walk of every
+    ordered pair of endpoints along the routes."""
+    from pysim.network import hop_stats
+    net = compile_network(make_cfg(topology=topology))
+    walk = hop_stats(net)
+    closed = hop_stats(net, exact_pairs=0)
+    assert walk["how"] == "every pair" and closed["how"] == "closed form"
+    assert closed["diameter"] == walk["diameter"]
+    assert closed["avg_hops"] == pytest.approx(walk["avg_hops"], rel=1e-12)
+
+
+def test_hop_closed_forms_by_hand_and_a_sample_says_so():
+    """A ring of 6 one way round: distances 1..5 from every node, 3 on average, 5 at most;
+    a 3x4 mesh: sum over pairs of |dx| + |dy| = 16 x 8 + 9 x 20 = 308 over 132 ordered
+    pairs. A cluster's routes have no closed form: from every source as a sample they equal
+    the walk; from 5 sources the average is the sample's and the result says so."""
+    from pysim.network import hop_stats
+    import refroutes
+    ring = compile_network(make_cfg(topology={"kind": "ring", "size": 6,
+                                              "bidirectional": False}))
+    for exact in (1 << 24, 0):
+        r = hop_stats(ring, exact_pairs=exact)
+        assert (r["diameter"], r["avg_hops"]) == (5, 3.0)
+    mesh = hop_stats(compile_network(make_cfg(topology={"kind": "mesh", "dims": [3, 4]})),
+                     exact_pairs=0)
+    assert (mesh["diameter"], mesh["avg_hops"]) == (5, pytest.approx(308 / 132))
+    net = compile_network(make_cfg(topology={"kind": "cluster", **refroutes.CLUSTERS[1]}))
+    walk = hop_stats(net)
+    full = hop_stats(net, sample=10 ** 6, exact_pairs=0)
+    assert full["how"].startswith("sampled: 48 sources")
+    assert (full["diameter"], full["avg_hops"]) == (walk["diameter"],
+                                                    pytest.approx(walk["avg_hops"]))
+    few = hop_stats(net, sample=5, exact_pairs=0)
+    assert few["how"].startswith("sampled: 5 sources") and "lower bound" in few["how"]
+    assert 2 <= few["avg_hops"] <= few["diameter"] <= walk["diameter"]

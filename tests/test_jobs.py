@@ -12,6 +12,8 @@ import os
 import numpy as np
 import pytest
 
+import refroutes
+from pysim.config import from_dict
 from pysim.errors import ConfigError
 from pysim.jobs import policies as pol
 from pysim.jobs import run_stream
@@ -89,12 +91,98 @@ def test_presets_have_mapas_nvlink_tables():
                                   ("torus-2d", 16, 32, 4), ("cubemesh-16", 16, 32, 4)):
         s = load_server(name)
         assert s.size == n and len(set(s.root)) == roots
-        assert (s.direct_gbps > 0).sum() == 2 * links
+        assert (s.direct_gbps.dense() > 0).sum() == 2 * links
         # every pair without an NVLink is reached over PCIe, never through another GPU
         for i, j in itertools.permutations(range(n), 2):
             inner = [u for u, _ in s.route(i, j)][1:]
             assert all(s.topo.node_kinds[u] in ("switch", "host") for u in inner)
-    assert load_server("dgx-p").direct_gbps.max() == pytest.approx(20.0)
+    assert load_server("dgx-p").direct_gbps.dense().max() == pytest.approx(20.0)
+
+
+def _ref_roots(t, npus):
+    """Per NPU, a breadth-first search of its own through nodes that are not NPUs: the
+    nearest host (lowest id among the nearest), numbered in order of first appearance."""
+    adj = {}
+    for a, b in zip(t.ch_src, t.ch_dst):
+        adj.setdefault(a, set()).add(b)
+    hosts = []
+    for s in npus:
+        seen, frontier, found = {s}, [s], None
+        while frontier and found is None:
+            nxt = []
+            for u in frontier:
+                for v in sorted(adj.get(u, ())):
+                    if v not in seen and t.node_kinds[v] != "npu":
+                        seen.add(v)
+                        nxt.append(v)
+            hits = sorted(v for v in nxt if t.node_kinds[v] == "host")
+            found = hits[0] if hits else None
+            frontier = nxt
+        hosts.append(found if found is not None else -1 - s)
+    order = {h: k for k, h in enumerate(dict.fromkeys(hosts))}
+    return [order[h] for h in hosts]
+
+
+@pytest.mark.parametrize("topology,table", [
+    ({"kind": "torus", "dims": [4, 3, 2]}, lambda t: refroutes.dor_table(t, True)),
+    ({"kind": "mesh", "dims": [5, 3]}, lambda t: refroutes.dor_table(t, False)),
+    ({"kind": "cluster", **refroutes.CLUSTERS[1]}, refroutes.cluster_table),
+    ({"kind": "cluster", **refroutes.CLUSTERS[4]}, refroutes.cluster_table),
+])
+def test_a_server_routed_by_rule_reads_its_pairs_as_a_table_built_pair_by_pair(topology,
+                                                                               table):
+    """A server's pair data come from the routes of the pairs asked for, looked up from the
+    rule (no table of every pair): every NPU pair's route, its bandwidth (the narrowest link,
+    parallel channels summed) and the direct link's equal what a walk of the reference table
+    (refroutes: built entry by entry from the routing's definition) gives, and the root
+    complexes equal a breadth-first search per NPU."""
+    cfg = from_dict({"topology": topology, "network": {"model": "flow"}})
+    s = load_server("probe", cfg=cfg)
+    t = s.topo
+    assert s.routing.rule is not None
+    s.routing.tab = None           # (made for the exact deadlock analysis of a small network)
+    ref = table(t)
+    width = {}
+    for c in range(t.n_channels):
+        key = (t.ch_src[c], t.ch_dst[c])
+        width[key] = width.get(key, 0.0) + t.ch_bytes_per_cycle[c] * cfg.network.clock_ghz
+    n = s.size
+    want_bw, want_direct = np.zeros((n, n)), np.zeros((n, n))
+    for i, j in itertools.permutations(range(n), 2):
+        u, d, hops = s.npus[i], s.npus[j], []
+        while u != d:
+            v = t.ch_dst[ref[u, d]]
+            hops.append((u, v))
+            u = v
+        assert s.route(i, j) == tuple(hops)
+        want_bw[i, j] = min(width[h] for h in hops)
+        want_direct[i, j] = width.get((s.npus[i], s.npus[j]), 0.0)
+    np.testing.assert_allclose(s.route_gbps.dense(), want_bw, rtol=1e-12)
+    np.testing.assert_allclose(s.direct_gbps.dense(), want_direct, rtol=1e-12)
+    assert s.root == _ref_roots(t, s.npus)
+    i = np.array([0, n - 1, 1])                        # arrays: (0, 1), (n - 1, n - 1), (1, 0)
+    assert s.route_gbps[i, i[::-1]].tolist() == [want_bw[0, 1], 0.0, want_bw[1, 0]]
+
+
+def test_shipped_servers_roots_equal_a_search_per_npu():
+    for name in ("dgx-v", "dgx-p", "summit", "torus-2d", "cubemesh-16"):
+        s = load_server(name)
+        assert s.root == _ref_roots(s.topo, s.npus)
+
+
+@pytest.mark.slow
+def test_a_server_of_65536_npus_loads_by_rule_and_refuses_too_many_placements_at_once():
+    """A 64x32x32 torus as a server: loaded without a table of every pair; a job of 2 NPUs
+    has 2,147,450,880 placements, refused at once naming the key that sets its size."""
+    cfg = from_dict({"topology": {"kind": "torus", "dims": [64, 32, 32]},
+                     "network": {"model": "flow"}})
+    s = load_server("t64k", cfg=cfg)
+    assert s.size == 65536 and s.routing.tab is None
+    a, b = np.array([0, 5, 65535]), np.array([65535, 70, 1])
+    assert s.route_gbps[a, b].tolist() == [s.link_gbps[s.route(0, 65535)[0]]] * 3
+    assert len(s.route(0, 65535)) == 1 + 1 + 1        # one hop per dimension, round the wrap
+    with pytest.raises(ConfigError, match="2,147,450,880 placements .* on 65,536 NPUs.*jobs.max_npus"):
+        pol.Candidates(s, 2, "ring")
 
 
 # ------------------------------------------------------------------ policies

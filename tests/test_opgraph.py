@@ -180,6 +180,9 @@ def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
      "dependency 0: no such op (an op can only depend on ops given before it)"),
     ('[[ops]]\nkind = "compute"\nnode = "n0_0"\ncycle = 5',
      "unknown field(s) cycle for a compute op (it takes after, bytes, cycles, flops, name, node)"),
+    # a misspelt array of ops is not dropped without a word
+    ('[[ops]]\nkind = "delay"\ncycles = 5\n[[op]]\nkind = "delay"\ncycles = 7',
+     "unknown table or key 'op' (did you mean 'ops'?); an op-graph file holds [[ops]] only"),
 ])
 def test_op_files_read_or_refused_clearly(tmp_path, ops, said):
     (tmp_path / "ops.toml").write_text(ops)

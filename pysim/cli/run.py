@@ -8,6 +8,7 @@ import sys
 import click
 
 from pysim import systems as S
+from pysim._version import __version__
 from pysim._io import by_path, dump_json
 from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
                                overrides, refuse_overwrite, write_output)
@@ -138,7 +139,8 @@ def topo(config, sets, draw_path, json_path, force):
     if len(d["links"]) > 40:
         click.echo(f"  ... and {len(d['links']) - 40} more")
     click.echo(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
-    click.echo(f"avg hops    {d['avg_hops']:.3f} (all ordered pairs of distinct endpoints)")
+    click.echo(f"avg hops    {d['avg_hops']:.3f} (ordered pairs of distinct endpoints; "
+               f"{d['hops_how']})")
     click.echo(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
                f"found; exact for meshes and tori, an upper bound otherwise)")
     click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
@@ -147,7 +149,9 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1), force=force)
+        out = {**d, "config": {**cfg.to_dict(), "_system": network.topo.name},
+               "version": __version__}                # (its provenance, as a run's result)
+        ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
         if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
                         force=force):

@@ -126,73 +126,88 @@ class Candidates:
         per_set = len(orders(tuple(range(k)), pattern))
         total = math.comb(n, k) * per_set
         if total > MAX_CANDIDATES:
-            raise ConfigError(f"{total:,} placements of a {pattern} of {k} NPUs on {n} NPUs; "
-                              f"at most {MAX_CANDIDATES:,} are enumerated")
+            raise ConfigError(f"{total:,} placements of a {pattern} of {k} NPUs on {n:,} NPUs; "
+                              f"at most {MAX_CANDIDATES:,} are enumerated (jobs.max_npus, "
+                              f"or a job file's npus, sets the job's size)")
         self.k, self.pattern = k, pattern
         rows = [o for s in itertools.combinations(range(n), k) for o in orders(s, pattern)]
         self.nodes = np.array(rows, np.int64).reshape(len(rows), k)
-        self.mask = (np.int64(1) << self.nodes).sum(axis=1) if k else np.zeros(len(rows), np.int64)
-        self.set_id = np.cumsum(np.r_[True, (np.diff(self.mask) != 0)]) - 1
+        # consecutive placements on one node set share its id (orders of a set are adjacent)
+        ends = np.sort(self.nodes, axis=1)
+        self.set_id = np.cumsum(np.r_[True, (ends[1:] != ends[:-1]).any(axis=1)]) - 1 \
+            if len(rows) else np.zeros(0, np.int64)
         edges, flows = pattern_edges(pattern, k)
         bw = server.route_gbps
         self.score = np.zeros(len(rows))
         for a, b in edges:
             self.score += bw[self.nodes[:, a], self.nodes[:, b]]
         self.predicted = _predicted(server, self.nodes, flows)
-        pairs = [(i, j, server.direct_gbps[i, j]) for i in range(n) for j in range(i + 1, n)
-                 if server.direct_gbps[i, j] > 0]
-        self._nv = (np.array([p[0] for p in pairs], np.int64),
-                    np.array([p[1] for p in pairs], np.int64),
-                    np.array([p[2] for p in pairs]))
+        # the direct links between NPUs (each pair once, i < j), as a sparse symmetric matrix
+        keys = np.array([(server._pos.get(u, -1), server._pos.get(v, -1))
+                         for u, v in server.link_gbps], np.int64).reshape(-1, 2)
+        i, j = keys[:, 0], keys[:, 1]
+        ok = (i >= 0) & (j >= 0) & (i < j)
+        i, j = i[ok], j[ok]
+        g = server.direct_gbps[i, j]
+        self._nv = (i[g > 0], j[g > 0], g[g > 0])
 
     def __len__(self):
-        return len(self.mask)
+        return len(self.nodes)
 
     def feasible(self, free):
         """Which placements use free NPUs only."""
-        busy = np.int64(_bits(~np.asarray(free, bool)))
-        return (self.mask & busy) == 0
+        return np.asarray(free, bool)[self.nodes].all(axis=1)
 
     def preserve(self, free):
-        """NVLink bandwidth (GB/s) among the NPUs still free after each placement."""
-        left = np.int64(_bits(free)) & ~self.mask
+        """NVLink bandwidth (GB/s) among the NPUs still free after each placement: what the
+        free NPUs have among themselves, less what each placement takes (the links with an
+        end in it and the other end free, those inside it once)."""
+        free = np.asarray(free, bool)
         a, b, w = self._nv
-        out = np.zeros(len(self.mask))
-        for x, y, g in zip(a, b, w):
-            out += g * (((left >> x) & (left >> y) & 1) > 0)
+        both = free[a] & free[b]
+        n = len(free)
+        touch = np.bincount(a[both], w[both], minlength=n) + \
+            np.bincount(b[both], w[both], minlength=n)         # per free NPU: its free links
+        out = np.full(len(self.nodes), w[both].sum())
+        x = self.nodes
+        out -= np.where(free[x], touch[x], 0.0).sum(axis=1)
+        if len(a):
+            key = a[both] * n + b[both]
+            order = np.argsort(key)
+            key, g = key[order], w[both][order]
+            for p, q in itertools.combinations(range(self.k), 2):
+                lo, hi = np.minimum(x[:, p], x[:, q]), np.maximum(x[:, p], x[:, q])
+                k = lo * n + hi
+                at = np.minimum(np.searchsorted(key, k), max(key.size - 1, 0))
+                inside = (key.size > 0) & (key[at] == k) if key.size else np.zeros(k.size, bool)
+                out += np.where(inside, g[at] if key.size else 0.0, 0.0)
         return out
-
-
-def _bits(flags):
-    return int(sum(1 << int(i) for i in np.flatnonzero(np.asarray(flags, bool))))
 
 
 def _predicted(server, nodes, flows, budget=20_000_000):
     """Per placement: the least bandwidth an edge of the pattern gets (see the module
-    docstring), vectorised over placements in chunks."""
+    docstring), vectorised over placements in chunks; the routes of the NPU pairs the
+    placements join, looked up once each (pysim.routing.paths)."""
     if not flows:
         return np.full(len(nodes), math.inf)
     n = server.size
-    ids, bw = {}, []
-    L = max(len(server.route(i, j)) for i in range(n) for j in range(n) if i != j)
-    links = np.full((n, n, L), -1, np.int64)
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            for h, hop in enumerate(server.route(i, j)):
-                if hop not in ids:
-                    ids[hop] = len(bw)
-                    bw.append(server.link_gbps[hop])
-                links[i, j, h] = ids[hop]
-    bw = np.array(bw + [math.inf])               # index -1: padding, never the least
     fa = np.array([a for a, _ in flows])
     fb = np.array([b for _, b in flows])
+    pair = nodes[:, fa] * n + nodes[:, fb]                    # (placements, flows)
+    uniq, inv = np.unique(pair, return_inverse=True)
+    inv = inv.reshape(pair.shape)
+    ch = server.paths(uniq // n, uniq % n)                    # (pairs, L) channels
+    link, bw = server.link_ids()
+    links = np.where(ch >= 0, link[np.maximum(ch, 0)], -1)
+    bw = np.r_[bw, math.inf]                                  # index -1: padding
+    L = max(ch.shape[1], 1)
+    if ch.shape[1] == 0:
+        links = np.full((uniq.size, 1), -1, np.int64)
     M = len(flows) * L
     out = np.empty(len(nodes))
     step = max(1, budget // (M * M))
     for s in range(0, len(nodes), step):
-        x = links[nodes[s:s + step, fa], nodes[s:s + step, fb]].reshape(-1, M)   # (c, F*L)
+        x = links[inv[s:s + step]].reshape(-1, M)                               # (c, F*L)
         count = (x[:, :, None] == x[:, None, :]).sum(axis=2)
         share = np.where(x >= 0, bw[x] / count, math.inf).reshape(-1, len(flows), L)
         out[s:s + step] = share.min(axis=2).min(axis=1)

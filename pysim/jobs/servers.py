@@ -26,6 +26,7 @@ from pysim.config import load
 from pysim.errors import ConfigError
 from pysim import systems
 from pysim.network import compile_network
+from pysim.routing import paths
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,38 +60,112 @@ def resolve(name):
                       f"also work)")
 
 
+class PairGbps:
+    """A number per ordered pair of a server's NPUs, [i, j] (indices into `npus`; scalars or
+    arrays, broadcast), computed on demand from the routes of the pairs asked for: no table of
+    every pair, whatever the server's size. `dense()` makes the n x n array (small servers)."""
+
+    def __init__(self, fn, n):
+        self._fn, self.n = fn, n
+
+    def __getitem__(self, key):
+        i, j = key
+        a, b = np.broadcast_arrays(np.asarray(i, np.int64), np.asarray(j, np.int64))
+        if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= self.n):
+            raise IndexError(f"an NPU index out of range (the server has {self.n})")
+        out = self._fn(a.reshape(-1), b.reshape(-1)).reshape(a.shape)
+        return float(out) if out.ndim == 0 else out
+
+    def dense(self):
+        i, j = np.divmod(np.arange(self.n * self.n), self.n)
+        return self[i, j].reshape(self.n, self.n)
+
+
 @dataclass
 class Server:
-    """A server: its config, routes, and the NPU-pair tables the policies read."""
+    """A server: its config, routes, and what the policies read of its NPU pairs."""
     name: str
     cfg: object                   # the resolved Config (jobs and workload keys included)
     topo: object                  # pysim.topology.Topology
-    table: np.ndarray             # routing table: table[u, d] = topology channel u takes to d
+    routing: object               # pysim.routing.Routing (by table or by rule)
     npus: list                    # node ids of the NPUs, in node order
     names: list                   # their names
-    route_gbps: np.ndarray        # [i, j]: bandwidth of the route from NPU i to NPU j (GB/s)
-    direct_gbps: np.ndarray       # [i, j]: bandwidth of a direct link i - j (0: none)
     root: list                    # per NPU: index of its root complex (host socket)
     link_gbps: dict = field(default_factory=dict)   # (u, v) node pair -> GB/s, parallel summed
     _routes: dict = field(default_factory=dict)
     shapes: dict = field(default_factory=dict)      # shape key -> its network (built once)
+    _links: tuple = None          # (keys u * n + v sorted, per key its channels' CSR, GB/s)
+
+    def __post_init__(self):
+        t = self.topo
+        n = t.n_nodes
+        src = np.asarray(t.ch_src, np.int64)
+        dst = np.asarray(t.ch_dst, np.int64)
+        key = src * n + dst
+        order = np.lexsort((np.arange(key.size), key))     # channels by link, then id
+        keys, first, count = np.unique(key[order], return_index=True, return_counts=True)
+        gbps = np.add.reduceat(np.asarray(t.ch_bytes_per_cycle, float)[order], first) \
+            * self.cfg.network.clock_ghz if keys.size else np.zeros(0)
+        self._links = (keys, order, np.r_[first, key.size], gbps)
+        self._npu = np.asarray(self.npus, np.int64)
+        self._pos = {int(v): i for i, v in enumerate(self.npus)}
+        self._ch_gbps = np.empty(key.size)
+        self._ch_gbps[order] = np.repeat(gbps, count)       # per channel: its link's GB/s
+        self.link_gbps = {(int(k // n), int(k % n)): float(g) for k, g in zip(keys, gbps)}
+        self.route_gbps = PairGbps(self._route_gbps, len(self.npus))
+        self.direct_gbps = PairGbps(self._direct_gbps, len(self.npus))
 
     @property
     def size(self):
         return len(self.npus)
 
+    def link_ids(self):
+        """(per channel the id of its link, the node pair it joins; per link its GB/s)."""
+        keys, order, ptr, gbps = self._links
+        link = np.empty(order.size, np.int64)
+        link[order] = np.repeat(np.arange(keys.size), np.diff(ptr))
+        return link, gbps
+
+    def channels(self, u, v):
+        """The channels from node u to node v, in id order."""
+        keys, order, ptr, _ = self._links
+        k = u * self.topo.n_nodes + v
+        i = int(np.searchsorted(keys, k))
+        if i == keys.size or keys[i] != k:
+            return []
+        return [int(c) for c in order[ptr[i]:ptr[i + 1]]]
+
+    def paths(self, i, j):
+        """The channels of the routes from NPU i[k] to NPU j[k] (pysim.routing.paths)."""
+        return paths(self.topo, self.routing, self._npu[np.asarray(i, np.int64)],
+                     self._npu[np.asarray(j, np.int64)])
+
+    def _route_gbps(self, i, j):
+        """Per pair: the bandwidth of its route, its narrowest link (0 where i == j)."""
+        out = np.zeros(i.size)
+        for lo in range(0, i.size, 1 << 16):
+            ch = self.paths(i[lo:lo + (1 << 16)], j[lo:lo + (1 << 16)])
+            bw = np.where(ch >= 0, self._ch_gbps[np.maximum(ch, 0)], np.inf).min(axis=1) \
+                if ch.shape[1] else np.zeros(ch.shape[0])
+            out[lo:lo + bw.size] = np.where(np.isfinite(bw), bw, 0.0)
+        return out
+
+    def _direct_gbps(self, i, j):
+        """Per pair: the bandwidth of a direct link between them (0: none)."""
+        keys, _, _, gbps = self._links
+        k = self._npu[i] * self.topo.n_nodes + self._npu[j]
+        at = np.minimum(np.searchsorted(keys, k), max(keys.size - 1, 0))
+        return np.where((keys.size > 0) & (keys[at] == k), gbps[at], 0.0) if keys.size else \
+            np.zeros(k.size)
+
     def route(self, i, j):
         """Node pairs (u, v) along the route from NPU i to NPU j (indices into `npus`)."""
         key = (i, j)
         if key not in self._routes:
+            ch = self.paths([i], [j])[0]
+            ch = ch[ch >= 0]
             t = self.topo
-            u, d = self.npus[i], self.npus[j]
-            hops = []
-            while u != d:
-                v = t.ch_dst[self.table[u, d]]
-                hops.append((u, v))
-                u = v
-            self._routes[key] = tuple(hops)
+            self._routes[key] = tuple((int(t.ch_src[c]), int(t.ch_dst[c])) for c in ch)
         return self._routes[key]
 
     def root_groups(self):
@@ -127,45 +202,58 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     if len(npus) > MAX_NPUS:
         raise ConfigError(f"server {label!r}: {len(npus)} NPUs; a shared server has at most "
                           f"{MAX_NPUS} (placements are kept as 64-bit masks of its NPUs)")
-    clock = cfg.network.clock_ghz
-    link = {}
-    for c in range(t.n_channels):
-        key = (t.ch_src[c], t.ch_dst[c])
-        link[key] = link.get(key, 0.0) + t.ch_bytes_per_cycle[c] * clock
-    n = len(npus)
-    srv = Server(name=label, cfg=cfg, topo=t, table=net.routing.table, npus=npus,
-                 names=[t.node_names[i] for i in npus], route_gbps=np.zeros((n, n)),
-                 direct_gbps=np.zeros((n, n)), root=[], link_gbps=link)
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                srv.route_gbps[i, j] = min(link[h] for h in srv.route(i, j))
-                srv.direct_gbps[i, j] = link.get((npus[i], npus[j]), 0.0)
-    srv.root = _roots(t, npus)
-    return srv
+    return Server(name=label, cfg=cfg, topo=t, routing=net.routing, npus=npus,
+                  names=[t.node_names[i] for i in npus], root=_roots(t, npus))
 
 
 def _roots(t, npus):
-    """Per NPU: the nearest host reached through nodes that are not NPUs (breadth first,
-    ties to the lowest node id), numbered in order of first appearance; NPUs with no host
-    each form their own group."""
-    adj = {}
-    for a, b in zip(t.ch_src, t.ch_dst):
-        adj.setdefault(a, set()).add(b)
-    hosts = []
-    for s in npus:
-        dist, frontier, found = {s: 0}, [s], None
-        while frontier and found is None:
-            nxt = []
-            for u in frontier:
-                for v in sorted(adj.get(u, ())):
-                    if v in dist or t.node_kinds[v] == "npu":
-                        continue
-                    dist[v] = dist[u] + 1
-                    nxt.append(v)
-            hits = sorted(v for v in nxt if t.node_kinds[v] == "host")
-            found = hits[0] if hits else None
-            frontier = nxt
-        hosts.append(found if found is not None else -1 - s)
+    """Per NPU: the nearest host reached through nodes that are not NPUs (by hops; ties to
+    the lowest node id), numbered in order of first appearance; NPUs with no host each form
+    their own group. One breadth-first search from every host at once, backwards along the
+    channels through nodes that are not NPUs: each such node learns its nearest host (the
+    lowest id among the nearest), and an NPU takes the best of its out-neighbours'."""
+    n = t.n_nodes
+    src = np.asarray(t.ch_src, np.int64)
+    dst = np.asarray(t.ch_dst, np.int64)
+    kinds = np.asarray(t.node_kinds)
+    passing = kinds != "npu"
+    big = np.iinfo(np.int64).max
+    dist = np.full(n, big, np.int64)
+    host = np.full(n, big, np.int64)
+    frontier = np.flatnonzero(kinds == "host")
+    dist[frontier] = 0
+    host[frontier] = frontier
+    keep = passing[src] & passing[dst]            # channels between nodes that pass traffic
+    s_in, d_in = src[keep], dst[keep]
+    order = np.argsort(d_in, kind="stable")
+    s_in, d_in = s_in[order], d_in[order]
+    ptr = np.searchsorted(d_in, np.arange(n + 1))
+    level = 0
+    while frontier.size:
+        level += 1
+        lo, hi = ptr[frontier], ptr[frontier + 1]
+        cnt = hi - lo
+        idx = np.repeat(hi - np.cumsum(cnt), cnt) + np.arange(int(cnt.sum()))
+        pred, via = s_in[idx], np.repeat(frontier, cnt)      # pred -> via, via reached
+        new = dist[pred] == big
+        pred, via = pred[new], via[new]
+        if pred.size == 0:
+            break
+        np.minimum.at(host, pred, host[via])
+        dist[pred] = level
+        frontier = np.unique(pred)
+    npu = np.asarray(npus, np.int64)
+    found = np.full(npu.size, big, np.int64)
+    best = np.full(npu.size, big, np.int64)
+    pos = np.full(n, -1, np.int64)
+    pos[npu] = np.arange(npu.size)
+    out_ch = np.flatnonzero((pos[src] >= 0) & passing[dst] & (dist[dst] < big))
+    if out_ch.size:
+        k = pos[src[out_ch]]
+        d = dist[dst[out_ch]]
+        np.minimum.at(best, k, d)
+        at = d == best[k]
+        np.minimum.at(found, k[at], host[dst[out_ch[at]]])
+    hosts = [int(h) if h < big else -1 - int(v) for h, v in zip(found, npu)]
     order = {h: k for k, h in enumerate(dict.fromkeys(hosts))}
     return [order[h] for h in hosts]

@@ -64,12 +64,8 @@ def _describe(server, members, pairs=None):
                 link_idx[(u, v)] = len(links)
                 links.append((u, v))
             routes.append((idx[u], dd, link_idx[(u, v)]))
-    chans = {}
-    for c in range(t.n_channels):
-        key = (t.ch_src[c], t.ch_dst[c])
-        if key in link_idx:
-            chans.setdefault(key, []).append((round(float(t.ch_bytes_per_cycle[c]), 9),
-                                              int(t.ch_latency_cycles[c])))
+    chans = {key: [(round(float(t.ch_bytes_per_cycle[c]), 9), int(t.ch_latency_cycles[c]))
+                   for c in server.channels(*key)] for key in link_idx}
     node_desc = []
     for i, v in enumerate(nodes):
         if i < len(S):

@@ -158,7 +158,21 @@ def check_breakdown(rows, x, series=None):
     tidy_rows = tidy_with_config(rows)
     require(tidy_rows, x=x, series=series, y="iteration_cycles")
     numeric(tidy_rows, y="iteration_cycles")
+    one_per_cell(tidy_rows, (x, series), "iteration_cycles")
     return tidy_rows
+
+
+def one_per_cell(tidy_rows, keys, metric):
+    """The points a bar averages (same values of `keys`) are one configuration over seeds
+    (one_configuration)."""
+    cells = {}
+    for t in tidy_rows:
+        if t["status"] != "failed" and get(t, metric) is not None:
+            cells.setdefault(tuple(hashable(get(t, k)) if k else None for k in keys),
+                             []).append(t)
+    for cell, pts in cells.items():
+        if len(pts) > 1:
+            one_configuration(pts, ", ".join(f"{k} = {v}" for k, v in zip(keys, cell) if k))
 
 
 def check_speedup(rows, group, series, metric, baseline):
@@ -172,6 +186,7 @@ def check_speedup(rows, group, series, metric, baseline):
         shown = ", ".join(sorted(map(repr, values)))
         raise ConfigError(f"--baseline {baseline!r}: no point that did not fail has {series} "
                           f"= {baseline!r}; its values are {shown}")
+    one_per_cell(tidy_rows, (group, series), metric)
 
 
 def check_result(obj, source):

@@ -953,7 +953,10 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                             results=t_end_cpu - t_run_cpu - run_cpu))
     if model == "flow":                  # the flow level's events and its solver's share
         profile.update(events=int(c["flow_events"]), solver_seconds=float(c["solver_seconds"]),
-                       solver_fallbacks=int(c["solver_fallbacks"]))
+                       solver_fallbacks=int(c["solver_fallbacks"]),
+                       solver_rounds=int(c["solver_rounds"]),
+                       solver_work=int(c["solver_work"]),
+                       pairs_changed=int(c["pairs_changed"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
         avg_packet_latency=c["sum_lat"] / c["meas_done"] if c["meas_done"] else float("nan"),

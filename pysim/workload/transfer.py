@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from pysim.network import nic_bandwidths
+from pysim.routing import path
 
 SIDE_PIECES = 64           # flow level: at most this many pieces on each memory side
 UNIT = 6                   # the node's transfer unit (csim/_dag.pxd)
@@ -98,19 +99,17 @@ def route_bandwidth(network, cfg, a, b):
     """Bytes per cycle the route from node a to node b carries at most: the narrowest of a's
     NIC injection, b's ejection and the links on the way (parallel links between two nodes
     together)."""
-    topo, table = network.topo, network.routing.table
+    topo = network.topo
     inj, ej = nic_bandwidths(topo, cfg)
-    width = {}
-    for c in range(topo.n_channels):
-        key = (topo.ch_src[c], topo.ch_dst[c])
-        width[key] = width.get(key, 0.0) + topo.ch_bytes_per_cycle[c]
-    bw, node, hops = min(inj[a], ej[b]), a, 0
-    while node != b and hops <= topo.n_nodes:
-        c = int(table[node, b])
-        if c < 0:
-            break
-        bw = min(bw, width[(node, topo.ch_dst[c])])
-        node, hops = topo.ch_dst[c], hops + 1
+    bw = min(inj[a], ej[b])
+    if a == b:
+        return bw
+    src = np.asarray(topo.ch_src, np.int64)
+    dst = np.asarray(topo.ch_dst, np.int64)
+    bpc = np.asarray(topo.ch_bytes_per_cycle, float)
+    for c in path(topo, network.routing, a, b):
+        u, v = src[c], dst[c]
+        bw = min(bw, float(bpc[(src == u) & (dst == v)].sum()))    # parallel links together
     return bw
 
 
