@@ -345,8 +345,10 @@ def print_parts(rows):
              "micro-batch": [r["micro_batch"] for r in rows],
              "log params": [math.log(r["params_billion"]) for r in rows],
              **{f"{k} share": v for k, v in share.items()}}
+    # (a quantity alike in every row, or an error alike, has no correlation: left out)
     print("r of the error with: " + ", ".join(
-        f"{k} {statistics.correlation(v, err):+.2f}" for k, v in given.items()))
+        f"{k} {statistics.correlation(v, err):+.2f}" for k, v in given.items()
+        if len(set(v)) > 1 and len(set(err)) > 1))
 
 
 def run_isolated(*args):

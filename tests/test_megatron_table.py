@@ -152,3 +152,24 @@ def test_the_22b_iteration_is_within_ten_percent_of_its_measured_time():
     r = megatron.run_row(rows[0], meta["vocab"], meta["seq"], rows[0]["micro_batch"],
                          rows[0]["interleave"])
     assert r["iteration_seconds"] == pytest.approx(rows[0]["full_recompute_seconds"], rel=0.10)
+
+
+def test_the_parts_correlations_leave_out_a_quantity_alike_in_every_row(capsys):
+    """bench/megatron.py's closing correlations over rows run at one micro-batch (--micro-
+    batch 1) or one pipeline depth: a quantity alike in every row has no correlation and is
+    left out (statistics.correlation raises on it, after every row had run). Three rows whose
+    error grows with tp as tp does: r = +1; with the parts' shares as the error's negation,
+    r = -1."""
+    sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+    import megatron as bench
+    rows = []
+    for k in (1, 2, 3):
+        parts = {p: 0.0 for p in bench.PARTS}
+        parts.update(products=1.0, attention=1.0 - 0.1 * k)
+        rows.append(dict(params_billion=float(k), tp=k, pp=1, micro_batch=1, error=0.1 * k,
+                         iteration_seconds=1.0, published_iteration_seconds=1.5,
+                         breakdown_seconds=parts))
+    bench.print_parts(rows)
+    out = capsys.readouterr().out.splitlines()[-1]
+    assert out.startswith("r of the error with: ") and "tp +1.00" in out, out
+    assert "attention share -1.00" in out and "pp " not in out and "micro-batch" not in out

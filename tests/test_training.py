@@ -162,6 +162,17 @@ def test_steps_after_every_bucket_wait_for_the_last_all_reduce():
                 assert steps[0][0] < last, n
 
 
+def test_steps_after_every_bucket_are_refused_under_zero():
+    """workload.step_after = 'all' waits for every bucket's all-reduce; ZeRO reduce-scatters
+    the buckets and steps each shard after its own, which the key would not change: refused,
+    naming both keys, rather than ignored."""
+    from pysim.errors import ConfigError
+    m = dp_model(n_layers=2)
+    with pytest.raises(ConfigError, match=r"step_after = 'all'.*parallel.zero = 1"):
+        run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0), step_after="all",
+                  parallel={"zero": 1})
+
+
 def test_overlap_lies_between_the_max_and_the_sum_and_no_overlap_is_the_sum():
     """Compute and communication of similar size. Without overlap the iteration is the
     compute plus one all-reduce of every gradient, as long as that all-reduce takes alone;

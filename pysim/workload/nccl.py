@@ -312,6 +312,7 @@ RELEASE = {
 NET_OVERHEAD_US = {"a100": 2.0, "h100": 1.0}
 RING_PLATEAU = 1.4
 LL128_RING_EFFICIENCY = 0.92
+LL128_RING_ONE_PER_NODE = 0.7    # (ppn < 2: each rank sends and receives through its NIC)
 
 
 def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
@@ -337,8 +338,8 @@ def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
             ll = r["hopper_ll1"]
         share = r["ll_ring"][0 if (N > 1 or collective == "all_reduce") else 1]
         bus = min(ll, bus * share)
-    elif proto == "LL128":
-        bus = min(bus * LL128_RING_EFFICIENCY,
+    elif proto == "LL128":                          # (0.7 with fewer than 2 ranks a node)
+        bus = min(bus * (LL128_RING_EFFICIENCY if p / N >= 2 else LL128_RING_ONE_PER_NODE),
                   max(1, channels // 2) * LL128_CHANNEL_GBPS[m.preset])
     moved = nbytes * steps / p                      # bus bytes per rank
     return lat * 1e-6 + moved / (bus * 1e9)
@@ -347,8 +348,8 @@ def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
 def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.23"):
     """What NCCL's own tuning model of the release says a collective takes (what `choose`
     ranks by): the ring by NCCL's ring formulas (_ring_tuning_seconds); NVLS as
-    model_seconds with the release's latency; a tree by NCCL's tree formulas (TREE_*), its
-    latency model_seconds' with the release's Simple latencies."""
+    model_seconds with the release's latency; a tree by NCCL's tree formulas (TREE_*; its
+    latency with the release's Simple latencies and log2i, rounding down, of the nodes)."""
     t = model_seconds(collective, algo, proto, nbytes, m, p, channels)
     if t is None:
         return t
@@ -357,10 +358,12 @@ def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.2
     lat = t - model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=False)
     if algo == "nvls":
         return t - lat + RELEASE[release]["nvls_us"] * 1e-6
-    if proto == "Simple":
-        base, nv, net = RELEASE[release]["tree_simple"]
-        q = p // m.nodes
-        lat = (base + 2 * ((q - 1) * nv + max(0, math.ceil(math.log2(m.nodes))) * net)) * 1e-6
+    # NCCL's tree latency: base + 2 ((ranks per node - 1) intra + log2i(nodes) inter),
+    # log2i rounding down (tuning.cc), the Simple latencies the release's
+    base, nv, net = RELEASE[release]["tree_simple"] if proto == "Simple" else (
+        BASE_US[(algo, proto)], STEP_US["nvlink"][(algo, proto)], STEP_US["net"][(algo, proto)])
+    q = p // m.nodes
+    lat = (base + 2 * ((q - 1) * nv + (m.nodes.bit_length() - 1) * net)) * 1e-6
     k = min(m.nodes, 3) - 1
     graph = max(1, channels // 2)
     bus = min(_bus(m, p, channels)[1] * 0.92, graph * TREE_CH_GBPS[m.preset][k])

@@ -305,6 +305,11 @@ class _Layout:
             raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
                               f"the kernel model, and workload.compute = {w.compute!r}; set "
                               f"workload.compute = 'kernels' or leave the key out")
+        if w.step_after == "all" and self.zero:
+            raise ConfigError(f"workload.step_after = 'all' steps after every bucket's "
+                              f"all-reduce, and workload.parallel.zero = {self.zero} "
+                              f"reduce-scatters the buckets, each shard stepped after its "
+                              f"own; leave workload.step_after out or set it to 'bucket'")
         self.optimizer_step = w.optimizer_step
         self.table_owner = {}
         if any(self.split_table):
