@@ -385,6 +385,8 @@ def test_a_missing_model_file_typed_on_the_command_line_is_named_where_it_was_lo
 @pytest.mark.parametrize("args", [
     ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json", "--trace",
      "./o.json"],
+    ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json",
+     "--export-chakra", "o.json"],
     ["topo", "ring8", "--json", "o.svg", "--draw", "o.svg"],
     ["jobs", "dgx1-v100", "--jobs", "1", "--json", "o.json", "--cache", "o.json"],
 ])
