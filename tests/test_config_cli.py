@@ -66,6 +66,10 @@ from pysim.sim import DeadlockError, run_packets, simulate
      ["topology.nic.npu.injection_gpbs: unknown field", "did you mean 'injection_gbps'"]),
     ({"topology": {"nic": {"npu": {"ejection_gbps": -1.0}}}},
      ["topology.nic.npu.ejection_gbps = -1.0: expected a finite number > 0"]),
+    # a release typed as a number (--set workload.nccl_tuning=2.20 reads 2.2): the name quoted
+    ({"workload": {"nccl_tuning": 2.2}},
+     ["workload.nccl_tuning = 2.2: expected a string", "\"2.20\" in quotes",
+      "--set 'workload.nccl_tuning=\"2.20\"'"]),
 ])
 def test_bad_values_name_key_value_and_expectation(raw, fragments):
     with pytest.raises(ConfigError) as e:
