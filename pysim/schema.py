@@ -297,6 +297,21 @@ KIND_TEXT = {"int": "an integer", "float": "a number", "bool": "true or false",
              "strs": "a list of strings"}
 
 
+def _number_named(key, v):
+    """The name among a string key's choices that the number v reads as (2.2 for "2.20"),
+    or None."""
+    if key.kind != "str" or key.choices is None or isinstance(v, bool) or \
+            not isinstance(v, (int, float)):
+        return None
+    for name in key.choices():
+        try:
+            if float(name) == v:
+                return name
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def check_value(key: Key, v):
     """Validate one value for `key`; return it normalised (floats as float)."""
     if v is None:
@@ -305,6 +320,11 @@ def check_value(key: Key, v):
         raise ConfigError(f"{key.path} = None: expected {KIND_TEXT[key.kind]} (leave the key "
                           f"out for its default, {key.default!r})")
     if not type_ok(key.kind, v):
+        named = _number_named(key, v)
+        if named is not None:            # (a name that reads as a number: 2.18, not "2.18")
+            raise ConfigError(f"{key.path} = {short(v)}: expected a string, the name "
+                              f"\"{named}\" in quotes (on the command line inside the "
+                              f"shell's: --set '{key.path}=\"{named}\"')")
         raise ConfigError(f"{key.path} = {short(v)}: expected {KIND_TEXT[key.kind]}")
     if key.kind in ("int", "ints", "int|ints"):
         limit = key.int_limit

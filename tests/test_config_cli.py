@@ -66,6 +66,10 @@ from pysim.sim import DeadlockError, run_packets, simulate
      ["topology.nic.npu.injection_gpbs: unknown field", "did you mean 'injection_gbps'"]),
     ({"topology": {"nic": {"npu": {"ejection_gbps": -1.0}}}},
      ["topology.nic.npu.ejection_gbps = -1.0: expected a finite number > 0"]),
+    # a release typed as a number (--set workload.nccl_tuning=2.20 reads 2.2): the name quoted
+    ({"workload": {"nccl_tuning": 2.2}},
+     ["workload.nccl_tuning = 2.2: expected a string", "\"2.20\" in quotes",
+      "--set 'workload.nccl_tuning=\"2.20\"'"]),
 ])
 def test_bad_values_name_key_value_and_expectation(raw, fragments):
     with pytest.raises(ConfigError) as e:
@@ -385,6 +389,8 @@ def test_a_missing_model_file_typed_on_the_command_line_is_named_where_it_was_lo
 @pytest.mark.parametrize("args", [
     ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json", "--trace",
      "./o.json"],
+    ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json",
+     "--export-chakra", "o.json"],
     ["topo", "ring8", "--json", "o.svg", "--draw", "o.svg"],
     ["jobs", "dgx1-v100", "--jobs", "1", "--json", "o.json", "--cache", "o.json"],
 ])

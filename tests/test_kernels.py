@@ -208,3 +208,29 @@ def test_loss_passes_need_the_kernel_model():
     from pysim.errors import ConfigError
     with pytest.raises(ConfigError, match="loss_kernels = 'passes'.*compute = 'roofline'"):
         _one_linear(loss_kernels="passes", compute="roofline")
+
+
+def test_the_loss_passes_on_fp32_logits_run_no_cast():
+    """workload.loss_kernels = 'passes' with fp32 activations (workload.precision = 'fp32'):
+    the logits are fp32 already, so neither the cast to fp32 forward (2 + 4 bytes a logit)
+    nor the cast back backward (4 + 2) runs: forward the maximum (4), its subtraction (4 +
+    4), the exponential (4 + 4), the sum (4) and the division (4 + 4), 32 bytes in 5
+    kernels; backward the target's subtraction and the multiplication (4 + 4), 8 bytes in 2."""
+    from pysim import models
+    s, h, b, vocab = 128, 256, 2, 4096
+    km, hbm = KERNELS["a100"], 2039e9
+    m = models.get("transformer", layers=1, hidden=h, heads=4, seq=s, vocab=vocab)
+    i = [l.kind for l in m.layers].index("loss")
+    logits = b * s * vocab
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": b, "group": ["n0"],
+                             "iterations": 1, "compute": "kernels", "precision": "fp32",
+                             "loss_kernels": "passes"})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    res = run_graph(cfg, graph)
+    lo = plan.layer_ops[(0, i, "n0", 0)]
+    for op, t in ((lo.fwd, memory_seconds(km, hbm, 32 * logits) + 4 * km.launch_seconds),
+                  (lo.bwd_input, memory_seconds(km, hbm, 8 * logits) + km.launch_seconds)):
+        took = res.ops[op]["finish"] - res.ops[op]["start"]
+        assert took == pytest.approx(t * 1e9, abs=2)

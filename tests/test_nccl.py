@@ -342,23 +342,3 @@ def test_the_tuning_models_tree_latency_counts_whole_levels_of_nodes():
         t1, t2 = (nccl.tuning_seconds("all_reduce", "tree", proto, n, m, 24, 24, "2.18")
                   for n in (1 << 18, 1 << 19))
         assert (2 * t1 - t2) * 1e6 == pytest.approx(want, abs=1e-6), proto
-
-
-def test_the_tuning_models_ll128_ring_with_one_rank_a_node():
-    """NCCL's LL128 ring bus bandwidth is the links' times 0.92, or 0.7 when there are fewer
-    than two ranks per node (ppn < 2: each rank sends and receives through its NIC;
-    src/graph/tuning.cc, every release here), capped per graph channel. One GPU on each of
-    two DGX A100 nodes: an all-reduce moves 2 (p - 1) / p = 1 x its bytes per rank over the
-    NIC, so the bytes' term is n / (0.7 x NIC); with all 16 GPUs the ring's 0.92 holds."""
-    topo = build_topology(load("selene", {"topology.node_count": 2}))
-    C = nccl.NCCL_CHANNELS
-    for order, factor in ((["gpu0", "gpu8"], 0.7), ([f"gpu{i}" for i in range(16)], 0.92)):
-        m = nccl.Machine(topo.cluster, order)
-        p = len(order)
-        per_node = min(C, p // 2)
-        bus = min(min(m.nvlink, m.nic * per_node) * factor,
-                  C // 2 * nccl.LL128_CHANNEL_GBPS["a100"])
-        t1, t2 = (nccl.tuning_seconds("all_reduce", "ring", "LL128", n, m, p, C, "2.18")
-                  for n in (1 << 20, 1 << 21))
-        want = (1 << 20) * 2 * (p - 1) / p / (bus * 1e9)
-        assert t2 - t1 == pytest.approx(want, rel=1e-9), order

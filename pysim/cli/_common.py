@@ -39,7 +39,7 @@ def refuse_overwrite(path, force):
 
 def distinct_outputs(*given):
     """Checked before any work: no two output options ((option, path or None) pairs) name
-    one file, which the second write would replace."""
+    one file (or a file and a folder), which the second write would replace or fail on."""
     seen = {}
     for opt, path in given:
         if path:

@@ -40,7 +40,8 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
     summary."""
     try:
-        distinct_outputs(("--json", json_path), ("--trace", trace_path))
+        distinct_outputs(("--json", json_path), ("--trace", trace_path),
+                         ("--export-chakra", chakra_dir))
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
         cfg = load(config, overrides(sets))

@@ -312,7 +312,6 @@ RELEASE = {
 NET_OVERHEAD_US = {"a100": 2.0, "h100": 1.0}
 RING_PLATEAU = 1.4
 LL128_RING_EFFICIENCY = 0.92
-LL128_RING_ONE_PER_NODE = 0.7    # (ppn < 2: each rank sends and receives through its NIC)
 
 
 def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
@@ -338,8 +337,8 @@ def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
             ll = r["hopper_ll1"]
         share = r["ll_ring"][0 if (N > 1 or collective == "all_reduce") else 1]
         bus = min(ll, bus * share)
-    elif proto == "LL128":                          # (0.7 with fewer than 2 ranks a node)
-        bus = min(bus * (LL128_RING_EFFICIENCY if p / N >= 2 else LL128_RING_ONE_PER_NODE),
+    elif proto == "LL128":
+        bus = min(bus * LL128_RING_EFFICIENCY,
                   max(1, channels // 2) * LL128_CHANNEL_GBPS[m.preset])
     moved = nbytes * steps / p                      # bus bytes per rank
     return lat * 1e-6 + moved / (bus * 1e9)
