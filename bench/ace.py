@@ -244,7 +244,7 @@ def main():
     levels = a.network.split(",")
     if any(x not in ("flit", "flow") for x in levels):
         ap.error(f"--network {a.network!r}: expected flow, flit or flow,flit")
-    from provenance import provenance
+    from provenance import provenance, write_json
     prov = provenance()                  # the load average as the runs begin
     rows = []
     if a.combine:
@@ -271,13 +271,10 @@ def main():
                   f"{r.get('hbm_for_same_net_bw_ratio')}", flush=True)
     md = table(rows)
     print(md)
-    os.makedirs(os.path.dirname(a.json), exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump(dict(benchmark="ace", **prov, settings=SETTINGS, rows=rows, table=md,
-                       paper=PAPER,
-                       peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                       load_average_after=list(os.getloadavg())), f, indent=1)
-    print(f"written {a.json}")
+    write_json(a.json, dict(benchmark="ace", **prov, settings=SETTINGS, rows=rows, table=md,
+                            paper=PAPER,
+                            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                            load_average_after=list(os.getloadavg())))
 
 
 if __name__ == "__main__":

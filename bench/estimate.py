@@ -48,7 +48,7 @@ def main(argv=None):
     import numpy as np
     import pysim
     sys.path.insert(0, HERE)
-    from provenance import provenance
+    from provenance import provenance, write_json
     started = provenance()
     rows = []
     for system, over in CASES[:3] if a.quick else CASES:
@@ -71,10 +71,7 @@ def main(argv=None):
         y = np.array([r["engine_cpu_s"] for r in sel])
         fit[model] = dict(zip(cols, np.linalg.lstsq(A, y, rcond=None)[0].tolist()))
     print("least-squares seconds per unit:", json.dumps(fit))
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(dict(benchmark="estimate", **started, rows=rows, fit=fit), f, indent=1)
-    print(f"written {a.out}")
+    write_json(a.out, dict(benchmark="estimate", **started, rows=rows, fit=fit))
 
 
 if __name__ == "__main__":

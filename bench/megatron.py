@@ -24,8 +24,9 @@ builds every step). Throughput is counted as the paper counts it:
 
 What Megatron-LM's code of 2021 ran besides the layers (--era 2021, the default): each
 micro-batch's weight gradients added to the accumulated ones by a kernel of their own
-(workload.grad_accumulation = 'add') and the mixed-precision optimizer's separate passes
-(workload.optimizer_step = 'passes'); --era fused leaves both out. --table korthikanti runs
+(workload.grad_accumulation = 'add'), the mixed-precision optimizer's separate passes
+(workload.optimizer_step = 'passes') and the cross entropy's passes over fp32 logits
+(workload.loss_kernels = 'passes'); --era fused leaves the three out. --table korthikanti runs
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
@@ -36,8 +37,10 @@ examples/sc21/run_table_1.sh; kept beside the table in its data file): each row'
 size (16 for 1.7B to 7.5B, 8 for 18B, 4 for 39B, 2 for 76B and 145B, 1 above) and
 interleaved chunks per stage (3 for 76B and 530B, 2 for 145B and 310B, none for the others,
 the 1T model included). The scripts run the models without pipelining with PyTorch's
-DistributedDataParallel, which overlaps the gradients' all-reduce with the backward pass;
-pysim all-reduces them after it (Megatron-LM's local data parallelism) for every row. The
+DistributedDataParallel, which all-reduces 25 MB gradient buckets during the last
+micro-batch's backward pass (workload.overlap, bucket_mb = 25, the optimizer stepping after
+every bucket: step_after = 'all'), the others with Megatron-LM's local data parallelism,
+which all-reduces every gradient after it. The
 system is Selene as the cluster
 builder lays it out (`topology.kind = "cluster"`, DGX A100 nodes on a rail-optimised fat tree
 of 40-port HDR switches, as the shipped `selene`), with as many nodes as the configuration
@@ -50,7 +53,9 @@ published_tflops_per_gpu, simulated_tflops_per_gpu, error, iteration_seconds, wa
 cpu_seconds, peak_rss_mb (each row runs in a process of its own), the breakdown of the
 critical GPU's time (compute_seconds with recompute_seconds and optimizer_seconds,
 per_kind_compute_seconds, comm_by_kind: per kind of communication its count, running and
-exposed seconds),
+exposed seconds; breakdown_seconds: the iteration in parts, products, attention cores,
+element-wise kernels, embedding and loss, optimizer, exposed TP, DP and between-stage
+communication, idle), published_iteration_seconds,
 ops (and ops_counted, counted from the plan before building), or the reason it did not run
 (`--max-ops`: configurations whose graph would have more ops are counted, not run).
 """
@@ -58,9 +63,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import resource
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -152,10 +159,13 @@ SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 # 2021, examples/pretrain_gpt3_175B.sh: --fp16, --clip-grad 1.0, local data parallelism):
 # each micro-batch's weight gradients added to the accumulated ones by a separate kernel
 # (autograd's accumulation, or the contiguous buffers' main_grad.add_), and the
-# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py). 'fused':
-# both folded away, as later Megatron-LM fuses them.
-ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes"},
-        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused"}}
+# mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py), and the
+# cross entropy on fp32 logits (megatron/mpu/cross_entropy.py; the sc21 scripts do not pass
+# --fp16-lm-cross-entropy). 'fused': all three folded away, as later Megatron-LM fuses them.
+ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes",
+                 "loss_kernels": "passes"},
+        "fused": {"grad_accumulation": "fused", "optimizer_step": "fused",
+                  "loss_kernels": "fused"}}
 
 
 def chunks_per_stage(row):
@@ -166,6 +176,18 @@ def chunks_per_stage(row):
         return 1
     per = row["layers"] // row["pp"]
     return next((v for v in range(2, per + 1) if per % v == 0), 1)
+
+
+def ddp_settings(row):
+    """The data parallelism of the authors' scripts (run_settings' ddp): PyTorch's
+    DistributedDataParallel ('torch', the rows without pipelining) all-reduces 25 MB buckets
+    (bucket_cap_mb's default) as the last micro-batch's backward pass fills them (Megatron-LM
+    skips the others' with no_sync), and the optimizer steps once every bucket is reduced (it
+    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces its
+    contiguous gradient buffer after the backward pass."""
+    if row.get("ddp") == "torch":
+        return {"overlap": True, "bucket_mb": 25, "step_after": "all"}
+    return {"overlap": False, "bucket_mb": 1e9}
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
@@ -191,8 +213,8 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "model_params": {"layers": row["layers"], "hidden": row["hidden"],
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
-                     "iterations": 1, "parallel": par, "overlap": False,
-                     "bucket_mb": 1e9, "chunks": 1, "compute": "kernels",
+                     "iterations": 1, "parallel": par, **ddp_settings(row),
+                     "chunks": 1, "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
@@ -243,6 +265,9 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                comm_by_kind=kinds, per_kind_compute_seconds=_compute_by_kind(tr),
                other_seconds=tr["other_cycles"] * 1e-9, ops=len(res.ops),
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    out["published_iteration_seconds"] = flops_per_iteration(row, vocab, seq) / (
+        row["tflops_per_gpu"] * 1e12 * row["gpus"])
+    out["breakdown_seconds"] = breakdown(tr)
     return out
 
 
@@ -254,6 +279,74 @@ def _compute_by_kind(tr):
         name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "other"
         out[name] = out.get(name, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
     return out
+
+
+# A transformer layer's parts by the kernels they run: its products, its attention core (the
+# batched products and the scores' softmax and dropout passes), its element-wise kernels.
+PRODUCTS = ("qkv", "proj", "fc1", "fc2")
+ELEMENTWISE = ("ln1", "ln2", "add1", "add2", "gelu", "proj_dropout", "fc_dropout")
+
+
+def breakdown(tr):
+    """The critical GPU's iteration in parts (seconds): the transformer layers' products,
+    attention cores and element-wise kernels (forward, recomputed forward and backward, the
+    backward with its gradient additions), the embedding, logits and loss ('embedding'), the
+    optimizer step; then the communication it waits for: tensor-parallel, data-parallel,
+    between stages (sends, scatter-gather, the tied embeddings' all-reduce), and the rest of
+    the iteration where it neither computes nor communicates (the pipeline's bubble). The
+    recomputed forward is shared out over the parts as their forward times are."""
+    fwd, both = {}, {}
+    for r in tr["per_layer"]:
+        name = r["name"].split(".")[-1] if r["name"].startswith("layer") else "embedding"
+        part = ("products" if name in PRODUCTS else "attention" if name == "attention" else
+                "elementwise" if name in ELEMENTWISE else "embedding")
+        fwd[part] = fwd.get(part, 0.0) + r["fwd_cycles"] * 1e-9
+        both[part] = both.get(part, 0.0) + (r["fwd_cycles"] + r["bwd_cycles"]) * 1e-9
+    total_fwd = sum(fwd.values()) or 1.0
+    rec = tr["recompute_cycles"] * 1e-9
+    out = {k: both.get(k, 0.0) + rec * fwd.get(k, 0.0) / total_fwd
+           for k in ("products", "attention", "elementwise", "embedding")}
+    out["optimizer"] = tr["optimizer_cycles"] * 1e-9
+    kinds = tr["comm_by_kind"]
+
+    def exposed(pred):
+        return sum(v["exposed_comm_cycles"] for k, v in kinds.items() if pred(k)) * 1e-9
+    out["tp_exposed"] = exposed(lambda k: k.startswith("tp_"))
+    out["dp_exposed"] = exposed(lambda k: k.startswith("dp_"))
+    # the rest of the exposed time (where kinds overlap, counted once): between stages
+    every = tr["exposed_comm_cycles"] * 1e-9
+    out["pipeline_exposed"] = max(0.0, every - out["tp_exposed"] - out["dp_exposed"])
+    out["idle"] = max(0.0, tr["iteration_seconds"] - tr["compute_cycles"] * 1e-9 - every)
+    return out
+
+
+PARTS = ("products", "attention", "elementwise", "embedding", "optimizer", "tp_exposed",
+         "dp_exposed", "pipeline_exposed", "idle")
+
+
+def print_parts(rows):
+    """Each row's parts (seconds) and what is missing of its published iteration; over the
+    rows, Pearson's r of the throughput error with each quantity (docs/validation.md)."""
+    print("\nparts of the critical GPU's iteration, seconds: " + ", ".join(PARTS))
+    for r in rows:
+        b, gap = r["breakdown_seconds"], r["published_iteration_seconds"] - \
+            r["iteration_seconds"]
+        print(f"{r['params_billion']:>7}B " + " ".join(f"{b[k]:7.3f}" for k in PARTS) +
+              f"  missing {gap:6.3f} s, {gap / b['products']:.2f} of the products")
+    if len(rows) < 3:
+        return
+    err = [r["error"] for r in rows]
+    share = {k: [r["breakdown_seconds"][k] / r["iteration_seconds"] for r in rows]
+             for k in ("attention", "products", "elementwise", "tp_exposed", "dp_exposed")}
+    share["pipeline and idle"] = [(r["breakdown_seconds"]["pipeline_exposed"] +
+                                   r["breakdown_seconds"]["idle"]) / r["iteration_seconds"]
+                                  for r in rows]
+    given = {"tp": [r["tp"] for r in rows], "pp": [r["pp"] for r in rows],
+             "micro-batch": [r["micro_batch"] for r in rows],
+             "log params": [math.log(r["params_billion"]) for r in rows],
+             **{f"{k} share": v for k, v in share.items()}}
+    print("r of the error with: " + ", ".join(
+        f"{k} {statistics.correlation(v, err):+.2f}" for k, v in given.items()))
 
 
 def run_isolated(*args):
@@ -344,6 +437,9 @@ def main(argv=None):
               f"over {len(errs)} of {len(out)} configurations")
     peak = max([r.get("peak_rss_mb", 0) for r in out] or [0])
     print(f"peak memory {peak:.0f} MB (the largest row's process)")
+    ran = [r for r in out if r["error"] is not None]
+    if ran:
+        print_parts(ran)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,

@@ -550,7 +550,7 @@ def main():
     def log(msg):
         print(msg, flush=True)
 
-    from provenance import provenance
+    from provenance import provenance, write_json
     studies = {}
     if a.study != "all" and os.path.exists(a.out):
         with open(a.out) as f:      # one study rerun: the others' rows are kept
@@ -565,10 +565,7 @@ def main():
             log(f"{name}: {out['studies'][name]['wall_seconds']:.1f} s wall ({fid})")
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_average_at_end"] = list(os.getloadavg())
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1, default=str)
-    print(f"written {a.out}")
+    write_json(a.out, out, default=str)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,14 @@ is in the file).
 pysim runs `workload.algorithm = "nccl"` (pysim/workload/nccl.py) at the flow level on the
 shipped dgx-a100 and dgx-h100 (with NVLink SHARP, topology.nvls = true), with the algorithm
 the measurement forced (NCCL_ALGO: ring on the A100, NVLS on the H100-class nodes) and the
-protocol NCCL's model picks per size, and reports per size the published and simulated bus
+protocol the tuning model of the NCCL release measured picks per size (--tuning), and
+reports per size the published and simulated bus
 bandwidth, their ratio, the protocol and channels, and per system the geometric mean of
 |error| and the largest. `--level flit` runs the cycle-level network instead (up to
 --flit-max bytes). Prints a Markdown table; --json writes the rows with provenance.
 
-    python bench/nccl_tests.py [--systems dgx-a100,dgx-h100,hgx-h200] [--json FILE]
+    python bench/nccl_tests.py [--systems dgx-a100,dgx-h100,hgx-h200] [--tuning measured]
+                               [--json FILE]
 """
 import argparse
 import json
@@ -24,13 +26,17 @@ import pysim
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data", "nccl_tests_allreduce.json")
 SETTINGS = {"dgx-a100": {}, "dgx-h100": {"topology.nvls": True}}
+# The NCCL release each measurement ran (its source, in the data file): its tuning model picks
+# the protocol (workload.nccl_tuning; --tuning measured)
+MEASURED_RELEASE = {"dgx-a100": "2.18", "dgx-h100": "2.18", "hgx-h200": "2.20"}
 
 
-def run(system, nbytes, algorithm="auto", protocol="auto", level="flow"):
+def run(system, nbytes, algorithm="auto", protocol="auto", level="flow", tuning="2.23"):
     cfg = pysim.load(system, {"workload.kind": "collective", "workload.collective": "all_reduce",
                               "workload.algorithm": "nccl", "workload.bytes": int(nbytes),
                               "workload.nccl_algorithm": algorithm,
                               "workload.nccl_protocol": protocol,
+                              "workload.nccl_tuning": tuning,
                               "network.model": level, **SETTINGS[system]})
     t = time.perf_counter()
     d = pysim.simulate(cfg).to_dict()
@@ -45,14 +51,17 @@ def published_time_us(nbytes, busbw, p=8):
     return nbytes * 2 * (p - 1) / p / (busbw * 1e3)
 
 
-def compare(name, data, level="flow", flit_max=None):
+def compare(name, data, level="flow", flit_max=None, tuning="measured"):
     system = data.get("system", name)
+    release = MEASURED_RELEASE[name] if tuning == "measured" else tuning
     rows = []
     for nbytes, pub in zip(data["bytes"], data["busbw_gbps"]):
         if level == "flit" and flit_max and nbytes > flit_max:
             continue
-        r = run(system, nbytes, data.get("nccl_algorithm", "auto"), level=level)
-        rows.append(dict(system=name, level=level, bytes=nbytes, published_busbw_gbps=pub,
+        r = run(system, nbytes, data.get("nccl_algorithm", "auto"), level=level,
+                tuning=release)
+        rows.append(dict(system=name, level=level, tuning=release, bytes=nbytes,
+                         published_busbw_gbps=pub,
                          published_time_us=round(published_time_us(nbytes, pub), 2),
                          simulated_busbw_gbps=round(r["busbw_gbps"], 3),
                          error=round(r["busbw_gbps"] / pub - 1, 4), **{k: r[k] for k in
@@ -72,16 +81,19 @@ def main():
     ap.add_argument("--level", choices=("flow", "flit"), default="flow")
     ap.add_argument("--flit-max", type=int, default=1 << 22,
                     help="--level flit: the largest size run (bytes)")
+    ap.add_argument("--tuning", default="measured",
+                    help="workload.nccl_tuning: 'measured' (default: the release each "
+                         "measurement ran, 2.18 or 2.20) or a release (2.18, 2.20, 2.23)")
     ap.add_argument("--json")
     a = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)
     out = {}
     for system in a.systems.split(","):
-        rows = compare(system, data["systems"][system], a.level, a.flit_max)
+        rows = compare(system, data["systems"][system], a.level, a.flit_max, a.tuning)
         s = summary(rows)
         out[system] = dict(rows=rows, **s, source=data["systems"][system]["source"])
-        print(f"\n{system} ({a.level}): geomean |error| {s['geomean_abs_error']:.1%}, max "
+        print(f"\n{system} ({a.level}, NCCL {rows[0]['tuning']}'s tuning): geomean |error| {s['geomean_abs_error']:.1%}, max "
               f"{s['max_abs_error']:.1%}\n")
         print("| bytes | published busbw GB/s (time µs) | pysim busbw GB/s (time µs) | error "
               "| algorithm / protocol, channels |")

@@ -48,9 +48,14 @@ def child(script, *args, cwd=None):
 def write_rows(path, benchmark, started, rows):
     """Write a benchmark's rows as JSON with their provenance (`started`: provenance() as the
     runs began; the load average at the end is added), and say where."""
-    doc = dict(benchmark=benchmark, **started, load_average_end=provenance()["load_average"],
-               rows=rows)
+    write_json(path, dict(benchmark=benchmark, **started,
+                          load_average_end=provenance()["load_average"], rows=rows))
+
+
+def write_json(path, doc, **dump):
+    """Write `doc` as JSON to `path` (a bare file name included: its folder is made if
+    missing), and say where."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(doc, f, indent=1, **dump)
     print(f"written {path}")

@@ -15,7 +15,6 @@ routes whose dependencies need 3 VC classes). Every case has 4 VCs.
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -72,6 +71,8 @@ def main():
     if a.case:
         print(json.dumps(one(a.case)))
         return
+    from provenance import provenance, write_rows
+    started = provenance()
     rows = []
     for name in CASES:
         if a.only and a.only != name:
@@ -83,10 +84,7 @@ def main():
         print(f"{r['case']:<16} {r['nodes']:>7,} nodes {r['channels']:>9,} channels  set-up "
               f"{r['setup_seconds']:6.1f} s (compile {r['compile_seconds']:.1f}, engine "
               f"{r['engine_seconds']:.1f})  peak {r['peak_gb']:.2f} GB", flush=True)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(dict(machine=platform.machine(), python=platform.python_version(),
-                       cores=os.cpu_count(), rows=rows), f, indent=1)
+    write_rows(a.out, "setup_limits", started, rows)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ op graph and running it, simulated cycles per second, flit-hops per second, cycl
     python bench/training.py [--engine npu|offload] [--repeat 1] [--out bench/results/training.json]
 """
 import argparse
-import json
 import os
 import resource
 import time
@@ -53,7 +52,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "training.json"))
     a = ap.parse_args()
-    from provenance import provenance
+    from provenance import provenance, write_json
     prov = provenance()                  # the load average as the runs begin
     cfg = config(a.engine)
     runs = []
@@ -72,10 +71,8 @@ def main():
                engine=a.engine, **prov, runs=runs, best=best,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                load_average_after=list(os.getloadavg()))
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"peak memory {out['peak_rss_mb']:.0f} MB; written {a.out}")
+    print(f"peak memory {out['peak_rss_mb']:.0f} MB")
+    write_json(a.out, out)
 
 
 if __name__ == "__main__":

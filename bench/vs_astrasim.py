@@ -55,7 +55,7 @@ from pysim import models  # noqa: E402
 from pysim.topology import build as build_topology  # noqa: E402
 from pysim.workload import run_graph  # noqa: E402
 from pysim.workload.astra import analytical_message, astra_graph, run_cycles  # noqa: E402
-from provenance import provenance  # noqa: E402
+from provenance import provenance, write_json  # noqa: E402
 
 BUILD_HELP = """\
 bench/vs_astrasim.py compares pysim with ASTRA-sim 1.0 and needs the binary of its analytical
@@ -386,11 +386,7 @@ def main():
         if shipped is None and os.environ.get("ASTRASIM"):
             shipped = checkout_workloads(os.path.abspath(os.environ["ASTRASIM"]))
         rows = logical_rings(a.network, shipped)
-        os.makedirs(os.path.dirname(a.out), exist_ok=True)
-        with open(a.out, "w") as f:
-            json.dump(dict(benchmark="vs_astrasim logical rings", **provenance(), rows=rows),
-                      f, indent=1)
-        print(f"written {a.out}")
+        write_json(a.out, dict(benchmark="vs_astrasim logical rings", **provenance(), rows=rows))
         return
     binary = os.environ.get("ASTRASIM")
     if not binary or not os.path.isfile(binary) or not os.access(binary, os.X_OK):

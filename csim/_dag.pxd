@@ -26,7 +26,12 @@
 #   it can use what keeps pace with that compute part (its work left over the compute part's
 #   time left), else the whole memory;
 # - units 5 and 7, communication's (collectives' copies and reductions: 5 what is sent, 7 what
-#   is received), together at most the budget comm_cap, in equal parts when both run;
+#   is received), together at most the budget comm_cap, in equal parts among their busy
+#   lanes. Each has two lanes (5 and 8, 7 and 9) with one queue: an op streamed (a stream
+#   or a stream's source: an NPU-run step's read, reduction or write, done piece by piece as
+#   an NCCL kernel's slices are) may run on either, so two of them run at once, as the two
+#   directions of a bidirectional ring run on channels of their own in an NCCL kernel;
+#   other ops (copies stored and forwarded whole) run on the first lane, one at a time;
 # - unit 6, memory transfers' (a DMA engine streaming to or from a memory node or a host): at
 #   most the sum of op_share over the transfers it serves (the op it runs and those queued
 #   for it, in turn: it serves them all at once by pieces), op_share being what the
@@ -45,7 +50,8 @@
 # the source is, and takes its unit again for its tail (op_tail cycles: its work on the last
 # packet of data) when the source finishes, ahead of the ops waiting there and of a bulk
 # running there (which resumes after it: a bulk runs ahead of its data, a tail is on the
-# critical path); a send whose source finishes after its
+# critical path; a bulk that ends after its source runs its tail at once, before the ops
+# queued there); a send whose source finishes after its
 # last byte has arrived finishes op_tail cycles (the zero-load latency of one packet) after
 # its source. So a step of store-and-forward becomes a pipeline: the data is read, sent,
 # reduced and forwarded piece by piece, the step taking its slowest stage plus a piece's
@@ -191,6 +197,30 @@ cdef inline double _roof_demand(State* s, int32_t n, double rc) noexcept nogil:
     return wc if wc < 1.0 else 1.0
 
 
+cdef inline int32_t _home(int32_t u) noexcept nogil:
+    """The unit whose queue unit u's ops wait in (a second lane's: its first lane's)."""
+    if u == SEND_LANE2:
+        return 5
+    if u == RECV_LANE2:
+        return RECV_UNIT
+    return u
+
+
+cdef inline int32_t _lane2(int32_t u) noexcept nogil:
+    """The second lane of unit u (its home unit), or -1 if it has one lane."""
+    if u == 5:
+        return SEND_LANE2
+    if u == RECV_UNIT:
+        return RECV_LANE2
+    return -1
+
+
+cdef inline bint _streamed(State* s, int32_t op) noexcept nogil:
+    """op takes or gives its data as it comes (a stream or a stream's source): it may run
+    on a second lane."""
+    return s.op_src != NULL and (s.op_src[op] >= 0 or s.ssucc_ptr[op + 1] > s.ssucc_ptr[op])
+
+
 cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
     """The rates of a node's compute unit and of its memory units, after its held compute
     units, its busy memory units or their demands changed: compute at (units - held) / units
@@ -207,6 +237,8 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
     cdef int32_t i, j, m = 0, left, soft = 0
     cdef double cap = 1.0, share, t, rc = 1.0, wc, wm
     cdef bint c5 = s.u_op[n + 5] >= 0, c7 = s.u_op[n + RECV_UNIT] >= 0
+    cdef bint c8 = s.u_op[n + SEND_LANE2] >= 0, c9 = s.u_op[n + RECV_LANE2] >= 0
+    cdef int32_t lanes = c5 + c7 + c8 + c9
     if k > 0:
         if h >= k:
             h = k - 1
@@ -215,7 +247,7 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
         u[m] = 1
         d[m] = _roof_demand(s, n + 1, rc)
         m += 1
-    if c5 or c7:
+    if lanes:
         u[m] = 5
         d[m] = s.comm_cap[node] if s.comm_cap[node] < 1.0 else 1.0
         m += 1
@@ -256,12 +288,16 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
                 rc = g[i] * wc / wm
                 if rc < 1e-6:
                     rc = 1e-6
-        if u[i] == 5:                  # communication's: what it sends and what it receives
-            if c5 and c7:
-                _set_rate(s, n + 5, g[i] / 2)
-                _set_rate(s, n + RECV_UNIT, g[i] / 2)
-            else:
-                _set_rate(s, n + (5 if c5 else RECV_UNIT), g[i])
+        if u[i] == 5:                  # communication's: its busy lanes in equal parts
+            t = g[i] / lanes
+            if c5:
+                _set_rate(s, n + 5, t)
+            if c7:
+                _set_rate(s, n + RECV_UNIT, t)
+            if c8:
+                _set_rate(s, n + SEND_LANE2, t)
+            if c9:
+                _set_rate(s, n + RECV_LANE2, t)
         else:
             _set_rate(s, n + u[i], g[i])
     _set_rate(s, n, rc)
@@ -273,6 +309,10 @@ cdef inline void _node_rates(State* s, int32_t node) noexcept nogil:
         s.u_rate[n + 6] = 1.0
     if not c7:
         s.u_rate[n + RECV_UNIT] = 1.0
+    if not c8:
+        s.u_rate[n + SEND_LANE2] = 1.0
+    if not c9:
+        s.u_rate[n + RECV_LANE2] = 1.0
 
 
 cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
@@ -317,10 +357,17 @@ cdef inline int _start_compute(State* s, int32_t op) noexcept nogil:
 
 
 cdef inline int _queue_part(State* s, int32_t op) noexcept nogil:
-    """A compute-like op (or roofline part) takes its unit now, or queues for it."""
-    cdef int32_t n = s.op_node[op] * N_UNITS + s.op_unit[op]
+    """A compute-like op (or roofline part) takes its unit (a free lane of it) now, or
+    queues for it."""
+    cdef int32_t h = _home(s.op_unit[op])
+    cdef int32_t b = _lane2(h)
+    cdef int32_t n = s.op_node[op] * N_UNITS + h
     if s.op_unit[op] == XFER_UNIT:     # a transfer's demand counts from when it waits
         s.xfer_dem[s.op_node[op]] += s.op_share[op]
+    s.op_unit[op] = <int8_t>h
+    if s.node_busy[n] and b >= 0 and not s.node_busy[n - h + b] and _streamed(s, op):
+        s.op_unit[op] = <int8_t>b      # its unit's second lane
+        return _start_compute(s, op)
     if s.node_busy[n]:
         s.op_next[op] = -1
         if s.cq_tail[n] < 0:
@@ -484,24 +531,38 @@ cdef inline int _tail(State* s, int32_t c) noexcept nogil:
     its unit, and a bulk running there (which runs ahead of its own data) gives the unit up
     to it, to resume after it (the last packet of data that has all arrived goes before
     work on data still arriving)."""
-    cdef int32_t n = s.op_node[c] * N_UNITS + s.op_unit[c]
-    cdef int32_t r = s.u_op[n]
+    cdef int32_t h = _home(s.op_unit[c])
+    cdef int32_t base = s.op_node[c] * N_UNITS
+    cdef int32_t n = base + h          # (where its unit's queue is)
+    cdef int32_t lane[2]
+    cdef int32_t r, i, m
     cdef double w
     s.op_wait[c] = 3
-    if r >= 0 and s.op_kind[r] == OP_COMPUTE and s.op_src[r] >= 0 and s.op_wait[r] == 1:
-        w = _left(s, n)                # the running bulk's work left, kept for its return
-        s.op_left[r] = <int64_t>w + (1 if w > <int64_t>w else 0)
-        s.op_wait[r] = 4
-        s.node_busy[n] = 0
-        s.u_op[n] = -1
-        _uh_remove(s, n)
-        s.op_next[r] = s.cq_head[n]
-        s.cq_head[n] = r
-        if s.cq_tail[n] < 0:
-            s.cq_tail[n] = r
-        return _start_compute(s, c)
-    if not s.node_busy[n]:
-        return _start_compute(s, c)
+    lane[0] = h
+    lane[1] = _lane2(h)
+    m = 2 if lane[1] >= 0 else 1       # (c is a stream: it may take either lane)
+    for i in range(m):                 # a free lane
+        if not s.node_busy[base + lane[i]]:
+            s.op_unit[c] = <int8_t>lane[i]
+            return _start_compute(s, c)
+    for i in range(m):                 # a lane running a bulk
+        r = s.u_op[base + lane[i]]
+        if r >= 0 and s.op_kind[r] == OP_COMPUTE and s.op_src[r] >= 0 and \
+                s.op_wait[r] == 1:
+            w = _left(s, base + lane[i])   # the bulk's work left, kept for its return
+            s.op_left[r] = <int64_t>w + (1 if w > <int64_t>w else 0)
+            s.op_wait[r] = 4
+            s.node_busy[base + lane[i]] = 0
+            s.u_op[base + lane[i]] = -1
+            _uh_remove(s, base + lane[i])
+            s.op_unit[r] = <int8_t>h
+            s.op_next[r] = s.cq_head[n]
+            s.cq_head[n] = r
+            if s.cq_tail[n] < 0:
+                s.cq_tail[n] = r
+            s.op_unit[c] = <int8_t>lane[i]
+            return _start_compute(s, c)
+    s.op_unit[c] = <int8_t>h
     s.op_next[c] = s.cq_head[n]        # first in the queue
     s.cq_head[n] = c
     if s.cq_tail[n] < 0:
@@ -529,7 +590,7 @@ cdef inline int _stream_done(State* s, int32_t op) noexcept nogil:
 cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
     """op finished now: free its node (compute) and start the successors it was the last
     dependency of."""
-    cdef int32_t n, q, r
+    cdef int32_t n, q, r, h
     cdef int8_t kind = s.op_kind[op]
     if kind != OP_COMPUTE and kind != OP_ROOF and kind != OP_ROOF_MEM:
         if kind == OP_SEND and s.op_src != NULL and s.op_src[op] >= 0 and \
@@ -539,17 +600,25 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
         s.op_finish[op] = s.now
         s.ops_done += 1
     else:
-        n = s.op_node[op] * N_UNITS + s.op_unit[op]
+        n = s.op_node[op] * N_UNITS + s.op_unit[op]     # (its lane)
         s.node_busy[n] = 0
         s.u_op[n] = -1
         _uh_remove(s, n)
+        h = s.op_node[op] * N_UNITS + _home(s.op_unit[op])   # (its unit's queue)
         if s.op_unit[op] == XFER_UNIT:
             s.xfer_dem[s.op_node[op]] -= s.op_share[op]
-        q = s.cq_head[n]
+        if kind == OP_COMPUTE and s.op_src != NULL and s.op_src[op] >= 0 and \
+                s.op_wait[op] == 1 and s.op_finish[s.op_src[op]] >= 0:
+            return _tail(s, op)        # a bulk done after its source: its tail at once,
+                                       # before the ops queued for the unit
+        q = s.cq_head[h]
+        if q >= 0 and h != n and not _streamed(s, q):
+            q = -1                     # (a second lane: it waits for the first)
         if q >= 0:
-            s.cq_head[n] = s.op_next[q]
-            if s.cq_head[n] < 0:
-                s.cq_tail[n] = -1
+            s.cq_head[h] = s.op_next[q]
+            if s.cq_head[h] < 0:
+                s.cq_tail[h] = -1
+            s.op_unit[q] = s.op_unit[op]
             if _start_compute(s, q) != 0:
                 return -1
         elif s.op_unit[op] == 1 or s.op_unit[op] >= 5:
@@ -557,11 +626,9 @@ cdef inline int finish_op(State* s, int32_t op) noexcept nogil:
         if kind == OP_ROOF and s.u_op[n + 1] == op + 1:   # its memory part, alone now
             _node_rates(s, s.op_node[op])
         if kind == OP_COMPUTE and s.op_src != NULL and s.op_src[op] >= 0 and \
-                s.op_wait[op] == 1:    # a stream's bulk is done: its tail when its source is
-            if s.op_finish[s.op_src[op]] < 0:
-                s.op_wait[op] = 2
-                return 0
-            return _tail(s, op)
+                s.op_wait[op] == 1:    # a stream's bulk done before its source: the unit
+            s.op_wait[op] = 2          # given up, its tail when its source finishes
+            return 0
         if kind == OP_COMPUTE:
             s.op_finish[op] = s.now
             s.ops_done += 1

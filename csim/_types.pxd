@@ -48,15 +48,19 @@ cdef enum:
     OP_RELEASE = 6           # frees a gate
     OP_HOLD = 7              # a collective takes `size` of its NPU's compute units (SMs) ...
     OP_UNHOLD = 8            # ... and gives them back
-    N_UNITS = 8              # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
+    N_UNITS = 10             # per node: 0 compute, 1 memory (HBM), 2 collectives engine,
                              # 3 a gate (a queue that orders work: see _dag.pxd),
                              # 4 the compute units held by NPU-run collectives,
                              # 5 communication's share of the memory (HBM): what it sends,
                              # 6 memory transfers' share of it (DMA to and from memory nodes),
                              # 7 communication's share for what it receives (beside unit 5,
-                             #   the two within one budget)
+                             #   the two within one budget),
+                             # 8 and 9 the second lanes of units 5 and 7 (one queue each
+                             #   with its first lane: see _dag.pxd)
     XFER_UNIT = 6
     RECV_UNIT = 7
+    SEND_LANE2 = 8
+    RECV_LANE2 = 9
     PROC_BERNOULLI = 0
     PROC_ONOFF = 1
     PAT_PERM = 0

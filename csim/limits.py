@@ -14,7 +14,7 @@ N_OP_KINDS = 9
 # them)
 VC_ARBITERS = {"round_robin": 0, "own_index": 1}
 SW_ARBITERS = {"outputs": 0, "vcs": 1}
-N_UNITS = 8     # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
+N_UNITS = 10    # 0 compute, 1 memory, 2 collectives engine, 3 a gate, 4 the compute units held
                 # by NPU-run collectives, 5 communication's share of the memory (what it
                 # sends), 6 memory transfers' share of it, 7 communication's share for what it
-                # receives
+                # receives, 8 and 9 the second lanes of 5 and 7

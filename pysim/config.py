@@ -211,7 +211,11 @@ def read_toml(path, what, error=ConfigError):
     except UnicodeDecodeError:
         raise error(f"{what}: {path} is not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
-        raise error(f"{what}: {path} is not valid TOML: {e}") from None
+        ext = os.path.splitext(os.fspath(path))[1].lower()
+        hint = (f" (pysim reads TOML files only, whatever their extension; this {ext} file "
+                f"would need to be written as TOML)" if ext in (".json", ".yaml", ".yml")
+                else "")
+        raise error(f"{what}: {path} is not valid TOML: {e}{hint}") from None
     except ValueError as e:          # not a regular file, or too large (read_bounded)
         raise error(f"{what}: {e}") from None
     except RecursionError:
@@ -313,10 +317,10 @@ def cwd_paths(overrides: dict, what="override") -> dict:
             return systems.path_of(v)
         return full
 
-    def model(v):                    # a zoo name, or a model file: a file only if it is one
+    def model(v):                    # a zoo name (no '.' or '/'), or a model file
         if not isinstance(v, str) or os.path.isabs(v) or not ("." in v or os.sep in v):
             return v
-        return os.path.abspath(v) if os.path.exists(v) else v
+        return os.path.abspath(v)
 
     out = {}
     for path, v in overrides.items():

@@ -350,7 +350,8 @@ class GraphArrays(Inputs):
         Field("unit", np.int8, ("N",), "per op: the unit of its node it occupies (0 compute, "
               "1 memory, 2 collectives engine, 3 a gate, 4 held compute units, 5 "
               "communication's memory for what it sends, 6 memory transfers', 7 "
-              "communication's memory for what it receives); None: all 0", optional=True),
+              "communication's memory for what it receives, 8 and 9 the second lanes of 5 "
+              "and 7, queued with them); None: all 0", optional=True),
         Field("packet_flits", int, (), "a send is cut into packets of at most this many "
               "flits"),
         Field("flit_bytes", int, (), "bytes per flit"),

@@ -173,3 +173,53 @@ def test_a_trace_refuses_the_training_keys_it_does_not_read(tmp_path):
         assert path in TRACE_READS and path in KEY_MAP
     assert simulate(load("switch8", {**over, "workload.algorithm": "direct",
                                      "workload.chunks": 2})).makespan_cycles > 0
+
+
+def test_export_keeps_an_existing_trace_and_the_json_unless_asked(tmp_path, monkeypatch):
+    """--export-chakra into a folder holding .et files is refused before the run unless
+    --force, which replaces the old trace whole (no stale ranks left); a folder that cannot
+    be made is refused before the run, and the --json result is never lost to it."""
+    monkeypatch.chdir(tmp_path)
+    ring = ["run", "ring8", "--set", "workload.kind=collective", "--set",
+            "workload.bytes=4096", "-q"]
+    os.mkdir("tr")
+    for name in ("pysim.0.et", "pysim.9.et"):
+        with open(os.path.join("tr", name), "w") as f:
+            f.write("mine")
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", "tr"])
+    assert r.exit_code == 1 and "--force" in r.output and "tr" in r.output, r.output
+    assert open(os.path.join("tr", "pysim.0.et")).read() == "mine"
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", "tr", "--force"])
+    assert r.exit_code == 0, r.output
+    assert sorted(os.listdir("tr")) == [f"pysim.{i}.et" for i in range(8)]
+    with open("afile", "w") as f:
+        f.write("x")
+    r = CliRunner().invoke(main, [*ring, "--export-chakra", os.path.join("afile", "tr"),
+                                  "--json", "r.json"])
+    assert r.exit_code == 1 and "is not a directory" in r.output, r.output  # (before the run)
+    assert not os.path.exists("r.json")
+
+
+def test_a_bad_node_is_named_with_its_file(tmp_path):
+    """A node whose values pysim refuses (a negative message size, a duration past the
+    cycle limit) is named with its file and id; two nodes of one id on a rank are refused
+    (a dependency on that id would be ambiguous)."""
+    cfg = {"workload.kind": "training", "network.model": "flow"}
+    send = {"comm_src": 0, "comm_dst": 1, "comm_size": -5, "comm_tag": 1}
+    _write_trace(tmp_path / "neg", [[("COMM_SEND_NODE", send, [], 0)],
+                                    [("COMM_RECV_NODE", send, [], 0)]])
+    _write_trace(tmp_path / "long", [[("COMP_NODE", {}, [], 2 ** 62)]])
+    for name, what in (("neg", r"w\.[01]\.et: node 0 \(COMM_(SEND|RECV)_NODE\): bytes = -5"),
+                       ("long", r"w\.0\.et: node 0 \(COMP_NODE\): cycles = ")):
+        with pytest.raises(ConfigError, match=what):
+            simulate(load("dgx-a100", {**cfg, "workload.model": str(tmp_path / name)}))
+    S = chakra.schema()
+    os.makedirs(tmp_path / "dup")
+    with open(tmp_path / "dup" / "w.0.et", "wb") as f:
+        for m in [S["GlobalMetadata"](version=chakra.SCHEMA_VERSION)] + [
+                S["Node"](id=3, name=f"n{i}", type=chakra.NODE_TYPES.index("COMP_NODE"),
+                          duration_micros=5) for i in range(2)]:
+            b = m.SerializeToString()
+            f.write(chakra._varint(len(b)) + b)
+    with pytest.raises(ConfigError, match=r"w\.0\.et: node id 3 is given to 2 nodes"):
+        simulate(load("dgx-a100", {**cfg, "workload.model": str(tmp_path / "dup")}))

@@ -467,6 +467,27 @@ def test_bidirectional_hierarchical_all_reduce_uses_both_directions(net):
     assert 1.125 * S / 32 <= both <= 1.01 * 1.125 * S / 32 + 12 * 150
 
 
+@pytest.mark.parametrize("net", ["flit", "flow"])
+def test_an_npu_run_bidirectional_all_reduce_drives_both_directions_at_once(net):
+    """The same one-chunk bidir_hierarchical all-reduce run by the NPUs (V100s, 16 SMs, 900
+    GB/s of budget): each step reads, sends and reduces its block piece by piece, and the
+    two directions' steps run at once (two channels, as an NCCL kernel's), so it takes the
+    time with no endpoint model plus at most each of its 12 steps' last piece read and
+    reduced (8 cycles), and at least the closed form 1.125 S / 32 (53.3 GB/s per NPU). (With
+    the two directions' reads one after the other, each phase would wait a block's read:
+    2% more.)"""
+    S = 4 << 20
+    over = {"topology.dims": [4, 4], "topology.dim_link_gbps": [32.0, 16.0],
+            "workload.kind": "collective", "workload.algorithm": "bidir_hierarchical",
+            "workload.bytes": S, "workload.chunks": 1, "network.model": net}
+    path = os.path.join(TOPOLOGIES, "torus4x4x4.toml")
+    alone = simulate(load(path, over)).to_dict()["collective_cycles"]
+    npu = simulate(load(path, {**over, "topology.npu.preset": "v100",
+                               "workload.engine": "npu", "workload.comm_sms": 16,
+                               "workload.comm_hbm_gbps": 900.0})).to_dict()
+    assert 1.125 * S / 32 <= alone <= npu["collective_cycles"] <= alone + 12 * 8
+
+
 def test_double_binary_tree_all_reduce():
     """Two mirrored heap-shaped binary trees over 8 NPUs on a switch: every node is interior
     in at most one tree; each tree moves N/2 up p-1 edges and down p-1 edges, so 2(p-1)N

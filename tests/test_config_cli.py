@@ -368,3 +368,39 @@ def test_a_training_run_past_a_network_limit_is_refused_before_building(monkeypa
            "network": {"vc_buffer_flits": 10 ** 9}}
     with pytest.raises(ConfigError, match="on 32 channels: 476.8 GiB of buffers"):
         simulate(from_dict(raw))
+
+
+def test_a_missing_model_file_typed_on_the_command_line_is_named_where_it_was_looked_for(
+        tmp_path, monkeypatch):
+    """workload.model given as an override is relative to the current folder: a file that is
+    not there is reported at that path, not at the shipped system's folder."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["run", "dgx1-v100", "--set", "workload.kind=training",
+                                  "--set", "network.model=flow", "--set",
+                                  "workload.model=nosuch.txt"])
+    assert r.exit_code == 1, r.output
+    assert f"{os.path.join(str(tmp_path), 'nosuch.txt')} does not exist" in r.output, r.output
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "--set", "workload.kind=collective", "--json", "o.json", "--trace",
+     "./o.json"],
+    ["topo", "ring8", "--json", "o.svg", "--draw", "o.svg"],
+    ["jobs", "dgx1-v100", "--jobs", "1", "--json", "o.json", "--cache", "o.json"],
+])
+def test_two_outputs_naming_one_file_are_refused_first(tmp_path, monkeypatch, args):
+    """Two output options naming one file: refused before any work, naming both options
+    (the second write would have replaced the first, after the run)."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "both name" in res.output, res.output
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, text", [("c.json", '{"network": {"vcs": 2}}'),
+                                        ("c.yaml", "network:\n  vcs: 2\n")])
+def test_a_json_or_yaml_config_is_told_that_configs_are_toml(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"not valid TOML.*pysim reads TOML files only"):
+        load(str(path))

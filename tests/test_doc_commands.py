@@ -192,3 +192,22 @@ def test_the_benchmark_commands_exist_and_take_their_options(page):
         for opt in options:
             assert re.search(rf"['\"]{re.escape(opt)}['\"]", text), \
                 f"{_id(page)}:{at}: {script} takes no option {opt}"
+
+
+SLOW_PYTHON = ("jobs.md",)          # (a job stream's simulations: about 30 s)
+
+
+@pytest.mark.parametrize("page", [
+    pytest.param(p, marks=[pytest.mark.slow] if os.path.basename(p) in SLOW_PYTHON else [])
+    for p in PAGES if os.path.basename(p) not in RUN_WHOLE
+    and any(lang == "python" for lang, _ in doc_commands.blocks(p))], ids=_id)
+def test_the_python_examples_of_each_page_run(page, tmp_path):
+    """A page's ```python blocks, in order, each in a fresh interpreter in one folder (the
+    files a page names as the reader's own made first): an example that leans on a name it
+    never defines fails."""
+    texts = [t for lang, t in doc_commands.blocks(page) if lang == "python"]
+    _readers_files([(0, t) for t in texts], str(tmp_path))
+    for text in texts:
+        p = subprocess.run([sys.executable, "-c", text], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+        assert p.returncode == 0, f"{_id(page)}:\n{text}\n{p.stderr[-3000:]}"

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from pysim import plot  # noqa: E402
 from pysim.cli import main  # noqa: E402
+from pysim.errors import ConfigError  # noqa: E402
 
 
 @pytest.fixture
@@ -158,3 +159,70 @@ def test_a_run_on_memory_nodes_gives_them_rows_and_names_the_system(tmp_path, fi
     texts = {t.get_text() for t in ax.texts}
     assert {"npu0", "mem0", "npu7", "mem7"} <= texts
     assert ax.get_title().startswith("mcdla-8, op graph")
+
+
+def test_points_of_two_configurations_are_not_averaged_as_seeds(tmp_path):
+    """Two sweeps of different systems in one database (`--db` defaults to results.sqlite)
+    would be averaged as if they were seeds of one: refused, naming the key they differ in;
+    as a series it draws."""
+    rows = []
+    for kind, lat in (("mesh", 37.0), ("ring", 21.0)):
+        for rate in (0.1, 0.2):
+            r = row(rate, lat)
+            r["hash"] += kind
+            r["result"]["config"] = {**r["result"]["config"], "topology": {"kind": kind},
+                                     "simulation": {"seed": 1}}
+            rows.append(r)
+    with pytest.raises(ConfigError, match=r"topology\.kind.*'mesh'.*'ring'"):
+        plot.latency_load(rows, str(tmp_path / "l.png"))
+    assert not (tmp_path / "l.png").exists()
+    data = plot.latency_load(rows, str(tmp_path / "l.png"), series="topology.kind")
+    assert data["mesh"]["y"] == [37.0, 37.0] and data["ring"]["y"] == [21.0, 21.0]
+    from pysim.sweep import Store
+    db = str(tmp_path / "r.sqlite")
+    s = Store(db)
+    for r in rows:
+        s.put(r["hash"], r["params"], "done", r["result"], None, 0.1)
+    s.close()
+    res = CliRunner().invoke(main, ["plot", db, "--kind", "throughput", "-o",
+                                    str(tmp_path / "t.png")])
+    assert res.exit_code == 1 and "--series topology.kind" in res.output, res.output
+
+
+def test_bars_of_two_configurations_are_not_averaged_as_seeds(tmp_path):
+    """Speed-up and breakdown bars average a cell's points over seeds only: a key that is
+    not the group, series or x but differs (a second sweep over network.vcs in the same
+    database) is refused, naming it."""
+    rows = []
+    for vcs in (2, 8):
+        for alg in ("ring", "tree"):
+            cycles = 1000.0 * vcs + (0 if alg == "ring" else 500)
+            rows.append(dict(hash=f"{vcs}{alg}", status="done", error=None,
+                             params={"workload.algorithm": alg},
+                             result={"collective_cycles": cycles, "iteration_cycles": cycles,
+                                     "iteration_seconds": cycles * 1e-9,
+                                     "compute_cycles": cycles, "config": {
+                                         "_system": "ring8", "network": {"vcs": vcs},
+                                         "workload": {"algorithm": alg, "bytes": 64}}}))
+    with pytest.raises(ConfigError, match=r"network\.vcs \(2 and 8\)"):
+        plot.speedup_bars(rows, str(tmp_path / "s.png"), "workload.bytes",
+                          "workload.algorithm", "collective_cycles", "ring")
+    with pytest.raises(ConfigError, match=r"network\.vcs \(2 and 8\)"):
+        plot.breakdown(rows, str(tmp_path / "b.png"), "workload.algorithm")
+    groups, data = plot.speedup_bars(rows[:2], str(tmp_path / "s.png"), "workload.bytes",
+                                     "workload.algorithm", "collective_cycles", "ring")
+    assert data["tree"] == [pytest.approx(2000 / 2500)]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--kind", "timeline", "--xlim", "5", "1"], "--xlim 5 1: expected finite limits"),
+    (["--kind", "timeline", "--xlim", "nan", "1"], "--xlim nan 1: expected finite limits"),
+    (["--kind", "timeline", "--ylim", "1", "1"], "--ylim 1 1: expected finite limits"),
+    (["--kind", "topology"], "is a trace; --kind topology takes a config"),
+])
+def test_plot_refuses_limits_it_cannot_draw_and_a_json_as_a_config(tmp_path, args, said):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [], "otherData": {"system": "ring8"}}))
+    res = CliRunner().invoke(main, ["plot", str(trace), *args, "-o", str(tmp_path / "x.png")])
+    assert res.exit_code == 1 and said in res.output, res.output
+    assert not (tmp_path / "x.png").exists()

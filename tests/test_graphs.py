@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import refmodel
 from conftest import TOPOLOGIES, make_cfg
+from pysim import __version__
 from pysim.cli import main
 from pysim.config import load
 from pysim.errors import ConfigError
@@ -215,6 +216,9 @@ def test_topo_reports_known_bisections_and_draws(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
     d = json.loads(out.read_text())
     assert d["nodes"]["npu"] == [f"gpu{i}" for i in range(8)] and len(d["nodes"]["switch"]) == 4
+    # provenance, as a run's --json has it: the resolved config and the version
+    assert d["config"]["network"]["vcs"] == load(os.path.join(TOPOLOGIES, "dgx1-v100.toml")) \
+        .network.vcs and d["config"]["_system"] == "dgx1-v100" and d["version"] == __version__
     for ext in ("svg", "pdf"):
         res = CliRunner().invoke(main, ["topo", os.path.join(TOPOLOGIES, "mcdla-8.toml"),
                                         "--draw", str(tmp_path / f"m.{ext}")])

@@ -811,3 +811,24 @@ def test_sensitivity_is_derived_from_the_best_and_worst_placements():
         j.model != "comm" for j in generate(pub.cfg)[:20]]
     with pytest.raises(ConfigError, match="jobs.sensitivity"):
         server(**{"sensitivity": "labels"})
+
+
+def test_a_server_of_64_npus_and_more_places_jobs_by_index():
+    """Placements are checked against the free NPUs by index (no 64-bit masks): on mesh8x8
+    (64 NPUs, its mesh links the direct links) the feasible placements of a 2-NPU ring are
+    the pairs of free NPUs, and what `preserve` leaves is, by brute force, the direct-link
+    bandwidth among the free NPUs outside each placement -- NPU 63 included."""
+    s = load_server("mesh8x8")
+    assert s.size == 64
+    c = pol.Candidates(s, 2, "ring")
+    free = np.ones(64, bool)
+    free[[0, 9, 27, 62]] = False
+    ok = c.feasible(free)
+    assert ok.tolist() == [bool(free[a] and free[b]) for a, b in c.nodes]
+    direct = s.direct_gbps.dense()
+    got = c.preserve(free)
+    for k in (0, 100, len(c) - 1, int(np.flatnonzero((c.nodes == 63).any(axis=1))[0])):
+        left = free.copy()
+        left[c.nodes[k]] = False
+        want = sum(direct[i, j] for i, j in itertools.combinations(np.flatnonzero(left), 2))
+        assert got[k] == pytest.approx(want)

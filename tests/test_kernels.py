@@ -166,3 +166,45 @@ def test_gradient_accumulation_add_needs_the_kernel_model():
     from pysim.errors import ConfigError
     with pytest.raises(ConfigError, match="grad_accumulation = 'add'.*compute = 'roofline'"):
         _one_linear(grad_accumulation="add", compute="roofline")
+
+
+def test_the_loss_as_megatrons_fp32_passes():
+    """workload.loss_kernels = 'passes': Megatron-LM's cross entropy of 2021 on fp32 logits
+    (megatron/model/gpt_model.py without --fp16-lm-cross-entropy; megatron/mpu/
+    cross_entropy.py): forward per logit the cast to fp32 (2 + 4 bytes), the maximum (4),
+    its subtraction (4 + 4), the exponential (4 + 4), the sum (4) and the division (4 + 4),
+    38 bytes in 6 kernels; backward the multiplication by the output gradient (4 + 4) and
+    the cast back (4 + 2), 14 bytes in 3 kernels. With tensor parallelism each GPU holds
+    its vocabulary's share of the logits. 'fused': one kernel each way reading the fp16
+    logits (2 bytes) and writing one number per token forward, the logits' gradient
+    backward."""
+    from pysim import models
+    s, h, b, vocab = 128, 256, 2, 4096
+    km, hbm = KERNELS["a100"], 2039e9
+    for tp in (1, 2):
+        m = models.get("transformer", layers=1, hidden=h, heads=4, seq=s, vocab=vocab)
+        i = [l.kind for l in m.layers].index("loss")
+        logits = b * s * vocab / tp
+        want = {"passes": (memory_seconds(km, hbm, 38 * logits) + 5 * km.launch_seconds,
+                           memory_seconds(km, hbm, 14 * logits) + 2 * km.launch_seconds),
+                "fused": (memory_seconds(km, hbm, 2 * logits),      # (and the loss's
+                          memory_seconds(km, hbm, 2 * logits))}     # few bytes: under 1 ns)
+        for mode, (fwd, bwd) in want.items():
+            cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                           network={"model": "flow"},
+                           workload={"kind": "training", "batch": b,
+                                     "group": [f"n{k}" for k in range(tp)], "iterations": 1,
+                                     "compute": "kernels", "loss_kernels": mode,
+                                     "parallel": {"tp": tp}})
+            graph, plan = training_graph(cfg, build_topology(cfg), m)
+            res = run_graph(cfg, graph)
+            lo = plan.layer_ops[(0, i, "n0", 0)]
+            for op, t in ((lo.fwd, fwd), (lo.bwd_input, bwd)):
+                took = res.ops[op]["finish"] - res.ops[op]["start"]
+                assert took == pytest.approx(t * 1e9, abs=2), (tp, mode)
+
+
+def test_loss_passes_need_the_kernel_model():
+    from pysim.errors import ConfigError
+    with pytest.raises(ConfigError, match="loss_kernels = 'passes'.*compute = 'roofline'"):
+        _one_linear(loss_kernels="passes", compute="roofline")

@@ -23,7 +23,8 @@ LAYERS = [
                     "pysim.flow", "pysim.theory", "pysim.traffic", "pysim.stats"]),
     ("workload", ["pysim.workload", "pysim.sim"]),
     ("studies", ["pysim.jobs", "pysim.sweep", "pysim.plot", "pysim.figure_checks"]),
-    ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "=pysim"]),
+    ("interface", ["pysim.cli", "pysim.docs", "pysim.components", "=pysim",
+                   "pysim.__main__"]),
 ]
 # ("=name": that module alone, not the modules under it: a new module of pysim must be given
 # its layer here)

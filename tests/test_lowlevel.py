@@ -153,6 +153,57 @@ def test_a_stream_takes_its_sources_data_as_it_comes():
                                                 (600, 700)]
 
 
+def test_a_streams_tail_goes_before_an_op_queued_on_its_unit():
+    """Op 1 streams op 0's data (1000 cycles on node 0's compute unit): 1500 cycles on
+    unit 2 with a tail of 10, so its bulk of 1490 outlasts its source and its tail follows
+    the bulk at once, ahead of op 2 (100 cycles on unit 2, ready at 600 behind delay op 3,
+    queued there): op 1 ends at 1500 as if alone, op 2 runs 1500-1600."""
+    g = graph([OP_COMPUTE, OP_COMPUTE, OP_COMPUTE, OP_DELAY], [0, 0, 0, -1], [0] * 4,
+              [1000, 1500, 100, 600], edges=[(3, 2)], deps=[0, 1, 1, 0], unit=[0, 2, 2, 0],
+              stream_src=[-1, 0, -1, -1], tail=[0, 10, 0, 0])
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:3], finish[:3])) == [(0, 1000), (0, 1500), (1500, 1600)]
+
+
+def test_a_bulk_resumed_after_a_tail_keeps_its_own_tail_ahead_of_the_queue():
+    """Op 1 streams op 0 (200 cycles on unit 1) with 20 cycles on unit 2, all tail: it
+    gives the unit up at once to op 3, which streams op 2 (1000 cycles on unit 0) with 1500
+    on unit 2, a tail of 10. At 200 op 1's tail takes the unit from op 3's bulk (1290 left),
+    which resumes at 220 behind it, ends at 1510, and its tail (op 2 long done) follows at
+    once, ahead of op 4 (100 cycles on unit 2, ready at 600 behind delay op 5): op 3 ends
+    at 1520, op 4 runs 1520-1620."""
+    g = graph([OP_COMPUTE] * 5 + [OP_DELAY], [0] * 5 + [-1], [0] * 6,
+              [200, 20, 1000, 1500, 100, 600], edges=[(5, 4)], deps=[0, 1, 0, 1, 1, 0],
+              unit=[1, 2, 0, 2, 2, 0], stream_src=[-1, 0, -1, 2, -1, -1],
+              tail=[0, 20, 0, 10, 0, 0])
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:5], finish[:5])) == [(0, 200), (0, 220), (0, 1000), (0, 1520),
+                                                (1520, 1620)]
+
+
+def test_streamed_ops_share_communications_memory_on_two_lanes():
+    """Ops 0 and 2 (1000 cycles each on node 0's unit 5, the memory communication sends
+    from) are read as they are sent (sends 3 and 4 stream them); op 1 (500 cycles on unit
+    5) is not. Ops 0 and 2 run at once, on the unit's two lanes, each at half its budget:
+    both end at 2000, and both sends start at 0. Op 1, ready at 0 too, waits for the first
+    lane (a copy stored and forwarded whole takes one lane), 2000-2500."""
+    g = graph([OP_COMPUTE] * 3 + [OP_SEND] * 2, [0] * 5, [0, 0, 0, 1, 1],
+              [1000, 500, 1000, 128, 128], deps=[0, 0, 0, 1, 1], unit=[5, 5, 5, 0, 0],
+              stream_src=[-1, -1, -1, 0, 2], tail=[0] * 5)
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    start, finish = eng.op_times()
+    assert list(zip(start[:3], finish[:3])) == [(0, 2000), (2000, 2500), (0, 2000)]
+    assert start[3] == start[4] == 0 and min(finish[3:]) >= 2000
+
+
 def test_a_chain_of_streams_longer_than_the_c_stack_could_recurse_runs():
     """50,000 one-flit sends 0 -> 1, each streaming the one before (so all start at cycle
     0, one starting the next), started in a thread of 512 KiB of stack: a recursion per

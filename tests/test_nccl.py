@@ -260,3 +260,69 @@ def test_a_collective_issued_later_pays_its_base_latency(form):
               form=form, **args)
         ends.append(max(op["finish"] for op in run_graph(cfg, g, topo=topo).ops))
     assert ends[1] - ends[0] == 100_000, ends
+
+
+@pytest.mark.parametrize("release,ll_share", [("2.18", 0.25), ("2.20", 0.25), ("2.23", 0.5)])
+def test_the_ll_to_ll128_switch_on_one_dgx_a100_is_the_releases(release, ll_share):
+    """NCCL's tuning model of a ring all-reduce on one DGX A100 (src/graph/tuning.cc: 12
+    graph channels of 20 GB/s, so 240 GB/s of bus bandwidth; 14 steps over NVLink): LL costs
+    6.6 + 14 x 0.6 us and the bus bytes at min(87.7, 240 x share) GB/s, the share a quarter
+    up to 2.20 and a half from 2.21; LL128 14 + 14 x 1.9 us and min(240 x 0.92, 12 x 20).
+    The pick changes where the two lines cross: n* = (40.6 - 15.0) us / (14/8 (1/B_LL -
+    1/B_LL128)), 1.21 MB under 2.18 and 2.20, 2.13 MB under 2.23."""
+    cfg = cfg_for("dgx-a100", 1 << 20, "auto", "auto", **{"workload.nccl_tuning": release})
+    topo = build_topology(cfg)
+    m = nccl.Machine(topo.cluster, [f"gpu{i}" for i in range(8)])
+    b_ll, b_ll128 = min(87.7, 240 * ll_share), min(240 * 0.92, 12 * 20.0)
+    n_star = (40.6 - 15.0) * 1e-6 / (14 / 8 * (1 / b_ll - 1 / b_ll128) * 1e-9)
+    assert n_star == pytest.approx(1.205e6 if ll_share == 0.25 else 2.128e6, rel=1e-3)
+    C = nccl.NCCL_CHANNELS
+    assert nccl.choose("all_reduce", int(0.98 * n_star), m, 8, C, release=release) == \
+        ("ring", "LL")
+    assert nccl.choose("all_reduce", int(1.02 * n_star), m, 8, C, release=release) == \
+        ("ring", "LL128")
+    d = simulate(load("dgx-a100", {
+        "workload.kind": "collective", "workload.collective": "all_reduce",
+        "workload.algorithm": "nccl", "workload.bytes": 1 << 21, "network.model": "flow",
+        "workload.nccl_tuning": release, "workload.nccl_algorithm": "ring"})).to_dict()
+    assert d["nccl_protocol"] == ("LL" if 2 ** 21 < n_star else "LL128")
+
+
+def test_a_releases_tree_and_nvls_latencies():
+    """The tree's Simple latency on two DGX A100 nodes (8 ranks each on a chain, one network
+    level): 2.18 0 + 2 (7 x 4 + 1 x 14) = 84 us, 2.20 0 + 2 (7 x 28 + 1 x 28) = 448 us, 2.23
+    8.4 + 2 (7 x 4 + 14) = 92.4 us; NVLink SHARP on one DGX H100: 23 us up to 2.20, 25 in 2.23
+    (src/graph/tuning.cc). Their bytes' terms are alike, so the differences are the
+    latencies'."""
+    topo = build_topology(load("superpod-h100", {"topology.node_count": 2}))
+    m = nccl.Machine(topo.cluster, [f"gpu{i}" for i in range(16)])
+    t = {r: nccl.tuning_seconds("all_reduce", "tree", "Simple", 1 << 20, m, 16, 24, r)
+         for r in nccl.TUNING_RELEASES}
+    assert (t["2.20"] - t["2.18"]) * 1e6 == pytest.approx(448 - 84, abs=1e-6)
+    assert (t["2.23"] - t["2.18"]) * 1e6 == pytest.approx(92.4 - 84, abs=1e-6)
+    cfg = load("dgx-h100", {"topology.nvls": True})
+    h = build_topology(cfg)
+    m = nccl.Machine(h.cluster, [f"gpu{i}" for i in range(8)])
+    t = {r: nccl.tuning_seconds("all_reduce", "nvls", "Simple", 1 << 20, m, 8, 16, r)
+         for r in nccl.TUNING_RELEASES}
+    assert (t["2.23"] - t["2.18"]) * 1e6 == pytest.approx(2.0, abs=1e-6)
+    assert t["2.20"] == t["2.18"]
+
+
+def test_across_nodes_the_ring_pays_the_hosts_network_overhead_and_its_plateau():
+    """NCCL's ring across nodes (ncclTopoTuneModel, ncclTopoGetAlgoTime): each intra-node
+    step costs at least the host's overhead of a network post (2 us on the DGX A100's AMD
+    hosts, three times that in Simple); in Simple, with 64 bytes or more per rank and
+    channel, the latency is 1.4 times. Two DGX A100 (16 ranks, 30 steps, 2 x 2 = 4 of them
+    counted as network steps up to 2.22, 2 x 1 in 2.23): Simple's latency 1.4 (8.4 + 26 x
+    6 + 4 x 14) = 308.56 us (2.18), 1.4 (8.4 + 28 x 6 + 2 x 14) = 286.16 us (2.23); LL's 6.6 +
+    26 x 2 + 4 x 2.7 = 69.4 us (2.18)."""
+    topo = build_topology(load("selene", {"topology.node_count": 2}))
+    m = nccl.Machine(topo.cluster, [f"gpu{i}" for i in range(16)])
+    assert m.nodes == 2 and m.preset == "a100"
+    # the bytes' term is linear in the bytes: the latency is the two sizes' line at size 0
+    for proto, release, want in (("Simple", "2.18", 308.56), ("Simple", "2.23", 286.16),
+                                 ("LL", "2.18", 69.4)):
+        t1 = nccl.tuning_seconds("all_reduce", "ring", proto, 1 << 20, m, 16, 24, release)
+        t2 = nccl.tuning_seconds("all_reduce", "ring", proto, 1 << 21, m, 16, 24, release)
+        assert (2 * t1 - t2) * 1e6 == pytest.approx(want, rel=1e-9), (proto, release)

@@ -180,6 +180,9 @@ def test_graphs_are_bounded_and_names_found_at_once(monkeypatch):
      "dependency 0: no such op (an op can only depend on ops given before it)"),
     ('[[ops]]\nkind = "compute"\nnode = "n0_0"\ncycle = 5',
      "unknown field(s) cycle for a compute op (it takes after, bytes, cycles, flops, name, node)"),
+    # a misspelt array of ops is not dropped without a word
+    ('[[ops]]\nkind = "delay"\ncycles = 5\n[[op]]\nkind = "delay"\ncycles = 7',
+     "unknown table or key 'op' (did you mean 'ops'?); an op-graph file holds [[ops]] only"),
 ])
 def test_op_files_read_or_refused_clearly(tmp_path, ops, said):
     (tmp_path / "ops.toml").write_text(ops)
@@ -253,6 +256,9 @@ after = ["grad"]
     for e in spans.values():
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and e["pid"] in named
         assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    # provenance, as the --json result has it: the resolved config, the seed, the version
+    assert t["otherData"]["config"] == d["config"] and t["otherData"]["seed"] == d["seed"] \
+        and t["otherData"]["version"] == d["version"]
     png = tmp_path / "t.png"
     res = CliRunner().invoke(main, ["plot", str(trace), "--kind", "timeline", "-o", str(png)])
     assert res.exit_code == 0 and png.stat().st_size > 5000

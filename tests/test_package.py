@@ -3,6 +3,7 @@ the command line, the generated docs, and the command-line details a new user me
 import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -263,3 +264,11 @@ def test_every_key_is_in_the_configuration_reference():
     from pysim.config import KEYS
     for k in KEYS:
         assert f"| `{k.path}` |" in text
+
+
+def test_python_dash_m_pysim_is_the_command_line(tmp_path):
+    """`python -m pysim ...` runs the same command line as the `pysim` script."""
+    p = subprocess.run([sys.executable, "-m", "pysim", "--version"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == f"pysim, version {pysim.__version__}", \
+        p.stderr

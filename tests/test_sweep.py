@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from conftest import ROOT, TOPOLOGIES, interruptible
 from pysim import plot
 from pysim.cli import main
 from pysim.config import load
+from pysim.errors import PysimWarning
 from pysim.sim import simulate
 
 sw = importlib.import_module("pysim.sweep")   # pysim.sweep is also the function
@@ -361,3 +363,19 @@ def test_a_file_that_is_not_a_results_database_is_never_touched(tmp_path):
             res = CliRunner().invoke(main, args)
             assert res.exit_code != 0 and said in res.output and "Traceback" not in res.output
     assert other.read_bytes() == before and empty.read_bytes() == b""
+
+
+def test_a_sweep_into_a_database_of_another_configuration_warns(tmp_path):
+    """Points of two configurations in one database (`--db` defaults to results.sqlite) show
+    together in `pysim results` and its CSV: the second sweep warns, naming a key they
+    differ in that neither sweeps; a second sweep of the same system over another key does
+    not."""
+    db = tmp_path / "r.sqlite"
+    grid = {"traffic.injection_rate": [0.05], **SHORT}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pysim.sweep(MESH, grid, jobs=1, db=db)
+        pysim.sweep(MESH, {**grid, "network.vcs": [4]}, jobs=1, db=db)
+    ring = os.path.join(TOPOLOGIES, "ring8.toml")
+    with pytest.warns(PysimWarning, match=r"topology\.kind = 'mesh' there, 'ring' here"):
+        pysim.sweep(ring, grid, jobs=1, db=db)

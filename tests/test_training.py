@@ -134,6 +134,34 @@ def test_data_parallel_with_free_compute_is_the_all_reduce_alpha_beta_time(bucke
                 c.iteration == 1]) == (4 if bucket_mb == 1.0 else 1)
 
 
+def test_steps_after_every_bucket_wait_for_the_last_all_reduce():
+    """workload.step_after with overlap (buckets of 4 MiB, one per layer, four layers, eight
+    replicas): 'all' starts no optimizer step before the last bucket's all-reduce has ended on
+    its replica (a step clipping by the gradients' global norm needs every bucket), and the
+    four steps, memory-bound (fp32 SGD with momentum: 20 bytes per parameter), share the HBM
+    and end together at that all-reduce's end plus their bytes over the HBM, 4 x 20 x 2^20 /
+    1000 cycles; 'bucket' steps the layer of the first bucket before the last all-reduce ends.
+    Both all-reduce the same four buckets."""
+    m = dp_model(n_layers=4, flops=2e8, params=1 << 20)
+    system = ring8(tflops=100.0, hbm_gbps=1000.0)
+    for mode in ("all", "bucket"):
+        rep, plan, graph, res = run_model(m, system, batch=64, bucket_mb=4.0, step_after=mode)
+        ars = [c for c in plan.collectives if c.what == "dp_all_reduce" and c.iteration == 1]
+        assert len(ars) == 4
+        for n in plan.npus:
+            last = max(res.ops[c.done[n]]["finish"] for c in ars)
+            steps = sorted((res.ops[op]["start"], res.ops[op]["finish"])
+                           for (it, i, npu), op in plan.optimizer.items()
+                           if it == 1 and npu == n)
+            assert len(steps) == 4
+            if mode == "all":
+                assert steps[0][0] >= last, n
+                assert max(f for _, f in steps) == pytest.approx(
+                    last + 4 * 20 * (1 << 20) / 1000, abs=4)
+            else:
+                assert steps[0][0] < last, n
+
+
 def test_overlap_lies_between_the_max_and_the_sum_and_no_overlap_is_the_sum():
     """Compute and communication of similar size. Without overlap the iteration is the
     compute plus one all-reduce of every gradient, as long as that all-reduce takes alone;

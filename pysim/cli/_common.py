@@ -37,6 +37,19 @@ def refuse_overwrite(path, force):
         raise click.ClickException(str(e)) from None
 
 
+def distinct_outputs(*given):
+    """Checked before any work: no two output options ((option, path or None) pairs) name
+    one file, which the second write would replace."""
+    seen = {}
+    for opt, path in given:
+        if path:
+            real = os.path.realpath(path)
+            if real in seen:
+                raise click.ClickException(f"{seen[real]} and {opt} both name {path}; give "
+                                           f"each its own file")
+            seen[real] = opt
+
+
 def write_output(path, write, keep=None, force=True, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
     and keep what was computed: `keep()` saves it elsewhere and returns where."""

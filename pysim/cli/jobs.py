@@ -8,8 +8,8 @@ import sys
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import (Ticker, eta, finish, keep_json, keep_text, main, overrides,
-                               refuse_overwrite)
+from pysim.cli._common import (Ticker, distinct_outputs, eta, finish, keep_json, keep_text,
+                               main, overrides, refuse_overwrite)
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -51,6 +51,8 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
     policy, and compare their execution and queueing times."""
     try:
+        distinct_outputs(("--json", json_path), ("--write-jobs", jobs_out),
+                         ("--cache", cache_path))
         refuse_overwrite(json_path, force)
         refuse_overwrite(jobs_out, force)
         over = overrides(sets)

@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -24,7 +25,7 @@ PLOT_KINDS = ("latency-load", "throughput", "collective", "speedup", "breakdown"
 FILE_KINDS = {"link-utilisation": "a run's result (pysim run CONFIG --json r.json)",
               "timeline": "a trace (pysim run CONFIG --trace t.json, for an op graph or a "
                           "collective)",
-              "topology": "a config",
+              "topology": "a config (a TOML file or a shipped system's name)",
               "memory": "a run's result (pysim run CONFIG --json r.json, for a run that "
                         "holds memory)",
               "jobs": "a job stream's result (pysim jobs SERVER --json jobs.json)"}
@@ -77,6 +78,11 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
     """Draw a figure from a sweep database, a run result, a trace or a config."""
     refuse_overwrite(out, force)
     figure_ext(out, "-o")
+    for opt, lim in (("--xlim", xlim), ("--ylim", ylim)):
+        if lim is not None and not (math.isfinite(lim[0]) and math.isfinite(lim[1]) and
+                                    lim[0] < lim[1]):
+            raise click.ClickException(f"{opt} {lim[0]:g} {lim[1]:g}: expected finite "
+                                       f"limits, LO < HI")
     if kind != "topology" and not os.path.isfile(source):     # (a config may be a name)
         raise click.ClickException(f"{source}: no such file")
     try:
@@ -94,22 +100,21 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                                              "throughput": "offered_rate",
                                              "collective": "workload.bytes"}[kind], source)
             if kind == "latency-load":
-                P.check_rows(rows, x=x or "traffic.injection_rate", series=series,
-                             y=y or "avg_packet_latency")
+                P.points(rows, x=x or "traffic.injection_rate", series=series,
+                         y=y or "avg_packet_latency")               # (the checks, no drawing)
 
                 def draw(tmp):
                     P.latency_load(rows, tmp, x=x or "traffic.injection_rate", series=series,
                                    y=y or "avg_packet_latency", **axes)
             elif kind == "throughput":
-                P.check_rows(rows, x=x or "offered_rate", series=series,
-                             y=y or "accepted_rate")
+                P.points(rows, x=x or "offered_rate", series=series, y=y or "accepted_rate")
 
                 def draw(tmp):
                     P.throughput(rows, tmp, x=x or "offered_rate", series=series,
                                  y=y or "accepted_rate", **axes)
             elif kind == "collective":
-                P.check_rows(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
-                             series=series or "workload.algorithm")
+                P.points(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
+                         series=series or "workload.algorithm")
 
                 def draw(tmp):
                     P.collective(rows, tmp, x=x or "workload.bytes", y=y or "busbw_gbps",
@@ -174,6 +179,11 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             def draw(tmp):
                 P.jobs_cdf(result, tmp, title=title)
         else:
+            if source.lower().endswith(".json") and os.path.isfile(source):
+                found = {"trace": "a trace", "result": "a run's result"}.get(
+                    _json_kind(read_json(source)), "a JSON file")
+                raise click.ClickException(f"{source} is {found}; --kind topology takes "
+                                           f"{FILE_KINDS[kind]}")
             cfg = load(source)
             network = compile_network(cfg)
             P.check_drawable(network.topo)

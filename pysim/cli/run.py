@@ -8,9 +8,10 @@ import sys
 import click
 
 from pysim import systems as S
+from pysim._version import __version__
 from pysim._io import by_path, dump_json
-from pysim.cli._common import (Ticker, figure_ext, finish, keep_json, main, overrides,
-                               refuse_overwrite, write_output)
+from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
+                               overrides, refuse_overwrite, write_output)
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -32,13 +33,14 @@ from pysim.workload import WORKLOADS, chakra
 @click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
               help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
                    "file per rank, in this folder.")
-@click.option("--force", is_flag=True, help="Overwrite the --json / --trace files if they "
-                                            "exist.")
+@click.option("--force", is_flag=True, help="Overwrite the --json / --trace files and the "
+                                            "--export-chakra folder's trace if they exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
     summary."""
     try:
+        distinct_outputs(("--json", json_path), ("--trace", trace_path))
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
         cfg = load(config, overrides(sets))
@@ -50,6 +52,10 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
                                   f"{what} (these have: {with_ops})")
         if chakra_dir:
             chakra.schema()                 # (the protobuf package, before the run)
+            try:
+                chakra.check_folder(chakra_dir, force)
+            except OSError as e:
+                raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
         progress = Ticker(draw=sys.stderr.isatty()) if not quiet else None
         try:
             result = simulate(cfg, progress=progress)
@@ -70,22 +76,25 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
         raise click.ClickException(
             f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''}) while "
             f"building or running {config}: make the system or the workload smaller") from None
+    ok = True
     if chakra_dir:
         try:
             graph, topo = result.op_graph
             files = chakra.write(graph, topo, chakra_dir, cfg.network.clock_ghz)
+            if not quiet:
+                click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
         except ConfigError as e:
-            raise click.ClickException(f"configuration error: {e}") from None
+            click.echo(f"Error: configuration error: {e}", err=True)
+            ok = False
         except OSError as e:
-            raise click.ClickException(f"--export-chakra {chakra_dir}: {e}") from None
-        if not quiet:
-            click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
+            click.echo(f"Error: --export-chakra {chakra_dir}: {e}", err=True)
+            ok = False                      # (the --json / --trace files are still written)
     trace = result.trace() if trace_path else None
     d = result.to_dict() if json_path else None
     finish([(json_path, lambda f: dump_json(d, f, indent=1), lambda: keep_json(d, "result"),
              "result"),
             (trace_path, lambda f: dump_json(trace, f), lambda: keep_json(trace, "trace"),
-             "trace")], result.summary, quiet, force)
+             "trace")], result.summary, quiet, force, ok)
 
 
 @main.command()
@@ -101,6 +110,7 @@ def topo(config, sets, draw_path, json_path, force):
     """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
     diameter, hops, bisection, VC classes."""
     try:
+        distinct_outputs(("--json", json_path), ("--draw", draw_path))
         refuse_overwrite(draw_path, force)
         refuse_overwrite(json_path, force)
         if draw_path:
@@ -139,7 +149,9 @@ def topo(config, sets, draw_path, json_path, force):
     click.echo(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        ok &= write_output(json_path, lambda f: dump_json(d, f, indent=1), force=force)
+        out = {**d, "config": {**cfg.to_dict(), "_system": network.topo.name},
+               "version": __version__}                # (its provenance, as a run's result)
+        ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
         if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
                         force=force):

@@ -158,7 +158,21 @@ def check_breakdown(rows, x, series=None):
     tidy_rows = tidy_with_config(rows)
     require(tidy_rows, x=x, series=series, y="iteration_cycles")
     numeric(tidy_rows, y="iteration_cycles")
+    one_per_cell(tidy_rows, (x, series), "iteration_cycles")
     return tidy_rows
+
+
+def one_per_cell(tidy_rows, keys, metric):
+    """The points a bar averages (same values of `keys`) are one configuration over seeds
+    (one_configuration)."""
+    cells = {}
+    for t in tidy_rows:
+        if t["status"] != "failed" and get(t, metric) is not None:
+            cells.setdefault(tuple(hashable(get(t, k)) if k else None for k in keys),
+                             []).append(t)
+    for cell, pts in cells.items():
+        if len(pts) > 1:
+            one_configuration(pts, ", ".join(f"{k} = {v}" for k, v in zip(keys, cell) if k))
 
 
 def check_speedup(rows, group, series, metric, baseline):
@@ -172,6 +186,7 @@ def check_speedup(rows, group, series, metric, baseline):
         shown = ", ".join(sorted(map(repr, values)))
         raise ConfigError(f"--baseline {baseline!r}: no point that did not fail has {series} "
                           f"= {baseline!r}; its values are {shown}")
+    one_per_cell(tidy_rows, (group, series), metric)
 
 
 def check_result(obj, source):
@@ -248,6 +263,31 @@ def series_keys(tidy_rows, x, series, exclude=()):
     return keys
 
 
+def one_configuration(pts, where):
+    """Points averaged as one are one configuration run over seeds: refuse points that
+    differ in any other key of their resolved config (two sweeps in one database), naming
+    it, rather than average them as seeds."""
+    first = pts[0].get("_config") or {}
+    for t in pts[1:]:
+        cfg = t.get("_config") or {}
+        for s in sorted(set(first) | set(cfg)):
+            a, b = first.get(s), cfg.get(s)
+            if s == "_system" or a == b:
+                continue
+            if not (isinstance(a, dict) and isinstance(b, dict)):
+                a, b, k = {s: a}, {s: b}, [s]
+            else:
+                k = [f"{s}.{n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+            k = [n for n in k if n != SEED]
+            if k:
+                n = k[0].partition(".")[2] or k[0]
+                raise ConfigError(f"{where}: points differ in {k[0]} ({short(a.get(n))} and "
+                                  f"{short(b.get(n))}), not only in {SEED}, and would be "
+                                  f"averaged as seeds of one run (two sweeps in one "
+                                  f"database?); draw it as a series (--series {k[0]}) or "
+                                  f"keep one configuration per database")
+
+
 def series_label(keys, values):
     if not keys:
         return None
@@ -279,6 +319,7 @@ def points(rows, x, y, series=None, extra=()):
             pts = [t for t in by_x[xv] if get(t, y) is not None and get(t, x) is not None]
             if not pts:
                 continue
+            one_configuration(pts, f"{along} = {xv}")
             m, h = mean_ci([get(t, y) for t in pts])
             d["x"].append(xv if along == x else float(np.mean([get(t, x) for t in pts])))
             d["y"].append(m)

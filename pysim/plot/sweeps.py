@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pysim.plot._common import (CLIP, apply_axes, bytes_text, check_speedup, figure, finish,
-                                get, hashable, is_load, label, legend_name, ordered, points,
-                                require, tidy_with_config, title_of)
+from pysim.plot._common import (CLIP, apply_axes, bytes_text, check_breakdown, check_speedup,
+                                figure, finish, get, hashable, is_load, label, legend_name,
+                                ordered, points, tidy_with_config, title_of)
 from pysim.sweep import order_key
 
 
@@ -207,8 +207,7 @@ def breakdown(rows, path, x, series=None, title=None, ylim=None):
     value beside it); values over seeds averaged. Returns {(x value, series value):
     (compute, exposed, other) ms}."""
     plt = figure()
-    tidy_rows = tidy_with_config(rows)
-    require(tidy_rows, x=x, series=series, y="iteration_cycles")
+    tidy_rows = check_breakdown(rows, x, series)
     cells = {}
     for t in tidy_rows:
         if t["status"] == "failed" or not t.get("iteration_cycles"):

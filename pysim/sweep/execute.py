@@ -59,6 +59,30 @@ def config_hash(cfg) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _another_configuration(store, cfg, grid):
+    """'key = old there, new here' for a key in which a stored point's config differs from
+    `cfg` (a point of this sweep), other than the seed and the keys either sweep varies; or
+    None."""
+    new = cfg.to_dict()
+    for r in store.rows():
+        old = (r.get("result") or {}).get("config")
+        if not old:
+            continue
+        skip = set(r["params"]) | set(grid) | {"simulation.seed"}
+        for s in sorted(set(old) | set(new)):
+            a, b = old.get(s), new.get(s)
+            if s.startswith("_") or a == b or not isinstance(a, dict) or \
+                    not isinstance(b, dict):
+                continue
+            for k in sorted(set(a) & set(b)):      # (a key of one version only: not told)
+                key = f"{s}.{k}"
+                if a[k] != b[k] and not any(x == key or x.startswith(key + ".")
+                                            for x in skip):
+                    return f"{key} = {a[k]!r} there, {b[k]!r} here"
+        return None
+    return None
+
+
 def run_point(base, overrides):
     """Run one point; never raises: returns (status, result dict or None, error, wall)."""
     t = time.perf_counter()
@@ -131,6 +155,12 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
             if h not in seen and h not in queued:
                 todo.append((p, h))
                 queued.add(h)
+        if todo and db is not None:
+            other = _another_configuration(store, resolve(base, todo[0][0]), grid)
+            if other:
+                warnings.warn(f"{db} holds points of another configuration ({other}); "
+                              f"pysim results shows them with these, and pysim plot refuses "
+                              f"to average them (another --db keeps them apart)", PysimWarning)
         bar = _Progress(len(todo), progress)
         if todo:
             if scheduler is not None:

@@ -44,7 +44,7 @@ OP_GRAPH_KEYS = ("workload.packet_flits", "workload.slice_cycles", "workload.mem
 COLLECTIVE_KEYS = ("workload.algorithm", "workload.chunks", "workload.chunks_in_flight",
                "workload.group", "workload.ring_order", "workload.reduce_gbps",
                "workload.comm_streams", "workload.nccl_algorithm", "workload.nccl_protocol",
-               "workload.nccl_channels", "workload.collective_form")
+               "workload.nccl_channels", "workload.nccl_tuning", "workload.collective_form")
 
 
 def register(name, traces=False, reads=()):

@@ -32,12 +32,13 @@ every rank is one collective of comm_size bytes over all ranks, by `workload.alg
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
 import re
 
-from pysim._io import read_bounded
+from pysim._io import OutputError, check_output, read_bounded
 from pysim.errors import ConfigError
 from pysim.topology import build as build_topology
 from pysim.workload import collectives
@@ -311,7 +312,31 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
                 f.write(_varint(len(c)))
                 f.write(c)
         paths.append(path)
+    for p in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(prefix)}.*.et")):
+        if p not in paths and re.fullmatch(r"\d+", os.path.basename(p)[len(prefix) + 1:-3]):
+            os.unlink(p)                       # a rank of an earlier, larger trace
     return paths
+
+
+def check_folder(folder, force=False):
+    """Checked before a run: raise OutputError if `write` could not put a trace in `folder`
+    (made if missing), or, unless `force`, if the folder holds .et files already."""
+    folder = os.fspath(folder)
+    if os.path.isdir(folder):
+        old = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder),
+                                                                          "*.et")))
+        if old and not force:
+            shown = ", ".join(old[:3]) + (f", ... ({len(old)} in all)" if len(old) > 3 else "")
+            raise OutputError(f"{folder} holds trace files already ({shown}); pass --force "
+                              f"to write over them")
+        check_output(os.path.join(folder, "pysim.0.et"), force=True)
+        return
+    up = os.path.abspath(folder)
+    while not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise OutputError(f"cannot make the folder {folder}: {up} is not a directory")
+    check_output(os.path.join(up, "pysim.0.et"), force=True)      # (a folder can be made)
 
 
 # ------------------------------------------------------------------ reading
@@ -385,6 +410,13 @@ def read(folder, topo, graph, cfg, collective_builder=None):
     pending = {}                               # (src, dst, tag) -> [send side, recv side]
     colls = {}                                 # k -> {rank: node}
     index = [{nd.id: nd for nd in nodes} for _, nodes in per_rank]
+    for r, (_, nodes) in enumerate(per_rank):
+        if len(index[r]) < len(nodes):
+            ids = [nd.id for nd in nodes]
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise ConfigError(f"{files[r]}: node id {twice} is given to {ids.count(twice)} "
+                              f"nodes; a rank's node ids are its nodes' names for their "
+                              f"dependencies")
     order = [[nd.id for nd in nodes] for _, nodes in per_rank]
     pos = [0] * len(files)
     coll_count = [0] * len(files)
@@ -415,8 +447,9 @@ def read(folder, topo, graph, cfg, collective_builder=None):
                     side[4] = side[4] or bool(a.get("pysim_stream"))
                     if side[0] is not None and side[1] is not None:
                         (sr, sid, s_after), (dr, did, d_after) = side[0], side[1]
-                        op = graph.send(where[sr], where[dr], side[2],
-                                        after=s_after + d_after)
+                        with _node(files[r], nd, t):
+                            op = graph.send(where[sr], where[dr], side[2],
+                                            after=s_after + d_after)
                         if side[4]:
                             graph.allow_streams(op, op + 1)
                         done[(sr, sid)] = done[(dr, did)] = op
@@ -431,11 +464,13 @@ def read(folder, topo, graph, cfg, collective_builder=None):
                     pos[r] += 1
                     progress = True
                     if len(colls[k]) == len(files):
-                        _collective(colls.pop(k), where, graph, collective_builder, done,
-                                    files)
+                        with _node(files[r], nd, t):
+                            _collective(colls.pop(k), where, graph, collective_builder,
+                                        done, files)
                     continue
-                op = done[(r, nd.id)] = _local_op(graph, t, a, nd, where[r], after, clock,
-                                                  files[r])
+                with _node(files[r], nd, t):
+                    op = done[(r, nd.id)] = _local_op(graph, t, a, nd, where[r], after,
+                                                      clock, files[r])
                 if a.get("pysim_stream"):
                     graph.allow_streams(op, len(graph))
                 pos[r] += 1
@@ -449,6 +484,17 @@ def read(folder, topo, graph, cfg, collective_builder=None):
                           f"other side, a collective not on every rank, or a dependency "
                           f"cycle)")
     return graph
+
+
+@contextlib.contextmanager
+def _node(path, nd, t):
+    """A value of node `nd` that the op graph refuses is named with the node and its file."""
+    try:
+        yield
+    except ConfigError as e:
+        if str(e).startswith(f"{path}:"):
+            raise
+        raise ConfigError(f"{path}: node {nd.id} ({t}): {e}") from None
 
 
 def _local_op(graph, t, a, nd, node, after, clock, path):

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from pysim.config import read_toml
 from pysim.errors import GraphError
+from pysim.schema import suggest
 
 
 def read_ops(path, g):
     """Add the ops of an op-graph TOML file ([[ops]]) to the empty graph g
     (`pysim.workload.graph.OpGraph`); return g."""
     raw = read_toml(path, "workload.file", GraphError)
+    for key in raw:
+        if key != "ops":
+            raise GraphError(f"{path}: unknown table or key {key!r}{suggest(key, ['ops'])}; "
+                             f"an op-graph file holds [[ops]] only")
     ops = raw.get("ops")
     if ops == []:
         raise GraphError(f"{path}: no ops; expected at least one [[ops]] table")

@@ -144,6 +144,11 @@ declare(
         "thread block on its own SM) at most; 0: NCCL's on an 8-GPU NVSwitch node (24; NVLink "
         "SHARP 16), fewer for small sizes as NCCL runs them.",
         (lambda x: 0 <= x <= MAX_CHANNELS, f"an integer from 0 to {MAX_CHANNELS}")),
+    Key("workload", "nccl_tuning", "str", "2.23", "-",
+        "Collectives by workload.algorithm = 'nccl': the NCCL release whose tuning model "
+        "picks the algorithm and protocol per size ('2.18', '2.20': 2.19 and 2.20, "
+        "'2.23'); the collective runs alike whatever the release.",
+        None, lambda: list(TUNING_RELEASES)),
 )
 
 SUPPORTED = {"all_reduce", "reduce_scatter", "all_gather"}
@@ -281,14 +286,81 @@ TREE_CORRECTION = {
                .8, .9, .9)}
 
 
-def tuning_seconds(collective, algo, proto, nbytes, m, p, channels):
-    """What NCCL's own tuning model says a collective takes (what `choose` ranks by): the
-    ring and NVLS as model_seconds; a tree by NCCL's tree formulas (TREE_*), its latency
-    model_seconds'."""
+# The tuning model of each NCCL release where it differs from 2.23's (the tables above;
+# src/graph/tuning.cc of 2.18.5, 2.20.5 and 2.23.4): the ring's LL bus bandwidth (a quarter
+# of the links' for all-reduce or across nodes and a third else, up to 2.20; half from
+# 2.21), LL's ceiling on one Hopper node (87.7 GB/s up to 2.20), the tree's Simple latencies
+# (base, per NVLink and per network step), NVLink SHARP's latency on one node, and the
+# ring's steps counted as crossing nodes in an all-reduce (2 N up to 2.22, 2 (N - 1) in
+# 2.23). '2.20' stands for 2.19 too (the same constants here). `workload.nccl_tuning` picks the release whose model chooses the algorithm and
+# protocol; the collective then runs as pysim models it, whatever the release.
+TUNING_RELEASES = ("2.18", "2.20", "2.23")
+RELEASE = {
+    "2.18": dict(ll_ring=(0.25, 1 / 3), hopper_ll1=87.7, tree_simple=(0.0, 4.0, 14.0),
+                 nvls_us=23.0, inter_steps=lambda n: 2 * n),
+    "2.20": dict(ll_ring=(0.25, 1 / 3), hopper_ll1=87.7, tree_simple=(0.0, 28.0, 28.0),
+                 nvls_us=23.0, inter_steps=lambda n: 2 * n),
+    "2.23": dict(ll_ring=(0.5, 0.5), hopper_ll1=141.0, tree_simple=(8.4, 4.0, 14.0),
+                 nvls_us=25.0, inter_steps=lambda n: 2 * (n - 1)),
+}
+# The host's cost of posting a network step, which a ring across nodes pays at least per step
+# (getNetOverhead: 2 us on AMD hosts, as the DGX A100's two EPYC 7742, 1 us on Intel, as the
+# DGX H100's two Xeon Platinum 8480C, by their datasheets;
+# three times that in Simple), and the latency of a ring's Simple all-reduce across nodes
+# times 1.4 once each rank's share per channel is 64 bytes or more ("plateau effect of ring",
+# ncclTopoGetAlgoTime; compute capability 8.0 and above).
+NET_OVERHEAD_US = {"a100": 2.0, "h100": 1.0}
+RING_PLATEAU = 1.4
+LL128_RING_EFFICIENCY = 0.92
+
+
+def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
+    """NCCL's tuning model of a ring (ncclTopoTuneModel, ncclTopoGetAlgoTime) for the
+    release: base latency, (steps - inter) intra-node and `inter` network step latencies,
+    then the bytes at the protocol's share of the links' bus bandwidth."""
+    r = RELEASE[release]
+    N = m.nodes
+    steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
+    inter = 0 if N == 1 else (r["inter_steps"](N) if collective == "all_reduce" else N - 1)
+    intra = STEP_US["nvlink"][("ring", proto)]
+    if N > 1:
+        intra = max(intra, NET_OVERHEAD_US[m.preset] * (3 if proto == "Simple" else 1))
+    lat = BASE_US[("ring", proto)] + (steps - inter) * intra + \
+        inter * STEP_US["net"][("ring", proto)]
+    if proto == "Simple" and N > 1 and collective == "all_reduce" and \
+            nbytes / (max(1, channels) * p) >= 64:
+        lat *= RING_PLATEAU
+    bus = _bus(m, p, channels)[0]
+    if proto == "LL":
+        ll = LL_MAX_GBPS[m.preset][min(N, 3) - 1]
+        if N == 1 and m.preset == "h100":
+            ll = r["hopper_ll1"]
+        share = r["ll_ring"][0 if (N > 1 or collective == "all_reduce") else 1]
+        bus = min(ll, bus * share)
+    elif proto == "LL128":
+        bus = min(bus * LL128_RING_EFFICIENCY,
+                  max(1, channels // 2) * LL128_CHANNEL_GBPS[m.preset])
+    moved = nbytes * steps / p                      # bus bytes per rank
+    return lat * 1e-6 + moved / (bus * 1e9)
+
+
+def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.23"):
+    """What NCCL's own tuning model of the release says a collective takes (what `choose`
+    ranks by): the ring by NCCL's ring formulas (_ring_tuning_seconds); NVLS as
+    model_seconds with the release's latency; a tree by NCCL's tree formulas (TREE_*), its
+    latency model_seconds' with the release's Simple latencies."""
     t = model_seconds(collective, algo, proto, nbytes, m, p, channels)
-    if t is None or algo != "tree":
+    if t is None:
         return t
+    if algo == "ring":
+        return _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release)
     lat = t - model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=False)
+    if algo == "nvls":
+        return t - lat + RELEASE[release]["nvls_us"] * 1e-6
+    if proto == "Simple":
+        base, nv, net = RELEASE[release]["tree_simple"]
+        q = p // m.nodes
+        lat = (base + 2 * ((q - 1) * nv + max(0, math.ceil(math.log2(m.nodes))) * net)) * 1e-6
     k = min(m.nodes, 3) - 1
     graph = max(1, channels // 2)
     bus = min(_bus(m, p, channels)[1] * 0.92, graph * TREE_CH_GBPS[m.preset][k])
@@ -347,12 +419,13 @@ def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True):
     return BASE_US[("ring", proto)] * 1e-6 + worst
 
 
-def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto"):
-    """The (algorithm, protocol) NCCL's cost model picks for this size, among those allowed."""
+def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto", release="2.23"):
+    """The (algorithm, protocol) the release's NCCL cost model picks for this size, among
+    those allowed."""
     best = None
     for a in (ALGOS if algo == "auto" else (algo,)):
         for pr in (PROTOCOLS if proto == "auto" else (proto,)):
-            t = tuning_seconds(collective, a, pr, nbytes, m, p, channels)
+            t = tuning_seconds(collective, a, pr, nbytes, m, p, channels, release)
             if t is not None and (best is None or t < best[0]):
                 best = (t, a, pr)
     if best is None:
@@ -392,7 +465,7 @@ def plan(collective, nbytes, settings, machine, order):
     p = len(order)
     most = settings.get("channels") or NCCL_CHANNELS
     algo, proto = choose(collective, nbytes, m, p, most, settings.get("algorithm", "auto"),
-                         settings.get("protocol", "auto"))
+                         settings.get("protocol", "auto"), settings.get("tuning", "2.23"))
     return m, algo, proto, run_channels(collective, nbytes, algo, proto, p,
                                         settings.get("channels"))
 

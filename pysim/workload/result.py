@@ -141,7 +141,7 @@ class GraphResult:
         plus one for delays; a memory-node read or write shows on the memory node's memory
         track too. The format's `ts` and `dur` are microseconds (cycles / clock_ghz / 1000);
         each event keeps its cycles in `args` (`start_cycle`, `cycles`). `otherData` names the
-        system and the clock."""
+        system and the clock, and carries the version, the seed and the resolved config."""
         us_per_cycle = 1e-3 / float((self.config.get("network") or {}).get("clock_ghz") or 1.0)
         events = []
         pids = {name: i for i, name in enumerate(self.node_names)}
@@ -185,7 +185,8 @@ class GraphResult:
         system = (self.config or {}).get("_system")
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"system": system, "clock_ghz": 1e-3 / us_per_cycle,
-                              "version": self.version}}
+                              "version": self.version, "seed": self.seed,
+                              "config": self.config}}
 
     def summary(self):
         busy = self.busy_cycles()

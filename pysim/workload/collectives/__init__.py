@@ -119,7 +119,7 @@ def nccl_args(cfg, topo, chosen=None):
     # (workload.comm_sms, when set), else NCCL's default
     most = w.nccl_channels or (getattr(w, "comm_sms", None) if w.engine == "npu" else None)
     settings = dict(algorithm=w.nccl_algorithm, protocol=w.nccl_protocol,
-                    channels=most or 0, chosen=chosen)
+                    channels=most or 0, chosen=chosen, tuning=w.nccl_tuning)
     return dict(machine=getattr(topo, "cluster", None), nccl_settings=settings)
 
 

@@ -72,8 +72,10 @@ from pysim.workload.training.tensor import LOSS_ALL_REDUCES
 # pysim.workload.training.reads narrows them by the model's source.
 TRAINING = ("workload.model", "workload.model_params", "workload.batch", "workload.parallel",
             "workload.precision", "workload.optimizer", "workload.iterations",
-            "workload.bucket_mb", "workload.overlap", "workload.compute", "workload.attention",
-            "workload.grad_accumulation", "workload.optimizer_step", "workload.memory.*",
+            "workload.bucket_mb", "workload.overlap", "workload.step_after", "workload.compute",
+            "workload.attention",
+            "workload.grad_accumulation", "workload.optimizer_step", "workload.loss_kernels",
+            "workload.memory.*",
             "workload.astra_endpoint_delay", "workload.astra_scheduling",
             "workload.astra_collective_optimization")
 

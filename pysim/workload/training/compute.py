@@ -19,6 +19,17 @@ every micro-batch but the first, reading both gradients and writing the sum (3 g
 bytes per parameter at the achievable HBM bandwidth, and a launch): what PyTorch's autograd
 does when a parameter's gradient already exists (`param.grad += new`), and Megatron-LM's
 local data parallelism of 2021 did (its contiguous buffers' hook, `main_grad.add_(grad)`).
+
+`workload.loss_kernels`: the cross-entropy loss over the logits. 'fused' (the default): one
+kernel forward reading the logits (and writing a number per token), one backward writing
+their gradient, at the activations' precision. 'passes' (with 'kernels'): Megatron-LM's
+vocabulary-parallel cross entropy as its code of 2021 runs it without
+`--fp16-lm-cross-entropy` (megatron/model/gpt_model.py casts the fp16 logits to fp32,
+megatron/mpu/cross_entropy.py works on them in place), per logit on its GPU: forward the
+cast (2 read + 4 written), the maximum (4), subtracting it (4 + 4), the exponential (4 + 4),
+the sum (4), the division into probabilities kept for backward (4 + 4): 38 bytes in 6
+kernels; backward the target's subtraction (one element per token), the multiplication by
+the output gradient (4 + 4) and the cast back to fp16 (4 + 2): 14 bytes in 3 kernels.
 """
 from __future__ import annotations
 
@@ -30,6 +41,9 @@ from pysim.schema import Key, declare
 
 COMPUTE = ("roofline", "kernels")
 GRAD_ACCUMULATION = ("fused", "add")
+LOSS_KERNELS = ("fused", "passes")
+# workload.loss_kernels = 'passes': (bytes per logit, kernels) forward and backward
+LOSS_PASSES = {"fwd": (38, 6), "bwd_input": (14, 3)}
 ACCUMULATE = "bwd_weight_add"   # the phase of a weight gradient followed by its addition
 
 declare(
@@ -48,6 +62,11 @@ declare(
         "kernel after it on every micro-batch but the first ('add': 3 gradient bytes per "
         "parameter, as PyTorch's autograd and Megatron-LM of 2021 do).", None,
         lambda: list(GRAD_ACCUMULATION)),
+    Key("workload", "loss_kernels", "str", "fused", "-",
+        "Training with workload.compute = 'kernels': the cross-entropy loss as one kernel "
+        "each way over the logits ('fused') or as Megatron-LM of 2021 runs it on fp32 "
+        "logits ('passes': 38 bytes per logit in 6 kernels forward, 14 in 3 backward).",
+        None, lambda: list(LOSS_KERNELS)),
 )
 
 
@@ -68,6 +87,7 @@ class KernelTimes:
         self.lay = lay
         self.mode = getattr(lay.cfg.workload, "attention", "unfused")
         self.heads = lay.model.config.get("heads")
+        self.loss_passes = getattr(lay.cfg.workload, "loss_kernels", "fused") == "passes"
         self.models = {n: kernel_model(sp) for n, sp in lay.specs.items()}
         layers = lay.model.layers
         self.fused = {i for i, l in enumerate(layers[:-1])       # dropout + residual add
@@ -107,6 +127,9 @@ class KernelTimes:
                                      self.mode, flops / ff, lay.pb.act)
         if phase == "fwd" and i in self.fused:       # its mask, in the addition's kernel
             return memory_seconds(km, hbm, self.mask_bytes(i, samples), kernels=0)
+        if layer.kind == "loss" and self.loss_passes and phase in LOSS_PASSES:
+            per, kernels = LOSS_PASSES[phase]
+            return memory_seconds(km, hbm, per * samples * layer.in_elems / fi, kernels)
         return memory_seconds(km, hbm, nbytes)
 
     def accumulate_bytes(self, i):

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 from pysim.schema import POS, Key, declare
 
+STEP_AFTER = ("bucket", "all")
+
 declare(
     Key("workload", "bucket_mb", "float", 25.0, "MiB",
         "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
     Key("workload", "overlap", "bool", True, "-",
         "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
         "it (false: one all-reduce after the whole backward pass)."),
+    Key("workload", "step_after", "str", "bucket", "-",
+        "Training with workload.overlap: each layer's optimizer step after its own bucket's "
+        "all-reduce ('bucket') or every step after every bucket's ('all': as a step that "
+        "clips the gradients by their global norm waits, Megatron-LM's).", None,
+        lambda: list(STEP_AFTER)),
 )
 
 
@@ -26,6 +33,8 @@ class _Buckets:
         lay = b.lay
         self.cap = int(lay.cfg.workload.bucket_mb * 2 ** 20)
         self.overlap = lay.cfg.workload.overlap
+        self.step_all = lay.cfg.workload.step_after == "all"
+        self.waiting = []                # with step_after = 'all': (layers, replicas, done)
         self.layers, self.sizes, self.bytes = [], [], 0
         self.experts = []                # expert layers: all-reduced over their own groups
 
@@ -59,6 +68,9 @@ class _Buckets:
             if not lay.zero:
                 done = b.collective("dp_all_reduce", "all_reduce", grp, self.bytes, starts,
                                     self.it, None, self.layers, self.sizes)
+                if self.step_all:
+                    self.waiting.append((list(self.layers), runs, done))
+                    continue
                 for n in runs:
                     for i in self.layers:
                         b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, [done[n]])
@@ -85,6 +97,16 @@ class _Buckets:
     def close(self, ready):
         self.flush(ready)
         lay, b = self.b.lay, self.b
+        # step_after = 'all': every step after every bucket's all-reduce on its replica
+        every = {}
+        for _, runs, done in self.waiting:
+            for n in runs:
+                every.setdefault(n, []).append(done[n])
+        for layers, runs, _ in self.waiting:
+            for n in runs:
+                for i in layers:
+                    b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+        self.waiting = []
         for i, ready_i in self.experts:
             nbytes = lay.grad_bytes(i)
             for t in lay.ranks_run():

@@ -278,6 +278,10 @@ class _Layout:
             raise ConfigError(f"workload.grad_accumulation = 'add' times the addition with the "
                               f"kernel model, and workload.compute = {w.compute!r}; set "
                               f"workload.compute = 'kernels' or leave the key out")
+        if w.loss_kernels == "passes" and self.kernels is None:
+            raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
+                              f"the kernel model, and workload.compute = {w.compute!r}; set "
+                              f"workload.compute = 'kernels' or leave the key out")
         self.optimizer_step = w.optimizer_step
         self.table_owner = {}
         if any(self.split_table):

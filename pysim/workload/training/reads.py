@@ -19,8 +19,9 @@ ASTRA_ONLY = ("workload.astra_endpoint_delay", "workload.astra_scheduling",
               "workload.astra_collective_optimization")
 NOT_FOR_ASTRA = ("workload.model_params", "workload.parallel", "workload.precision",
                  "workload.optimizer", "workload.bucket_mb", "workload.overlap",
+                 "workload.step_after",
                  "workload.compute", "workload.attention", "workload.grad_accumulation",
-                 "workload.optimizer_step", "workload.memory.")
+                 "workload.optimizer_step", "workload.loss_kernels", "workload.memory.")
 
 
 def check_model_keys(cfg, model):
