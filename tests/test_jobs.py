@@ -832,3 +832,15 @@ def test_a_server_of_64_npus_and_more_places_jobs_by_index():
         left[c.nodes[k]] = False
         want = sum(direct[i, j] for i, j in itertools.combinations(np.flatnonzero(left), 2))
         assert got[k] == pytest.approx(want)
+
+
+def test_predicted_bandwidth_is_the_same_in_chunks_of_any_size():
+    """_predicted looks the routes up per chunk of placements (bounded memory): chunks of 1,
+    7 and all placements give the same bandwidths (rings of 4 and trees of 3 on the DGX-1)."""
+    s = load_server("dgx-v")
+    for k, pattern in ((4, "ring"), (3, "tree")):
+        c = pol.Candidates(s, k, pattern)
+        flows = pol.pattern_edges(pattern, k)[1]
+        for chunk in (1, 7):
+            got = pol._predicted(s, c.nodes, flows, pairs_at_once=chunk * len(flows))
+            np.testing.assert_array_equal(got, c.predicted)
