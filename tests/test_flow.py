@@ -164,6 +164,7 @@ def test_incremental_recomputation_with_long_routes_equals_the_exact_rates(seed)
     rates, counters = steps_of(routes, cap, w)
     np.testing.assert_allclose(rates, exact_steps(routes, cap, w), rtol=1e-9, atol=0)
     assert 0 < counters["fallbacks"] < counters["recomputations"]     # (both ways taken)
+    assert 0 < counters["full_work"] < counters["work"]
     prev = np.vstack([np.zeros(P), rates[:-1]])
     moved = (w > 0) & (np.abs(rates - prev) > 1e-9 * np.maximum(rates, prev))
     assert counters["pairs_changed"] == moved.sum()
