@@ -92,6 +92,7 @@ def one(n, k, pattern):
                 pairs_per_recomputation=f["pairs_recomputed"] / rec,
                 solver_seconds=p["solver_seconds"], solver_fallbacks=p["solver_fallbacks"],
                 solver_rounds=p["solver_rounds"], solver_work=p["solver_work"],
+                solver_full_work=p["solver_full_work"],
                 pairs_changed=p["pairs_changed"],
                 rounds_per_recomputation=p["solver_rounds"] / rec,
                 entries_per_recomputation=p["solver_work"] / rec,
@@ -141,7 +142,9 @@ def main():
                       f"{row['pairs_per_recomputation']:>9,.0f} pairs "
                       f"({row['changed_per_recomputation']:,.0f} changed, "
                       f"{row['rounds_per_recomputation']:.1f} rounds, "
-                      f"{row['entries_per_recomputation']:,.0f} entries); solver "
+                      f"{row['entries_per_recomputation']:,.0f} entries, "
+                      f"{row['solver_full_work'] / max(1, row['solver_work']):.0%} in "
+                      f"fallbacks); solver "
                       f"{row['solver_seconds']:8.2f} s = "
                       f"{row['solver_us_per_recomputation']:9.1f} us/recomputation, "
                       f"{row['solver_ns_per_pair']:6.1f} ns/pair, "

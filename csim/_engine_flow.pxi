@@ -173,6 +173,8 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None):
         if weights is None:
             return out[0]
         return out, dict(recomputations=s.recomputes, pairs_recomputed=s.pairs_recomputed,
-                         fallbacks=s.solver_fallbacks)
+                         fallbacks=s.solver_fallbacks, rounds=s.solver_rounds,
+                         pairs_changed=s.pairs_changed, work=s.solver_work,
+                         full_work=s.solver_full_work)
     finally:
         _flow_free(&s)

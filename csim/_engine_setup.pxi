@@ -36,7 +36,7 @@ cdef void _flow_null(State* s) noexcept:
     s.stamp = 0
     s.flows_started = s.recomputes = s.pairs_recomputed = 0
     s.flow_events = s.solver_ns = s.solver_fallbacks = 0
-    s.solver_rounds = s.solver_work = s.pairs_changed = 0
+    s.solver_rounds = s.solver_work = s.pairs_changed = s.solver_full_work = 0
 
 
 cdef void _flow_free(State* s) noexcept:

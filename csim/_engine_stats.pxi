@@ -23,6 +23,7 @@ cdef _counters(Engine self):
         pairs_recomputed=s.pairs_recomputed, flow_events=s.flow_events,
         solver_seconds=s.solver_ns * 1e-9, solver_fallbacks=s.solver_fallbacks,
         solver_rounds=s.solver_rounds, solver_work=s.solver_work,
+        solver_full_work=s.solver_full_work,
         pairs_changed=s.pairs_changed)
 
 

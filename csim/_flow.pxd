@@ -642,6 +642,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         _dh_schedule(s, s.comp[i])
     s.pairs_recomputed += ncomp
     s.solver_work += work
+    s.solver_full_work += work
     _count_changed(s, ncomp)
 
 

@@ -450,6 +450,7 @@ cdef struct State:
     int64_t solver_fallbacks # recomputations that fell back to the whole component
     int64_t solver_rounds    # incremental recomputations: rounds of filling and checking
     int64_t solver_work      # route entries the recomputations visited
+    int64_t solver_full_work # ... of them, by fillings of whole components (fallbacks)
     int64_t pairs_changed    # recomputed pairs whose rate moved (by more than 1e-9 of it)
     int64_t active_entries   # route entries of the pairs with flows (their resources)
     cycle_t* dh_time         # drain heap: (cycle the next of its flows has its last byte

@@ -125,7 +125,8 @@ def test_incremental_recomputation_equals_the_exact_rates(seed):
     """The engine recomputes only from the pairs whose flows changed (csim/_flow.pxd). On
     random instances, through 25 steps in which pairs gain, lose, start and end flows (a pair
     of w flows weighs w on its resources), the rates after every step equal exact
-    progressive filling from scratch over the flows then active."""
+    progressive filling from scratch over the flows then active, and the solver's count of
+    pairs whose rate moved is the count the rates show."""
     rng = np.random.default_rng(100 + seed)
     routes, cap = random_instance(rng, max_flows=20)
     P = len(routes)
@@ -137,6 +138,36 @@ def test_incremental_recomputation_equals_the_exact_rates(seed):
     rates, counters = steps_of(routes, cap, w)
     np.testing.assert_allclose(rates, exact_steps(routes, cap, w), rtol=1e-9, atol=0)
     assert counters["recomputations"] > 0
+    # what the solver counts as changed: the active pairs whose rate moved (from 0 if new)
+    prev = np.vstack([np.zeros(P), rates[:-1]])
+    moved = (w > 0) & (np.abs(rates - prev) > 1e-9 * np.maximum(rates, prev))
+    assert counters["pairs_changed"] == moved.sum()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_incremental_recomputation_with_long_routes_equals_the_exact_rates(seed):
+    """As above with long routes (4 to 10 of 24 resources, as routes across a torus: every
+    pair shares resources with many others, so changes spread and some recomputations fall
+    back to the whole component): after each of 30 steps the rates equal exact progressive
+    filling, and the pairs counted as changed are those whose rate moved."""
+    rng = np.random.default_rng(300 + seed)
+    R, P = 24, 16
+    cap = rng.integers(1, 81, R) / 4
+    routes = [sorted(rng.choice(R, int(rng.integers(4, 11)), replace=False).tolist())
+              for _ in range(P)]
+    w = np.zeros((30, P), np.int32)
+    cur = rng.integers(0, 3, P)
+    for t in range(w.shape[0]):
+        flip = rng.integers(0, P, 2)                  # two pairs change per step
+        cur[flip] = rng.integers(0, 4, 2)
+        w[t] = cur
+    rates, counters = steps_of(routes, cap, w)
+    np.testing.assert_allclose(rates, exact_steps(routes, cap, w), rtol=1e-9, atol=0)
+    assert 0 < counters["fallbacks"] < counters["recomputations"]     # (both ways taken)
+    assert 0 < counters["full_work"] < counters["work"]
+    prev = np.vstack([np.zeros(P), rates[:-1]])
+    moved = (w > 0) & (np.abs(rates - prev) > 1e-9 * np.maximum(rates, prev))
+    assert counters["pairs_changed"] == moved.sum()
 
 
 def test_a_change_recomputes_the_pairs_it_reaches_not_its_component():
@@ -171,6 +202,25 @@ def test_a_change_that_spreads_along_a_chain_falls_back_to_the_component():
     np.testing.assert_allclose(rates, exact_steps(routes, cap, w), rtol=1e-12)
     assert rates[0, :3].tolist() == [0.5, 1.5, 2.5] and rates[2, :3].tolist() == [1, 1, 3]
     assert counters["fallbacks"] == 3
+
+
+def test_changes_that_keep_spreading_keep_the_exact_rates_and_count_what_moved():
+    """The chain above, its extra pair's flows changing at each of 40 steps (1, 2, 3, 1 ...
+    flows): every change moves every pair's rate, so every recomputation after the first
+    falls back to the whole component; every step's rates equal exact progressive filling,
+    and the pairs the solver counts as changed (its `pairs_changed` counter) are the pairs
+    whose rate moved, plus every pair at the first step (all new)."""
+    n = 24
+    routes = [[i, i + 1] for i in range(n)] + [[0]]
+    cap = 2.0 ** np.arange(n + 1)
+    w = np.ones((40, n + 1), np.int32)
+    w[:, n] = np.arange(40) % 3 + 1                # 1, 2, 3, 1, 2, 3 ... flows
+    rates, counters = steps_of(routes, cap, w)
+    np.testing.assert_allclose(rates, exact_steps(routes, cap, w), rtol=1e-12)
+    assert counters["fallbacks"] == 39 and counters["recomputations"] == 40
+    assert counters["rounds"] >= 40
+    moved = (np.abs(np.diff(rates, axis=0)) > 1e-9 * rates[1:]).sum()
+    assert counters["pairs_changed"] == (n + 1) + moved     # (step 0: every pair is new)
 
 
 def test_the_solver_refuses_bad_input():

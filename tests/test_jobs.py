@@ -813,27 +813,34 @@ def test_sensitivity_is_derived_from_the_best_and_worst_placements():
         server(**{"sensitivity": "labels"})
 
 
-def test_a_server_of_more_than_63_npus_places_jobs_by_the_definitions():
-    """Placements are not bounded by a 64-bit word: on mesh8x8 (64 NPUs) with the last 24
-    free, every candidate of a 2-NPU job is free exactly when both its NPUs are, and the
-    NVLink bandwidth preserve keeps equals a sum over the server's links (each pair once)
-    with both ends free after the placement (a direct reading of the definition)."""
+def test_a_server_of_64_npus_and_more_places_jobs_by_index():
+    """Placements are checked against the free NPUs by index (no 64-bit masks): on mesh8x8
+    (64 NPUs, its mesh links the direct links) the feasible placements of a 2-NPU ring are
+    the pairs of free NPUs, and what `preserve` leaves is, by brute force, the direct-link
+    bandwidth among the free NPUs outside each placement -- NPU 63 included."""
     s = load_server("mesh8x8")
     assert s.size == 64
-    at = {node: i for i, node in enumerate(s.npus)}
-    free = np.zeros(64, bool)
-    free[40:] = True
     c = pol.Candidates(s, 2, "ring")
-    keep = c.preserve(free)
+    free = np.ones(64, bool)
+    free[[0, 9, 27, 62]] = False
     ok = c.feasible(free)
-    for i, nodes in enumerate(c.nodes):
+    assert ok.tolist() == [bool(free[a] and free[b]) for a, b in c.nodes]
+    direct = s.direct_gbps.dense()
+    got = c.preserve(free)
+    for k in (0, 100, len(c) - 1, int(np.flatnonzero((c.nodes == 63).any(axis=1))[0])):
         left = free.copy()
-        left[list(nodes)] = False
-        want = sum(w for (u, v), w in s.link_gbps.items()     # each NPU pair once
-                   if u in at and v in at and at[u] < at[v] and left[at[u]] and left[at[v]])
-        assert bool(ok[i]) == bool(free[list(nodes)].all())
-        if ok[i]:
-            assert keep[i] == pytest.approx(want)
-    assert ok.sum() == 24 * 23 // 2
-    i = pol.POLICIES["preserve"](s, Job(0, "compute", 2, 10, sensitive=False), c, free)
-    assert keep[i] == pytest.approx(keep[ok].max())
+        left[c.nodes[k]] = False
+        want = sum(direct[i, j] for i, j in itertools.combinations(np.flatnonzero(left), 2))
+        assert got[k] == pytest.approx(want)
+
+
+def test_predicted_bandwidth_is_the_same_in_chunks_of_any_size():
+    """_predicted looks the routes up per chunk of placements (bounded memory): chunks of 1,
+    7 and all placements give the same bandwidths (rings of 4 and trees of 3 on the DGX-1)."""
+    s = load_server("dgx-v")
+    for k, pattern in ((4, "ring"), (3, "tree")):
+        c = pol.Candidates(s, k, pattern)
+        flows = pol.pattern_edges(pattern, k)[1]
+        for chunk in (1, 7):
+            got = pol._predicted(s, c.nodes, flows, pairs_at_once=chunk * len(flows))
+            np.testing.assert_array_equal(got, c.predicted)

@@ -184,33 +184,36 @@ class Candidates:
         return out
 
 
-def _predicted(server, nodes, flows, budget=20_000_000):
+def _predicted(server, nodes, flows, budget=20_000_000, pairs_at_once=1 << 16):
     """Per placement: the least bandwidth an edge of the pattern gets (see the module
-    docstring), vectorised over placements in chunks; the routes of the NPU pairs the
-    placements join, looked up once each (pysim.routing.paths)."""
+    docstring), vectorised over placements in chunks; the routes of the NPU pairs each
+    chunk joins looked up for it (pysim.routing.paths), so memory stays bounded whatever
+    the number of placements."""
     if not flows:
         return np.full(len(nodes), math.inf)
     n = server.size
     fa = np.array([a for a, _ in flows])
     fb = np.array([b for _, b in flows])
-    pair = nodes[:, fa] * n + nodes[:, fb]                    # (placements, flows)
-    uniq, inv = np.unique(pair, return_inverse=True)
-    inv = inv.reshape(pair.shape)
-    ch = server.paths(uniq // n, uniq % n)                    # (pairs, L) channels
     link, bw = server.link_ids()
-    links = np.where(ch >= 0, link[np.maximum(ch, 0)], -1)
     bw = np.r_[bw, math.inf]                                  # index -1: padding
-    L = max(ch.shape[1], 1)
-    if ch.shape[1] == 0:
-        links = np.full((uniq.size, 1), -1, np.int64)
-    M = len(flows) * L
     out = np.empty(len(nodes))
-    step = max(1, budget // (M * M))
-    for s in range(0, len(nodes), step):
-        x = links[inv[s:s + step]].reshape(-1, M)                               # (c, F*L)
-        count = (x[:, :, None] == x[:, None, :]).sum(axis=2)
-        share = np.where(x >= 0, bw[x] / count, math.inf).reshape(-1, len(flows), L)
-        out[s:s + step] = share.min(axis=2).min(axis=1)
+    outer = max(1, pairs_at_once // len(flows))
+    for lo in range(0, len(nodes), outer):
+        part = nodes[lo:lo + outer]
+        uniq, inv = np.unique(part[:, fa] * n + part[:, fb], return_inverse=True)
+        inv = inv.reshape(len(part), len(flows))
+        ch = server.paths(uniq // n, uniq % n)                # (pairs, L) channels
+        if ch.shape[1] == 0:
+            ch = np.full((uniq.size, 1), -1, np.int64)
+        links = np.where(ch >= 0, link[np.maximum(ch, 0)], -1)
+        L = ch.shape[1]
+        M = len(flows) * L
+        step = max(1, budget // (M * M))
+        for s in range(0, len(part), step):
+            x = links[inv[s:s + step]].reshape(-1, M)                           # (c, F*L)
+            count = (x[:, :, None] == x[:, None, :]).sum(axis=2)
+            share = np.where(x >= 0, bw[x] / count, math.inf).reshape(-1, len(flows), L)
+            out[lo + s:lo + s + len(x)] = share.min(axis=2).min(axis=1)
     return out
 
 

@@ -1036,6 +1036,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
                        solver_fallbacks=int(c["solver_fallbacks"]),
                        solver_rounds=int(c["solver_rounds"]),
                        solver_work=int(c["solver_work"]),
+                       solver_full_work=int(c["solver_full_work"]),
                        pairs_changed=int(c["pairs_changed"]))
     return GraphResult(
         makespan_cycles=makespan, ops=ops, packets=int(c["packets_done"]),
