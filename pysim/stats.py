@@ -56,7 +56,7 @@ class Result:
     seed: int = 0
     version: str = ""
     build: dict = field(default_factory=dict)
-    zero_load_how: str = "every pair"   # or "closed form", or "sampled: ..." (theory)
+    zero_load_how: str = "every pair"   # or "closed form", "sampled: ..." (theory)
 
     def to_dict(self):
         """Plain JSON-able data; a number that could not be measured (no packet delivered)

@@ -229,7 +229,8 @@ def _closed_mean(network, cfg, pattern, sizes, probs):
     if hop_sum is None:
         return None
     per_router = net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
-    nic = float(network.ch_lat[network.inj_ch[eps]].sum() + network.ch_lat[network.ej_ch[eps]].sum())
+    nic = float(network.ch_lat[network.inj_ch[eps]].sum()) + \
+        float(network.ch_lat[network.ej_ch[eps]].sum())
     path = float(hop_sum) * (per_router + (int(link_lat[0]) if link_lat.size else 0))
     total = 0.0
     for size, p in zip(sizes, probs):
