@@ -183,26 +183,37 @@ def _walk_mean(network, cfg, pattern, sizes, probs, src=None):
     return total, weight
 
 
-def _tail_by_dst(network, eps, body):
-    """Per destination, the tail's distance behind the head (T0's last term) when it is the
-    same from every source, else None. It is when no channel before the ejection is slower
-    than the ejection channel (the slowest channel is then the last of equals, with no router
-    after it: ceil(body / r_ej)), or when none is slower than a flit per cycle (the tail
-    follows one flit per cycle behind the head whatever the ejection's rate: body)."""
-    from_engine = (network.ch_kind == CH_NET) | (network.ch_kind == CH_INJECT)
-    num = network.ch_num[from_engine].astype(np.int64)
-    den = network.ch_den[from_engine].astype(np.int64)
+def _tail_by_dst(network, eps, body, skip):
+    """Per destination, the tail's distance behind the head (T0's last term) from every other
+    endpoint when it is one from all of them, else None. It is when no channel before the
+    ejection is slower than a flit per cycle, or than the ejection channel: the slowest is
+    then the ejection channel, the last of equals, with no router after it (ceil(body /
+    r_ej), at least body). It is also when every link has one rate r, no injection channel is
+    slower: the slowest is the ejection channel where it is no faster than r, else the last
+    link, with the destination's router after it (ceil(body / r) - skip, at least body;
+    distinct endpoints are a hop apart at least). `skip`: routing + vc_alloc delays."""
+    kind = network.ch_kind
+    num, den = network.ch_num.astype(np.int64), network.ch_den.astype(np.int64)
+    before = (kind == CH_NET) | (kind == CH_INJECT)
     ej = network.ej_ch[eps]
-    e_num, e_den = network.ch_num[ej].astype(np.int64), network.ch_den[ej].astype(np.int64)
+    e_num, e_den = num[ej], den[ej]
     spaced = np.maximum(body, -((-body * e_den) // e_num))
-    if bool(np.all(num >= den)):
+    b_num, b_den = num[before], den[before]
+    if bool(np.all(b_num >= b_den)):
         return spaced
-    k = int(np.argmin(num / den))
-    if not bool(np.all(num[k] * den <= num * den[k])):      # not the slowest after all
+    k = int(np.argmin(b_num / b_den))
+    if not bool(np.all(b_num[k] * b_den <= b_num * b_den[k])):   # not the slowest after all
         return None
-    if not bool(np.all(e_num * den[k] <= num[k] * e_den)):  # an ejection faster than it
-        return None
-    return spaced
+    if bool(np.all(e_num * b_den[k] <= b_num[k] * e_den)):        # no ejection faster than it
+        return spaced
+    link = kind == CH_NET
+    l_num, l_den = num[link], den[link]
+    if l_num.size == 0 or not bool(np.all(l_num * l_den[0] == l_num[0] * l_den)) or \
+            not bool(np.all(b_num * l_den[0] >= l_num[0] * b_den)):
+        return None                          # links of several rates, or a slower injection
+    r_num, r_den = int(l_num[0]), int(l_den[0])
+    behind = np.maximum(body, -((-body * r_den) // r_num) - skip)
+    return np.where(e_num * r_den <= r_num * e_den, spaced, behind)
 
 
 def _closed_hops(network):
@@ -234,7 +245,8 @@ def _closed_mean(network, cfg, pattern, sizes, probs):
     path = float(hop_sum) * (per_router + (int(link_lat[0]) if link_lat.size else 0))
     total = 0.0
     for size, p in zip(sizes, probs):
-        tail = _tail_by_dst(network, eps, np.full(n, int(size) - 1, np.int64))
+        tail = _tail_by_dst(network, eps, np.full(n, int(size) - 1, np.int64),
+                            net.routing_delay + net.vc_alloc_delay)
         if tail is None:
             return None
         pairs = n * (n - 1) * (net.injection_delay + per_router) + (n - 1) * (

@@ -56,13 +56,25 @@ def test_closed_form_is_the_walk_of_every_pair(topo, network, tr):
     assert closed[0] == pytest.approx(walked[0], rel=1e-12)
 
 
+@pytest.mark.parametrize("network", [{}, {"ejection_gbps": 10.0}, {"ejection_gbps": 25.0}])
+@pytest.mark.parametrize("topo", [s for s in SHAPES if "link_latency_ns" not in s])
+def test_closed_form_with_links_slower_than_a_flit_per_cycle(topo, network):
+    """Links of 0.625 flits per cycle, NICs of one flit per cycle, or ejections slower than the
+    links (0.3125), or faster than the links but slower than a flit per cycle (0.78125)."""
+    walked, closed, *_ = both(dict(topo, link_gbps=20.0), network,
+                              {"pattern": "uniform_noself"})
+    assert closed[1] == "closed form"
+    assert closed[0] == pytest.approx(walked[0], rel=1e-12)
+
+
 @pytest.mark.parametrize("topo,network", [
-    ({"kind": "mesh", "dims": [4, 3], "link_gbps": 20.0}, {}),       # links slower than NICs
-    ({"kind": "torus", "dims": [4, 4], "link_gbps": 12.5}, {"ejection_gbps": 20.0}),
+    ({"kind": "mesh", "dims": [4, 3], "dim_link_gbps": [20.0, 12.5]}, {}),   # two link rates
+    ({"kind": "torus", "dims": [4, 4], "link_gbps": 20.0}, {"injection_gbps": 10.0}),
 ])
 def test_without_a_closed_form_every_sampled_source_is_the_walk(topo, network):
-    """Links slower than the ejection: the tail's term depends on the path, so no closed form;
-    the sample is labelled, and with as many sources as endpoints it is every pair."""
+    """Links of two rates, or injections slower than the links: the tail's term depends on
+    the path, so no closed form; the sample is labelled, and with as many sources as
+    endpoints it is every pair."""
     walked, _, net, cfg, pattern = both(topo, network, {"pattern": "uniform"})
     n = len(net.topo.endpoints())
     part = theory.mean_zero_load(net, cfg, pattern, SIZES, CDF, exact_pairs=0, sample=n // 2)
