@@ -72,15 +72,17 @@ def dor_hops(topo, routing):
     n = topo.n_nodes
     diameter, total = 0, 0
     for k, w in zip(topo.dims, topo.wrap):
-        x = np.arange(k)
-        off = x[None, :] - x[:, None]
+        k = int(k)
+        # sums over the k^2 ordered coordinate pairs: k distances 0..k-1 each (one way
+        # round); k floor(k^2 / 4) (the shorter way round); 2 (k - d) pairs at each distance d
+        # (no wrap): (k - 1) k (k + 1) / 3
         if w and routing.name == "dor_dateline":
-            dist = np.mod(off, k) if not topo.bidirectional else \
-                np.minimum(np.mod(off, k), np.mod(-off, k))
+            far, pair_sum = (k // 2, k * (k * k // 4)) if topo.bidirectional else \
+                (k - 1, k * k * (k - 1) // 2)
         else:
-            dist = np.abs(off)
-        diameter += int(dist.max())
-        total += int(dist.sum()) * (n // k) ** 2
+            far, pair_sum = k - 1, (k - 1) * k * (k + 1) // 3
+        diameter += far
+        total += pair_sum * (n // k) ** 2
     return diameter, total
 
 
