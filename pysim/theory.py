@@ -39,10 +39,11 @@ def path_arrays(network, src, dst):
     return hops, lat, network.ch_num[worst], network.ch_den[worst], after
 
 
-def zero_load_latency(network, cfg, src, dst, length):
-    """T0 (cycles) per pair, vectorised; see the module docstring."""
+def zero_load_latency(network, cfg, src, dst, length, paths=None):
+    """T0 (cycles) per pair, vectorised; see the module docstring. `paths`: path_arrays of
+    the pairs, if already walked."""
     net = cfg.network
-    hops, lat, num, den, after = path_arrays(network, src, dst)
+    hops, lat, num, den, after = path_arrays(network, src, dst) if paths is None else paths
     per_router = net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
     w_nic = network.ch_lat[network.inj_ch[np.asarray(src)]] + \
         network.ch_lat[network.ej_ch[np.asarray(dst)]]
@@ -179,8 +180,9 @@ def _walk_mean(network, cfg, pattern, sizes, probs, src=None):
     total = weight = 0.0
     for s, d, w in _pairs(network, pattern, src):
         weight += float(w.sum())
+        paths = path_arrays(network, s, d)
         for size, p in zip(sizes, probs):
-            t = zero_load_latency(network, cfg, s, d, np.full(s.size, size))
+            t = zero_load_latency(network, cfg, s, d, np.full(s.size, size), paths)
             total += p * float((w * t).sum())    # not np.dot: keep BLAS threads idle
     return total, weight
 
@@ -276,11 +278,12 @@ def _hot_mean(network, cfg, pattern, sizes, probs):
 
 
 def mean_zero_load(network, cfg, pattern, sizes, cdf, exact_pairs=PAIRS_EXACT,
-                   sample=SAMPLE_SOURCES, seed=1):
+                   sample=None, seed=1):
     """Zero-load latency averaged over the pattern's pairs and the packet-size mix, and how it
     was found: 'every pair' (walked; a permutation's n pairs always are), 'closed form'
     (uniform traffic where _closed_mean applies, the hot destinations walked), or 'sampled'
-    (the pairs from `sample` sources drawn at random, seeded, to every destination)."""
+    (the pairs from `sample` sources drawn at random, seeded, to every destination; by
+    default SAMPLE_SOURCES, fewer past 16,384 endpoints to keep to 2^22 pairs, 16 at least)."""
     probs = np.diff(np.concatenate(([0.0], cdf)))
     n = len(network.topo.endpoints())
     if pattern.mode == "perm" or n * n <= exact_pairs:
@@ -290,6 +293,8 @@ def mean_zero_load(network, cfg, pattern, sizes, cdf, exact_pairs=PAIRS_EXACT,
         hf = pattern.hot_frac if pattern.hot else 0.0
         hot = _hot_mean(network, cfg, pattern, sizes, probs) if hf else 0.0
         return (1 - hf) * uniform + hf * hot, "closed form"
+    if sample is None:
+        sample = min(SAMPLE_SOURCES, max(16, (1 << 22) // n))
     src = np.sort(np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False))
     total, weight = _walk_mean(network, cfg, pattern, sizes, probs, src)
     return total / weight, (f"sampled: {src.size} sources drawn at random (seed {seed}) to "
