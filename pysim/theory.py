@@ -152,8 +152,8 @@ def _uniform_pairs(eps, pattern, chunk, src=None):
     n = eps.size
     srcs = np.arange(n) if src is None else np.asarray(src)
     hot_w = np.zeros(n)
-    if pattern.hot:
-        hot_w[pattern.hot] = 1.0 / len(pattern.hot)
+    if pattern.hot:                      # a node listed twice is drawn twice as often
+        np.add.at(hot_w, np.asarray(pattern.hot), 1.0 / len(pattern.hot))
     base = 1.0 / (n * n) if pattern.include_self else 1.0 / (n * (n - 1))
     for lo in range(0, n, chunk):
         d, s = np.meshgrid(np.arange(lo, min(n, lo + chunk)), srcs, indexing="ij")
@@ -253,13 +253,13 @@ def _closed_mean(network, cfg, pattern, sizes, probs):
                             net.routing_delay + net.vc_alloc_delay)
         if tail is None:
             return None
-        pairs = n * (n - 1) * (net.injection_delay + per_router) + (n - 1) * (
+        summed = n * (n - 1) * (net.injection_delay + per_router) + (n - 1) * (
             nic + float(tail.sum())) + path
         count = n * (n - 1)
         if pattern.include_self:
-            pairs += float(zero_load_latency(network, cfg, eps, eps, np.full(n, size)).sum())
+            summed += float(zero_load_latency(network, cfg, eps, eps, np.full(n, size)).sum())
             count = n * n
-        total += p * pairs / count
+        total += p * summed / count
     return total
 
 
@@ -268,12 +268,12 @@ def _hot_mean(network, cfg, pattern, sizes, probs):
     destination (its n pairs walked), weighted as the pattern picks the destinations."""
     eps = np.asarray(network.topo.endpoints(), np.int64)
     n = eps.size
-    hot = np.unique(np.asarray(pattern.hot, np.int64))
+    hot, times = np.unique(np.asarray(pattern.hot, np.int64), return_counts=True)
     total = 0.0
-    for h in hot:
+    for h, k in zip(hot, times):
         for size, p in zip(sizes, probs):
             t = zero_load_latency(network, cfg, eps, np.full(n, eps[h]), np.full(n, size))
-            total += p * float(t.sum()) / n / len(hot)
+            total += p * float(t.sum()) / n * k / len(pattern.hot)
     return total
 
 

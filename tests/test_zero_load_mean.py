@@ -34,7 +34,8 @@ NETWORKS = [
     {"injection_delay": 3, "routing_delay": 2, "vc_alloc_delay": 0},
 ]
 PATTERNS = [{"pattern": "uniform"}, {"pattern": "uniform_noself"},
-            {"pattern": "hotspot", "hotspot_nodes": [1, 2], "hotspot_fraction": 0.3}]
+            {"pattern": "hotspot", "hotspot_nodes": [1, 2], "hotspot_fraction": 0.3},
+            {"pattern": "hotspot", "hotspot_nodes": [3, 0, 3], "hotspot_fraction": 0.5}]
 
 
 def both(topo, network, tr):
@@ -95,3 +96,20 @@ def test_link_latencies_that_differ_are_not_averaged_away():
     walked = theory.mean_zero_load(net, cfg, pattern, SIZES, CDF)
     got = theory.mean_zero_load(net, cfg, pattern, SIZES, CDF, exact_pairs=0, sample=4)
     assert got[1].startswith("sampled") and got[0] == pytest.approx(walked[0], rel=1e-12)
+
+
+def test_a_hot_node_listed_twice_weighs_twice():
+    """hotspot_nodes = [3, 0, 3] is drawn as 3 two times in three: its weights are those of a
+    pattern whose hot part is 3 with 2/3 and 0 with 1/3, summed to one."""
+    cfg = make_cfg(topology={"kind": "ring", "size": 5},
+                   traffic={"pattern": "hotspot", "hotspot_nodes": [3, 0, 3],
+                            "hotspot_fraction": 0.5})
+    net = compile_network(cfg)
+    pattern = traffic.pattern(net.topo, cfg)
+    weights = sum(float(w.sum()) for _, _, w in theory._pairs(net, pattern))
+    assert weights == pytest.approx(1.0, rel=1e-12)
+    hot3 = sum(float(w[(s == 3)].sum()) for s, _, w in theory._pairs(net, pattern))
+    # packets from node 3: a fifth of the uniform half, and its share of the hot half
+    assert hot3 == pytest.approx(0.5 / 5 + 0.5 / 5, rel=1e-12)
+    to3 = sum(float(w[(d == 3)].sum()) for _, d, w in theory._pairs(net, pattern))
+    assert to3 == pytest.approx(0.5 / 5 + 0.5 * 2 / 3, rel=1e-12)
