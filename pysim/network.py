@@ -482,8 +482,8 @@ def _refine_cut(side, directed, topo):
 # (about 10 s at a load of 1); beyond, closed forms where the routes have them (dimension order
 # on meshes, rings and tori; a tree's only paths), else the routes from a sample of sources
 # to every destination, said so.
-HOP_PAIRS_EXACT = 1 << 24
-HOP_SAMPLE_SOURCES = 256
+HOP_PAIRS_EXACT = theory.PAIRS_EXACT
+HOP_SAMPLE_SOURCES = theory.SAMPLE_SOURCES
 
 
 def _walk_hops(network, eps, dests):
@@ -502,86 +502,6 @@ def _walk_hops(network, eps, dests):
     return diameter, hop_sum, n_pairs
 
 
-def _dor_hops(topo, routing):
-    """(diameter, sum of hops over ordered pairs) of dimension order where every node is an
-    endpoint, or None: a route's hops are the sum over dimensions of the distance travelled
-    in each (|a - b|; where the routes use the wrap-around links, the shorter way round, or
-    (b - a) mod k one way round), so the sum over all pairs is, per dimension, the sum over
-    coordinate pairs times (n / k)^2."""
-    if topo.coords is None or routing.name not in ("dor", "dor_dateline") or \
-            len(topo.endpoints()) != topo.n_nodes:
-        return None
-    n = topo.n_nodes
-    diameter, total = 0, 0
-    for k, w in zip(topo.dims, topo.wrap):
-        x = np.arange(k)
-        off = x[None, :] - x[:, None]
-        if w and routing.name == "dor_dateline":
-            dist = np.mod(off, k) if not topo.bidirectional else \
-                np.minimum(np.mod(off, k), np.mod(-off, k))
-        else:
-            dist = np.abs(off)
-        diameter += int(dist.max())
-        total += int(dist.sum()) * (n // k) ** 2
-    return diameter, total
-
-
-def _tree_hops(topo, routing):
-    """(diameter, sum of hops over ordered pairs of endpoints) of a tree's only paths, or None
-    where the routes are not a tree's: a link carries the routes between the E - s endpoints
-    on one side and the s on the other, both ways (2 s (E - s) hops in all), and the longest
-    route joins the two deepest endpoints below some node."""
-    if routing.name != "table" or routing.rule is None:
-        return None
-    n = topo.n_nodes
-    src = np.asarray(topo.ch_src, np.int64)
-    dst = np.asarray(topo.ch_dst, np.int64)
-    key = np.unique(src * n + dst)
-    a, b = key // n, key % n
-    ptr = np.searchsorted(a, np.arange(n + 1))
-    parent = np.full(n, -1, np.int64)
-    depth = np.full(n, -1, np.int64)
-    depth[0] = 0
-    order, frontier = [np.array([0], np.int64)], np.array([0], np.int64)
-    while frontier.size:
-        lo, hi = ptr[frontier], ptr[frontier + 1]
-        cnt = hi - lo
-        idx = np.repeat(hi - np.cumsum(cnt), cnt) + np.arange(int(cnt.sum()))
-        to, frm = b[idx], np.repeat(frontier, cnt)
-        new = depth[to] < 0
-        to, frm = to[new], frm[new]
-        depth[to] = depth[frm] + 1
-        parent[to] = frm
-        frontier = to
-        order.append(to)
-    end = np.array([k != "switch" for k in topo.node_kinds])
-    E = int(end.sum())
-    below = end.astype(np.int64)                       # endpoints in each subtree
-    deep = np.where(end, 0, -1 << 40).astype(np.int64)  # the deepest endpoint below, in hops
-    best = 0
-    for level in reversed(order[1:]):                  # children before their parents
-        if level.size == 0:
-            continue
-        p = parent[level]
-        np.add.at(below, p, below[level])
-        down = deep[level] + 1
-        # the longest route through p: its two deepest children (or p itself if an endpoint)
-        o = np.lexsort((-down, p))
-        ps, ds = p[o], down[o]
-        first = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
-        top1 = ds[first]
-        top2 = np.where(end[ps[first]], 0, -1 << 40)
-        nxt = first + 1
-        ok = nxt < ps.size
-        ok[ok] = ps[nxt[ok]] == ps[first[ok]]
-        top2[ok] = np.maximum(top2[ok], ds[nxt[ok]])
-        if first.size:
-            best = max(best, int((top1 + top2).max()))
-        np.maximum.at(deep, p, down)
-    s = below[np.flatnonzero(parent >= 0)]
-    return best, int((2 * s * (E - s)).sum())
-
-
 def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, seed=1):
     """The diameter (router-to-router hops, the longest route between endpoints), the
     average hops over ordered pairs of distinct endpoints, and how they were found: 'every
@@ -597,7 +517,7 @@ def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, s
     if pairs <= exact_pairs:
         diameter, total, n = _walk_hops(network, eps, eps)
         return dict(diameter=diameter, avg_hops=total / n, how="every pair")
-    closed = _dor_hops(topo, routing) or _tree_hops(topo, routing)
+    closed = theory.dor_hops(topo, routing) or theory.tree_hops(topo, routing)
     if closed is not None:
         return dict(diameter=closed[0], avg_hops=closed[1] / pairs, how="closed form")
     rng = np.random.default_rng(seed)

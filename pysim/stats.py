@@ -56,6 +56,7 @@ class Result:
     seed: int = 0
     version: str = ""
     build: dict = field(default_factory=dict)
+    zero_load_how: str = "every pair"   # or "closed form", "sampled: ..." (theory)
 
     def to_dict(self):
         """Plain JSON-able data; a number that could not be measured (no packet delivered)
@@ -87,7 +88,7 @@ class Result:
             ("network latency", f"avg {f(self.avg_network_latency)}  p99 "
                                 f"{f(self.p99_network_latency, 0)} cycles"),
             ("zero-load latency", f"{f(self.zero_load_latency)} cycles (avg over pairs, "
-                                  f"no contention)"),
+                                  f"no contention; {self.zero_load_how})"),
             ("average hops", f(self.avg_hops, 3)),
             ("max link utilisation", f(max((l["utilisation"] for l in self.links),
                                            default=float("nan")), 3)),

@@ -100,6 +100,7 @@ def run_synthetic(cfg, progress=None):
     nan = float("nan")
     pattern = traffic.pattern(topo, cfg)
     links = link_report(network, cfg, f1 - f0, M, v1 - v0)
+    zero_load, zero_load_how = theory.mean_zero_load(network, cfg, pattern, sizes, cdf)
     nz = np.flatnonzero(hist_lat)
     cfg_dict = cfg.to_dict()
     cfg_dict["_system"] = topo.name
@@ -124,7 +125,7 @@ def run_synthetic(cfg, progress=None):
         avg_hops=c2["sum_hops"] / done if done else nan,
         offered_rate=created_window / (n_ep * M),
         accepted_rate=c1["win_ejected_flits"] / (n_ep * M),
-        zero_load_latency=theory.mean_zero_load(network, cfg, pattern, sizes, cdf),
+        zero_load_latency=zero_load, zero_load_how=zero_load_how,
         wall_seconds=wall, run_seconds=run_seconds,
         cycles_per_second=cycles / run_seconds if run_seconds > 0 else nan,
         flit_hops=int(c2["flit_hops"]), cycles_skipped=int(c2["cycles_skipped"]),
