@@ -88,7 +88,9 @@ class Result:
             ("network latency", f"avg {f(self.avg_network_latency)}  p99 "
                                 f"{f(self.p99_network_latency, 0)} cycles"),
             ("zero-load latency", f"{f(self.zero_load_latency)} cycles (avg over pairs, "
-                                  f"no contention; {self.zero_load_how})"),
+                                  f"no contention"
+                                  + ("" if self.zero_load_how == "every pair" else
+                                     f"; {self.zero_load_how}") + ")"),
             ("average hops", f(self.avg_hops, 3)),
             ("max link utilisation", f(max((l["utilisation"] for l in self.links),
                                            default=float("nan")), 3)),
