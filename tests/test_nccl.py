@@ -342,3 +342,14 @@ def test_the_tuning_models_tree_latency_counts_whole_levels_of_nodes():
         t1, t2 = (nccl.tuning_seconds("all_reduce", "tree", proto, n, m, 24, 24, "2.18")
                   for n in (1 << 18, 1 << 19))
         assert (2 * t1 - t2) * 1e6 == pytest.approx(want, abs=1e-6), proto
+
+
+def test_every_release_in_the_range_the_docs_give_is_a_value_of_the_key():
+    """workload.nccl_tuning takes each release whose tuning constants pysim carries, 2.19
+    among them (with 2.20's constants: the latency and bandwidth tables of NCCL 2.19.3's and
+    2.20.5's src/graph/tuning.cc are the same), and refuses one it does not carry, naming
+    the key."""
+    for r in ("2.18", "2.19", "2.20", "2.23"):
+        assert load("dgx-a100", {"workload.nccl_tuning": r}).workload.nccl_tuning == r
+    with pytest.raises(ConfigError, match="workload.nccl_tuning"):
+        load("dgx-a100", {"workload.nccl_tuning": "2.21"})

@@ -146,8 +146,8 @@ declare(
         (lambda x: 0 <= x <= MAX_CHANNELS, f"an integer from 0 to {MAX_CHANNELS}")),
     Key("workload", "nccl_tuning", "str", "2.23", "-",
         "Collectives by workload.algorithm = 'nccl': the NCCL release whose tuning model "
-        "picks the algorithm and protocol per size ('2.18', '2.20': 2.19 and 2.20, "
-        "'2.23'); the collective runs alike whatever the release.",
+        "picks the algorithm and protocol per size ('2.18', '2.19', '2.20' (2.19's constants "
+        "are 2.20's) or '2.23'); the collective runs alike whatever the release.",
         None, lambda: list(TUNING_RELEASES)),
 )
 
@@ -292,9 +292,10 @@ TREE_CORRECTION = {
 # 2.21), LL's ceiling on one Hopper node (87.7 GB/s up to 2.20), the tree's Simple latencies
 # (base, per NVLink and per network step), NVLink SHARP's latency on one node, and the
 # ring's steps counted as crossing nodes in an all-reduce (2 N up to 2.22, 2 (N - 1) in
-# 2.23). '2.20' stands for 2.19 too (the same constants here). `workload.nccl_tuning` picks the release whose model chooses the algorithm and
-# protocol; the collective then runs as pysim models it, whatever the release.
-TUNING_RELEASES = ("2.18", "2.20", "2.23")
+# 2.23); 2.19 has 2.20's constants. `workload.nccl_tuning` picks the release whose model
+# chooses the algorithm and protocol; the collective then runs as pysim models it, whatever
+# the release.
+TUNING_RELEASES = ("2.18", "2.19", "2.20", "2.23")
 RELEASE = {
     "2.18": dict(ll_ring=(0.25, 1 / 3), hopper_ll1=87.7, tree_simple=(0.0, 4.0, 14.0),
                  nvls_us=23.0, inter_steps=lambda n: 2 * n),
@@ -303,6 +304,7 @@ RELEASE = {
     "2.23": dict(ll_ring=(0.5, 0.5), hopper_ll1=141.0, tree_simple=(8.4, 4.0, 14.0),
                  nvls_us=25.0, inter_steps=lambda n: 2 * (n - 1)),
 }
+RELEASE["2.19"] = RELEASE["2.20"]
 # The host's cost of posting a network step, which a ring across nodes pays at least per step
 # (getNetOverhead: 2 us on AMD hosts, as the DGX A100's two EPYC 7742, 1 us on Intel, as the
 # DGX H100's two Xeon Platinum 8480C, by their datasheets;
