@@ -112,8 +112,17 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     # links, NICs and the watchdog (fuzzing: a NIC of 2^63 GB/s built lanes for ever, a link
     # latency of 2^63 ns overflowed, a stage delay past the watchdog reported deadlock)
     ({"network": {"injection_gbps": 9.2e18}},
-     ["NIC of n0_0 (injection)", "287,500,000,000,000,000 flits per cycle", "at most 1,024"]),
-    ({"topology": {"link_gbps": 40000.0}}, ["link n0_0->n1_0", "1,250 flits per cycle"]),
+     ["NIC of n0_0 (injection)", "2.88e+17 flits per cycle", "at most 1,024",
+      "network.injection_gbps = 9.2e+18"]),
+    ({"topology": {"link_gbps": 40000.0}},
+     ["link n0_0->n1_0", "1,250 flits per cycle", "topology.link_gbps = 40000"]),
+    # a hostile value named by its key, its flit count short (not 300 digits)
+    ({"topology": {"link_gbps": 1e300}},
+     ["link n0_0->n1_0: 1e+300 GB/s is 3.13e+298 flits per cycle", "at most 1,024",
+      "(topology.link_gbps = 1e+300: raise network.flit_bytes"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "gbps": 1e300}]}},
+     ["link a->b", "topology.link_gbps or the link's own gbps"]),
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
     ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
