@@ -413,3 +413,38 @@ def test_a_json_or_yaml_config_is_told_that_configs_are_toml(tmp_path, name, tex
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"not valid TOML.*pysim reads TOML files only"):
         load(str(path))
+
+
+@pytest.mark.parametrize("args, key", [
+    (["run", "ring8", "--set", "simulation.measure_cycles=500", "--json", "-"], "config"),
+    (["run", "ring8", "--set", "workload.kind=collective", "--trace", "-"], "traceEvents"),
+    (["topo", "ring8", "--json", "-"], "diameter"),
+])
+def test_dash_writes_the_json_to_stdout_and_the_summary_to_stderr(tmp_path, monkeypatch, args,
+                                                                 key):
+    """`--json -` is standard output (the convention), holding the JSON alone: the summary
+    goes to stderr; no file named `-` is made."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert key in json.loads(r.stdout)
+    assert "seed" in r.stderr or "diameter" in r.stderr      # (the summary, the description)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "ring8", "--set", "workload.kind=collective", "--export-chakra", "-"],
+     "--export-chakra -: a folder of trace files cannot go to standard output"),
+    (["topo", "ring8", "--draw", "-"], "--draw -: a figure cannot go to standard output"),
+    (["jobs", "dgx1-v100", "--jobs", "1", "--cache", "-"], "--cache -: a database"),
+    (["sweep", "ring8", "--param", "traffic.injection_rate=0.1", "--db", "-"],
+     "--db -: a database"),
+    (["run", "ring8", "--json", "-", "--trace", "-"],
+     "--json and --trace both name - (standard output)"),
+])
+def test_dash_is_refused_where_the_output_is_not_json_or_csv(tmp_path, monkeypatch, args,
+                                                             fragment):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and fragment in r.output, r.output
+    assert os.listdir(tmp_path) == []
