@@ -94,8 +94,8 @@ def results(db, csv_path, force):
     swept = sorted({k for r in rows for k in r["params"]})
     t = tidy(sort_rows(rows, swept))
     if csv_path:
-        cols = swept + ["status", "error"] + sorted({k for r in t for k in r} - set(swept) -
-                                                   {"status", "error"})
+        cols = swept + ["system", "status", "error"] + sorted(
+            {k for r in t for k in r} - set(swept) - {"system", "status", "error"})
         def write(f):
             w = csv.DictWriter(f, fieldnames=cols)
             w.writeheader()
@@ -106,4 +106,5 @@ def results(db, csv_path, force):
         if csv_path != STDOUT:
             click.echo(f"{len(t)} rows written to {csv_path}")
         return
-    print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
+    print_table(t, swept + ["system", "status"] + [m for m in SUMMARY_METRICS
+                                                   if any(m in r for r in t)])
