@@ -436,6 +436,8 @@ def test_dash_writes_the_json_to_stdout_and_the_summary_to_stderr(tmp_path, monk
     (["run", "ring8", "--set", "workload.kind=collective", "--export-chakra", "-"],
      "--export-chakra -: a folder of trace files cannot go to standard output"),
     (["topo", "ring8", "--draw", "-"], "--draw -: a figure cannot go to standard output"),
+    (["plot", "r.sqlite", "--kind", "latency-load", "-o", "-"],
+     "-o -: a figure cannot go to standard output"),
     (["jobs", "dgx1-v100", "--jobs", "1", "--cache", "-"], "--cache -: a database"),
     (["sweep", "ring8", "--param", "traffic.injection_rate=0.1", "--db", "-"],
      "--db -: a database"),
