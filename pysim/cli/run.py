@@ -139,22 +139,22 @@ def topo(config, sets, draw_path, json_path, force):
         shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
         say(f"{kind:<11} {len(names):>4}  {shown}")
     say(f"links       {len(d['links'])} node pairs (GB/s per direction; x N = parallel "
-               f"links; latency in cycles)")
+        f"links; latency in cycles)")
     for link in d["links"][:40]:
         arrow = "->" if link["directed"] else "<->"
         par = f" x{link['parallel']}" if link["parallel"] > 1 else ""
         say(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
-                   f"{link['latency_cycles']} cycles")
+            f"{link['latency_cycles']} cycles")
     if len(d["links"]) > 40:
         say(f"  ... and {len(d['links']) - 40} more")
     say(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
     say(f"avg hops    {d['avg_hops']:.3f} (ordered pairs of distinct endpoints; "
-               f"{d['hops_how']})")
+        f"{d['hops_how']})")
     say(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
-               f"found; exact for meshes and tori, an upper bound otherwise)")
+        f"found; exact for meshes and tori, an upper bound otherwise)")
     say(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
-               f"{d['vcs']} VCs configured (deadlock-free: "
-               f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")
+        f"{d['vcs']} VCs configured (deadlock-free: "
+        f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")
     say(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
