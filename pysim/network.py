@@ -138,13 +138,22 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
             what = f"NIC of {topo.node_names[node]} ({end})"
             lat_key = "network.nic_latency_ns"
             b, L = (inj_bpc if end == "injection" else ej_bpc)[node], nic_lat
+            bw_key, given = f"network.{end}_gbps", getattr(cfg.network, f"{end}_gbps")
+            elsewhere = f"or the node's {end}_gbps"
         else:
             what = f"link {topo.channel_name(i)}"
             lat_key = "topology.link_latency_ns or the link's latency"
             b, L = topo.ch_bytes_per_cycle[i], topo.ch_latency_cycles[i]
+            bw_key, given = "topology.link_gbps", getattr(cfg.topology, "link_gbps", None)
+            elsewhere = "or the link's own gbps"
         if lanes(b, F) > MAX_LANES:
-            raise ConfigError(f"{what}: {b * clock:g} GB/s is {lanes(b, F):,} flits per "
-                              f"cycle of {F} bytes; expected at most {MAX_LANES:,} (raise "
+            gbps = b * clock
+            key = (f"{bw_key} = {given:g}" if isinstance(given, (int, float)) and
+                   math.isclose(given, gbps, rel_tol=1e-9) else f"{bw_key} {elsewhere}")
+            n = b / F
+            count = f"{lanes(b, F):,}" if n < 1e9 else f"{n:.3g}"
+            raise ConfigError(f"{what}: {gbps:g} GB/s is {count} flits per cycle of {F} "
+                              f"bytes; expected at most {MAX_LANES:,} ({key}: raise "
                               f"network.flit_bytes, or lower the bandwidth)")
         raise ConfigError(f"{what}: latency {L:,} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")

@@ -116,8 +116,17 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     # links, NICs and the watchdog (fuzzing: a NIC of 2^63 GB/s built lanes for ever, a link
     # latency of 2^63 ns overflowed, a stage delay past the watchdog reported deadlock)
     ({"network": {"injection_gbps": 9.2e18}},
-     ["NIC of n0_0 (injection)", "287,500,000,000,000,000 flits per cycle", "at most 1,024"]),
-    ({"topology": {"link_gbps": 40000.0}}, ["link n0_0->n1_0", "1,250 flits per cycle"]),
+     ["NIC of n0_0 (injection)", "2.88e+17 flits per cycle", "at most 1,024",
+      "network.injection_gbps = 9.2e+18"]),
+    ({"topology": {"link_gbps": 40000.0}},
+     ["link n0_0->n1_0", "1,250 flits per cycle", "topology.link_gbps = 40000"]),
+    # a hostile value named by its key, its flit count short (not 300 digits)
+    ({"topology": {"link_gbps": 1e300}},
+     ["link n0_0->n1_0: 1e+300 GB/s is 3.13e+298 flits per cycle", "at most 1,024",
+      "(topology.link_gbps = 1e+300: raise network.flit_bytes"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "gbps": 1e300}]}},
+     ["link a->b", "topology.link_gbps or the link's own gbps"]),
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
     ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
@@ -418,3 +427,40 @@ def test_synthetic_traffic_at_the_flow_level_names_every_kind_the_flow_model_run
     simulate(load("ring8", {"network.model": "flow", "workload.kind": "training",
                             "workload.model": "alexnet", "workload.batch": 8,
                             "workload.iterations": 1}))
+
+
+@pytest.mark.parametrize("args, key", [
+    (["run", "ring8", "--set", "simulation.measure_cycles=500", "--json", "-"], "config"),
+    (["run", "ring8", "--set", "workload.kind=collective", "--trace", "-"], "traceEvents"),
+    (["topo", "ring8", "--json", "-"], "diameter"),
+])
+def test_dash_writes_the_json_to_stdout_and_the_summary_to_stderr(tmp_path, monkeypatch, args,
+                                                                 key):
+    """`--json -` is standard output (the convention), holding the JSON alone: the summary
+    goes to stderr; no file named `-` is made."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert key in json.loads(r.stdout)
+    assert "seed" in r.stderr or "diameter" in r.stderr      # (the summary, the description)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "ring8", "--set", "workload.kind=collective", "--export-chakra", "-"],
+     "--export-chakra -: a folder of trace files cannot go to standard output"),
+    (["topo", "ring8", "--draw", "-"], "--draw -: a figure cannot go to standard output"),
+    (["plot", "r.sqlite", "--kind", "latency-load", "-o", "-"],
+     "-o -: a figure cannot go to standard output"),
+    (["jobs", "dgx1-v100", "--jobs", "1", "--cache", "-"], "--cache -: a database"),
+    (["sweep", "ring8", "--param", "traffic.injection_rate=0.1", "--db", "-"],
+     "--db -: a database"),
+    (["run", "ring8", "--json", "-", "--trace", "-"],
+     "--json and --trace both name - (standard output)"),
+])
+def test_dash_is_refused_where_the_output_is_not_json_or_csv(tmp_path, monkeypatch, args,
+                                                             fragment):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and fragment in r.output, r.output
+    assert os.listdir(tmp_path) == []

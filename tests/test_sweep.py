@@ -1,6 +1,8 @@
 """Sweeps: the right rows, resumable (re-running skips finished points; a killed sweep
 resumes without losing or repeating any), failures recorded, the same results on a Dask
 cluster, and figures whose data are the stored results."""
+import csv
+import io
 import json
 import os
 import sqlite3
@@ -379,3 +381,28 @@ def test_a_sweep_into_a_database_of_another_configuration_warns(tmp_path):
     ring = os.path.join(TOPOLOGIES, "ring8.toml")
     with pytest.warns(PysimWarning, match=r"topology\.kind = 'mesh' there, 'ring' here"):
         pysim.sweep(ring, grid, jobs=1, db=db)
+
+
+def test_results_name_the_system_of_each_row(tmp_path):
+    """Points of two systems in one database: `pysim results` and its CSV (here on standard
+    output, `--csv -`) say which system each row is of, from the resolved config stored with
+    it (a failed point, without a result, leaves it empty)."""
+    db = str(tmp_path / "r.sqlite")
+    store = sw.Store(db)
+    for i, system in enumerate(("ring8", "torus4x4")):
+        store.put(f"h{i}", {"traffic.injection_rate": 0.1}, "done",
+                  {"avg_packet_latency": 10.0 + i, "config": {"_system": system}}, None, 0.1)
+    store.put("h2", {"traffic.injection_rate": 0.2}, "failed", None, "ConfigError: x", 0.0)
+    store.close()
+    res = CliRunner().invoke(main, ["results", db])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].split()[:3] == ["traffic.injection_rate", "system", "status"]
+    assert sorted(line.split()[1] for line in lines[1:3]) == ["ring8", "torus4x4"]
+    assert lines[3].split()[:2] == ["0.2", "failed"]
+    res = CliRunner().invoke(main, ["results", db, "--csv", "-"])
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    got = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [(r["traffic.injection_rate"], r["system"], r["status"]) for r in got] == \
+        [("0.1", "ring8", "done"), ("0.1", "torus4x4", "done"), ("0.2", "", "failed")]
+    assert not (tmp_path / "-").exists()

@@ -27,10 +27,31 @@ def overrides(pairs):
     return out
 
 
+STDOUT = "-"        # an output option given `-`: a JSON or CSV output goes to standard output
+
+
+def to_stdout(*paths):
+    """Whether an output goes to standard output: the human text (summary, description,
+    'written to' lines) then goes to stderr, so that stdout holds the JSON or CSV alone."""
+    return any(p == STDOUT for p in paths)
+
+
+def refuse_stdout(option, path, what, name="file"):
+    """Checked before any work: `-` given to an output that is not JSON or CSV text (a
+    folder, a database, an image) is refused, not made a file named `-`."""
+    if path == STDOUT:
+        raise click.ClickException(f"{option} -: {what} cannot go to standard output (- "
+                                   f"stands for it only for JSON and CSV outputs); give a "
+                                   f"{name} name")
+
+
 def refuse_overwrite(path, force):
     """Checked before any work: an output file is not overwritten unless --force, and one
     that could not be written at all (no such directory, a read-only one) stops the command
-    at once, not after a long run whose results would then be lost."""
+    at once, not after a long run whose results would then be lost. `-` is standard output
+    (nothing to check)."""
+    if path == STDOUT:
+        return
     try:
         check_output(path, force)
     except OutputError as e:
@@ -42,7 +63,12 @@ def distinct_outputs(*given):
     one file (or a file and a folder), which the second write would replace or fail on."""
     seen = {}
     for opt, path in given:
-        if path:
+        if path == STDOUT and STDOUT in seen:
+            raise click.ClickException(f"{seen[STDOUT]} and {opt} both name - (standard "
+                                       f"output); at most one output may go there")
+        if path == STDOUT:
+            seen[STDOUT] = opt
+        elif path:
             real = os.path.realpath(path)
             if real in seen:
                 raise click.ClickException(f"{seen[real]} and {opt} both name {path}; give "
@@ -52,9 +78,20 @@ def distinct_outputs(*given):
 
 def write_output(path, write, keep=None, force=True, **kw):
     """Write an output (whole or not at all); if that fails after the work is done, say so,
-    and keep what was computed: `keep()` saves it elsewhere and returns where."""
+    and keep what was computed: `keep()` saves it elsewhere and returns where. `-` is
+    standard output (text only)."""
     try:
-        write_atomic(path, write, force=force, **kw)
+        if path == STDOUT:
+            try:
+                out = _Tail(sys.stdout)
+                write(out)
+                if out.last != "\n":          # (a terminal's prompt on a line of its own)
+                    sys.stdout.write("\n")
+                sys.stdout.flush()
+            except OSError as e:        # (a closed pipe)
+                raise OutputError(f"cannot write standard output: {e.strerror or e}") from None
+        else:
+            write_atomic(path, write, force=force, **kw)
         return True
     except OutputError as e:
         where = ""
@@ -67,22 +104,37 @@ def write_output(path, write, keep=None, force=True, **kw):
         return False
 
 
+class _Tail:
+    """A text stream that remembers the last character written to it."""
+
+    def __init__(self, f):
+        self.f, self.last = f, ""
+
+    def write(self, text):
+        if text:
+            self.last = text[-1]
+        return self.f.write(text)
+
+
 def finish(outputs, summary, quiet, force, ok=True):
     """The end of a command that computed a result: write each output asked for, whole or not
     at all (`outputs`: (path or None, write(f), keep() -> where it was kept instead, what it
     is)); print `summary` unless quiet (and always when a write failed), then where each
-    output went; exit with status 1 if one failed (or `ok` is false already)."""
+    output went; exit with status 1 if one failed (or `ok` is false already). With an
+    output on standard output (`-`), the summary and those lines go to stderr."""
     written = []
     for path, write, keep, what in outputs:
         if path:
             done = write_output(path, write, keep=keep, force=force)
             ok &= done
             written.append((what, path))
+    err = to_stdout(*(o[0] for o in outputs))
     if not quiet or not ok:
-        click.echo(summary())
+        click.echo(summary(), err=err)
     if not quiet and ok:
         for what, path in written:
-            click.echo(f"{what} written to {path}")
+            if path != STDOUT:
+                click.echo(f"{what} written to {path}", err=err)
     if not ok:
         sys.exit(1)
 
@@ -188,6 +240,7 @@ def eta(share, elapsed, qualifier=""):
 
 
 def figure_ext(path, option):
+    refuse_stdout(option, path, "a figure")
     if os.path.splitext(path)[1].lower() not in (".png", ".pdf", ".svg"):
         raise click.ClickException(f"{option} {path}: expected a .png, .pdf or .svg file")
 

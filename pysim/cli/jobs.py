@@ -9,7 +9,7 @@ import click
 
 from pysim._io import dump_json
 from pysim.cli._common import (Ticker, distinct_outputs, eta, finish, keep_json, keep_text,
-                               main, overrides, refuse_overwrite)
+                               main, overrides, refuse_overwrite, refuse_stdout)
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -33,9 +33,11 @@ from pysim.sweep import WorkerDied
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write every policy's statistics and every job's record as JSON.")
+              help="Write every policy's statistics and every job's record as JSON (-: "
+                   "standard output, the summary then going to stderr).")
 @click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
-              help="Write the stream as a job file (to edit or rerun it).")
+              help="Write the stream as a job file (to edit or rerun it; -: standard "
+                   "output).")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
@@ -53,6 +55,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     try:
         distinct_outputs(("--json", json_path), ("--write-jobs", jobs_out),
                          ("--cache", cache_path))
+        refuse_stdout("--cache", cache_path, "a database")
         refuse_overwrite(json_path, force)
         refuse_overwrite(jobs_out, force)
         over = overrides(sets)

@@ -11,7 +11,8 @@ from pysim import systems as S
 from pysim._version import __version__
 from pysim._io import by_path, dump_json
 from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
-                               overrides, refuse_overwrite, write_output)
+                               overrides, refuse_overwrite, refuse_stdout, to_stdout,
+                               write_output)
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -26,10 +27,11 @@ from pysim.workload import WORKLOADS, chakra
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key, e.g. --set traffic.injection_rate=0.2 (repeatable).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the full result (with the resolved config) as JSON to this file.")
+              help="Write the full result (with the resolved config) as JSON to this file "
+                   "(-: standard output, the summary then going to stderr).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
-                   "ui.perfetto.dev).")
+                   "ui.perfetto.dev; -: standard output).")
 @click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
               help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
                    "file per rank, in this folder.")
@@ -42,6 +44,7 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
     try:
         distinct_outputs(("--json", json_path), ("--trace", trace_path),
                          ("--export-chakra", chakra_dir))
+        refuse_stdout("--export-chakra", chakra_dir, "a folder of trace files", "folder")
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
         cfg = load(config, overrides(sets))
@@ -83,7 +86,8 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
             graph, topo = result.op_graph
             files = chakra.write(graph, topo, chakra_dir, cfg.network.clock_ghz)
             if not quiet:
-                click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)")
+                click.echo(f"Chakra trace written to {chakra_dir} ({len(files)} ranks)",
+                           err=to_stdout(json_path, trace_path))
         except ConfigError as e:
             click.echo(f"Error: configuration error: {e}", err=True)
             ok = False
@@ -105,7 +109,8 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
 @click.option("--draw", "draw_path", type=click.Path(dir_okay=False), default=None,
               help="Draw the topology to this image (.png, .pdf or .svg).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the description as JSON.")
+              help="Write the description as JSON (-: standard output, the description "
+                   "then going to stderr).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 def topo(config, sets, draw_path, json_path, force):
     """Describe the system of CONFIG (a file or a shipped system's name): nodes, links,
@@ -126,28 +131,32 @@ def topo(config, sets, draw_path, json_path, force):
     except ConfigError as e:
         raise click.ClickException(f"configuration error: {e}") from None
     d = describe(network, cfg)
-    click.echo(f"system      {d['name']}")
+    err = to_stdout(json_path)           # (stdout holds the JSON alone)
+
+    def say(text):
+        click.echo(text, err=err)
+    say(f"system      {d['name']}")
     for kind, names in d["nodes"].items():
         shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-        click.echo(f"{kind:<11} {len(names):>4}  {shown}")
-    click.echo(f"links       {len(d['links'])} node pairs (GB/s per direction; x N = parallel "
-               f"links; latency in cycles)")
+        say(f"{kind:<11} {len(names):>4}  {shown}")
+    say(f"links       {len(d['links'])} node pairs (GB/s per direction; x N = parallel "
+        f"links; latency in cycles)")
     for link in d["links"][:40]:
         arrow = "->" if link["directed"] else "<->"
         par = f" x{link['parallel']}" if link["parallel"] > 1 else ""
-        click.echo(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
-                   f"{link['latency_cycles']} cycles")
+        say(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
+            f"{link['latency_cycles']} cycles")
     if len(d["links"]) > 40:
-        click.echo(f"  ... and {len(d['links']) - 40} more")
-    click.echo(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
-    click.echo(f"avg hops    {d['avg_hops']:.3f} (ordered pairs of distinct endpoints; "
-               f"{d['hops_how']})")
-    click.echo(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
-               f"found; exact for meshes and tori, an upper bound otherwise)")
-    click.echo(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
-               f"{d['vcs']} VCs configured (deadlock-free: "
-               f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")
-    click.echo(f"VC classes  {d['vc_scheme']}")
+        say(f"  ... and {len(d['links']) - 40} more")
+    say(f"diameter    {d['diameter']} hops (router-to-router, between endpoints)")
+    say(f"avg hops    {d['avg_hops']:.3f} (ordered pairs of distinct endpoints; "
+        f"{d['hops_how']})")
+    say(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
+        f"found; exact for meshes and tori, an upper bound otherwise)")
+    say(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
+        f"{d['vcs']} VCs configured (deadlock-free: "
+        f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")
+    say(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
         out = {**d, "config": {**cfg.to_dict(), "_system": network.topo.name},
@@ -156,7 +165,7 @@ def topo(config, sets, draw_path, json_path, force):
     if draw_path:
         if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
                         force=force):
-            click.echo(f"drawn to {draw_path}")
+            say(f"drawn to {draw_path}")
         else:
             ok = False
     if not ok:

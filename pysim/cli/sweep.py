@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from pysim.cli._common import main, print_table, refuse_overwrite, write_output
+from pysim.cli._common import (STDOUT, main, print_table, refuse_overwrite, refuse_stdout,
+                               write_output)
 from pysim.errors import ConfigError
 from pysim.sweep import Store, StoreError, parse_param, sort_rows, sweep, tidy
 
@@ -37,6 +38,7 @@ SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_p
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or table.")
 def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
     """Run CONFIG over a grid of parameters, in parallel, resumably."""
+    refuse_stdout("--db", db, "a database")
     try:
         grid = {}
         for p in params:
@@ -74,7 +76,7 @@ def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Export the tidy table (one row per point, one column per swept key and "
-                   "per scalar metric).")
+                   "per scalar metric; -: standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the CSV file if it exists.")
 def results(db, csv_path, force):
     """Print or export the results stored in DB."""
@@ -92,8 +94,8 @@ def results(db, csv_path, force):
     swept = sorted({k for r in rows for k in r["params"]})
     t = tidy(sort_rows(rows, swept))
     if csv_path:
-        cols = swept + ["status", "error"] + sorted({k for r in t for k in r} - set(swept) -
-                                                   {"status", "error"})
+        cols = swept + ["system", "status", "error"] + sorted(
+            {k for r in t for k in r} - set(swept) - {"system", "status", "error"})
         def write(f):
             w = csv.DictWriter(f, fieldnames=cols)
             w.writeheader()
@@ -101,6 +103,8 @@ def results(db, csv_path, force):
                 w.writerow({k: r.get(k) for k in cols})
         if not write_output(csv_path, write, force=force):
             sys.exit(1)
-        click.echo(f"{len(t)} rows written to {csv_path}")
+        if csv_path != STDOUT:
+            click.echo(f"{len(t)} rows written to {csv_path}")
         return
-    print_table(t, swept + ["status"] + [m for m in SUMMARY_METRICS if any(m in r for r in t)])
+    print_table(t, swept + ["system", "status"] + [m for m in SUMMARY_METRICS
+                                                   if any(m in r for r in t)])

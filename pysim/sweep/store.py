@@ -196,10 +196,15 @@ def scalar_metrics(result):
 
 
 def tidy(rows):
-    """One flat dict per point: the swept keys, then status, error and the scalar metrics."""
+    """One flat dict per point: the swept keys, then the system (its name, from the resolved
+    config stored with the result; absent for a failed point), status, error and the scalar
+    metrics."""
     out = []
     for r in rows:
         d = dict(r["params"])
+        system = ((r["result"] or {}).get("config") or {}).get("_system")
+        if system is not None:
+            d["system"] = system
         d.update(scalar_metrics(r["result"]))
         d["status"] = r["status"]          # done | saturated | failed (the store's word)
         d["error"] = r["error"]
