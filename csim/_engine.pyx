@@ -292,6 +292,11 @@ cdef class Engine:
         """Flits sent on each channel since the start (a copy)."""
         return _channel_flits(self)
 
+    def channel_owed(self, t):
+        """Per channel (float64): cycles of the serialisation of flits already sent that lie
+        after cycle t (0 for full-rate channels and at the flow level)."""
+        return _channel_owed(self, t)
+
     def vc_flits(self):
         """Flits written into each input VC's buffer since the start: (channels, vcs), a
         network or injection channel's VCs at its downstream router (0 for ejection
