@@ -54,3 +54,20 @@ def test_utilisation_is_bytes_over_rate_times_window(model):
     for l in r["links"]:
         assert l["bandwidth_gbps"] == 16.0
         assert l["utilisation"] == pytest.approx(N / 2 / (16.0 * T), rel=1e-12)
+
+
+@pytest.mark.parametrize("gbps,measure", [(3.0, 3000), (7.0, 3001), (7.0, 3007)])
+def test_a_saturated_link_in_a_measured_window_is_busy_throughout(gbps, measure):
+    """Synthetic traffic far past saturation on a ring of slow links (NICs 1000 GB/s): the
+    busiest link is never idle, so it serialises flits the whole window: utilisation 1, not
+    more, whatever part of a flit straddles the window's start or end (3 GB/s is 10 2/3
+    cycles a flit, and the window sends 1.0027 x the flits its rate allows over 3000 cycles)."""
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "link_gbps": gbps},
+                   network={"model": "flit", "injection_gbps": 1000, "ejection_gbps": 1000},
+                   traffic={"injection_rate": 0.9},
+                   simulation={"warmup_cycles": 2001, "measure_cycles": measure})
+    r = simulate(cfg).to_dict()
+    assert r["saturated"]
+    u = [l["utilisation"] for l in r["links"]]
+    assert all(0 <= x <= 1 + 1e-12 for x in u)
+    assert max(u) == pytest.approx(1.0, abs=1e-12)

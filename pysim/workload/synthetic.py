@@ -65,7 +65,7 @@ def run_synthetic(cfg, progress=None):
     check_status(st, network, eng)
     c0 = eng.counters()
     f0 = eng.channel_flits()
-    o0 = eng.channel_owed(W)
+    o0 = eng.channel_owed(W, start=True)
     v0 = eng.vc_flits()
     if st != "backlog":
         st = eng.run(W + M, progress=tick)
