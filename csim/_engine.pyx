@@ -292,6 +292,12 @@ cdef class Engine:
         """Flits sent on each channel since the start (a copy)."""
         return _channel_flits(self)
 
+    def channel_owed(self, t, start=False):
+        """Per channel (float64): cycles of the serialisation of flits already sent that lie
+        after cycle t (0 for full-rate channels and at the flow level); with `start`, for a
+        window opening at t (see _channel_owed)."""
+        return _channel_owed(self, t, start)
+
     def vc_flits(self):
         """Flits written into each input VC's buffer since the start: (channels, vcs), a
         network or injection channel's VCs at its downstream router (0 for ejection

@@ -59,6 +59,30 @@ cdef _channel_flits(Engine self):
     return out
 
 
+cdef _channel_owed(Engine self, cycle_t t, bint start):
+    """Per channel, the cycles of serialisation past cycle t of the flits it has sent: a
+    channel slower than a flit per cycle is busy with a flit until its credit is back to a flit,
+    at the exact (fractional) time acc_t + (den - acc) / num; 0 for full-rate channels and at
+    the flow level (whose bytes never run ahead of a link's rate). With `start` (t opens a
+    window), a channel whose credit came back to a flit in the cycle before t (next_ok == t)
+    gives that time - t (in (-1, 0]): a flit sent at t carries the credit over, and its
+    serialisation began that much before t."""
+    cdef int32_t c
+    cdef Chan* ch
+    cdef double end
+    out = np.zeros(self.s.n_ch, dtype=np.float64)
+    if self.s.flow_mode:
+        return out
+    for c in range(self.s.n_ch):
+        ch = &self.s.ch[c]
+        if ch.full_rate or ch.flits == 0:
+            continue
+        end = <double>ch.acc_t + <double>(ch.den - ch.acc) / <double>ch.num
+        if end > t or (start and ch.next_ok == t):
+            out[c] = end - t
+    return out
+
+
 cdef _vc_flits(Engine self):
     cdef int64_t i
     out = np.zeros(self.s.n_ivc, dtype=np.int64)

@@ -134,10 +134,18 @@ def check_status(status, network, engine):
                           f"the last VC class {c['bad_class']}")
 
 
-def link_report(network, cfg, flits, cycles, vc_flits=None):
+def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None):
     """Per router-to-router channel (each lane of a parallel link its own row): its ends,
-    bandwidth, latency, the flits it carried (`flits`, per channel) and its utilisation over
-    `cycles` cycles (carried / what its bandwidth allows); with `vc_flits` ((channels, vcs),
+    bandwidth, latency, the flits it carried (`flits`, per channel: those sent in the window)
+    and its utilisation: the fraction of the window's `cycles` cycles it spent serialising
+    flits. A flit holds a link of r flits per cycle for 1 / r cycles from its send, so a
+    slow link's last flit may still be on the wire when the window closes (its head travels
+    ahead of its serialisation): `owed_end` (per channel, cycles; the engine's
+    channel_owed at the window's end) is taken off, and `owed_start` (channel_owed(start=True)
+    at the window's start: serialisation of flits sent before it) added; a link able to send
+    again just as the window opens gives there the sub-cycle part of its next flit's
+    serialisation that began before it, taken off (under a cycle too little, never more than
+    the window, if that flit is not sent at once). With `vc_flits` ((channels, vcs),
     the engine's count of flits entering each VC buffer at the channel's far end), those per
     VC."""
     names = network.topo.node_names
@@ -145,7 +153,13 @@ def link_report(network, cfg, flits, cycles, vc_flits=None):
     r = np.asarray(network.ch_num, np.float64)[c] / np.asarray(network.ch_den, np.float64)[c]
     f = np.asarray(flits)[c]                          # (r: flits per cycle)
     with np.errstate(divide="ignore", invalid="ignore"):
-        util = (f / (cycles * r)) if cycles > 0 else np.zeros(c.size)
+        busy = f / r
+        if owed_start is not None:
+            busy = busy + np.asarray(owed_start, np.float64)[c]
+        if owed_end is not None:
+            busy = busy - np.asarray(owed_end, np.float64)[c]
+        busy = np.maximum(busy, 0.0)        # (no flit in the window after a start's sliver)
+        util = (busy / cycles) if cycles > 0 else np.zeros(c.size)
     cols = zip(np.asarray(network.ch_src)[c].tolist(), np.asarray(network.ch_dst)[c].tolist(),
                (c - np.asarray(network.arrays["ch_par_base"])[c]).tolist(),
                (r * cfg.network.flit_bytes * cfg.network.clock_ghz).tolist(),

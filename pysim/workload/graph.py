@@ -1015,7 +1015,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     makespan = int(finish.max())
     flits = eng.channel_flits()
     links = link_report(network, cfg, flits, makespan,
-                        eng.vc_flits() if model != "flow" else None)
+                        eng.vc_flits() if model != "flow" else None,
+                        owed_end=eng.channel_owed(makespan))
     nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}

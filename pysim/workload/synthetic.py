@@ -65,12 +65,14 @@ def run_synthetic(cfg, progress=None):
     check_status(st, network, eng)
     c0 = eng.counters()
     f0 = eng.channel_flits()
+    o0 = eng.channel_owed(W, start=True)
     v0 = eng.vc_flits()
     if st != "backlog":
         st = eng.run(W + M, progress=tick)
         check_status(st, network, eng)
     c1 = eng.counters()
     f1 = eng.channel_flits()
+    o1 = eng.channel_owed(W + M)
     v1 = eng.vc_flits()
     drained = False
     if st != "backlog":
@@ -99,7 +101,7 @@ def run_synthetic(cfg, progress=None):
     done = c2["meas_done"]
     nan = float("nan")
     pattern = traffic.pattern(topo, cfg)
-    links = link_report(network, cfg, f1 - f0, M, v1 - v0)
+    links = link_report(network, cfg, f1 - f0, M, v1 - v0, o0, o1)
     zero_load, zero_load_how = theory.mean_zero_load(network, cfg, pattern, sizes, cdf)
     nz = np.flatnonzero(hist_lat)
     cfg_dict = cfg.to_dict()
