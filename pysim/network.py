@@ -495,13 +495,13 @@ HOP_PAIRS_EXACT = theory.PAIRS_EXACT
 HOP_SAMPLE_SOURCES = theory.SAMPLE_SOURCES
 
 
-def _walk_hops(network, eps, dests):
-    """(longest, sum, pairs) of the hops from every endpoint to each of `dests` (grouped by
-    destination for path_arrays, a few destinations at a time)."""
+def _walk_hops(network, srcs, dests):
+    """(longest, sum, pairs) of the hops from each of `srcs` to each of `dests`, a node to
+    itself left out (grouped by destination for path_arrays, a few destinations at a time)."""
     diameter, hop_sum, n_pairs = 0, 0, 0
-    step = max(1, (1 << 22) // max(eps.size, 1))
+    step = max(1, (1 << 22) // max(srcs.size, 1))
     for lo in range(0, dests.size, step):
-        d, s = np.meshgrid(dests[lo:lo + step], eps, indexing="ij")
+        d, s = np.meshgrid(dests[lo:lo + step], srcs, indexing="ij")
         mask = s != d
         if mask.any():
             h = theory.path_arrays(network, s[mask], d[mask])[0]
@@ -531,17 +531,7 @@ def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, s
         return dict(diameter=closed[0], avg_hops=closed[1] / pairs, how="closed form")
     rng = np.random.default_rng(seed)
     src = np.sort(rng.choice(eps, size=min(sample, E), replace=False))
-    # routes from the sampled sources to every endpoint, grouped by destination
-    diameter, total, n = 0, 0, 0
-    step = max(1, (1 << 22) // src.size)
-    for lo in range(0, E, step):
-        d, s = np.meshgrid(eps[lo:lo + step], src, indexing="ij")
-        mask = s != d
-        if mask.any():
-            h = theory.path_arrays(network, s[mask], d[mask])[0]
-            diameter = max(diameter, int(h.max()))
-            total += int(h.sum())
-            n += h.size
+    diameter, total, n = _walk_hops(network, src, eps)
     return dict(diameter=diameter, avg_hops=total / n, how=f"sampled: {src.size} sources "
                 f"drawn at random (seed {seed}) to every endpoint; the diameter is the "
                 f"longest route found (a lower bound)")
