@@ -54,6 +54,14 @@ def graph(kind, node, dst, size, edges=(), **over):
     return GraphArrays(**inputs)
 
 
+def op_times(g):
+    """(start, finish) of every op of graph g run to its end on two_nodes()."""
+    eng = new_engine(two_nodes())
+    set_graph(eng, g)
+    assert eng.run(1 << 40, stop="all") == "done"
+    return eng.op_times()
+
+
 def run_trace(net, times, src, dst, lengths):
     eng = new_engine(net)
     eng.set_trace(np.asarray(times, np.int64), np.asarray(src, np.int32),
@@ -124,10 +132,7 @@ def test_compute_ops_hold_their_node_and_follow_their_dependencies():
     unit); a dependency starts an op when its predecessor ends; a delay op takes no node."""
     g = graph([OP_COMPUTE, OP_COMPUTE, OP_COMPUTE, OP_DELAY, OP_COMPUTE],
               [0, 0, 1, -1, 1], [0, 0, 0, 0, 0], [10, 20, 5, 7, 3], edges=[(2, 3), (3, 4)])
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert sorted(zip(start[:2], finish[:2])) == [(0, 10), (10, 30)]
     assert (start[2], finish[2]) == (0, 5)
     assert (start[3], finish[3]) == (5, 12)
@@ -145,10 +150,7 @@ def test_a_stream_takes_its_sources_data_as_it_comes():
               [0, 0, 1, 0, 0, -1], [0, 0, 0, 1, 0, 0], [1000, 500, 2000, 128, 100, 600],
               edges=[(5, 4)], deps=[0, 1, 1, 1, 1, 0], unit=[0, 2, 2, 0, 2, 0],
               stream_src=[-1, 0, 0, 0, -1, -1], tail=[0, 10, 10, 7, 0, 0])
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert list(zip(start[:5], finish[:5])) == [(0, 1000), (0, 1010), (0, 2000), (0, 1007),
                                                 (600, 700)]
 
@@ -161,10 +163,7 @@ def test_a_streams_tail_goes_before_an_op_queued_on_its_unit():
     g = graph([OP_COMPUTE, OP_COMPUTE, OP_COMPUTE, OP_DELAY], [0, 0, 0, -1], [0] * 4,
               [1000, 1500, 100, 600], edges=[(3, 2)], deps=[0, 1, 1, 0], unit=[0, 2, 2, 0],
               stream_src=[-1, 0, -1, -1], tail=[0, 10, 0, 0])
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert list(zip(start[:3], finish[:3])) == [(0, 1000), (0, 1500), (1500, 1600)]
 
 
@@ -179,10 +178,7 @@ def test_a_bulk_resumed_after_a_tail_keeps_its_own_tail_ahead_of_the_queue():
               [200, 20, 1000, 1500, 100, 600], edges=[(5, 4)], deps=[0, 1, 0, 1, 1, 0],
               unit=[1, 2, 0, 2, 2, 0], stream_src=[-1, 0, -1, 2, -1, -1],
               tail=[0, 20, 0, 10, 0, 0])
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert list(zip(start[:5], finish[:5])) == [(0, 200), (0, 220), (0, 1000), (0, 1520),
                                                 (1520, 1620)]
 
@@ -196,10 +192,7 @@ def test_streamed_ops_share_communications_memory_on_two_lanes():
     g = graph([OP_COMPUTE] * 3 + [OP_SEND] * 2, [0] * 5, [0, 0, 0, 1, 1],
               [1000, 500, 1000, 128, 128], deps=[0, 0, 0, 1, 1], unit=[5, 5, 5, 0, 0],
               stream_src=[-1, -1, -1, 0, 2], tail=[0] * 5)
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert list(zip(start[:3], finish[:3])) == [(0, 2000), (2000, 2500), (0, 2000)]
     assert start[3] == start[4] == 0 and min(finish[3:]) >= 2000
 
@@ -213,10 +206,7 @@ def test_a_second_lane_takes_the_first_streamed_op_waiting():
     g = graph([OP_COMPUTE] * 4 + [OP_SEND] * 3, [0] * 7, [0] * 4 + [1] * 3,
               [1000, 200, 100, 300, 128, 128, 128], deps=[0, 0, 0, 0, 1, 1, 1],
               unit=[5] * 4 + [0] * 3, stream_src=[-1] * 4 + [0, 1, 3], tail=[0] * 7)
-    eng = new_engine(two_nodes())
-    set_graph(eng, g)
-    assert eng.run(1 << 40, stop="all") == "done"
-    start, finish = eng.op_times()
+    start, finish = op_times(g)
     assert list(zip(start[:4], finish[:4])) == [(0, 1500), (0, 400), (1500, 1600),
                                                 (400, 1000)]
 
