@@ -526,7 +526,7 @@ def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, s
     if pairs <= exact_pairs:
         diameter, total, n = _walk_hops(network, eps, eps)
         return dict(diameter=diameter, avg_hops=total / n, how="every pair")
-    closed = theory.dor_hops(topo, routing) or theory.tree_hops(topo, routing)
+    closed = theory.closed_hops(topo, routing)
     if closed is not None:
         return dict(diameter=closed[0], avg_hops=closed[1] / pairs, how="closed form")
     rng = np.random.default_rng(seed)

@@ -220,11 +220,10 @@ def _tail_by_dst(network, eps, body, skip):
     return np.where(e_num * r_den <= r_num * e_den, spaced, behind)
 
 
-def _closed_hops(network):
-    """Sum of router-to-router hops over ordered pairs of distinct endpoints by closed form
-    (dor_hops, tree_hops), or None."""
-    closed = dor_hops(network.topo, network.routing) or tree_hops(network.topo, network.routing)
-    return None if closed is None else closed[1]
+def closed_hops(topo, routing):
+    """(diameter, sum of router-to-router hops over ordered pairs of distinct endpoints) by
+    closed form (dor_hops, tree_hops), or None where the routes have none."""
+    return dor_hops(topo, routing) or tree_hops(topo, routing)
 
 
 def _closed_mean(network, cfg, pattern, sizes, probs):
@@ -240,9 +239,10 @@ def _closed_mean(network, cfg, pattern, sizes, probs):
     link_lat = np.unique(network.ch_lat[network.ch_kind == CH_NET])
     if link_lat.size > 1:
         return None
-    hop_sum = _closed_hops(network)
-    if hop_sum is None:
+    closed = closed_hops(network.topo, network.routing)
+    if closed is None:
         return None
+    hop_sum = closed[1]
     per_router = net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay + net.st_delay
     nic = float(network.ch_lat[network.inj_ch[eps]].sum()) + \
         float(network.ch_lat[network.ej_ch[eps]].sum())
