@@ -313,7 +313,7 @@ RELEASE["2.19"] = RELEASE["2.20"]
 # ncclTopoGetAlgoTime; compute capability 8.0 and above).
 NET_OVERHEAD_US = {"a100": 2.0, "h100": 1.0}
 RING_PLATEAU = 1.4
-LL128_RING_EFFICIENCY = 0.92
+LL128_RING_EFFICIENCY = 0.92    # (NCCL: 0.7 with fewer than two ranks a node; see docs/clusters.md)
 
 
 def _ring_tuning_seconds(collective, proto, nbytes, m, p, channels, release):
