@@ -102,7 +102,7 @@ class _Recorder:
 
     def __init__(self, sink):
         self.sink = sink
-        self.holds = []                  # [bytes, at, at_finish, end, end_finish, what]
+        self.holds = []          # [npu, bytes, at, at finish?, end (-1: open), end finish?, what]
         self.other = False
 
     def hold(self, npu, nbytes, at, edge, what=None):
