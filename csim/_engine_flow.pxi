@@ -56,6 +56,11 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
     s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
     s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
+    s.rs_used = <i128*>_ptr(self._own("rs_used", None, np.int64, 0, 2 * n_res))
+    s.rs_bhead = <int32_t*>_ptr(self._own("rs_bhead", None, np.int32, -1, n_res))
+    s.rs_bmin = <double*>_ptr(self._own("rs_bmin", None, np.float64, 0, n_res))
+    s.rs_fixed = <double*>_ptr(self._own("rs_fixed", None, np.float64, 0, n_res))
+    s.rs_ahead = <int32_t*>_ptr(self._own("rs_ahead", None, np.int32, -1, n_res))
     s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
     s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
     s.rs_left = <double*>_ptr(self._own("rs_left", None, np.float64, 0, n_res))
@@ -90,8 +95,9 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
         if h > hmax:
             hmax = h
     _flow_free(s)
+    if _flow_heaps(s, n_res) != 0:
+        raise MemoryError()
     s.hmax = hmax
-    s.n_res = n_res
     s.n_pairs = n_pairs
     s.flow_mode = 1
     self._mode = GEN_NONE
@@ -130,15 +136,24 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None):
                 left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
                 queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
+                used=np.zeros(2 * max(R, 1), np.int64), bhead=np.full(R, -1, np.int32),
+                bmin=np.zeros(R), fixed=np.zeros(R), ahead=np.full(R, -1, np.int32),
                 pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
                 comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
                 dh_pair=np.zeros(max(n_f, 1), np.int32))
     resv = res if res.size else np.zeros(1, np.int32)
     _flow_null(&s)
     s.now = 0
-    s.n_res = R
+    if _flow_heaps(&s, R) != 0:
+        _flow_free(&s)
+        raise MemoryError()
     s.rs_cap = <double*>_ptr(cap)
     s.rs_head = <int32_t*>_ptr(keep["head"])
+    s.rs_used = <i128*>_ptr(keep["used"])
+    s.rs_bhead = <int32_t*>_ptr(keep["bhead"])
+    s.rs_bmin = <double*>_ptr(keep["bmin"])
+    s.rs_fixed = <double*>_ptr(keep["fixed"])
+    s.rs_ahead = <int32_t*>_ptr(keep["ahead"])
     s.rs_n = <int32_t*>_ptr(keep["n"])
     s.rs_left = <double*>_ptr(keep["left"])
     s.rs_unf = <int32_t*>_ptr(keep["unf"])

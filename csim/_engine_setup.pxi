@@ -20,6 +20,12 @@ cdef void _flow_null(State* s) noexcept:
     s.fe_res = NULL
     s.fe_next = NULL
     s.fe_prev = NULL
+    s.fe_hpos = NULL
+    s.fe_key = NULL
+    s.fe_anext = NULL
+    s.rs_hp = NULL
+    s.rs_hn = NULL
+    s.rs_hcap = NULL
     s.sl_pair = NULL
     s.fl_cap = 0
     s.fl_free = -1
@@ -40,12 +46,33 @@ cdef void _flow_null(State* s) noexcept:
 
 
 cdef void _flow_free(State* s) noexcept:
+    cdef int32_t r
     free(s.fl)
     free(s.fe_res)
     free(s.fe_next)
     free(s.fe_prev)
+    free(s.fe_hpos)
+    free(s.fe_key)
+    free(s.fe_anext)
     free(s.sl_pair)
+    if s.rs_hp != NULL:
+        for r in range(s.n_res):
+            free(s.rs_hp[r])
+    free(s.rs_hp)
+    free(s.rs_hn)
+    free(s.rs_hcap)
     _flow_null(s)
+
+
+cdef int _flow_heaps(State* s, int32_t n_res) noexcept:
+    """The resources' heaps by rate, empty (after _flow_free; s.n_res is set to n_res)."""
+    s.rs_hp = <int32_t**>calloc(max(n_res, 1), sizeof(int32_t*))
+    s.rs_hn = <int32_t*>calloc(max(n_res, 1), sizeof(int32_t))
+    s.rs_hcap = <int32_t*>calloc(max(n_res, 1), sizeof(int32_t))
+    s.n_res = n_res
+    if s.rs_hp == NULL or s.rs_hn == NULL or s.rs_hcap == NULL:
+        return -1
+    return 0
 
 
 cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
@@ -60,7 +87,8 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].frozen = 0
         pr[i].stream = 0
         pr[i].dirty = 0
-        pr[i].bott = -1
+        pr[i].bott = pr[i].bnext = pr[i].bprev = -1
+        pr[i].urate = pr[i].prev = 0.0
         pr[i].queued = 0
         pr[i].vtail = 0.0
 

@@ -4,6 +4,9 @@ from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t, u
 
 ctypedef int64_t cycle_t
 
+cdef extern from *:
+    ctypedef long long i128 "__int128"   # fixed-point sums of the flow solver (2^-64 units)
+
 # channel kinds
 cdef enum:
     CH_NET = 0       # router -> router
@@ -202,6 +205,8 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
     int32_t queued           # its flows (n: those sharing its rate; 1 when served in order)
     double prev              # its rate before the recomputation under way
+    double urate             # the rate its resources' sums and heaps hold for it
+    int32_t bnext, bprev     # its resource of bottleneck's list of pairs (Pair.bott)
     double vtail             # in order: the service at which its last flow is done
 
 
@@ -415,6 +420,14 @@ cdef struct State:
     double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
     int32_t* rs_lanes        # per resource: channels (packets it carries at once)
     int32_t* rs_head         # per resource: its first route entry (-1: no flow)
+    i128* rs_used            # per resource: sum of rate x flows of its pairs, fixed point
+    int32_t** rs_hp          # per resource: max-heap of its route entries by rate (malloc'd)
+    int32_t* rs_hn           #   entries in it,
+    int32_t* rs_hcap         #   and room
+    int32_t* rs_bhead        # per resource: first pair whose bottleneck it is (-1: none)
+    double* rs_bmin          #   a bound below the rates of those pairs
+    double* rs_fixed         # scratch: the rate the recomputation fixed its pairs at, or -1
+    int32_t* rs_ahead        # scratch: first route entry of a pair being recomputed
     int32_t* rs_n            # flows on it
     double* rs_bytes         # wire bytes carried (counted when a flow starts)
     double* rs_left          # scratch of the recomputation: capacity not yet given,
@@ -442,6 +455,9 @@ cdef struct State:
     int32_t* fe_res          # route entries [slot * hmax + k]: the resource, and its links
     int32_t* fe_next         #   in the resource's list of entries (realloc'd with the slots)
     int32_t* fe_prev
+    int32_t* fe_hpos         #   its place in the resource's heap by rate,
+    double* fe_key           #   the rate it has there,
+    int32_t* fe_anext        #   and the next entry of a pair being recomputed (rs_ahead)
     int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
     int32_t sl_cap, sl_free
     int32_t* comp            # the pairs whose flows changed (n_pdirty of them), then
