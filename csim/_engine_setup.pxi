@@ -89,6 +89,7 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].dirty = 0
         pr[i].bott = pr[i].bnext = pr[i].bprev = -1
         pr[i].urate = pr[i].prev = 0.0
+        pr[i].ufx = 0
         pr[i].queued = 0
         pr[i].vtail = 0.0
 

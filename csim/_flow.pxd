@@ -230,10 +230,11 @@ cdef inline int64_t _rate_apply(State* s, int32_t p) noexcept nogil:
     cdef Pair* q = &s.pr[p]
     cdef int32_t k, r
     cdef int64_t e, base
-    cdef i128 d
+    cdef i128 d, u
     if q.rate == q.urate:
         return 0
-    d = (_fx(q.rate) - _fx(q.urate)) * q.n
+    u = _fx(q.rate)
+    d = (u - q.ufx) * q.n
     base = <int64_t>q.slot * s.hmax
     for k in range(q.rlen):
         e = base + k
@@ -242,6 +243,7 @@ cdef inline int64_t _rate_apply(State* s, int32_t p) noexcept nogil:
         s.fe_key[e] = q.rate
         _rh_sift(s, r, s.fe_hpos[e])
     q.urate = q.rate
+    q.ufx = u
     return q.rlen
 
 
@@ -252,6 +254,7 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
     s.active_entries += s.pr[p].rlen
     s.pr[p].rate = s.pr[p].urate = 0.0
+    s.pr[p].ufx = 0
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -273,6 +276,7 @@ cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
     s.active_entries -= s.pr[p].rlen
     _bott_unset(s, p)
     s.pr[p].urate = 0.0
+    s.pr[p].ufx = 0
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -538,7 +542,7 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     if weigh:
         q.n += 1
     base = <int64_t>q.slot * s.hmax
-    u = _fx(q.urate)
+    u = q.ufx
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         s.rs_bytes[r] += wire
@@ -584,7 +588,7 @@ cdef inline int flow_drains(State* s) noexcept nogil:
         s.fl_alive -= 1
         base = <int64_t>q.slot * s.hmax
         if weigh:
-            u = _fx(q.urate)
+            u = q.ufx
             for k in range(q.rlen):
                 r = s.fe_res[base + k]
                 s.rs_n[r] -= 1
@@ -639,7 +643,7 @@ cdef inline int pair_weigh(State* s, int32_t p, int32_t w, int32_t* route,
         if pair_link(s, p) != 0:
             return -1
     base = <int64_t>q.slot * s.hmax
-    u = _fx(q.urate) * d
+    u = q.ufx * d
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         s.rs_n[r] += d
@@ -711,7 +715,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
     last byte carried. kept: the stamp of the pairs whose rate before the recomputation is
     in Pair.prev already (an incremental attempt's), or -1."""
     cdef int64_t st, base, e, work = 0
-    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
+    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0, unf
     cdef double share, cur
     cdef Pair* pp
     if s.n_dirty == 0:
@@ -761,8 +765,9 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         s.rs_left[r] = s.rs_cap[r]
         s.rs_unf[r] = s.rs_n[r]
         _rq_push(s, &nh, s.rs_cap[r] / s.rs_n[r], r)
-    # progressive filling
-    while nh > 0:
+    # progressive filling, until every pair is frozen
+    unf = ncomp
+    while nh > 0 and unf > 0:
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
@@ -780,6 +785,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
             pp = &s.pr[p]
             if not pp.frozen:
                 pp.frozen = 1
+                unf -= 1
                 pp.rate = cur
                 _bott_set(s, p, r, cur)
                 base = <int64_t>pp.slot * s.hmax
@@ -853,7 +859,7 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
     """Progressive filling of the pairs of A over what the pairs outside A leave of the
     resources of T; their rates then go into the sums and heaps. Returns the route entries
     it visited."""
-    cdef int32_t i, k, r, q, p, nh = 0
+    cdef int32_t i, k, r, q, p, nh = 0, unf
     cdef int64_t e, base, work = 0
     cdef double share, cur
     cdef i128 others
@@ -867,7 +873,7 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
         while e >= 0:
             pp = &s.pr[s.sl_pair[e // s.hmax]]
             s.rs_unf[r] += pp.n
-            others -= _fx(pp.urate) * pp.n
+            others -= pp.ufx * pp.n
             e = s.fe_anext[e]
             work += 1
         s.rs_left[r] = s.rs_cap[r] - _unfx(others)
@@ -875,7 +881,8 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
             _rq_push(s, &nh, s.rs_left[r] / s.rs_unf[r], r)
     for i in range(na):
         s.pr[s.comp[i]].frozen = 0
-    while nh > 0:
+    unf = na
+    while nh > 0 and unf > 0:             # until every pair of A is frozen
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
@@ -894,6 +901,7 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
             pp = &s.pr[p]
             if not pp.frozen:
                 pp.frozen = 1
+                unf -= 1
                 pp.rate = cur
                 _bott_set(s, p, r, cur)
                 base = <int64_t>pp.slot * s.hmax

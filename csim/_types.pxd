@@ -205,7 +205,8 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
     int32_t queued           # its flows (n: those sharing its rate; 1 when served in order)
     double prev              # its rate before the recomputation under way
-    double urate             # the rate its resources' sums and heaps hold for it
+    double urate             # the rate its resources' sums and heaps hold for it,
+    i128 ufx                 #   and in fixed point
     int32_t bnext, bprev     # its resource of bottleneck's list of pairs (Pair.bott)
     double vtail             # in order: the service at which its last flow is done
 
