@@ -6,6 +6,7 @@ cimport numpy as cnp
 import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
+from libc.stdint cimport intptr_t
 from libc.math cimport INFINITY, fabs
 from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter

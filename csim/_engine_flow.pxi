@@ -58,16 +58,8 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
     s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
     s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
-    s.rs_used = <i128*>_ptr(self._own("rs_used", None, np.int64, 0, 2 * n_res))
-    s.rs_bhead = <int32_t*>_ptr(self._own("rs_bhead", None, np.int32, -1, n_res))
-    s.rs_bmin = <double*>_ptr(self._own("rs_bmin", None, np.float64, 0, n_res))
-    s.rs_fixed = <double*>_ptr(self._own("rs_fixed", None, np.float64, 0, n_res))
-    s.rs_ahead = <int32_t*>_ptr(self._own("rs_ahead", None, np.int32, -1, n_res))
     s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
     s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
-    s.rs_left = <double*>_ptr(self._own("rs_left", None, np.float64, 0, n_res))
-    s.rs_unf = <int32_t*>_ptr(self._own("rs_unf", None, np.int32, 0, n_res))
-    s.rs_mark = <int64_t*>_ptr(self._own("rs_mark", None, np.int64, 0, n_res))
     s.rs_dirty = <int32_t*>_ptr(self._own("rs_dirty", None, np.int32, 0, n_res))
     s.rs_isdirty = <uint8_t*>_ptr(self._own("rs_isdirty", None, np.uint8, 0, n_res))
     s.rs_queue = <int32_t*>_ptr(self._own("rs_queue", None, np.int32, 0, n_res))
@@ -97,8 +89,7 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
         if h > hmax:
             hmax = h
     _flow_free(s)
-    if _flow_heaps(s, n_res) != 0:
-        raise MemoryError()
+    _res_init(s, self._own("rs", None, np.uint8, 0, n_res * sizeof(Res) + 64), s.rs_cap, n_res)
     s.hmax = hmax
     s.n_pairs = n_pairs
     s.flow_mode = 1
@@ -126,26 +117,26 @@ cdef str _flow_audit(State* s):
                 return f"pair {p}: its rate is not the one its resources hold"
             if s.pr[p].rate > top:
                 top = s.pr[p].rate
-            if s.fe_hpos[x] >= s.rs_hn[r] or s.rs_hp[r][s.fe_hpos[x]] != x or \
+            if s.fe_hpos[x] >= s.rs[r].hn or s.rs[r].hp[s.fe_hpos[x]] != x or \
                     s.fe_key[x] != s.pr[p].rate:
                 return f"resource {r}: entry {x} is not in its heap at its rate"
             count += 1
             x = s.fe_next[x]
-        if used != s.rs_used[r]:
-            return f"resource {r}: sum {_unfx(s.rs_used[r])}, its pairs {_unfx(used)}"
-        if count != s.rs_hn[r]:
-            return f"resource {r}: {s.rs_hn[r]} entries in its heap, {count} on it"
-        for i in range(1, s.rs_hn[r]):
-            if _rh_above(s, s.rs_hp[r][i], s.rs_hp[r][(i - 1) >> 1]):
+        if used != s.rs[r].used:
+            return f"resource {r}: sum {_unfx(s.rs[r].used)}, its pairs {_unfx(used)}"
+        if count != s.rs[r].hn:
+            return f"resource {r}: {s.rs[r].hn} entries in its heap, {count} on it"
+        for i in range(1, s.rs[r].hn):
+            if _rh_above(s, s.rs[r].hp[i], s.rs[r].hp[(i - 1) >> 1]):
                 return f"resource {r}: its heap is out of order at {i}"
-        if s.rs_hn[r] > 0 and s.fe_key[s.rs_hp[r][0]] != top:
-            return f"resource {r}: heap top {s.fe_key[s.rs_hp[r][0]]}, highest rate {top}"
-        p = s.rs_bhead[r]
+        if s.rs[r].top != top or (s.rs[r].hn > 0 and s.fe_key[s.rs[r].hp[0]] != top):
+            return f"resource {r}: heap top {s.rs[r].top}, highest rate {top}"
+        p = s.rs[r].bhead
         c = -1
         while p >= 0:
             if s.pr[p].bott != r or s.pr[p].bprev != c or s.pr[p].n == 0:
                 return f"resource {r}: pair {p} is on its bottleneck list wrongly"
-            if s.pr[p].rate < s.rs_bmin[r]:
+            if s.pr[p].rate < s.rs[r].bmin:
                 return f"resource {r}: pair {p}'s rate {s.pr[p].rate} is below the bound"
             c = p
             p = s.pr[p].bnext
@@ -188,31 +179,19 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None, full=False, audi
     if steps.ndim != 2 or steps.shape[1] != n_f or (steps < 0).any():
         raise ValueError("weights: a (steps, pairs) array of flows per pair, each >= 0")
     keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
-                left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
                 queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
-                used=np.zeros(2 * max(R, 1), np.int64), bhead=np.full(R, -1, np.int32),
-                bmin=np.zeros(R), fixed=np.zeros(R), ahead=np.full(R, -1, np.int32),
+                res=np.zeros(max(R, 1) * sizeof(Res) + 64, np.uint8),
                 pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
                 comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
                 dh_pair=np.zeros(max(n_f, 1), np.int32))
     resv = res if res.size else np.zeros(1, np.int32)
     _flow_null(&s)
     s.now = 0
-    if _flow_heaps(&s, R) != 0:
-        _flow_free(&s)
-        raise MemoryError()
     s.rs_cap = <double*>_ptr(cap)
     s.rs_head = <int32_t*>_ptr(keep["head"])
-    s.rs_used = <i128*>_ptr(keep["used"])
-    s.rs_bhead = <int32_t*>_ptr(keep["bhead"])
-    s.rs_bmin = <double*>_ptr(keep["bmin"])
-    s.rs_fixed = <double*>_ptr(keep["fixed"])
-    s.rs_ahead = <int32_t*>_ptr(keep["ahead"])
+    _res_init(&s, keep["res"], s.rs_cap, R)
     s.rs_n = <int32_t*>_ptr(keep["n"])
-    s.rs_left = <double*>_ptr(keep["left"])
-    s.rs_unf = <int32_t*>_ptr(keep["unf"])
-    s.rs_mark = <int64_t*>_ptr(keep["mark"])
     s.rs_dirty = <int32_t*>_ptr(keep["dirty"])
     s.rs_isdirty = <uint8_t*>_ptr(keep["isdirty"])
     s.rs_queue = <int32_t*>_ptr(keep["queue"])

@@ -23,9 +23,6 @@ cdef void _flow_null(State* s) noexcept:
     s.fe_hpos = NULL
     s.fe_key = NULL
     s.fe_anext = NULL
-    s.rs_hp = NULL
-    s.rs_hn = NULL
-    s.rs_hcap = NULL
     s.sl_pair = NULL
     s.fl_cap = 0
     s.fl_free = -1
@@ -55,24 +52,27 @@ cdef void _flow_free(State* s) noexcept:
     free(s.fe_key)
     free(s.fe_anext)
     free(s.sl_pair)
-    if s.rs_hp != NULL:
-        for r in range(s.n_res):
-            free(s.rs_hp[r])
-    free(s.rs_hp)
-    free(s.rs_hn)
-    free(s.rs_hcap)
+    for r in range(s.n_res):          # (n_res is 0 until _res_init has set s.rs up)
+        free(s.rs[r].hp)
     _flow_null(s)
 
 
-cdef int _flow_heaps(State* s, int32_t n_res) noexcept:
-    """The resources' heaps by rate, empty (after _flow_free; s.n_res is set to n_res)."""
-    s.rs_hp = <int32_t**>calloc(max(n_res, 1), sizeof(int32_t*))
-    s.rs_hn = <int32_t*>calloc(max(n_res, 1), sizeof(int32_t))
-    s.rs_hcap = <int32_t*>calloc(max(n_res, 1), sizeof(int32_t))
+cdef Res* _res_init(State* s, object buf, const double* cap, int32_t n_res):
+    """The resources' solver state in buf (a uint8 array of n_res * sizeof(Res) + 64
+    bytes, kept alive by the caller), from their capacities; s.n_res is set."""
+    cdef int32_t r
+    cdef Res* rs = <Res*>(<char*>_ptr(buf) + ((64 - (<intptr_t>_ptr(buf) & 63)) & 63))
+    for r in range(n_res):
+        rs[r].used = 0
+        rs[r].cap = cap[r]
+        rs[r].top = rs[r].bmin = rs[r].fixed = rs[r].left = 0.0
+        rs[r].bhead = rs[r].ahead = -1
+        rs[r].hn = rs[r].hcap = rs[r].unf = 0
+        rs[r].mark = 0
+        rs[r].hp = NULL
+    s.rs = rs
     s.n_res = n_res
-    if s.rs_hp == NULL or s.rs_hn == NULL or s.rs_hcap == NULL:
-        return -1
-    return 0
+    return rs
 
 
 cdef void _pairs_init(Pair* pr, int32_t n) noexcept:

@@ -146,8 +146,8 @@ cdef inline bint _rh_above(State* s, int32_t a, int32_t b) noexcept nogil:
 
 cdef inline void _rh_sift(State* s, int32_t r, int32_t i) noexcept nogil:
     """Entry at place i of resource r's heap moves to its place."""
-    cdef int32_t* h = s.rs_hp[r]
-    cdef int32_t n = s.rs_hn[r], e = h[i], par, c
+    cdef int32_t* h = s.rs[r].hp
+    cdef int32_t n = s.rs[r].hn, e = h[i], par, c, i0 = i
     while i > 0:
         par = (i - 1) >> 1
         if not _rh_above(s, e, h[par]):
@@ -168,31 +168,35 @@ cdef inline void _rh_sift(State* s, int32_t r, int32_t i) noexcept nogil:
         i = c
     h[i] = e
     s.fe_hpos[e] = i
+    if i == 0 or i0 == 0:
+        s.rs[r].top = s.fe_key[h[0]]
 
 
 cdef inline int _rh_insert(State* s, int32_t r, int32_t e) noexcept nogil:
     cdef int32_t cap
     cdef void* q
-    if s.rs_hn[r] == s.rs_hcap[r]:
-        cap = 2 * s.rs_hcap[r] if s.rs_hcap[r] > 0 else 4
-        q = realloc(s.rs_hp[r], cap * sizeof(int32_t))
+    if s.rs[r].hn == s.rs[r].hcap:
+        cap = 2 * s.rs[r].hcap if s.rs[r].hcap > 0 else 4
+        q = realloc(s.rs[r].hp, cap * sizeof(int32_t))
         if q == NULL:
             return -1
-        s.rs_hp[r] = <int32_t*>q
-        s.rs_hcap[r] = cap
-    s.rs_hp[r][s.rs_hn[r]] = e
-    s.rs_hn[r] += 1
-    _rh_sift(s, r, s.rs_hn[r] - 1)
+        s.rs[r].hp = <int32_t*>q
+        s.rs[r].hcap = cap
+    s.rs[r].hp[s.rs[r].hn] = e
+    s.rs[r].hn += 1
+    _rh_sift(s, r, s.rs[r].hn - 1)
     return 0
 
 
 cdef inline void _rh_remove(State* s, int32_t r, int32_t e) noexcept nogil:
     cdef int32_t i = s.fe_hpos[e]
-    s.rs_hn[r] -= 1
-    if i < s.rs_hn[r]:
-        s.rs_hp[r][i] = s.rs_hp[r][s.rs_hn[r]]
-        s.fe_hpos[s.rs_hp[r][i]] = i
+    s.rs[r].hn -= 1
+    if i < s.rs[r].hn:
+        s.rs[r].hp[i] = s.rs[r].hp[s.rs[r].hn]
+        s.fe_hpos[s.rs[r].hp[i]] = i
         _rh_sift(s, r, i)
+    elif s.rs[r].hn == 0:
+        s.rs[r].top = 0.0
 
 
 cdef inline void _bott_unset(State* s, int32_t p) noexcept nogil:
@@ -202,7 +206,7 @@ cdef inline void _bott_unset(State* s, int32_t p) noexcept nogil:
     if q.bprev >= 0:
         s.pr[q.bprev].bnext = q.bnext
     else:
-        s.rs_bhead[q.bott] = q.bnext
+        s.rs[q.bott].bhead = q.bnext
     if q.bnext >= 0:
         s.pr[q.bnext].bprev = q.bprev
     q.bott = -1
@@ -213,16 +217,16 @@ cdef inline void _bott_set(State* s, int32_t p, int32_t r, double rate) noexcept
     cdef Pair* q = &s.pr[p]
     if q.bott != r:
         _bott_unset(s, p)
-        if s.rs_bhead[r] < 0:
-            s.rs_bmin[r] = rate
+        if s.rs[r].bhead < 0:
+            s.rs[r].bmin = rate
         q.bott = r
         q.bprev = -1
-        q.bnext = s.rs_bhead[r]
+        q.bnext = s.rs[r].bhead
         if q.bnext >= 0:
             s.pr[q.bnext].bprev = p
-        s.rs_bhead[r] = p
-    if rate < s.rs_bmin[r]:
-        s.rs_bmin[r] = rate
+        s.rs[r].bhead = p
+    if rate < s.rs[r].bmin:
+        s.rs[r].bmin = rate
 
 
 cdef inline int64_t _rate_apply(State* s, int32_t p) noexcept nogil:
@@ -239,7 +243,7 @@ cdef inline int64_t _rate_apply(State* s, int32_t p) noexcept nogil:
     for k in range(q.rlen):
         e = base + k
         r = s.fe_res[e]
-        s.rs_used[r] += d
+        s.rs[r].used += d
         s.fe_key[e] = q.rate
         _rh_sift(s, r, s.fe_hpos[e])
     q.urate = q.rate
@@ -548,7 +552,7 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
         s.rs_bytes[r] += wire
         if weigh:
             s.rs_n[r] += 1
-            s.rs_used[r] += u
+            s.rs[r].used += u
             _dirty(s, r)
     # router-to-router channels: the route less the NIC groups and the cap
     s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
@@ -592,7 +596,7 @@ cdef inline int flow_drains(State* s) noexcept nogil:
             for k in range(q.rlen):
                 r = s.fe_res[base + k]
                 s.rs_n[r] -= 1
-                s.rs_used[r] -= u
+                s.rs[r].used -= u
                 _dirty(s, r)
         if q.queued == 0:
             _dh_pop(s)
@@ -647,7 +651,7 @@ cdef inline int pair_weigh(State* s, int32_t p, int32_t w, int32_t* route,
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         s.rs_n[r] += d
-        s.rs_used[r] += u
+        s.rs[r].used += u
         _dirty(s, r)
     q.n = w
     if w == 0:
@@ -725,8 +729,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
     for i in range(s.n_dirty):
         r = s.rs_dirty[i]
         s.rs_isdirty[r] = 0
-        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
-            s.rs_mark[r] = st
+        if s.rs_n[r] > 0 and s.rs[r].mark != st:
+            s.rs[r].mark = st
             s.rs_queue[nq] = r
             nq += 1
     s.n_dirty = 0
@@ -748,8 +752,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    if s.rs_mark[q] != st:
-                        s.rs_mark[q] = st
+                    if s.rs[q].mark != st:
+                        s.rs[q].mark = st
                         s.rs_queue[nq] = q
                         nq += 1
             e = s.fe_next[e]
@@ -762,8 +766,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         pp.frozen = 0
     for i in range(nq):
         r = s.rs_queue[i]
-        s.rs_left[r] = s.rs_cap[r]
-        s.rs_unf[r] = s.rs_n[r]
+        s.rs[r].left = s.rs_cap[r]
+        s.rs[r].unf = s.rs_n[r]
         _rq_push(s, &nh, s.rs_cap[r] / s.rs_n[r], r)
     # progressive filling, until every pair is frozen
     unf = ncomp
@@ -771,9 +775,9 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
-        if s.rs_unf[r] == 0:
+        if s.rs[r].unf == 0:
             continue
-        cur = s.rs_left[r] / s.rs_unf[r]
+        cur = s.rs[r].left / s.rs[r].unf
         if cur > share * (1.0 + 1e-12):     # others froze since: its share rose
             _rq_push(s, &nh, cur, r)
             continue
@@ -791,8 +795,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    s.rs_left[q] -= cur * pp.n
-                    s.rs_unf[q] -= pp.n
+                    s.rs[q].left -= cur * pp.n
+                    s.rs[q].unf -= pp.n
                 work += pp.rlen
             e = s.fe_next[e]
             work += 1
@@ -846,13 +850,13 @@ cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t
     na[0] += 1
     for k in range(pp.rlen):
         r = s.fe_res[base + k]
-        if s.rs_mark[r] != st:
-            s.rs_mark[r] = st
-            s.rs_ahead[r] = -1
+        if s.rs[r].mark != st:
+            s.rs[r].mark = st
+            s.rs[r].ahead = -1
             s.rs_queue[nt[0]] = r
             nt[0] += 1
-        s.fe_anext[base + k] = s.rs_ahead[r]
-        s.rs_ahead[r] = <int32_t>(base + k)
+        s.fe_anext[base + k] = s.rs[r].ahead
+        s.rs[r].ahead = <int32_t>(base + k)
 
 
 cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcept nogil:
@@ -866,19 +870,19 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
     cdef Pair* pp
     for i in range(nt):
         r = s.rs_queue[i]
-        others = s.rs_used[r]
-        s.rs_unf[r] = 0
-        s.rs_fixed[r] = -1.0
-        e = s.rs_ahead[r]
+        others = s.rs[r].used
+        s.rs[r].unf = 0
+        s.rs[r].fixed = -1.0
+        e = s.rs[r].ahead
         while e >= 0:
             pp = &s.pr[s.sl_pair[e // s.hmax]]
-            s.rs_unf[r] += pp.n
+            s.rs[r].unf += pp.n
             others -= pp.ufx * pp.n
             e = s.fe_anext[e]
             work += 1
-        s.rs_left[r] = s.rs_cap[r] - _unfx(others)
-        if s.rs_unf[r] > 0:
-            _rq_push(s, &nh, s.rs_left[r] / s.rs_unf[r], r)
+        s.rs[r].left = s.rs[r].cap - _unfx(others)
+        if s.rs[r].unf > 0:
+            _rq_push(s, &nh, s.rs[r].left / s.rs[r].unf, r)
     for i in range(na):
         s.pr[s.comp[i]].frozen = 0
     unf = na
@@ -886,16 +890,16 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
-        if s.rs_unf[r] == 0:
+        if s.rs[r].unf == 0:
             continue
-        cur = s.rs_left[r] / s.rs_unf[r]
+        cur = s.rs[r].left / s.rs[r].unf
         if cur > share * (1.0 + 1e-12) and cur > share + 1e-300:   # its share rose
             _rq_push(s, &nh, cur, r)
             continue
         if cur < 0.0:
             cur = 0.0
-        s.rs_fixed[r] = cur
-        e = s.rs_ahead[r]
+        s.rs[r].fixed = cur
+        e = s.rs[r].ahead
         while e >= 0:
             p = s.sl_pair[e // s.hmax]
             pp = &s.pr[p]
@@ -907,8 +911,8 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    s.rs_left[q] -= cur * pp.n
-                    s.rs_unf[q] -= pp.n
+                    s.rs[q].left -= cur * pp.n
+                    s.rs[q].unf -= pp.n
                 work += pp.rlen
             e = s.fe_anext[e]
             work += 1
@@ -922,9 +926,9 @@ cdef inline int32_t _inc_above(State* s, int32_t r, int32_t i, double x, int64_t
     """The pairs outside A at or below place i of resource r's heap whose rate is above x
     join A. Returns how many."""
     cdef int32_t e, p, added = 0
-    if i >= s.rs_hn[r]:
+    if i >= s.rs[r].hn:
         return 0
-    e = s.rs_hp[r][i]
+    e = s.rs[r].hp[i]
     if not s.fe_key[e] > x:
         return 0
     work[0] += 1
@@ -947,14 +951,14 @@ cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
     for i in range(n0):
         r = s.rs_queue[i]
         work[0] += 1
-        full = _unfx(s.rs_used[r]) >= s.rs_cap[r] * (1.0 - INC_TOL)
-        top = s.fe_key[s.rs_hp[r][0]] if s.rs_hn[r] > 0 else 0.0
-        fixed = s.rs_fixed[r]     # the rate A's pairs fixed at r have (-1: none)
+        full = _unfx(s.rs[r].used) >= s.rs[r].cap * (1.0 - INC_TOL)
+        top = s.rs[r].top
+        fixed = s.rs[r].fixed     # the rate A's pairs fixed at r have (-1: none)
         if fixed >= 0.0:
             added += _inc_above(s, r, 0, fixed * (1.0 + INC_TOL) + 1e-12, st, na, nt, work)
-        if s.rs_bhead[r] >= 0 and (not full or top * (1.0 - INC_TOL) > s.rs_bmin[r]):
+        if s.rs[r].bhead >= 0 and (not full or top * (1.0 - INC_TOL) > s.rs[r].bmin):
             low = top
-            p = s.rs_bhead[r]
+            p = s.rs[r].bhead
             while p >= 0:
                 pp = &s.pr[p]
                 nx = pp.bnext
@@ -965,7 +969,7 @@ cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
                 if pp.rate < low:
                     low = pp.rate
                 p = nx
-            s.rs_bmin[r] = low
+            s.rs[r].bmin = low
     return added
 
 
@@ -982,9 +986,9 @@ cdef inline void flow_rates(State* s) noexcept nogil:
     for i in range(s.n_dirty):           # T: the resources whose flows changed ...
         r = s.rs_dirty[i]
         s.rs_isdirty[r] = 0
-        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
-            s.rs_mark[r] = st
-            s.rs_ahead[r] = -1
+        if s.rs_n[r] > 0 and s.rs[r].mark != st:
+            s.rs[r].mark = st
+            s.rs[r].ahead = -1
             s.rs_queue[nt] = r
             nt += 1
     s.n_dirty = 0
