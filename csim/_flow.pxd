@@ -48,6 +48,9 @@ from csim._types cimport *
 from csim._routes cimport route_next
 from csim._heap cimport heap_push
 
+cdef extern from *:
+    void __builtin_prefetch(const void* p) noexcept nogil
+
 
 cdef inline cycle_t ceil_cycles(double x) noexcept nogil:
     """ceil(x) for x >= 0, forgiving the rounding of a division that should be whole."""
@@ -681,6 +684,32 @@ cdef inline void _rq_push(State* s, int32_t* n, double key, int32_t r) noexcept 
     s.rq_res[i] = r
 
 
+cdef inline void _rq_down(State* s, int32_t m, int32_t i, double key, int32_t r) noexcept nogil:
+    """(key, r) goes to place i of the heap of m entries or below."""
+    cdef int32_t c
+    while True:
+        c = 2 * i + 1
+        if c >= m:
+            break
+        if c + 1 < m and (s.rq_key[c + 1] < s.rq_key[c] or
+                          (s.rq_key[c + 1] == s.rq_key[c] and s.rq_res[c + 1] < s.rq_res[c])):
+            c += 1
+        if key < s.rq_key[c] or (key == s.rq_key[c] and r < s.rq_res[c]):
+            break
+        s.rq_key[i] = s.rq_key[c]
+        s.rq_res[i] = s.rq_res[c]
+        i = c
+    s.rq_key[i] = key
+    s.rq_res[i] = r
+
+
+cdef inline void _rq_heapify(State* s, int32_t n) noexcept nogil:
+    """The n entries written at rq_key, rq_res made a heap (bottom up)."""
+    cdef int32_t i
+    for i in range(n // 2 - 1, -1, -1):
+        _rq_down(s, n, i, s.rq_key[i], s.rq_res[i])
+
+
 cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
     cdef int32_t m = n[0] - 1, i = 0, c
     cdef double key = s.rq_key[m]
@@ -869,6 +898,8 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
     cdef i128 others
     cdef Pair* pp
     for i in range(nt):
+        if i + 8 < nt:
+            __builtin_prefetch(&s.rs[s.rs_queue[i + 8]])
         r = s.rs_queue[i]
         others = s.rs[r].used
         s.rs[r].unf = 0
@@ -881,8 +912,11 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
             e = s.fe_anext[e]
             work += 1
         s.rs[r].left = s.rs[r].cap - _unfx(others)
-        if s.rs[r].unf > 0:
-            _rq_push(s, &nh, s.rs[r].left / s.rs[r].unf, r)
+        if s.rs[r].unf > 0:              # (made a heap below)
+            s.rq_key[nh] = s.rs[r].left / s.rs[r].unf
+            s.rq_res[nh] = r
+            nh += 1
+    _rq_heapify(s, nh)
     for i in range(na):
         s.pr[s.comp[i]].frozen = 0
     unf = na
@@ -949,6 +983,8 @@ cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
     cdef bint full
     cdef Pair* pp
     for i in range(n0):
+        if i + 8 < n0:
+            __builtin_prefetch(&s.rs[s.rs_queue[i + 8]])
         r = s.rs_queue[i]
         work[0] += 1
         full = _unfx(s.rs[r].used) >= s.rs[r].cap * (1.0 - INC_TOL)
