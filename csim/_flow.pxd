@@ -711,25 +711,10 @@ cdef inline void _rq_heapify(State* s, int32_t n) noexcept nogil:
 
 
 cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
-    cdef int32_t m = n[0] - 1, i = 0, c
-    cdef double key = s.rq_key[m]
-    cdef int32_t r = s.rq_res[m]
+    cdef int32_t m = n[0] - 1
     n[0] = m
-    while True:
-        c = 2 * i + 1
-        if c >= m:
-            break
-        if c + 1 < m and (s.rq_key[c + 1] < s.rq_key[c] or
-                          (s.rq_key[c + 1] == s.rq_key[c] and s.rq_res[c + 1] < s.rq_res[c])):
-            c += 1
-        if key < s.rq_key[c] or (key == s.rq_key[c] and r < s.rq_res[c]):
-            break
-        s.rq_key[i] = s.rq_key[c]
-        s.rq_res[i] = s.rq_res[c]
-        i = c
     if m > 0:
-        s.rq_key[i] = key
-        s.rq_res[i] = r
+        _rq_down(s, m, 0, s.rq_key[m], s.rq_res[m])
 
 
 cdef inline void _count_changed(State* s, int32_t n) noexcept nogil:
