@@ -111,7 +111,7 @@ cdef str _flow_audit(State* s):
         count = 0
         x = s.rs_head[r]
         while x >= 0:
-            p = s.sl_pair[x // s.hmax]
+            p = s.fe_pair[x]
             used += s.pr[p].ufx * s.pr[p].n
             if s.pr[p].urate != s.pr[p].rate or s.pr[p].ufx != _fx(s.pr[p].rate):
                 return f"pair {p}: its rate is not the one its resources hold"

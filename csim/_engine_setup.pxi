@@ -23,6 +23,7 @@ cdef void _flow_null(State* s) noexcept:
     s.fe_hpos = NULL
     s.fe_key = NULL
     s.fe_anext = NULL
+    s.fe_pair = NULL
     s.sl_pair = NULL
     s.fl_cap = 0
     s.fl_free = -1
@@ -51,6 +52,7 @@ cdef void _flow_free(State* s) noexcept:
     free(s.fe_hpos)
     free(s.fe_key)
     free(s.fe_anext)
+    free(s.fe_pair)
     free(s.sl_pair)
     for r in range(s.n_res):          # (n_res is 0 until _res_init has set s.rs up)
         free(s.rs[r].hp)

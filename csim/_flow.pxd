@@ -99,6 +99,9 @@ cdef inline int slot_grow(State* s) noexcept nogil:
     p = realloc(s.fe_anext, ne * sizeof(int32_t))
     if p == NULL: return -1
     s.fe_anext = <int32_t*>p
+    p = realloc(s.fe_pair, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_pair = <int32_t*>p
     p = realloc(s.sl_pair, cap * sizeof(int32_t))
     if p == NULL: return -1
     s.sl_pair = <int32_t*>p
@@ -270,6 +273,7 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
         if s.rs_head[r] >= 0:
             s.fe_prev[s.rs_head[r]] = <int32_t>e
         s.rs_head[r] = <int32_t>e
+        s.fe_pair[e] = p
         s.fe_key[e] = 0.0
         if _rh_insert(s, r, <int32_t>e) != 0:
             return -1
@@ -754,7 +758,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         head += 1
         e = s.rs_head[r]
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
             work += 1
             if pp.mark != st:
@@ -799,7 +803,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
             cur = 0.0
         e = s.rs_head[r]
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
             if not pp.frozen:
                 pp.frozen = 1
@@ -891,7 +895,7 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
         s.rs[r].fixed = -1.0
         e = s.rs[r].ahead
         while e >= 0:
-            pp = &s.pr[s.sl_pair[e // s.hmax]]
+            pp = &s.pr[s.fe_pair[e]]
             s.rs[r].unf += pp.n
             others -= pp.ufx * pp.n
             e = s.fe_anext[e]
@@ -920,7 +924,7 @@ cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noex
         s.rs[r].fixed = cur
         e = s.rs[r].ahead
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
             if not pp.frozen:
                 pp.frozen = 1
@@ -951,7 +955,7 @@ cdef inline int32_t _inc_above(State* s, int32_t r, int32_t i, double x, int64_t
     if not s.fe_key[e] > x:
         return 0
     work[0] += 1
-    p = s.sl_pair[e // s.hmax]
+    p = s.fe_pair[e]
     if s.pr[p].mark != st:
         _inc_join(s, p, st, na, nt)
         added = 1

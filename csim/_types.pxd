@@ -466,7 +466,8 @@ cdef struct State:
     int32_t* fe_prev
     int32_t* fe_hpos         #   its place in the resource's heap by rate,
     double* fe_key           #   the rate it has there,
-    int32_t* fe_anext        #   and the next entry of a pair being recomputed (Res.ahead)
+    int32_t* fe_anext        #   the next entry of a pair being recomputed (Res.ahead),
+    int32_t* fe_pair         #   and its pair
     int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
     int32_t sl_cap, sl_free
     int32_t* comp            # the pairs whose flows changed (n_pdirty of them), then
