@@ -479,3 +479,22 @@ def test_dash_is_refused_where_the_output_is_not_json_or_csv(tmp_path, monkeypat
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 1 and fragment in r.output, r.output
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "--set", "simulation.measure_cycles=500", "--json", "-"],
+    ["topo", "ring8", "--json", "-"],
+    ["systems"],
+])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, args):
+    """`pysim run ring8 --json - | head`: the reader closing the pipe ends the command as a
+    Unix filter ends (status 141 = 128 + SIGPIPE, nothing printed), and the cut result is not
+    kept in a temporary file (an 'error: ... kept in /tmp/...' and status 1 before)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "pysim", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+    p.stdout.close()                          # the reader is gone before anything is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []
