@@ -163,7 +163,8 @@ def topo(config, sets, draw_path, json_path, force):
                "version": __version__}                # (its provenance, as a run's result)
         ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
-        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp,
+                                                                      force=True)),
                         force=force):
             say(f"drawn to {draw_path}")
         else:
