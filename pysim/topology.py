@@ -487,6 +487,18 @@ def _check_kind_defaults(topo, cfg):
 
 
 
+def system_name(topo, cfg):
+    """The system's name as results carry it (`_system`, the `system` of a summary and of
+    `pysim results`): the topology's, and where the config is a file of the user's own whose
+    name is not the topology's, that file's too ('mesh8x8 (a.toml)'), so that results of two
+    files on one topology are told apart."""
+    src = getattr(cfg, "source", None)
+    if not src or systems.path_of(os.path.basename(src)) == os.path.abspath(src):
+        return topo.name                       # (from Python, or a shipped system)
+    base = os.path.basename(src)
+    return topo.name if os.path.splitext(base)[0] == topo.name else f"{topo.name} ({base})"
+
+
 def describe_system(name):
     """A shipped system in one dict: name, what, source, and its nodes counted by kind."""
     path = systems.path_of(name)

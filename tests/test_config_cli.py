@@ -498,3 +498,23 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, args):
     assert p.wait(timeout=60) == 141, err
     assert "error" not in err.lower() and "Traceback" not in err, err
     assert os.listdir(tmp_path) == []
+
+
+def test_two_files_on_one_topology_are_told_apart_by_their_system_name(tmp_path):
+    """Results carry the system's name (`_system`, pysim results' `system` column): a file of
+    the user's own adds its name to the topology's, so two files on one topology (ring8 with
+    2 and with 4 VCs) are told apart; a shipped system, and a config from Python, keep the
+    topology's name alone."""
+    names = {}
+    for f, vcs in (("a.toml", 2), ("b.toml", 4)):
+        (tmp_path / f).write_text(f'[topology]\nfile = "ring8"\n[network]\nvcs = {vcs}\n'
+                                  f'[simulation]\nmeasure_cycles = 200\nwarmup_cycles = 0\n')
+        names[f] = simulate(load(str(tmp_path / f))).to_dict()["config"]["_system"]
+    assert names == {"a.toml": "ring8 (a.toml)", "b.toml": "ring8 (b.toml)"}
+    quick = {"simulation.measure_cycles": 200, "simulation.warmup_cycles": 0}
+    assert simulate(load("ring8", quick)).to_dict()["config"]["_system"] == "ring8"
+    (tmp_path / "ring8.toml").write_text((tmp_path / "a.toml").read_text())
+    assert simulate(load(str(tmp_path / "ring8.toml"))).to_dict()["config"]["_system"] == \
+        "ring8"                                  # (the file is named as its topology)
+    raw = {"topology": {"kind": "ring", "size": 8}, "simulation": {"measure_cycles": 200}}
+    assert simulate(from_dict(raw)).to_dict()["config"]["_system"] == "ring8"

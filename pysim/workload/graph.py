@@ -42,6 +42,7 @@ from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
+from pysim.topology import system_name
 from pysim.workload import compile as _compile
 from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
@@ -1011,7 +1012,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     ops = OpTable(graph, start, finish, arrays["isolated"])
     c = eng.counters()
     cfg_dict = cfg.to_dict()
-    cfg_dict["_system"] = network.topo.name
+    cfg_dict["_system"] = system_name(network.topo, cfg)
     makespan = int(finish.max())
     flits = eng.channel_flits()
     links = link_report(network, cfg, flits, makespan,
