@@ -14,6 +14,7 @@ import pytest
 from conftest import make_cfg
 from pysim import load, models
 from pysim.topology import build
+from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
 from pysim.workload.memory.training import apply_training
 from pysim.workload.training import repeat, training_graph
@@ -187,3 +188,27 @@ def test_the_names_of_repeated_passes_are_found_and_never_given_twice(monkeypatc
     g2, plan2, _ = built(cfg, m, True, monkeypatch, memory=False)
     assert g2.delay(0, after=[name]) == len(g2) - 1
     assert g2.after[len(g2) - 1] == [fwd]
+
+
+def test_names_made_when_read_read_as_the_list_of_them(monkeypatch):
+    """A repeated pass's names are made when read (OpGraph._add_lazy_names): every way of
+    reading the graph's names (an op, a negative index, slices, iteration, an op's label,
+    the run's op table) gives what the list of the names built op by op gives, and taking
+    the last op away drops its name."""
+    m = models.get("transformer", **TINY)
+    cfg = training({"pp": 2, "dp": 4, "micro_batches": 6})
+    g, _, repeated = built(cfg, m, True, monkeypatch, memory=False)
+    ref, _, _ = built(cfg, m, False, monkeypatch, memory=False)
+    assert repeated > 0
+    got, want = g._names, list(ref._names)
+    assert type(ref._names[0]) is str and graph_module._LAZY in list.__iter__(got)
+    n = len(want)
+    for i in (0, 1, n // 2, n - 1, -1, -n):
+        assert got[i] == want[i]
+    for sl in (slice(None), slice(3, n - 2), slice(n - 1, 0, -3), slice(-7, None)):
+        assert got[sl] == want[sl]
+    assert [g.label(i) for i in range(n)] == [ref.label(i) for i in range(n)]
+    last = got[n - 1]
+    g._pop()
+    assert len(g._names) == n - 1 and list(g._names) == want[:n - 1]
+    assert (last is None) or last not in g._by_name

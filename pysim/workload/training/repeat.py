@@ -6,7 +6,7 @@ added as columns (kinds, nodes, sizes, roofline work, dependencies as CSR with t
 outside the pass as the places of its inputs), and adds every later pass of the class as
 array work: its op ids offset, its inputs (each NPU's last op, what the stage before sent,
 the collectives' stream order) put in, its names the pass's own with the micro-batch's
-number, the plan's records (layer ops, collectives, sends, recomputations) offset.
+number (made when read: OpGraph._add_lazy_names), the plan's records (layer ops, collectives, sends, recomputations) offset.
 
 A pass is repeated only where what it reads is what the built one read, in the same shape
 (the same inputs present, of the same lengths, the same equalities among them); anything
@@ -107,8 +107,6 @@ class _Pass:
             raise GraphError(f"the op graph passes {graph_module.MAX_OPS:,} ops (a collective "
                              f"makes ops per participant, step and chunk: fewer "
                              f"workload.chunks make fewer)")
-        names = list(self.blank)
-        deque(map(names.__setitem__, self.named, map(str(j).join, self.pairs)), 0)
         dep = self.dep + base
         if len(self.ext_pos):
             dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
@@ -117,7 +115,7 @@ class _Pass:
         g._node.extend(self.node)
         g._dst.extend(self.dst)
         g._size.extend(self.size)
-        g._add_names(base, names, self.named)
+        g._add_lazy_names(base, self.marks, self.names, str(j), self.named)
         g._dep.frombytes(dep.tobytes())
         g._ptr.frombytes((self.ptr + ndep).tobytes())
         g._wop.frombytes((self.wop + base).tobytes())
@@ -261,8 +259,7 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         p, q = nm.split(mark)
         t.names.append((p + " mb", " " + q))
     t.named = [i for i, p in enumerate(t.names) if p is not None]
-    t.pairs = [t.names[i] for i in t.named]
-    t.blank = [None] * len(t.names)
+    t.marks = [None if p is None else graph_module._LAZY for p in t.names]
     # the plan's records
     new = []
     added = list(islice(reversed(plan.layer_ops.items()), len(plan.layer_ops) - nlay))
