@@ -119,27 +119,39 @@ def training_work(cfg, topo, g, plan):
     # Megatron-LM's recomputation keeps what the plan's stash says (a transformer layer's
     # input under "full"), not every tensor the layer table keeps
     planned = getattr(lay, "recompute", None) is not None
-    by_npu = {}
-    for (it, i, n, j), lo in plan.layer_ops.items():
-        by_npu.setdefault(n, {}).setdefault((it, j), {})[i] = lo
+    table = plan.layer_ops
+    L = table.columns()
+    # the records by NPU, each NPU's by (iteration, micro-batch) and layer
+    o = np.lexsort((L["layer"], L["mb"], L["it"], L["npu"]))
+    L = {k: v[o] for k, v in L.items()}
+    npu_at = np.searchsorted(L["npu"], np.arange(len(table.npus) + 1))
     work = {}
     last_it = len(plan.iterations) - 1
     last_steps = {}                      # per NPU: its optimizer steps of the last iteration
     for (it, _, npu), op in plan.optimizer.items():
         if it == last_it:
             last_steps.setdefault(npu, []).append(op)
+    ids = {n: k for k, n in enumerate(table.npus)}
     for n in plan.npus:
-        runs = by_npu.get(n, {})
-        if not runs:
+        k = ids.get(n)
+        if k is None or npu_at[k] == npu_at[k + 1]:
             continue
-        layers = sorted({i for ops in runs.values() for i in ops})
-        first_run = runs[min(runs)]
+        mine = slice(npu_at[k], npu_at[k + 1])
+        lay_, its, mbs = L["layer"][mine], L["it"][mine], L["mb"][mine]
+        fw, bi, bw = L["fwd"][mine], L["bwd_input"][mine], L["bwd_weight"][mine]
+        layers = np.unique(lay_).tolist()
+        nl = len(layers)
+        runs = sorted(set(zip(its[::nl].tolist(), mbs[::nl].tolist())))
+        if len(lay_) != nl * len(runs) or \
+                (lay_.reshape(-1, nl) != np.asarray(layers, np.int64)).any():
+            raise KeyError(f"{n}: a micro-batch's records lack a layer of its others")
+        rows = L["rows"][mine]
         costs = []
         samples_ = lay.mb
         kept = kept_tensors(lay.model, layers, pb.act, samples_, lambda i: lay.splits[i][0])
         for li, i in enumerate(layers):
             layer = lay.model.layers[i]
-            lo = first_run[i]
+            lo = table.at(int(rows[li]))             # (the first run's record of layer i)
             fi, fo, _, _ = lay.splits[i]
             samples = lay.gmb if lay.split_table[i] else lay.mb
             bwd = [b for b in (lo.bwd_input, lo.bwd_weight) if b is not None]
@@ -157,18 +169,16 @@ def training_work(cfg, topo, g, plan):
                 tensors=() if lay.split_table[i] or planned else kept[li]))
             if costs[-1].tensors:
                 costs[-1].stash_bytes = sum(t.nbytes for t in costs[-1].tensors)
-        order = [op for ops in runs.values() for lo in ops.values()
-                 for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None]
-        order = np.sort(np.asarray(order, np.int64)).tolist()
+        every = np.concatenate([fw, bi, bw])
+        order = np.sort(every[every >= 0]).tolist()
         pos = Positions(order)
         skeletons = []
-        for key in sorted(runs):
-            ops = [runs[key][i] for i in layers]
+        lo_, hi_ = np.minimum(bi, bw), np.maximum(bi, bw)
+        for F, B0, B1 in zip(fw.reshape(-1, nl).tolist(), lo_.reshape(-1, nl).tolist(),
+                             hi_.reshape(-1, nl).tolist()):
             skeletons.append(Skeleton(
-                [lo.fwd for lo in ops],
-                [[] if bi is None and bw is None else [bw] if bi is None else
-                 [bi] if bw is None else [bi, bw] if bi < bw else [bw, bi]
-                 for bi, bw in ((lo.bwd_input, lo.bwd_weight) for lo in ops)], order, pos))
+                F, [[] if y < 0 else [y] if x < 0 else [x, y] for x, y in zip(B0, B1)],
+                order, pos))
         resident = 0.0
         for i in layers:
             layer = lay.model.layers[i]
@@ -182,7 +192,7 @@ def training_work(cfg, topo, g, plan):
         inflight = plan.micro_batches if plan.schedule == "gpipe" else \
             min(plan.micro_batches, plan.pp - s_)
         work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last,
-                          [f"it{it} mb{j}" for it, j in sorted(runs)], layers,
+                          [f"it{it} mb{j}" for it, j in runs], layers,
                           max(1, inflight))
     return work
 

@@ -15,15 +15,12 @@ offload engine, a pass that changed ops outside its own) is built op by op. The 
 one building every pass op by op gives, op for op (tests/test_repeat.py)."""
 from __future__ import annotations
 
-from collections import deque
-from itertools import islice, repeat
-from operator import add
+from itertools import islice
 
 import numpy as np
 
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
-from pysim.workload.plan import CollectiveOps, LayerOps
 
 ENABLED = True           # False: every pass built op by op (the reference of the tests)
 
@@ -46,7 +43,7 @@ class Repeat:
         key = (it, kind, s)
         t = self.kept.get(key, False) if repeatable else None
         if t is False:                   # the class's first: built and kept
-            self.kept[key] = _record(b, kind, it, s, j, last, prev_opt, into)
+            self.kept[key] = _record(b, kind, it, s, j, last, prev_opt, into, self.kept)
             return
         if t is not None and t.replay(b, j, last, into):
             self.repeated += 1
@@ -136,22 +133,22 @@ class _Pass:
             return base + x if x >= 0 else vals[-1 - x]
         plan, it = b.plan, self.it
         lops = plan.layer_ops
-        jt = (j,)
-        if self.new_layers:
-            keys, cols, stash = self.new_layers
-            lops.update(zip(map(add, keys, repeat(jt)),
-                            map(LayerOps, *[repeat(None) if c is None else (c + base).tolist()
-                                            for c in cols], stash)))
-        if self.set_layers:
-            keys, fields, xs = self.set_layers
-            deque(map(setattr, map(lops.__getitem__, map(add, keys, repeat(jt))), fields,
-                      (xs + base).tolist()), 0)
-        plan.recomputed.extend((it, n, base + x) for n, x in self.recomputed)
-        # (the records share their lists of names, layers and bytes: read, never changed)
-        plan.collectives.extend(
-            CollectiveOps(what, coll, group, nbytes, it, j, layers, base + first, base + end,
-                          {n: base + x for n, x in done}, lb)
-            for what, coll, group, nbytes, layers, first, end, done, lb in self.collectives)
+        if self.new_layers is not None:
+            rec, by_base, by_mb, stash, where = self.new_layers
+            lops.add_block(it, j, rec + by_base * base + by_mb * j, stash, where, self)
+        if self.set_layers is not None:
+            row0 = None if self.set_tag is None else lops.block_row(it, j, self.set_tag)
+            if row0 is not None:         # (the forward pass of j repeated: its block's rows)
+                at, xs = self.set_fast
+                lops.set_flat(at + lops.WIDTH * row0, xs + base)
+            else:
+                for (i, n), f, x in self.set_layers:
+                    setattr(lops[(it, i, n, j)], f, base + x)
+        if self.recomputed is not None:
+            r, by_base = self.recomputed
+            plan.recomputed.add_rows(r + by_base * base)
+        if self.collectives is not None:
+            plan.collectives.add_block(self.collectives, base, j)
         plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
         for key, v in self.into_new:
             k2 = (key[0], j) + key[2:]
@@ -166,8 +163,9 @@ class _Pass:
         return True
 
 
-def _record(b, kind, it, s, j, last, prev_opt, into):
-    """Build the pass op by op and keep it as a _Pass; None where it cannot be repeated."""
+def _record(b, kind, it, s, j, last, prev_opt, into, kept):
+    """Build the pass op by op and keep it as a _Pass; None where it cannot be repeated
+    (kept: the classes kept so far, whose forward pass's records a backward one sets)."""
     g, plan, lay = b.g, b.plan, b.lay
     npus = list(lay.stage_npus(s))
     lo, ndep0 = len(g), g._ptr[len(g)]
@@ -261,53 +259,68 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
     t.named = [i for i, p in enumerate(t.names) if p is not None]
     t.marks = [None if p is None else graph_module._LAZY for p in t.names]
     # the plan's records
-    new = []
-    added = list(islice(reversed(plan.layer_ops.items()), len(plan.layer_ops) - nlay))
-    for (it_, i, n, jj), lo_ in reversed(added):
-        fields = [None if x is None else rel(x) for x in (lo_.fwd, lo_.bwd_input,
-                                                            lo_.bwd_weight)]
-        if it_ != it or jj != j or any(x is not None and x < 0 for x in fields) or \
-                any(x is None and y is not None for x, y in
-                    zip(fields, (lo_.fwd, lo_.bwd_input, lo_.bwd_weight))):
-            return None
-        new.append(((it, i, n), fields, lo_.stash_bytes))
     t.new_layers = None
-    if new:                              # (keys, per field its places or None, stashes)
-        cols = []
-        for f in range(3):
-            xs = [x[1][f] for x in new]
-            if all(x is None for x in xs):
-                cols.append(None)
-            elif any(x is None for x in xs):
-                return None
-            else:
-                cols.append(np.asarray(xs, np.int64))
-        t.new_layers = ([x[0] for x in new], cols, [x[2] for x in new])
+    lops = plan.layer_ops
+    W, AT = lops.WIDTH, lops.AT
+    if len(lops) > nlay:                 # (the records the pass added: rows, relative)
+        rec = lops.rows(nlay)
+        ops = rec[:, 4:]
+        if (rec[:, 0] != it).any() or (rec[:, 3] != j).any() or \
+                ((ops >= 0) & ((ops < lo) | (ops >= hi))).any():
+            return None
+        names = lops._npus.names
+        where = {(i, names[n]): k for k, (i, n) in
+                 enumerate(zip(rec[:, 1].tolist(), rec[:, 2].tolist()))}
+        by_base = np.zeros_like(rec)
+        by_base[:, 4:] = ops >= 0
+        rec[:, 4:] = np.where(ops >= 0, ops - lo, -1)
+        rec[:, 3] = 0
+        by_mb = np.zeros_like(rec)
+        by_mb[:, 3] = 1
+        t.new_layers = (rec, by_base, by_mb, lops._stash[nlay:], where)
     changed = []
     for (i, n), was in old.items():
-        lo_ = plan.layer_ops[(it, i, n, j)]
+        lo_ = lops[(it, i, n, j)]
         for field, x0, x1 in zip(("fwd", "bwd_input", "bwd_weight"), was,
                                  (lo_.fwd, lo_.bwd_input, lo_.bwd_weight)):
             if x0 != x1:
                 if x1 is None or not lo <= x1 < hi:
                     return None
-                changed.append(((it, i, n), field, x1 - lo))
-    t.set_layers = ([x[0] for x in changed], [x[1] for x in changed],
-                    np.asarray([x[2] for x in changed], np.int64)) if changed else None
-    t.recomputed = []
-    for it_, n, x in plan.recomputed[nrec:]:
-        if it_ != it or not lo <= x < hi:
+                changed.append(((i, n), field, x1 - lo))
+    t.set_layers = changed or None
+    t.set_tag = t.set_fast = None
+    fwd_class = kept.get((it, "F", s)) if kind == "B" else None
+    if changed and fwd_class is not None and fwd_class.new_layers is not None:
+        where = fwd_class.new_layers[4]
+        if all(k in where for k, _, _ in changed):     # (places in its block's rows)
+            t.set_tag = fwd_class
+            t.set_fast = (np.asarray([W * where[k] + AT[f] for k, f, _ in changed], np.int64),
+                          np.asarray([x for _, _, x in changed], np.int64))
+    t.recomputed = None
+    rc = plan.recomputed
+    if len(rc) > nrec:
+        r = rc.rows(nrec)
+        if (r[:, 0] != it).any() or ((r[:, 2] < lo) | (r[:, 2] >= hi)).any():
             return None
-        t.recomputed.append((n, x - lo))
-    t.collectives = []
-    for c in plan.collectives[ncol:]:
-        done = {n: x - lo for n, x in c.done.items()}
-        if c.iteration != it or c.micro_batch != j or not lo <= c.first <= c.last <= hi or \
-                any(not 0 <= x < hi - lo for x in done.values()):
+        r[:, 2] -= lo
+        by_base = np.zeros_like(r)
+        by_base[:, 2] = 1
+        t.recomputed = (r, by_base)
+    t.collectives = None
+    if len(plan.collectives) > ncol:
+        blk = plan.collectives.block(ncol)
+        r, d = blk.rec, blk.done
+        if (r[:, 0] != it).any() or (r[:, 1] != j).any() or (r[:, 2] < lo).any() or \
+                (r[:, 2] > r[:, 3]).any() or (r[:, 3] > hi).any() or \
+                ((d[:, 1] < lo) | (d[:, 1] >= hi)).any():
             return None
-        t.collectives.append((c.what, c.collective, list(c.group), c.bytes, list(c.layers),
-                              c.first - lo, c.last - lo, tuple(done.items()),
-                              list(c.layer_bytes)))
+        r[:, 1] = 0
+        r[:, 2:] -= lo
+        blk.by_mb[:, 1] = 1
+        blk.by_base[:, 2:] = 1
+        d[:, 1] -= lo
+        blk.done_by_base[:, 1] = 1
+        t.collectives = blk
     t.sends = []
     for d in plan.sends[nsend:]:
         if d["iteration"] != it or d["micro_batch"] != j or not lo <= d["op"] < hi:
