@@ -88,7 +88,7 @@ class _Pass:
             if got:
                 vals.extend(got)
         first = {}
-        pattern = tuple(first.setdefault(v, k) for k, v in enumerate(vals))
+        pattern = tuple(map(first.setdefault, vals, range(len(vals))))
         return vals, (tuple(shape), pattern)
 
     def replay(self, b, j, last, into):
@@ -119,7 +119,8 @@ class _Pass:
         g._wflops.extend(self.wflops)
         g._wbytes.extend(self.wbytes)
         g._wpeak.extend(self.wpeak)
-        g.latencies.extend((base + op, src, dst, steps) for op, src, dst, steps in self.lat)
+        if self.lat:
+            g.latencies.extend(zip(map(base.__add__, self.lat[0]), *self.lat[1:]))
         if self.streamable:             # (OpGraph.allow_streams' ranges, as they come)
             r = g._streamable
             lo, hi = self.streamable[0]
@@ -127,7 +128,9 @@ class _Pass:
                 r[-1] = (r[-1][0], base + hi)
             else:
                 r.append((base + lo, base + hi))
-            r.extend((base + lo, base + hi) for lo, hi in self.streamable[1:])
+            if len(self.streamable) > 1:
+                r.extend(zip(map(base.__add__, self.stream_lo), map(base.__add__,
+                                                                   self.stream_hi)))
 
         def op(x):                      # a recorded op: its place in the pass, or an input
             return base + x if x >= 0 else vals[-1 - x]
@@ -152,7 +155,7 @@ class _Pass:
         plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
         for key, v in self.into_new:
             k2 = (key[0], j) + key[2:]
-            into[k2] = [base + x for x in v] if isinstance(v, list) else v
+            into[k2] = list(map(base.__add__, v)) if isinstance(v, list) else v
         for key in self.into_popped:
             into.pop((key[0], j) + key[2:], None)
         for n, x in self.last:
@@ -234,9 +237,10 @@ def _record(b, kind, it, s, j, last, prev_opt, into, kept):
                                      g._size[lo:hi])
     t.wop = np.frombuffer(g._wop, np.int64)[nw:].copy() - lo
     t.wflops, t.wbytes, t.wpeak = g._wflops[nw:], g._wbytes[nw:], g._wpeak[nw:]
-    t.lat = [(op - lo, src, dst, steps) for op, src, dst, steps in g.latencies[nlat:]]
-    if any(not 0 <= x[0] < hi - lo for x in t.lat):
+    lat = [(op - lo, src, dst, steps) for op, src, dst, steps in g.latencies[nlat:]]
+    if any(not 0 <= x[0] < hi - lo for x in lat):
         return None
+    t.lat = list(map(list, zip(*lat)))   # (per column: ops, sources, destinations, steps)
     t.streamable = []
     for r0, r1 in g._streamable[max(0, nranges - 1):]:
         c0, c1 = max(r0, lo), min(r1, hi)
@@ -245,6 +249,8 @@ def _record(b, kind, it, s, j, last, prev_opt, into, kept):
                 t.streamable[-1] = (t.streamable[-1][0], c1 - lo)
             else:
                 t.streamable.append((c0 - lo, c1 - lo))
+    t.stream_lo = [a for a, _ in t.streamable[1:]]
+    t.stream_hi = [b_ for _, b_ in t.streamable[1:]]
     # names: the micro-batch's number in each, once
     mark = f" mb{j} "
     t.names = []
