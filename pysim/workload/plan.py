@@ -222,7 +222,7 @@ class LayerTable(Mapping):
         columns, as `rows` gives them), their stash bytes; `where`: {(layer, npu name):
         place in the block}, shared by every block of `tag`. Their keys must be new."""
         row0 = len(self._stash)
-        self._rec.frombytes(rec.tobytes())
+        self._rec.frombytes(rec)
         self._stash.extend(stash)
         b = self._blocks.get((it, mb))
         if b is None:
@@ -284,8 +284,8 @@ class RecomputeTable(Sequence):
         return np.frombuffer(self._rec, np.int64)[3 * lo:].reshape(-1, 3).copy()
 
     def add_rows(self, rows):
-        """Rows (an int64 array, as `rows` gives them) added."""
-        self._rec.frombytes(rows.tobytes())
+        """Rows (an int64 array, as `rows` gives them, or its flat buffer) added."""
+        self._rec.frombytes(rows)
 
     @property
     def npus(self):
@@ -384,6 +384,14 @@ class CollectiveTable(Sequence):
                                np.zeros_like(rec),
                                np.frombuffer(self._dptr, np.int64)[lo + 1:] - a, done,
                                np.zeros_like(done))
+
+    def add_parts(self, static, rec, dptr, done):
+        """Records added as flat int64 buffers: their static tuples, rows (it, mb, first,
+        last), the ends of their done pairs (offset already) and the pairs."""
+        self._static.extend(static)
+        self._rec.frombytes(rec)
+        self._dptr.frombytes(dptr)
+        self._done.frombytes(done)
 
     def add_block(self, blk, base, mb):
         """A CollectiveBlock's records added: rows + by_base * base + by_mb * mb, done

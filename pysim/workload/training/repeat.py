@@ -104,18 +104,29 @@ class _Pass:
             raise GraphError(f"the op graph passes {graph_module.MAX_OPS:,} ops (a collective "
                              f"makes ops per participant, step and chunk: fewer "
                              f"workload.chunks make fewer)")
-        dep = self.dep + base
-        if len(self.ext_pos):
-            dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
         ndep = len(g._dep)
+        plan, it = b.plan, self.it
+        lops, colls = plan.layer_ops, plan.collectives
+        # every offset column at once: the blob's parts plus base, j, ndep and the
+        # collectives' done pairs so far, each times its multiplier (see _blob)
+        blob = self.blob0 + self.by_base * base
+        if len(self.by_j):
+            blob[self.by_j] += j
+        blob[self.by_ndep] += ndep
+        if self.by_dend is not None:
+            blob[self.by_dend] += colls._dptr[-1]
+        if len(self.ext_pos):
+            blob[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
+        part = self.parts                # (byte slices of the blob)
+        blob = memoryview(blob.tobytes())
         g._code.extend(self.code)
         g._node.extend(self.node)
         g._dst.extend(self.dst)
         g._size.extend(self.size)
         g._add_lazy_names(base, self.marks, self.names, str(j), self.named)
-        g._dep.frombytes(dep.tobytes())
-        g._ptr.frombytes((self.ptr + ndep).tobytes())
-        g._wop.frombytes((self.wop + base).tobytes())
+        g._dep.frombytes(blob[part["dep"]])
+        g._ptr.frombytes(blob[part["ptr"]])
+        g._wop.frombytes(blob[part["wop"]])
         g._wflops.extend(self.wflops)
         g._wbytes.extend(self.wbytes)
         g._wpeak.extend(self.wpeak)
@@ -134,24 +145,22 @@ class _Pass:
 
         def op(x):                      # a recorded op: its place in the pass, or an input
             return base + x if x >= 0 else vals[-1 - x]
-        plan, it = b.plan, self.it
-        lops = plan.layer_ops
         if self.new_layers is not None:
-            rec, by_base, by_mb, stash, where = self.new_layers
-            lops.add_block(it, j, rec + by_base * base + by_mb * j, stash, where, self)
+            _, _, _, stash, where = self.new_layers
+            lops.add_block(it, j, blob[part["layers"]], stash, where, self)
         if self.set_layers is not None:
             row0 = None if self.set_tag is None else lops.block_row(it, j, self.set_tag)
             if row0 is not None:         # (the forward pass of j repeated: its block's rows)
-                at, xs = self.set_fast
-                lops.set_flat(at + lops.WIDTH * row0, xs + base)
+                lops.set_flat(self.set_fast[0] + lops.WIDTH * row0,
+                              np.frombuffer(blob[part["set"]], np.int64))
             else:
                 for (i, n), f, x in self.set_layers:
                     setattr(lops[(it, i, n, j)], f, base + x)
         if self.recomputed is not None:
-            r, by_base = self.recomputed
-            plan.recomputed.add_rows(r + by_base * base)
+            plan.recomputed.add_rows(blob[part["recomputed"]])
         if self.collectives is not None:
-            plan.collectives.add_block(self.collectives, base, j)
+            colls.add_parts(self.collectives.static, blob[part["coll_rec"]],
+                            blob[part["coll_dptr"]], blob[part["coll_done"]])
         plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
         for key, v in self.into_new:
             k2 = (key[0], j) + key[2:]
@@ -362,7 +371,51 @@ def _record(b, kind, it, s, j, last, prev_opt, into, kept):
         if any(x is None for x in v):
             return None
         t.streams_after.append((k, v))
+    _blob(t)
     return t
+
+
+def _blob(t):
+    """The pass's offset columns as one int64 array (blob0) and, per part, what base (its
+    first op: by_base, 0 or 1 per entry), j (its micro-batch: at by_j), ndep (the graph's
+    dependencies before it: the slice by_ndep) and dend (the collectives' done pairs before
+    it: the slice by_dend) add to each entry: dependencies
+    (base; the inputs' places, ext_pos, put in after), dependency ends (ndep), roofline ops
+    (base), layer records (base on ops, j on the micro-batch), the fields a backward pass
+    sets (base), recomputations (base on ops), collectives' rows (base on ops, j on the
+    micro-batch), their done ends (dend) and done pairs (base on ops). `parts`: each
+    part's slice."""
+    z = np.zeros
+    parts = [("dep", t.dep, (1, 0, 0, 0)), ("ptr", t.ptr, (0, 0, 1, 0)),
+             ("wop", t.wop, (1, 0, 0, 0))]
+    if t.new_layers is not None:
+        rec, by_base, by_mb = t.new_layers[:3]
+        parts.append(("layers", rec.ravel(), (by_base.ravel(), by_mb.ravel(), 0, 0)))
+    if t.set_fast is not None:
+        parts.append(("set", t.set_fast[1], (1, 0, 0, 0)))
+    if t.recomputed is not None:
+        r, by_base = t.recomputed
+        parts.append(("recomputed", r.ravel(), (by_base.ravel(), 0, 0, 0)))
+    if t.collectives is not None:
+        c = t.collectives
+        parts += [("coll_rec", c.rec.ravel(), (c.by_base.ravel(), c.by_mb.ravel(), 0, 0)),
+                  ("coll_dptr", c.dptr, (0, 0, 0, 1)),
+                  ("coll_done", c.done.ravel(), (c.done_by_base.ravel(), 0, 0, 0))]
+    at, where = 0, {}
+    for name, x, _ in parts:
+        where[name] = slice(at, at + len(x))
+        at += len(x)
+    t.blob0 = np.concatenate([np.asarray(x, np.int64) for _, x, _ in parts])
+    by = z((4, at), np.int64)
+    for (name, x, m4) in parts:
+        for k, m in enumerate(m4):
+            by[k, where[name]] = m
+    t.by_base = by[0]
+    t.by_j = np.flatnonzero(by[1])
+    t.by_ndep = where["ptr"]
+    t.by_dend = where["coll_dptr"] if "coll_dptr" in where else None
+    t.ext_pos = t.ext_pos + where["dep"].start
+    t.parts = {k: slice(8 * v.start, 8 * v.stop) for k, v in where.items()}
 
 
 __all__ = ["ENABLED", "Repeat"]
