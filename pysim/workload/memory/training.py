@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -102,6 +103,35 @@ def _op_cycles(g, op, cparams, clock, node_index):
     return max(c, h, 1)
 
 
+class Skeletons(Sequence):
+    """One NPU's Skeletons, one per (iteration, micro-batch), made when read from its
+    records as arrays: F (runs x layers: the forward ops), lo and hi (the backward ops of
+    each layer in program order: -1 where fewer than two). `slots` (runs x places): each
+    run's ops in pysim.workload.memory.apply's order (its forward ops, then its backward
+    ops layer by layer), where every run has backward ops at the same layers (`uniform`);
+    else None."""
+
+    def __init__(self, F, lo, hi, order, pos):
+        self.F, self.lo, self.hi, self.order, self.pos = F, lo, hi, order, pos
+        n = (lo >= 0).astype(np.int64) + (hi >= 0)
+        self.uniform = bool((n == n[:1]).all())
+        self.slots = None
+        if self.uniform and len(F):
+            both = np.stack([lo, hi], 2).reshape(len(F), -1)      # per layer lo, hi
+            keep = np.stack([n[0] == 2, n[0] >= 1], 1).reshape(-1)
+            self.slots = np.concatenate([F, both[:, keep]], 1)
+
+    def __len__(self):
+        return len(self.F)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self))[k]]
+        F, lo, hi = self.F[k].tolist(), self.lo[k].tolist(), self.hi[k].tolist()
+        return Skeleton(F, [[] if y < 0 else [y] if x < 0 else [x, y]
+                            for x, y in zip(lo, hi)], self.order, self.pos)
+
+
 def training_work(cfg, topo, g, plan):
     """{npu: NpuWork} of a training iteration built by pysim.workload.training: per NPU the
     layers it runs (its stage; a split embedding table on its owner), their costs from the
@@ -172,13 +202,8 @@ def training_work(cfg, topo, g, plan):
         every = np.concatenate([fw, bi, bw])
         order = np.sort(every[every >= 0]).tolist()
         pos = Positions(order)
-        skeletons = []
-        lo_, hi_ = np.minimum(bi, bw), np.maximum(bi, bw)
-        for F, B0, B1 in zip(fw.reshape(-1, nl).tolist(), lo_.reshape(-1, nl).tolist(),
-                             hi_.reshape(-1, nl).tolist()):
-            skeletons.append(Skeleton(
-                F, [[] if y < 0 else [y] if x < 0 else [x, y] for x, y in zip(B0, B1)],
-                order, pos))
+        skeletons = Skeletons(fw.reshape(-1, nl), np.minimum(bi, bw).reshape(-1, nl),
+                              np.maximum(bi, bw).reshape(-1, nl), order, pos)
         resident = 0.0
         for i in layers:
             layer = lay.model.layers[i]
