@@ -20,6 +20,13 @@ bytes per parameter at the achievable HBM bandwidth, and a launch): what PyTorch
 does when a parameter's gradient already exists (`param.grad += new`), and Megatron-LM's
 local data parallelism of 2021 did (its contiguous buffers' hook, `main_grad.add_(grad)`).
 
+`workload.layer_kernels`: the small kernels around a layer's products. 'fused' (the default)
+folds them into the layers' element-wise ops and the attention core's two score passes;
+'passes' (with 'kernels') runs them as Megatron-LM of 2021 did on PyTorch 1.8 (bias
+additions and bias gradients, the attention's copies and scalings, its softmax as
+FusedScaleMaskSoftmax picks it, layer norm, GeLU and dropout backward at their full bytes;
+`layer_passes`, pysim.models.kernels.megatron_score_passes).
+
 `workload.loss_kernels`: the cross-entropy loss over the logits. 'fused' (the default): one
 kernel forward reading the logits (and writing a number per token), one backward writing
 their gradient, at the activations' precision. 'passes' (with 'kernels'): Megatron-LM's
@@ -215,10 +222,11 @@ def layer_passes(lay, mode):
     activations' precision (act bytes):
 
     - a linear layer with a bias, over tokens: PyTorch 1.8's F.linear on a 3-D input is a
-      product then `add_(bias)` (its fused addmm only takes 2-D inputs; pytorch/pytorch
-      issue 39661), a kernel reading and writing the output (2 act per output) unless the
-      next layer takes the bias into its own fused kernel (a GeLU, a dropout or a residual
-      addition: Megatron-LM's bias-GeLU and bias-dropout-add, skip_bias_add). Every bias's gradient is a sum of the output
+      product then `add_(bias)` (its fused addmm takes 2-D inputs only, up to PyTorch
+      1.12; pytorch/pytorch#39661 on GitHub), a kernel reading and writing the output (2
+      act per output) unless the next layer takes the bias into its own fused kernel (a
+      GeLU, a dropout or a residual addition: Megatron-LM's bias-GeLU and
+      bias-dropout-add, skip_bias_add). Every bias's gradient is a sum of the output
       gradient over the tokens, its own kernel in the weight-gradient phase (act per
       output).
     - self-attention, unfused (megatron/model/transformer.py, ParallelAttention): the
