@@ -63,7 +63,6 @@ class _Npus:
 
 
 _LAYER_COLS = ("it", "layer", "npu", "mb", "fwd", "bwd_input", "bwd_weight")
-_LAYER_FIELDS = _LAYER_COLS[4:]
 _AT = {f: k for k, f in enumerate(_LAYER_COLS)}
 _W = len(_LAYER_COLS)
 
@@ -188,10 +187,6 @@ class LayerTable(Mapping):
     def npus(self):
         """The NPU names of the npu column, by id."""
         return list(self._npus.names)
-
-    def npu_id(self, n):
-        """NPU n's id in the npu column (added if new)."""
-        return self._npus.id(n)
 
     def rows(self, lo=0):
         """The rows from lo on as an int64 array (a copy) of the columns it, layer, npu
@@ -393,14 +388,6 @@ class CollectiveTable(Sequence):
         self._dptr.frombytes(dptr)
         self._done.frombytes(done)
 
-    def add_block(self, blk, base, mb):
-        """A CollectiveBlock's records added: rows + by_base * base + by_mb * mb, done
-        pairs + done_by_base * base."""
-        self._static.extend(blk.static)
-        self._rec.frombytes((blk.rec + blk.by_base * base + blk.by_mb * mb).tobytes())
-        self._dptr.frombytes((blk.dptr + self._dptr[-1]).tobytes())
-        self._done.frombytes((blk.done + blk.done_by_base * base).tobytes())
-
     def columns(self, iteration=None):
         """it, mb (-1: None), first, last as numpy arrays, `done_ptr`, `done_npu` (ids into
         `npus`) and `done_op` (record k's done: done_ptr[k]..done_ptr[k + 1]), `rows`
@@ -436,7 +423,7 @@ class CollectiveTable(Sequence):
 
 @dataclass
 class CollectiveBlock:
-    """Collective records as columns (CollectiveTable.block, add_block): per record its
+    """Collective records as columns (CollectiveTable.block; repeat._blob): per record its
     (what, collective, group, bytes, layers, layer bytes), its row (it, mb, first, last)
     and what a block adds to it per op of offset and per micro-batch, its done pairs' ends
     (dptr: the end of each record's pairs, from the block's first) and pairs (npu id, op)
