@@ -373,12 +373,7 @@ class OpGraph:
         unique vouches for it, `_defer`) when a name is first looked up or a named op added."""
         self._names.extend(names)
         if self._defer:
-            r = self._unindexed
-            hi = lo + len(names)
-            if r and r[-1][1] == lo:
-                r[-1] = (r[-1][0], hi)
-            else:
-                r.append((lo, hi))
+            self._unindexed_range(lo, lo + len(names))
             return
         by_name = self._by_name
         size0 = len(by_name)
@@ -398,8 +393,11 @@ class OpGraph:
                             at)
             return
         self._names.lazy(marks, parts, text)
+        self._unindexed_range(lo, lo + len(marks))
+
+    def _unindexed_range(self, lo, hi):
+        """Ops lo..hi-1's names left to _index_names (joined to the range before)."""
         r = self._unindexed
-        hi = lo + len(marks)
         if r and r[-1][1] == lo:
             r[-1] = (r[-1][0], hi)
         else:

@@ -239,7 +239,21 @@ class LayerTable(Mapping):
         del a
 
 
-class RecomputeTable(Sequence):
+class _Records(Sequence):
+    """A table read as the list of its records: equal to a sequence of equal records."""
+
+    def __eq__(self, other):
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}({len(self):,} records)"
+
+
+class RecomputeTable(_Records):
     """plan.recomputed: [(iteration, npu, op)] of recomputed forward ops, as one int64
     array of rows (iteration, npu id, op)."""
 
@@ -293,18 +307,9 @@ class RecomputeTable(Sequence):
             a = a[a[:, 0] == iteration]
         return dict(it=a[:, 0], npu=a[:, 1], op=a[:, 2])
 
-    def __eq__(self, other):
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"RecomputeTable({len(self):,} records)"
 
 
-class CollectiveTable(Sequence):
+class CollectiveTable(_Records):
     """plan.collectives: CollectiveOps records as columns (a record read is made from them:
     a new CollectiveOps, whose changes change nothing here). Per record an int64 row
     (iteration, micro-batch or -1 for None, first and last op) and a tuple of references to
@@ -410,15 +415,6 @@ class CollectiveTable(Sequence):
                     last=rec[:, 3].copy(), done_ptr=ptr, done_npu=done[:, 0].copy(),
                     done_op=done[:, 1].copy(), rows=rows)
 
-    def __eq__(self, other):
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"CollectiveTable({len(self):,} records)"
 
 
 @dataclass
