@@ -47,10 +47,13 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     n_res = s.n_ch + cap_bytes.size
     rs = np.zeros(n_res, np.float64)
     lanes = np.ones(n_res, np.int32)
+    cdef double[::1] v_rs = rs           # (typed: a loop in C over millions of channels)
+    cdef int32_t[::1] v_lanes = lanes
+    cdef const int32_t[::1] v_base = self._arr["ch_base"]
     for c in range(s.n_ch):
-        lanes[c] = s.ch[c].par_n
-        if self._arr["ch_base"][c] == c:
-            rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
+        v_lanes[c] = s.ch[c].par_n
+        if v_base[c] == c:
+            v_rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
     rs[s.n_ch:] = cap_bytes
     lanes[s.n_ch:] = cap_lanes
     s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
@@ -78,15 +81,18 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     if vc_res is not None:
         s.vc_res = <int32_t*>_ptr(self._own("vc_res", vc_res, np.int32))
         s.vc_res_base = vc_base
+    cdef const int32_t[::1] v_psrc = psrc if n_pairs else np.zeros(1, np.int32)
+    cdef const int32_t[::1] v_pdst = pdst if n_pairs else np.zeros(1, np.int32)
+    cdef const int32_t[::1] v_pcap = pcap if n_pairs else np.zeros(1, np.int32)
     for p in range(n_pairs):                 # the longest route: the entries' stride
-        s.pr[p].src = psrc[p]
-        s.pr[p].dst = pdst[p]
-        s.pr[p].cap = pcap[p]
-        if not (0 <= psrc[p] < s.n_nodes and 0 <= pdst[p] < s.n_nodes):
+        s.pr[p].src = v_psrc[p]
+        s.pr[p].dst = v_pdst[p]
+        s.pr[p].cap = v_pcap[p]
+        if not (0 <= v_psrc[p] < s.n_nodes and 0 <= v_pdst[p] < s.n_nodes):
             raise ValueError(f"flow: pair {p}: node out of range")
-        h = flow_route(s, psrc[p], pdst[p], pcap[p], NULL)
+        h = flow_route(s, v_psrc[p], v_pdst[p], v_pcap[p], NULL)
         if h < 0:
-            raise ValueError(f"no route from node {psrc[p]} to node {pdst[p]}")
+            raise ValueError(f"no route from node {v_psrc[p]} to node {v_pdst[p]}")
         if h > hmax:
             hmax = h
     _flow_free(s)
