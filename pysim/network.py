@@ -81,16 +81,23 @@ def nic_bandwidths(topo, cfg):
     node's own value, else its kind's default, else network.injection_gbps /
     ejection_gbps, else one flit per cycle."""
     net = cfg.network
-    inj = np.zeros(topo.n_nodes)
-    ej = np.zeros(topo.n_nodes)
-    for i in topo.endpoints():
-        a = topo.node_injection_gbps[i] if topo.node_injection_gbps else None
-        b = topo.node_ejection_gbps[i] if topo.node_ejection_gbps else None
-        a = a if a is not None else net.injection_gbps
-        b = b if b is not None else net.ejection_gbps
-        inj[i] = net.flit_bytes if a is None else a / net.clock_ghz
-        ej[i] = net.flit_bytes if b is None else b / net.clock_ghz
-    return inj, ej
+    eps = np.asarray(topo.endpoints(), np.int64)
+    out = []
+    for own, default in ((topo.node_injection_gbps, net.injection_gbps),
+                         (topo.node_ejection_gbps, net.ejection_gbps)):
+        bpc = np.zeros(topo.n_nodes)
+        # (per endpoint: its own value, else the default; columns, not a loop per node)
+        given = np.zeros(topo.n_nodes, bool)
+        gbps = np.zeros(topo.n_nodes)
+        if own:
+            given = np.fromiter((x is not None for x in own), bool, topo.n_nodes)
+            gbps = np.fromiter((0.0 if x is None else x for x in own), np.float64,
+                               topo.n_nodes)
+        bpc[eps] = net.flit_bytes if default is None else default / net.clock_ghz
+        mine = eps[given[eps]]
+        bpc[mine] = gbps[mine] / net.clock_ghz
+        out.append(bpc)
+    return out[0], out[1]
 
 
 MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC

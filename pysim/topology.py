@@ -113,6 +113,18 @@ class Topology:
         """Indices of nodes that have a NIC (every kind but switch), in node order."""
         return [i for i, k in enumerate(self.node_kinds) if k != "switch"]
 
+    def node_groups(self, kind):
+        """The nodes of `kind` in groups that share their own table (`node_mem`: the same
+        object, or none at all), each group a list of node indices in node order, the groups
+        in the order of their first node: whatever a node's own table and the configuration
+        decide is the same across a group, worked out once for its first node."""
+        own = self.node_mem
+        groups = {}
+        for i, k in enumerate(self.node_kinds):
+            if k == kind:
+                groups.setdefault(id(own[i]) if own else None, []).append(i)
+        return list(groups.values())
+
     def add_channel(self, a, b, bytes_per_cycle, latency_cycles, dim=-1, direction=0,
                     wrap=False):
         self.ch_src.append(a)
