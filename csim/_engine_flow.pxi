@@ -49,10 +49,9 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     lanes = np.ones(n_res, np.int32)
     cdef double[::1] v_rs = rs           # (typed: a loop in C over millions of channels)
     cdef int32_t[::1] v_lanes = lanes
-    cdef const int32_t[::1] v_base = self._arr["ch_base"]
     for c in range(s.n_ch):
         v_lanes[c] = s.ch[c].par_n
-        if v_base[c] == c:
+        if s.ch_base[c] == c:
             v_rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
     rs[s.n_ch:] = cap_bytes
     lanes[s.n_ch:] = cap_lanes

@@ -152,14 +152,15 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
     VC."""
     names = network.topo.node_names
     c = np.flatnonzero(network.ch_kind == CH_NET)
-    r = np.asarray(network.ch_num, np.float64)[c] / np.asarray(network.ch_den, np.float64)[c]
+    r = np.asarray(network.ch_num)[c].astype(np.float64) / \
+        np.asarray(network.ch_den)[c].astype(np.float64)
     f = np.asarray(flits)[c]                          # (r: flits per cycle)
     with np.errstate(divide="ignore", invalid="ignore"):
         busy = f / r
         if owed_start is not None:
-            busy = busy + np.asarray(owed_start, np.float64)[c]
+            busy = busy + np.asarray(owed_start)[c].astype(np.float64)
         if owed_end is not None:
-            busy = busy - np.asarray(owed_end, np.float64)[c]
+            busy = busy - np.asarray(owed_end)[c].astype(np.float64)
         busy = np.maximum(busy, 0.0)        # (no flit in the window after a start's sliver)
         util = (busy / cycles) if cycles > 0 else np.zeros(c.size)
     return LinkTable(names, np.asarray(network.ch_src)[c], np.asarray(network.ch_dst)[c],
