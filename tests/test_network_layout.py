@@ -10,6 +10,7 @@ import pytest
 
 from conftest import TOPOLOGIES, make_cfg
 from pysim import load
+from pysim.flow import _unique_rows
 from pysim.network import compile_network
 from pysim.topology import build
 from refnetwork import compile_network_by_lane
@@ -90,3 +91,15 @@ def test_random_graphs(seed):
         links.append(e)
     cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links})
     same(cfg)
+
+
+def test_unique_rows_equals_numpys_unique_of_rows():
+    """The flow level's channel kinds: the distinct rows and each row's, as np.unique with
+    axis=0 gives them (rows of a few distinct values, and none)."""
+    g = np.random.default_rng(3)
+    for _ in range(300):
+        n, k = int(g.integers(0, 80)), int(g.integers(1, 6))
+        keys = g.choice([0.0, 1.5, 3.0, -2.0, 1e9, 7.25], (n, k)).astype(np.float64)
+        want, want_of = np.unique(keys, axis=0, return_inverse=True)
+        got, got_of = _unique_rows(keys)
+        assert np.array_equal(got, want) and np.array_equal(got_of, want_of.reshape(-1))
