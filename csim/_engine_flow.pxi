@@ -45,18 +45,17 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
                        (pdst[pair[sends]] != self._arr["op_dst"][sends]).any()):
         raise ValueError("flow: a send's pair has other ends")
     n_res = s.n_ch + cap_bytes.size
-    rs = np.zeros(n_res, np.float64)
-    lanes = np.ones(n_res, np.int32)
-    cdef double[::1] v_rs = rs           # (typed: a loop in C over millions of channels)
-    cdef int32_t[::1] v_lanes = lanes
+    # (written in place, in C: a cluster of 65,536 GPUs has 4.85 M channels)
+    rs = self._own("rs_cap", None, np.float64, 0, n_res)
+    lanes = self._own("rs_lanes", None, np.int32, 0, n_res)
+    s.rs_cap = <double*>_ptr(rs)
+    s.rs_lanes = <int32_t*>_ptr(lanes)
     for c in range(s.n_ch):
-        v_lanes[c] = s.ch[c].par_n
+        s.rs_lanes[c] = s.ch[c].par_n
         if s.ch_base[c] == c:
-            v_rs[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
-    rs[s.n_ch:] = cap_bytes
-    lanes[s.n_ch:] = cap_lanes
-    s.rs_cap = <double*>_ptr(self._own("rs_cap", rs, np.float64))
-    s.rs_lanes = <int32_t*>_ptr(self._own("rs_lanes", lanes, np.int32))
+            s.rs_cap[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
+    rs[s.n_ch:n_res] = cap_bytes
+    lanes[s.n_ch:n_res] = cap_lanes
     s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
     s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
     s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))

@@ -210,11 +210,11 @@ def vc_class_resources(network, cfg, first_id):
     table = np.full(C * K, -1, np.int32)
     cells = (c[:, None] * K + single[None, :]).reshape(-1)
     table[cells] = first_id + np.arange(cells.size, dtype=np.int32)
-    caps = np.repeat(rates[kind_of[slow[kind_of]]] * par[c], single.size).tolist()
-    lanes = np.repeat(par[c], single.size).tolist()
-    if not caps:
+    caps = np.repeat(rates[kind_of[slow[kind_of]]] * par[c], single.size).astype(np.float64)
+    lanes = np.repeat(par[c], single.size).astype(np.int32)
+    if not caps.size:
         return None, np.zeros(0), np.zeros(0, np.int32)
-    return table, np.array(caps, np.float64), np.array(lanes, np.int32)
+    return table, caps, lanes
 
 
 WHOLE_MAX = 1 << 36      # flits: T0 of longer messages is extended exactly, in Python ints
