@@ -67,10 +67,6 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     s.rs_queue = <int32_t*>_ptr(self._own("rs_queue", None, np.int32, 0, n_res))
     s.rq_key = <double*>_ptr(self._own("rq_key", None, np.float64, 0, n_res))
     s.rq_res = <int32_t*>_ptr(self._own("rq_res", None, np.int32, 0, n_res))
-    for name in ("rs_n", "rs_bytes", "rs_left", "rs_unf", "rs_mark", "rs_dirty", "rs_isdirty",
-                 "rs_queue", "rq_key", "rq_res"):
-        self._arr[name].fill(0)      # (their pages touched in set-up, not as the run first
-                                     # reaches each: the run's time is the run's)
     s.op_lat = <int64_t*>_ptr(self._own("op_lat", lat, np.int64))
     s.op_lat_full = <int64_t*>_ptr(self._own("op_lat_full", lat_full, np.int64))
     s.op_lat_whole = <int64_t*>_ptr(self._own("op_lat_whole", lat_whole, np.int64))
