@@ -109,7 +109,7 @@ def training(par, npu=None, **extra):
     ({"tp": 4, "pp": 2, "tp_ranks": "one", "micro_batches": 6}, {"iterations": 2}),
     ({"tp": 2, "pp": 2, "dp": 2, "interleave": 2, "micro_batches": 8},
      {"memory": {"policy": "recompute", "recompute": "full"}, "grad_accumulation": "add",
-      "compute": "kernels", "npu": {"preset": "a100"}}),
+      "compute": "kernels", "layer_kernels": "passes", "npu": {"preset": "a100"}}),
     ({"pp": 4, "dp": 2, "micro_batches": 6, "schedule": "gpipe"}, {}),
     ({"pp": 2, "dp": 4, "micro_batches": 4}, {"memory": {"policy": "recompute"}}),
     ({"pp": 2, "tp": 2, "dp": 2, "micro_batches": 4}, {"comm_streams": 2}),

@@ -75,6 +75,7 @@ TRAINING = ("workload.model", "workload.model_params", "workload.batch", "worklo
             "workload.bucket_mb", "workload.overlap", "workload.step_after", "workload.compute",
             "workload.attention",
             "workload.grad_accumulation", "workload.optimizer_step", "workload.loss_kernels",
+            "workload.layer_kernels",
             "workload.memory.*",
             "workload.astra_endpoint_delay", "workload.astra_scheduling",
             "workload.astra_collective_optimization")
