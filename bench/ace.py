@@ -51,6 +51,7 @@ import time
 
 import pysim
 from pysim import models
+from pysim.workload import endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOPO = os.path.join(HERE, "..", "topologies")
@@ -70,6 +71,7 @@ PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over t
 COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
 COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
 BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 720 GB/s
+REDUCE_GBPS = 450.0              # the SMs' reduction rate (topology.npu.reduce_gbps's default)
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 ALGORITHM = "bidir_hierarchical"  # the all-reduce (workload.algorithm; --set overrides it)
 
@@ -94,11 +96,12 @@ def _value(text):
     return {"true": True, "false": False}.get(text, text)
 
 
-def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=2):
+def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=2,
+             extra=None):
     over = {"workload.kind": "training", "workload.model": model,
             "workload.batch": per_npu * PLATFORMS[plat][2], "workload.precision": "mixed",
             "workload.engine": engine, "workload.iterations": iterations,
-            "network.model": network}
+            "network.model": network, **(extra or {})}
     if sms is not None:
         over["workload.comm_sms"] = sms
     if hbm is not None:
@@ -110,6 +113,7 @@ def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iteratio
     net = sum(v["network_bytes"] for v in per) / len(d["per_npu"])
     return dict(platform=plat, model=model, engine=engine, comm_sms=sms, comm_hbm_gbps=hbm,
                 per_npu=per_npu, network=network, iteration_ms=d["iteration_seconds"] * 1e3,
+                iteration_cycles=d["iteration_cycles"],
                 compute_cycles=d["compute_cycles"], comm_cycles=d["comm_cycles"],
                 exposed_comm_cycles=d["exposed_comm_cycles"],
                 comm_network_gbps_per_npu=(net / (d["comm_cycles"] * s_per_cycle) / 1e9
@@ -167,7 +171,40 @@ def hbm_needed(plat, model, network, log=print):
     return ratios, curve, need
 
 
-def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None):
+FREE = 100        # the breakdown's units made free: sms and reduce_gbps x FREE (see below)
+
+
+def breakdown(plat, model, per_npu, network, best, eng):
+    """Where the best baseline's iteration loses to the engine's, in cycles of one iteration
+    (compute_cycles + exposed_comm_cycles make an iteration on either side):
+
+    - held_units: compute slowed by the SMs the collectives hold. A counterfactual run of
+      the same member with FREE times the SMs and FREE times the reduction rate
+      (topology.npu.sms, topology.npu.reduce_gbps): its collectives' reductions, budget and
+      schedule are unchanged, and its holds cost compute k / (FREE sms) instead of k / sms;
+      held_units is the compute time that removes;
+    - hbm_sharing: what is left of compute's extra time over the engine's (the NPU-run
+      collective's 3.5 bytes of HBM per network byte against the engine's about 1.07,
+      shared with compute's traffic);
+    - exposed_comm: the baseline's exposed communication over the engine's.
+    """
+    sms = SETTINGS.get("topology.npu.sms", endpoint.SMS["v100"])
+    red = SETTINGS.get("topology.npu.reduce_gbps", REDUCE_GBPS)
+    cf = training(plat, model, "npu", per_npu, network, best["comm_sms"],
+                  best["comm_hbm_gbps"], extra={"topology.npu.sms": sms * FREE,
+                                                "topology.npu.reduce_gbps": red * FREE})
+    out = dict(held_units=best["compute_cycles"] - cf["compute_cycles"],
+               hbm_sharing=cf["compute_cycles"] - eng["compute_cycles"],
+               exposed_comm=best["exposed_comm_cycles"] - eng["exposed_comm_cycles"],
+               units_free_ms=cf["iteration_ms"],
+               units_free_exposed_comm_cycles=cf["exposed_comm_cycles"])
+    out["other"] = (best["iteration_cycles"] - eng["iteration_cycles"]
+                    - out["held_units"] - out["hbm_sharing"] - out["exposed_comm"])
+    return out
+
+
+def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
+          decompose=False):
     family = family or list(itertools.product(COMM_SMS, COMM_HBM))
     rows = [training(plat, model, "npu", per_npu, network, s, h) for s, h in family]
     for r in rows:
@@ -187,6 +224,12 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
                              best["comm_network_gbps_per_npu"]
                              if best["comm_network_gbps_per_npu"] else None),
                paper_speedup=PAPER[model], baselines=rows, engine=eng)
+    if decompose:
+        out["loss_breakdown_cycles"] = b = breakdown(plat, model, per_npu, network, best, eng)
+        log(f"  {plat} {model} ({per_npu} per NPU): the best baseline's "
+            f"{best['iteration_cycles'] - eng['iteration_cycles']:,} cycles over the engine: "
+            + ", ".join(f"{k} {v:,}" for k, v in b.items() if not k.startswith("units_free")),
+            flush=True)
     if sweep_hbm:
         ratios, curve, need = hbm_needed(plat, model, network, log)
         out.update(hbm_for_same_net_bw_ratio=ratios[0.9],
@@ -225,8 +268,12 @@ def main():
                     help="flow, flit, or both: flow,flit")
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                     help="join the rows of these earlier runs' JSON files; run nothing")
-    ap.add_argument("--per-npu", type=int, default=None,
-                    help="samples per NPU for every model (default: 2, 4, 64)")
+    ap.add_argument("--per-npu", default=None,
+                    help="samples per NPU for every model, or a sweep of them: 32,16,8,4,2,1 "
+                         "(default: 2, 4, 64)")
+    ap.add_argument("--decompose", action="store_true",
+                    help="split the best baseline's loss to the engine into compute slowed "
+                         "by held SMs, by HBM sharing, and exposed communication")
     ap.add_argument("--no-hbm-sweep", action="store_true",
                     help="skip the memory-budget sweep of one all-reduce")
     ap.add_argument("--baselines", default=None,
@@ -256,16 +303,25 @@ def main():
                 r.setdefault("run", {k: d.get(k) for k in ("date", "commit", "dirty",
                                                            "version", "load_average")})
                 rows.append(r)
+    per_npu = None
+    if a.per_npu:
+        try:
+            per_npu = [int(x) for x in a.per_npu.split(",")]
+        except ValueError:
+            per_npu = []
+        if not per_npu or min(per_npu) < 1:
+            ap.error(f"--per-npu {a.per_npu!r}: expected positive integers, as 32,16,8")
     for plat in ([] if a.combine else a.platform.split(",")):
-        for model, level in itertools.product(a.models.split(","), levels):
+        for model, level, per in itertools.product(a.models.split(","), levels,
+                                                   per_npu or [None]):
             family = None if not a.baselines else [
                 (int(s), float(h)) for s, h in (x.split("x") for x in a.baselines.split(","))]
-            r = study(plat, model, a.per_npu or MODELS[model], level,
-                      sweep_hbm=not a.no_hbm_sweep, family=family)
+            r = study(plat, model, per or MODELS[model], level,
+                      sweep_hbm=not a.no_hbm_sweep, family=family, decompose=a.decompose)
             r["settings"] = dict(SETTINGS)
             r["algorithm"] = SETTINGS.get("workload.algorithm", ALGORITHM)
             rows.append(r)
-            print(f"{plat} {model}: speed-up over the best baseline "
+            print(f"{plat} {model} ({r['per_npu']} per NPU): speed-up over the best baseline "
                   f"{r['speedup_over_best_baseline']:.3f}x, network GB/s ratio "
                   f"{r['net_bw_ratio']:.2f}, HBM for the same network GB/s "
                   f"{r.get('hbm_for_same_net_bw_ratio')}", flush=True)
