@@ -175,31 +175,35 @@ FREE = 100        # the breakdown's units made free: sms and reduce_gbps x FREE 
 
 
 def breakdown(plat, model, per_npu, network, best, eng):
-    """Where the best baseline's iteration loses to the engine's, in cycles of one iteration
-    (compute_cycles + exposed_comm_cycles make an iteration on either side):
+    """Where the best baseline's iteration loses to the engine's, in cycles of one iteration,
+    by a counterfactual run U of the same member with FREE times the SMs and FREE times the
+    reduction rate (topology.npu.sms, topology.npu.reduce_gbps): U's collectives hold the
+    same units, reduce at the same rate on the same budget and schedule, but their holds cost
+    compute k / (FREE sms) of peak instead of k / sms.
 
-    - held_units: compute slowed by the SMs the collectives hold. A counterfactual run of
-      the same member with FREE times the SMs and FREE times the reduction rate
-      (topology.npu.sms, topology.npu.reduce_gbps): its collectives' reductions, budget and
-      schedule are unchanged, and its holds cost compute k / (FREE sms) instead of k / sms;
-      held_units is the compute time that removes;
-    - hbm_sharing: what is left of compute's extra time over the engine's (the NPU-run
-      collective's 3.5 bytes of HBM per network byte against the engine's about 1.07,
-      shared with compute's traffic);
-    - exposed_comm: the baseline's exposed communication over the engine's.
+    - held_units: the baseline's iteration over U's (what the SMs the collectives hold cost
+      the iteration, whether on compute's path or hidden under communication);
+    - hbm_sharing: U's compute time over the engine's (chiefly the NPU-run collective's 3.5
+      bytes of HBM per network byte, against the engine's about 1.07, taken from compute's
+      memory traffic; also compute overlapping a longer collective);
+    - exposed_comm: U's exposed communication over the engine's (the collective's own
+      schedule and rate: its chunks, its budget, its reductions).
+
+    An iteration is its compute_cycles plus its exposed_comm_cycles, so the three add up to
+    the difference of the iterations (`other`: what they leave, 0 when that holds).
     """
     sms = SETTINGS.get("topology.npu.sms", endpoint.SMS["v100"])
     red = SETTINGS.get("topology.npu.reduce_gbps", REDUCE_GBPS)
-    cf = training(plat, model, "npu", per_npu, network, best["comm_sms"],
-                  best["comm_hbm_gbps"], extra={"topology.npu.sms": sms * FREE,
-                                                "topology.npu.reduce_gbps": red * FREE})
-    out = dict(held_units=best["compute_cycles"] - cf["compute_cycles"],
-               hbm_sharing=cf["compute_cycles"] - eng["compute_cycles"],
-               exposed_comm=best["exposed_comm_cycles"] - eng["exposed_comm_cycles"],
-               units_free_ms=cf["iteration_ms"],
-               units_free_exposed_comm_cycles=cf["exposed_comm_cycles"])
-    out["other"] = (best["iteration_cycles"] - eng["iteration_cycles"]
-                    - out["held_units"] - out["hbm_sharing"] - out["exposed_comm"])
+    u = training(plat, model, "npu", per_npu, network, best["comm_sms"],
+                 best["comm_hbm_gbps"], extra={"topology.npu.sms": sms * FREE,
+                                               "topology.npu.reduce_gbps": red * FREE})
+    out = dict(held_units=best["iteration_cycles"] - u["iteration_cycles"],
+               hbm_sharing=u["compute_cycles"] - eng["compute_cycles"],
+               exposed_comm=u["exposed_comm_cycles"] - eng["exposed_comm_cycles"])
+    out["other"] = (best["iteration_cycles"] - eng["iteration_cycles"] - sum(out.values()))
+    out["units_free"] = {k: u[k] for k in ("iteration_cycles", "compute_cycles",
+                                            "exposed_comm_cycles",
+                                            "comm_network_gbps_per_npu")}
     return out
 
 
@@ -258,6 +262,28 @@ def table(rows):
                    f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
                    f"{hs} |")
     return "\n".join(out)
+
+
+def breakdown_table(rows):
+    """The rows with a loss breakdown: the best baseline's loss to the engine per iteration
+    and its parts (ms at 1 GHz), with the engine's iteration as compute + exposed."""
+    out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | speed-up | "
+           "engine: compute + exposed comm (ms) | baseline's loss (ms) | held SMs | "
+           "HBM sharing | exposed comm |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r.get("loss_breakdown_cycles")
+        if not b:
+            continue
+        e, ms = r["engine"], 1e-6        # (cycles at 1 GHz)
+        loss = b["held_units"] + b["hbm_sharing"] + b["exposed_comm"] + b["other"]
+        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
+                   f"{r['best_baseline']['comm_sms']}, "
+                   f"{r['best_baseline']['comm_hbm_gbps']:g} | "
+                   f"{r['speedup_over_best_baseline']:.3f}x | "
+                   f"{e['compute_cycles'] * ms:.2f} + {e['exposed_comm_cycles'] * ms:.2f} | "
+                   f"{loss * ms:.3f} | {b['held_units'] * ms:.3f} | "
+                   f"{b['hbm_sharing'] * ms:.3f} | {b['exposed_comm'] * ms:.3f} |")
+    return "\n".join(out) if len(out) > 2 else ""
 
 
 def main():
@@ -326,6 +352,8 @@ def main():
                   f"{r['net_bw_ratio']:.2f}, HBM for the same network GB/s "
                   f"{r.get('hbm_for_same_net_bw_ratio')}", flush=True)
     md = table(rows)
+    bd = breakdown_table(rows)
+    md = md + ("\n\n" + bd if bd else "")
     print(md)
     write_json(a.json, dict(benchmark="ace", **prov, settings=SETTINGS, rows=rows, table=md,
                             paper=PAPER,
