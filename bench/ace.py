@@ -32,12 +32,19 @@ HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50),
 chunks per collective; the engine's 256 GB/s of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
 
     python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
-        [--network flow|flit] [--per-npu N] [--baselines 8x450,16x225] [--no-hbm-sweep]
-        [--set network.flit_bytes=64 ...] [--json out.json]
+        [--network flow|flit] [--per-npu N | --per-npu 32,16,8,4,2,1] [--decompose]
+        [--baselines 8x450,16x225] [--no-hbm-sweep] [--set network.flit_bytes=64 ...]
+        [--json out.json]
     python bench/ace.py --combine flow.json flit.json [--json both.json]
 
 `--network flow,flit` runs both levels; `--combine` joins the rows of earlier runs' JSON (one
 level each, say, with their own families and settings) into one table and one JSON.
+
+`--per-npu` with several values runs a row per batch (a sweep). `--decompose` adds to each
+row `loss_breakdown_cycles`: the best baseline's loss to the engine per iteration split into
+compute slowed by the SMs its collectives hold, compute slowed by sharing the HBM, and
+exposed communication, from one more run of that member with its held SMs made free for
+compute (see breakdown()); a second table prints them.
 
 `--set key=value` overrides the platform's configuration for every run (at the flit level,
 coarser flits make a long run shorter: say which were used).
