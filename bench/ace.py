@@ -276,7 +276,7 @@ def breakdown_table(rows):
     and its parts (ms at 1 GHz), with the engine's iteration as compute + exposed."""
     out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | speed-up | "
            "engine: compute + exposed comm (ms) | baseline's loss (ms) | held SMs | "
-           "HBM sharing | exposed comm |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "HBM sharing | exposed comm | other |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r.get("loss_breakdown_cycles")
         if not b:
@@ -289,7 +289,8 @@ def breakdown_table(rows):
                    f"{r['speedup_over_best_baseline']:.3f}x | "
                    f"{e['compute_cycles'] * ms:.2f} + {e['exposed_comm_cycles'] * ms:.2f} | "
                    f"{loss * ms:.3f} | {b['held_units'] * ms:.3f} | "
-                   f"{b['hbm_sharing'] * ms:.3f} | {b['exposed_comm'] * ms:.3f} |")
+                   f"{b['hbm_sharing'] * ms:.3f} | {b['exposed_comm'] * ms:.3f} | "
+                   f"{b['other'] * ms:.3f} |")
     return "\n".join(out) if len(out) > 2 else ""
 
 
