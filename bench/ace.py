@@ -52,6 +52,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import resource
 import time
 
@@ -82,6 +83,7 @@ ALGORITHM = "bidir_hierarchical"  # the all-reduce (workload.algorithm; --set ov
 
 SETTINGS = {}                    # --set key=value, for every run
 ITERATIONS = 2                   # --iterations: training iterations per run
+ITERATION_NAME = re.compile(r"it(\d+) ")
 
 
 def config(plat, overrides):
@@ -107,8 +109,9 @@ def iteration_ends(res):
     t = res.ops
     ends = {}
     for name, f in zip(t.names[:len(t)], t.finish.tolist()):
-        if name is not None and name.startswith("it"):
-            k = int(name[2:name.index(" ")])
+        m = ITERATION_NAME.match(name) if name is not None else None
+        if m:
+            k = int(m.group(1))
             if f > ends.get(k, -1):
                 ends[k] = f
     return [ends[k] for k in sorted(ends)]
