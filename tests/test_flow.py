@@ -498,8 +498,9 @@ def test_messages_for_one_link_share_it_while_other_links_are_busy(behind):
     packet by packet: each of its k messages is done at k S / 32 cycles (the flow level's
     max-min share), the others at S / 32, within the latency terms and, for the +x ones, the
     others' last packets. Per link, a channel takes its link's messages in turn however the
-    other channels' cuts move the NIC's turn (a turn passed on from where a channel found its
-    message served the first +x message alone, done at S / 32, and the others after it)."""
+    other channels' cuts move the NIC's turn (passing the turn on from where a channel found
+    its message serves the first +x message alone, done at S / 32, and the others after it:
+    the check fails then)."""
     S = 1 << 18
     cfg = load(os.path.join(TOPOLOGIES, "torus4x4x4.toml"), {
         "workload.kind": "graph", "topology.dims": [4, 4],
