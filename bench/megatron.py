@@ -25,8 +25,9 @@ builds every step). Throughput is counted as the paper counts it:
 What Megatron-LM's code of 2021 ran besides the layers (--era 2021, the default): each
 micro-batch's weight gradients added to the accumulated ones by a kernel of their own
 (workload.grad_accumulation = 'add'), the mixed-precision optimizer's separate passes
-(workload.optimizer_step = 'passes') and the cross entropy's passes over fp32 logits
-(workload.loss_kernels = 'passes'); --era fused leaves the three out. --table korthikanti runs
+(workload.optimizer_step = 'passes'), the cross entropy's passes over fp32 logits
+(workload.loss_kernels = 'passes') and the transformer layers' small kernels of PyTorch 1.8
+(workload.layer_kernels = 'passes'); --era fused leaves the four out. --table korthikanti runs
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
@@ -161,11 +162,14 @@ SYSTEMS = {"graph": cluster_system, "cluster": cluster_builder}
 # (autograd's accumulation, or the contiguous buffers' main_grad.add_), and the
 # mixed-precision optimizer's separate passes (megatron/optimizer/optimizer.py), and the
 # cross entropy on fp32 logits (megatron/mpu/cross_entropy.py; the sc21 scripts do not pass
-# --fp16-lm-cross-entropy). 'fused': all three folded away, as later Megatron-LM fuses them.
+# --fp16-lm-cross-entropy), and the transformer layers' small kernels on PyTorch 1.8 of NGC
+# 20.12 (workload.layer_kernels = 'passes': bias additions and bias gradients, the attention's
+# copies and scalings, the fused causal softmax over the lower triangle, layer norm, GeLU and
+# dropout backward at their full bytes). 'fused': all four folded away.
 ERAS = {"2021": {"grad_accumulation": "add", "optimizer_step": "passes",
-                 "loss_kernels": "passes"},
+                 "loss_kernels": "passes", "layer_kernels": "passes"},
         "fused": {"grad_accumulation": "fused", "optimizer_step": "fused",
-                  "loss_kernels": "fused"}}
+                  "loss_kernels": "fused", "layer_kernels": "fused"}}
 
 
 def chunks_per_stage(row):
@@ -405,7 +409,8 @@ def main(argv=None):
                     help="the iteration's kernels besides the products: 2021 (default: "
                          "Megatron-LM of the paper's time, each micro-batch's gradients "
                          "added by their own kernel, the mixed-precision step as separate "
-                         "passes) or fused (both folded away)")
+                         "passes, the cross entropy's passes, the layers' small kernels) or "
+                         "fused (all folded away)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--table", choices=("sc21", "korthikanti"), default="sc21",
                     help="sc21: Narayanan et al.'s Table 1 (default); korthikanti: Korthikanti "

@@ -100,16 +100,24 @@ cdef class Engine:
         bytes past one). share: a table the engine only reads (the route table, an entry per
         pair of nodes: 1.5 GB at 16,384 GPUs), kept as given where it is contiguous and of
         the dtype already, not copied."""
-        if values is None:
-            a = np.full(max(int(size), 1), fill, dtype=dtype)
-        else:
-            a = np.ascontiguousarray(values, dtype=dtype)
-            if a.size == 0:
-                a = np.zeros(1, dtype=dtype)
-            elif share and a.flags.aligned:
-                self._keep.append(a)
-                self._arr[name] = a
-                return a
+        if values is None:               # (zeroed by the allocator, page by page as used:
+            dt = np.dtype(dtype)         # the flow level never touches most of a channel's)
+            nbytes = max(int(size), 1) * dt.itemsize
+            raw = np.zeros(nbytes + 64, dtype=np.uint8)
+            off = -raw.ctypes.data % 64
+            a = raw[off:off + nbytes].view(dt)
+            if fill:
+                a.fill(fill)
+            self._keep.append(a)
+            self._arr[name] = a
+            return a
+        a = np.ascontiguousarray(values, dtype=dtype)
+        if a.size == 0:
+            a = np.zeros(1, dtype=dtype)
+        elif share and a.flags.aligned:
+            self._keep.append(a)
+            self._arr[name] = a
+            return a
         raw = np.empty(a.nbytes + 64, dtype=np.uint8)
         off = -raw.ctypes.data % 64
         aligned = raw[off:off + a.nbytes].view(a.dtype)
@@ -273,7 +281,7 @@ cdef class Engine:
                 progress(self.s.now)
             dt = perf_counter() - t0       # the next slice: about 0.1 s at this pace
             if dt < 0.025:
-                step = min(step * 4, <cycle_t>1 << 30)
+                step = min(step * 4, <cycle_t>1 << 16)
             elif dt > 0.2:
                 step = max(step // 2, 64)
 

@@ -234,3 +234,138 @@ def test_the_loss_passes_on_fp32_logits_run_no_cast():
                   (lo.bwd_input, memory_seconds(km, hbm, 8 * logits) + km.launch_seconds)):
         took = res.ops[op]["finish"] - res.ops[op]["start"]
         assert took == pytest.approx(t * 1e9, abs=2)
+
+
+def test_megatrons_causal_softmax_reads_the_lower_triangle():
+    """Megatron-LM's fused causal softmax of 2021 (scaled_upper_triang_masked_softmax) reads
+    row r's first r + 1 scores and writes all q of them; backward reads the gradient and
+    the probabilities of the same triangle and writes every score. The dropout after it:
+    2 + 2 + 1 bytes forward, 2 + 1 + 2 backward. Counted here score by score."""
+    from pysim.models.kernels import megatron_score_passes
+    q = 96
+    read = sum(r + 1 for r in range(q))                # lower triangle, the diagonal in
+    fwd = (2 * read + 2 * q * q) / (q * q) + 5
+    bwd = (2 * 2 * read + 2 * q * q) / (q * q) + 5
+    assert megatron_score_passes("fwd", True, 2, q) == (pytest.approx(fwd), 2)
+    assert megatron_score_passes("bwd_input", True, 2, q) == (pytest.approx(bwd), 2)
+    # a padding mask: the 1-byte mask read forward, all scores read
+    assert megatron_score_passes("fwd", True, 2) == (2 + 1 + 2 + 5, 2)
+    assert megatron_score_passes("bwd_input", True, 2) == (3 * 2 + 5, 2)
+
+
+def test_megatrons_unfused_softmax_in_fp32():
+    """Where the fused kernel does not apply, Megatron-LM of 2021 runs PyTorch's kernels in
+    fp32: forward cast to fp32 (2 + 4), scale (4 + 4), masked_fill_ (4 + 1 + 4), softmax
+    (4 + 4), cast back (4 + 2): 37 bytes in 5 kernels; backward cast (2 + 4), masked_fill
+    (4 + 1 + 4), scale (4 + 4), softmax (4 + 4 + 4), cast (4 + 2): 41; then the dropout
+    (5 and 5 bytes, one kernel). With fp32 scores no casts: 25 and 29 in 3, the dropout 9."""
+    from pysim.models.kernels import megatron_score_passes, megatron_softmax_fused
+    assert megatron_score_passes("fwd", False, 2, 2048) == (37 + 5, 6)
+    assert megatron_score_passes("bwd_input", False, 2, 2048) == (41 + 5, 6)
+    assert megatron_score_passes("fwd", False, 4, 2048) == (25 + 9, 4)
+    assert megatron_score_passes("bwd_input", False, 4, 2048) == (29 + 9, 4)
+    # FusedScaleMaskSoftmax's conditions: 16 < kv <= 2048, q % 4 and batch x heads % 4
+    assert megatron_softmax_fused(2048, 2048, 16 * 24, 2)
+    assert not megatron_softmax_fused(4096, 4096, 16 * 24, 2)       # too long
+    assert not megatron_softmax_fused(16, 16, 16, 2)                 # too short
+    assert not megatron_softmax_fused(2048, 2048, 2 * 3, 2)          # 6 heads a GPU
+    assert not megatron_softmax_fused(2048, 2048, 16, 4)             # fp32 scores
+
+
+def _layer_ops(tp, mode, **w):
+    from pysim import models
+    s, h, b = 128, 256, 2
+    m = models.get("transformer", layers=1, hidden=h, heads=4, seq=s, vocab=1024)
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": b, "iterations": 1,
+                             "group": [f"n{k}" for k in range(tp)], "compute": "kernels",
+                             "layer_kernels": mode, "parallel": {"tp": tp}, **w})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    res = run_graph(cfg, graph)
+    names = [l.name for l in m.layers]
+    took = {}
+    for i, name in enumerate(names):
+        lo = plan.layer_ops[(0, i, "n0", 0)]
+        for ph in ("fwd", "bwd_input", "bwd_weight"):
+            op = getattr(lo, ph)
+            if op is not None:
+                took[(name.split(".")[-1] if "." in name else name, ph)] = \
+                    res.ops[op]["finish"] - res.ops[op]["start"]
+    return took
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_megatrons_small_layer_kernels_of_2021(tp):
+    """workload.layer_kernels = 'passes' against 'fused', op by op on one GPU of a
+    transformer layer (hidden h = 256, 4 heads, sequence s = 128, micro-batch b = 2, tokens
+    T = b s; E = h / tp features of a split tensor): each op longer by its extra kernels'
+    bytes at the achievable HBM bandwidth and their launches, the bytes per kernel written
+    out here from what Megatron-LM of 2021 ran on PyTorch 1.8 (fp16, 2 bytes):
+    - qkv forward: add_(bias) reads and writes its 3E outputs (12 E T bytes, a kernel);
+      every linear's weight gradient: its bias's gradient reads the output gradient
+      (qkv 6 E T, proj 2 h T, fc1 8 E T, fc2 2 h T, a kernel each);
+    - attention forward: the context's permute copy (4 E T, a kernel) and the causal
+      softmax's forward reading the lower triangle, 2 (s + 1) / (2 s) bytes a score where
+      the model's default counts 4 (dropout unchanged, 5); backward: dQ and dK scaled
+      (2 x 4 E T, two kernels), the QKV gradient concatenated (12 E T, a kernel) and the
+      softmax's backward reading two tensors' lower triangles, 4 (s + 1) / (2 s) + 2 where
+      the default counts 6;
+    - layer norm backward: 2 h T more and a third kernel; GeLU backward 8 E T more (its
+      input read); a dropout's backward reads its mask, h T."""
+    from pysim.models.kernels import SCORE_BYTES
+    km, hbm = KERNELS["a100"], 2039e9
+    s, h, b, heads = 128, 256, 2, 4
+    T, E = b * s, h // tp
+    scores = b * heads // tp * s * s
+    lower = (s + 1) / (2 * s)
+
+    def mem(nbytes, kernels):
+        return memory_seconds(km, hbm, nbytes, kernels) * 1e9
+
+    soft_fwd = scores * (2 * lower + 2 + 5) - scores * SCORE_BYTES["fwd"]
+    soft_bwd = scores * (4 * lower + 2 + 5) - scores * SCORE_BYTES["bwd_input"]
+    want = {("qkv", "fwd"): mem(12 * E * T, 1), ("qkv", "bwd_weight"): mem(6 * E * T, 1),
+            ("proj", "bwd_weight"): mem(2 * h * T, 1),
+            ("fc1", "bwd_weight"): mem(8 * E * T, 1), ("fc2", "bwd_weight"): mem(2 * h * T, 1),
+            ("attention", "fwd"): mem(4 * E * T + soft_fwd, 1),
+            ("attention", "bwd_input"): mem(8 * E * T + 12 * E * T + soft_bwd, 3),
+            ("ln1", "bwd_input"): mem(2 * h * T, 1), ("ln2", "bwd_input"): mem(2 * h * T, 1),
+            ("ln_f", "bwd_input"): mem(2 * h * T, 1), ("dropout", "bwd_input"): mem(h * T, 0),
+            ("gelu", "bwd_input"): mem(8 * E * T, 0),
+            ("proj_dropout", "bwd_input"): mem(h * T, 0),
+            ("fc_dropout", "bwd_input"): mem(h * T, 0)}
+    fused, passes = _layer_ops(tp, "fused"), _layer_ops(tp, "passes")
+    assert fused.keys() == passes.keys()
+    for key in fused:
+        assert passes[key] - fused[key] == pytest.approx(want.get(key, 0.0), abs=3), key
+
+
+def test_megatrons_softmax_unfused_past_2048():
+    """Past 2,048 keys FusedScaleMaskSoftmax falls back to PyTorch's fp32 kernels (37 + 5
+    bytes a score forward in 6 kernels, 41 + 5 backward): at sequence 4,096 the attention
+    op takes those passes."""
+    from pysim import models
+    from pysim.models.kernels import attention_seconds
+    km, hbm, peak = KERNELS["a100"], 2039e9, 312e12
+    s, h, b, heads = 4096, 256, 1, 4
+    m = models.get("transformer", layers=1, hidden=h, heads=heads, seq=s, vocab=1024)
+    cfg = make_cfg(topology={"kind": "ring", "size": 8, "npu": {"preset": "a100"}},
+                   network={"model": "flow"},
+                   workload={"kind": "training", "batch": b, "iterations": 1,
+                             "group": ["n0"], "compute": "kernels", "layer_kernels": "passes"})
+    graph, plan = training_graph(cfg, build_topology(cfg), m)
+    res = run_graph(cfg, graph)
+    i = [l.kind for l in m.layers].index("attention")
+    lo = plan.layer_ops[(0, i, "n0", 0)]
+    copy = memory_seconds(km, hbm, 4 * h * s * b, 1)
+    t = attention_seconds(km, peak, hbm, b * heads, s, s, h // heads, "fwd",
+                          score_passes=(42, 6)) + copy
+    took = res.ops[lo.fwd]["finish"] - res.ops[lo.fwd]["start"]
+    assert took == pytest.approx(t * 1e9, abs=2)
+
+
+def test_layer_passes_need_the_kernel_model():
+    from pysim.errors import ConfigError
+    with pytest.raises(ConfigError, match="layer_kernels = 'passes'.*compute = 'roofline'"):
+        _one_linear(layer_kernels="passes", compute="roofline")

@@ -17,7 +17,9 @@ them: none is fitted to a training iteration.
 Attention ("unfused", as Megatron-LM ran it in 2021): the batched products Q K^T and P V
 (forward; four in backward) by the model above, and the scores' element-wise passes
 (scaled masked softmax, dropout) at the memory roofline: 9 bytes per score forward (softmax
-read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask), 11 backward. "flash":
+read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask), 11 backward; or the
+passes Megatron-LM of 2021 ran (`megatron_score_passes`: its fused causal softmax reading the
+lower triangle, or PyTorch's fp32 softmax where the fused kernel does not apply). "flash":
 the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
 everything else that is memory-bound): bytes / (HBM bandwidth x hbm_efficiency).
 """
@@ -99,9 +101,51 @@ def linear_seconds(km, peak, tokens, k, n, phase):
     return gemm_seconds(km, peak, k, n, tokens)
 
 
+def megatron_score_passes(phase, fused, act_bytes, causal_q=None):
+    """(bytes per score, kernels) of the passes over the attention scores as Megatron-LM of
+    2021 ran them over q x q causal scores (causal_q = q) or scores with a padding mask
+    (causal_q None) (megatron/model/fused_softmax.py, FusedScaleMaskSoftmax; the probabilities'
+    dropout, torch.nn.Dropout: PyTorch's fused dropout writing a 1-byte mask), at act_bytes
+    per activation, forward ('fwd') or backward.
+
+    fused (16-bit scores, 16 < kv <= 2048, q and samples x heads multiples of 4): one
+    softmax kernel. Causal (scaled_upper_triang_masked_softmax): forward reads each row's
+    lower triangle only, (q + 1) / (2 q) of the scores, and writes every score (zeros
+    above the diagonal); backward reads the output gradient and the probabilities in the
+    lower triangle and writes every score. With a padding mask (scaled_masked_softmax):
+    forward reads the scores and the 1-byte mask, writes the probabilities; backward reads
+    both tensors and writes one. Not fused: PyTorch's own kernels in fp32, forward the cast
+    to fp32 (act + 4), the scaling (4 + 4), the mask's masked_fill_ (4 + 1 + 4), the softmax
+    (4 + 4) and the cast back (4 + act), backward the same five in reverse (the softmax's
+    reading the gradient and the probabilities); fp32 scores have no casts. The dropout
+    after it: forward reads the probabilities and writes them and the mask (act + act + 1),
+    backward reads the gradient and the mask and writes the gradient (act + 1 + act)."""
+    a = act_bytes
+    dropout = 2 * a + 1
+    if fused:
+        if causal_q is not None:          # causal: the rows' lower triangles
+            lower = (causal_q + 1) / (2 * causal_q)
+            soft = lower * a + a if phase == "fwd" else 2 * lower * a + a
+        else:
+            soft = a + 1 + a if phase == "fwd" else 3 * a
+        return soft + dropout, 2
+    cast = (a + 4) if a < 4 else 0
+    soft = (8 + 9 + 8 if phase == "fwd" else 8 + 9 + 12) + 2 * cast
+    return soft + dropout, (5 if cast else 3) + 1
+
+
+def megatron_softmax_fused(q, kv, batch_heads, act_bytes):
+    """Whether Megatron-LM of 2021 runs its fused softmax kernel over these scores
+    (FusedScaleMaskSoftmax.forward's conditions): 16-bit scores, 16 < kv <= 2048, q and
+    the batched heads (samples x heads on the GPU) multiples of 4."""
+    return act_bytes < 4 and 16 < kv <= 2048 and q % 4 == 0 and int(batch_heads) % 4 == 0
+
+
 def attention_seconds(km, peak, hbm, batch_heads, q, kv, d, phase, mode="unfused",
-                      flops=0.0, act_bytes=2):
-    """The attention core of batch_heads (samples x heads) heads of dimension d."""
+                      flops=0.0, act_bytes=2, score_passes=None):
+    """The attention core of batch_heads (samples x heads) heads of dimension d;
+    score_passes: (bytes per score, kernels) of the passes over the scores instead of
+    SCORE_BYTES in two kernels."""
     if mode == "flash":
         return km.launch_seconds * (1 if phase == "fwd" else 2) + \
             flops / (peak * km.flash_efficiency)
@@ -114,5 +158,8 @@ def attention_seconds(km, peak, hbm, batch_heads, q, kv, d, phase, mode="unfused
             gemm_seconds(km, peak, kv, d, q, batch_heads) + \
             gemm_seconds(km, peak, q, d, kv, batch_heads) + \
             gemm_seconds(km, peak, kv, d, q, batch_heads)
+    if score_passes is not None:
+        per, kernels = score_passes
+        return t + memory_seconds(km, hbm, scores * per, kernels)
     nbytes = scores * SCORE_BYTES["fwd" if phase == "fwd" else "bwd_input"] * act_bytes / 2
     return t + memory_seconds(km, hbm, nbytes, kernels=2)

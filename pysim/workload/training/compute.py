@@ -20,6 +20,13 @@ bytes per parameter at the achievable HBM bandwidth, and a launch): what PyTorch
 does when a parameter's gradient already exists (`param.grad += new`), and Megatron-LM's
 local data parallelism of 2021 did (its contiguous buffers' hook, `main_grad.add_(grad)`).
 
+`workload.layer_kernels`: the small kernels around a layer's products. 'fused' (the default)
+folds them into the layers' element-wise ops and the attention core's two score passes;
+'passes' (with 'kernels') runs them as Megatron-LM of 2021 did on PyTorch 1.8 (bias
+additions and bias gradients, the attention's copies and scalings, its softmax as
+FusedScaleMaskSoftmax picks it, layer norm, GeLU and dropout backward at their full bytes;
+`layer_passes`, pysim.models.kernels.megatron_score_passes).
+
 `workload.loss_kernels`: the cross-entropy loss over the logits. 'fused' (the default): one
 kernel forward reading the logits (and writing a number per token), one backward writing
 their gradient, at the activations' precision. 'passes' (with 'kernels'): Megatron-LM's
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 from pysim.errors import ConfigError
 from pysim.models.kernels import (ATTENTION, KERNELS, attention_seconds, linear_seconds,
+                                  megatron_score_passes, megatron_softmax_fused,
                                   memory_seconds)
 from pysim.models.layers import prod
 from pysim.schema import Key, declare
@@ -44,6 +52,7 @@ from pysim.schema import Key, declare
 COMPUTE = ("roofline", "kernels")
 GRAD_ACCUMULATION = ("fused", "add")
 LOSS_KERNELS = ("fused", "passes")
+LAYER_KERNELS = ("fused", "passes")
 # workload.loss_kernels = 'passes': (bytes per logit, kernels) forward and backward
 LOSS_PASSES = {"fwd": (38, 6), "bwd_input": (14, 3)}
 ACCUMULATE = "bwd_weight_add"   # the phase of a weight gradient followed by its addition
@@ -70,6 +79,14 @@ declare(
         "logits ('passes': 38 bytes per logit in 6 kernels forward, 14 in 3 backward; "
         "with precision 'fp32' no cast, 32 in 5 and 8 in 2).",
         None, lambda: list(LOSS_KERNELS)),
+    Key("workload", "layer_kernels", "str", "fused", "-",
+        "Training with workload.compute = 'kernels': the small kernels around a layer's "
+        "products folded away ('fused') or as Megatron-LM of 2021 ran them on PyTorch 1.8 "
+        "('passes': linear biases added and their gradients summed by kernels of their own, "
+        "the attention's output copy, scaled Q/K gradients and QKV gradient concatenation, "
+        "its fused causal softmax reading the lower triangle or PyTorch's fp32 softmax "
+        "where the fused one does not apply, layer norm, GeLU and dropout backward at "
+        "their full bytes).", None, lambda: list(LAYER_KERNELS)),
 )
 
 
@@ -91,6 +108,8 @@ class KernelTimes:
         self.mode = getattr(lay.cfg.workload, "attention", "unfused")
         self.heads = lay.model.config.get("heads")
         self.loss_passes = getattr(lay.cfg.workload, "loss_kernels", "fused") == "passes"
+        self.layer_passes = getattr(lay.cfg.workload, "layer_kernels", "fused") == "passes"
+        self.extra = layer_passes(lay, self.mode) if self.layer_passes else {}
         self.models = {n: kernel_model(sp) for n, sp in lay.specs.items()}
         layers = lay.model.layers
         self.fused = {i for i, l in enumerate(layers[:-1])       # dropout + residual add
@@ -105,6 +124,21 @@ class KernelTimes:
         self.memo = {}
 
     def seconds(self, npu, i, phase, samples, nbytes):
+        """Layer i's `phase` op on npu for `samples` samples: its kernels' time, with the
+        small kernels of workload.layer_kernels = 'passes' (`extra_bytes`)."""
+        t = self._seconds(npu, i, phase, samples, nbytes)
+        got = self.extra.get((i, phase))
+        if got is not None:
+            t += memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s,
+                                got[0] * samples, got[1])
+        return t
+
+    def extra_bytes(self, i, phase, samples):
+        """The HBM bytes of layer i's `phase` small kernels (layer_kernels = 'passes')."""
+        got = self.extra.get((i, phase))
+        return 0.0 if got is None else got[0] * samples
+
+    def _seconds(self, npu, i, phase, samples, nbytes):
         lay = self.lay
         spec, km = lay.specs[npu], self.models[npu]
         peak = spec.peak_flops(lay.precision)
@@ -126,8 +160,14 @@ class KernelTimes:
             hidden = layer.out_shape[-1]
             d = hidden // self.heads
             flops = samples * (layer.fwd_flops if phase == "fwd" else layer.bwd_input_flops)
-            return attention_seconds(km, peak, hbm, samples * self.heads / ff, q, q, d, phase,
-                                     self.mode, flops / ff, lay.pb.act)
+            heads = samples * self.heads / ff
+            passes = None
+            if self.layer_passes:
+                fused = megatron_softmax_fused(q, q, heads, lay.pb.act)
+                passes = megatron_score_passes(phase, fused, lay.pb.act,
+                                               q if layer.op == "causal" else None)
+            return attention_seconds(km, peak, hbm, heads, q, q, d, phase,
+                                     self.mode, flops / ff, lay.pb.act, passes)
         if phase == "fwd" and i in self.fused:       # its mask, in the addition's kernel
             return memory_seconds(km, hbm, self.mask_bytes(i, samples), kernels=0)
         if layer.kind == "loss" and self.loss_passes and phase in LOSS_PASSES:
@@ -163,12 +203,76 @@ class KernelTimes:
             add = self.accumulate_bytes(i)
             t = self.seconds(npu, i, "bwd_weight", samples, nbytes) + \
                 memory_seconds(self.models[npu], self.lay.specs[npu].hbm_bytes_per_s, add)
-            nbytes += add
+            nbytes += add + self.extra_bytes(i, "bwd_weight", samples)
         else:
             t = self.seconds(npu, i, phase, samples, nbytes)
             if phase == "fwd" and i in self.fused:   # the HBM it moves: its mask alone
                 nbytes = self.mask_bytes(i, samples)
+            nbytes += self.extra_bytes(i, phase, samples)
         spec = self.lay.specs[npu]
         if flops > 0:
             return flops / t, nbytes
         return spec.peak_flops(self.lay.precision), max(nbytes, t * spec.hbm_bytes_per_s)
+
+
+def layer_passes(lay, mode):
+    """{(layer, phase): (HBM bytes per sample on one NPU, kernels)}: the small kernels
+    Megatron-LM of 2021 ran on PyTorch 1.8 around a layer's products and that the kernel
+    model's layers otherwise fold away (workload.layer_kernels = 'passes'), at the
+    activations' precision (act bytes):
+
+    - a linear layer with a bias, over tokens: PyTorch 1.8's F.linear on a 3-D input is a
+      product then `add_(bias)` (its fused addmm takes 2-D inputs only, up to PyTorch
+      1.12; pytorch/pytorch#39661 on GitHub), a kernel reading and writing the output (2
+      act per output) unless the next layer takes the bias into its own fused kernel (a
+      GeLU, a dropout or a residual addition: Megatron-LM's bias-GeLU and
+      bias-dropout-add, skip_bias_add). Every bias's gradient is a sum of the output
+      gradient over the tokens, its own kernel in the weight-gradient phase (act per
+      output).
+    - self-attention, unfused (megatron/model/transformer.py, ParallelAttention): the
+      context's permute(...).contiguous() forward (act read and written per output), the
+      gradients of Q and of K scaled by baddbmm's alpha backward (two kernels, 2 act per
+      element of each), and the three gradients concatenated into the QKV projection's
+      output gradient (split's backward: 2 act per input element).
+    - a layer norm backward (apex's fused kernels, as megatron/model/fused_layer_norm.py
+      runs them): the partial weight gradients and the input gradient each read the output
+      gradient and the input, a third kernel sums the partials: one act per element and
+      one kernel more than a single pass.
+    - the bias-GeLU backward (megatron/model/fused_bias_gelu.py) reads the pre-activation
+      as well as the output gradient: one act per element more.
+    - a dropout backward reads the 1-byte mask with the gradient.
+    """
+    a = lay.pb.act
+    layers = lay.model.layers
+    out = {}
+
+    def put(i, phase, nbytes, kernels):
+        b, k = out.get((i, phase), (0.0, 0))
+        out[(i, phase)] = (b + nbytes, k + kernels)
+
+    for i, l in enumerate(layers):
+        fi, fo, fw, ff = lay.splits[i]
+        outs = l.out_elems / fo * lay.pad[i]
+        ins = l.in_elems / fi
+        if l.kind == "linear" and l.in_shape:
+            if l.weight_elems > l.in_shape[-1] * l.out_shape[-1]:       # it has a bias
+                nxt = layers[i + 1] if i + 1 < len(layers) else None
+                taken = nxt is not None and nxt.kind == "eltwise" and \
+                    nxt.op in ("gelu", "dropout", "add")
+                if len(l.in_shape) >= 2 and not taken:
+                    put(i, "fwd", 2 * a * outs, 1)
+                put(i, "bwd_weight", a * outs, 1)
+        elif l.kind == "attention" and l.op in ("causal", "dot") and mode == "unfused":
+            q, hidden = l.out_shape[0], l.out_shape[-1]
+            kv = (l.in_elems - q * hidden) // (2 * hidden)
+            put(i, "fwd", 2 * a * outs, 1)
+            put(i, "bwd_input", 2 * a * (q + kv) * hidden / ff, 2)
+            if tuple(l.in_shape) == (q, 3 * hidden):                  # self-attention
+                put(i, "bwd_input", 2 * a * ins, 1)
+        elif l.kind == "norm" and l.op == "layer":
+            put(i, "bwd_input", a * ins, 1)
+        elif l.kind == "eltwise" and l.op == "gelu":
+            put(i, "bwd_input", a * ins, 0)
+        elif l.kind == "eltwise" and l.op == "dropout":
+            put(i, "bwd_input", outs, 0)
+    return out

@@ -305,6 +305,11 @@ class _Layout:
             raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
                               f"the kernel model, and workload.compute = {w.compute!r}; set "
                               f"workload.compute = 'kernels' or leave the key out")
+        if w.layer_kernels == "passes" and self.kernels is None:
+            raise ConfigError(f"workload.layer_kernels = 'passes' times the layers' small "
+                              f"kernels with the kernel model, and workload.compute = "
+                              f"{w.compute!r}; set workload.compute = 'kernels' or leave the "
+                              f"key out")
         if w.step_after == "all" and self.zero:
             raise ConfigError(f"workload.step_after = 'all' steps after every bucket's "
                               f"all-reduce, and workload.parallel.zero = {self.zero} "

@@ -21,7 +21,8 @@ NOT_FOR_ASTRA = ("workload.model_params", "workload.parallel", "workload.precisi
                  "workload.optimizer", "workload.bucket_mb", "workload.overlap",
                  "workload.step_after",
                  "workload.compute", "workload.attention", "workload.grad_accumulation",
-                 "workload.optimizer_step", "workload.loss_kernels", "workload.memory.")
+                 "workload.optimizer_step", "workload.loss_kernels", "workload.layer_kernels",
+                 "workload.memory.")
 
 
 def check_model_keys(cfg, model):
