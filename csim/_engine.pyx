@@ -99,16 +99,24 @@ cdef class Engine:
         bytes past one). share: a table the engine only reads (the route table, an entry per
         pair of nodes: 1.5 GB at 16,384 GPUs), kept as given where it is contiguous and of
         the dtype already, not copied."""
-        if values is None:
-            a = np.full(max(int(size), 1), fill, dtype=dtype)
-        else:
-            a = np.ascontiguousarray(values, dtype=dtype)
-            if a.size == 0:
-                a = np.zeros(1, dtype=dtype)
-            elif share and a.flags.aligned:
-                self._keep.append(a)
-                self._arr[name] = a
-                return a
+        if values is None:               # (zeroed by the allocator, page by page as used:
+            dt = np.dtype(dtype)         # the flow level never touches most of a channel's)
+            nbytes = max(int(size), 1) * dt.itemsize
+            raw = np.zeros(nbytes + 64, dtype=np.uint8)
+            off = -raw.ctypes.data % 64
+            a = raw[off:off + nbytes].view(dt)
+            if fill:
+                a.fill(fill)
+            self._keep.append(a)
+            self._arr[name] = a
+            return a
+        a = np.ascontiguousarray(values, dtype=dtype)
+        if a.size == 0:
+            a = np.zeros(1, dtype=dtype)
+        elif share and a.flags.aligned:
+            self._keep.append(a)
+            self._arr[name] = a
+            return a
         raw = np.empty(a.nbytes + 64, dtype=np.uint8)
         off = -raw.ctypes.data % 64
         aligned = raw[off:off + a.nbytes].view(a.dtype)

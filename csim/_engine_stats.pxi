@@ -48,14 +48,14 @@ cdef int64_t _unsent_flits(Engine self):
 cdef _channel_flits(Engine self):
     cdef int32_t c
     out = np.zeros(self.s.n_ch, dtype=np.int64)
+    cdef int64_t[::1] v_out = out        # (typed: a loop in C over millions of channels)
     if self.s.flow_mode:         # a group's wire bytes, shared evenly by its channels
-        base = self._arr["ch_base"]
         for c in range(self.s.n_ch):
-            out[c] = <int64_t>(self.s.rs_bytes[base[c]] / self.s.flit_bytes /
-                               self.s.ch[c].par_n + 0.5)
+            v_out[c] = <int64_t>(self.s.rs_bytes[self.s.ch_base[c]] / self.s.flit_bytes /
+                                 self.s.ch[c].par_n + 0.5)
         return out
     for c in range(self.s.n_ch):
-        out[c] = self.s.ch[c].flits
+        v_out[c] = self.s.ch[c].flits
     return out
 
 
@@ -71,6 +71,7 @@ cdef _channel_owed(Engine self, cycle_t t, bint start):
     cdef Chan* ch
     cdef double end
     out = np.zeros(self.s.n_ch, dtype=np.float64)
+    cdef double[::1] v_out = out
     if self.s.flow_mode:
         return out
     for c in range(self.s.n_ch):
@@ -79,17 +80,18 @@ cdef _channel_owed(Engine self, cycle_t t, bint start):
             continue
         end = <double>ch.acc_t + <double>(ch.den - ch.acc) / <double>ch.num
         if end > t or (start and ch.next_ok == t):
-            out[c] = end - t
+            v_out[c] = end - t
     return out
 
 
 cdef _vc_flits(Engine self):
     cdef int64_t i
     out = np.zeros(self.s.n_ivc, dtype=np.int64)
+    cdef int64_t[::1] v_out = out
     if self.s.ivc == NULL:             # (no VC state: the flow level, or nothing run)
         return out.reshape(self.s.n_ch, self.s.V)
     for i in range(self.s.n_ivc):
-        out[i] = self.s.ivc[i].flits
+        v_out[i] = self.s.ivc[i].flits
     return out.reshape(self.s.n_ch, self.s.V)
 
 

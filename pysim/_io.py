@@ -13,6 +13,7 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 
 
 class OutputError(OSError):
@@ -157,6 +158,10 @@ def json_safe(obj):
     if isinstance(obj, dict):
         return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (str, int, bytes)) or obj is None:
+        return obj
+    if isinstance(obj, Sequence):       # (a table of rows made when asked for: LinkTable)
         return [json_safe(v) for v in obj]
     return obj
 

@@ -81,16 +81,23 @@ def nic_bandwidths(topo, cfg):
     node's own value, else its kind's default, else network.injection_gbps /
     ejection_gbps, else one flit per cycle."""
     net = cfg.network
-    inj = np.zeros(topo.n_nodes)
-    ej = np.zeros(topo.n_nodes)
-    for i in topo.endpoints():
-        a = topo.node_injection_gbps[i] if topo.node_injection_gbps else None
-        b = topo.node_ejection_gbps[i] if topo.node_ejection_gbps else None
-        a = a if a is not None else net.injection_gbps
-        b = b if b is not None else net.ejection_gbps
-        inj[i] = net.flit_bytes if a is None else a / net.clock_ghz
-        ej[i] = net.flit_bytes if b is None else b / net.clock_ghz
-    return inj, ej
+    eps = np.asarray(topo.endpoints(), np.int64)
+    out = []
+    for own, default in ((topo.node_injection_gbps, net.injection_gbps),
+                         (topo.node_ejection_gbps, net.ejection_gbps)):
+        bpc = np.zeros(topo.n_nodes)
+        # (per endpoint: its own value, else the default; columns, not a loop per node)
+        given = np.zeros(topo.n_nodes, bool)
+        gbps = np.zeros(topo.n_nodes)
+        if own:
+            given = np.fromiter((x is not None for x in own), bool, topo.n_nodes)
+            gbps = np.fromiter((0.0 if x is None else x for x in own), np.float64,
+                               topo.n_nodes)
+        bpc[eps] = net.flit_bytes if default is None else default / net.clock_ghz
+        mine = eps[given[eps]]
+        bpc[mine] = gbps[mine] / net.clock_ghz
+        out.append(bpc)
+    return out[0], out[1]
 
 
 MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC
@@ -200,30 +207,29 @@ def compile_network(cfg, topo=None) -> Network:
     F = net.flit_bytes
     n = topo.n_nodes
 
-    # engine channels (vectorised: a dense graph has millions), first unsorted: every lane of
-    # every topology channel, then per endpoint its injection lanes and its ejection lanes
+    # engine channels. A link's or NIC's lanes are alike but for their ids, so the layout is
+    # worked out per unit -- every topology channel, then per endpoint its injection and its
+    # ejection (a cluster of 65,536 GPUs: 0.66 M units, 4.85 M lanes) -- and each unit's
+    # values repeated over its lanes, which stay adjacent and in order: as if every lane
+    # were a row sorted at once, the ties kept in this order (tests/refnetwork.py)
     T = topo.n_channels
     eps = np.asarray(topo.endpoints(), np.int64)
     t_bpc = np.asarray(topo.ch_bytes_per_cycle, float)
     t_lanes = np.maximum(1, np.ceil(t_bpc / F - 1e-9)).astype(np.int64)
-    i_lanes = np.maximum(1, np.ceil(inj_bpc[eps] / F - 1e-9)).astype(np.int64)
-    e_lanes = np.maximum(1, np.ceil(ej_bpc[eps] / F - 1e-9)).astype(np.int64)
-    tc = np.repeat(np.arange(T, dtype=np.int64), t_lanes)
-    nic_node = np.repeat(np.stack([eps, eps], 1).reshape(-1),
-                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
-    nic_kind = np.repeat(np.tile(np.array([CH_INJECT, CH_EJECT], np.int8), eps.size),
-                         np.stack([i_lanes, e_lanes], 1).reshape(-1))
-    nic_bpc = np.where(nic_kind == CH_INJECT, inj_bpc[nic_node], ej_bpc[nic_node])
+    u_nic = np.stack([eps, eps], 1).reshape(-1)
+    u_nic_kind = np.tile(np.array([CH_INJECT, CH_EJECT], np.int8), eps.size)
+    nic_bpc = np.where(u_nic_kind == CH_INJECT, inj_bpc[u_nic], ej_bpc[u_nic])
     nic_m = np.maximum(1, np.ceil(nic_bpc / F - 1e-9)).astype(np.int64)
-    t_src = np.asarray(topo.ch_src, np.int64)
-    t_dst = np.asarray(topo.ch_dst, np.int64)
+    t_src, t_dst = topo.channel_ends()
     t_lat = np.asarray(topo.ch_latency_cycles, np.int64)
-    kinds = np.concatenate([np.full(tc.size, CH_NET, np.int8), nic_kind])
-    src = np.concatenate([t_src[tc], nic_node])
-    dst = np.concatenate([t_dst[tc], nic_node])
-    bpc = np.concatenate([t_bpc[tc] / t_lanes[tc], nic_bpc / nic_m])
-    lat = np.concatenate([t_lat[tc], np.full(nic_node.size, nic_lat, np.int64)])
-    topo_channel = np.concatenate([tc, np.full(nic_node.size, -1, np.int64)])
+    kinds = np.concatenate([np.full(T, CH_NET, np.int8), u_nic_kind])
+    src = np.concatenate([t_src, u_nic])
+    dst = np.concatenate([t_dst, u_nic])
+    bpc = np.concatenate([t_bpc / t_lanes, nic_bpc / nic_m])
+    lat = np.concatenate([t_lat, np.full(u_nic.size, nic_lat, np.int64)])
+    topo_channel = np.concatenate([np.arange(T, dtype=np.int64), np.full(u_nic.size, -1,
+                                                                          np.int64)])
+    L = np.concatenate([t_lanes, nic_m])
     # channels entering a router contiguous (ejection channels after, by source router);
     # within that, by port (on meshes, rings and tori BookSim's order: per dimension the
     # channel from the + neighbour, then from the - neighbour, the NIC last; the allocators'
@@ -234,12 +240,14 @@ def compile_network(cfg, topo=None) -> Network:
                     np.where(kinds == CH_EJECT, -1, in_rank[-1]))
     perm = np.lexsort((np.arange(kinds.size), lat, bpc, kinds, src, port, kinds == CH_EJECT,
                        dst))
-    kinds, src, dst, bpc, lat, topo_channel = (a[perm] for a in (kinds, src, dst, bpc, lat,
-                                                                 topo_channel))
-    C = kinds.size
+    kinds, src, dst, bpc, lat, topo_channel, L = (a[perm] for a in (
+        kinds, src, dst, bpc, lat, topo_channel, L))
+    U = kinds.size
+    starts = np.cumsum(L) - L                 # (per unit: its first lane's id)
+    C = int(L.sum())
     src, dst, lat = src.astype(np.int32), dst.astype(np.int32), lat.astype(np.int32)
     # exact integer serialisation credits (see rate)
-    dens = np.full(C, F * SCALE, np.int64)
+    dens = np.full(U, F * SCALE, np.int64)
     nums = np.rint(bpc * SCALE).astype(np.int64)
     bad = np.flatnonzero((nums < 1) | (dens > nums * MAX_FLIT_CYCLES))
     if bad.size:
@@ -261,39 +269,42 @@ def compile_network(cfg, topo=None) -> Network:
             np.int64))) + net.routing_delay + net.vc_alloc_delay + net.sw_alloc_delay +
             net.st_delay + net.injection_delay)
 
-    # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency)
-    same = np.zeros(C, bool)
-    if C > 1:
+    # parallel groups: consecutive channels with equal (kind, src, dst, rate, latency) -- a
+    # unit's lanes, and the units next to it that match it
+    same = np.zeros(U, bool)
+    if U > 1:
         same[1:] = ((kinds[1:] == kinds[:-1]) & (src[1:] == src[:-1]) & (dst[1:] == dst[:-1])
                     & (nums[1:] == nums[:-1]) & (lat[1:] == lat[:-1]))
-    par_base = np.maximum.accumulate(np.where(same, 0, np.arange(C))).astype(np.int32)
-    par_n = np.bincount(par_base, minlength=C)[par_base].astype(np.int32)
+    u_base = np.maximum.accumulate(np.where(same, 0, starts))   # (per unit: its group's)
+    gid = np.cumsum(~same) - 1
+    u_par_n = np.bincount(gid, weights=L)[gid].astype(np.int32) if U else gid
 
-    # topology channel -> its group's first engine channel (its first lane's group)
+    # topology channel -> its group's first engine channel (its lanes: one unit)
     first_of_topo = np.full(max(T, 1), -1, np.int64)
     is_net = topo_channel >= 0
-    tcs, first = np.unique(topo_channel[is_net], return_index=True)
-    first_of_topo[tcs] = par_base[np.flatnonzero(is_net)[first]]
+    first_of_topo[topo_channel[is_net]] = u_base[is_net]
     inj_ch = np.full(n, -1, np.int32)
     ej_ch = np.full(n, -1, np.int32)
-    inj = np.flatnonzero(kinds == CH_INJECT)
-    nodes_i, first_i = np.unique(src[inj], return_index=True)
-    inj_ch[nodes_i] = inj[first_i]
-    inj_n = np.bincount(src[inj], minlength=n).astype(np.int32)
+    inj = np.flatnonzero(kinds == CH_INJECT)        # (a unit per endpoint and way)
+    inj_ch[src[inj]] = starts[inj]
+    inj_n = np.zeros(n, np.int32)
+    inj_n[src[inj]] = L[inj]
     ej = np.flatnonzero(kinds == CH_EJECT)
-    nodes_e, first_e = np.unique(dst[ej], return_index=True)
-    ej_ch[nodes_e] = ej[first_e]
+    ej_ch[dst[ej]] = starts[ej]
     # each channel's index among its router's outputs, in port order (BookSim's on regular
     # topologies: per dimension +, then -, the ejection port last), lanes in id order: the
     # order the switch allocator's input arbiters turn over
     out_rank = _port_ranks(topo, incoming=False)
     rank = np.where(kinds == CH_NET, out_rank[np.maximum(topo_channel, 0)], out_rank[-1])
     owner = np.where(kinds == CH_EJECT, dst, src).astype(np.int64)
-    out_idx = np.zeros(C, np.int32)
     outs = np.flatnonzero(kinds != CH_INJECT)
-    outs = outs[np.lexsort((outs, rank[outs], owner[outs]))]
-    start = np.searchsorted(owner[outs], owner[outs], side="left")
-    out_idx[outs] = np.arange(outs.size) - start
+    outs = outs[np.lexsort((starts[outs], rank[outs], owner[outs]))]
+    before = np.cumsum(L[outs]) - L[outs]           # (lanes before it in that order)
+    new_owner = np.ones(outs.size, bool)
+    new_owner[1:] = owner[outs][1:] != owner[outs][:-1]
+    first_at = np.maximum.accumulate(np.where(new_owner, before, 0))
+    u_out = np.zeros(U, np.int64)                    # (per unit: its first lane's index)
+    u_out[outs] = before - first_at
     first32 = first_of_topo.astype(np.int32)
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
     rt = rule = None
@@ -327,9 +338,11 @@ def compile_network(cfg, topo=None) -> Network:
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
     used = np.flatnonzero(used_mask).astype(np.int64)
-    rep_of_base = np.full(C, -1, np.int64)
-    rep_of_base[first_of_topo[used]] = used          # (several: the last, as a dict would)
-    named = rep_of_base[par_base]
+    gid_of_topo = np.full(max(T, 1), -1, np.int64)
+    gid_of_topo[topo_channel[is_net]] = gid[is_net]
+    rep_of_group = np.full(max(U, 1), -1, np.int64)
+    rep_of_group[gid_of_topo[used]] = used          # (several: the last, as a dict would)
+    named = rep_of_group[gid]
     rep = np.where((kinds == CH_NET) & (named >= 0), named, topo_channel)
     # (a network of one node has no topology channel: pad so that the lookups stay in range)
     ch_grp = np.append(np.asarray(route.ch_group, np.int64), -1)
@@ -337,13 +350,25 @@ def compile_network(cfg, topo=None) -> Network:
     group = np.where(rep >= 0, ch_grp[np.maximum(rep, 0)], -1)
     order = np.where(rep >= 0, ch_ord[np.maximum(rep, 0)], 0)
     # random ties: per engine channel, the first of the group leaving its router the other way
-    ch_rev = None
+    u_rev = None
     if route.ch_rev is not None:
-        ch_rev = np.full(C, -1, np.int32)
-        for i in np.flatnonzero(kinds == CH_NET):
-            other = route.ch_rev[topo_channel[i]]
-            if other >= 0:
-                ch_rev[i] = first_of_topo[other]
+        other = np.full(U, -1, np.int64)
+        other[is_net] = np.asarray(route.ch_rev, np.int64)[topo_channel[is_net]]
+        u_rev = np.where(other >= 0, first_of_topo[np.maximum(other, 0)], -1)
+
+    # every unit's values over its lanes
+    def lanes_of(a, dtype):
+        return np.repeat(np.asarray(a, dtype), L)
+    out_idx = lanes_of(u_out - starts, np.int64) + np.arange(C, dtype=np.int64)
+    kinds = lanes_of(kinds, np.int8)
+    out_idx[kinds == CH_INJECT] = 0                 # (an injection channel is no output)
+    out_idx = out_idx.astype(np.int32)
+    src, dst, lat = lanes_of(src, np.int32), lanes_of(dst, np.int32), lanes_of(lat, np.int32)
+    nums, dens = lanes_of(nums, np.int64), lanes_of(dens, np.int64)
+    topo_channel = lanes_of(topo_channel, np.int64)
+    group, order = lanes_of(group, np.int32), lanes_of(order, np.int32)
+    par_base, par_n = lanes_of(u_base, np.int32), lanes_of(u_par_n, np.int32)
+    ch_rev = None if u_rev is None else lanes_of(u_rev, np.int32)
     arrays = NetworkArrays(
         n_nodes=n, vcs=net.vcs, buffer_flits=net.vc_buffer_flits,
         routing_delay=net.routing_delay, vc_alloc_delay=net.vc_alloc_delay,
@@ -352,7 +377,7 @@ def compile_network(cfg, topo=None) -> Network:
         wait_for_tail_credit=net.wait_for_tail_credit, n_classes=route.n_classes,
         watchdog_cycles=cfg.simulation.watchdog_cycles + longest_step, max_packets=cfg.simulation.max_packets,
         ch_src=src, ch_dst=dst, ch_kind=kinds, ch_lat_cycles=lat, ch_num=nums, ch_den=dens,
-        ch_group=group.astype(np.int32), ch_order=order.astype(np.int32),
+        ch_group=group, ch_order=order,
         ch_par_base=par_base, ch_par_n=par_n, ch_out_idx=out_idx, node_pos=route.node_pos,
         entry_class=route.entry_class, tie_k=route.tie_k, ch_rev=ch_rev,
         tie_seed=int(cfg.simulation.seed),

@@ -2,11 +2,79 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pysim._io import json_safe
+
+
+class LinkTable(Sequence):
+    """The per-link report of a run (pysim.workload.base.link_report) as a sequence of dicts
+    -- src, dst (node names), lane, bandwidth_gbps, latency_cycles, flits, utilisation, and
+    with the flit level's counts vc_flits -- made when asked for: the columns are arrays
+    (`src` and `dst` node ids into `node_names`), not a dict per channel (a cluster of
+    65,536 GPUs has 2.75 M channel lanes). `column(key)` reads one column as an array."""
+
+    KEYS = ("src", "dst", "lane", "bandwidth_gbps", "latency_cycles", "flits", "utilisation")
+
+    def __init__(self, node_names, src, dst, lane, bandwidth_gbps, latency_cycles, flits,
+                 utilisation, vc_flits=None):
+        self.node_names = node_names
+        self.cols = dict(src=src, dst=dst, lane=lane, bandwidth_gbps=bandwidth_gbps,
+                         latency_cycles=latency_cycles, flits=flits, utilisation=utilisation)
+        self.vc_flits = vc_flits
+        self.n = len(src)
+
+    def __len__(self):
+        return self.n
+
+    def column(self, key):
+        """One column over every row, an array (src and dst: node ids)."""
+        return self.cols[key] if key != "vc_flits" else self.vc_flits
+
+    def _rows(self, lo, hi):
+        names, c = self.node_names, self.cols
+        cols = zip(c["src"][lo:hi].tolist(), c["dst"][lo:hi].tolist(),
+                   c["lane"][lo:hi].tolist(), c["bandwidth_gbps"][lo:hi].tolist(),
+                   c["latency_cycles"][lo:hi].tolist(), c["flits"][lo:hi].tolist(),
+                   c["utilisation"][lo:hi].tolist())
+        if self.vc_flits is None:
+            for s, d, k, b, L, x, u in cols:
+                yield dict(src=names[s], dst=names[d], lane=k, bandwidth_gbps=b,
+                           latency_cycles=L, flits=x, utilisation=u)
+        else:
+            for (s, d, k, b, L, x, u), v in zip(cols, self.vc_flits[lo:hi].tolist()):
+                yield dict(src=names[s], dst=names[d], lane=k, bandwidth_gbps=b,
+                           latency_cycles=L, flits=x, utilisation=u, vc_flits=v)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self.n)
+            if step == 1:
+                return list(self._rows(lo, max(lo, hi)))
+            return [self[k] for k in range(lo, hi, step)]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("link index out of range")
+        return next(self._rows(i, i + 1))
+
+    def __iter__(self):
+        step = 1 << 16                   # (a block of rows' columns as lists at a time)
+        for lo in range(0, self.n, step):
+            yield from self._rows(lo, min(lo + step, self.n))
+
+    def __eq__(self, other):
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"<LinkTable of {self.n:,} links>"
 
 
 def percentile_from_hist(hist: np.ndarray, q: float) -> float:
@@ -17,6 +85,14 @@ def percentile_from_hist(hist: np.ndarray, q: float) -> float:
         return float("nan")
     rank = max(1, int(np.ceil(q / 100.0 * total)))
     return float(np.searchsorted(np.cumsum(hist), rank))
+
+
+def link_column(links, key):
+    """One numeric column of a per-link report (a LinkTable, or a list of its rows), an
+    array."""
+    if isinstance(links, LinkTable):
+        return links.column(key)
+    return np.array([l[key] for l in links])
 
 
 @dataclass
@@ -92,7 +168,7 @@ class Result:
                                   + ("" if self.zero_load_how == "every pair" else
                                      f"; {self.zero_load_how}") + ")"),
             ("average hops", f(self.avg_hops, 3)),
-            ("max link utilisation", f(max((l["utilisation"] for l in self.links),
+            ("max link utilisation", f(max(link_column(self.links, "utilisation").tolist(),
                                            default=float("nan")), 3)),
             ("cycles simulated", f"{self.cycles} (warm-up {self.warmup_cycles}, window "
                                  f"{self.measure_cycles}, drain {self.drain_cycles_used})"),

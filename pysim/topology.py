@@ -113,6 +113,47 @@ class Topology:
         """Indices of nodes that have a NIC (every kind but switch), in node order."""
         return [i for i, k in enumerate(self.node_kinds) if k != "switch"]
 
+    def node_index(self):
+        """{node name: node id}, made once per list of names (a run asks for it per
+        collective group; a cluster has 78,848 nodes)."""
+        names = self.node_names
+        got = self.__dict__.get("_index")
+        if got is None or got[0] is not names or got[1] != len(names):
+            got = self.__dict__["_index"] = (names, len(names),
+                                             {x: i for i, x in enumerate(names)})
+        return got[2]
+
+    def channel_ends(self):
+        """(ch_src, ch_dst) as int64 arrays, made once per list of channels."""
+        got = self.__dict__.get("_ends")
+        if got is None or got[0] is not self.ch_src or got[1] != len(self.ch_src) or \
+                got[2] is not self.ch_dst:
+            got = self.__dict__["_ends"] = (self.ch_src, len(self.ch_src), self.ch_dst,
+                                            np.asarray(self.ch_src, np.int64),
+                                            np.asarray(self.ch_dst, np.int64))
+        return got[3], got[4]
+
+    def node_groups(self, kind):
+        """The nodes of `kind` in groups that share their own table (`node_mem`: the same
+        object, or none at all), each group a list of node indices in node order, the groups
+        in the order of their first node: whatever a node's own table and the configuration
+        decide is the same across a group, worked out once for its first node."""
+        own = self.node_mem
+        idx = [i for i, k in enumerate(self.node_kinds) if k == kind]
+        if not idx or not own:
+            return [idx] if idx else []
+        tables = [own[i] for i in idx]
+        first = tables[0]
+        if all(t is first for t in tables):             # (a cluster's NPUs: one table)
+            return [idx]
+        # (by array: a graph's nodes each have a table of their own)
+        key = np.fromiter(map(id, tables), np.uint64, len(tables))
+        _, at, inv = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(inv.reshape(-1), kind="stable")
+        cuts = np.cumsum(np.bincount(inv.reshape(-1), minlength=at.size))[:-1]
+        groups = np.split(np.asarray(idx, np.int64)[order], cuts)
+        return [groups[g].tolist() for g in np.argsort(at, kind="stable")]
+
     def add_channel(self, a, b, bytes_per_cycle, latency_cycles, dim=-1, direction=0,
                     wrap=False):
         self.ch_src.append(a)

@@ -23,6 +23,7 @@ import numpy as np
 from pysim.network import CH_NET
 from pysim.errors import ConfigError
 from pysim.schema import Key, declare, readers, reads as declare_reads, short, unread
+from pysim.stats import LinkTable
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def check_status(status, network, engine):
 
 
 def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None):
-    """Per router-to-router channel (each lane of a parallel link its own row): its ends,
+    """Per router-to-router channel (each lane of a parallel link its own row), a LinkTable
+    (pysim.stats: rows made when asked for, the columns arrays): its ends,
     bandwidth, latency, the flits it carried (`flits`, per channel: those sent in the window)
     and its utilisation: the fraction of the window's `cycles` cycles it spent serialising
     flits. A flit holds a link of r flits per cycle for 1 / r cycles from its send, so a
@@ -150,26 +152,23 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
     VC."""
     names = network.topo.node_names
     c = np.flatnonzero(network.ch_kind == CH_NET)
-    r = np.asarray(network.ch_num, np.float64)[c] / np.asarray(network.ch_den, np.float64)[c]
+    r = np.asarray(network.ch_num)[c].astype(np.float64) / \
+        np.asarray(network.ch_den)[c].astype(np.float64)
     f = np.asarray(flits)[c]                          # (r: flits per cycle)
     with np.errstate(divide="ignore", invalid="ignore"):
         busy = f / r
         if owed_start is not None:
-            busy = busy + np.asarray(owed_start, np.float64)[c]
+            busy = busy + np.asarray(owed_start)[c].astype(np.float64)
         if owed_end is not None:
-            busy = busy - np.asarray(owed_end, np.float64)[c]
+            busy = busy - np.asarray(owed_end)[c].astype(np.float64)
         busy = np.maximum(busy, 0.0)        # (no flit in the window after a start's sliver)
         util = (busy / cycles) if cycles > 0 else np.zeros(c.size)
-    cols = zip(np.asarray(network.ch_src)[c].tolist(), np.asarray(network.ch_dst)[c].tolist(),
-               (c - np.asarray(network.arrays["ch_par_base"])[c]).tolist(),
-               (r * cfg.network.flit_bytes * cfg.network.clock_ghz).tolist(),
-               np.asarray(network.ch_lat)[c].tolist(), f.tolist(), util.tolist())
-    out = [dict(src=names[s], dst=names[d], lane=int(k), bandwidth_gbps=b, latency_cycles=int(L),
-                flits=int(x), utilisation=u) for s, d, k, b, L, x, u in cols]
-    if vc_flits is not None:
-        for row, v in zip(out, np.asarray(vc_flits)[c].tolist()):
-            row["vc_flits"] = [int(x) for x in v]
-    return out
+    return LinkTable(names, np.asarray(network.ch_src)[c], np.asarray(network.ch_dst)[c],
+                     (c - np.asarray(network.arrays["ch_par_base"])[c]).astype(np.int64),
+                     r * cfg.network.flit_bytes * cfg.network.clock_ghz,
+                     np.asarray(network.ch_lat)[c].astype(np.int64), f.astype(np.int64),
+                     np.asarray(util, np.float64),
+                     None if vc_flits is None else np.asarray(vc_flits)[c].astype(np.int64))
 
 
 # The configuration keys this module reads (pysim.schema).

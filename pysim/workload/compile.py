@@ -21,7 +21,6 @@ import warnings
 import numpy as np
 
 from pysim.errors import GraphError, PysimWarning
-from pysim.models.presets import npu_spec
 from pysim import theory
 from pysim.schema import MAX_INT
 from pysim.workload import transfer
@@ -126,9 +125,7 @@ def compile_arrays(g, topo, cfg, h):
     cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
     eparams = h.engine_params(topo, cfg)
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name,
-                                             cparams[i][1] * 1e9 * clock)
-                                         for i, k in enumerate(topo.node_kinds) if k == "npu"})
+    ends = endpoint_arrays(cfg, topo, lambda i: cparams[i][1] * 1e9 * clock)
     flow = cfg is not None and cfg.network.model == "flow"
     KINDS, MAX_SLICES = h.KINDS, h.MAX_SLICES
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
@@ -145,12 +142,16 @@ def compile_arrays(g, topo, cfg, h):
     N = len(topo.node_names)
     flops_pc = np.zeros(N)
     bytes_pc = np.ones(N)
-    for i, (f, b) in cparams.items():
-        flops_pc[i], bytes_pc[i] = f, b
+    if cparams:
+        at = np.fromiter(cparams.keys(), np.int64, len(cparams))
+        v = np.array(list(cparams.values()), np.float64).reshape(-1, 2)
+        flops_pc[at], bytes_pc[at] = v[:, 0], v[:, 1]
     e_off = np.ones(N)
     e_red = np.ones(N)
-    for i, v in eparams.items():
-        e_off[i], e_red[i] = v[0], v[2] * ends["reduce_fraction"][i]
+    if eparams:
+        at = np.fromiter(eparams.keys(), np.int64, len(eparams))
+        v = np.array([(x[0], x[2]) for x in eparams.values()], np.float64)
+        e_off[at], e_red[at] = v[:, 0], v[:, 1] * ends["reduce_fraction"][at]
     kn = np.where(nid >= 0, nkind[np.maximum(nid, 0)], -1)
     kd = np.where(did >= 0, nkind[np.maximum(did, 0)], -1)
     npu_host = (kn == 0) | (kn == 2)
@@ -459,10 +460,8 @@ def compile_by_op(g, topo, cfg, h):
     mem = h.memory_params(topo, cfg)
     cparams = h.compute_params(topo, cfg)          # (once: each walks every node)
     eparams = h.engine_params(topo, cfg)
-    ends = endpoint_arrays(cfg, topo, {i: (npu_spec(cfg, topo, i).name, cparams[i][1] * 1e9 *
-                                           (cfg.network.clock_ghz if cfg is not None else 1.0))
-                                       for i, k in enumerate(topo.node_kinds) if k == "npu"})
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
+    ends = endpoint_arrays(cfg, topo, lambda i: cparams[i][1] * 1e9 * clock)
     piece = cfg.workload.mem_piece_bytes if cfg is not None else 65536
     flow = cfg is not None and cfg.network.model == "flow"    # a transfer is one flow
     kind, node, dst, size, after, unit = [], [], [], [], [], []

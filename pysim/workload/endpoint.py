@@ -99,11 +99,11 @@ def comm_units(cfg, sms, preset):
     return int(k)
 
 
-def endpoint_arrays(cfg, topo, specs):
+def endpoint_arrays(cfg, topo, hbm_of):
     """Per node, for csim: its compute units, communication's memory budget as a fraction
     of its memory bandwidth, and the fraction of its cores' reduction rate an NPU-run
-    collective's held units reach. specs: {node: (preset name, memory bytes per second)}
-    of the NPUs."""
+    collective's held units reach. hbm_of(i): NPU i's memory bytes per second. Worked out
+    once per group of NPUs sharing their own table (Topology.node_groups)."""
     n = topo.n_nodes
     sms = np.zeros(n, np.int32)
     cap = np.ones(n, np.float64)
@@ -112,36 +112,41 @@ def endpoint_arrays(cfg, topo, specs):
     w = cfg.workload if cfg is not None else None
     budget = getattr(w, "comm_hbm_gbps", None) if w is not None else None
     offload = getattr(w, "engine", None) == "offload"
-    for i, (preset, hbm) in specs.items():
+    # (the groups in the order of their first NPU: the first NPU in node order that a
+    # check refuses is the first of its group, and named)
+    for idx in topo.node_groups("npu"):
+        i = idx[0]
+        preset, hbm = npu_spec(cfg, topo, i).name, hbm_of(i)
         k_all = npu_sms(cfg, topo, i, preset)
         k = comm_units(cfg, k_all, preset)
-        sms[i], units[i] = k_all, k
+        sms[idx], units[idx] = k_all, k
         if k_all and k:
-            red[i] = k / k_all
+            red[idx] = k / k_all
         if budget is not None:         # (the engine's traffic too, when one is given)
-            cap[i] = min(1.0, budget * 1e9 / hbm)
-            if cap[i] < MIN_SHARE:
+            c = min(1.0, budget * 1e9 / hbm)
+            if c < MIN_SHARE:
                 raise ConfigError(f"workload.comm_hbm_gbps = {budget!r}: less than "
                                   f"{MIN_SHARE:g} of the HBM bandwidth of "
                                   f"{topo.node_names[i]} ({hbm / 1e9:g} GB/s); expected more")
+            cap[idx] = c
         elif k_all and k and not offload:     # the engine holds no units: the whole HBM
-            cap[i] = k / k_all
+            cap[idx] = k / k_all
     return dict(sms=sms, comm_hbm=cap, reduce_fraction=red, units=units)
 
 
 def held_units(cfg, topo, engine):
     """{NPU name: compute units one of its collectives holds} for collectives run by
-    `engine` ('npu' holds units; the offload engine and no endpoint model hold none)."""
+    `engine` ('npu' holds units; the offload engine and no endpoint model hold none), in
+    node order; worked out once per group of NPUs sharing their own table."""
     if engine != "npu":
         return {}
-    out = {}
-    for i, k in enumerate(topo.node_kinds):
-        if k == "npu":
-            preset = npu_spec(cfg, topo, i).name
-            units = comm_units(cfg, npu_sms(cfg, topo, i, preset), preset)
-            if units:
-                out[topo.node_names[i]] = units
-    return out
+    held = [0] * topo.n_nodes
+    for idx in topo.node_groups("npu"):
+        preset = npu_spec(cfg, topo, idx[0]).name
+        units = comm_units(cfg, npu_sms(cfg, topo, idx[0], preset), preset)
+        for i in idx:
+            held[i] = units
+    return {x: u for x, u in zip(topo.node_names, held) if u}
 
 
 def streams(cfg):

@@ -23,9 +23,14 @@ def capacities(topo, cfg):
     table = {"npu": ("hbm_gb", (t.npu if t else None) or {}, "hbm_gb", 32.0),
              "mem": ("capacity_gb", (t.mem if t else None) or {}, "capacity_gb", 128.0),
              "host": ("dram_gb", (t.host if t else None) or {}, "dram_gb", 256.0)}
+    hbm = [None] * topo.n_nodes           # (a preset's HBM, unless hbm_gb says otherwise,
+    for idx in topo.node_groups("npu"):   # read once per group of NPUs)
+        v = npu_spec(cfg, topo, idx[0]).hbm_capacity_bytes
+        for i in idx:
+            hbm[i] = v
     for i, k in enumerate(topo.node_kinds):
-        if k == "npu":                    # a preset's HBM, unless hbm_gb says otherwise
-            out[i] = _capacity(npu_spec(cfg, topo, i).hbm_capacity_bytes, topo, i, "hbm_gb")
+        if k == "npu":
+            out[i] = _capacity(hbm[i], topo, i, "hbm_gb")
         elif k in table:
             own_key, d, key, default = table[k]
             own = topo.node_mem[i] if topo.node_mem else {}

@@ -29,11 +29,11 @@ def nic_limit(network, cfg, flits, cycles):
                                     network.ch_dst),
                                    ("ejection", network.ej_ch, network.ch_dst,
                                     network.ch_src)):
-        for node in np.flatnonzero(nic_ch >= 0):
+        nodes = np.flatnonzero(nic_ch >= 0)
+        share = flits[nic_ch[nodes]] / (cycles * rate[nic_ch[nodes]])
+        for node in nodes[share >= BUSY]:           # (the busy NICs alone, one by one)
             c = int(nic_ch[node])
             used = flits[c] / (cycles * rate[c])
-            if used < BUSY:
-                continue
             per = {}                          # the node's links in use, lanes summed
             for k in np.flatnonzero(net & (mine == node)):
                 if flits[k]:
@@ -61,16 +61,17 @@ def slow_group_path(links, cfg, topo):
     link to a PCIe switch or a host, slower than the widest link at an NPU) while the user
     chose no rank placement (workload.parallel.order, workload.group, workload.ring_order):
     the default placement put a group's NPUs where they talk the slow way. `links`: the
-    result's per-channel report; `topo`: the topology it ran on."""
+    result's per-channel report (a pysim.stats.LinkTable); `topo`: the topology it ran on."""
     if not links or any(cfg.is_set(k) for k in ("workload.group", "workload.ring_order")):
         return None
     par = cfg.workload.parallel or {}
     if "order" in par or cfg.workload.memory.policy != "none":
         return None                      # (a memory plan's transfers fill links of their own)
-    top = max(links, key=lambda l: l["utilisation"])
+    top = links[int(np.argmax(links.column("utilisation")))]    # (the first of the busiest)
     kinds = dict(zip(topo.node_names, topo.node_kinds))
-    widest = max((l["bandwidth_gbps"] for l in links
-                  if "npu" in (kinds.get(l["src"]), kinds.get(l["dst"]))), default=0.0)
+    npu = np.array([k == "npu" for k in topo.node_kinds])
+    at_npu = npu[links.column("src")] | npu[links.column("dst")]
+    widest = float(links.column("bandwidth_gbps")[at_npu].max(initial=0.0))
     detour = {kinds.get(top["src"]), kinds.get(top["dst"])} & {"switch", "host"}
     if top["utilisation"] < 0.05 or not detour or top["bandwidth_gbps"] >= widest:
         return None

@@ -14,21 +14,24 @@ def compute_params(topo, cfg):
     hbm_gbps, or the node's own): its fp32 peak (its highest if it has none) and its HBM
     bandwidth; a host's from [topology.host] (tflops, dram_gbps) or its own values."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
-    out = {}
+    out = [None] * topo.n_nodes
+    for idx in topo.node_groups("npu"):          # (one spec per group of NPUs)
+        sp = npu_spec(cfg, topo, idx[0])
+        peak = sp.tflops.get("fp32") or max(sp.tflops.values())
+        v = (peak * 1e3 / clock, sp.hbm_bytes_per_s / 1e9 / clock)
+        for i in idx:
+            out[i] = v
     for i, k in enumerate(topo.node_kinds):
-        if k == "npu":
-            sp = npu_spec(cfg, topo, i)
-            peak = sp.tflops.get("fp32") or max(sp.tflops.values())
-            out[i] = (peak * 1e3 / clock, sp.hbm_bytes_per_s / 1e9 / clock)
-        elif k == "host":
+        if k == "host":
             d = (cfg.topology.host or {}) if cfg else {}
             own = topo.node_mem[i] if topo.node_mem else {}
             tflops = own.get("tflops", d.get("tflops", 2.0))
             gbps = own.get("dram_gbps", d.get("dram_gbps", 100.0))
             out[i] = (tflops * 1e3 / clock, gbps / clock)
-    return out
+    return {i: v for i, v in enumerate(out) if v is not None}
 
 
+@last_of
 def engine_params(topo, cfg):
     """Per NPU: (offload-engine reduction bytes per cycle, its SRAM bytes, the NPU cores'
     reduction bytes per cycle, the pieces the engine streams its SRAM in), from
@@ -36,15 +39,16 @@ def engine_params(topo, cfg):
     offload_pieces (16), or the node's own."""
     clock = cfg.network.clock_ghz if cfg is not None else 1.0
     d = (cfg.topology.npu or {}) if cfg is not None else {}
-    out = {}
-    for i, k in enumerate(topo.node_kinds):
-        if k == "npu":
-            own = topo.node_mem[i] if topo.node_mem else {}
-            out[i] = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
-                      int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
-                      own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
-                      max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
-    return out
+    out = [None] * topo.n_nodes
+    for idx in topo.node_groups("npu"):          # (once per group of NPUs)
+        own = topo.node_mem[idx[0]] if topo.node_mem else {}
+        v = (own.get("offload_gbps", d.get("offload_gbps", 256.0)) / clock,
+             int(own.get("offload_sram_mb", d.get("offload_sram_mb", 8.0)) * 2 ** 20),
+             own.get("reduce_gbps", d.get("reduce_gbps", 450.0)) / clock,
+             max(1, int(own.get("offload_pieces", d.get("offload_pieces", 16)))))
+        for i in idx:
+            out[i] = v
+    return {i: v for i, v in enumerate(out) if v is not None}
 
 
 def memory_params(topo, cfg):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim._io import json_safe
+from pysim.stats import link_column
 from pysim.workload.compile import KIND_OF, ROOFLINE
 from pysim.workload.holds import memory_rows
 
@@ -249,13 +250,14 @@ class GraphResult:
                 + f", results {p['results_seconds']:.2f} s")
 
     def _link_line(self):
-        used = [l for l in self.links if l["flits"]]
-        if not used:
+        used = np.flatnonzero(link_column(self.links, "flits"))
+        if not used.size:
             return "no router-to-router link used"
-        top = max(used, key=lambda l: l["utilisation"])
-        mean = sum(l["utilisation"] for l in used) / len(used)
+        util = link_column(self.links, "utilisation")[used].tolist()
+        top = self.links[int(used[util.index(max(util))])]
+        mean = sum(util) / len(util)
         return (f"max {top['utilisation']:.3f} ({top['src']}->{top['dst']}), mean {mean:.3f} "
-                f"over the {len(used)} of {len(self.links)} channels used (whole run)")
+                f"over the {used.size} of {len(self.links)} channels used (whole run)")
 
     def _count(self):
         if isinstance(self.ops, OpTable):

@@ -88,13 +88,12 @@ def ring_order(cfg, topo, group):
             raise ConfigError(f"workload.ring_order = {order}: expected the participants "
                               f"{group} in some order")
         return order
-    idx = {n: i for i, n in enumerate(topo.node_names)}
+    idx = topo.node_index()
     ids = [idx[n] for n in group]
     # the bandwidth between members (the channels joining two of them, in channel order)
     member = np.zeros(topo.n_nodes, bool)
     member[ids] = True
-    src = np.asarray(topo.ch_src, np.int64)
-    dst = np.asarray(topo.ch_dst, np.int64)
+    src, dst = topo.channel_ends()
     bw = {}
     for c in np.flatnonzero(member[src] & member[dst]).tolist():
         key = (topo.ch_src[c], topo.ch_dst[c])

@@ -116,7 +116,6 @@ def shared(topo, placements):
     node's or host's memory that k of them use, gives each 1/k of its bandwidth (two GPUs
     behind one PCIe switch each get half its uplink). A planning policy then plans with
     what a transfer gets while its neighbours swap too, as a profiled rate would be."""
-    pbw = pair_bandwidths(topo)
     users_out, users_in, users_node = {}, {}, {}
     for p in placements.values():
         if p is None or not p.routes:
@@ -126,6 +125,7 @@ def shared(topo, placements):
             for a, b in pairs:
                 users_out[(a, b)] = users_out.get((a, b), 0) + 1
                 users_in[(b, a)] = users_in.get((b, a), 0) + 1
+    pbw = pair_bandwidths(topo) if users_node else {}    # (none needed: no NPU offloads)
     out = {}
     for npu, p in placements.items():
         if p is None or not p.routes:

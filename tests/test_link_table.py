@@ -1,0 +1,144 @@
+"""The per-link report is columns (pysim.stats.LinkTable) whose rows, made when asked for,
+equal a row-by-row reference built from the network's channels one at a time; what reads
+the report by columns (the summary's link line, the slow-path note) agrees with the same
+reading done over the rows."""
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from conftest import make_cfg
+from pysim.network import CH_NET, compile_network
+from pysim.sim import simulate
+from pysim.stats import LinkTable
+from pysim.topology import build
+from pysim.workload import notes
+from pysim.workload.base import link_report
+
+
+def reference(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None):
+    """The report channel by channel, in plain Python."""
+    names = network.topo.node_names
+    out = []
+    for c in range(len(network.ch_kind)):
+        if network.ch_kind[c] != CH_NET:
+            continue
+        r = float(network.ch_num[c]) / float(network.ch_den[c])
+        busy = float(flits[c]) / r
+        if owed_start is not None:
+            busy += float(owed_start[c])
+        if owed_end is not None:
+            busy -= float(owed_end[c])
+        busy = max(busy, 0.0)
+        row = dict(src=names[network.ch_src[c]], dst=names[network.ch_dst[c]],
+                   lane=int(c - network.arrays["ch_par_base"][c]),
+                   bandwidth_gbps=r * cfg.network.flit_bytes * cfg.network.clock_ghz,
+                   latency_cycles=int(network.ch_lat[c]), flits=int(flits[c]),
+                   utilisation=busy / cycles if cycles > 0 else 0.0)
+        if vc_flits is not None:
+            row["vc_flits"] = [int(x) for x in vc_flits[c]]
+        out.append(row)
+    return out
+
+
+SYSTEMS = [
+    {"kind": "ring", "size": 5, "link_gbps": 100.0},             # parallel lanes
+    {"kind": "torus", "dims": [3, 4], "link_gbps": 20.0},       # slower than a flit a cycle
+    {"kind": "cluster", "node": "dgx-h100", "node_count": 2, "fabric": "rail-optimised",
+     "radix": 64},
+]
+
+
+@pytest.mark.parametrize("topology", SYSTEMS)
+@pytest.mark.parametrize("cycles", [0, 1, 997])
+def test_rows_equal_the_channel_by_channel_reference(topology, cycles, rng):
+    cfg = make_cfg(topology=topology, network={"vcs": 3})
+    net = compile_network(cfg, build(cfg))
+    C = net.ch_kind.size
+    g = np.random.default_rng(7)
+    flits = g.integers(0, 5000, C)
+    vc = g.integers(0, 900, (C, 3))
+    start, end = g.random(C) * 3, g.random(C) * 40
+    for args in [(None, None, None), (vc, None, None), (None, start, end), (vc, start, end)]:
+        table = link_report(net, cfg, flits, cycles, *args)
+        ref = reference(net, cfg, flits, cycles, *args)
+        assert isinstance(table, LinkTable) and len(table) == len(ref) > 0
+        assert list(table) == ref
+        for row in list(table)[:50]:        # the types JSON writes: ints stay ints
+            assert all(type(row[k]) is int for k in ("lane", "latency_cycles", "flits"))
+        assert table == ref and ref == table and table != ref[:-1]
+        k = len(ref) // 2
+        assert table[k] == ref[k] and table[-1] == ref[-1] and table[1:7] == ref[1:7]
+        assert table[::3] == ref[::3]
+        with pytest.raises(IndexError):
+            table[len(ref)]
+        assert pickle.loads(pickle.dumps(table)) == ref
+
+
+def test_a_mutated_column_is_seen():
+    """The comparison can fail: one flit more on one lane breaks it."""
+    cfg = make_cfg(topology=SYSTEMS[0])
+    net = compile_network(cfg, build(cfg))
+    flits = np.arange(net.ch_kind.size)
+    table = link_report(net, cfg, flits, 100)
+    table.column("flits")[3] += 1
+    assert list(table) != reference(net, cfg, flits, 100)
+
+
+@pytest.mark.parametrize("model", ["flit", "flow"])
+def test_a_run_writes_the_rows_and_reads_its_columns_as_the_rows_say(model):
+    cfg = make_cfg(topology={"kind": "ring", "size": 4, "link_gbps": 50.0},
+                   network={"model": model},
+                   workload={"kind": "collective", "collective": "all_reduce",
+                             "algorithm": "ring", "bytes": 1 << 16})
+    res = simulate(cfg)
+    rows = list(res.links)
+    d = res.to_dict()
+    assert d["links"] == rows and json.loads(json.dumps(d))["links"] == rows
+    # the summary's link line, read over the rows
+    used = [l for l in rows if l["flits"]]
+    top = max(used, key=lambda l: l["utilisation"])
+    mean = sum(l["utilisation"] for l in used) / len(used)
+    assert res._link_line() == (f"max {top['utilisation']:.3f} ({top['src']}->{top['dst']}), "
+                                f"mean {mean:.3f} over the {len(used)} of {len(rows)} "
+                                f"channels used (whole run)")
+
+
+def test_synthetic_traffic_reports_its_links_as_rows():
+    cfg = make_cfg(topology={"kind": "mesh", "dims": [3, 3]},
+                   traffic={"injection_rate": 0.05},
+                   simulation={"warmup_cycles": 50, "measure_cycles": 300})
+    res = simulate(cfg)
+    d = res.to_dict()
+    assert d["links"] == list(res.links) and len(d["links"]) == 24
+    assert max(l["utilisation"] for l in d["links"]) > 0
+    assert f"{max(l['utilisation'] for l in d['links']):.3f}" in res.summary()
+
+
+def test_slow_group_path_reads_the_columns_as_the_rows_say():
+    """The busiest link of a DGX-1-like graph's training run with a host detour: the note
+    names the first busiest row, and compares it with the widest link at an NPU (rows)."""
+    topo = {"kind": "graph", "transit": ["switch"],
+            "nodes": [{"name": "g0", "kind": "npu"}, {"name": "g1", "kind": "npu"},
+                      {"name": "s", "kind": "switch"}],
+            "links": [{"a": "g0", "b": "g1", "gbps": 100.0},
+                      {"a": "g0", "b": "s", "gbps": 16.0}, {"a": "g1", "b": "s", "gbps": 16.0}]}
+    cfg = make_cfg(topology=topo)
+    net = compile_network(cfg, build(cfg))
+    C = net.ch_kind.size
+    kinds = dict(zip(net.topo.node_names, net.topo.node_kinds))
+    for seed in range(6):
+        flits = np.random.default_rng(seed).integers(0, 3000, C)
+        flits[np.flatnonzero(net.ch_kind == CH_NET)[:1]] = 0
+        table = link_report(net, cfg, flits, 20_000)
+        rows = list(table)
+        top = max(rows, key=lambda l: l["utilisation"])
+        widest = max(l["bandwidth_gbps"] for l in rows
+                     if "npu" in (kinds[l["src"]], kinds[l["dst"]]))
+        slow = ({kinds[top["src"]], kinds[top["dst"]]} & {"switch", "host"} and
+                top["utilisation"] >= 0.05 and top["bandwidth_gbps"] < widest)
+        note = notes.slow_group_path(table, cfg, net.topo)
+        assert (note is not None) == bool(slow)
+        if note:
+            assert f"{top['src']}->{top['dst']}" in note
