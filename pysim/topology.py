@@ -210,7 +210,8 @@ def _regular(name, dims, wrap, bidirectional, cfg, routing, key="topology.dims")
     if len(dims) == 1:
         names = [f"n{i}" for i in range(n)]
     else:
-        names = ["n" + "_".join(str(int(x)) for x in coords[i]) for i in range(n)]
+        form = "n" + "_".join(["%d"] * len(dims))
+        names = [form % tuple(c) for c in coords.tolist()]
     t = Topology(name=name, node_names=names, node_kinds=["npu"] * n, dims=dims,
                  coords=coords, wrap=tuple(wrap), bidirectional=bidirectional, routing=routing)
     bpc, lat = link_params(cfg)

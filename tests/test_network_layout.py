@@ -145,3 +145,6 @@ def test_regular_channels_equal_node_by_node(topology):
     for col in (topo.ch_src, topo.ch_dst, topo.ch_latency_cycles, topo.ch_dim, topo.ch_dir):
         assert all(type(v) is int for v in col)
     assert all(type(v) is bool for v in topo.ch_wrap)
+    if len(topo.dims) > 1:                     # (a node's name: its coordinates)
+        assert topo.node_names == ["n" + "_".join(str(int(x)) for x in topo.coords[i])
+                                   for i in range(topo.n_nodes)]
