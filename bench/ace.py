@@ -29,15 +29,27 @@ Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 b
 HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
 64 (DLRM), communication-heavy points; the baseline family comm_sms in
 {2, 4, 8, 16, 32, 48, 64} x comm_hbm_gbps in {45, 90, 225, 450, 900}; 25 MiB buckets, 4
-chunks per collective; the engine's 256 GB/s of reduction and 8 MiB of SRAM. The last of 2 iterations is reported.
+chunks per collective; the engine's 256 GB/s of reduction and 8 MiB of SRAM. The last of 2 iterations is reported
+(`iteration_ms`: from its first op to its last), and the mean period (`period_ms`: the time
+from the end of the first iteration to the end of the last, over the iterations after the
+first; `--iterations N` runs N). The two differ where iterations overlap: DLRM's table
+lookups and all-to-all of one iteration start while the previous one's all-reduce runs, so
+its last iteration spans more than its period.
 
     python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
-        [--network flow|flit] [--per-npu N] [--baselines 8x450,16x225] [--no-hbm-sweep]
+        [--network flow|flit] [--per-npu N | --per-npu 32,16,8,4,2,1] [--decompose]
+        [--baselines 8x450,16x225] [--no-hbm-sweep] [--iterations N]
         [--set network.flit_bytes=64 ...] [--json out.json]
     python bench/ace.py --combine flow.json flit.json [--json both.json]
 
 `--network flow,flit` runs both levels; `--combine` joins the rows of earlier runs' JSON (one
 level each, say, with their own families and settings) into one table and one JSON.
+
+`--per-npu` with several values runs a row per batch (a sweep). `--decompose` adds to each
+row `loss_breakdown_cycles`: the best baseline's loss to the engine per iteration split into
+compute slowed by the SMs its collectives hold, compute slowed by sharing the HBM, and
+exposed communication, from one more run of that member with its held SMs made free for
+compute (see breakdown()); a second table prints them.
 
 `--set key=value` overrides the platform's configuration for every run (at the flit level,
 coarser flits make a long run shorter: say which were used).
@@ -46,11 +58,13 @@ import argparse
 import itertools
 import json
 import os
+import re
 import resource
 import time
 
 import pysim
 from pysim import models
+from pysim.workload import endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOPO = os.path.join(HERE, "..", "topologies")
@@ -70,11 +84,14 @@ PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over t
 COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
 COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
 BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 720 GB/s
+REDUCE_GBPS = 450.0              # the SMs' reduction rate (topology.npu.reduce_gbps's default)
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 ALGORITHM = "bidir_hierarchical"  # the all-reduce (workload.algorithm; --set overrides it)
 
 
 SETTINGS = {}                    # --set key=value, for every run
+ITERATIONS = 2                   # --iterations: training iterations per run
+ITERATION_NAME = re.compile(r"it(\d+) ")
 
 
 def config(plat, overrides):
@@ -94,22 +111,43 @@ def _value(text):
     return {"true": True, "false": False}.get(text, text)
 
 
-def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=2):
+def iteration_ends(res):
+    """Per iteration, the cycle its last op ends (a training graph's ops are named
+    'it<k> ...'; its collectives' ops, unnamed, end before the steps that wait for them)."""
+    t = res.ops
+    ends = {}
+    for name, f in zip(t.names[:len(t)], t.finish.tolist()):
+        m = ITERATION_NAME.match(name) if name is not None else None
+        if m:
+            k = int(m.group(1))
+            if f > ends.get(k, -1):
+                ends[k] = f
+    return [ends[k] for k in sorted(ends)]
+
+
+def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=None,
+             extra=None):
+    iterations = iterations or ITERATIONS
     over = {"workload.kind": "training", "workload.model": model,
             "workload.batch": per_npu * PLATFORMS[plat][2], "workload.precision": "mixed",
             "workload.engine": engine, "workload.iterations": iterations,
-            "network.model": network}
+            "network.model": network, **(extra or {})}
     if sms is not None:
         over["workload.comm_sms"] = sms
     if hbm is not None:
         over["workload.comm_hbm_gbps"] = hbm
     t = time.perf_counter()
-    d = pysim.simulate(config(plat, over)).to_dict()
+    res = pysim.simulate(config(plat, over))
+    ends = iteration_ends(res)
+    d = res.to_dict()
     per = d["per_npu"].values()
     s_per_cycle = d["iteration_seconds"] / d["iteration_cycles"]
     net = sum(v["network_bytes"] for v in per) / len(d["per_npu"])
     return dict(platform=plat, model=model, engine=engine, comm_sms=sms, comm_hbm_gbps=hbm,
                 per_npu=per_npu, network=network, iteration_ms=d["iteration_seconds"] * 1e3,
+                iteration_cycles=d["iteration_cycles"],
+                iterations=iterations,
+                period_ms=(ends[-1] - ends[0]) / (len(ends) - 1) * s_per_cycle * 1e3,
                 compute_cycles=d["compute_cycles"], comm_cycles=d["comm_cycles"],
                 exposed_comm_cycles=d["exposed_comm_cycles"],
                 comm_network_gbps_per_npu=(net / (d["comm_cycles"] * s_per_cycle) / 1e9
@@ -167,17 +205,56 @@ def hbm_needed(plat, model, network, log=print):
     return ratios, curve, need
 
 
-def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None):
+FREE = 100        # the breakdown's units made free: sms and reduce_gbps x FREE (see below)
+
+
+def breakdown(plat, model, per_npu, network, best, eng):
+    """Where the best baseline's iteration loses to the engine's, in cycles of one iteration,
+    by a counterfactual run U of the same member with FREE times the SMs and FREE times the
+    reduction rate (topology.npu.sms, topology.npu.reduce_gbps): U's collectives hold the
+    same units, reduce at the same rate on the same budget and schedule, but their holds cost
+    compute k / (FREE sms) of peak instead of k / sms.
+
+    - held_units: the baseline's iteration over U's (what the SMs the collectives hold cost
+      the iteration, whether on compute's path or hidden under communication);
+    - hbm_sharing: U's compute time over the engine's (chiefly the NPU-run collective's 3.5
+      bytes of HBM per network byte, against the engine's about 1.07, taken from compute's
+      memory traffic; also compute overlapping a longer collective);
+    - exposed_comm: U's exposed communication over the engine's (the collective's own
+      schedule and rate: its chunks, its budget, its reductions).
+
+    An iteration is its compute_cycles plus its exposed_comm_cycles, so the three add up to
+    the difference of the iterations (`other`: what they leave, 0 when that holds).
+    """
+    sms = SETTINGS.get("topology.npu.sms", endpoint.SMS["v100"])
+    red = SETTINGS.get("topology.npu.reduce_gbps", REDUCE_GBPS)
+    u = training(plat, model, "npu", per_npu, network, best["comm_sms"],
+                 best["comm_hbm_gbps"], extra={"topology.npu.sms": sms * FREE,
+                                               "topology.npu.reduce_gbps": red * FREE})
+    out = dict(held_units=best["iteration_cycles"] - u["iteration_cycles"],
+               hbm_sharing=u["compute_cycles"] - eng["compute_cycles"],
+               exposed_comm=u["exposed_comm_cycles"] - eng["exposed_comm_cycles"])
+    out["other"] = (best["iteration_cycles"] - eng["iteration_cycles"] - sum(out.values()))
+    out["units_free"] = {k: u[k] for k in ("iteration_cycles", "compute_cycles",
+                                            "exposed_comm_cycles",
+                                            "comm_network_gbps_per_npu")}
+    return out
+
+
+def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
+          decompose=False):
     family = family or list(itertools.product(COMM_SMS, COMM_HBM))
     rows = [training(plat, model, "npu", per_npu, network, s, h) for s, h in family]
     for r in rows:
         log(f"  {plat} {model} npu sms {r['comm_sms']:>2} hbm {r['comm_hbm_gbps']:>5g}: "
-            f"{r['iteration_ms']:.3f} ms, {r['comm_network_gbps_per_npu']:.1f} GB/s "
+            f"{r['iteration_ms']:.3f} ms (period {r['period_ms']:.3f}), "
+            f"{r['comm_network_gbps_per_npu']:.1f} GB/s "
             f"({r['wall_seconds']:.1f} s)", flush=True)
     eng = training(plat, model, "offload", per_npu, network)
-    log(f"  {plat} {model} offload: {eng['iteration_ms']:.3f} ms, "
+    log(f"  {plat} {model} offload: {eng['iteration_ms']:.3f} ms (period {eng['period_ms']:.3f}), "
         f"{eng['comm_network_gbps_per_npu']:.1f} GB/s ({eng['wall_seconds']:.1f} s)")
     best = min(rows, key=lambda r: r["iteration_ms"])
+    best_period = min(rows, key=lambda r: r["period_ms"])
     out = dict(platform=plat, model=model, per_npu=per_npu, network=network,
                speedup_over_best_baseline=best["iteration_ms"] / eng["iteration_ms"],
                best_baseline=dict(comm_sms=best["comm_sms"],
@@ -186,7 +263,19 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None)
                net_bw_ratio=(eng["comm_network_gbps_per_npu"] /
                              best["comm_network_gbps_per_npu"]
                              if best["comm_network_gbps_per_npu"] else None),
-               paper_speedup=PAPER[model], baselines=rows, engine=eng)
+               paper_speedup=PAPER[model], baselines=rows, engine=eng,
+               iterations=ITERATIONS,
+               period_speedup_over_best_baseline=best_period["period_ms"] / eng["period_ms"],
+               best_baseline_by_period=dict(comm_sms=best_period["comm_sms"],
+                                            comm_hbm_gbps=best_period["comm_hbm_gbps"]),
+               best_baseline_period_ms=best_period["period_ms"],
+               engine_period_ms=eng["period_ms"])
+    if decompose:
+        out["loss_breakdown_cycles"] = b = breakdown(plat, model, per_npu, network, best, eng)
+        log(f"  {plat} {model} ({per_npu} per NPU): the best baseline's "
+            f"{best['iteration_cycles'] - eng['iteration_cycles']:,} cycles over the engine: "
+            + ", ".join(f"{k} {v:,}" for k, v in b.items() if not k.startswith("units_free")),
+            flush=True)
     if sweep_hbm:
         ratios, curve, need = hbm_needed(plat, model, network, log)
         out.update(hbm_for_same_net_bw_ratio=ratios[0.9],
@@ -217,6 +306,29 @@ def table(rows):
     return "\n".join(out)
 
 
+def breakdown_table(rows):
+    """The rows with a loss breakdown: the best baseline's loss to the engine per iteration
+    and its parts (ms at 1 GHz), with the engine's iteration as compute + exposed."""
+    out = ["| platform | model (per NPU) | level | best baseline (SMs, GB/s) | speed-up | "
+           "engine: compute + exposed comm (ms) | baseline's loss (ms) | held SMs | "
+           "HBM sharing | exposed comm | other |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r.get("loss_breakdown_cycles")
+        if not b:
+            continue
+        e, ms = r["engine"], 1e-6        # (cycles at 1 GHz)
+        loss = b["held_units"] + b["hbm_sharing"] + b["exposed_comm"] + b["other"]
+        out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
+                   f"{r['best_baseline']['comm_sms']}, "
+                   f"{r['best_baseline']['comm_hbm_gbps']:g} | "
+                   f"{r['speedup_over_best_baseline']:.3f}x | "
+                   f"{e['compute_cycles'] * ms:.2f} + {e['exposed_comm_cycles'] * ms:.2f} | "
+                   f"{loss * ms:.3f} | {b['held_units'] * ms:.3f} | "
+                   f"{b['hbm_sharing'] * ms:.3f} | {b['exposed_comm'] * ms:.3f} | "
+                   f"{b['other'] * ms:.3f} |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--platform", default="torus4x4,torus4x4x4")
@@ -225,8 +337,12 @@ def main():
                     help="flow, flit, or both: flow,flit")
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                     help="join the rows of these earlier runs' JSON files; run nothing")
-    ap.add_argument("--per-npu", type=int, default=None,
-                    help="samples per NPU for every model (default: 2, 4, 64)")
+    ap.add_argument("--per-npu", default=None,
+                    help="samples per NPU for every model, or a sweep of them: 32,16,8,4,2,1 "
+                         "(default: 2, 4, 64)")
+    ap.add_argument("--decompose", action="store_true",
+                    help="split the best baseline's loss to the engine into compute slowed "
+                         "by held SMs, by HBM sharing, and exposed communication")
     ap.add_argument("--no-hbm-sweep", action="store_true",
                     help="skip the memory-budget sweep of one all-reduce")
     ap.add_argument("--baselines", default=None,
@@ -234,8 +350,15 @@ def main():
                          "x 45,90,225,450,900)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (repeatable)")
+    ap.add_argument("--iterations", type=int, default=2,
+                    help="training iterations per run (at least 2; default 2): the last is "
+                         "reported, and the mean period over those after the first")
     ap.add_argument("--json", default=os.path.join(HERE, "results", "ace.json"))
     a = ap.parse_args()
+    if a.iterations < 2:
+        ap.error(f"--iterations {a.iterations}: expected at least 2")
+    global ITERATIONS
+    ITERATIONS = a.iterations
     for kv in a.set:
         if "=" not in kv:
             ap.error(f"--set {kv!r}: expected KEY=VALUE")
@@ -256,20 +379,33 @@ def main():
                 r.setdefault("run", {k: d.get(k) for k in ("date", "commit", "dirty",
                                                            "version", "load_average")})
                 rows.append(r)
+    per_npu = None
+    if a.per_npu:
+        try:
+            per_npu = [int(x) for x in a.per_npu.split(",")]
+        except ValueError:
+            per_npu = []
+        if not per_npu or min(per_npu) < 1:
+            ap.error(f"--per-npu {a.per_npu!r}: expected positive integers, as 32,16,8")
     for plat in ([] if a.combine else a.platform.split(",")):
-        for model, level in itertools.product(a.models.split(","), levels):
+        for model, level, per in itertools.product(a.models.split(","), levels,
+                                                   per_npu or [None]):
             family = None if not a.baselines else [
                 (int(s), float(h)) for s, h in (x.split("x") for x in a.baselines.split(","))]
-            r = study(plat, model, a.per_npu or MODELS[model], level,
-                      sweep_hbm=not a.no_hbm_sweep, family=family)
+            r = study(plat, model, per or MODELS[model], level,
+                      sweep_hbm=not a.no_hbm_sweep, family=family, decompose=a.decompose)
             r["settings"] = dict(SETTINGS)
             r["algorithm"] = SETTINGS.get("workload.algorithm", ALGORITHM)
             rows.append(r)
-            print(f"{plat} {model}: speed-up over the best baseline "
-                  f"{r['speedup_over_best_baseline']:.3f}x, network GB/s ratio "
+            print(f"{plat} {model} ({r['per_npu']} per NPU): speed-up over the best baseline "
+                  f"{r['speedup_over_best_baseline']:.3f}x (by the mean period over "
+                  f"{ITERATIONS} iterations: {r['period_speedup_over_best_baseline']:.3f}x), "
+                  f"network GB/s ratio "
                   f"{r['net_bw_ratio']:.2f}, HBM for the same network GB/s "
                   f"{r.get('hbm_for_same_net_bw_ratio')}", flush=True)
     md = table(rows)
+    bd = breakdown_table(rows)
+    md = md + ("\n\n" + bd if bd else "")
     print(md)
     write_json(a.json, dict(benchmark="ace", **prov, settings=SETTINGS, rows=rows, table=md,
                             paper=PAPER,

@@ -116,7 +116,7 @@ def main():
         if a.figures and name in FIGURES:
             path = os.path.join(a.figures, f"jobs-mapa-{name}.png")
             jobs_cdf(d, path, title=f"{d['server']}, {name}: {a.jobs} jobs (MAPA's "
-                                    f"generator), seed {a.seed}")
+                                    f"generator), seed {a.seed}", force=True)    # (remade)
             print(f"figure written to {path}")
     print(f"{'preserve (MAPA) vs baseline':<28} {'p75 job speedup':>16} {'worst-case cut':>15}")
     for name, r in summary:

@@ -280,7 +280,7 @@ cdef class Engine:
                 progress(self.s.now)
             dt = perf_counter() - t0       # the next slice: about 0.1 s at this pace
             if dt < 0.025:
-                step = min(step * 4, <cycle_t>1 << 30)
+                step = min(step * 4, <cycle_t>1 << 16)
             elif dt > 0.2:
                 step = max(step // 2, 64)
 

@@ -215,6 +215,10 @@ def build_cluster(cfg):
     nt = NODE_TYPES[tp.node]
     N, G = int(tp.node_count), nt.gpus
     radix = int(_param(cfg, "radix", nt.radix))
+    if N * (G + 1) > MAX_CLUSTER_NODES:      # (before the plan's arrays of every GPU)
+        raise ConfigError(f"topology.node_count = {N}: {N * G:,} GPUs and {N:,} NVSwitches, "
+                          f"before any fabric switch; at most {MAX_CLUSTER_NODES:,} nodes "
+                          f"are supported")
     p = plan(tp.fabric, N, G, radix, float(tp.oversubscription))
     E = N * G
     n_spine = p.spines if p.tiers == 2 else p.pods * p.spines if p.tiers == 3 else 0

@@ -348,7 +348,11 @@ def load(path, overrides: dict | None = None) -> Config:
         return from_dict(raw, base_dir=base, source=path)
     except ConfigError as e:
         msg = str(e)
-        if msg.startswith(tuple(f"{k}{c}" for k in overrides for c in " .:")):
+        # (a field's table named alone, 'topology.nic.gpu: unknown node kind', is the typed
+        # 'topology.nic.gpu.injection_gbps''s)
+        typed = [".".join(k.split(".")[:n]) for k in overrides
+                 for n in range(len(k.split(".")), min(len(k.split(".")), 3) - 1, -1)]
+        if msg.startswith(tuple(f"{k}{c}" for k in typed for c in " .:")):
             # (the value was typed, not read from the file)
             raise ConfigError(f"{e} (given as an override, on {path})") from None
         given = [k for k in overrides if _names(msg, k)]

@@ -116,6 +116,39 @@ def check_network(topo, cfg):
     return _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat)
 
 
+def _link_key(topo, cfg, c, value, latency=False):
+    """The key and value that gave topology channel `c` its bandwidth (`value` bytes per
+    cycle) or, with `latency`, its latency (`value` cycles), where one does
+    ('topology.dim_link_gbps[1] = 1e+300', 'topology.links[0].gbps = 1e+300', a cluster's
+    'topology.nvlink_gbps = ...'), else None: a refusal names what the user wrote."""
+    tp, clock = cfg.topology, cfg.network.clock_ghz
+
+    def same(v, unit):                     # unit: "gbps", "bpc", "ns" or "cycles"
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        if latency:
+            return (math.ceil(v * clock - 1e-9) if unit == "ns" else v) == value
+        return math.isclose(v / clock if unit == "gbps" else v, value, rel_tol=1e-9)
+    fields = (("latency_ns", "ns"), ("latency_cycles", "cycles")) if latency else \
+        (("gbps", "gbps"), ("bytes_per_cycle", "bpc"))
+    dims = None if latency else getattr(tp, "dim_link_gbps", None)
+    d = topo.ch_dim[c] if c < len(topo.ch_dim) else -1
+    if dims and 0 <= d < len(dims) and same(dims[d], "gbps"):
+        return f"topology.dim_link_gbps[{d}] = {dims[d]:g}"
+    ends = {topo.node_names[topo.ch_src[c]], topo.node_names[topo.ch_dst[c]]}
+    for j, e in enumerate(getattr(tp, "links", None) or []):
+        if isinstance(e, dict) and {e.get("a"), e.get("b")} == ends:
+            for field, unit in fields:
+                if same(e.get(field), unit):
+                    return f"topology.links[{j}].{field} = {e[field]:g}"
+    names = ("link_latency_ns", "nvlink_latency_ns", "fabric_latency_ns") if latency else \
+        ("nvlink_gbps", "nic_gbps", "fabric_gbps")
+    for name in names:
+        if same(getattr(tp, name, None), "ns" if latency else "gbps"):
+            return f"topology.{name} = {getattr(tp, name):g}"
+    return None
+
+
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
     of a latency past MAX_DELAY_CYCLES, and VC buffers of more than MAX_BUFFER_BYTES in all.
@@ -156,13 +189,18 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
         if lanes(b, F) > MAX_LANES:
             gbps = b * clock
             key = (f"{bw_key} = {given:g}" if isinstance(given, (int, float)) and
-                   math.isclose(given, gbps, rel_tol=1e-9) else f"{bw_key} {elsewhere}")
+                   math.isclose(given, gbps, rel_tol=1e-9) else
+                   (_link_key(topo, cfg, i, b) if i < topo.n_channels else None)
+                   or f"{bw_key} {elsewhere}")
             n = b / F
             count = f"{lanes(b, F):,}" if n < 1e9 else f"{n:.3g}"
             raise ConfigError(f"{what}: {gbps:g} GB/s is {count} flits per cycle of {F} "
                               f"bytes; expected at most {MAX_LANES:,} ({key}: raise "
                               f"network.flit_bytes, or lower the bandwidth)")
-        raise ConfigError(f"{what}: latency {L:,} cycles; expected at most "
+        lat_key = (_link_key(topo, cfg, i, L, latency=True) if i < topo.n_channels
+                   else None) or lat_key
+        cycles = f"{L:,}" if L < 1e20 else f"{float(L):.3g}"
+        raise ConfigError(f"{what}: latency {cycles} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network
     C = int(n_lanes.sum())                  # the engine's channels: a lane each

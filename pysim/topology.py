@@ -400,6 +400,22 @@ def _check_fields(where, entry, allowed):
                               f"{', '.join(allowed)}")
 
 
+def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
+    """Entries naming one pair (one direction) are parallel links, used together only if
+    alike: routes name a group of parallel channels of one bandwidth and latency, so a link
+    unlike the pair's first would carry nothing. Refused, naming both entries."""
+    for ends in [(e["a"], e["b"])] + ([] if directed else [(e["b"], e["a"])]):
+        j, b0, l0 = pair.setdefault(ends, (i, bpc, lat))
+        if (b0, l0) != (bpc, lat):
+            c = cfg.network.clock_ghz
+            raise ConfigError(
+                f"topology.links[{i}]: a link {ends[0]} -> {ends[1]} of {bpc * c:g} GB/s and "
+                f"{lat} cycles, where topology.links[{j}] has one of {b0 * c:g} GB/s and {l0} "
+                f"cycles; expected links of one pair alike (they are parallel links, which "
+                f"routes use together only when alike: give one entry with count, or the "
+                f"same gbps and latency)")
+
+
 def build_graph(cfg):
     """An explicit graph: [[topology.nodes]] and [[topology.links]]."""
     tp = cfg.topology
@@ -445,7 +461,7 @@ def build_graph(cfg):
             cpu["preset"] = check_preset(f"{where}.preset", e["preset"])
         nodes.append((name, kind, {**nic, **memp, **cpu}))
     bpc0, lat0 = link_params(cfg)
-    links = []
+    links, pair = [], {}
     for i, e in enumerate(tp.links):
         where = f"topology.links[{i}]"
         _check_fields(where, e, LINK_FIELDS)
@@ -483,6 +499,7 @@ def build_graph(cfg):
         if not isinstance(directed, bool):
             raise ConfigError(f"{where}.directed = {directed!r}: expected true or false")
         links.append((e["a"], e["b"], bpc, lat, count, directed))
+        _same_as_parallel(pair, i, e, bpc, lat, directed, cfg)
     check_size(f"topology.nodes ({len(nodes)} entries)", len(nodes), 0,
                by_rule=len(nodes) > MAX_NODES and _link_tree(nodes, links))
     check_size(f"topology.links ({len(links)} entries, with their counts)", 2,
@@ -539,6 +556,18 @@ def _check_kind_defaults(topo, cfg):
 
 
 
+def system_name(topo, cfg):
+    """The system's name as results carry it (`_system`, the `system` of a summary and of
+    `pysim results`): the topology's, and where the config is a file of the user's own whose
+    name is not the topology's, that file's too ('mesh8x8 (a.toml)'), so that results of two
+    files on one topology are told apart."""
+    src = getattr(cfg, "source", None)
+    if not src or systems.path_of(os.path.basename(src)) == os.path.abspath(src):
+        return topo.name                       # (from Python, or a shipped system)
+    base = os.path.basename(src)
+    return topo.name if os.path.splitext(base)[0] == topo.name else f"{topo.name} ({base})"
+
+
 def describe_system(name):
     """A shipped system in one dict: name, what, source, and its nodes counted by kind."""
     path = systems.path_of(name)
@@ -578,7 +607,9 @@ declare(
     Key("topology", "links", "tables", None, "-",
         "Graph: [[topology.links]] with a, b (node names), and optional gbps or "
         "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
-        "count (parallel links, default 1), directed (a to b only, default false).", None),
+        "count (parallel links, default 1), directed (a to b only, default false). Entries "
+        "naming the same pair are parallel links too, and must be alike (gbps, latency).",
+        None),
     Key("topology", "nic", "table", None, "-",
         "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.",
         fields_check("topology.nic", NIC_FIELDS, kinds=("npu", "mem", "host"))),

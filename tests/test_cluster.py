@@ -178,3 +178,15 @@ def test_shipped_clusters_build_as_their_files_say(name):
     if t.n_nodes <= 2000:
         net = compile_network(cfg, t)
         assert net.routing.n_classes == 1
+
+
+def test_a_cluster_past_the_node_limit_is_refused_before_its_plan_is_built(monkeypatch):
+    """10^7 nodes of 8 GPUs: refused naming the key and the count of GPUs and NVSwitches alone,
+    before the fabric's plan allocates arrays of every GPU (7.8 s of CPU and 3.2 GB were
+    spent before the refusal)."""
+    def no_plan(*a, **kw):
+        raise AssertionError("the plan was built")
+    monkeypatch.setattr(cluster, "plan", no_plan)
+    with pytest.raises(ConfigError, match=r"topology\.node_count = 10000000: 80,000,000 GPUs "
+                                          r"and 10,000,000 NVSwitches.*at most 262,144"):
+        topology.build(cluster_cfg(node_count=10 ** 7))

@@ -17,6 +17,7 @@ from pysim.config import from_dict, load
 from pysim.errors import ConfigError
 from pysim.network import compile_network
 from pysim.sim import DeadlockError, run_packets, simulate
+from pysim.workload import OpGraph, run_graph
 
 
 @pytest.mark.parametrize("raw,fragments", [
@@ -126,7 +127,22 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
       "(topology.link_gbps = 1e+300: raise network.flit_bytes"]),
     ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
                    "links": [{"a": "a", "b": "b", "gbps": 1e300}]}},
-     ["link a->b", "topology.link_gbps or the link's own gbps"]),
+     ["link a->b", "(topology.links[0].gbps = 1e+300: raise"]),
+    # the key that set the link is named, not a generic wording
+    ({"topology": {"kind": "mesh", "dims": [4, 4], "dim_link_gbps": [1.0, 1e300]}},
+     ["link n0_0->n0_1", "(topology.dim_link_gbps[1] = 1e+300: raise"]),
+    ({"topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                   "fabric_gbps": 1e9}}, ["(topology.fabric_gbps = 1e+09: raise"]),
+    ({"topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                   "nvlink_gbps": 1e9}}, ["link gpu0->nvswitch0", "(topology.nvlink_gbps = 1e+09"]),
+    ({"topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                   "fabric_latency_ns": 1e12}},
+     ["latency 1,000,000,000,000 cycles", "(topology.fabric_latency_ns = 1e+12)"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "latency_cycles": 10 ** 7}]}},
+     ["link a->b: latency 10,000,000 cycles", "(topology.links[0].latency_cycles = 1e+07)"]),
+    ({"topology": {"link_latency_ns": 1e300}},
+     ["link n0_0->n1_0: latency 1e+300 cycles", "(topology.link_latency_ns = 1e+300)"]),
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
     ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
@@ -464,3 +480,59 @@ def test_dash_is_refused_where_the_output_is_not_json_or_csv(tmp_path, monkeypat
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 1 and fragment in r.output, r.output
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "--set", "simulation.measure_cycles=500", "--json", "-"],
+    ["topo", "ring8", "--json", "-"],
+    ["systems"],
+])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, args):
+    """`pysim run ring8 --json - | head`: the reader closing the pipe ends the command as a
+    Unix filter ends (status 141 = 128 + SIGPIPE, nothing printed), and the cut result is not
+    kept in a temporary file (an 'error: ... kept in /tmp/...' and status 1 before)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "pysim", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+    p.stdout.close()                          # the reader is gone before anything is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_two_files_on_one_topology_are_told_apart_by_their_system_name(tmp_path):
+    """Results carry the system's name (`_system`, pysim results' `system` column): a file of
+    the user's own adds its name to the topology's, so two files on one topology (ring8 with
+    2 and with 4 VCs) are told apart; a shipped system, and a config from Python, keep the
+    topology's name alone."""
+    names = {}
+    for f, vcs in (("a.toml", 2), ("b.toml", 4)):
+        (tmp_path / f).write_text(f'[topology]\nfile = "ring8"\n[network]\nvcs = {vcs}\n'
+                                  f'[simulation]\nmeasure_cycles = 200\nwarmup_cycles = 0\n')
+        names[f] = simulate(load(str(tmp_path / f))).to_dict()["config"]["_system"]
+    assert names == {"a.toml": "ring8 (a.toml)", "b.toml": "ring8 (b.toml)"}
+    quick = {"simulation.measure_cycles": 200, "simulation.warmup_cycles": 0}
+    assert simulate(load("ring8", quick)).to_dict()["config"]["_system"] == "ring8"
+    (tmp_path / "ring8.toml").write_text((tmp_path / "a.toml").read_text())
+    assert simulate(load(str(tmp_path / "ring8.toml"))).to_dict()["config"]["_system"] == \
+        "ring8"                                  # (the file is named as its topology)
+    raw = {"topology": {"kind": "ring", "size": 8}, "simulation": {"measure_cycles": 200}}
+    assert simulate(from_dict(raw)).to_dict()["config"]["_system"] == "ring8"
+
+
+def test_a_slice_of_the_run_never_grows_past_65536_cycles():
+    """The engine returns between slices to let Ctrl-C in; a slice grows while cycles are
+    cheap, and was let grow to 2^30 cycles over a phase of skipped idle cycles, so that when
+    traffic resumed one slice ran for seconds (Ctrl-C in a DGX-1 ResNet-50 iteration took
+    8.35 s to stop). Now at most 65,536 cycles: the progress callback, called after each
+    slice, sees no larger step, and the result is the same."""
+    cfg = load("ring8")
+    g = OpGraph()
+    a = g.compute("n0", 5_000_000)            # idle network: skipped cycles, cheap slices
+    g.send("n0", "n4", 1 << 20, after=[a])
+    seen = []
+    res = run_graph(cfg, g, progress=lambda now, last: seen.append(now)).to_dict()
+    steps = np.diff([0] + seen)
+    assert len(seen) > 5_000_000 // 65536 and steps.max() <= 65536
+    assert res["makespan_cycles"] == run_graph(cfg, g).to_dict()["makespan_cycles"]

@@ -4,6 +4,7 @@ line at the measured saturation throughput, timelines in time units with overlap
 by side and rows for memory nodes, labelled link-utilisation drawings."""
 import json
 import math
+import os
 
 import matplotlib
 import numpy as np
@@ -226,3 +227,38 @@ def test_plot_refuses_limits_it_cannot_draw_and_a_json_as_a_config(tmp_path, arg
     res = CliRunner().invoke(main, ["plot", str(trace), *args, "-o", str(tmp_path / "x.png")])
     assert res.exit_code == 1 and said in res.output, res.output
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_python_figures_do_not_overwrite_a_file_unless_forced(tmp_path):
+    """Nothing the user wrote is overwritten without asking: pysim.plot's functions refuse an
+    existing file (before drawing, naming it and force=True) and write over it with
+    force=True; a missing folder is refused before drawing too."""
+    rows = [row(0.1, 36), row(0.2, 40)]
+    path = tmp_path / "l.png"
+    path.write_text("mine")
+    with pytest.raises(OSError, match=r"l\.png exists; pass force=True to overwrite it"):
+        plot.latency_load(rows, str(path))
+    assert path.read_text() == "mine"
+    trace = {"traceEvents": [{"ph": "X", "pid": "npu0", "tid": "compute", "ts": 0, "dur": 1,
+                              "name": "a", "cat": "compute"}]}
+    with pytest.raises(OSError, match="exists"):
+        plot.timeline(trace, str(path))
+    assert path.read_text() == "mine"
+    with pytest.raises(OSError, match="no directory"):
+        plot.latency_load(rows, str(tmp_path / "nowhere" / "l.png"))
+    plot.latency_load(rows, str(path), force=True)
+    assert path.read_bytes().startswith(b"\x89PNG")
+    plot.latency_load(rows, str(tmp_path / "new.svg"))
+    assert (tmp_path / "new.svg").read_text().lstrip().startswith("<?xml")
+    assert sorted(os.listdir(tmp_path)) == ["l.png", "new.svg"]      # (no temporary left)
+
+
+@pytest.mark.parametrize("rows", ["rows", [1, 2], [{"params": {}}], {"params": {}}])
+def test_rows_that_are_not_a_sweeps_are_refused_naming_what_was_given(tmp_path, rows):
+    """pysim.plot's sweep figures take pysim.sweep's rows; anything else is a ConfigError
+    naming the entry and what a row holds (it was a TypeError from deep inside:
+    'string indices must be integers')."""
+    with pytest.raises(ConfigError, match=r"rows\[0\] = .*expected a sweep's row, a dict with "
+                                          r"params, result, status and error"):
+        plot.latency_load(rows, str(tmp_path / "l.png"))
+    assert not (tmp_path / "l.png").exists()

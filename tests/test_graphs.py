@@ -14,16 +14,18 @@ import refmodel
 from conftest import TOPOLOGIES, make_cfg
 from pysim import __version__
 from pysim.cli import main
-from pysim.config import load
+from pysim.config import from_dict, load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
 from pysim.sim import run_packets
+from pysim.workload import OpGraph, run_graph
 
 
 @st.composite
 def connected_graphs(draw):
     """A random connected graph: a random spanning tree plus extra links, some parallel,
-    some switches (never leaves, so every switch forwards), mixed bandwidths/latencies."""
+    some switches (never leaves, so every switch forwards), mixed bandwidths/latencies
+    (alike on the links of one pair)."""
     n = draw(st.integers(3, 9))
     kinds = ["npu"] * n
     for i in range(n):
@@ -45,9 +47,12 @@ def connected_graphs(draw):
         if kinds[i] == "switch" and degree[i] < 2:
             kinds[i] = "npu"
     nodes = [{"name": f"v{i}", "kind": kinds[i]} for i in range(n)]
-    ls = [{"a": f"v{a}", "b": f"v{b}",
-           "gbps": draw(st.sampled_from([8.0, 16.0, 32.0, 48.0])),
-           "latency_ns": float(draw(st.integers(1, 4))),
+    pair = {}               # (entries naming one pair are parallel links: alike)
+    for a, b in links:
+        pair.setdefault(frozenset((a, b)), (draw(st.sampled_from([8.0, 16.0, 32.0, 48.0])),
+                                            float(draw(st.integers(1, 4)))))
+    ls = [{"a": f"v{a}", "b": f"v{b}", "gbps": pair[frozenset((a, b))][0],
+           "latency_ns": pair[frozenset((a, b))][1],
            "count": draw(st.sampled_from([1, 1, 1, 2]))} for a, b in links]
     return nodes, ls
 
@@ -275,3 +280,29 @@ def test_hop_closed_forms_by_hand_and_a_sample_says_so():
     few = hop_stats(net, sample=5, exact_pairs=0)
     assert few["how"].startswith("sampled: 5 sources") and "lower bound" in few["how"]
     assert 2 <= few["avg_hops"] <= few["diameter"] <= walk["diameter"]
+
+
+def _two_node_graph(*links):
+    return from_dict({"topology": {"kind": "graph", "nodes": [
+        {"name": "a", "kind": "npu"}, {"name": "b", "kind": "npu"}],
+        "links": [{"a": a, "b": b, **kw} for a, b, kw in links]},
+        "network": {"injection_gbps": 100.0, "ejection_gbps": 100.0}})
+
+
+def test_entries_naming_one_pair_are_parallel_links_and_must_be_alike():
+    """Two entries between a and b are parallel links: alike, a 1 MiB send uses both, so
+    it takes bytes / (2 x 10 GB/s) (plus a packet's way); unlike (10 and 20 GB/s), the route
+    would name the first alone and the second would carry nothing while `pysim topo` counted
+    30 GB/s, so it is refused naming both entries."""
+    cfg = _two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", {"gbps": 10.0}))
+    g = OpGraph()
+    g.send("a", "b", 1 << 20)
+    span = run_graph(cfg, g).to_dict()["makespan_cycles"]
+    assert (1 << 20) / 20.0 <= span <= (1 << 20) / 20.0 + 100
+    for second in ({"gbps": 20.0}, {"gbps": 10.0, "latency_ns": 5.0}):
+        with pytest.raises(ConfigError, match=r"topology\.links\[1\]: a link b -> a of .*"
+                                              r"where topology\.links\[0\] has one of 10 GB/s"):
+            compile_network(_two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", second)))
+    # other directions, directed links, are other channels: not parallel
+    compile_network(_two_node_graph(("a", "b", {"gbps": 10.0, "directed": True}),
+                                    ("b", "a", {"gbps": 20.0, "directed": True})))

@@ -700,3 +700,19 @@ def test_an_interrupt_while_the_command_line_is_parsed_exits_130_in_one_line(mon
     monkeypatch.setattr(sys, "argv", ["pysim", "run", "--no-such-option"])
     assert pysim_entry.main() == 2
     assert "No such option '--no-such-option'" in capsys.readouterr().err
+
+
+def test_a_bad_field_typed_inside_a_table_key_is_named_as_an_override(tmp_path):
+    """--set topology.nic.gpu.injection_gbps=5: the error names the table ('topology.nic.gpu:
+    unknown node kind') and is the override's, not a line of the shipped file (it was
+    reported as 'mesh8x8.toml: topology.nic.gpu: ...'); a bad table of the file's own stays
+    the file's."""
+    r = _cli(["run", "mesh8x8", "--set", "topology.nic.gpu.injection_gbps=5"])
+    assert r.exit_code == 1
+    assert ("topology.nic.gpu: unknown node kind 'gpu'; expected one of npu, mem, host (given "
+            "as an override, on ") in r.output, r.output
+    bad = tmp_path / "c.toml"
+    bad.write_text('[topology]\nkind = "ring"\n[topology.nic.gpu]\ninjection_gbps = 5\n')
+    r = _cli(["run", str(bad), "--set", "topology.nic.npu.injection_gbps=5"])
+    assert r.exit_code == 1 and "given as an override" not in r.output, r.output
+    assert "c.toml: topology.nic.gpu: unknown node kind" in r.output, r.output

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TOPOLOGIES, make_cfg
+from pysim import ConfigError, load, simulate
 from pysim.cli import main
 from pysim.models import Net, optimizer_bytes, precision_bytes
 from pysim.topology import build
@@ -323,3 +324,26 @@ def test_a_tensor_at_a_pipeline_cut_is_kept_on_both_sides():
     whole = sum(t.nbytes for ts in kept_tensors(model, list(range(6)), a, 1) for t in ts)
     split = sum(t.nbytes for ts in first + second for t in ts)
     assert split - whole == 16 * 1024 * a       # only the cut tensor is counted twice
+
+
+def test_workload_memory_recompute_is_read_by_the_recompute_policy():
+    """workload.memory.recompute belongs to policy 'recompute': its documented default given
+    explicitly runs the iteration the default runs (it was refused, 'it is read by ' with no
+    reader); given with another policy the error names 'recompute' as its reader; and
+    workload.memory.segments, read by recompute = 'segments' alone, is refused beside 'full'
+    (it named policy 'none', which the user had not written)."""
+    base = {"workload.kind": "training", "workload.model": "gpt2", "workload.batch": 8,
+            "network.model": "flow", "workload.iterations": 1,
+            "workload.memory.policy": "recompute"}
+    default = simulate(load("dgx-a100", base)).to_dict()["iteration_cycles"]
+    given = simulate(load("dgx-a100", {**base, "workload.memory.recompute": "segments"}))
+    assert given.to_dict()["iteration_cycles"] == default
+    with pytest.raises(ConfigError, match=r"workload\.memory\.recompute is not read by "
+                                          r"workload\.memory\.policy = 'none' \(it is read by "
+                                          r"recompute\)"):
+        simulate(load("dgx-a100", {**base, "workload.memory.policy": "none",
+                                   "workload.memory.recompute": "full"}))
+    with pytest.raises(ConfigError, match=r"workload\.memory\.segments is read by workload\."
+                                          r"memory\.recompute = 'segments' only, not 'full'"):
+        simulate(load("dgx-a100", {**base, "workload.memory.recompute": "full",
+                                   "workload.memory.segments": 3}))

@@ -353,3 +353,18 @@ def test_every_release_in_the_range_the_docs_give_is_a_value_of_the_key():
         assert load("dgx-a100", {"workload.nccl_tuning": r}).workload.nccl_tuning == r
     with pytest.raises(ConfigError, match="workload.nccl_tuning"):
         load("dgx-a100", {"workload.nccl_tuning": "2.21"})
+
+
+@pytest.mark.parametrize("key, value", [("workload.nccl_protocol", "LL"),
+                                        ("workload.nccl_algorithm", "tree"),
+                                        ("workload.nccl_channels", 4),
+                                        ("workload.nccl_tuning", "2.18")])
+def test_nccl_keys_without_the_nccl_algorithm_are_refused_not_ignored(key, value):
+    """workload.nccl_* are read by workload.algorithm = 'nccl' alone: set with the ring
+    algorithm they changed nothing (the run went on as if unset), so they are refused naming
+    the key and the algorithm; with 'nccl' they run."""
+    over = {"workload.kind": "collective", "network.model": "flow", key: value}
+    with pytest.raises(ConfigError, match=rf"{key} = {value!r} is read by workload\.algorithm "
+                                          rf"= 'nccl' only, not 'ring'"):
+        simulate(load("dgx-a100", over))
+    simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))

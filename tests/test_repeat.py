@@ -14,6 +14,8 @@ import pytest
 from conftest import make_cfg
 from pysim import load, models
 from pysim.topology import build
+from pysim.workload import graph as graph_module
+from pysim.workload import plan as plan_module
 from pysim.workload.graph import GraphError
 from pysim.workload.memory.training import apply_training
 from pysim.workload.training import repeat, training_graph
@@ -187,3 +189,84 @@ def test_the_names_of_repeated_passes_are_found_and_never_given_twice(monkeypatc
     g2, plan2, _ = built(cfg, m, True, monkeypatch, memory=False)
     assert g2.delay(0, after=[name]) == len(g2) - 1
     assert g2.after[len(g2) - 1] == [fwd]
+
+
+def test_names_made_when_read_read_as_the_list_of_them(monkeypatch):
+    """A repeated pass's names are made when read (OpGraph._add_lazy_names): every way of
+    reading the graph's names (an op, a negative index, slices, iteration, an op's label,
+    the run's op table) gives what the list of the names built op by op gives, and taking
+    the last op away drops its name."""
+    m = models.get("transformer", **TINY)
+    cfg = training({"pp": 2, "dp": 4, "micro_batches": 6})
+    g, _, repeated = built(cfg, m, True, monkeypatch, memory=False)
+    ref, _, _ = built(cfg, m, False, monkeypatch, memory=False)
+    assert repeated > 0
+    got, want = g._names, list(ref._names)
+    assert type(ref._names[0]) is str and graph_module._LAZY in list.__iter__(got)
+    n = len(want)
+    for i in (0, 1, n // 2, n - 1, -1, -n):
+        assert got[i] == want[i]
+    for sl in (slice(None), slice(3, n - 2), slice(n - 1, 0, -3), slice(-7, None)):
+        assert got[sl] == want[sl]
+    assert [g.label(i) for i in range(n)] == [ref.label(i) for i in range(n)]
+    last = got[n - 1]
+    g._pop()
+    assert len(g._names) == n - 1 and list(g._names) == want[:n - 1]
+    assert (last is None) or last not in g._by_name
+
+
+def test_a_backward_pass_sets_its_forward_records_by_key_where_not_in_a_block(monkeypatch):
+    """A repeated backward pass sets the records its forward pass made through the rows of
+    that pass's block; where the forward pass has no block (built op by op) by key, with
+    the same graph and records."""
+    monkeypatch.setattr(plan_module.LayerTable, "block_row", lambda self, it, mb, tag: None)
+    m = models.get("transformer", **TINY)
+    check(training({"tp": 2, "pp": 2, "dp": 2, "interleave": 2, "micro_batches": 8},
+                   memory={"policy": "recompute", "recompute": "full"},
+                   compute="kernels", npu={"preset": "a100"}), m, monkeypatch)
+
+
+def test_the_plan_tables_read_as_the_records_they_hold(monkeypatch):
+    """The columns of plan.layer_ops, plan.collectives and plan.recomputed (what the
+    reports read) hold what their records read one by one say; and a LayerTable reads,
+    adds and sets records as a dict of LayerOps does."""
+    m = models.get("transformer", **TINY)
+    cfg = training({"tp": 2, "pp": 2, "dp": 2, "micro_batches": 6},
+                   memory={"policy": "recompute", "recompute": "full"})
+    _, plan, repeated = built(cfg, m, True, monkeypatch, memory=False)
+    assert repeated > 0
+    lops = plan.layer_ops
+    c = lops.columns()
+    names = lops.npus
+    got = list(zip(c["it"].tolist(), c["layer"].tolist(), [names[x] for x in c["npu"]],
+                   c["mb"].tolist(), *[[None if x < 0 else x for x in c[f].tolist()]
+                                       for f in ("fwd", "bwd_input", "bwd_weight")]))
+    assert got == [k + (v.fwd, v.bwd_input, v.bwd_weight) for k, v in lops.items()]
+    assert all(lops[k] == v and k in lops for k, v in lops.items())
+    one = lops.columns(iteration=0)
+    assert len(one["rows"]) == len(lops) and (0, 0, "nope", 0) not in lops
+    colls = list(plan.collectives)
+    c = plan.collectives.columns(iteration=0)
+    names = plan.collectives.npus
+    assert c["first"].tolist() == [x.first for x in colls]
+    assert c["last"].tolist() == [x.last for x in colls]
+    assert [None if x < 0 else x for x in c["mb"].tolist()] == [x.micro_batch for x in colls]
+    ptr = c["done_ptr"]
+    assert [dict(zip([names[n] for n in c["done_npu"][a:b]], c["done_op"][a:b].tolist()))
+            for a, b in zip(ptr[:-1], ptr[1:])] == [x.done for x in colls]
+    assert plan.collectives[-1] == colls[-1] and plan.collectives[1:3] == colls[1:3]
+    rc = plan.recomputed.columns(iteration=0)
+    assert list(zip(rc["it"].tolist(), [plan.recomputed.npus[n] for n in rc["npu"]],
+                    rc["op"].tolist())) == list(plan.recomputed) and len(rc["op"]) > 0
+    # a table against a dict, under the same adds and sets
+    t, d = plan_module.LayerTable(), {}
+    for k in [(0, 1, "a", 0), (0, 2, "b", 1), (1, 1, "a", 0)]:
+        for x in (t, d):
+            x[k] = plan_module.LayerOps(k[1] * 10, None, None, 7.5)
+    for x in (t, d):
+        x[(0, 2, "b", 1)].bwd_weight = 99
+        x[(0, 1, "a", 0)] = plan_module.LayerOps(1, 2, 3, 4)
+    assert t == d and list(t) == list(d) and len(t) == len(d)
+    assert t.get((9, 9, "z", 9)) is None and t[(0, 2, "b", 1)].bwd_weight == 99
+    d[(1, 1, "a", 0)].stash_bytes = 8
+    assert t != d

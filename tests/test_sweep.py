@@ -406,3 +406,17 @@ def test_results_name_the_system_of_each_row(tmp_path):
     assert [(r["traffic.injection_rate"], r["system"], r["status"]) for r in got] == \
         [("0.1", "ring8", "done"), ("0.1", "torus4x4", "done"), ("0.2", "", "failed")]
     assert not (tmp_path / "-").exists()
+
+
+def test_a_point_stored_by_another_grid_is_returned_with_this_grids_parameters(tmp_path):
+    """The second grid's point traffic.injection_rate = 0.1 is the configuration the first
+    grid stored as network.vcs = 2 (0.1 is the default): it is not run again, and it comes
+    back labelled with this grid's parameters, as every other point of the grid (it came
+    back as {'network.vcs': 2}, and rows[i]['params'][key] was a KeyError)."""
+    db = str(tmp_path / "r.sqlite")
+    cfg = load("ring8", {"simulation.measure_cycles": 200})
+    first = pysim.sweep(cfg, {"network.vcs": [2, 4]}, jobs=1, db=db)
+    rows = pysim.sweep(cfg, {"traffic.injection_rate": [0.05, 0.1]}, jobs=1, db=db)
+    assert [r["params"] for r in rows] == [{"traffic.injection_rate": 0.05},
+                                           {"traffic.injection_rate": 0.1}]
+    assert rows[1]["hash"] == first[0]["hash"] and rows[1]["result"] == first[0]["result"]

@@ -88,7 +88,9 @@ def write_output(path, write, keep=None, force=True, **kw):
                 if out.last != "\n":          # (a terminal's prompt on a line of its own)
                     sys.stdout.write("\n")
                 sys.stdout.flush()
-            except OSError as e:        # (a closed pipe)
+            except BrokenPipeError:
+                raise                   # (the reader stopped reading: stdout_closed)
+            except OSError as e:
                 raise OutputError(f"cannot write standard output: {e.strerror or e}") from None
         else:
             write_atomic(path, write, force=force, **kw)
@@ -156,7 +158,33 @@ def keep_json(obj, name):
     return path
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+PIPE_CLOSED = 141       # 128 + SIGPIPE: a Unix filter's status when its reader stops reading
+
+
+def stdout_closed():
+    """Standard output's reader stopped reading (`pysim run ring8 --json - | head`): what it
+    read is what it wanted, so the command ends at once and quietly, as a Unix filter does,
+    with status 141 (nothing is kept elsewhere, no error is printed; stdout is pointed at
+    /dev/null so that Python's closing flush does not complain)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):     # (no file descriptor: a test's captured stdout)
+        pass
+    sys.exit(PIPE_CLOSED)
+
+
+class _Group(click.Group):
+    """The command group: a closed standard output ends any command as stdout_closed says."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            stdout_closed()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pysim")
 def main():
     """pysim: cycle-level simulation of accelerator, memory-node and host networks."""

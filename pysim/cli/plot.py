@@ -105,20 +105,21 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
 
                 def draw(tmp):
                     P.latency_load(rows, tmp, x=x or "traffic.injection_rate", series=series,
-                                   y=y or "avg_packet_latency", **axes)
+                                   y=y or "avg_packet_latency", force=True, **axes)
             elif kind == "throughput":
                 P.points(rows, x=x or "offered_rate", series=series, y=y or "accepted_rate")
 
                 def draw(tmp):
                     P.throughput(rows, tmp, x=x or "offered_rate", series=series,
-                                 y=y or "accepted_rate", **axes)
+                                 y=y or "accepted_rate", force=True, **axes)
             elif kind == "collective":
                 P.points(rows, x=x or "workload.bytes", y=y or "busbw_gbps",
                          series=series or "workload.algorithm")
 
                 def draw(tmp):
                     P.collective(rows, tmp, x=x or "workload.bytes", y=y or "busbw_gbps",
-                                 series=series or "workload.algorithm", **axes)
+                                 series=series or "workload.algorithm", force=True,
+                                 **axes)
             elif kind == "breakdown":
                 swept = [k for k in rows[0]["params"]]
                 if x is None and not swept:
@@ -129,7 +130,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                 P.check_breakdown(rows, x=bx, series=bs)
 
                 def draw(tmp):
-                    P.breakdown(rows, tmp, x=bx, series=bs, title=title, ylim=ylim)
+                    P.breakdown(rows, tmp, x=bx, series=bs, title=title, ylim=ylim, force=True)
             else:
                 if not (group and series and baseline is not None and y):
                     raise click.ClickException("--kind speedup needs --group, --series, "
@@ -139,7 +140,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
 
                 def draw(tmp):
                     P.speedup_bars(rows, tmp, group, series, y, base, title=title, ylim=ylim,
-                                   logy=logy)
+                                   logy=logy, force=True)
         elif os.path.isfile(source) and is_sqlite(source):
             raise click.ClickException(f"{source} is a results database; --kind {kind} "
                                        f"takes {FILE_KINDS[kind]}")
@@ -153,7 +154,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             P.check_drawable(network.topo)
 
             def draw(tmp):
-                P.link_utilisation(network, cfg, result, tmp, title=title)
+                P.link_utilisation(network, cfg, result, tmp, title=title, force=True)
         elif kind == "timeline":
             trace = read_json(source)
             _takes(source, kind, trace, "trace")
@@ -161,14 +162,14 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             P.check_timeline(trace, xlim)
 
             def draw(tmp):
-                P.timeline(trace, tmp, title=title, xlim=xlim)
+                P.timeline(trace, tmp, title=title, xlim=xlim, force=True)
         elif kind == "memory":
             result = read_json(source)
             _takes(source, kind, result, "result")
             check_memory(result, source)
 
             def draw(tmp):
-                P.memory(result, tmp, title=title, xlim=xlim)
+                P.memory(result, tmp, title=title, xlim=xlim, force=True)
         elif kind == "jobs":
             result = read_json(source)
             if not isinstance(result, dict) or result.get("kind") != "jobs":
@@ -177,7 +178,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             check_jobs(result, source)
 
             def draw(tmp):
-                P.jobs_cdf(result, tmp, title=title)
+                P.jobs_cdf(result, tmp, title=title, force=True)
         else:
             if source.lower().endswith(".json") and os.path.isfile(source):
                 found = {"trace": "a trace", "result": "a run's result"}.get(
@@ -189,7 +190,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             P.check_drawable(network.topo)
 
             def draw(tmp):
-                P.draw_topology(network, cfg, tmp, title=title)
+                P.draw_topology(network, cfg, tmp, title=title, force=True)
     except StoreError as e:
         raise click.ClickException(str(e)) from None
     except ConfigError as e:

@@ -18,7 +18,7 @@ from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
 from pysim.plot import check_drawable, draw_topology
 from pysim.sim import DeadlockError, SimulationError, simulate
-from pysim.topology import describe_systems
+from pysim.topology import describe_systems, system_name
 from pysim.workload import WORKLOADS, chakra
 
 
@@ -159,11 +159,12 @@ def topo(config, sets, draw_path, json_path, force):
     say(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        out = {**d, "config": {**cfg.to_dict(), "_system": network.topo.name},
+        out = {**d, "config": {**cfg.to_dict(), "_system": system_name(network.topo, cfg)},
                "version": __version__}                # (its provenance, as a run's result)
         ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
-        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp)),
+        if write_output(draw_path, by_path(lambda tmp: draw_topology(network, cfg, tmp,
+                                                                      force=True)),
                         force=force):
             say(f"drawn to {draw_path}")
         else:

@@ -9,7 +9,8 @@ From a sweep's rows (`pysim.sweep(...)`, or `pysim.sweep.Store(db).rows()`): `la
 `link_utilisation` (a result's dict), `draw_topology` (a compiled network; both in
 systems.py), `timeline` (a Chrome/Perfetto trace), `memory` (a result holding memory),
 `jobs_cdf` (a job stream's result; all three in runs.py). Each writes the file and returns the
-data it drew. Points repeated over seeds (`simulation.seed` swept) are averaged, with 95%
+data it drew; a file that exists already is refused (OSError) before anything is drawn,
+unless `force=True`. Points repeated over seeds (`simulation.seed` swept) are averaged, with 95%
 confidence intervals as error bars.
 """
 from pysim.plot._common import (CLIP, LABELS, SEED, check_breakdown, check_links,  # noqa: F401

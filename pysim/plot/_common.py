@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from pysim._io import OutputError, as_path, by_path, check_output, write_atomic
 from pysim.errors import ConfigError
 from pysim.sweep import tidy
 
@@ -59,9 +60,23 @@ def figure():
     return plt
 
 
-def save(fig, path):
+def check_figure(path, force=False):
+    """Before anything is drawn: a figure's file is not overwritten unless `force`, and one
+    that could not be written (no such folder) is refused (pysim._io.OutputError, naming
+    it)."""
+    path = as_path(path, "path")
+    if not force and os.path.lexists(path) and not os.path.isdir(path):
+        raise OutputError(f"{path} exists; pass force=True to overwrite it")
+    check_output(path, force=True, what="figure")
+
+
+def save(fig, path, force=False):
+    """Write the figure whole or not at all (the format from the extension; png without
+    one), never over an existing file unless `force`."""
+    path = as_path(path, "path")
     fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-    fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight")
+    write_atomic(path, by_path(lambda tmp: fig.savefig(tmp, format=fmt, dpi=150,
+                                                       bbox_inches="tight")), force=force)
 
 
 def label(key):
@@ -396,11 +411,11 @@ def apply_axes(ax, xlim, ylim, logy):
         ax.set_ylim(*ylim)
 
 
-def finish(fig, ax, path, title):
+def finish(fig, ax, path, title, force=False):
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    save(fig, path)
+    save(fig, path, force)
 
 
 def is_load(key):

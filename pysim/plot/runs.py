@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.plot._common import apply_axes, figure, label, save
+from pysim.plot._common import apply_axes, check_figure, figure, label, save
 
 
 KIND_NAMES = {"compute": "compute", "send": "send", "delay": "delay",
@@ -69,11 +69,12 @@ def check_timeline(trace, xlim=None):
     _window([e for e in events if e.get("ph") == "X"], xlim)
 
 
-def timeline(trace, path, title=None, xlim=None):
+def timeline(trace, path, title=None, xlim=None, force=False):
     """A Gantt chart from a Chrome/Perfetto trace (events with ph = "X": pid = node, tid =
     resource, ts and dur in microseconds): a row per node and resource, ops that overlap on
     one resource side by side in sub-rows, time in ns, µs or ms, colours by op kind with the
     key outside the data. Returns {(pid, tid): [(ts, dur), ...]} in the trace's units."""
+    check_figure(path, force)
     plt = figure()
     from matplotlib.patches import Patch
     if isinstance(trace, dict) and "traceEvents" not in trace:
@@ -131,15 +132,16 @@ def timeline(trace, path, title=None, xlim=None):
     t = default if title is None else title
     if t:
         ax.set_title(t, fontsize=10)
-    save(fig, path)
+    save(fig, path, force)
     plt.close(fig)
     return {t: [(e["ts"], e["dur"]) for e in by_track[t]] for t in tracks}
 
 
-def jobs_cdf(result, path, title=None):
+def jobs_cdf(result, path, title=None, force=False):
     """A job stream's result (pysim jobs --json): left, the CDF of the jobs' execution times
     per policy (log scale); right, the CDF of each job's speedup over the reference policy
     (its time there / its time under the policy), with the 75th percentile marked."""
+    check_figure(path, force)
     plt = figure()
     names = list(result["policies"])
     ref = result.get("reference", names[0])
@@ -172,17 +174,18 @@ def jobs_cdf(result, path, title=None):
     n_jobs = len(by[ref])
     fig.suptitle(title or f"{result.get('server', '')}: {n_jobs} jobs per policy", fontsize=10)
     fig.tight_layout()
-    save(fig, path)
+    save(fig, path, force)
     plt.close(fig)
     return data
 
 
-def memory(result, path, title=None, devices=None, xlim=None):
+def memory(result, path, title=None, devices=None, xlim=None, force=False):
     """Occupancy over time of every device that held memory in a run (a result with
     `memory`: pysim run CONFIG --json r.json): a step line per device in GB, its capacity
     dashed in the same colour when it is within reach; NPUs in one panel, memory nodes and
     hosts in another; time in ns, µs or ms (xlim in that unit). Returns {device: peak
     bytes}."""
+    check_figure(path, force)
     mem = result.get("memory") if isinstance(result, dict) else None
     if not mem or not mem.get("timeline"):
         raise ValueError("the result has no memory occupancy (run a training iteration or "
@@ -234,6 +237,6 @@ def memory(result, path, title=None, devices=None, xlim=None):
     t = default if title is None else title
     if t:
         axes[0, 0].set_title(t, fontsize=10)
-    save(fig, path)
+    save(fig, path, force)
     plt.close(fig)
     return {d: max((p[1] for p in tl[d]), default=0) for d in names}

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from pysim.plot._common import (CLIP, apply_axes, bytes_text, check_breakdown, check_speedup,
-                                figure, finish, get, hashable, is_load, label, legend_name,
-                                ordered, points, tidy_with_config, title_of)
+from pysim.plot._common import (CLIP, apply_axes, bytes_text, check_breakdown, check_figure,
+                                check_speedup, figure, finish, get, hashable, is_load, label,
+                                legend_name, ordered, points, tidy_with_config, title_of)
 from pysim.sweep import order_key
 
 
 def latency_load(rows, path, x="traffic.injection_rate", series=None,
-                 y="avg_packet_latency", title=None, xlim=None, ylim=None, logy=False):
+                 y="avg_packet_latency", title=None, xlim=None, ylim=None, logy=False,
+                 force=False):
     """Latency against offered load, one line per series, averaged over seeds with 95%
     confidence intervals. Saturated points are hollow; the dashed line is the zero-load
     latency; a dotted vertical line marks each series' saturation throughput (the most it
     accepted); the y-axis ends at CLIP times the zero-load latency (or `ylim`), and points
     beyond it are drawn as triangles on the top edge. Returns the plotted data."""
+    check_figure(path, force)
     plt = figure()
     from matplotlib.lines import Line2D
     data = points(rows, x, y, series, extra=("zero_load_latency", "accepted_rate"))
@@ -82,15 +84,16 @@ def latency_load(rows, path, x="traffic.injection_rate", series=None,
             handles.append(h)
             labels.append(text)
     ax.legend(handles, labels, fontsize=8, frameon=False, loc="upper left")
-    finish(fig, ax, path, title_of(title, rows))
+    finish(fig, ax, path, title_of(title, rows), force)
     plt.close(fig)
     return data
 
 
 def throughput(rows, path, x="offered_rate", series=None, y="accepted_rate", title=None,
-               xlim=None, ylim=None, logy=False):
+               xlim=None, ylim=None, logy=False, force=False):
     """Accepted against offered throughput, averaged over seeds with 95% confidence
     intervals, with the accepted = offered line; saturated points hollow."""
+    check_figure(path, force)
     plt = figure()
     data = points(rows, x, y, series)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -115,16 +118,17 @@ def throughput(rows, path, x="offered_rate", series=None, y="accepted_rate", tit
     ax.set_ylim(bottom=0)
     apply_axes(ax, xlim, ylim, logy)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
-    finish(fig, ax, path, title_of(title, rows))
+    finish(fig, ax, path, title_of(title, rows), force)
     plt.close(fig)
     return data
 
 
 def collective(rows, path, x="workload.bytes", y="busbw_gbps", series="workload.algorithm",
-               title=None, xlim=None, ylim=None, logy=False):
+               title=None, xlim=None, ylim=None, logy=False, force=False):
     """Collective time or bandwidth against message size per algorithm: sizes on a log axis
     labelled in KiB/MiB/GiB; a bandwidth (`*_gbps`) on a linear axis from zero, anything else
     (a time) on a log axis."""
+    check_figure(path, force)
     plt = figure()
     from matplotlib.ticker import FuncFormatter, LogLocator
     data = points(rows, x, y, series)
@@ -146,16 +150,17 @@ def collective(rows, path, x="workload.bytes", y="busbw_gbps", series="workload.
     ax.set_ylabel(label(y))
     apply_axes(ax, xlim, ylim, logy)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    finish(fig, ax, path, title_of(title, rows))
+    finish(fig, ax, path, title_of(title, rows), force)
     plt.close(fig)
     return data
 
 
 def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=None,
-                 logy=False):
+                 logy=False, force=False):
     """Grouped bars: metric(baseline series value) / metric(series value) per group, i.e.
     speed-up over the baseline (> 1 is faster for a time-like metric); values over seeds are
     averaged first."""
+    check_figure(path, force)
     check_speedup(rows, group, series, metric, baseline)
     baseline = hashable(baseline)
     plt = figure()
@@ -191,7 +196,7 @@ def speedup_bars(rows, path, group, series, metric, baseline, title=None, ylim=N
                   f"({metric} of the baseline / {metric})")
     apply_axes(ax, None, ylim, logy)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    finish(fig, ax, path, title_of(title, rows))
+    finish(fig, ax, path, title_of(title, rows), force)
     plt.close(fig)
     return groups, data
 
@@ -201,11 +206,12 @@ BREAKDOWN = (("compute_cycles", "compute", "#4c72b0"),
              ("other_cycles", "other (idle)", "#bbbbbb"))
 
 
-def breakdown(rows, path, x, series=None, title=None, ylim=None):
+def breakdown(rows, path, x, series=None, title=None, ylim=None, force=False):
     """Stacked bars of training iterations: the busiest NPU's compute, the communication it
     waited for, and the rest of the iteration, in ms, one bar per `x` value (and per `series`
     value beside it); values over seeds averaged. Returns {(x value, series value):
     (compute, exposed, other) ms}."""
+    check_figure(path, force)
     plt = figure()
     tidy_rows = check_breakdown(rows, x, series)
     cells = {}
@@ -238,6 +244,6 @@ def breakdown(rows, path, x, series=None, title=None, ylim=None):
     ax.set_ylabel("iteration (ms)")
     apply_axes(ax, None, ylim, False)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    finish(fig, ax, path, title_of(title, rows))
+    finish(fig, ax, path, title_of(title, rows), force)
     plt.close(fig)
     return table

@@ -6,8 +6,8 @@ import numpy as np
 
 from pysim.errors import ConfigError
 from pysim.network import undirected_bandwidth
-from pysim.plot._common import (KIND_STYLE, figure, label, points, run_description, save,
-                                utilisation_of)
+from pysim.plot._common import (KIND_STYLE, check_figure, figure, label, points,
+                                run_description, save, utilisation_of)
 
 
 FORCE_MAX_NODES = 1000     # a force-directed layout above this is a circle instead
@@ -118,10 +118,11 @@ def _nodes(ax, topo, pos, filled=True):
                        linewidths=1.0 if filled else 1.4)
 
 
-def draw_topology(network, cfg, path, title=None):
+def draw_topology(network, cfg, path, title=None, force=False):
     """Draw the system: link widths proportional to bandwidth (per direction, parallel links
     summed), node kinds by colour and marker, a key of the link bandwidths. Returns the path
     written."""
+    check_figure(path, force)
     from matplotlib.lines import Line2D
     plt = figure()
     topo = network.topo
@@ -152,15 +153,16 @@ def draw_topology(network, cfg, path, title=None):
     ax.set_aspect("equal", adjustable="datalim")
     ax.margins(0.08)
     ax.axis("off")
-    save(fig, path)
+    save(fig, path, force)
     plt.close(fig)
     return path
 
 
-def link_utilisation(network, cfg, result, path, title=None):
+def link_utilisation(network, cfg, result, path, title=None, force=False):
     """A run's per-link utilisation drawn on the topology: each direction of a link is a line
     on its own side (to the right of its direction of travel), coloured by the fraction of
     its bandwidth it used (the highest of its parallel lanes); nodes labelled."""
+    check_figure(path, force)
     plt = figure()
     import matplotlib as mpl
     topo = network.topo
@@ -195,6 +197,6 @@ def link_utilisation(network, cfg, result, path, title=None):
     if rate is not None and (cfgd.get("workload") or {}).get("kind", "synthetic") == "synthetic":
         what += f" at {rate:g} flits/node/cycle"
     ax.set_title(f"{what}: link utilisation" if title is None else title, fontsize=10)
-    save(fig, path)
+    save(fig, path, force)
     plt.close(fig)
     return util

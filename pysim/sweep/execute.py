@@ -168,7 +168,11 @@ def sweep(config, grid, jobs=None, db=None, zipped=False, scheduler=None, progre
             else:
                 _run_local(jobs, base, todo, store, bar)
         by_hash = {r["hash"]: r for r in store.rows()}
-        return [by_hash[h] for h in hashes if h in by_hash]
+        # a point stored by another grid on the same configuration (--param traffic.
+        # injection_rate=0.1 where an earlier sweep ran network.vcs=2 at the default 0.1)
+        # is labelled with this grid's parameters
+        return [by_hash[h] if by_hash[h]["params"] == p else {**by_hash[h], "params": p}
+                for h, p in zip(hashes, points) if h in by_hash]
     finally:
         store.close()
 

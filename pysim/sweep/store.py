@@ -13,6 +13,7 @@ import urllib.parse
 from pysim._io import json_safe
 from pysim._version import __version__
 from pysim.errors import ConfigError
+from pysim.schema import short
 
 
 SCHEMA = """
@@ -200,7 +201,10 @@ def tidy(rows):
     config stored with the result; absent for a failed point), status, error and the scalar
     metrics."""
     out = []
-    for r in rows:
+    for i, r in enumerate(rows if not isinstance(rows, (str, bytes, dict)) else [rows]):
+        if not isinstance(r, dict) or not {"params", "result", "status", "error"} <= set(r):
+            raise ConfigError(f"rows[{i}] = {short(r)}: expected a sweep's row, a dict with "
+                              f"params, result, status and error (what pysim.sweep returns)")
         d = dict(r["params"])
         system = ((r["result"] or {}).get("config") or {}).get("_system")
         if system is not None:

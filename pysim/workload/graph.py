@@ -42,6 +42,7 @@ from pysim.flow import flow_arrays
 from pysim.network import compile_network
 from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
+from pysim.topology import system_name
 from pysim.workload import compile as _compile
 from pysim.workload import transfer
 from pysim.workload.compile import topological_order  # noqa: F401  (callers' name)
@@ -63,6 +64,67 @@ COMM_MEM_UNIT = 5        # communication's share of a node's memory
 
 
 OP_CODES, ROOFLINE, KIND_OF = _compile.OP_CODES, _compile.ROOFLINE, _compile.KIND_OF
+
+
+class _Lazy:
+    """The place of a name made when read (_Names)."""
+    __slots__ = ()
+
+    def __reduce__(self):
+        return "_LAZY"
+
+    def __repr__(self):
+        return "_LAZY"
+
+
+_LAZY = _Lazy()
+
+
+class _Names(list):
+    """Per op its name (None: none): a list, whose ops added in bulk from a template
+    (`OpGraph._add_lazy_names`) hold a mark and have their names made when read: the
+    template's (head, tail) of that place joined by the run's text."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.runs_lo = []               # per run its first op, ascending
+        self.runs = []                  # per run (its places' (head, tail) or None, text)
+
+    def _made(self, i):
+        k = bisect.bisect_right(self.runs_lo, i) - 1
+        parts, text = self.runs[k]
+        head, tail = parts[i - self.runs_lo[k]]
+        return head + text + tail
+
+    def __getitem__(self, i):
+        v = list.__getitem__(self, i)
+        if type(i) is slice:
+            if _LAZY in v:
+                lo = range(len(self))[i]
+                return [self._made(lo[k]) if x is _LAZY else x for k, x in enumerate(v)]
+            return v
+        if v is _LAZY:
+            return self._made(i if i >= 0 else i + len(self))
+        return v
+
+    def __iter__(self):
+        for i, v in enumerate(list.__iter__(self)):
+            yield self._made(i) if v is _LAZY else v
+
+    def pop(self, i=-1):
+        v = self[i]
+        list.pop(self, i)
+        while self.runs_lo and self.runs_lo[-1] >= len(self):
+            self.runs_lo.pop()
+            self.runs.pop()
+        return v
+
+    def lazy(self, marks, parts, text):
+        """Add the names of len(marks) ops: None where marks holds None, else
+        parts[k][0] + text + parts[k][1]."""
+        self.runs_lo.append(len(self))
+        self.runs.append((parts, text))
+        self.extend(marks)
 
 
 class OpGraph:
@@ -90,7 +152,7 @@ class OpGraph:
         self._wflops = array.array("d")
         self._wbytes = array.array("q")
         self._wpeak = array.array("d")      # (NaN: the node's own peak)
-        self._names = []                    # per op its name (None: none)
+        self._names = _Names()              # per op its name (None: none)
         self._by_name = {}
         self._unindexed = []                # [lo, hi) op ranges whose names are not in _by_name
         self._defer = False                 # (while a builder vouches for its names' novelty)
@@ -312,12 +374,7 @@ class OpGraph:
         unique vouches for it, `_defer`) when a name is first looked up or a named op added."""
         self._names.extend(names)
         if self._defer:
-            r = self._unindexed
-            hi = lo + len(names)
-            if r and r[-1][1] == lo:
-                r[-1] = (r[-1][0], hi)
-            else:
-                r.append((lo, hi))
+            self._unindexed_range(lo, lo + len(names))
             return
         by_name = self._by_name
         size0 = len(by_name)
@@ -326,6 +383,26 @@ class OpGraph:
         if len(by_name) != size0 + len(named):
             dup = next(nm for i, nm in zip(at, named) if by_name[nm] != lo + i)
             raise GraphError(f"op name {dup!r} is used twice")
+
+    def _add_lazy_names(self, lo, marks, parts, text, at):
+        """Names of ops added in bulk (ops lo.. already added) from a template: per op
+        `parts` (head, tail) or None (no name), `marks` the same with _LAZY for each pair,
+        `at` the places of the pairs; op k's name is head + text + tail, made when read
+        (while a builder vouches for the names' novelty, `_defer`; else at once)."""
+        if not self._defer:
+            self._add_names(lo, [None if p is None else p[0] + text + p[1] for p in parts],
+                            at)
+            return
+        self._names.lazy(marks, parts, text)
+        self._unindexed_range(lo, lo + len(marks))
+
+    def _unindexed_range(self, lo, hi):
+        """Ops lo..hi-1's names left to _index_names (joined to the range before)."""
+        r = self._unindexed
+        if r and r[-1][1] == lo:
+            r[-1] = (r[-1][0], hi)
+        else:
+            r.append((lo, hi))
 
     def _index_names(self):
         """Index the names of the op ranges added unindexed (_add_names); a name used twice
@@ -1011,7 +1088,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     ops = OpTable(graph, start, finish, arrays["isolated"])
     c = eng.counters()
     cfg_dict = cfg.to_dict()
-    cfg_dict["_system"] = network.topo.name
+    cfg_dict["_system"] = system_name(network.topo, cfg)
     makespan = int(finish.max())
     flits = eng.channel_flits()
     links = link_report(network, cfg, flits, makespan,

@@ -22,6 +22,7 @@ from pysim.errors import ConfigError
 from pysim.schema import NONNEG, POS, Key, declare
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
+from pysim.topology import system_name
 from pysim.workload.base import check_status, link_report, register
 
 
@@ -105,7 +106,7 @@ def run_synthetic(cfg, progress=None):
     zero_load, zero_load_how = theory.mean_zero_load(network, cfg, pattern, sizes, cdf)
     nz = np.flatnonzero(hist_lat)
     cfg_dict = cfg.to_dict()
-    cfg_dict["_system"] = topo.name
+    cfg_dict["_system"] = system_name(topo, cfg)
     wall = time.perf_counter() - t_start
     cycles = int(c2["now"])
     return Result(

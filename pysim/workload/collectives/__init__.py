@@ -109,11 +109,19 @@ def collective_graph(cfg, topo, graph=None):
                    **chosen)
 
 
+NCCL_KEYS = ("nccl_algorithm", "nccl_protocol", "nccl_channels", "nccl_tuning")
+
+
 def nccl_args(cfg, topo, chosen=None):
     """build()'s machine and nccl_settings for workload.algorithm = 'nccl' (else {});
     `chosen`, if given, receives the algorithm and protocol NCCL's model picked."""
     w = cfg.workload
     if w.algorithm != "nccl":
+        for k in NCCL_KEYS:                # (set, and read by nothing: refused, not ignored)
+            if cfg.is_set(f"workload.{k}"):
+                raise ConfigError(f"workload.{k} = {getattr(w, k)!r} is read by workload."
+                                  f"algorithm = 'nccl' only, not {w.algorithm!r} (set "
+                                  f"workload.algorithm = 'nccl', or leave workload.{k} out)")
         return {}
     # channels at most: workload.nccl_channels, else the SMs an NPU-run collective may hold
     # (workload.comm_sms, when set), else NCCL's default

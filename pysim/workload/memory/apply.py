@@ -127,9 +127,12 @@ class _Recorder:
         where = {op: k for k, op in enumerate(s0)}
         if len(where) != len(s0) or any(h[0] != npu for h in self.holds):
             return False
-        shape = (len(skeletons[0].F), [len(b) for b in skeletons[0].B])
-        if any((len(sk.F), [len(b) for b in sk.B]) != shape for sk in skeletons[1:]):
-            return False
+        fast = getattr(skeletons, "slots", None)     # (training_work's: all at once)
+        if fast is None:
+            sk0 = skeletons[0]
+            shape = (len(sk0.F), [len(b) for b in sk0.B])
+            if any((len(sk.F), [len(b) for b in sk.B]) != shape for sk in skeletons[1:]):
+                return False
         tag = tags[0]
         if any(not (isinstance(h[6], str) and h[6].startswith(tag)) for h in self.holds):
             return False
@@ -137,7 +140,8 @@ class _Recorder:
         end = [where.get(h[4], -1) if h[4] != -1 else -2 for h in self.holds]
         if any(x is None for x in at) or any(x == -1 for x in end):
             return False
-        slots = np.array([_slots(sk) for sk in skeletons[1:]], np.int64)
+        slots = fast[1:] if fast is not None else \
+            np.array([_slots(sk) for sk in skeletons[1:]], np.int64)
         k = len(skeletons) - 1
         at = slots[:, at].reshape(-1)
         end = np.array(end, np.int64)

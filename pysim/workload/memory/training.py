@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -102,6 +103,35 @@ def _op_cycles(g, op, cparams, clock, node_index):
     return max(c, h, 1)
 
 
+class Skeletons(Sequence):
+    """One NPU's Skeletons, one per (iteration, micro-batch), made when read from its
+    records as arrays: F (runs x layers: the forward ops), lo and hi (the backward ops of
+    each layer in program order: -1 where fewer than two). `slots` (runs x places): each
+    run's ops in pysim.workload.memory.apply's order (its forward ops, then its backward
+    ops layer by layer), where every run has backward ops at the same layers (`uniform`);
+    else None."""
+
+    def __init__(self, F, lo, hi, order, pos):
+        self.F, self.lo, self.hi, self.order, self.pos = F, lo, hi, order, pos
+        n = (lo >= 0).astype(np.int64) + (hi >= 0)
+        self.uniform = bool((n == n[:1]).all())
+        self.slots = None
+        if self.uniform and len(F):
+            both = np.stack([lo, hi], 2).reshape(len(F), -1)      # per layer lo, hi
+            keep = np.stack([n[0] == 2, n[0] >= 1], 1).reshape(-1)
+            self.slots = np.concatenate([F, both[:, keep]], 1)
+
+    def __len__(self):
+        return len(self.F)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self))[k]]
+        F, lo, hi = self.F[k].tolist(), self.lo[k].tolist(), self.hi[k].tolist()
+        return Skeleton(F, [[] if y < 0 else [y] if x < 0 else [x, y]
+                            for x, y in zip(lo, hi)], self.order, self.pos)
+
+
 def training_work(cfg, topo, g, plan):
     """{npu: NpuWork} of a training iteration built by pysim.workload.training: per NPU the
     layers it runs (its stage; a split embedding table on its owner), their costs from the
@@ -119,27 +149,39 @@ def training_work(cfg, topo, g, plan):
     # Megatron-LM's recomputation keeps what the plan's stash says (a transformer layer's
     # input under "full"), not every tensor the layer table keeps
     planned = getattr(lay, "recompute", None) is not None
-    by_npu = {}
-    for (it, i, n, j), lo in plan.layer_ops.items():
-        by_npu.setdefault(n, {}).setdefault((it, j), {})[i] = lo
+    table = plan.layer_ops
+    L = table.columns()
+    # the records by NPU, each NPU's by (iteration, micro-batch) and layer
+    o = np.lexsort((L["layer"], L["mb"], L["it"], L["npu"]))
+    L = {k: v[o] for k, v in L.items()}
+    npu_at = np.searchsorted(L["npu"], np.arange(len(table.npus) + 1))
     work = {}
     last_it = len(plan.iterations) - 1
     last_steps = {}                      # per NPU: its optimizer steps of the last iteration
     for (it, _, npu), op in plan.optimizer.items():
         if it == last_it:
             last_steps.setdefault(npu, []).append(op)
+    ids = {n: k for k, n in enumerate(table.npus)}
     for n in plan.npus:
-        runs = by_npu.get(n, {})
-        if not runs:
+        k = ids.get(n)
+        if k is None or npu_at[k] == npu_at[k + 1]:
             continue
-        layers = sorted({i for ops in runs.values() for i in ops})
-        first_run = runs[min(runs)]
+        mine = slice(npu_at[k], npu_at[k + 1])
+        lay_, its, mbs = L["layer"][mine], L["it"][mine], L["mb"][mine]
+        fw, bi, bw = L["fwd"][mine], L["bwd_input"][mine], L["bwd_weight"][mine]
+        layers = np.unique(lay_).tolist()
+        nl = len(layers)
+        runs = sorted(set(zip(its[::nl].tolist(), mbs[::nl].tolist())))
+        if len(lay_) != nl * len(runs) or \
+                (lay_.reshape(-1, nl) != np.asarray(layers, np.int64)).any():
+            raise KeyError(f"{n}: a micro-batch's records lack a layer of its others")
+        rows = L["rows"][mine]
         costs = []
         samples_ = lay.mb
         kept = kept_tensors(lay.model, layers, pb.act, samples_, lambda i: lay.splits[i][0])
         for li, i in enumerate(layers):
             layer = lay.model.layers[i]
-            lo = first_run[i]
+            lo = table.at(int(rows[li]))             # (the first run's record of layer i)
             fi, fo, _, _ = lay.splits[i]
             samples = lay.gmb if lay.split_table[i] else lay.mb
             bwd = [b for b in (lo.bwd_input, lo.bwd_weight) if b is not None]
@@ -157,18 +199,11 @@ def training_work(cfg, topo, g, plan):
                 tensors=() if lay.split_table[i] or planned else kept[li]))
             if costs[-1].tensors:
                 costs[-1].stash_bytes = sum(t.nbytes for t in costs[-1].tensors)
-        order = [op for ops in runs.values() for lo in ops.values()
-                 for op in (lo.fwd, lo.bwd_input, lo.bwd_weight) if op is not None]
-        order = np.sort(np.asarray(order, np.int64)).tolist()
+        every = np.concatenate([fw, bi, bw])
+        order = np.sort(every[every >= 0]).tolist()
         pos = Positions(order)
-        skeletons = []
-        for key in sorted(runs):
-            ops = [runs[key][i] for i in layers]
-            skeletons.append(Skeleton(
-                [lo.fwd for lo in ops],
-                [[] if bi is None and bw is None else [bw] if bi is None else
-                 [bi] if bw is None else [bi, bw] if bi < bw else [bw, bi]
-                 for bi, bw in ((lo.bwd_input, lo.bwd_weight) for lo in ops)], order, pos))
+        skeletons = Skeletons(fw.reshape(-1, nl), np.minimum(bi, bw).reshape(-1, nl),
+                              np.maximum(bi, bw).reshape(-1, nl), order, pos)
         resident = 0.0
         for i in layers:
             layer = lay.model.layers[i]
@@ -182,7 +217,7 @@ def training_work(cfg, topo, g, plan):
         inflight = plan.micro_batches if plan.schedule == "gpipe" else \
             min(plan.micro_batches, plan.pp - s_)
         work[n] = NpuWork(costs, skeletons, int(math.ceil(resident)), order[0], last,
-                          [f"it{it} mb{j}" for it, j in sorted(runs)], layers,
+                          [f"it{it} mb{j}" for it, j in runs], layers,
                           max(1, inflight))
     return work
 

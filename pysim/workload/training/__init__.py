@@ -25,10 +25,14 @@ depend on any of them. `plan` (a `Plan`) records what was built, by op id:
   bwd_weight, stash_bytes)`: the forward op that produces the layer's stashed activations on
   that NPU, the backward ops (None where the layer has no such work there), and the bytes
   kept from forward to backward; `plan.stash(...)` gives (producer, last consumer, bytes).
+  A `LayerTable`: it reads as that dict (a record read is a view of its row) and
+  `plan.layer_ops.columns(iteration)` gives the records as numpy arrays.
 - `plan.optimizer[(iteration, layer, npu)]` -> the optimizer step's op id.
 - `plan.collectives`: `CollectiveOps` records (what, collective, group, bytes, iteration,
   micro_batch, layers, the op id range [first, last), `done`: per NPU the op that ends its
-  part).
+  part), a `CollectiveTable` reading as that list (each record made when read; `columns()`
+  as arrays).
+- `plan.recomputed`: (iteration, npu, op) of recomputed forward ops, a `RecomputeTable`.
 - `plan.sends`: pipeline sends (iteration, micro_batch, direction, src, dst, bytes, op).
 - `plan.iterations[i]`: the op id range [first, last) of iteration i; `plan.npus`,
   `plan.coords[npu]` = (dp index, tp index, pp stage), `plan.stages` (layer ranges).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from pysim.errors import ConfigError
 from pysim.schema import Key, declare
 
 RECOMPUTE = ("segments", "full", "selective")
@@ -36,6 +37,9 @@ def recompute_mode(cfg):
     if mem.policy != "recompute":
         return None
     mode = getattr(mem, "recompute", "segments")
+    if mode in ("full", "selective") and cfg.is_set("workload.memory.segments"):
+        raise ConfigError(f"workload.memory.segments is read by workload.memory.recompute = "
+                          f"'segments' only, not {mode!r}")
     return mode if mode in ("full", "selective") else None
 
 

@@ -6,7 +6,7 @@ added as columns (kinds, nodes, sizes, roofline work, dependencies as CSR with t
 outside the pass as the places of its inputs), and adds every later pass of the class as
 array work: its op ids offset, its inputs (each NPU's last op, what the stage before sent,
 the collectives' stream order) put in, its names the pass's own with the micro-batch's
-number, the plan's records (layer ops, collectives, sends, recomputations) offset.
+number (made when read: OpGraph._add_lazy_names), the plan's records (layer ops, collectives, sends, recomputations) offset.
 
 A pass is repeated only where what it reads is what the built one read, in the same shape
 (the same inputs present, of the same lengths, the same equalities among them); anything
@@ -15,15 +15,12 @@ offload engine, a pass that changed ops outside its own) is built op by op. The 
 one building every pass op by op gives, op for op (tests/test_repeat.py)."""
 from __future__ import annotations
 
-from collections import deque
-from itertools import islice, repeat
-from operator import add
+from itertools import islice
 
 import numpy as np
 
 from pysim.workload import graph as graph_module
 from pysim.workload.graph import GraphError
-from pysim.workload.plan import CollectiveOps, LayerOps
 
 ENABLED = True           # False: every pass built op by op (the reference of the tests)
 
@@ -46,7 +43,7 @@ class Repeat:
         key = (it, kind, s)
         t = self.kept.get(key, False) if repeatable else None
         if t is False:                   # the class's first: built and kept
-            self.kept[key] = _record(b, kind, it, s, j, last, prev_opt, into)
+            self.kept[key] = _record(b, kind, it, s, j, last, prev_opt, into, self.kept)
             return
         if t is not None and t.replay(b, j, last, into):
             self.repeated += 1
@@ -91,7 +88,7 @@ class _Pass:
             if got:
                 vals.extend(got)
         first = {}
-        pattern = tuple(first.setdefault(v, k) for k, v in enumerate(vals))
+        pattern = tuple(map(first.setdefault, vals, range(len(vals))))
         return vals, (tuple(shape), pattern)
 
     def replay(self, b, j, last, into):
@@ -107,24 +104,34 @@ class _Pass:
             raise GraphError(f"the op graph passes {graph_module.MAX_OPS:,} ops (a collective "
                              f"makes ops per participant, step and chunk: fewer "
                              f"workload.chunks make fewer)")
-        names = list(self.blank)
-        deque(map(names.__setitem__, self.named, map(str(j).join, self.pairs)), 0)
-        dep = self.dep + base
-        if len(self.ext_pos):
-            dep[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
         ndep = len(g._dep)
+        plan, it = b.plan, self.it
+        lops, colls = plan.layer_ops, plan.collectives
+        # every offset column at once: the blob's parts plus base, j, ndep and the
+        # collectives' done pairs so far, each times its multiplier (see _blob)
+        blob = self.blob0 + self.by_base * base
+        if len(self.by_j):
+            blob[self.by_j] += j
+        blob[self.by_ndep] += ndep
+        if self.by_dend is not None:
+            blob[self.by_dend] += colls._dptr[-1]
+        if len(self.ext_pos):
+            blob[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
+        part = self.parts                # (byte slices of the blob)
+        blob = memoryview(blob.tobytes())
         g._code.extend(self.code)
         g._node.extend(self.node)
         g._dst.extend(self.dst)
         g._size.extend(self.size)
-        g._add_names(base, names, self.named)
-        g._dep.frombytes(dep.tobytes())
-        g._ptr.frombytes((self.ptr + ndep).tobytes())
-        g._wop.frombytes((self.wop + base).tobytes())
+        g._add_lazy_names(base, self.marks, self.names, str(j), self.named)
+        g._dep.frombytes(blob[part["dep"]])
+        g._ptr.frombytes(blob[part["ptr"]])
+        g._wop.frombytes(blob[part["wop"]])
         g._wflops.extend(self.wflops)
         g._wbytes.extend(self.wbytes)
         g._wpeak.extend(self.wpeak)
-        g.latencies.extend((base + op, src, dst, steps) for op, src, dst, steps in self.lat)
+        if self.lat:
+            g.latencies.extend(zip(map(base.__add__, self.lat[0]), *self.lat[1:]))
         if self.streamable:             # (OpGraph.allow_streams' ranges, as they come)
             r = g._streamable
             lo, hi = self.streamable[0]
@@ -132,32 +139,32 @@ class _Pass:
                 r[-1] = (r[-1][0], base + hi)
             else:
                 r.append((base + lo, base + hi))
-            r.extend((base + lo, base + hi) for lo, hi in self.streamable[1:])
+            if len(self.streamable) > 1:
+                r.extend(zip(map(base.__add__, self.stream_lo), map(base.__add__,
+                                                                   self.stream_hi)))
 
         def op(x):                      # a recorded op: its place in the pass, or an input
             return base + x if x >= 0 else vals[-1 - x]
-        plan, it = b.plan, self.it
-        lops = plan.layer_ops
-        jt = (j,)
-        if self.new_layers:
-            keys, cols, stash = self.new_layers
-            lops.update(zip(map(add, keys, repeat(jt)),
-                            map(LayerOps, *[repeat(None) if c is None else (c + base).tolist()
-                                            for c in cols], stash)))
-        if self.set_layers:
-            keys, fields, xs = self.set_layers
-            deque(map(setattr, map(lops.__getitem__, map(add, keys, repeat(jt))), fields,
-                      (xs + base).tolist()), 0)
-        plan.recomputed.extend((it, n, base + x) for n, x in self.recomputed)
-        # (the records share their lists of names, layers and bytes: read, never changed)
-        plan.collectives.extend(
-            CollectiveOps(what, coll, group, nbytes, it, j, layers, base + first, base + end,
-                          {n: base + x for n, x in done}, lb)
-            for what, coll, group, nbytes, layers, first, end, done, lb in self.collectives)
+        if self.new_layers is not None:
+            _, _, _, stash, where = self.new_layers
+            lops.add_block(it, j, blob[part["layers"]], stash, where, self)
+        if self.set_layers is not None:
+            row0 = None if self.set_tag is None else lops.block_row(it, j, self.set_tag)
+            if row0 is not None:         # (the forward pass of j repeated: its block's rows)
+                lops.set_flat(self.set_fast[0] + lops.WIDTH * row0,
+                              np.frombuffer(blob[part["set"]], np.int64))
+            else:
+                for (i, n), f, x in self.set_layers:
+                    setattr(lops[(it, i, n, j)], f, base + x)
+        if self.recomputed is not None:
+            plan.recomputed.add_rows(blob[part["recomputed"]])
+        if self.collectives is not None:
+            colls.add_parts(self.collectives.static, blob[part["coll_rec"]],
+                            blob[part["coll_dptr"]], blob[part["coll_done"]])
         plan.sends.extend({**d, "micro_batch": j, "op": base + d["op"]} for d in self.sends)
         for key, v in self.into_new:
             k2 = (key[0], j) + key[2:]
-            into[k2] = [base + x for x in v] if isinstance(v, list) else v
+            into[k2] = list(map(base.__add__, v)) if isinstance(v, list) else v
         for key in self.into_popped:
             into.pop((key[0], j) + key[2:], None)
         for n, x in self.last:
@@ -168,8 +175,9 @@ class _Pass:
         return True
 
 
-def _record(b, kind, it, s, j, last, prev_opt, into):
-    """Build the pass op by op and keep it as a _Pass; None where it cannot be repeated."""
+def _record(b, kind, it, s, j, last, prev_opt, into, kept):
+    """Build the pass op by op and keep it as a _Pass; None where it cannot be repeated
+    (kept: the classes kept so far, whose forward pass's records a backward one sets)."""
     g, plan, lay = b.g, b.plan, b.lay
     npus = list(lay.stage_npus(s))
     lo, ndep0 = len(g), g._ptr[len(g)]
@@ -238,9 +246,10 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
                                      g._size[lo:hi])
     t.wop = np.frombuffer(g._wop, np.int64)[nw:].copy() - lo
     t.wflops, t.wbytes, t.wpeak = g._wflops[nw:], g._wbytes[nw:], g._wpeak[nw:]
-    t.lat = [(op - lo, src, dst, steps) for op, src, dst, steps in g.latencies[nlat:]]
-    if any(not 0 <= x[0] < hi - lo for x in t.lat):
+    lat = [(op - lo, src, dst, steps) for op, src, dst, steps in g.latencies[nlat:]]
+    if any(not 0 <= x[0] < hi - lo for x in lat):
         return None
+    t.lat = list(map(list, zip(*lat)))   # (per column: ops, sources, destinations, steps)
     t.streamable = []
     for r0, r1 in g._streamable[max(0, nranges - 1):]:
         c0, c1 = max(r0, lo), min(r1, hi)
@@ -249,6 +258,8 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
                 t.streamable[-1] = (t.streamable[-1][0], c1 - lo)
             else:
                 t.streamable.append((c0 - lo, c1 - lo))
+    t.stream_lo = [a for a, _ in t.streamable[1:]]
+    t.stream_hi = [b_ for _, b_ in t.streamable[1:]]
     # names: the micro-batch's number in each, once
     mark = f" mb{j} "
     t.names = []
@@ -261,56 +272,70 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         p, q = nm.split(mark)
         t.names.append((p + " mb", " " + q))
     t.named = [i for i, p in enumerate(t.names) if p is not None]
-    t.pairs = [t.names[i] for i in t.named]
-    t.blank = [None] * len(t.names)
+    t.marks = [None if p is None else graph_module._LAZY for p in t.names]
     # the plan's records
-    new = []
-    added = list(islice(reversed(plan.layer_ops.items()), len(plan.layer_ops) - nlay))
-    for (it_, i, n, jj), lo_ in reversed(added):
-        fields = [None if x is None else rel(x) for x in (lo_.fwd, lo_.bwd_input,
-                                                            lo_.bwd_weight)]
-        if it_ != it or jj != j or any(x is not None and x < 0 for x in fields) or \
-                any(x is None and y is not None for x, y in
-                    zip(fields, (lo_.fwd, lo_.bwd_input, lo_.bwd_weight))):
-            return None
-        new.append(((it, i, n), fields, lo_.stash_bytes))
     t.new_layers = None
-    if new:                              # (keys, per field its places or None, stashes)
-        cols = []
-        for f in range(3):
-            xs = [x[1][f] for x in new]
-            if all(x is None for x in xs):
-                cols.append(None)
-            elif any(x is None for x in xs):
-                return None
-            else:
-                cols.append(np.asarray(xs, np.int64))
-        t.new_layers = ([x[0] for x in new], cols, [x[2] for x in new])
+    lops = plan.layer_ops
+    W, AT = lops.WIDTH, lops.AT
+    if len(lops) > nlay:                 # (the records the pass added: rows, relative)
+        rec = lops.rows(nlay)
+        ops = rec[:, 4:]
+        if (rec[:, 0] != it).any() or (rec[:, 3] != j).any() or \
+                ((ops >= 0) & ((ops < lo) | (ops >= hi))).any():
+            return None
+        names = lops._npus.names
+        where = {(i, names[n]): k for k, (i, n) in
+                 enumerate(zip(rec[:, 1].tolist(), rec[:, 2].tolist()))}
+        by_base = np.zeros_like(rec)
+        by_base[:, 4:] = ops >= 0
+        rec[:, 4:] = np.where(ops >= 0, ops - lo, -1)
+        rec[:, 3] = 0
+        by_mb = np.zeros_like(rec)
+        by_mb[:, 3] = 1
+        t.new_layers = (rec, by_base, by_mb, lops._stash[nlay:], where)
     changed = []
     for (i, n), was in old.items():
-        lo_ = plan.layer_ops[(it, i, n, j)]
+        lo_ = lops[(it, i, n, j)]
         for field, x0, x1 in zip(("fwd", "bwd_input", "bwd_weight"), was,
                                  (lo_.fwd, lo_.bwd_input, lo_.bwd_weight)):
             if x0 != x1:
                 if x1 is None or not lo <= x1 < hi:
                     return None
-                changed.append(((it, i, n), field, x1 - lo))
-    t.set_layers = ([x[0] for x in changed], [x[1] for x in changed],
-                    np.asarray([x[2] for x in changed], np.int64)) if changed else None
-    t.recomputed = []
-    for it_, n, x in plan.recomputed[nrec:]:
-        if it_ != it or not lo <= x < hi:
+                changed.append(((i, n), field, x1 - lo))
+    t.set_layers = changed or None
+    t.set_tag = t.set_fast = None
+    fwd_class = kept.get((it, "F", s)) if kind == "B" else None
+    if changed and fwd_class is not None and fwd_class.new_layers is not None:
+        where = fwd_class.new_layers[4]
+        if all(k in where for k, _, _ in changed):     # (places in its block's rows)
+            t.set_tag = fwd_class
+            t.set_fast = (np.asarray([W * where[k] + AT[f] for k, f, _ in changed], np.int64),
+                          np.asarray([x for _, _, x in changed], np.int64))
+    t.recomputed = None
+    rc = plan.recomputed
+    if len(rc) > nrec:
+        r = rc.rows(nrec)
+        if (r[:, 0] != it).any() or ((r[:, 2] < lo) | (r[:, 2] >= hi)).any():
             return None
-        t.recomputed.append((n, x - lo))
-    t.collectives = []
-    for c in plan.collectives[ncol:]:
-        done = {n: x - lo for n, x in c.done.items()}
-        if c.iteration != it or c.micro_batch != j or not lo <= c.first <= c.last <= hi or \
-                any(not 0 <= x < hi - lo for x in done.values()):
+        r[:, 2] -= lo
+        by_base = np.zeros_like(r)
+        by_base[:, 2] = 1
+        t.recomputed = (r, by_base)
+    t.collectives = None
+    if len(plan.collectives) > ncol:
+        blk = plan.collectives.block(ncol)
+        r, d = blk.rec, blk.done
+        if (r[:, 0] != it).any() or (r[:, 1] != j).any() or (r[:, 2] < lo).any() or \
+                (r[:, 2] > r[:, 3]).any() or (r[:, 3] > hi).any() or \
+                ((d[:, 1] < lo) | (d[:, 1] >= hi)).any():
             return None
-        t.collectives.append((c.what, c.collective, list(c.group), c.bytes, list(c.layers),
-                              c.first - lo, c.last - lo, tuple(done.items()),
-                              list(c.layer_bytes)))
+        r[:, 1] = 0
+        r[:, 2:] -= lo
+        blk.by_mb[:, 1] = 1
+        blk.by_base[:, 2:] = 1
+        d[:, 1] -= lo
+        blk.done_by_base[:, 1] = 1
+        t.collectives = blk
     t.sends = []
     for d in plan.sends[nsend:]:
         if d["iteration"] != it or d["micro_batch"] != j or not lo <= d["op"] < hi:
@@ -346,7 +371,51 @@ def _record(b, kind, it, s, j, last, prev_opt, into):
         if any(x is None for x in v):
             return None
         t.streams_after.append((k, v))
+    _blob(t)
     return t
+
+
+def _blob(t):
+    """The pass's offset columns as one int64 array (blob0) and, per part, what base (its
+    first op: by_base, 0 or 1 per entry), j (its micro-batch: at by_j), ndep (the graph's
+    dependencies before it: the slice by_ndep) and dend (the collectives' done pairs before
+    it: the slice by_dend) add to each entry: dependencies
+    (base; the inputs' places, ext_pos, put in after), dependency ends (ndep), roofline ops
+    (base), layer records (base on ops, j on the micro-batch), the fields a backward pass
+    sets (base), recomputations (base on ops), collectives' rows (base on ops, j on the
+    micro-batch), their done ends (dend) and done pairs (base on ops). `parts`: each
+    part's slice."""
+    z = np.zeros
+    parts = [("dep", t.dep, (1, 0, 0, 0)), ("ptr", t.ptr, (0, 0, 1, 0)),
+             ("wop", t.wop, (1, 0, 0, 0))]
+    if t.new_layers is not None:
+        rec, by_base, by_mb = t.new_layers[:3]
+        parts.append(("layers", rec.ravel(), (by_base.ravel(), by_mb.ravel(), 0, 0)))
+    if t.set_fast is not None:
+        parts.append(("set", t.set_fast[1], (1, 0, 0, 0)))
+    if t.recomputed is not None:
+        r, by_base = t.recomputed
+        parts.append(("recomputed", r.ravel(), (by_base.ravel(), 0, 0, 0)))
+    if t.collectives is not None:
+        c = t.collectives
+        parts += [("coll_rec", c.rec.ravel(), (c.by_base.ravel(), c.by_mb.ravel(), 0, 0)),
+                  ("coll_dptr", c.dptr, (0, 0, 0, 1)),
+                  ("coll_done", c.done.ravel(), (c.done_by_base.ravel(), 0, 0, 0))]
+    at, where = 0, {}
+    for name, x, _ in parts:
+        where[name] = slice(at, at + len(x))
+        at += len(x)
+    t.blob0 = np.concatenate([np.asarray(x, np.int64) for _, x, _ in parts])
+    by = z((4, at), np.int64)
+    for (name, x, m4) in parts:
+        for k, m in enumerate(m4):
+            by[k, where[name]] = m
+    t.by_base = by[0]
+    t.by_j = np.flatnonzero(by[1])
+    t.by_ndep = where["ptr"]
+    t.by_dend = where["coll_dptr"] if "coll_dptr" in where else None
+    t.ext_pos = t.ext_pos + where["dep"].start
+    t.parts = {k: slice(8 * v.start, 8 * v.stop) for k, v in where.items()}
 
 
 __all__ = ["ENABLED", "Repeat"]

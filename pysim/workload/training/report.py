@@ -192,11 +192,12 @@ def training_report(graph, plan, res, cfg):
     it = len(plan.iterations) - 1
     npu_ix = {n: k for k, n in enumerate(plan.npus)}
     P = len(plan.npus)
-    rows = [(i, npu_ix[n], -1 if lo_.fwd is None else lo_.fwd,
-             -1 if lo_.bwd_input is None else lo_.bwd_input,
-             -1 if lo_.bwd_weight is None else lo_.bwd_weight)
-            for (it_, i, n, j), lo_ in plan.layer_ops.items() if it_ == it]
-    R = np.array(rows, np.int64).reshape(-1, 5)
+
+    def ix(table):                       # a table's npu ids -> places in plan.npus (-1: none)
+        return np.array([npu_ix.get(n, -1) for n in table.npus] + [-1], np.int64)
+    L = plan.layer_ops.columns(it)
+    R = np.stack([L["layer"], ix(plan.layer_ops)[L["npu"]], L["fwd"], L["bwd_input"],
+                  L["bwd_weight"]], 1) if len(L["rows"]) else np.zeros((0, 5), np.int64)
     key = R[:, 0] * P + R[:, 1]                  # (layer, npu)
     fwd_ops, bwd_ops = {}, {}
     for bucket, cols in ((fwd_ops, (2,)), (bwd_ops, (3, 4))):
@@ -210,11 +211,12 @@ def training_report(graph, plan, res, cfg):
     # training compute ops (forward, backward, optimizer, recomputed) per NPU
     who = [R[R[:, c] >= 0, 1] for c in (2, 3, 4)]
     ops = [R[R[:, c] >= 0, c] for c in (2, 3, 4)]
-    extra = [(npu_ix[n], op) for (it_, i, n), op in plan.optimizer.items() if it_ == it] + \
-        [(npu_ix[n], op) for it_, n, op in plan.recomputed if it_ == it]
-    X = np.array(extra, np.int64).reshape(-1, 2)
-    who = np.concatenate(who + [X[:, 0]])
-    ops = np.concatenate(ops + [X[:, 1]])
+    opt = [(npu_ix[n], op) for (it_, i, n), op in plan.optimizer.items() if it_ == it]
+    X = np.array(opt, np.int64).reshape(-1, 2)
+    rc = plan.recomputed.columns(it)
+    rc_who = ix(plan.recomputed)[rc["npu"]]
+    who = np.concatenate(who + [X[:, 0], rc_who])
+    ops = np.concatenate(ops + [X[:, 1], rc["op"]])
     by = np.argsort(who, kind="stable")
     bounds = np.searchsorted(who[by], np.arange(P + 1))
     comp_u = {n: _union_arrays(start[ops[by[bounds[k]:bounds[k + 1]]]],
@@ -222,21 +224,20 @@ def training_report(graph, plan, res, cfg):
               for k, n in enumerate(plan.npus)}
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
+    kc = npu_ix[crit]
     # communication intervals per NPU: each collective from its first op touching the NPU
     # to the end of the NPU's part; each pipeline send from or to it
-    comm = {n: [] for n in plan.npus}
-    coll_iv = []                         # per collective of the last iteration: {npu: iv}
     index = {n: i for i, n in enumerate(plan.npus)}
     cols = graph.arrays()
     nid, did = node_ids(graph, index, cols)
     # per collective of the last iteration and member, the first start of an op of the
     # collective from or to it (all collectives at once)
-    colls = [c for c in plan.collectives if c.iteration == it]
-    f = np.array([c.first for c in colls], np.int64)
-    ln = np.array([c.last - c.first for c in colls], np.int64)
-    cid = np.repeat(np.arange(len(colls)), ln)
+    C = plan.collectives.columns(it)
+    nc = len(C["rows"])
+    f, ln = C["first"], C["last"] - C["first"]
+    cid = np.repeat(np.arange(nc), ln)
     ops = (np.arange(int(ln.sum())) - np.repeat(np.cumsum(ln) - ln, ln) +
-           np.repeat(f, ln)) if len(colls) else np.zeros(0, np.int64)
+           np.repeat(f, ln)) if nc else np.zeros(0, np.int64)
     who = np.concatenate([nid[ops], did[ops]])
     when = np.concatenate([start[ops], start[ops]])
     cid = np.concatenate([cid, cid])
@@ -246,29 +247,50 @@ def training_report(graph, plan, res, cfg):
     who, when, cid = who[order], when[order], cid[order]
     firsts = np.flatnonzero(np.concatenate([[True], (who[1:] != who[:-1]) |
                                             (cid[1:] != cid[:-1])])) if who.size else who
-    ivs_of = [{} for _ in colls]
-    npus = plan.npus
-    for k, w, t in zip(cid[firsts].tolist(), who[firsts].tolist(), when[firsts].tolist()):
-        c, n = colls[k], npus[w]
-        if n in c.done:
-            iv = (int(t), int(finish[c.done[n]]))
-            ivs_of[k][n] = iv
-            comm[n].append(iv)
-    coll_iv = list(zip(colls, ivs_of))
+    fc, fw, ft = cid[firsts], who[firsts], when[firsts]
+    # each (collective, member)'s part ends at its done op: where the member has one
+    dn = ix(plan.collectives)[C["done_npu"]]
+    dkey = np.repeat(np.arange(nc, dtype=np.int64), np.diff(C["done_ptr"])) * P + dn
+    dkey, dop = dkey[dn >= 0], C["done_op"][dn >= 0]
+    o = np.argsort(dkey, kind="stable")
+    dkey, dop = dkey[o], dop[o]
+    q = fc * P + fw
+    at = np.minimum(np.searchsorted(dkey, q), max(len(dkey) - 1, 0))
+    hit = (dkey[at] == q) if len(dkey) else np.zeros(len(q), bool)
+    iv_c, iv_n, iv_s = fc[hit], fw[hit], ft[hit].astype(np.int64)
+    iv_e = finish[dop[at[hit]]].astype(np.int64)
+    # (the pipeline's sends: from and to their NPUs)
+    sd_s, sd_e, sd_n, crit_sends = [], [], [], []
     for sd in plan.sends:
         if sd["iteration"] == it:
-            iv = (int(start[sd["op"]]), int(finish[sd["op"]]))
-            comm[sd["src"]].append(iv)
-            comm[sd["dst"]].append(iv)
-    comm_u = {n: _clip(_union(v), t0, t1) for n, v in comm.items()}
+            x, y = int(start[sd["op"]]), int(finish[sd["op"]])
+            for n in (sd["src"], sd["dst"]):
+                k = npu_ix.get(n)
+                if k is not None:
+                    sd_s.append(x)
+                    sd_e.append(y)
+                    sd_n.append(k)
+            if crit in (sd["src"], sd["dst"]):
+                crit_sends.append((x, y))
+    cw = np.concatenate([iv_n, np.asarray(sd_n, np.int64)])
+    cs = np.concatenate([iv_s, np.asarray(sd_s, np.int64)])
+    ce = np.concatenate([iv_e, np.asarray(sd_e, np.int64)])
+    by = np.argsort(cw, kind="stable")
+    bounds = np.searchsorted(cw[by], np.arange(P + 1))
+    comm_u = {n: _clip(_union_arrays(cs[by[bounds[k]:bounds[k + 1]]],
+                                     ce[by[bounds[k]:bounds[k + 1]]]), t0, t1)
+              if bounds[k + 1] > bounds[k] else [] for k, n in enumerate(plan.npus)}
     exposed = {n: _minus(comm_u[n], comp_u[n]) for n in plan.npus}
-    # on the critical NPU, per kind of communication: how many, running, exposed
+    # on the critical NPU, per kind of communication: how many, running, exposed; its
+    # collectives in the plan's order
+    mine = iv_n == kc
+    crit_c = iv_c[mine].tolist()
+    crit_iv = list(zip(iv_s[mine].tolist(), iv_e[mine].tolist()))
+    crows = C["rows"]
     by_kind = {}
-    for c, ivs in coll_iv:
-        if crit in ivs:
-            by_kind.setdefault(c.what, []).append(ivs[crit])
-    by_kind["pp_send"] = [(int(start[sd["op"]]), int(finish[sd["op"]])) for sd in plan.sends
-                          if sd["iteration"] == it and crit in (sd["src"], sd["dst"])]
+    for k, iv in zip(crit_c, crit_iv):
+        by_kind.setdefault(plan.collectives.what(int(crows[k])), []).append(iv)
+    by_kind["pp_send"] = crit_sends
     comm_by_kind = {}
     for what, iv in sorted(by_kind.items()):
         if not iv:
@@ -277,8 +299,8 @@ def training_report(graph, plan, res, cfg):
         comm_by_kind[what] = dict(count=len(iv), comm_cycles=_length(u),
                                   exposed_comm_cycles=_length(_minus(u, comp_u[crit])))
     extra = {}
-    for what, ops in (("recompute_cycles", [op for it_, n, op in plan.recomputed
-                                            if it_ == it and n == crit]),
+    rc_crit = rc["op"][rc_who == kc].tolist()
+    for what, ops in (("recompute_cycles", rc_crit),
                       ("optimizer_cycles", [op for (it_, i, n), op in plan.optimizer.items()
                                             if it_ == it and n == crit])):
         extra[what] = _length(_union([(int(start[op]), int(finish[op])) for op in ops]))
@@ -286,15 +308,14 @@ def training_report(graph, plan, res, cfg):
     model = plan.model
     per_layer = []
     lay_comm = {}
-    for c, ivs in coll_iv:
-        if crit not in ivs:
-            continue
-        iv = [list(ivs[crit])]
-        dur = iv[0][1] - iv[0][0]
+    for k, (x, y) in zip(crit_c, crit_iv):
+        layers, layer_bytes = plan.collectives.layers(int(crows[k]))
+        iv = [[x, y]]
+        dur = y - x
         exp = _length(_minus(iv, comp_u[crit]))
-        tot = sum(c.layer_bytes) or 1
-        for i, nb in zip(c.layers, c.layer_bytes or [1] * len(c.layers)):
-            share = nb / tot if c.layer_bytes else 1 / len(c.layers)
+        tot = sum(layer_bytes) or 1
+        for i, nb in zip(layers, layer_bytes or [1] * len(layers)):
+            share = nb / tot if layer_bytes else 1 / len(layers)
             x = lay_comm.setdefault(i, [0.0, 0.0])
             x[0] += dur * share
             x[1] += exp * share

@@ -17,7 +17,7 @@ def _segments(n, k):
     return [int(x[0]) for x in np.array_split(np.arange(n), k)]
 
 
-@register("recompute", fields=("segments",))
+@register("recompute", fields=("segments", "recompute"))
 def decide_recompute(costs, budget, params, compress=False):
     """Gradient checkpointing (Chen et al., arXiv 1604.06174, 2016): the layers are cut into
     `segments` (default round(sqrt(layers))) contiguous segments; the first layer of each
