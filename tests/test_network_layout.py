@@ -78,17 +78,20 @@ def test_random_graphs(seed):
     for x in nodes[:-1]:
         if g.random() < 0.4:
             x["injection_gbps"] = float(g.choice([10.0, 64.0, 150.0]))
-    links = []
+    links, kind = [], {}            # (the links of one pair alike: parallel links)
+
+    def link(a, b, **extra):
+        key = (min(a, b), max(a, b))
+        if key not in kind:
+            kind[key] = {"gbps": float(g.choice([8.0, 32.0, 100.0, 300.0]))}
+            if g.random() < 0.3:
+                kind[key]["latency_ns"] = float(g.choice([5.0, 40.0]))
+        links.append({"a": f"v{a}", "b": f"v{b}", **kind[key], **extra})
     for i in range(1, n):
-        links.append({"a": f"v{i}", "b": f"v{int(g.integers(i))}",
-                      "gbps": float(g.choice([8.0, 32.0, 100.0]))})
+        link(i, int(g.integers(i)))
     for _ in range(int(g.integers(0, 2 * n))):
         a, b = g.choice(n, 2, replace=False)
-        e = {"a": f"v{a}", "b": f"v{b}", "gbps": float(g.choice([8.0, 32.0, 100.0, 300.0])),
-             "count": int(g.integers(1, 4))}
-        if g.random() < 0.3:
-            e["latency_ns"] = float(g.choice([5.0, 40.0]))
-        links.append(e)
+        link(int(a), int(b), count=int(g.integers(1, 4)))
     cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links})
     same(cfg)
 
