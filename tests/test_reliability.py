@@ -699,10 +699,6 @@ def test_compiled_shortest_paths_match_the_definition(seed, how):
     links += [{"a": f"v{a}", "b": f"v{b}", "gbps": rng.choice([8.0, 25.0]),
                "latency_cycles": rng.randint(1, 5), "directed": rng.random() < 0.3}
               for a, b in (rng.sample(range(n), 2) for _ in range(n))]
-    pair = {}                 # (entries naming one pair are parallel links: alike)
-    for e in links:
-        e.update(pair.setdefault(frozenset((e["a"], e["b"])),
-                                 {"gbps": e["gbps"], "latency_cycles": e["latency_cycles"]}))
     topo = build(from_dict({"topology": {"kind": "graph", "nodes": nodes, "links": links,
                                          "route_weight": how}}))
     try:
