@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pysim import systems
 from pysim.config import load
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.models.presets import check_efficiency, check_preset
 from pysim.schema import (POS, Key, all_positive, check_fields, declare, fields_check,
                           positive_number, raising, suggest)
@@ -210,7 +211,8 @@ def _regular(name, dims, wrap, bidirectional, cfg, routing, key="topology.dims")
     if len(dims) == 1:
         names = [f"n{i}" for i in range(n)]
     else:
-        names = ["n" + "_".join(str(int(x)) for x in coords[i]) for i in range(n)]
+        form = "n" + "_".join(["%d"] * len(dims))
+        names = [form % tuple(c) for c in coords.tolist()]
     t = Topology(name=name, node_names=names, node_kinds=["npu"] * n, dims=dims,
                  coords=coords, wrap=tuple(wrap), bidirectional=bidirectional, routing=routing)
     bpc, lat = link_params(cfg)
@@ -219,20 +221,30 @@ def _regular(name, dims, wrap, bidirectional, cfg, routing, key="topology.dims")
         raise ConfigError(f"topology.dim_link_gbps = {per_dim}: expected {len(dims)} values, "
                           f"one per dimension of {list(dims)}")
     strides = np.cumprod((1,) + dims[:-1])
-    for i in range(n):
-        for d, k in enumerate(dims):
-            if k == 1:
-                continue
-            x = coords[i, d]
-            for s in ((+1, -1) if bidirectional else (+1,)):
-                y = x + s
-                is_wrap = y < 0 or y >= k
-                if is_wrap and not wrap[d]:
-                    continue
-                y %= k
-                j = i + (y - x) * int(strides[d])
-                b = bpc if per_dim is None else _gbps_to_bpc(per_dim[d], cfg)
-                t.add_channel(i, j, b, lat, dim=d, direction=s, wrap=is_wrap)
+    # the channels node by node, per node by dimension, + before - (columns: a 64x32x32
+    # torus has 393,216)
+    ways = (+1, -1) if bidirectional else (+1,)
+    D, S = len(dims), len(ways)
+    node = np.arange(n, dtype=np.int64)
+    src = np.repeat(node, D * S).reshape(n, D, S)
+    dst = np.zeros((n, D, S), np.int64)
+    is_wrap = np.zeros((n, D, S), bool)
+    ok = np.zeros((n, D, S), bool)
+    for d, k in enumerate(dims):
+        x = coords[:, d].astype(np.int64)
+        for m, s in enumerate(ways):
+            y = x + s
+            is_wrap[:, d, m] = (y < 0) | (y >= k)
+            ok[:, d, m] = (k > 1) & (~is_wrap[:, d, m] | bool(wrap[d]))
+            dst[:, d, m] = node + (y % k - x) * int(strides[d])
+    b = np.array([bpc if per_dim is None else _gbps_to_bpc(per_dim[d], cfg)
+                  for d in range(D)], np.float64)
+    dim = np.broadcast_to(np.arange(D)[None, :, None], (n, D, S))
+    way = np.broadcast_to(np.array(ways)[None, None, :], (n, D, S))
+    t.ch_src, t.ch_dst = src[ok].tolist(), dst[ok].tolist()
+    t.ch_bytes_per_cycle = b[dim[ok]].tolist()
+    t.ch_latency_cycles = [int(lat)] * int(ok.sum())
+    t.ch_dim, t.ch_dir, t.ch_wrap = dim[ok].tolist(), way[ok].tolist(), is_wrap[ok].tolist()
     _apply_nic_defaults(t, cfg)
     return t
 
@@ -391,18 +403,20 @@ def _check_fields(where, entry, allowed):
 
 def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
     """Entries naming one pair (one direction) are parallel links, used together only if
-    alike: routes name a group of parallel channels of one bandwidth and latency, so a link
-    unlike the pair's first would carry nothing. Refused, naming both entries."""
+    alike: routes name a group of parallel channels of one bandwidth and latency, so of
+    unlike ones the routes take one (the cheaper by topology.route_weight, else the first)
+    and the other carries nothing. Said in a warning naming both entries."""
     for ends in [(e["a"], e["b"])] + ([] if directed else [(e["b"], e["a"])]):
         j, b0, l0 = pair.setdefault(ends, (i, bpc, lat))
         if (b0, l0) != (bpc, lat):
             c = cfg.network.clock_ghz
-            raise ConfigError(
+            warnings.warn(
                 f"topology.links[{i}]: a link {ends[0]} -> {ends[1]} of {bpc * c:g} GB/s and "
-                f"{lat} cycles, where topology.links[{j}] has one of {b0 * c:g} GB/s and {l0} "
-                f"cycles; expected links of one pair alike (they are parallel links, which "
-                f"routes use together only when alike: give one entry with count, or the "
-                f"same gbps and latency)")
+                f"{lat} cycles beside topology.links[{j}]'s of {b0 * c:g} GB/s and {l0} "
+                f"cycles: a pair's links are used together only when alike, so routes take "
+                f"one of them and the other carries nothing (give one entry with count, or "
+                f"the same gbps and latency)", PysimWarning, stacklevel=2)
+            return
 
 
 def build_graph(cfg):
@@ -597,7 +611,8 @@ declare(
         "Graph: [[topology.links]] with a, b (node names), and optional gbps or "
         "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
         "count (parallel links, default 1), directed (a to b only, default false). Entries "
-        "naming the same pair are parallel links too, and must be alike (gbps, latency).",
+        "naming the same pair are parallel links too, used together only when alike (gbps, "
+        "latency; unlike ones are warned of).",
         None),
     Key("topology", "nic", "table", None, "-",
         "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.",
