@@ -110,6 +110,8 @@ cdef _setup_vcs(Engine self):
         s.ovc[i].credits = EJECT_CREDITS if v_kind[cv] == CH_EJECT else c_D
         s.ovc[i].va_ptr = 0
         s.ovc[i].best = -1
+    s.va_list = <int32_t*>_ptr(self._own("va_list", None, np.int32, -1, nivc))
+    s.va_pos = <int32_t*>_ptr(self._own("va_pos", None, np.int32, -1, nivc))
     s.va_best_dist = <int32_t*>_ptr(self._own("va_best_dist", None, np.int32, 0, nivc))
     s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
     s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
@@ -213,8 +215,6 @@ cdef _setup_network(Engine self, dict net):
     s.sa_mask = <uint64_t*>_ptr(self._own("sa_mask", None, np.uint64, 0, max(int(r_mw[n]), 1)))
     s.r_va_wait = <int32_t*>_ptr(self._own("r_va_wait", None, np.int32, 0, n))
     s.r_wake = <cycle_t*>_ptr(self._own("r_wake", None, np.int64, 0, n))
-    s.va_list = <int32_t*>_ptr(self._own("va_list", None, np.int32, -1, C * V))
-    s.va_pos = <int32_t*>_ptr(self._own("va_pos", None, np.int32, -1, C * V))
     s.act_r_words = (n + 63) // 64
     s.act_r = <uint64_t*>_ptr(self._own("act_r", None, np.uint64, 0, max(s.act_r_words, 1)))
     s.va_r = <uint64_t*>_ptr(self._own("va_r", None, np.uint64, 0, max(s.act_r_words, 1)))
@@ -284,11 +284,14 @@ cdef _setup_network(Engine self, dict net):
         s.ch[i].cur_vc = 0
         s.ch[i].vc_rr = 0
 
-    # the VCs' state (buffers, input and output VCs, timers: a few hundred bytes a channel)
-    # is made when a flit-level run first needs it (_setup_vcs): the flow level has none
+    # the VCs' state (buffers, input and output VCs, VC allocation's lists, timers: a few
+    # hundred bytes a channel) is made when a flit-level run first needs it (_setup_vcs): the
+    # flow level has none
     s.buf = NULL
     s.ivc = NULL
     s.ovc = NULL
+    s.va_list = NULL
+    s.va_pos = NULL
     s.va_best_dist = NULL
     s.tm_next = NULL
     s.touched = NULL

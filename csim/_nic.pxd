@@ -210,10 +210,16 @@ cdef inline int32_t _pick_message(State* s, int32_t n, int32_t c) noexcept nogil
     fewer channels than parallel links. A channel passes over the messages for other links,
     but if one of them, due before its own, has no channel at all, it takes none: it empties
     and then serves that one (a NIC of fewer channels than busy links turns between them).
-    Sets nic_msg_cur/prev to the message; -1 if none."""
+    The message taken moves to the back of the turn (just before the current one, the others
+    keeping their order), so the messages of one link take its packets in turn, as the flow
+    level shares a link between them: with the turn passed on from wherever a channel found
+    its message, the other channels' cuts would move it on past the same few messages every
+    time and leave a link's others waiting. Sets nic_msg_cur/prev to the message; -1 if
+    none."""
     cdef int32_t m = s.nic_msg_cur[n]
     cdef int32_t prev = s.nic_msg_prev[n]
     cdef int32_t first = m
+    cdef int32_t first_prev = prev
     cdef int32_t hop, mine = -1
     if s.inj_hop[c] >= 0:
         if _port_free(s, c):
@@ -233,6 +239,11 @@ cdef inline int32_t _pick_message(State* s, int32_t n, int32_t c) noexcept nogil
         m = s.msg_next[m]
         if m == first:
             return -1
+    if m != first and m != first_prev:    # to the back: out of its place, before `first`
+        s.msg_next[prev] = s.msg_next[m]
+        s.msg_next[first_prev] = m
+        s.msg_next[m] = first
+        prev = first_prev
     s.nic_msg_cur[n] = m
     s.nic_msg_prev[n] = prev
     return m

@@ -125,7 +125,7 @@ class Result:
     flit_hops: int
     flit_hops_per_second: float
     cycles_skipped: int             # jumped over by fast-forward (nothing in flight)
-    links: list = field(default_factory=list)
+    links: Sequence = field(default_factory=list)    # per channel, in the window: a LinkTable
     latency_histogram: list = field(default_factory=list)   # [[cycles, count], ...]
     config: dict = field(default_factory=dict)
     network_model: str = "flit"     # synthetic traffic runs at the flit level only

@@ -490,6 +490,34 @@ def test_a_nic_driving_several_links_at_once_gets_their_bandwidth(system, src, l
     assert shared.makespan_cycles > 1.03 * flit.makespan_cycles
 
 
+@pytest.mark.parametrize("behind", [["n1_0", "n1_1"], ["n1_0", "n1_1", "n1_2"]])
+def test_messages_for_one_link_share_it_while_other_links_are_busy(behind):
+    """n0_0 of a 4x4 torus of 32 GB/s links (a NIC of four 32-byte channels, one per link)
+    sends S to each of k NPUs behind its +x link (dimension order: x first) and S to a
+    neighbour behind each of its three other links, all at once. The +x link is shared
+    packet by packet: each of its k messages is done at k S / 32 cycles (the flow level's
+    max-min share), the others at S / 32, within the latency terms and, for the +x ones, the
+    others' last packets. Per link, a channel takes its link's messages in turn however the
+    other channels' cuts move the NIC's turn (passing the turn on from where a channel found
+    its message serves the first +x message alone, done at S / 32, and the others after it:
+    the check fails then)."""
+    S = 1 << 18
+    cfg = load(os.path.join(TOPOLOGIES, "torus4x4x4.toml"), {
+        "workload.kind": "graph", "topology.dims": [4, 4],
+        "topology.dim_link_gbps": [32.0, 32.0]})
+    assert cfg.network.nic_injection == "per_link"
+    packet = cfg.workload.packet_flits * cfg.network.flit_bytes
+    g = OpGraph()
+    ids = {d: g.send("n0_0", d, S) for d in ["n0_1"] + behind + ["n3_0", "n0_3"]}
+    flit, flow = both(cfg, g)
+    k = len(behind)
+    for r in (flit, flow):
+        for d, i in ids.items():
+            ideal = (k if d in behind else 1) * S / 32
+            turn = (k - 1) * packet / 32 if d in behind else 0
+            assert ideal - turn <= r.ops[i]["finish"] <= ideal + 100, (d, r.ops[i]["finish"])
+
+
 def test_the_textbook_three_flow_case_end_to_end():
     """a - b at 32 GB/s, b - c at 64 GB/s, 64-byte flits (NICs of 64 B/cycle); flows a->c,
     a->b, b->c of S bytes: max-min gives 16, 16 and 48 B/cycle. b->c finishes at S/48; its

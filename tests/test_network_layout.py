@@ -12,7 +12,7 @@ from conftest import TOPOLOGIES, make_cfg
 from pysim import load
 from pysim.flow import _unique_rows
 from pysim.network import compile_network
-from pysim.topology import build
+from pysim.topology import _gbps_to_bpc, build, link_params
 from refnetwork import compile_network_by_lane
 from refroutes import CLUSTERS
 
@@ -114,3 +114,48 @@ def test_unique_rows_equals_numpys_unique_of_rows():
         want, want_of = np.unique(keys, axis=0, return_inverse=True)
         got, got_of = _unique_rows(keys)
         assert np.array_equal(got, want) and np.array_equal(got_of, want_of.reshape(-1))
+
+
+def regular_by_node(topo, cfg, per_dim=None):
+    """A regular topology's channels, node by node in plain Python: per node, per dimension
+    of more than one node, + then - (+ alone one way round), a wrap-around link only where
+    the dimension wraps."""
+    bpc, lat = link_params(cfg)
+    strides = np.cumprod((1,) + tuple(topo.dims[:-1]))
+    out = []
+    for i in range(topo.n_nodes):
+        for d, k in enumerate(topo.dims):
+            if k == 1:
+                continue
+            x = int(topo.coords[i, d])
+            for s in ((+1, -1) if topo.bidirectional else (+1,)):
+                y = x + s
+                w = y < 0 or y >= k
+                if w and not topo.wrap[d]:
+                    continue
+                j = i + (y % k - x) * int(strides[d])
+                b = bpc if per_dim is None else _gbps_to_bpc(per_dim[d], cfg)
+                out.append((i, j, float(b), int(lat), d, s, w))
+    return out
+
+
+@pytest.mark.parametrize("topology", [
+    {"kind": "mesh", "dims": [4, 3]}, {"kind": "mesh", "dims": [5, 1, 2]},
+    {"kind": "torus", "dims": [4, 4], "link_gbps": 20.0, "link_latency_ns": 7.0},
+    {"kind": "torus", "dims": [3, 1, 5], "dim_link_gbps": [10.0, 20.0, 40.0]},
+    {"kind": "torus", "dims": [2, 6, 3]}, {"kind": "ring", "size": 7},
+    {"kind": "ring", "size": 5, "bidirectional": False}, {"kind": "ring", "size": 2},
+])
+def test_regular_channels_equal_node_by_node(topology):
+    cfg = make_cfg(topology=topology)
+    topo = build(cfg)
+    got = list(zip(topo.ch_src, topo.ch_dst, topo.ch_bytes_per_cycle, topo.ch_latency_cycles,
+                   topo.ch_dim, topo.ch_dir, topo.ch_wrap))
+    want = regular_by_node(topo, cfg, topology.get("dim_link_gbps"))
+    assert got == want and len(want) > 0
+    for col in (topo.ch_src, topo.ch_dst, topo.ch_latency_cycles, topo.ch_dim, topo.ch_dir):
+        assert all(type(v) is int for v in col)
+    assert all(type(v) is bool for v in topo.ch_wrap)
+    if len(topo.dims) > 1:                     # (a node's name: its coordinates)
+        assert topo.node_names == ["n" + "_".join(str(int(x)) for x in topo.coords[i])
+                                   for i in range(topo.n_nodes)]

@@ -96,7 +96,8 @@ class GraphResult:
     version: str = ""
     build: dict = field(default_factory=dict)
     collective: dict = field(default_factory=dict)   # set for collective workloads
-    links: list = field(default_factory=list)        # per channel, over the makespan
+    links: Sequence = field(default_factory=list)    # per channel, over the makespan: a
+                                                     # pysim.stats.LinkTable
     memory: dict = field(default_factory=dict)       # set when the graph holds memory
     network_model: str = "flit"    # which network model produced it: 'flit' or 'flow'
     flow: dict = field(default_factory=dict)         # flow model: flows, rate recomputations

@@ -109,16 +109,10 @@ class _Pass:
         lops, colls = plan.layer_ops, plan.collectives
         # every offset column at once: the blob's parts plus base, j, ndep and the
         # collectives' done pairs so far, each times its multiplier (see _blob)
-        blob = self.blob0 + self.by_base * base
-        if len(self.by_j):
-            blob[self.by_j] += j
-        blob[self.by_ndep] += ndep
-        if self.by_dend is not None:
-            blob[self.by_dend] += colls._dptr[-1]
-        if len(self.ext_pos):
-            blob[self.ext_pos] = np.asarray(vals, np.int64)[self.ext_role]
+        blob = self.blob0 + np.array([0, base, j, ndep, colls._dptr[-1]] + vals,
+                                     np.int64)[self.which]
         part = self.parts                # (byte slices of the blob)
-        blob = memoryview(blob.tobytes())
+        blob = memoryview(blob).cast("B")
         g._code.extend(self.code)
         g._node.extend(self.node)
         g._dst.extend(self.dst)
@@ -376,10 +370,10 @@ def _record(b, kind, it, s, j, last, prev_opt, into, kept):
 
 
 def _blob(t):
-    """The pass's offset columns as one int64 array (blob0) and, per part, what base (its
-    first op: by_base, 0 or 1 per entry), j (its micro-batch: at by_j), ndep (the graph's
-    dependencies before it: the slice by_ndep) and dend (the collectives' done pairs before
-    it: the slice by_dend) add to each entry: dependencies
+    """The pass's offset columns as one int64 array (blob0) and per entry which one scalar
+    a pass adds to it (`which`: 0 none, 1 base: its first op, 2 j: its micro-batch, 3 ndep:
+    the graph's dependencies before it, 4 dend: the collectives' done pairs before it, 5 + k
+    its input k, put in at a dependency outside the pass): dependencies
     (base; the inputs' places, ext_pos, put in after), dependency ends (ndep), roofline ops
     (base), layer records (base on ops, j on the micro-batch), the fields a backward pass
     sets (base), recomputations (base on ops), collectives' rows (base on ops, j on the
@@ -410,11 +404,13 @@ def _blob(t):
     for (name, x, m4) in parts:
         for k, m in enumerate(m4):
             by[k, where[name]] = m
-    t.by_base = by[0]
-    t.by_j = np.flatnonzero(by[1])
-    t.by_ndep = where["ptr"]
-    t.by_dend = where["coll_dptr"] if "coll_dptr" in where else None
-    t.ext_pos = t.ext_pos + where["dep"].start
+    assert ((by != 0).sum(0) <= 1).all() and (by <= 1).all()   # (one offset an entry)
+    # per entry the scalar it adds, of (0, base, j, ndep, dend, the inputs...): an input's
+    # place (ext_pos) takes its input alone
+    t.which = np.where(by.any(0), by.argmax(0) + 1, 0)
+    ext = t.ext_pos + where["dep"].start
+    t.which[ext] = 5 + t.ext_role
+    t.blob0[ext] = 0
     t.parts = {k: slice(8 * v.start, 8 * v.stop) for k, v in where.items()}
 
 

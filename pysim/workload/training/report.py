@@ -221,17 +221,17 @@ def training_report(graph, plan, res, cfg):
     bounds = np.searchsorted(who[by], np.arange(P + 1))
     comp_u = {n: _union_arrays(start[ops[by[bounds[k]:bounds[k + 1]]]],
                                finish[ops[by[bounds[k]:bounds[k + 1]]]])
-              for k, n in enumerate(plan.npus)}
+              if bounds[k + 1] > bounds[k] else [] for k, n in enumerate(plan.npus)}
     busy = {n: _length(v) for n, v in comp_u.items()}
     crit = max(plan.npus, key=lambda n: (busy[n], n))
     kc = npu_ix[crit]
-    # communication intervals per NPU: each collective from its first op touching the NPU
+    # the critical NPU's communication: each collective from its first op touching the NPU
     # to the end of the NPU's part; each pipeline send from or to it
     index = {n: i for i, n in enumerate(plan.npus)}
     cols = graph.arrays()
     nid, did = node_ids(graph, index, cols)
-    # per collective of the last iteration and member, the first start of an op of the
-    # collective from or to it (all collectives at once)
+    # per collective of the last iteration, the first start of one of its ops from or to
+    # the critical NPU (all collectives at once)
     C = plan.collectives.columns(it)
     nc = len(C["rows"])
     f, ln = C["first"], C["last"] - C["first"]
@@ -241,17 +241,17 @@ def training_report(graph, plan, res, cfg):
     who = np.concatenate([nid[ops], did[ops]])
     when = np.concatenate([start[ops], start[ops]])
     cid = np.concatenate([cid, cid])
-    keep = who >= 0
+    keep = who == kc
     who, when, cid = who[keep], when[keep], cid[keep]
     order = np.lexsort((when, who, cid))
     who, when, cid = who[order], when[order], cid[order]
     firsts = np.flatnonzero(np.concatenate([[True], (who[1:] != who[:-1]) |
                                             (cid[1:] != cid[:-1])])) if who.size else who
     fc, fw, ft = cid[firsts], who[firsts], when[firsts]
-    # each (collective, member)'s part ends at its done op: where the member has one
+    # each collective's part there ends at its done op: where the NPU has one
     dn = ix(plan.collectives)[C["done_npu"]]
     dkey = np.repeat(np.arange(nc, dtype=np.int64), np.diff(C["done_ptr"])) * P + dn
-    dkey, dop = dkey[dn >= 0], C["done_op"][dn >= 0]
+    dkey, dop = dkey[dn == kc], C["done_op"][dn == kc]
     o = np.argsort(dkey, kind="stable")
     dkey, dop = dkey[o], dop[o]
     q = fc * P + fw
@@ -259,31 +259,19 @@ def training_report(graph, plan, res, cfg):
     hit = (dkey[at] == q) if len(dkey) else np.zeros(len(q), bool)
     iv_c, iv_n, iv_s = fc[hit], fw[hit], ft[hit].astype(np.int64)
     iv_e = finish[dop[at[hit]]].astype(np.int64)
-    # (the pipeline's sends: from and to their NPUs)
-    sd_s, sd_e, sd_n, crit_sends = [], [], [], []
+    # (the pipeline's sends from or to the critical NPU)
+    crit_sends = []
     for sd in plan.sends:
-        if sd["iteration"] == it:
-            x, y = int(start[sd["op"]]), int(finish[sd["op"]])
-            for n in (sd["src"], sd["dst"]):
-                k = npu_ix.get(n)
-                if k is not None:
-                    sd_s.append(x)
-                    sd_e.append(y)
-                    sd_n.append(k)
-            if crit in (sd["src"], sd["dst"]):
-                crit_sends.append((x, y))
-    cw = np.concatenate([iv_n, np.asarray(sd_n, np.int64)])
-    cs = np.concatenate([iv_s, np.asarray(sd_s, np.int64)])
-    ce = np.concatenate([iv_e, np.asarray(sd_e, np.int64)])
-    by = np.argsort(cw, kind="stable")
-    bounds = np.searchsorted(cw[by], np.arange(P + 1))
-    comm_u = {n: _clip(_union_arrays(cs[by[bounds[k]:bounds[k + 1]]],
-                                     ce[by[bounds[k]:bounds[k + 1]]]), t0, t1)
-              if bounds[k + 1] > bounds[k] else [] for k, n in enumerate(plan.npus)}
-    exposed = {n: _minus(comm_u[n], comp_u[n]) for n in plan.npus}
+        if sd["iteration"] == it and crit in (sd["src"], sd["dst"]):
+            crit_sends.append((int(start[sd["op"]]), int(finish[sd["op"]])))
+    # the critical NPU's communication: its collectives' parts and its sends (the report
+    # speaks of no other NPU's)
+    mine = iv_n == kc
+    sent = np.asarray(crit_sends, np.int64).reshape(-1, 2)
+    crit_comm = _clip(_union_arrays(np.concatenate([iv_s[mine], sent[:, 0]]),
+                                    np.concatenate([iv_e[mine], sent[:, 1]])), t0, t1)
     # on the critical NPU, per kind of communication: how many, running, exposed; its
     # collectives in the plan's order
-    mine = iv_n == kc
     crit_c = iv_c[mine].tolist()
     crit_iv = list(zip(iv_s[mine].tolist(), iv_e[mine].tolist()))
     crows = C["rows"]
@@ -353,9 +341,9 @@ def training_report(graph, plan, res, cfg):
                                                 if v["network_bytes"] else 0.0)
         v["network_gbps"] = v["network_bytes"] * clock / cycles if cycles else 0.0
     seconds = cycles / (clock * 1e9)
-    comm_c = _length(comm_u[crit])
-    exp_c = _length(exposed[crit])
-    stall_c = _memory_stall(graph, start, finish, crit, t0, t1, comp_u[crit], comm_u[crit])
+    comm_c = _length(crit_comm)
+    exp_c = _length(_minus(crit_comm, comp_u[crit]))
+    stall_c = _memory_stall(graph, start, finish, crit, t0, t1, comp_u[crit], crit_comm)
     return dict(
         iteration_cycles=cycles, iteration_seconds=seconds,
         samples_per_second=(plan.batch / seconds if seconds else float("inf"))
