@@ -259,9 +259,10 @@ cdef class Engine:
         with the engine at a cycle boundary; `progress`, if given, is called with the cycle
         reached after each slice. A slice is measured in work, not in simulated time: at
         the flit level the cycles stepped (at most 65,536; idle cycles jumped over are
-        free), at the flow level the events; so a long idle phase is one slice, and a
-        slice after it is no longer for the idle cycles before it. A slice ends like any
-        call with an earlier `until`, so slicing changes nothing in the simulation."""
+        free), at the flow level the events (at most 4,096); so a long idle phase is one
+        slice, and the slice after it does not grow with the idle cycles before it. A
+        slice ends like any call with an earlier `until`, so slicing changes nothing in
+        the simulation."""
         cdef int code = STOP[stop]
         cdef int st = ST_UNTIL
         cdef int64_t step = 4096 if not self.s.flow_mode else 64
@@ -282,7 +283,8 @@ cdef class Engine:
                 progress(self.s.now)
             dt = perf_counter() - t0       # the next slice: about 0.1 s at this pace
             if dt < 0.025:
-                step = min(step * 4, <int64_t>1 << 16)
+                step = min(step * 4, (<int64_t>1 << 12) if self.s.flow_mode else
+                           (<int64_t>1 << 16))
             elif dt > 0.2:
                 step = max(step // 2, 1 if self.s.flow_mode else 64)
 
