@@ -203,7 +203,7 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
         lat_key = (_link_key(topo, cfg, i, L, latency=True) if i < topo.n_channels
                    else None) or lat_key
         digits = str(int(L))              # (an int past any float: 1e300 ns at 1e300 GHz)
-        cycles = f"{L:,}" if L < 1e20 else f"{float(L):.3g}" if L < 1e300 else \
+        cycles = f"{L:,}" if L < 1e20 else f"{float(L):.3g}" if L < 1e308 else \
             f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
         raise ConfigError(f"{what}: latency {cycles} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
