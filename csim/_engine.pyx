@@ -6,6 +6,7 @@ cimport numpy as cnp
 import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free
+from libc.stdint cimport intptr_t
 from libc.math cimport INFINITY, fabs
 from posix.time cimport clock_gettime, timespec, CLOCK_THREAD_CPUTIME_ID
 from time import perf_counter
@@ -17,7 +18,7 @@ from csim._nic cimport generate, nic_inject, nic_receive, next_generation, start
 from csim._router cimport buffer_write, vc_allocate, sw_allocate, va_join, sa_join
 from csim._dag cimport start_op, finish_op, ops_due, next_op_event
 from csim._flow cimport pair_dirty, pair_weigh, flow_rates, flow_next, flow_drains, flow_route, flow_grow, slot_alloc, \
-    pair_link
+    pair_link, _rates_full, _fx, _unfx, _rh_above
 
 cnp.import_array()
 

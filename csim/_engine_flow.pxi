@@ -56,12 +56,11 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
             s.rs_cap[c] = s.ch[c].par_n * <double>s.ch[c].num * s.flit_bytes / s.ch[c].den
     rs[s.n_ch:n_res] = cap_bytes
     lanes[s.n_ch:n_res] = cap_lanes
+    if rs.max(initial=0) > 2.0 ** 60:       # (the solver's fixed-point sums)
+        raise ValueError(f"flow: a resource of {rs.max():g} bytes per cycle; at most 2^60")
     s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))
     s.rs_n = <int32_t*>_ptr(self._own("rs_n", None, np.int32, 0, n_res))
     s.rs_bytes = <double*>_ptr(self._own("rs_bytes", None, np.float64, 0, n_res))
-    s.rs_left = <double*>_ptr(self._own("rs_left", None, np.float64, 0, n_res))
-    s.rs_unf = <int32_t*>_ptr(self._own("rs_unf", None, np.int32, 0, n_res))
-    s.rs_mark = <int64_t*>_ptr(self._own("rs_mark", None, np.int64, 0, n_res))
     s.rs_dirty = <int32_t*>_ptr(self._own("rs_dirty", None, np.int32, 0, n_res))
     s.rs_isdirty = <uint8_t*>_ptr(self._own("rs_isdirty", None, np.uint8, 0, n_res))
     s.rs_queue = <int32_t*>_ptr(self._own("rs_queue", None, np.int32, 0, n_res))
@@ -94,21 +93,74 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
         if h > hmax:
             hmax = h
     _flow_free(s)
+    _res_init(s, self._own("rs", None, np.uint8, 0, n_res * sizeof(Res) + 64), s.rs_cap, n_res)
     s.hmax = hmax
-    s.n_res = n_res
     s.n_pairs = n_pairs
     s.flow_mode = 1
     self._mode = GEN_NONE
 
 
-def max_min_rates(route_ptr, route_res, capacity, weights=None):
+cdef str _flow_audit(State* s):
+    """What the solver keeps per resource, checked against its pairs: the fixed-point sum of
+    rate x flows (exactly), the heap by rate (ordered, its top the highest rate), the list
+    of the pairs whose bottleneck it is (each there once, no rate below its bound). None if
+    all hold, else what does not."""
+    cdef int32_t r, p, i, e, c, count
+    cdef int64_t x
+    cdef i128 used
+    cdef double top
+    for r in range(s.n_res):
+        used = 0
+        top = 0.0
+        count = 0
+        x = s.rs_head[r]
+        while x >= 0:
+            p = s.fe_pair[x]
+            used += s.pr[p].ufx * s.pr[p].n
+            if s.pr[p].urate != s.pr[p].rate or s.pr[p].ufx != _fx(s.pr[p].rate):
+                return f"pair {p}: its rate is not the one its resources hold"
+            if s.pr[p].rate > top:
+                top = s.pr[p].rate
+            if s.fe_hpos[x] >= s.rs[r].hn or s.rs[r].hp[s.fe_hpos[x]] != x or \
+                    s.fe_key[x] != s.pr[p].rate:
+                return f"resource {r}: entry {x} is not in its heap at its rate"
+            count += 1
+            x = s.fe_next[x]
+        if used != s.rs[r].used:
+            return f"resource {r}: sum {_unfx(s.rs[r].used)}, its pairs {_unfx(used)}"
+        if count != s.rs[r].hn:
+            return f"resource {r}: {s.rs[r].hn} entries in its heap, {count} on it"
+        for i in range(1, s.rs[r].hn):
+            if _rh_above(s, s.rs[r].hp[i], s.rs[r].hp[(i - 1) >> 1]):
+                return f"resource {r}: its heap is out of order at {i}"
+        if s.rs[r].top != top or (s.rs[r].hn > 0 and s.fe_key[s.rs[r].hp[0]] != top):
+            return f"resource {r}: heap top {s.rs[r].top}, highest rate {top}"
+        p = s.rs[r].bhead
+        c = -1
+        while p >= 0:
+            if s.pr[p].bott != r or s.pr[p].bprev != c or s.pr[p].n == 0:
+                return f"resource {r}: pair {p} is on its bottleneck list wrongly"
+            if s.pr[p].rate < s.rs[r].bmin:
+                return f"resource {r}: pair {p}'s rate {s.pr[p].rate} is below the bound"
+            c = p
+            p = s.pr[p].bnext
+    for p in range(s.n_pairs):
+        if s.pr[p].n > 0 and s.pr[p].bott < 0:
+            return f"pair {p} has flows and no bottleneck"
+    return None
+
+
+def max_min_rates(route_ptr, route_res, capacity, weights=None, full=False, audit=False):
     """Max-min fair rates by the flow level's own code (csim/_flow.pxd): pair i takes the
     resources route_res[route_ptr[i]:route_ptr[i + 1]] (each at most once), resource r has
     capacity[r] > 0. weights None: one flow per pair, the rates returned. Else a (steps,
     pairs) array of flows per pair (0: none): after each step the rates are recomputed as the
     engine recomputes them (incrementally, from the pairs that changed), and returned as a
-    (steps, pairs) array (0 where a pair has no flow) with the solver's counters. For tests
-    and for checking the solver by hand."""
+    (steps, pairs) array (0 where a pair has no flow) with the solver's counters. full: each
+    step recomputes the whole components that changed instead (progressive filling from
+    scratch), to compare. audit: after each step, what the solver keeps per resource is
+    checked against its pairs (an AssertionError says what does not hold). For tests and for
+    checking the solver by hand."""
     cdef State s
     cdef int32_t f, k, t, rlen
     cdef int32_t[::1] resv
@@ -121,8 +173,8 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None):
         raise ValueError("route_ptr: every flow needs at least one resource")
     if res.size and (res.min() < 0 or res.max() >= R):
         raise ValueError("route_res: resource out of range")
-    if not (cap > 0).all():
-        raise ValueError("capacity must be > 0")
+    if not ((cap > 0) & (cap <= 2.0 ** 60)).all():
+        raise ValueError("capacity must be > 0 and at most 2^60 (bytes per cycle)")
     for f in range(n_f):
         if np.unique(res[ptr[f]:ptr[f + 1]]).size != ptr[f + 1] - ptr[f]:
             raise ValueError(f"flow {f} takes a resource twice")
@@ -131,22 +183,19 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None):
     if steps.ndim != 2 or steps.shape[1] != n_f or (steps < 0).any():
         raise ValueError("weights: a (steps, pairs) array of flows per pair, each >= 0")
     keep = dict(head=np.full(R, -1, np.int32), n=np.zeros(R, np.int32),
-                left=np.zeros(R), unf=np.zeros(R, np.int32), mark=np.zeros(R, np.int64),
                 dirty=np.zeros(R, np.int32), isdirty=np.zeros(R, np.uint8),
                 queue=np.zeros(R, np.int32), key=np.zeros(R), rres=np.zeros(R, np.int32),
+                res=np.zeros(max(R, 1) * sizeof(Res) + 64, np.uint8),
                 pairs=np.zeros(max(n_f, 1) * sizeof(Pair), np.uint8),
                 comp=np.zeros(max(n_f, 1), np.int32), dh_time=np.zeros(max(n_f, 1), np.int64),
                 dh_pair=np.zeros(max(n_f, 1), np.int32))
     resv = res if res.size else np.zeros(1, np.int32)
     _flow_null(&s)
     s.now = 0
-    s.n_res = R
     s.rs_cap = <double*>_ptr(cap)
     s.rs_head = <int32_t*>_ptr(keep["head"])
+    _res_init(&s, keep["res"], s.rs_cap, R)
     s.rs_n = <int32_t*>_ptr(keep["n"])
-    s.rs_left = <double*>_ptr(keep["left"])
-    s.rs_unf = <int32_t*>_ptr(keep["unf"])
-    s.rs_mark = <int64_t*>_ptr(keep["mark"])
     s.rs_dirty = <int32_t*>_ptr(keep["dirty"])
     s.rs_isdirty = <uint8_t*>_ptr(keep["isdirty"])
     s.rs_queue = <int32_t*>_ptr(keep["queue"])
@@ -171,7 +220,17 @@ def max_min_rates(route_ptr, route_res, capacity, weights=None):
                 rlen = <int32_t>(ptr[f + 1] - ptr[f])
                 if pair_weigh(&s, f, steps[t, f], &resv[ptr[f]], rlen) != 0:
                     raise MemoryError()
-            flow_rates(&s)
+            if full:
+                for f in range(s.n_pdirty):
+                    s.pr[s.comp[f]].dirty = 0
+                s.n_pdirty = 0
+                _rates_full(&s, -1)
+            else:
+                flow_rates(&s)
+            if audit:
+                what = _flow_audit(&s)
+                if what is not None:
+                    raise AssertionError(f"step {t}: {what}")
             for f in range(n_f):
                 out[t, f] = s.pr[f].rate if s.pr[f].n > 0 else 0.0
         if weights is None:

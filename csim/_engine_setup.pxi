@@ -20,6 +20,10 @@ cdef void _flow_null(State* s) noexcept:
     s.fe_res = NULL
     s.fe_next = NULL
     s.fe_prev = NULL
+    s.fe_hpos = NULL
+    s.fe_key = NULL
+    s.fe_anext = NULL
+    s.fe_pair = NULL
     s.sl_pair = NULL
     s.fl_cap = 0
     s.fl_free = -1
@@ -40,12 +44,37 @@ cdef void _flow_null(State* s) noexcept:
 
 
 cdef void _flow_free(State* s) noexcept:
+    cdef int32_t r
     free(s.fl)
     free(s.fe_res)
     free(s.fe_next)
     free(s.fe_prev)
+    free(s.fe_hpos)
+    free(s.fe_key)
+    free(s.fe_anext)
+    free(s.fe_pair)
     free(s.sl_pair)
+    for r in range(s.n_res):          # (n_res is 0 until _res_init has set s.rs up)
+        free(s.rs[r].hp)
     _flow_null(s)
+
+
+cdef Res* _res_init(State* s, object buf, const double* cap, int32_t n_res):
+    """The resources' solver state in buf (a uint8 array of n_res * sizeof(Res) + 64
+    bytes, kept alive by the caller), from their capacities; s.n_res is set."""
+    cdef int32_t r
+    cdef Res* rs = <Res*>(<char*>_ptr(buf) + ((64 - (<intptr_t>_ptr(buf) & 63)) & 63))
+    for r in range(n_res):
+        rs[r].used = 0
+        rs[r].cap = cap[r]
+        rs[r].top = rs[r].bmin = rs[r].fixed = rs[r].left = 0.0
+        rs[r].bhead = rs[r].ahead = -1
+        rs[r].hn = rs[r].hcap = rs[r].unf = 0
+        rs[r].mark = 0
+        rs[r].hp = NULL
+    s.rs = rs
+    s.n_res = n_res
+    return rs
 
 
 cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
@@ -60,7 +89,9 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
         pr[i].frozen = 0
         pr[i].stream = 0
         pr[i].dirty = 0
-        pr[i].bott = -1
+        pr[i].bott = pr[i].bnext = pr[i].bprev = -1
+        pr[i].urate = pr[i].prev = 0.0
+        pr[i].ufx = 0
         pr[i].queued = 0
         pr[i].vtail = 0.0
 

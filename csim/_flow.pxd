@@ -48,6 +48,9 @@ from csim._types cimport *
 from csim._routes cimport route_next
 from csim._heap cimport heap_push
 
+cdef extern from *:
+    void __builtin_prefetch(const void* p) noexcept nogil
+
 
 cdef inline cycle_t ceil_cycles(double x) noexcept nogil:
     """ceil(x) for x >= 0, forgiving the rounding of a division that should be whole."""
@@ -87,6 +90,18 @@ cdef inline int slot_grow(State* s) noexcept nogil:
     p = realloc(s.fe_prev, ne * sizeof(int32_t))
     if p == NULL: return -1
     s.fe_prev = <int32_t*>p
+    p = realloc(s.fe_hpos, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_hpos = <int32_t*>p
+    p = realloc(s.fe_key, ne * sizeof(double))
+    if p == NULL: return -1
+    s.fe_key = <double*>p
+    p = realloc(s.fe_anext, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_anext = <int32_t*>p
+    p = realloc(s.fe_pair, ne * sizeof(int32_t))
+    if p == NULL: return -1
+    s.fe_pair = <int32_t*>p
     p = realloc(s.sl_pair, cap * sizeof(int32_t))
     if p == NULL: return -1
     s.sl_pair = <int32_t*>p
@@ -112,11 +127,144 @@ cdef inline void pair_dirty(State* s, int32_t p) noexcept nogil:
         s.n_pdirty += 1
 
 
+# ------------------------------------------------------------------ what the solver keeps per resource
+# Besides its list of route entries, a resource keeps the sum of its pairs' rates (times their
+# flows) in fixed point (units of 2^-64 bytes per cycle, a 128-bit integer: adding and taking
+# away a pair's share cancels exactly, so the sum never drifts), a max-heap of its entries by
+# their pair's rate, and the list of the pairs whose bottleneck it is (Pair.bott) with a bound
+# below their rates. The solver reads a resource's used capacity, its highest rate and the
+# pairs above a rate from these without walking its entries.
+
+DEF FX_ONE = 18446744073709551616.0      # 2^64
+
+
+cdef inline i128 _fx(double x) noexcept nogil:
+    return <i128>(x * FX_ONE)
+
+
+cdef inline double _unfx(i128 x) noexcept nogil:
+    return <double>x / FX_ONE
+
+
+cdef inline bint _rh_above(State* s, int32_t a, int32_t b) noexcept nogil:
+    return s.fe_key[a] > s.fe_key[b] or (s.fe_key[a] == s.fe_key[b] and a < b)
+
+
+cdef inline void _rh_sift(State* s, int32_t r, int32_t i) noexcept nogil:
+    """Entry at place i of resource r's heap moves to its place."""
+    cdef int32_t* h = s.rs[r].hp
+    cdef int32_t n = s.rs[r].hn, e = h[i], par, c, i0 = i
+    while i > 0:
+        par = (i - 1) >> 1
+        if not _rh_above(s, e, h[par]):
+            break
+        h[i] = h[par]
+        s.fe_hpos[h[i]] = i
+        i = par
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _rh_above(s, h[c + 1], h[c]):
+            c += 1
+        if not _rh_above(s, h[c], e):
+            break
+        h[i] = h[c]
+        s.fe_hpos[h[i]] = i
+        i = c
+    h[i] = e
+    s.fe_hpos[e] = i
+    if i == 0 or i0 == 0:
+        s.rs[r].top = s.fe_key[h[0]]
+
+
+cdef inline int _rh_insert(State* s, int32_t r, int32_t e) noexcept nogil:
+    cdef int32_t cap
+    cdef void* q
+    if s.rs[r].hn == s.rs[r].hcap:
+        cap = 2 * s.rs[r].hcap if s.rs[r].hcap > 0 else 4
+        q = realloc(s.rs[r].hp, cap * sizeof(int32_t))
+        if q == NULL:
+            return -1
+        s.rs[r].hp = <int32_t*>q
+        s.rs[r].hcap = cap
+    s.rs[r].hp[s.rs[r].hn] = e
+    s.rs[r].hn += 1
+    _rh_sift(s, r, s.rs[r].hn - 1)
+    return 0
+
+
+cdef inline void _rh_remove(State* s, int32_t r, int32_t e) noexcept nogil:
+    cdef int32_t i = s.fe_hpos[e]
+    s.rs[r].hn -= 1
+    if i < s.rs[r].hn:
+        s.rs[r].hp[i] = s.rs[r].hp[s.rs[r].hn]
+        s.fe_hpos[s.rs[r].hp[i]] = i
+        _rh_sift(s, r, i)
+    elif s.rs[r].hn == 0:
+        s.rs[r].top = 0.0
+
+
+cdef inline void _bott_unset(State* s, int32_t p) noexcept nogil:
+    cdef Pair* q = &s.pr[p]
+    if q.bott < 0:
+        return
+    if q.bprev >= 0:
+        s.pr[q.bprev].bnext = q.bnext
+    else:
+        s.rs[q.bott].bhead = q.bnext
+    if q.bnext >= 0:
+        s.pr[q.bnext].bprev = q.bprev
+    q.bott = -1
+
+
+cdef inline void _bott_set(State* s, int32_t p, int32_t r, double rate) noexcept nogil:
+    """Pair p's rate is fixed at resource r, at rate."""
+    cdef Pair* q = &s.pr[p]
+    if q.bott != r:
+        _bott_unset(s, p)
+        if s.rs[r].bhead < 0:
+            s.rs[r].bmin = rate
+        q.bott = r
+        q.bprev = -1
+        q.bnext = s.rs[r].bhead
+        if q.bnext >= 0:
+            s.pr[q.bnext].bprev = p
+        s.rs[r].bhead = p
+    if rate < s.rs[r].bmin:
+        s.rs[r].bmin = rate
+
+
+cdef inline int64_t _rate_apply(State* s, int32_t p) noexcept nogil:
+    """Pair p's resources' sums and heaps take its new rate. Returns the entries moved."""
+    cdef Pair* q = &s.pr[p]
+    cdef int32_t k, r
+    cdef int64_t e, base
+    cdef i128 d, u
+    if q.rate == q.urate:
+        return 0
+    u = _fx(q.rate)
+    d = (u - q.ufx) * q.n
+    base = <int64_t>q.slot * s.hmax
+    for k in range(q.rlen):
+        e = base + k
+        r = s.fe_res[e]
+        s.rs[r].used += d
+        s.fe_key[e] = q.rate
+        _rh_sift(s, r, s.fe_hpos[e])
+    q.urate = q.rate
+    q.ufx = u
+    return q.rlen
+
+
 cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
-    """Pair p (its route in fe_res of its slot, rlen set) joins its resources' lists."""
+    """Pair p (its route in fe_res of its slot, rlen set, no flows counted on its
+    resources yet) joins its resources' lists and heaps, at rate 0."""
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
     s.active_entries += s.pr[p].rlen
+    s.pr[p].rate = s.pr[p].urate = 0.0
+    s.pr[p].ufx = 0
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -125,13 +273,21 @@ cdef inline int pair_link(State* s, int32_t p) noexcept nogil:
         if s.rs_head[r] >= 0:
             s.fe_prev[s.rs_head[r]] = <int32_t>e
         s.rs_head[r] = <int32_t>e
+        s.fe_pair[e] = p
+        s.fe_key[e] = 0.0
+        if _rh_insert(s, r, <int32_t>e) != 0:
+            return -1
     return 0
 
 
 cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
+    """Pair p (its flows no longer counted on its resources) leaves them."""
     cdef int32_t k, r
     cdef int64_t e, base = <int64_t>s.pr[p].slot * s.hmax
     s.active_entries -= s.pr[p].rlen
+    _bott_unset(s, p)
+    s.pr[p].urate = 0.0
+    s.pr[p].ufx = 0
     for k in range(s.pr[p].rlen):
         e = base + k
         r = s.fe_res[e]
@@ -141,6 +297,7 @@ cdef inline void _pair_unlink(State* s, int32_t p) noexcept nogil:
             s.rs_head[r] = s.fe_next[e]
         if s.fe_next[e] >= 0:
             s.fe_prev[s.fe_next[e]] = s.fe_prev[e]
+        _rh_remove(s, r, <int32_t>e)
 
 
 cdef inline int32_t slot_alloc(State* s, int32_t p) noexcept nogil:
@@ -358,6 +515,7 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     cdef int32_t f, k, r
     cdef cycle_t lat, t0
     cdef bint weigh
+    cdef i128 u
     if q.queued == 0:
         if _pair_activate(s, p) != 0:
             return -1
@@ -395,11 +553,13 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     if weigh:
         q.n += 1
     base = <int64_t>q.slot * s.hmax
+    u = q.ufx
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         s.rs_bytes[r] += wire
         if weigh:
             s.rs_n[r] += 1
+            s.rs[r].used += u
             _dirty(s, r)
     # router-to-router channels: the route less the NIC groups and the cap
     s.flit_hops += flits * (q.rlen - 2 - (1 if q.cap >= 0 else 0))
@@ -419,6 +579,7 @@ cdef inline int flow_drains(State* s) noexcept nogil:
     cdef int64_t bpp = <int64_t>s.packet_flits_max * s.flit_bytes
     cdef Pair* q
     cdef bint weigh
+    cdef i128 u
     while s.dh_n > 0 and s.dh_time[0] <= s.now:
         p = s.dh_pair[0]
         q = &s.pr[p]
@@ -438,9 +599,11 @@ cdef inline int flow_drains(State* s) noexcept nogil:
         s.fl_alive -= 1
         base = <int64_t>q.slot * s.hmax
         if weigh:
+            u = q.ufx
             for k in range(q.rlen):
                 r = s.fe_res[base + k]
                 s.rs_n[r] -= 1
+                s.rs[r].used -= u
                 _dirty(s, r)
         if q.queued == 0:
             _dh_pop(s)
@@ -474,6 +637,7 @@ cdef inline int pair_weigh(State* s, int32_t p, int32_t w, int32_t* route,
     cdef Pair* q = &s.pr[p]
     cdef int32_t k, r, d = w - q.n
     cdef int64_t base
+    cdef i128 u
     if d == 0:
         return 0
     if q.n == 0:
@@ -487,11 +651,14 @@ cdef inline int pair_weigh(State* s, int32_t p, int32_t w, int32_t* route,
         q.root = p
         s.fl[p].v = 1.0
         s.fl[p].left = s.fl[p].right = -1
-        pair_link(s, p)
+        if pair_link(s, p) != 0:
+            return -1
     base = <int64_t>q.slot * s.hmax
+    u = q.ufx * d
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         s.rs_n[r] += d
+        s.rs[r].used += u
         _dirty(s, r)
     q.n = w
     if w == 0:
@@ -521,11 +688,9 @@ cdef inline void _rq_push(State* s, int32_t* n, double key, int32_t r) noexcept 
     s.rq_res[i] = r
 
 
-cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
-    cdef int32_t m = n[0] - 1, i = 0, c
-    cdef double key = s.rq_key[m]
-    cdef int32_t r = s.rq_res[m]
-    n[0] = m
+cdef inline void _rq_down(State* s, int32_t m, int32_t i, double key, int32_t r) noexcept nogil:
+    """(key, r) goes to place i of the heap of m entries or below."""
+    cdef int32_t c
     while True:
         c = 2 * i + 1
         if c >= m:
@@ -538,9 +703,22 @@ cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
         s.rq_key[i] = s.rq_key[c]
         s.rq_res[i] = s.rq_res[c]
         i = c
+    s.rq_key[i] = key
+    s.rq_res[i] = r
+
+
+cdef inline void _rq_heapify(State* s, int32_t n) noexcept nogil:
+    """The n entries written at rq_key, rq_res made a heap (bottom up)."""
+    cdef int32_t i
+    for i in range(n // 2 - 1, -1, -1):
+        _rq_down(s, n, i, s.rq_key[i], s.rq_res[i])
+
+
+cdef inline void _rq_pop(State* s, int32_t* n) noexcept nogil:
+    cdef int32_t m = n[0] - 1
+    n[0] = m
     if m > 0:
-        s.rq_key[i] = key
-        s.rq_res[i] = r
+        _rq_down(s, m, 0, s.rq_key[m], s.rq_res[m])
 
 
 cdef inline void _count_changed(State* s, int32_t n) noexcept nogil:
@@ -559,7 +737,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
     last byte carried. kept: the stamp of the pairs whose rate before the recomputation is
     in Pair.prev already (an incremental attempt's), or -1."""
     cdef int64_t st, base, e, work = 0
-    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0
+    cdef int32_t i, k, r, q, p, nq = 0, head = 0, ncomp = 0, nh = 0, unf
     cdef double share, cur
     cdef Pair* pp
     if s.n_dirty == 0:
@@ -569,8 +747,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
     for i in range(s.n_dirty):
         r = s.rs_dirty[i]
         s.rs_isdirty[r] = 0
-        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
-            s.rs_mark[r] = st
+        if s.rs_n[r] > 0 and s.rs[r].mark != st:
+            s.rs[r].mark = st
             s.rs_queue[nq] = r
             nq += 1
     s.n_dirty = 0
@@ -580,7 +758,7 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         head += 1
         e = s.rs_head[r]
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
             work += 1
             if pp.mark != st:
@@ -592,8 +770,8 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    if s.rs_mark[q] != st:
-                        s.rs_mark[q] = st
+                    if s.rs[q].mark != st:
+                        s.rs[q].mark = st
                         s.rs_queue[nq] = q
                         nq += 1
             e = s.fe_next[e]
@@ -606,17 +784,18 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
         pp.frozen = 0
     for i in range(nq):
         r = s.rs_queue[i]
-        s.rs_left[r] = s.rs_cap[r]
-        s.rs_unf[r] = s.rs_n[r]
+        s.rs[r].left = s.rs_cap[r]
+        s.rs[r].unf = s.rs_n[r]
         _rq_push(s, &nh, s.rs_cap[r] / s.rs_n[r], r)
-    # progressive filling
-    while nh > 0:
+    # progressive filling, until every pair is frozen
+    unf = ncomp
+    while nh > 0 and unf > 0:
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
-        if s.rs_unf[r] == 0:
+        if s.rs[r].unf == 0:
             continue
-        cur = s.rs_left[r] / s.rs_unf[r]
+        cur = s.rs[r].left / s.rs[r].unf
         if cur > share * (1.0 + 1e-12):     # others froze since: its share rose
             _rq_push(s, &nh, cur, r)
             continue
@@ -624,21 +803,23 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
             cur = 0.0
         e = s.rs_head[r]
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
             if not pp.frozen:
                 pp.frozen = 1
+                unf -= 1
                 pp.rate = cur
-                pp.bott = r
+                _bott_set(s, p, r, cur)
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    s.rs_left[q] -= cur * pp.n
-                    s.rs_unf[q] -= pp.n
+                    s.rs[q].left -= cur * pp.n
+                    s.rs[q].unf -= pp.n
                 work += pp.rlen
             e = s.fe_next[e]
             work += 1
     for i in range(ncomp):
+        work += _rate_apply(s, s.comp[i])
         _dh_schedule(s, s.comp[i])
     s.pairs_recomputed += ncomp
     s.solver_work += work
@@ -657,17 +838,25 @@ cdef inline void _rates_full(State* s, int64_t kept) noexcept nogil:
 # resource is still full and no pair on it has more; a pair of A fixed at a resource needs
 # every pair there to have no more than it. Pairs that fail join A, and A is recomputed,
 # until nothing fails: then every pair has a bottleneck (those outside T kept theirs: nothing
-# on them changed), so the rates are the max-min fair ones. An event costs the pairs on the
-# resources it reaches, not its component. A change that spreads far falls back to
-# progressive filling over the whole component, once its rounds have visited three times as
-# many route entries as the active pairs have: an event never costs much more than four
-# times the whole recomputation.
+# on them changed), so the rates are the max-min fair ones.
+#
+# A round costs the route entries of A, not the entries of the resources they cross: what the
+# pairs outside A leave of a resource is its fixed-point sum less A's shares (A's entries on
+# each resource of T are listed from rs_ahead), whether it is full is its sum, its highest
+# rate is its heap's top, the pairs above the rate A was fixed at are a walk down its heap
+# that stops below that rate, and the pairs whose bottleneck it is are its own list, walked
+# only where the resource is no longer full or its highest rate rose above the bound on
+# theirs. So an event costs the pairs whose rates it recomputes, each by the length of its
+# route (and a logarithm, for the heaps), not its component. A change that spreads far
+# falls back to progressive filling over the whole component, once its rounds have visited
+# three times as many route entries as the active pairs have.
 
 DEF INC_TOL = 1e-9
 
 
 cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t* nt) noexcept nogil:
-    """Pair p joins A (its service brought up to date) and its resources join T."""
+    """Pair p joins A (its service brought up to date; its entries listed on its resources)
+    and its resources join T."""
     cdef Pair* pp = &s.pr[p]
     cdef int64_t base = <int64_t>pp.slot * s.hmax
     cdef int32_t k, r
@@ -679,102 +868,133 @@ cdef inline void _inc_join(State* s, int32_t p, int64_t st, int32_t* na, int32_t
     na[0] += 1
     for k in range(pp.rlen):
         r = s.fe_res[base + k]
-        if s.rs_mark[r] != st:
-            s.rs_mark[r] = st
+        if s.rs[r].mark != st:
+            s.rs[r].mark = st
+            s.rs[r].ahead = -1
             s.rs_queue[nt[0]] = r
             nt[0] += 1
+        s.fe_anext[base + k] = s.rs[r].ahead
+        s.rs[r].ahead = <int32_t>(base + k)
 
 
 cdef inline int64_t _inc_fill(State* s, int32_t na, int32_t nt, int64_t st) noexcept nogil:
     """Progressive filling of the pairs of A over what the pairs outside A leave of the
-    resources of T. Returns the route entries it visited."""
-    cdef int32_t i, k, r, q, p, nh = 0
+    resources of T; their rates then go into the sums and heaps. Returns the route entries
+    it visited."""
+    cdef int32_t i, k, r, q, p, nh = 0, unf
     cdef int64_t e, base, work = 0
     cdef double share, cur
+    cdef i128 others
     cdef Pair* pp
     for i in range(nt):
+        if i + 8 < nt:
+            __builtin_prefetch(&s.rs[s.rs_queue[i + 8]])
         r = s.rs_queue[i]
-        s.rs_left[r] = s.rs_cap[r]
-        s.rs_unf[r] = 0
-        e = s.rs_head[r]
+        others = s.rs[r].used
+        s.rs[r].unf = 0
+        s.rs[r].fixed = -1.0
+        e = s.rs[r].ahead
         while e >= 0:
-            pp = &s.pr[s.sl_pair[e // s.hmax]]
-            if pp.mark == st:
-                s.rs_unf[r] += pp.n
-            else:
-                s.rs_left[r] -= pp.rate * pp.n
-            e = s.fe_next[e]
+            pp = &s.pr[s.fe_pair[e]]
+            s.rs[r].unf += pp.n
+            others -= pp.ufx * pp.n
+            e = s.fe_anext[e]
             work += 1
-        if s.rs_unf[r] > 0:
-            _rq_push(s, &nh, s.rs_left[r] / s.rs_unf[r], r)
+        s.rs[r].left = s.rs[r].cap - _unfx(others)
+        if s.rs[r].unf > 0:              # (made a heap below)
+            s.rq_key[nh] = s.rs[r].left / s.rs[r].unf
+            s.rq_res[nh] = r
+            nh += 1
+    _rq_heapify(s, nh)
     for i in range(na):
         s.pr[s.comp[i]].frozen = 0
-    while nh > 0:
+    unf = na
+    while nh > 0 and unf > 0:             # until every pair of A is frozen
         r = s.rq_res[0]
         share = s.rq_key[0]
         _rq_pop(s, &nh)
-        if s.rs_unf[r] == 0:
+        if s.rs[r].unf == 0:
             continue
-        cur = s.rs_left[r] / s.rs_unf[r]
+        cur = s.rs[r].left / s.rs[r].unf
         if cur > share * (1.0 + 1e-12) and cur > share + 1e-300:   # its share rose
             _rq_push(s, &nh, cur, r)
             continue
         if cur < 0.0:
             cur = 0.0
-        e = s.rs_head[r]
+        s.rs[r].fixed = cur
+        e = s.rs[r].ahead
         while e >= 0:
-            p = s.sl_pair[e // s.hmax]
+            p = s.fe_pair[e]
             pp = &s.pr[p]
-            if pp.mark == st and not pp.frozen:
+            if not pp.frozen:
                 pp.frozen = 1
+                unf -= 1
                 pp.rate = cur
-                pp.bott = r
+                _bott_set(s, p, r, cur)
                 base = <int64_t>pp.slot * s.hmax
                 for k in range(pp.rlen):
                     q = s.fe_res[base + k]
-                    s.rs_left[q] -= cur * pp.n
-                    s.rs_unf[q] -= pp.n
+                    s.rs[q].left -= cur * pp.n
+                    s.rs[q].unf -= pp.n
                 work += pp.rlen
-            e = s.fe_next[e]
+            e = s.fe_anext[e]
             work += 1
+    for i in range(na):
+        work += _rate_apply(s, s.comp[i])
     return work
+
+
+cdef inline int32_t _inc_above(State* s, int32_t r, int32_t i, double x, int64_t st,
+                               int32_t* na, int32_t* nt, int64_t* work) noexcept nogil:
+    """The pairs outside A at or below place i of resource r's heap whose rate is above x
+    join A. Returns how many."""
+    cdef int32_t e, p, added = 0
+    if i >= s.rs[r].hn:
+        return 0
+    e = s.rs[r].hp[i]
+    if not s.fe_key[e] > x:
+        return 0
+    work[0] += 1
+    p = s.fe_pair[e]
+    if s.pr[p].mark != st:
+        _inc_join(s, p, st, na, nt)
+        added = 1
+    return added + _inc_above(s, r, 2 * i + 1, x, st, na, nt, work) + \
+        _inc_above(s, r, 2 * i + 2, x, st, na, nt, work)
 
 
 cdef inline int32_t _inc_check(State* s, int32_t* na, int32_t* nt, int64_t st,
                                int64_t* work) noexcept nogil:
     """The certificates on the resources of T (see above); pairs outside A that fail join
     it. Returns how many joined; adds the route entries it visited to work."""
-    cdef int32_t i, r, p, added = 0, n0 = nt[0]
-    cdef int64_t e
-    cdef double used, top, fixed
+    cdef int32_t i, r, p, nx, added = 0, n0 = nt[0]
+    cdef double top, fixed, low
     cdef bint full
     cdef Pair* pp
     for i in range(n0):
+        if i + 8 < n0:
+            __builtin_prefetch(&s.rs[s.rs_queue[i + 8]])
         r = s.rs_queue[i]
-        used = 0.0
-        top = 0.0                 # the highest rate on r
-        fixed = -1.0              # the lowest rate of the pairs of A fixed at r
-        e = s.rs_head[r]
-        while e >= 0:
-            pp = &s.pr[s.sl_pair[e // s.hmax]]
-            used += pp.rate * pp.n
-            if pp.rate > top:
-                top = pp.rate
-            if pp.mark == st and pp.bott == r and (fixed < 0.0 or pp.rate < fixed):
-                fixed = pp.rate
-            e = s.fe_next[e]
-            work[0] += 2
-        full = used >= s.rs_cap[r] * (1.0 - INC_TOL)
-        e = s.rs_head[r]
-        while e >= 0:
-            p = s.sl_pair[e // s.hmax]
-            pp = &s.pr[p]
-            if pp.mark != st and (
-                    (pp.bott == r and (not full or pp.rate < top * (1.0 - INC_TOL))) or
-                    (fixed >= 0.0 and pp.rate > fixed * (1.0 + INC_TOL) + 1e-12)):
-                _inc_join(s, p, st, na, nt)
-                added += 1
-            e = s.fe_next[e]
+        work[0] += 1
+        full = _unfx(s.rs[r].used) >= s.rs[r].cap * (1.0 - INC_TOL)
+        top = s.rs[r].top
+        fixed = s.rs[r].fixed     # the rate A's pairs fixed at r have (-1: none)
+        if fixed >= 0.0:
+            added += _inc_above(s, r, 0, fixed * (1.0 + INC_TOL) + 1e-12, st, na, nt, work)
+        if s.rs[r].bhead >= 0 and (not full or top * (1.0 - INC_TOL) > s.rs[r].bmin):
+            low = top
+            p = s.rs[r].bhead
+            while p >= 0:
+                pp = &s.pr[p]
+                nx = pp.bnext
+                work[0] += 1
+                if pp.mark != st and (not full or pp.rate < top * (1.0 - INC_TOL)):
+                    _inc_join(s, p, st, na, nt)
+                    added += 1
+                if pp.rate < low:
+                    low = pp.rate
+                p = nx
+            s.rs[r].bmin = low
     return added
 
 
@@ -791,8 +1011,9 @@ cdef inline void flow_rates(State* s) noexcept nogil:
     for i in range(s.n_dirty):           # T: the resources whose flows changed ...
         r = s.rs_dirty[i]
         s.rs_isdirty[r] = 0
-        if s.rs_n[r] > 0 and s.rs_mark[r] != st:
-            s.rs_mark[r] = st
+        if s.rs_n[r] > 0 and s.rs[r].mark != st:
+            s.rs[r].mark = st
+            s.rs[r].ahead = -1
             s.rs_queue[nt] = r
             nt += 1
     s.n_dirty = 0

@@ -4,6 +4,9 @@ from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t, u
 
 ctypedef int64_t cycle_t
 
+cdef extern from *:
+    ctypedef long long i128 "__int128"   # fixed-point sums of the flow solver (2^-64 units)
+
 # channel kinds
 cdef enum:
     CH_NET = 0       # router -> router
@@ -202,7 +205,28 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int32_t bott             # the resource its rate was fixed at (its bottleneck), or -1
     int32_t queued           # its flows (n: those sharing its rate; 1 when served in order)
     double prev              # its rate before the recomputation under way
+    double urate             # the rate its resources' sums and heaps hold for it,
+    i128 ufx                 #   and in fixed point
+    int32_t bnext, bprev     # its resource of bottleneck's list of pairs (Pair.bott)
     double vtail             # in order: the service at which its last flow is done
+
+
+cdef struct Res:             # the flow solver's state of a resource (128 bytes: two cache
+    i128 used                #   lines, those a check reads in the first): the sum of its
+    double cap               #   pairs' rate x flows in fixed point; its capacity (bytes per
+    double top               #   cycle); the highest rate on it (its heap's top);
+    double bmin              # a bound below the rates of the pairs whose bottleneck it is;
+    double fixed             # scratch: the rate the recomputation fixed its pairs at, or -1;
+    int32_t bhead            # the first pair whose bottleneck it is (-1: none);
+    int32_t hn               # the entries in its heap;
+    int32_t ahead            # scratch: first route entry of a pair being recomputed;
+    int32_t unf              # scratch of the recomputation: flows not yet frozen,
+    double left              #   capacity not yet given,
+    int64_t mark             #   the stamp of the recomputation that reached it;
+    int32_t* hp              # its max-heap of route entries by rate (malloc'd),
+    int32_t hcap             #   and its room
+    int32_t pad0
+    int64_t pad1, pad2, pad3
 
 
 cdef enum:
@@ -415,11 +439,9 @@ cdef struct State:
     double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
     int32_t* rs_lanes        # per resource: channels (packets it carries at once)
     int32_t* rs_head         # per resource: its first route entry (-1: no flow)
+    Res* rs                  # per resource: the solver's state of it (csim/_flow.pxd)
     int32_t* rs_n            # flows on it
     double* rs_bytes         # wire bytes carried (counted when a flow starts)
-    double* rs_left          # scratch of the recomputation: capacity not yet given,
-    int32_t* rs_unf          #   flows not yet frozen,
-    int64_t* rs_mark         #   and the stamp of the component it was found in
     int32_t* rs_dirty        # resources whose flows changed since the last recomputation
     uint8_t* rs_isdirty
     int32_t n_dirty
@@ -442,6 +464,10 @@ cdef struct State:
     int32_t* fe_res          # route entries [slot * hmax + k]: the resource, and its links
     int32_t* fe_next         #   in the resource's list of entries (realloc'd with the slots)
     int32_t* fe_prev
+    int32_t* fe_hpos         #   its place in the resource's heap by rate,
+    double* fe_key           #   the rate it has there,
+    int32_t* fe_anext        #   the next entry of a pair being recomputed (Res.ahead),
+    int32_t* fe_pair         #   and its pair
     int32_t* sl_pair         # per route slot: the pair holding it, or the next free slot
     int32_t sl_cap, sl_free
     int32_t* comp            # the pairs whose flows changed (n_pdirty of them), then

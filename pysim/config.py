@@ -111,12 +111,25 @@ def _as_overrides(overrides, who):
                         f"value) pairs, not {short(overrides)}") from None
 
 
+def _plain(v):
+    """numpy's scalars and arrays in a config from Python (np.int64(8), np.arange(2, 5)) as
+    the Python numbers and lists TOML would give, recursively; anything else as it is."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if type(v).__module__ == "numpy" and hasattr(v, "tolist"):
+        return v.tolist()                     # (a scalar's tolist() is its Python value)
+    return v
+
+
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
     relative to `base_dir` (default: the current directory)."""
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
+    raw = _plain(raw)
     SECTIONS = sections()
     values = {s: {} for s in SECTIONS}
     explicit = set()

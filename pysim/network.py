@@ -127,10 +127,8 @@ def _link_key(topo, cfg, c, value, latency=False):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             return False
         if latency:
-            if unit == "ns":
-                v = v * clock              # (may pass any float: then it gave no latency)
-                return math.isfinite(v) and math.ceil(v - 1e-9) == value
-            return v == value
+            x = v * clock if unit == "ns" else v
+            return math.isfinite(x) and (math.ceil(x - 1e-9) if unit == "ns" else x) == value
         return math.isclose(v / clock if unit == "gbps" else v, value, rel_tol=1e-9)
     fields = (("latency_ns", "ns"), ("latency_cycles", "cycles")) if latency else \
         (("gbps", "gbps"), ("bytes_per_cycle", "bpc"))
@@ -202,9 +200,11 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
                               f"network.flit_bytes, or lower the bandwidth)")
         lat_key = (_link_key(topo, cfg, i, L, latency=True) if i < topo.n_channels
                    else None) or lat_key
-        digits = str(int(L))              # (an int past any float: 1e300 ns at 1e300 GHz)
-        cycles = f"{L:,}" if L < 1e20 else f"{float(L):.3g}" if L < 1e308 else \
-            f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+        digits = str(L)
+        try:
+            cycles = f"{L:,}" if len(digits) <= 20 else f"{float(L):.3g}"
+        except OverflowError:                 # (an integer past any float)
+            cycles = f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
         raise ConfigError(f"{what}: latency {cycles} cycles; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network

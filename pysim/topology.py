@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pysim import systems
 from pysim.config import load
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.models.presets import check_efficiency, check_preset
 from pysim.schema import (POS, Key, all_positive, check_fields, declare, fields_check,
                           positive_number, raising, suggest)
@@ -402,18 +403,20 @@ def _check_fields(where, entry, allowed):
 
 def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
     """Entries naming one pair (one direction) are parallel links, used together only if
-    alike: routes name a group of parallel channels of one bandwidth and latency, so a link
-    unlike the pair's first would carry nothing. Refused, naming both entries."""
+    alike: routes name a group of parallel channels of one bandwidth and latency, so of
+    unlike ones the routes take one (the cheaper by topology.route_weight, else the first)
+    and the other carries nothing. Said in a warning naming both entries."""
     for ends in [(e["a"], e["b"])] + ([] if directed else [(e["b"], e["a"])]):
         j, b0, l0 = pair.setdefault(ends, (i, bpc, lat))
         if (b0, l0) != (bpc, lat):
             c = cfg.network.clock_ghz
-            raise ConfigError(
+            warnings.warn(
                 f"topology.links[{i}]: a link {ends[0]} -> {ends[1]} of {bpc * c:g} GB/s and "
-                f"{lat} cycles, where topology.links[{j}] has one of {b0 * c:g} GB/s and {l0} "
-                f"cycles; expected links of one pair alike (they are parallel links, which "
-                f"routes use together only when alike: give one entry with count, or the "
-                f"same gbps and latency)")
+                f"{lat} cycles beside topology.links[{j}]'s of {b0 * c:g} GB/s and {l0} "
+                f"cycles: a pair's links are used together only when alike, so routes take "
+                f"one of them and the other carries nothing (give one entry with count, or "
+                f"the same gbps and latency)", PysimWarning, stacklevel=2)
+            return
 
 
 def build_graph(cfg):
@@ -608,7 +611,8 @@ declare(
         "Graph: [[topology.links]] with a, b (node names), and optional gbps or "
         "bytes_per_cycle, latency_ns or latency_cycles (default link_gbps, link_latency_ns), "
         "count (parallel links, default 1), directed (a to b only, default false). Entries "
-        "naming the same pair are parallel links too, and must be alike (gbps, latency).",
+        "naming the same pair are parallel links too, used together only when alike (gbps, "
+        "latency; unlike ones are warned of).",
         None),
     Key("topology", "nic", "table", None, "-",
         "Per node kind NIC defaults, e.g. [topology.nic.mem] injection_gbps = 100.",

@@ -543,3 +543,19 @@ def test_a_slice_of_the_run_is_bounded_by_its_work_not_its_cycles(model):
     if model == "flit":                       # (the send's cycles are stepped: busy)
         busy = np.diff([idle] + [t for t in seen if t > idle])
         assert len(busy) >= 3 and busy.max() <= 65536, busy
+
+
+def test_numpy_values_from_python_are_taken_as_the_numbers_they_are():
+    """A config built in Python with numpy values (np.int64(8), np.array([4, 4]),
+    np.float32, np.bool_) reads as TOML's numbers, lists and booleans, and the result is
+    JSON; np.int64(8) was refused as 'expected an integer'."""
+    cfg = from_dict({"topology": {"kind": "mesh", "dims": np.array([4, 4])},
+                     "simulation": {"measure_cycles": np.int32(200)},
+                     "network": {"wait_for_tail_credit": np.bool_(True)},
+                     "traffic": {"injection_rate": np.float32(0.1)}})
+    assert cfg.topology.dims == [4, 4] and type(cfg.topology.dims[0]) is int
+    assert type(cfg.simulation.measure_cycles) is int and cfg.network.wait_for_tail_credit is True
+    json.dumps(simulate(cfg).to_dict())
+    assert load("ring8").with_overrides({"topology.size": np.int64(6)}).topology.size == 6
+    with pytest.raises(ConfigError, match=r"topology\.size = 0"):
+        from_dict({"topology": {"kind": "ring", "size": np.int64(0)}})

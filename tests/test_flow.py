@@ -186,6 +186,61 @@ def test_a_change_recomputes_the_pairs_it_reaches_not_its_component():
     assert counters["pairs_recomputed"] == P + 1 + 0 and counters["fallbacks"] == 0
 
 
+def test_a_change_visits_the_entries_of_the_pairs_it_recomputes():
+    """2,000 pairs, each alone on its own resource and all on one shared resource that never
+    fills: a change to one pair costs the solver the route entries of that pair (what the
+    others leave of the shared resource, whether it is full and its highest rate are kept
+    with it), not the 2,000 entries on the shared resource."""
+    P = 2000
+    routes = [[p, P] for p in range(P)]
+    cap = np.concatenate([1.0 + np.arange(P) % 7, [1e9]])
+    w = np.ones((1, P), np.int32)
+    _, first = steps_of(routes, cap, w)
+    w = np.ones((3, P), np.int32)
+    w[1, 17] = 2
+    w[2, 17] = 0
+    rates, counters = steps_of(routes, cap, w)
+    assert counters["fallbacks"] == 0
+    assert counters["work"] - first["work"] < 40      # two changes of one pair of 2 entries
+    np.testing.assert_allclose(rates[1], np.where(np.arange(P) == 17, cap[17] / 2,
+                                                  cap[:P]), rtol=1e-12)
+
+
+def torus_like(rng, R=60, P=150):
+    """Resources of capacities in quarters and routes of 3 to 12 of them: long routes
+    sharing many resources, as on a torus."""
+    cap = rng.integers(1, 81, R) / 4
+    routes = [sorted(rng.choice(R, int(rng.integers(3, 13)), replace=False).tolist())
+              for _ in range(P)]
+    return routes, cap
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_incremental_rates_equal_whole_recomputation_through_many_events(seed):
+    """Through 300 steps in which a few pairs start, end or change their flows, the rates
+    the incremental solver keeps equal progressive filling of the whole component from
+    scratch after every step (the same solver's full path, itself checked against exact
+    fractions above), and what it keeps per resource (fixed-point sums, heaps by rate,
+    bottleneck lists) matches its pairs after every step (audit)."""
+    rng = np.random.default_rng(500 + seed)
+    routes, cap = torus_like(rng)
+    P = len(routes)
+    w = np.zeros((300, P), np.int32)
+    cur = (rng.random(P) < 0.6) * rng.integers(1, 4, P)
+    for t in range(w.shape[0]):
+        flip = rng.integers(0, P, int(rng.integers(1, 6)))
+        cur[flip] = (rng.random(flip.size) < 0.7) * rng.integers(1, 4, flip.size)
+        w[t] = cur
+    ptr = np.cumsum([0] + [len(r) for r in routes])
+    flat = [x for r in routes for x in r]
+    inc, counters = max_min_rates(ptr, flat, cap, weights=w, audit=True)
+    full, _ = max_min_rates(ptr, flat, cap, weights=w, full=True, audit=True)
+    np.testing.assert_allclose(inc, full, rtol=1e-9, atol=0)
+    changed = (np.diff(w, axis=0, prepend=0) != 0).any(axis=1)
+    assert counters["recomputations"] == changed.sum()
+    assert counters["fallbacks"] < counters["recomputations"]
+
+
 def test_a_change_that_spreads_along_a_chain_falls_back_to_the_component():
     """A chain: pair i on resources i and i + 1 (capacity 2^i), one more pair on resource 0.
     Each pair's rate is fixed by its left neighbour's, so one change moves all 24: the
@@ -230,6 +285,8 @@ def test_the_solver_refuses_bad_input():
         max_min_rates([0, 1], [3], [1.0])
     with pytest.raises(ValueError, match="capacity must be > 0"):
         max_min_rates([0, 1], [0], [0.0])
+    with pytest.raises(ValueError, match="capacity must be > 0"):
+        max_min_rates([0, 1], [0], [2.0 ** 61])         # (the solver's fixed-point sums)
     with pytest.raises(ValueError, match="takes a resource twice"):
         max_min_rates([0, 2], [0, 0], [1.0])
     with pytest.raises(ValueError, match="weights: a \\(steps, pairs\\) array"):

@@ -15,7 +15,7 @@ from conftest import TOPOLOGIES, make_cfg
 from pysim import __version__
 from pysim.cli import main
 from pysim.config import from_dict, load
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.network import compile_network, describe
 from pysim.sim import run_packets
 from pysim.workload import OpGraph, run_graph
@@ -24,8 +24,7 @@ from pysim.workload import OpGraph, run_graph
 @st.composite
 def connected_graphs(draw):
     """A random connected graph: a random spanning tree plus extra links, some parallel,
-    some switches (never leaves, so every switch forwards), mixed bandwidths/latencies
-    (alike on the links of one pair)."""
+    some switches (never leaves, so every switch forwards), mixed bandwidths/latencies."""
     n = draw(st.integers(3, 9))
     kinds = ["npu"] * n
     for i in range(n):
@@ -47,12 +46,9 @@ def connected_graphs(draw):
         if kinds[i] == "switch" and degree[i] < 2:
             kinds[i] = "npu"
     nodes = [{"name": f"v{i}", "kind": kinds[i]} for i in range(n)]
-    pair = {}               # (entries naming one pair are parallel links: alike)
-    for a, b in links:
-        pair.setdefault(frozenset((a, b)), (draw(st.sampled_from([8.0, 16.0, 32.0, 48.0])),
-                                            float(draw(st.integers(1, 4)))))
-    ls = [{"a": f"v{a}", "b": f"v{b}", "gbps": pair[frozenset((a, b))][0],
-           "latency_ns": pair[frozenset((a, b))][1],
+    ls = [{"a": f"v{a}", "b": f"v{b}",
+           "gbps": draw(st.sampled_from([8.0, 16.0, 32.0, 48.0])),
+           "latency_ns": float(draw(st.integers(1, 4))),
            "count": draw(st.sampled_from([1, 1, 1, 2]))} for a, b in links]
     return nodes, ls
 
@@ -289,19 +285,19 @@ def _two_node_graph(*links):
         "network": {"injection_gbps": 100.0, "ejection_gbps": 100.0}})
 
 
-def test_entries_naming_one_pair_are_parallel_links_and_must_be_alike():
+def test_entries_naming_one_pair_are_parallel_links_and_unlike_ones_are_warned_of():
     """Two entries between a and b are parallel links: alike, a 1 MiB send uses both, so
-    it takes bytes / (2 x 10 GB/s) (plus a packet's way); unlike (10 and 20 GB/s), the route
-    would name the first alone and the second would carry nothing while `pysim topo` counted
-    30 GB/s, so it is refused naming both entries."""
+    it takes bytes / (2 x 10 GB/s) (plus a packet's way); unlike (10 and 20 GB/s), routes
+    take one of them and the other carries nothing while `pysim topo` counts 30 GB/s, which
+    a warning says, naming both entries."""
     cfg = _two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", {"gbps": 10.0}))
     g = OpGraph()
     g.send("a", "b", 1 << 20)
     span = run_graph(cfg, g).to_dict()["makespan_cycles"]
     assert (1 << 20) / 20.0 <= span <= (1 << 20) / 20.0 + 100
     for second in ({"gbps": 20.0}, {"gbps": 10.0, "latency_ns": 5.0}):
-        with pytest.raises(ConfigError, match=r"topology\.links\[1\]: a link b -> a of .*"
-                                              r"where topology\.links\[0\] has one of 10 GB/s"):
+        with pytest.warns(PysimWarning, match=r"topology\.links\[1\]: a link b -> a of .*"
+                                              r"beside topology\.links\[0\]'s of 10 GB/s"):
             compile_network(_two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", second)))
     # other directions, directed links, are other channels: not parallel
     compile_network(_two_node_graph(("a", "b", {"gbps": 10.0, "directed": True}),

@@ -71,7 +71,7 @@ def test_shipped_systems(name):
 @pytest.mark.parametrize("seed", range(6))
 def test_random_graphs(seed):
     """Parallel links (one entry with a count, and several entries naming one pair: alike,
-    as the graph requires), slow links and fast, NPUs, memory nodes and hosts with NICs of
+    as routes need them), slow links and fast, NPUs, memory nodes and hosts with NICs of
     their own bandwidth each way on some nodes and of their kind's on others: groups that
     span several links."""
     g = np.random.default_rng(seed)
