@@ -387,11 +387,19 @@ def main():
             per_npu = []
         if not per_npu or min(per_npu) < 1:
             ap.error(f"--per-npu {a.per_npu!r}: expected positive integers, as 32,16,8")
+    family = None
+    if a.baselines:
+        try:
+            family = [(int(s), float(h)) for s, h in (x.split("x") for x in
+                                                     a.baselines.split(","))]
+        except ValueError:
+            family = []
+        if not family or min(min(f) for f in family) <= 0:
+            ap.error(f"--baselines {a.baselines!r}: expected SMSxGBPS pairs of positive "
+                     f"numbers, as 16x900,48x450")
     for plat in ([] if a.combine else a.platform.split(",")):
         for model, level, per in itertools.product(a.models.split(","), levels,
                                                    per_npu or [None]):
-            family = None if not a.baselines else [
-                (int(s), float(h)) for s, h in (x.split("x") for x in a.baselines.split(","))]
             r = study(plat, model, per or MODELS[model], level,
                       sweep_hbm=not a.no_hbm_sweep, family=family, decompose=a.decompose)
             r["settings"] = dict(SETTINGS)

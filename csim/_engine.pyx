@@ -258,22 +258,25 @@ cdef class Engine:
         The cycles run without the GIL in slices of about a tenth of a second, and pending
         signals are handled between slices, so Ctrl-C stops a long run (KeyboardInterrupt)
         with the engine at a cycle boundary; `progress`, if given, is called with the cycle
-        reached after each slice. A slice ends like any call with an earlier `until`, so
-        slicing changes nothing in the simulation."""
+        reached after each slice. A slice is measured in work, not in simulated time: at
+        the flit level the cycles stepped (at most 65,536; idle cycles jumped over are
+        free), at the flow level the events (at most 4,096); so a long idle phase is one
+        slice, and the slice after it does not grow with the idle cycles before it. A
+        slice ends like any call with an earlier `until`, so slicing changes nothing in
+        the simulation."""
         cdef int code = STOP[stop]
         cdef int st = ST_UNTIL
-        cdef cycle_t step = 4096, end
+        cdef int64_t step = 4096 if not self.s.flow_mode else 64
         cdef double t0, dt
         if not self.s.flow_mode:
             _setup_vcs(self)
         while True:
-            end = until if until - self.s.now <= step else self.s.now + step
             t0 = perf_counter()
             with nogil:
                 if self.s.flow_mode:
-                    st = _run_flow(&self.s, end)
+                    st = _run_flow(&self.s, until, step)
                 else:
-                    st = _run(&self.s, end, code)
+                    st = _run(&self.s, until, code, step)
             if st != ST_UNTIL or self.s.now >= until:
                 return STATUS[st]
             PyErr_CheckSignals()
@@ -281,9 +284,10 @@ cdef class Engine:
                 progress(self.s.now)
             dt = perf_counter() - t0       # the next slice: about 0.1 s at this pace
             if dt < 0.025:
-                step = min(step * 4, <cycle_t>1 << 16)
+                step = min(step * 4, (<int64_t>1 << 12) if self.s.flow_mode else
+                           (<int64_t>1 << 16))
             elif dt > 0.2:
-                step = max(step // 2, 64)
+                step = max(step // 2, 1 if self.s.flow_mode else 64)
 
     @property
     def now(self):

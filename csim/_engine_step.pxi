@@ -59,12 +59,17 @@ cdef inline void _timers(State* s) noexcept nogil:
         iv = nxt
 
 
-cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
+cdef int _run(State* s, cycle_t until, int stop, cycle_t work) noexcept nogil:
+    """Step cycles until `until` (exclusive), the stop condition, or `work` cycles stepped
+    (idle cycles jumped over do not count: a call's cost is its stepped cycles)."""
     cdef cycle_t t
     cdef int64_t i, k
     cdef int32_t r, w
     cdef uint64_t m
+    cdef cycle_t stepped_end = s.now - s.skipped + work
     while s.now < until:
+        if s.now - s.skipped >= stepped_end:
+            return ST_UNTIL
         if stop == STOP_MEASURED and s.meas_done == s.meas_created and s.now >= s.meas_end:
             return ST_DONE
         if stop == STOP_ALL and s.pk_alive == 0 and next_generation(s) == NEVER and \
@@ -148,13 +153,16 @@ cdef int _run(State* s, cycle_t until, int stop) noexcept nogil:
     return ST_UNTIL
 
 
-cdef int _run_flow(State* s, cycle_t until) noexcept nogil:
+cdef int _run_flow(State* s, cycle_t until, int64_t work) noexcept nogil:
     """The flow level's loop: from event to event (an op finishing, a flow's last byte
-    carried), recomputing rates where flows started or ended, until `until` (exclusive) or
-    every op has finished."""
+    carried), recomputing rates where flows started or ended, until `until` (exclusive),
+    `work` events, or every op has finished."""
     cdef cycle_t t
     cdef timespec a, b
+    cdef int64_t events_end = s.flow_events + work
     while True:
+        if s.flow_events >= events_end:
+            return ST_UNTIL
         if s.n_dirty or s.n_pdirty:      # (the solver's CPU time, where it has work)
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a)
             flow_rates(s)

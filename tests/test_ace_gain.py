@@ -5,6 +5,10 @@ hierarchical all-reduce), flow level: the monotone property of the ACE study's o
 speed-up over the best baseline rises as the per-NPU batch falls), and the mechanism behind
 it: the baseline's loss to the engine is a cost per gradient byte, not per sample."""
 import os
+import subprocess
+import sys
+
+import pytest
 
 from conftest import TOPOLOGIES
 from pysim import load, simulate
@@ -44,3 +48,18 @@ def test_the_engines_gain_on_the_ace_torus_rises_as_the_batch_falls():
     assert engine[0] > 5 * engine[2], engine
     assert max(losses) < 1.25 * min(losses), losses
     assert min(losses) > 0, losses
+
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench",
+                     "ace.py")
+
+
+@pytest.mark.parametrize("value", ["16", "16x", "ax900", "0x900", "16x-1"])
+def test_a_bad_baseline_family_is_refused_naming_the_option(value):
+    """bench/ace.py --baselines takes SMSxGBPS pairs: anything else is a usage error
+    naming the option, its value and the form expected, before any run."""
+    r = subprocess.run([sys.executable, BENCH, "--baselines", value], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"--baselines {value!r}: expected SMSxGBPS pairs" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -182,8 +182,8 @@ def test_shipped_clusters_build_as_their_files_say(name):
 
 def test_a_cluster_past_the_node_limit_is_refused_before_its_plan_is_built(monkeypatch):
     """10^7 nodes of 8 GPUs: refused naming the key and the count of GPUs and NVSwitches alone,
-    before the fabric's plan allocates arrays of every GPU (7.8 s of CPU and 3.2 GB were
-    spent before the refusal)."""
+    before the fabric's plan allocates arrays of every GPU (at 10^7 nodes: seconds of CPU and
+    gigabytes)."""
     def no_plan(*a, **kw):
         raise AssertionError("the plan was built")
     monkeypatch.setattr(cluster, "plan", no_plan)

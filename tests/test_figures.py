@@ -256,8 +256,7 @@ def test_the_python_figures_do_not_overwrite_a_file_unless_forced(tmp_path):
 @pytest.mark.parametrize("rows", ["rows", [1, 2], [{"params": {}}], {"params": {}}])
 def test_rows_that_are_not_a_sweeps_are_refused_naming_what_was_given(tmp_path, rows):
     """pysim.plot's sweep figures take pysim.sweep's rows; anything else is a ConfigError
-    naming the entry and what a row holds (it was a TypeError from deep inside:
-    'string indices must be integers')."""
+    naming the entry and what a row holds, not a TypeError from inside."""
     with pytest.raises(ConfigError, match=r"rows\[0\] = .*expected a sweep's row, a dict with "
                                           r"params, result, status and error"):
         plot.latency_load(rows, str(tmp_path / "l.png"))

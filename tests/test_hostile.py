@@ -704,9 +704,8 @@ def test_an_interrupt_while_the_command_line_is_parsed_exits_130_in_one_line(mon
 
 def test_a_bad_field_typed_inside_a_table_key_is_named_as_an_override(tmp_path):
     """--set topology.nic.gpu.injection_gbps=5: the error names the table ('topology.nic.gpu:
-    unknown node kind') and is the override's, not a line of the shipped file (it was
-    reported as 'mesh8x8.toml: topology.nic.gpu: ...'); a bad table of the file's own stays
-    the file's."""
+    unknown node kind') and is the override's, not a line of the shipped file ('mesh8x8.toml:
+    topology.nic.gpu: ...'); a bad table of the file's own stays the file's."""
     r = _cli(["run", "mesh8x8", "--set", "topology.nic.gpu.injection_gbps=5"])
     assert r.exit_code == 1
     assert ("topology.nic.gpu: unknown node kind 'gpu'; expected one of npu, mem, host (given "

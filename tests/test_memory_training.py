@@ -328,10 +328,10 @@ def test_a_tensor_at_a_pipeline_cut_is_kept_on_both_sides():
 
 def test_workload_memory_recompute_is_read_by_the_recompute_policy():
     """workload.memory.recompute belongs to policy 'recompute': its documented default given
-    explicitly runs the iteration the default runs (it was refused, 'it is read by ' with no
-    reader); given with another policy the error names 'recompute' as its reader; and
-    workload.memory.segments, read by recompute = 'segments' alone, is refused beside 'full'
-    (it named policy 'none', which the user had not written)."""
+    explicitly runs the iteration the default runs; given with another policy the error
+    names 'recompute' as its reader; and workload.memory.segments, read by recompute =
+    'segments' alone, is refused beside 'full' naming recompute (not policy 'none', which the
+    user did not write)."""
     base = {"workload.kind": "training", "workload.model": "gpt2", "workload.batch": 8,
             "network.model": "flow", "workload.iterations": 1,
             "workload.memory.policy": "recompute"}

@@ -70,29 +70,37 @@ def test_shipped_systems(name):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_random_graphs(seed):
-    """Parallel links of one bandwidth and of several, slow links and fast, directed ones,
-    NICs of their own bandwidth on some nodes: groups that span several links."""
+    """Parallel links (one entry with a count, and several entries naming one pair: alike,
+    as routes need them), slow links and fast, NPUs, memory nodes and hosts with NICs of
+    their own bandwidth each way on some nodes and of their kind's on others: groups that
+    span several links."""
     g = np.random.default_rng(seed)
     n = int(g.integers(3, 9))
-    nodes = [{"name": f"v{i}", "kind": "npu" if i < n - 1 else "switch"} for i in range(n)]
+    kinds = g.choice(["npu", "npu", "mem", "host"], n - 1)
+    kinds[0] = "npu"
+    nodes = [{"name": f"v{i}", "kind": str(kinds[i]) if i < n - 1 else "switch"}
+             for i in range(n)]
     for x in nodes[:-1]:
-        if g.random() < 0.4:
-            x["injection_gbps"] = float(g.choice([10.0, 64.0, 150.0]))
-    links, kind = [], {}            # (the links of one pair alike: parallel links)
+        for way in ("injection_gbps", "ejection_gbps"):
+            if g.random() < 0.4:
+                x[way] = float(g.choice([10.0, 64.0, 150.0]))
+    pair = {}
 
-    def link(a, b, **extra):
-        key = (min(a, b), max(a, b))
-        if key not in kind:
-            kind[key] = {"gbps": float(g.choice([8.0, 32.0, 100.0, 300.0]))}
-            if g.random() < 0.3:
-                kind[key]["latency_ns"] = float(g.choice([5.0, 40.0]))
-        links.append({"a": f"v{a}", "b": f"v{b}", **kind[key], **extra})
-    for i in range(1, n):
-        link(i, int(g.integers(i)))
+    def link(a, b, count=1):
+        gbps, lat = pair.setdefault(frozenset((a, b)), (
+            float(g.choice([8.0, 32.0, 100.0, 300.0])),
+            float(g.choice([5.0, 40.0])) if g.random() < 0.3 else None))
+        e = {"a": f"v{a}", "b": f"v{b}", "gbps": gbps, "count": count}
+        if lat is not None:
+            e["latency_ns"] = lat
+        return e
+    links = [link(i, int(g.integers(i))) for i in range(1, n)]
     for _ in range(int(g.integers(0, 2 * n))):
         a, b = g.choice(n, 2, replace=False)
-        link(int(a), int(b), count=int(g.integers(1, 4)))
-    cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links})
+        links.append(link(int(a), int(b), int(g.integers(1, 4))))
+    nic = {k: v for k, v in (("mem", {"injection_gbps": 40.0}),
+                             ("host", {"ejection_gbps": 300.0})) if k in kinds}
+    cfg = make_cfg(topology={"kind": "graph", "nodes": nodes, "links": links, "nic": nic})
     same(cfg)
 
 

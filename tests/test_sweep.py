@@ -411,8 +411,8 @@ def test_results_name_the_system_of_each_row(tmp_path):
 def test_a_point_stored_by_another_grid_is_returned_with_this_grids_parameters(tmp_path):
     """The second grid's point traffic.injection_rate = 0.1 is the configuration the first
     grid stored as network.vcs = 2 (0.1 is the default): it is not run again, and it comes
-    back labelled with this grid's parameters, as every other point of the grid (it came
-    back as {'network.vcs': 2}, and rows[i]['params'][key] was a KeyError)."""
+    back labelled with this grid's parameters, as every other point of the grid (not the
+    first grid's {'network.vcs': 2}: rows[i]['params'][key] is there)."""
     db = str(tmp_path / "r.sqlite")
     cfg = load("ring8", {"simulation.measure_cycles": 200})
     first = pysim.sweep(cfg, {"network.vcs": [2, 4]}, jobs=1, db=db)
