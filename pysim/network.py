@@ -622,9 +622,17 @@ def describe(network, cfg):
     for (a, b), g in sorted(pairs.items()):
         fwd, back = by_pair.get((a, b), []), by_pair.get((b, a), [])
         lat = topo.ch_latency_cycles[(fwd or back)[0]]
-        links.append(dict(a=topo.node_names[a], b=topo.node_names[b], gbps=g,
-                          parallel=max(len(fwd), len(back)), latency_cycles=int(lat),
-                          directed=not (fwd and back)))
+        link = dict(a=topo.node_names[a], b=topo.node_names[b], gbps=g,
+                    parallel=max(len(fwd), len(back)), latency_cycles=int(lat),
+                    directed=not (fwd and back))
+        kinds_of = {}                              # unlike parallel links: routes use one
+        for c in fwd or back:
+            key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
+            kinds_of[key] = kinds_of.get(key, 0) + 1
+        if len(kinds_of) > 1:
+            link["unlike"] = [dict(gbps=bpc * cfg.network.clock_ghz, latency_cycles=l,
+                                   count=k) for (bpc, l), k in kinds_of.items()]
+        links.append(link)
     bis, _ = bisection(topo, cfg)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
                 diameter=hops["diameter"], avg_hops=hops["avg_hops"], hops_how=hops["how"],

@@ -3,6 +3,7 @@ fewer VCs are refused rather than run, csim matches the reference model on them,
 graphs are answered with clear errors."""
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -302,3 +303,31 @@ def test_entries_naming_one_pair_are_parallel_links_and_unlike_ones_are_warned_o
     # other directions, directed links, are other channels: not parallel
     compile_network(_two_node_graph(("a", "b", {"gbps": 10.0, "directed": True}),
                                     ("b", "a", {"gbps": 20.0, "directed": True})))
+
+
+def test_unlike_parallel_links_are_described_one_by_one_not_summed():
+    """`pysim topo` (network.describe) shows a pair of unlike parallel links as its links,
+    each with its bandwidth, latency and count, saying the routes use one: their sum (30
+    GB/s) is bandwidth no route has. Alike parallel links stay one line of their sum."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PysimWarning)
+        cfg = _two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", {"gbps": 20.0}),
+                              ("a", "b", {"gbps": 20.0}))
+        (link,) = describe(compile_network(cfg), cfg)["links"]
+    assert sorted((u["gbps"], u["latency_cycles"], u["count"]) for u in link["unlike"]) == \
+        [(10.0, link["latency_cycles"], 1), (20.0, link["latency_cycles"], 2)]
+    cfg = _two_node_graph(("a", "b", {"gbps": 10.0}), ("b", "a", {"gbps": 10.0}))
+    (link,) = describe(compile_network(cfg), cfg)["links"]
+    assert "unlike" not in link and link["gbps"] == 20.0 and link["parallel"] == 2
+
+
+
+def test_pysim_topo_lists_unlike_parallel_links_one_by_one(tmp_path):
+    (tmp_path / "par.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a"}, {name = "b"}]\n'
+        'links = [{a = "a", b = "b", gbps = 10.0}, {a = "a", b = "b", gbps = 20.0}]\n')
+    r = CliRunner().invoke(main, ["topo", str(tmp_path / "par.toml")])
+    assert r.exit_code == 0, r.output
+    assert "a <-> b: unlike parallel links, of which routes use one: 10 GB/s, 1 cycles; " \
+        "20 GB/s, 1 cycles" in r.output
+    assert "30 GB/s" not in r.output.split("bisection")[0]

@@ -144,6 +144,12 @@ def topo(config, sets, draw_path, json_path, force):
     for link in d["links"][:40]:
         arrow = "->" if link["directed"] else "<->"
         par = f" x{link['parallel']}" if link["parallel"] > 1 else ""
+        if "unlike" in link:                 # the routes use one of them (a warning said so)
+            say(f"  {link['a']} {arrow} {link['b']}: unlike parallel links, of which routes "
+                f"use one: " + "; ".join(
+                    f"{u['gbps']:g} GB/s" + (f" x{u['count']}" if u["count"] > 1 else "")
+                    + f", {u['latency_cycles']} cycles" for u in link["unlike"]))
+            continue
         say(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
             f"{link['latency_cycles']} cycles")
     if len(d["links"]) > 40:
