@@ -180,13 +180,14 @@ def plan(fabric, node_count, gpus, radix, over):
     if fabric == "rail-optimised" and p.pod_leaves >= gpus:
         p.pod_leaves -= p.pod_leaves % gpus         # whole scalable units in a pod
     p.pods = -(-leaves // p.pod_leaves)
-    most = radix * p.pod_leaves * down // (gpus if fabric == "rail-optimised" else 1)
+    most = radix * p.pod_leaves * down       # GPUs: radix pods of pod_leaves leaves of `down`
     if p.pods > radix:
         raise ConfigError(
             f"topology.node_count = {node_count}: {E:,} GPUs need {p.pods} pods of "
             f"{p.pod_leaves} leaves, and a core switch of topology.radix = {radix} ports "
             f"joins at most {radix}; three tiers of these switches take at most about "
-            f"{most:,} GPUs (a larger radix or fewer nodes)")
+            + (f"{most:,} GPUs, {most // gpus:,} nodes" if most >= gpus else
+               f"{most:,} GPUs, not one node of {gpus}") + " (a larger radix or fewer nodes)")
     p.spines = up                        # per pod: one link from each leaf to each spine
     p.spine_up = radix - p.pod_leaves    # (a spine's other ports go to the cores)
     p.cores = _divisor_at_least(p.spine_up, -(-p.spine_up * p.pods // radix))

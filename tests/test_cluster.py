@@ -190,3 +190,20 @@ def test_a_cluster_past_the_node_limit_is_refused_before_its_plan_is_built(monke
     with pytest.raises(ConfigError, match=r"topology\.node_count = 10000000: 80,000,000 GPUs "
                                           r"and 10,000,000 NVSwitches.*at most 262,144"):
         topology.build(cluster_cfg(node_count=10 ** 7))
+
+
+@pytest.mark.parametrize("fabric", ["rail-optimised", "fat-tree"])
+@pytest.mark.parametrize("radix", [16, 64])
+def test_the_refusal_past_three_tiers_states_the_largest_cluster_that_builds(fabric, radix):
+    """The refusal's "at most about N GPUs, M nodes" is the boundary itself: M nodes plan
+    (three tiers), M + 1 are refused with those numbers (it said 8,192 GPUs for the
+    65,536-GPU SuperPOD limit, dividing the GPUs by the GPUs per node)."""
+    with pytest.raises(ConfigError) as e:
+        cluster.plan(fabric, 10 ** 6, 8, radix, 1.0)
+    most = int(str(e.value).split("at most about ")[1].split(" GPUs")[0].replace(",", ""))
+    assert f"{most:,} GPUs, {most // 8:,} nodes" in str(e.value)
+    assert cluster.plan(fabric, most // 8, 8, radix, 1.0).tiers == 3
+    with pytest.raises(ConfigError, match=f"at most about {most:,} GPUs"):
+        cluster.plan(fabric, most // 8 + 1, 8, radix, 1.0)
+    if radix == 64:
+        assert most == 65_536
