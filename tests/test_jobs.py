@@ -515,6 +515,15 @@ def test_unknown_model_is_refused_with_the_zoo():
         run_stream(server(), [Job(0, "resnet5", 2, 3)], builder=execute.training)
 
 
+def test_a_job_files_unknown_model_is_refused_naming_the_file(tmp_path):
+    """A job file's mistake is reported where it is: the file, the job and the model."""
+    path = tmp_path / "stream.toml"
+    write_jobs([Job(0, "resnet50", 2, 3), Job(1, "resnet5", 2, 3, arrival_s=1.0)], str(path))
+    srv = load_server("dgx1-v100", {"jobs.file": str(path)})
+    with pytest.raises(ConfigError, match=f"^{path}: job 1: model 'resnet5' is unknown"):
+        run_stream(srv)
+
+
 # ------------------------------------------------------------------ command line
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         cache = Cache(cache_path)
         bar = _Progress(draw=sys.stderr.isatty()) if not quiet else None
         try:
-            result = run_stream(srv, stream, workers=workers, scheduler=scheduler,
+            result = run_stream(srv, None, workers=workers, scheduler=scheduler,
                                 cache=cache, progress=bar)
         finally:
             cache.close()

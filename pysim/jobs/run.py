@@ -40,11 +40,14 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
     job (and every group of jobs running together) on its own allocation on the whole server,
     sharing nothing -- slow; it checks what the shapes and the cache give. A job that cannot
     be built (a model that does not fit its NPUs) is refused naming the jobs of its kind."""
+    source = None                     # the job file the jobs come from, named in errors
     if jobs is None and isinstance(server, Server):
+        source = st.stream_path(server.cfg)
         jobs = st.stream(server.cfg)
     jobs = list(jobs) if jobs is not None else None
     try:
-        return _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh)
+        return _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh,
+                           source)
     except ConfigError as e:
         kind = getattr(e, "job_kind", None)
         if kind is None or jobs is None:
@@ -57,7 +60,8 @@ def run_stream(server, jobs=None, builder=None, workers=1, scheduler=None, cache
                           f"{', '.join(str(i) for i in ids[:5])}{more}: {e}") from None
 
 
-def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh):
+def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fresh,
+                source=None):
     if scheduler is None and (isinstance(workers, bool) or not isinstance(workers, int)
                               or workers < 1):
         raise ConfigError(f"workers = {workers!r}: expected a number of worker processes "
@@ -67,10 +71,14 @@ def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fres
                         f"{type(server).__name__}")
     t0 = time.perf_counter()
     cfg = server.cfg
-    jobs = st.stream(cfg) if jobs is None else list(jobs)
+    if jobs is None:
+        source = st.stream_path(cfg)
+        jobs = st.stream(cfg)
+    else:
+        jobs = list(jobs)
     builder = builder or execute.training
     known = getattr(builder, "known_models", None)       # the models a builder can build
-    st.check(jobs, server, known() if known is not None else None)
+    st.check(jobs, server, known() if known is not None else None, source)
     names = list(cfg.jobs.policies)
     fns = {n: pol.get(n) for n in names}
     cache = cache if cache is not None else Cache()

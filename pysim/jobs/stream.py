@@ -203,30 +203,36 @@ def write_jobs(jobs, path):
         f.write(jobs_text(jobs))
 
 
+def stream_path(cfg):
+    """jobs.file resolved against the config's folder, or None for a generated stream."""
+    path = cfg.jobs.file
+    if path is not None and not os.path.isabs(path):
+        path = os.path.join(cfg.base_dir, path)
+    return path
+
+
 def stream(cfg) -> list:
     """The stream cfg describes: jobs.file if set (relative to the config), else generated."""
-    if cfg.jobs.file is not None:
-        path = cfg.jobs.file
-        if not os.path.isabs(path):
-            path = os.path.join(cfg.base_dir, path)
-        return load_jobs(path, cfg)
-    return generate(cfg)
+    path = stream_path(cfg)
+    return load_jobs(path, cfg) if path is not None else generate(cfg)
 
 
-def check(jobs, server, models=None):
+def check(jobs, server, models=None, source=None):
     """Refuse a stream the server cannot run: empty, a job larger than the server, or a model
-    the zoo does not know (`models`: the known names, when known)."""
+    the zoo does not know (`models`: the known names, when known). `source`: the job file
+    the jobs came from, named in the error."""
     if not jobs:
         raise ConfigError("the job stream is empty (jobs.count = 0 or an empty job file)")
+    where = f"{source}: " if source is not None else ""
     for job in jobs:
         if job.npus > server.size:
-            raise ConfigError(f"job {job.id} ({job.model}) asks for {job.npus} NPUs; the "
-                              f"server {server.name} has {server.size}")
+            raise ConfigError(f"{where}job {job.id} ({job.model}) asks for {job.npus} NPUs; "
+                              f"the server {server.name} has {server.size}")
         if models is not None and job.model not in models:
             close = difflib.get_close_matches(job.model, models, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(f"job {job.id}: model {job.model!r} is unknown{hint}; known: "
-                              f"{', '.join(sorted(models))}")
+            raise ConfigError(f"{where}job {job.id}: model {job.model!r} is unknown{hint}; "
+                              f"known: {', '.join(sorted(models))}")
     if models is not None:      # (after the jobs' own models: a job's error first)
         for name in server.cfg.jobs.insensitive:
             if name not in models:
