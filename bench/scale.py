@@ -207,10 +207,14 @@ def row(r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="1024,4096,16384")
-    ap.add_argument("--models", default="gpt3,llama70b,resnet50")
-    ap.add_argument("--systems", default="cluster,torus")
-    ap.add_argument("--micro-batches", type=int, default=4)
+    ap.add_argument("--sizes", default="1024,4096,16384",
+                    help="NPU counts, comma-separated (up to 65536 on the cluster)")
+    ap.add_argument("--models", default="gpt3,llama70b,resnet50",
+                    help="of gpt3, llama70b, resnet50, comma-separated")
+    ap.add_argument("--systems", default="cluster,torus",
+                    help="of cluster, torus, two_level, comma-separated")
+    ap.add_argument("--micro-batches", type=int, default=4,
+                    help="micro-batches of one sample per iteration (GPT-3, Llama-like)")
     ap.add_argument("--form", default="streams", choices=["steps", "streams"],
                     help="workload.collective_form of every case")
     ap.add_argument("--replicas", default="one", choices=["one", "all"],
@@ -220,11 +224,14 @@ def main():
     ap.add_argument("--interleave", type=int, default=1,
                     help="workload.parallel.interleave of GPT-3 and the Llama-like model "
                          "(micro-batches a multiple of pp)")
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--mem-gb", type=float, default=12)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "scale.json"))
-    ap.add_argument("--one")
-    ap.add_argument("--tmp")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="wall seconds a case may take before it is stopped and reported")
+    ap.add_argument("--mem-gb", type=float, default=12,
+                    help="address-space limit of each case's process, GiB")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "scale.json"),
+                    help="JSON file of every case with provenance")
+    ap.add_argument("--one", help=argparse.SUPPRESS)     # (one case, in its own process)
+    ap.add_argument("--tmp", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         return one(json.loads(a.one), a.tmp)
