@@ -331,3 +331,16 @@ def test_pysim_topo_lists_unlike_parallel_links_one_by_one(tmp_path):
     assert "a <-> b: unlike parallel links, of which routes use one: 10 GB/s, 1 cycles; " \
         "20 GB/s, 1 cycles" in r.output
     assert "30 GB/s" not in r.output.split("bisection")[0]
+
+
+def test_a_graph_past_max_cycles_names_what_runs_and_what_waits():
+    """A compute op of 5,000 cycles under workload.max_cycles = 1,000: refused naming the
+    limit, the op running since cycle 0 and the op after it, not started."""
+    cfg = make_cfg(topology={"kind": "ring", "size": 2}, workload={"max_cycles": 1000})
+    g = OpGraph()
+    a = g.compute("n0", 5000, name="long")
+    g.compute("n0", 10, after=[a], name="next")
+    with pytest.raises(ConfigError, match=r"workload\.max_cycles = 1,000: the graph did not "
+                                          r"finish by then \(unfinished: long \(running since "
+                                          r"cycle 0\), next \(not started\)\)"):
+        run_graph(cfg, g)

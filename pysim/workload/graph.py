@@ -1080,9 +1080,15 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     start = pstart[span[:, 0]].astype(np.int64)
     finish = pfinish[span[:, 1]].astype(np.int64)
     if st != "done":
-        unfinished = [graph.label(i) for i in np.flatnonzero(finish < 0)[:5]]
-        raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles}: the graph did not "
-                          f"finish (unfinished: {', '.join(unfinished)})")
+        left = np.flatnonzero(finish < 0)
+        unfinished = [graph.label(i) + (f" (running since cycle {int(start[i]):,})"
+                                         if start[i] >= 0 else " (not started)")
+                      for i in left[:5]]
+        more = f" and {left.size - 5:,} more" if left.size > 5 else ""
+        raise ConfigError(f"workload.max_cycles = {cfg.workload.max_cycles:,}: the graph did "
+                          f"not finish by then (unfinished: {', '.join(unfinished)}{more}); "
+                          f"expected a limit past the graph's end: a larger "
+                          f"workload.max_cycles lets it run on")
     usage = memory_usage(graph, start, finish, network.topo, cfg, check=check_memory)
     names = network.topo.node_names
     ops = OpTable(graph, start, finish, arrays["isolated"])
