@@ -75,36 +75,27 @@ cdef inline int flow_grow(State* s) noexcept nogil:
     return 0
 
 
+cdef inline int _grow_i32(int32_t** a, int64_t n) noexcept nogil:
+    """Reallocate *a to n entries (its contents kept); -1 if memory runs out (*a unchanged)."""
+    cdef void* p = realloc(a[0], n * sizeof(int32_t))
+    if p == NULL:
+        return -1
+    a[0] = <int32_t*>p
+    return 0
+
+
 cdef inline int slot_grow(State* s) noexcept nogil:
     """Double the route slots (hmax entries each)."""
     cdef int32_t cap = s.sl_cap * 2 if s.sl_cap > 0 else 64
     cdef int32_t i
     cdef int64_t ne = <int64_t>cap * s.hmax
-    cdef void* p
-    p = realloc(s.fe_res, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_res = <int32_t*>p
-    p = realloc(s.fe_next, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_next = <int32_t*>p
-    p = realloc(s.fe_prev, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_prev = <int32_t*>p
-    p = realloc(s.fe_hpos, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_hpos = <int32_t*>p
-    p = realloc(s.fe_key, ne * sizeof(double))
+    if (_grow_i32(&s.fe_res, ne) or _grow_i32(&s.fe_next, ne) or _grow_i32(&s.fe_prev, ne)
+            or _grow_i32(&s.fe_hpos, ne) or _grow_i32(&s.fe_anext, ne)
+            or _grow_i32(&s.fe_pair, ne) or _grow_i32(&s.sl_pair, cap)):
+        return -1
+    cdef void* p = realloc(s.fe_key, ne * sizeof(double))
     if p == NULL: return -1
     s.fe_key = <double*>p
-    p = realloc(s.fe_anext, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_anext = <int32_t*>p
-    p = realloc(s.fe_pair, ne * sizeof(int32_t))
-    if p == NULL: return -1
-    s.fe_pair = <int32_t*>p
-    p = realloc(s.sl_pair, cap * sizeof(int32_t))
-    if p == NULL: return -1
-    s.sl_pair = <int32_t*>p
     for i in range(s.sl_cap, cap):       # free slots: sl_pair holds -2 - (next free slot)
         s.sl_pair[i] = -2 - (i + 1 if i + 1 < cap else s.sl_free)
     s.sl_free = s.sl_cap
