@@ -71,11 +71,7 @@ def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fres
                         f"{type(server).__name__}")
     t0 = time.perf_counter()
     cfg = server.cfg
-    if jobs is None:
-        source = st.stream_path(cfg)
-        jobs = st.stream(cfg)
-    else:
-        jobs = list(jobs)
+    jobs = list(jobs)                    # (run_stream read a stream of None from cfg)
     builder = builder or execute.training
     known = getattr(builder, "known_models", None)       # the models a builder can build
     st.check(jobs, server, known() if known is not None else None, source)
