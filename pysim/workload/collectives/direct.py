@@ -7,17 +7,30 @@ from pysim.workload.collectives.builder import _emitter, _flush, _split
 def direct(b, collective):
     """Each node sends every other node its share at once. Node i's messages are issued to
     i + 1, i + 2, ... in turn, so at any moment the nodes send to a permutation of each other
-    rather than all to the same one."""
+    rather than all to the same one.
+
+    An all-to-all keeps at most b.peers peers in flight per side (0: all p - 1 at once):
+    node i's message of round k (to i + k) starts once its message of round k - peers has
+    been received and node i + k has received its message of round k - peers (from
+    i + peers), so each node sends to at most `peers` nodes and receives from at most
+    `peers` at once, the rounds in the order above (NCCL's grouped sends and receives go
+    through the peers in that order, src/init.cc's p2p schedule)."""
     e = _emitter(b)
     p = b.p
     for size in b.chunk_sizes():
         b.begin_chunk(size)
         blocks = _split(size, p)
         if collective == "all_to_all":
+            w = b.peers if 0 < b.peers < p - 1 else 0
+            got = {}                 # (round, sender): its message's reception (a window)
             for k in range(1, p):
                 for i in range(p):
                     j = (i + k) % p
-                    e.received(j, blocks[j], e.send(i, j, blocks[j], []))
+                    after = [got[k - w, i], got[k - w, (j - k + w) % p]] if w and k > w \
+                        else []
+                    r = e.received(j, blocks[j], e.send(i, j, blocks[j], after))
+                    if w:
+                        got[k, i] = r
             b.end_chunk()
             continue
         if collective == "broadcast":            # the root sends everyone the chunk

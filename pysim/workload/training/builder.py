@@ -35,6 +35,7 @@ class _Builder:
         cfg = lay.cfg
         self.chunks = cfg.workload.chunks
         self.in_flight = cfg.workload.chunks_in_flight
+        self.peers = cfg.workload.all_to_all_peers
         self.grain = cfg.workload.packet_flits * cfg.network.flit_bytes
         idx = {n: i for i, n in enumerate(lay.topo.node_names)}
         ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
@@ -110,7 +111,8 @@ class _Builder:
                 self.parts[key] = coll.symmetric(
                     collective, algorithm, order, int(nbytes), self.chunks, None,
                     self.lay.engine, self.in_flight, self.grain, self.units,
-                    self.lay.cfg.workload.collective_form, **coll.nccl_args(self.lay.cfg, topo))
+                    self.lay.cfg.workload.collective_form, peers=self.peers,
+                    **coll.nccl_args(self.lay.cfg, topo))
             if self.parts[key] is not None:
                 coll.add_parts(self.parts[key], g, order, built, start, done, streams)
                 return
@@ -119,7 +121,7 @@ class _Builder:
                    after={n: start[n] for n in group}, done=done, sram_state=sram_state,
                    sram_pieces=self.sram_pieces, units=self.units, streams=streams,
                    form=self.lay.cfg.workload.collective_form, built=built,
-                   **coll.nccl_args(self.lay.cfg, topo))
+                   peers=self.peers, **coll.nccl_args(self.lay.cfg, topo))
 
     def collective_ops(self, collective, group, nbytes, g):
         """One collective over `group` added to the scratch graph g as `collective` adds it
