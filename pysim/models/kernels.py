@@ -19,10 +19,9 @@ Attention ("unfused", as Megatron-LM ran it in 2021): the batched products Q K^T
 bytes at the preset's measured batched-product efficiency (`batched_seconds`), and the
 scores' element-wise passes (scaled masked softmax, dropout) at the memory roofline: 9 bytes
 per score forward (softmax read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask),
-11 backward; or the
-passes Megatron-LM of 2021 ran (`megatron_score_passes`: its fused causal softmax reading the
-lower triangle, or PyTorch's fp32 softmax where the fused kernel does not apply). "flash":
-the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
+11 backward; or the passes Megatron-LM of 2021 ran (`megatron_score_passes`: its fused
+causal softmax reading the lower triangle, or PyTorch's fp32 softmax where the fused kernel
+does not apply). "flash": the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
 everything else that is memory-bound): bytes / (HBM bandwidth x hbm_efficiency).
 """
 from __future__ import annotations
