@@ -49,7 +49,13 @@ def prepare(cfg, horizon=None):
     return network, eng
 
 
-@register("synthetic")
+# What synthetic traffic alone reads: its [traffic] and the measured window (an op graph, a
+# collective or training runs to its end); the other kinds refuse them when given.
+WINDOW_KEYS = ("simulation.warmup_cycles", "simulation.measure_cycles",
+               "simulation.drain_cycles")
+
+
+@register("synthetic", reads=("traffic.*",) + WINDOW_KEYS)
 def run_synthetic(cfg, progress=None):
     """Synthetic traffic ([traffic]): latency, throughput and saturation over a window."""
     t_start = time.perf_counter()
