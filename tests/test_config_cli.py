@@ -3,6 +3,7 @@ runs real simulations and never overwrites a file without being asked."""
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -335,13 +336,14 @@ def test_pairs_from_python_naming_one_key_twice_are_refused():
 
 def test_ctrl_c_stops_a_long_run():
     """The engine runs without the GIL and returns between slices of the run to let Ctrl-C
-    in: the command stops at once, says so and exits 130."""
+    in: the command stops at once, says so and exits 130. A window of 10^15 cycles is said
+    to take centuries before it starts (stderr is not a terminal: no progress line)."""
     import signal
     import time
     code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
             "print('ready', flush=True); "
             f"main(['run', {os.path.join(TOPOLOGIES, 'mesh8x8.toml')!r}, '--set', "
-            "'simulation.measure_cycles=1000000000'])")
+            "'simulation.measure_cycles=1000000000000000'])")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     assert p.stdout.readline().strip() == "ready"      # imported (however slow the machine)
@@ -352,6 +354,9 @@ def test_ctrl_c_stops_a_long_run():
     finally:
         p.kill()
     assert p.returncode == 130 and "interrupted" in err, err[-2000:]
+    assert re.search(r"estimate: about [\d,]+ years to simulate 1,000,000,000,002,000 "
+                     r"cycles \(simulation.warmup_cycles \+ measure_cycles\) of synthetic "
+                     r"traffic", err), err[-2000:]
 
 
 def test_progress_is_reported_between_slices_and_changes_nothing(capsys):

@@ -23,6 +23,7 @@ from pysim.schema import NONNEG, POS, Key, declare
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 from pysim.topology import system_name
+from pysim.workload import runtime
 from pysim.workload.base import check_status, link_report, register
 
 
@@ -66,7 +67,13 @@ def run_synthetic(cfg, progress=None):
     eng.set_window(W, W + M)
     n_ep = len(topo.endpoints())
 
-    tick = None if progress is None else (lambda now: progress(now, W + M + sim.drain_cycles))
+    tick = None
+    if progress is not None:             # (said before the run: how long it will take)
+        est = None
+        if hasattr(progress, "estimate"):
+            est = runtime.synthetic(network, cfg, traffic.pattern(topo, cfg), W + M)
+            progress.estimate(est)
+        tick = runtime.Meter(progress, eng, est, last=W + M + sim.drain_cycles)
     t_run = time.perf_counter()
     st = eng.run(W, progress=tick)
     check_status(st, network, eng)
