@@ -323,7 +323,9 @@ class _Builder:
         group holds the same tensor: Megatron-LM's scatter-gather optimisation
         (workload.parallel.scatter_gather, default true) sends 1/tp of it from each and
         all-gathers it over the receiving group; under sequence parallelism the tensor is
-        already split by sequence and its parts are sent as they are."""
+        already split by sequence and its parts are sent as they are. With
+        workload.parallel.p2p_sync the sending NPU's next op waits for its send (Megatron-LM's
+        p2p_communication: batch_isend_irecv, then torch.cuda.synchronize())."""
         lay, g = self.lay, self.g
         nbytes = lay.mb * elems * lay.pb.act
         split = lay.tp > 1 and (lay.sp or lay.scatter_gather)
@@ -339,6 +341,8 @@ class _Builder:
                         name=f"{self.prefix}it{it} {label} s{s}->s{to} mb{j} {n}")
             sent[dst] = op
             into[(to, j, d, t)] = [op]
+            if lay.p2p_sync:             # the stage goes on once its send is done
+                last[n] = op
             self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
                                         src=n, dst=dst, bytes=nbytes, op=op))
         if gather:                       # all-gathered by the receiving stage in its turn

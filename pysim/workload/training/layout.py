@@ -31,7 +31,7 @@ DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
 PARALLEL_FIELDS = ("dp", "tp", "pp", "micro_batches", "schedule", "order", "tables", "sp",
                    "interleave", "zero", "replicas", "tp_ranks", "scatter_gather", "ep",
-                   "tp_overlap")
+                   "tp_overlap", "p2p_sync")
 REPLICAS = ("all", "one")
 
 
@@ -51,7 +51,8 @@ def check_parallel(table):
                 raise ConfigError(f"{where} = {v!r}: expected an integer >= 1")
         elif k == "zero" and (isinstance(v, bool) or v not in ZERO_STAGES):
             raise ConfigError(f"{where} = {v!r}: expected a ZeRO stage, one of 0, 1, 2, 3")
-        elif k in ("sp", "scatter_gather", "tp_overlap") and not isinstance(v, bool):
+        elif k in ("sp", "scatter_gather", "tp_overlap", "p2p_sync") and \
+                not isinstance(v, bool):
             raise ConfigError(f"{where} = {v!r}: expected true or false")
         elif k in ("replicas", "tp_ranks") and v not in REPLICAS:
             raise ConfigError(f"{where} = {v!r}: expected one of {', '.join(REPLICAS)}")
@@ -216,6 +217,7 @@ class _Layout:
         self._costs_of = {}
         self.scatter_gather = par.get("scatter_gather", True)
         self.tp_overlap = par.get("tp_overlap", True)
+        self.p2p_sync = par.get("p2p_sync", False)
         self.recompute = recompute_mode(cfg)
         L = len(model.layers)
         if pp * self.v > L:
@@ -539,6 +541,9 @@ declare(
         "default 1), zero (ZeRO stage 0-3, default 0), ep (expert parallelism, default 1), "
         "scatter_gather (default true), tp_overlap (default true: the input gradient's "
         "tensor-parallel collective runs beside the weight gradient; false: after it), "
+        "p2p_sync (default false: a stage's next pass starts beside its sends to the next "
+        "or previous stage; true: after them, as Megatron-LM's exchanges end in "
+        "torch.cuda.synchronize()), "
         "replicas ('all' or 'one': build data-parallel "
         "replica 0's passes only), tp_ranks ('all' or 'one': build tensor-parallel rank "
         "0's ops only, the other ranks' parts of its groups' collectives taken to be its "
