@@ -33,6 +33,9 @@ def direct(b, collective):
                     r = e.received(j, blocks[j], e.send(i, j, blocks[j], after))
                     if w:
                         got[m, i] = r
+                if w and m >= w:              # (no later message waits for these)
+                    for i in range(p):
+                        del got[m - w, i]
             b.end_chunk()
             continue
         if collective == "broadcast":            # the root sends everyone the chunk
