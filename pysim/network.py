@@ -605,6 +605,21 @@ def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, s
                 f"longest route found (a lower bound)")
 
 
+def _unlike_used(network, eps, a, b):
+    """{(bytes per cycle, latency): ['a->b', 'b->a']}: which of the unlike parallel links
+    between nodes a and b the routes take, each way, read from the routes themselves (the
+    channels a node's routes to every endpoint leave it by)."""
+    topo = network.topo
+    out = {}
+    for u, v in ((a, b), (b, a)):
+        nxt = network.routing.next(np.full(eps.size, u, np.int64), eps)
+        for c in sorted({int(c) for c in nxt[nxt >= 0]}):
+            if topo.ch_dst[c] == v:
+                key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
+                out.setdefault(key, []).append(f"{topo.node_names[u]}->{topo.node_names[v]}")
+    return out
+
+
 def describe(network, cfg):
     """A dict describing the compiled system: nodes by kind, links, diameter, average hops
     (hop_stats), bisection bandwidth, VC classes."""
@@ -630,8 +645,10 @@ def describe(network, cfg):
             key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
             kinds_of[key] = kinds_of.get(key, 0) + 1
         if len(kinds_of) > 1:
+            used = _unlike_used(network, eps, a, b)
             link["unlike"] = [dict(gbps=bpc * cfg.network.clock_ghz, latency_cycles=l,
-                                   count=k) for (bpc, l), k in kinds_of.items()]
+                                   count=k, routes=used.get((bpc, l), []))
+                              for (bpc, l), k in kinds_of.items()]
         links.append(link)
     bis, _ = bisection(topo, cfg)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),

@@ -404,8 +404,9 @@ def _check_fields(where, entry, allowed):
 def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
     """Entries naming one pair (one direction) are parallel links, used together only if
     alike: routes name a group of parallel channels of one bandwidth and latency, so of
-    unlike ones the routes take one (the cheaper by topology.route_weight, else the first)
-    and the other carries nothing. Said in a warning naming both entries."""
+    unlike ones the routes take one (the cheapest by topology.route_weight, of equal cost
+    the first entry; pysim.network.describe reads which from the routes) and the other
+    carries nothing. Said in a warning naming both entries."""
     for ends in [(e["a"], e["b"])] + ([] if directed else [(e["b"], e["a"])]):
         j, b0, l0 = pair.setdefault(ends, (i, bpc, lat))
         if (b0, l0) != (bpc, lat):
@@ -414,8 +415,10 @@ def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
                 f"topology.links[{i}]: a link {ends[0]} -> {ends[1]} of {bpc * c:g} GB/s and "
                 f"{lat} cycles beside topology.links[{j}]'s of {b0 * c:g} GB/s and {l0} "
                 f"cycles: a pair's links are used together only when alike, so routes take "
-                f"one of them and the other carries nothing (give one entry with count, or "
-                f"the same gbps and latency)", PysimWarning, stacklevel=2)
+                f"the cheapest by topology.route_weight = {cfg.topology.route_weight!r} (of "
+                f"equal cost the first entry) and the other carries nothing; pysim topo "
+                f"names it (give one entry with count, or the same gbps and latency)",
+                PysimWarning, stacklevel=2)
             return
 
 
