@@ -170,12 +170,34 @@ class Topology:
         return f"{self.node_names[self.ch_src[c]]}->{self.node_names[self.ch_dst[c]]}"
 
 
+PAST_FLOAT = 2 ** 1024      # ns_to_cycles of a product no float holds
+
+
 def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     """A latency in ns as whole cycles of the network clock (rounded up, at least 1)."""
     cycles = ns * clock_ghz
     if not math.isfinite(cycles):   # (1e308 ns at 10 GHz): past every limit, which then
-        return 2 ** 1024            # refuses it naming the key
+        return PAST_FLOAT           # refuses it naming the key
     return max(1, int(math.ceil(cycles - 1e-9)))
+
+
+def cycles_text(cycles: int) -> str:
+    """A latency in cycles as a refusal names it: '2,000,000 cycles', '2e+301 cycles' (past
+    20 digits), or 'past any float (in cycles)' (ns_to_cycles' PAST_FLOAT)."""
+    if cycles >= PAST_FLOAT:
+        return "past any float (in cycles)"
+    digits = str(cycles)
+    try:
+        return f"{cycles:,} cycles" if len(digits) <= 20 else f"{float(cycles):.3g} cycles"
+    except OverflowError:                 # (an integer past any float, typed as one)
+        return f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1} cycles"
+
+
+def at_clock(cfg) -> str:
+    """' at network.clock_ghz = 10', what turns a latency in ns into cycles, for a refusal
+    naming a key in ns ('' at the default 1 GHz, where ns are cycles)."""
+    clock = cfg.network.clock_ghz
+    return "" if clock == 1 else f" at network.clock_ghz = {clock:g}"
 
 
 def _gbps_to_bpc(gbps, cfg):
