@@ -511,9 +511,10 @@ class _Builder:
     def close_buckets(self, it, s, buckets, ready):
         """Virtual stage s's gradients reduced after its last backward pass (ready). Without
         overlap and with model chunks (interleaving), every chunk's wait for the stage's
-        whole backward pass, then go in chunk order: Megatron-LM's local data parallelism
-        all-reduces each chunk's buffer after the schedule returns (megatron/training.py,
-        train_step: `for model_module in model: model_module.allreduce_gradients()`)."""
+        whole backward pass, then go in chunk order, and with step_after = 'all' every step
+        waits for all of them: Megatron-LM's local data parallelism all-reduces each chunk's
+        buffer after the schedule returns, then steps (megatron/training.py, train_step:
+        `for model_module in model: model_module.allreduce_gradients()`)."""
         lay = self.lay
         if buckets.overlap or lay.v == 1:
             buckets.close(ready)
@@ -524,7 +525,13 @@ class _Builder:
         if len(held) < lay.v:
             return
         del self.held[(it, stage)]
-        for _, b in sorted(held, key=lambda x: x[0]):
+        order = [b for _, b in sorted(held, key=lambda x: x[0])]
+        for b in order:
+            b.flush(ready)
+        for b in order[1:]:              # step_after = 'all': after every chunk's buckets
+            order[0].waiting += b.waiting
+            b.waiting = []
+        for b in order:
             b.close(ready)
 
     def tied_embeddings(self, it, last):
