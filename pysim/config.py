@@ -105,10 +105,32 @@ def _as_overrides(overrides, who):
     if overrides is None or isinstance(overrides, dict):
         return overrides or {}
     try:
-        return dict(overrides)
+        pairs = [tuple(p) for p in overrides]
+        if any(len(p) != 2 for p in pairs):
+            raise ValueError
     except (TypeError, ValueError):
         raise TypeError(f"{who}: overrides must be a dict {{'section.key': value}} or (key, "
                         f"value) pairs, not {short(overrides)}") from None
+    return override_pairs(pairs, lambda p, a, b: f"{who}: overrides give {p} twice "
+                                                 f"({short(a)}, then {short(b)}); give it once")
+
+
+def override_pairs(pairs, twice):
+    """(key, value) pairs as a dict, refusing a key given twice (`twice(path, first,
+    second)` is the message: the last would silently win) and a table given after a field
+    inside it, which it would silently replace. A field after its table is set in it."""
+    out = {}
+    for path, v in pairs:
+        if path in out:
+            raise ConfigError(twice(path, out[path], v))
+        if isinstance(path, str):
+            inside = [p for p in out if isinstance(p, str) and p.startswith(path + ".")]
+            if inside:
+                raise ConfigError(f"{path} = {short(v)} replaces the whole table, dropping "
+                                  f"{inside[0]} = {short(out[inside[0]])} given before it; "
+                                  f"set the field after the table, or inside it")
+        out[path] = v
+    return out
 
 
 def _plain(v):
