@@ -189,11 +189,11 @@ def ddp_settings(row):
     DistributedDataParallel ('torch', the rows without pipelining) all-reduces 25 MB buckets
     (bucket_cap_mb's default) as the last micro-batch's backward pass fills them (Megatron-LM
     skips the others' with no_sync), and the optimizer steps once every bucket is reduced (it
-    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces its
-    contiguous gradient buffer after the backward pass."""
+    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces each
+    model chunk's gradients after the whole backward pass, then steps."""
     if row.get("ddp") == "torch":
         return {"overlap": True, "bucket_mb": 25, "step_after": "all"}
-    return {"overlap": False, "bucket_mb": 1e9}
+    return {"overlap": False, "bucket_mb": 1e9, "step_after": "all"}
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",

@@ -146,7 +146,30 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
      ["link n0_0->n1_0: latency 1e+300 cycles", "(topology.link_latency_ns = 1e+300)"]),
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
-    ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
+    ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns = 2e+06", "2,000,000 cycles"]),
+    # latencies past any float once in cycles: the key that set them and the clock, named
+    ({"network": {"clock_ghz": 1e10}, "topology": {"link_latency_ns": 1e300}},
+     ["link n0_0->n1_0: latency past any float (in cycles); expected at most 1,000,000",
+      "(topology.link_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "latency_ns": 1e300}]}},
+     ["link a->b: latency past any float", "(topology.links[0].latency_ns = 1e+300 at "
+                                           "network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10, "nic_latency_ns": 1e300}},
+     ["NIC of n0_0 (injection): latency past any float",
+      "(network.nic_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e300}, "topology": {"link_latency_ns": 20.0}},
+     ["latency 2e+301 cycles", "(topology.link_latency_ns = 20 at network.clock_ghz = 1e+300)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                   "nvlink_latency_ns": 1e300}},
+     ["the NVLinks (GPU-NVSwitch): latency past any float",
+      "(topology.nvlink_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2}},
+     ["the NVLinks (GPU-NVSwitch): latency 1,000,000,000,000 cycles",
+      "(topology.nvlink_latency_ns, dgx-a100's 100 ns, at network.clock_ghz = 1e+10)"]),
     # a collective of 10^5 chunks built ops for minutes and gigabytes
     ({"topology": {"kind": "ring", "size": 8}, "workload": {"kind": "collective",
                                                           "chunks": 10 ** 8}},
@@ -160,6 +183,22 @@ def test_bad_combinations_are_refused_before_running(raw, fragments):
         simulate(from_dict(raw))
     for f in fragments:
         assert f in str(e.value)
+
+
+@pytest.mark.parametrize("mem,key", [({"latency_ns": 1e20}, "topology.mem.latency_ns = 1e+20"),
+                                     ({"latency_ns": 1e300}, "topology.mem.latency_ns = 1e+300")])
+def test_a_memory_latency_past_the_limit_is_refused_naming_its_key(tmp_path, mem, key):
+    """A memory node's latency in cycles past 10^15 (an int64 overflowed) is refused naming
+    the key, not an OverflowError."""
+    (tmp_path / "ops.toml").write_text('[[ops]]\nkind = "mem_write"\nnpu = "a"\nmem = "m"\n'
+                                       'bytes = 4096\n')
+    cfg = from_dict({"topology": {"kind": "graph", "mem": mem,
+                                  "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
+                                  "links": [{"a": "a", "b": "m"}]},
+                     "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml")}})
+    with pytest.raises(ConfigError, match=rf"memory node m: latency .* cycles; expected at "
+                                          rf"most 1,000,000,000,000,000 \({re.escape(key)}\)"):
+        simulate(cfg)
 
 
 def test_files_and_overrides(tmp_path):

@@ -7,6 +7,7 @@ all-reduce, per iteration), so that the machinery is checked against closed form
 training iterations of real models are the builder of record (pysim.jobs.execute.training)."""
 import itertools
 import json
+import math
 import os
 
 import numpy as np
@@ -853,3 +854,34 @@ def test_predicted_bandwidth_is_the_same_in_chunks_of_any_size():
         for chunk in (1, 7):
             got = pol._predicted(s, c.nodes, flows, pairs_at_once=chunk * len(flows))
             np.testing.assert_array_equal(got, c.predicted)
+
+
+@pytest.mark.parametrize("k,pattern", [(3, "ring"), (3, "clique"), (3, "tree")])
+def test_placements_on_a_mesh_against_their_definitions(k, pattern):
+    """On mesh8x8 (64 NPUs: the routes of every pair looked up at once, and rows of many
+    of links, many shared) the placements are every k-set in lexicographic order with its
+    orders adjacent, and a sample's score and predicted bandwidth are the definitions':
+    the sum of the edges' route bandwidths, the least share of a link among the edges
+    crossing it."""
+    s = load_server("mesh8x8")
+    c = pol.Candidates(s, k, pattern)
+    per_set = len(pol.orders(tuple(range(k)), pattern))
+    assert len(c) == math.comb(64, k) * per_set
+    sets = np.sort(c.nodes, axis=1)[::per_set]
+    assert [tuple(x) for x in sets[:3]] + [tuple(sets[-1])] == \
+        list(itertools.islice(itertools.combinations(range(64), k), 3)) + \
+        [tuple(range(64 - k, 64))]
+    assert (c.set_id == np.arange(len(c)) // per_set).all()
+    edges, flows = pol.pattern_edges(pattern, k)
+    for i in np.random.default_rng(3).integers(len(c), size=60):
+        nodes = [int(x) for x in c.nodes[i]]
+        assert sorted(nodes) == list(sets[i // per_set])
+        score = sum(s.route_gbps[nodes[a], nodes[b]] for a, b in edges)
+        use = {}
+        for a, b in flows:
+            for h in s.route(nodes[a], nodes[b]):
+                use[h] = use.get(h, 0) + 1
+        pred = min(s.link_gbps[h] / use[h] for a, b in flows for h in s.route(nodes[a],
+                                                                              nodes[b]))
+        assert c.score[i] == pytest.approx(score, rel=1e-12)
+        assert c.predicted[i] == pytest.approx(pred, rel=1e-12)

@@ -583,3 +583,41 @@ def test_p2p_sync_must_be_a_boolean():
     with pytest.raises(ConfigError, match=r"workload.parallel.p2p_sync = 'yes'.*true or false"):
         run_model(m, ring8(), group=["n0", "n1"], batch=4,
                   parallel={"pp": 2, "micro_batches": 2, "p2p_sync": "yes"})
+
+
+@pytest.mark.parametrize("step_after", ["bucket", "all"])
+def test_without_overlap_every_chunks_all_reduce_waits_for_the_whole_backward_pass(
+        step_after):
+    """workload.overlap = false with model chunks (pp 2, interleave 2, dp 2; one layer of
+    2^20 fp32 weights a chunk): Megatron-LM's local data parallelism all-reduces each
+    chunk's gradients after the schedule returns, chunk 0 first, then steps
+    (megatron/training.py, train_step). On every NPU no all-reduce's op starts before the
+    NPU's last backward op ends, and chunk 1's starts when chunk 0's ends there (one
+    communicator: stream order); with step_after = 'all' no optimizer step starts before
+    chunk 1's all-reduce ends, with 'bucket' chunk 0's layer steps before it ends."""
+    m = model([layer(f"l{i}", flops=2e8, params=1 << 20, ins=1024, outs=1024)
+               for i in range(4)])
+    _, plan, _, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0),
+                                group=[f"n{i}" for i in range(4)], batch=16, overlap=False,
+                                step_after=step_after, iterations=1,
+                                parallel={"pp": 2, "dp": 2, "interleave": 2,
+                                          "micro_batches": 4})
+    ars = [c for c in plan.collectives if c.what == "dp_all_reduce"]
+    assert sorted(c.layers[0] for c in ars) == [0, 1, 2, 3]
+    for n in plan.npus:
+        mine = sorted((c for c in ars if n in c.group), key=lambda c: c.first)
+        assert [c.layers[0] // 2 for c in mine] == [0, 1]          # chunk 0, then chunk 1
+        last_bwd = max(res.ops[op]["finish"] for (it, i, nn, j), lo in plan.layer_ops.items()
+                       if nn == n for op in (lo.bwd_input, lo.bwd_weight) if op is not None)
+        starts = [min(res.ops[o]["start"] for o in range(c.first, c.last + 1)
+                      if res.ops[o]["node"] == n) for c in mine]
+        assert starts[0] >= last_bwd, n
+        assert starts[1] >= res.ops[mine[0].done[n]]["finish"], n
+        ended = res.ops[mine[1].done[n]]["finish"]
+        steps = {i: res.ops[op]["start"] for (it, i, nn), op in plan.optimizer.items()
+                 if nn == n}
+        assert sorted(steps) == sorted(c.layers[0] for c in mine)
+        if step_after == "all":
+            assert min(steps.values()) >= ended, n
+        else:
+            assert steps[mine[0].layers[0]] < ended, n

@@ -148,7 +148,9 @@ def topo(config, sets, draw_path, json_path, force):
             say(f"  {link['a']} {arrow} {link['b']}: unlike parallel links, of which routes "
                 f"use one: " + "; ".join(
                     f"{u['gbps']:g} GB/s" + (f" x{u['count']}" if u["count"] > 1 else "")
-                    + f", {u['latency_cycles']} cycles" for u in link["unlike"]))
+                    + f", {u['latency_cycles']} cycles"
+                    + (f" (routes {', '.join(u['routes'])})" if u["routes"] else
+                       " (no route: carries nothing)") for u in link["unlike"]))
             continue
         say(f"  {link['a']} {arrow} {link['b']}: {link['gbps']:g} GB/s{par}, "
             f"{link['latency_cycles']} cycles")

@@ -49,6 +49,7 @@ class _Builder:
         self.orders = {}
         self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
+        self.held = {}                   # (iteration, stage) -> [(chunk, _Buckets)]
         self.gathered = {}
         self.repeat = Repeat(self)       # passes built once per class, repeated as arrays
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -504,10 +505,36 @@ class _Builder:
         for n in npus:
             last[n] = cur[n][0] if len(cur[n]) == 1 else g.delay(0, after=cur[n])
         if final:
-            buckets.close({n: [last[n]] for n in npus})
+            self.close_buckets(it, s, buckets, {n: [last[n]] for n in npus})
         if s > 0:                        # the input gradient goes back to the stage before
             self.stage_send(it, j, s, s - 1, a, lay.model.layers[a].in_elems, npus, last,
                             bsend, "backward", "grad")
+
+    def close_buckets(self, it, s, buckets, ready):
+        """Virtual stage s's gradients reduced after its last backward pass (ready). Without
+        overlap and with model chunks (interleaving), every chunk's wait for the stage's
+        whole backward pass, then go in chunk order, and with step_after = 'all' every step
+        waits for all of them: Megatron-LM's local data parallelism all-reduces each chunk's
+        buffer after the schedule returns, then steps (megatron/training.py, train_step:
+        `for model_module in model: model_module.allreduce_gradients()`)."""
+        lay = self.lay
+        if buckets.overlap or lay.v == 1:
+            buckets.close(ready)
+            return
+        chunk, stage = divmod(s, lay.pp)
+        held = self.held.setdefault((it, stage), [])
+        held.append((chunk, buckets))
+        if len(held) < lay.v:
+            return
+        del self.held[(it, stage)]
+        order = [b for _, b in sorted(held, key=lambda x: x[0])]
+        for b in order:
+            b.flush(ready)
+        for b in order[1:]:              # step_after = 'all': after every chunk's buckets
+            order[0].waiting += b.waiting
+            b.waiting = []
+        for b in order:
+            b.close(ready)
 
     def tied_embeddings(self, it, last):
         """A tied output layer (the LM head sharing the token embedding's weights) on another
