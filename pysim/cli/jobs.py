@@ -10,6 +10,7 @@ import click
 from pysim._io import dump_json
 from pysim.cli._common import (Ticker, distinct_outputs, eta, finish, keep_json, keep_text,
                                main, overrides, refuse_overwrite, refuse_stdout)
+from pysim.config import parse_override
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -59,6 +60,14 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         refuse_overwrite(json_path, force)
         refuse_overwrite(jobs_out, force)
         over = overrides(sets)
+        for opt, key, given in (("--jobs", "jobs.count", count),
+                                ("--policy", "jobs.policies", policy),
+                                ("--seed", "simulation.seed", seed),
+                                ("--job-file", "jobs.file", job_file)):
+            if given is not None and key in over:    # (one would silently win)
+                set_as = next(s for s in sets if parse_override(s)[0] == key)
+                raise ConfigError(f"{opt} {given} and --set {set_as} both set {key}; give "
+                                  f"one")
         if count is not None:
             over["jobs.count"] = count
         if policy is not None:
