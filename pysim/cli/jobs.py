@@ -8,8 +8,8 @@ import sys
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import (Ticker, distinct_outputs, eta, finish, keep_json, keep_text,
-                               main, overrides, refuse_overwrite, refuse_stdout)
+from pysim.cli._common import (OutPath, Ticker, distinct_outputs, eta, finish, keep_json,
+                               keep_text, main, overrides, refuse_overwrite, refuse_stdout)
 from pysim.config import parse_override
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
@@ -33,13 +33,13 @@ from pysim.sweep import WorkerDied
                    "stream (jobs.file).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_path", type=OutPath(dir_okay=False), default=None,
               help="Write every policy's statistics and every job's record as JSON (-: "
                    "standard output, the summary then going to stderr).")
-@click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--write-jobs", "jobs_out", type=OutPath(dir_okay=False), default=None,
               help="Write the stream as a job file (to edit or rerun it; -: standard "
                    "output).")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--cache", "cache_path", type=OutPath(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
               help="Local worker processes for the simulations (at most the number of "
