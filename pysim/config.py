@@ -25,7 +25,7 @@ from pysim import systems
 from pysim._io import read_bounded
 from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
 from pysim.schema import (CROSS_CHECKS, KEY_MAP, KEYS, Key, check_value, declare,  # noqa: F401
-                          drop_unread, sections, short, suggest)
+                          drop_unread, sections, short, suggest, unread)
 
 
 
@@ -430,6 +430,14 @@ def _include_topology(raw, base, overrides):
                           f"one level of inclusion only")
     out = dict(raw)
     changed = []
+    # a system's own keys that this config's workload does not read (a shipped system's
+    # window of synthetic traffic, under a training run) are left out, not refused: the user
+    # did not write them
+    work = raw.get("workload")
+    kind = overrides.get("workload.kind", work.get("kind") if isinstance(work, dict) else None)
+    if kind is None:
+        kind = KEY_MAP["workload.kind"].default
+    skip = set(unread("workload.kind", kind, list(KEY_MAP))) if isinstance(kind, str) else set()
     # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
     # runs ([network], [simulation]), with this config's own keys on top, which are named
     for section in ("topology", "network", "simulation"):
@@ -437,7 +445,7 @@ def _include_topology(raw, base, overrides):
         mine = topo if section == "topology" else raw.get(section)
         if not isinstance(theirs, dict) or (mine is not None and not isinstance(mine, dict)):
             continue
-        merged = dict(theirs)
+        merged = {k: v for k, v in theirs.items() if f"{section}.{k}" not in skip}
         for k, v in (mine or {}).items():
             if isinstance(v, dict) and isinstance(theirs.get(k), dict):
                 for kk, vv in v.items():

@@ -175,3 +175,22 @@ def test_a_systems_traffic_is_left_out_when_the_command_line_changes_the_kind():
                                               r"workload.kind = 'collective'"):
             simulate(pysim.load("mesh8x8", {"workload.kind": "collective",
                                             "workload.bytes": 4096, **over}))
+
+
+def test_a_system_named_by_topology_file_brings_no_window_to_a_training_run(tmp_path):
+    """A config of the user's own naming a shipped system (topology.file = dgx1-v100, whose
+    [simulation] holds a window for synthetic traffic) runs a training iteration: the
+    system's window is left out, not blamed on the user, while the user's own window is
+    refused."""
+    train = ('[workload]\nkind = "training"\nmodel = "dlrm"\nbatch = 64\n'
+             'model_params = {tables = [1000, 2000], dim = 16, bottom = [32, 16], '
+             'top = [32, 1]}\n')
+    f = tmp_path / "t.toml"
+    f.write_text('[topology]\nfile = "dgx1-v100"\n' + train)
+    cfg = pysim.load(str(f))
+    assert not cfg.is_set("simulation.measure_cycles")
+    simulate(cfg.with_overrides({"network.model": "flow"}))
+    f.write_text('[topology]\nfile = "dgx1-v100"\n[simulation]\nmeasure_cycles = 5\n' + train)
+    with pytest.raises(ConfigError, match=r"simulation.measure_cycles = 5 is not read by "
+                                          r"workload.kind = 'training'"):
+        simulate(pysim.load(str(f)))
