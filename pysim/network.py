@@ -147,7 +147,7 @@ def _link_key(topo, cfg, c, value, latency=False):
                     return f"topology.links[{j}].{field} = {e[field]:g}" + \
                         (topology_mod.at_clock(cfg) if unit == "ns" else "")
     names = ("link_latency_ns", "nvlink_latency_ns", "fabric_latency_ns") if latency else \
-        ("nvlink_gbps", "nic_gbps", "fabric_gbps")
+        ("link_gbps", "nvlink_gbps", "nic_gbps", "fabric_gbps")
     for name in names:
         if same(getattr(tp, name, None), "ns" if latency else "gbps"):
             return f"topology.{name} = {getattr(tp, name):g}" + \
@@ -298,14 +298,23 @@ def compile_network(cfg, topo=None) -> Network:
     bad = np.flatnonzero((nums < 1) | (dens > nums * MAX_FLIT_CYCLES))
     if bad.size:
         r = int(bad[0])
-        what = (f"link {topo.channel_name(int(topo_channel[r]))} (topology.link_gbps or the "
-                f"link's gbps)" if kinds[r] == CH_NET else f"NIC of {topo.node_names[src[r]]} "
-                f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
-        rate(float(bpc[r]), F, what)                # raises, naming it
-        raise ConfigError(f"{what}: {bpc[r] * net.clock_ghz:g} GB/s takes "
-                          f"{int(dens[r] // nums[r]):,} cycles a flit of {F} bytes; expected "
-                          f"at most {MAX_FLIT_CYCLES:,} (a packet's latency, which the "
-                          f"simulation keeps statistics of cycle by cycle, grows with it)")
+        gbps = bpc[r] * L[r] * net.clock_ghz           # (the link's or NIC's, all lanes)
+        if kinds[r] == CH_NET:
+            t = int(topo_channel[r])
+            what = f"link {topo.channel_name(t)}"
+            key = _link_key(topo, cfg, t, t_bpc[t]) or "topology.link_gbps or the link's gbps"
+        else:
+            end = "injection" if kinds[r] == CH_INJECT else "ejection"
+            what = f"NIC of {topo.node_names[src[r]]} ({end})"
+            given = getattr(net, f"{end}_gbps")
+            key = (f"network.{end}_gbps = {given:g}" if given is not None and
+                   math.isclose(given, gbps, rel_tol=1e-9) else
+                   f"network.{end}_gbps, [topology.nic] or the node's {end}_gbps")
+        cycles = f"{int(dens[r] // nums[r]):,}" if nums[r] >= 1 else f"{F / bpc[r]:.3g}"
+        raise ConfigError(f"{what}: {gbps:g} GB/s takes {cycles} cycles a flit of {F} bytes; "
+                          f"expected at most {MAX_FLIT_CYCLES:,} (a packet's latency, which "
+                          f"the simulation keeps statistics of cycle by cycle, grows with "
+                          f"it) ({key})")
     if np.any(nums > dens):
         raise AssertionError("a channel carries at most one flit per cycle")
     # the watchdog's allowance, from the serialisation the engine runs (the integer rate

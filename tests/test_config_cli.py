@@ -147,6 +147,15 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
     ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns = 2e+06", "2,000,000 cycles"]),
+    # bandwidths too small to simulate: the key that set them, named
+    ({"topology": {"link_gbps": 1e-300}},
+     ["GB/s takes 3.2e+301 cycles a flit of 32 bytes", "at most 4,194,304",
+      "(topology.link_gbps = 1e-300)"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "gbps": 1e-6}]}},
+     ["1e-06 GB/s takes 33,554,432 cycles a flit", "(topology.links[0].gbps = 1e-06)"]),
+    ({"network": {"injection_gbps": 1e-300}},
+     ["NIC of n0_0 (injection): 1e-300 GB/s takes", "(network.injection_gbps = 1e-300)"]),
     # latencies past any float once in cycles: the key that set them and the clock, named
     ({"network": {"clock_ghz": 1e10}, "topology": {"link_latency_ns": 1e300}},
      ["link n0_0->n1_0: latency past any float (in cycles); expected at most 1,000,000",

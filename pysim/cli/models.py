@@ -9,7 +9,7 @@ import click
 from pysim.cli._common import main
 from pysim.config import override_pairs, parse_override
 from pysim.errors import ConfigError
-from pysim.schema import short
+from pysim.schema import MAX_INT, short
 from pysim.models import get as get_model
 from pysim.models import names as model_names
 from pysim.models.report import format_model, format_zoo, resolve, to_json
@@ -29,8 +29,8 @@ def models_cmd(model, batch, precision, params, as_json):
     """The model zoo, or MODEL's layers (a zoo name, an .onnx file or an ASTRA-sim
     workload)."""
     try:
-        if batch < 1:
-            raise ConfigError(f"--batch {batch}: expected an integer >= 1")
+        if not 1 <= batch <= MAX_INT:
+            raise ConfigError(f"--batch {batch}: expected an integer in 1 .. {MAX_INT:,}")
         pairs = []
         for text in params:
             key, eq, _ = text.partition("=")
