@@ -15,6 +15,7 @@ numbered so that those entering one router are contiguous, and a group's members
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -451,6 +452,27 @@ def undirected_bandwidth(topo, cfg):
     return pairs, directed
 
 
+def interruptible(fn, *args):
+    """fn(*args) run in a thread and waited for in slices of 0.05 s, so that Ctrl-C stops the
+    caller at once (KeyboardInterrupt), where a LAPACK call that does not look for signals
+    would hold it for its whole length (a dense eigen-decomposition of 2,048 nodes: seconds,
+    tens of them on a loaded machine). The abandoned thread ends with the process."""
+    box = {}
+
+    def run():
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:           # (re-raised in the caller)
+            box["err"] = e
+    worker = threading.Thread(target=run, daemon=True, name="pysim-interruptible")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
 def bisection(topo, cfg):
     """Bandwidth (GB/s, one direction) across the best balanced cut found, and the cut.
 
@@ -480,7 +502,7 @@ def bisection(topo, cfg):
         W[b, a] += g
     if W is not None:
         L = np.diag(W.sum(axis=1)) - W
-        _, vecs = np.linalg.eigh(L)
+        _, vecs = interruptible(np.linalg.eigh, L)
         fiedler = vecs[:, 1]
         order = np.argsort(fiedler[eps], kind="stable")
         side = np.zeros(n, bool)

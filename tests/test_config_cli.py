@@ -634,3 +634,24 @@ def test_numpy_values_from_python_are_taken_as_the_numbers_they_are():
     assert load("ring8").with_overrides({"topology.size": np.int64(6)}).topology.size == 6
     with pytest.raises(ConfigError, match=r"topology\.size = 0"):
         from_dict({"topology": {"kind": "ring", "size": np.int64(0)}})
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "-q", "--json"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--trace"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--export-chakra"],
+    ["topo", "ring8", "--json"],
+    ["topo", "ring8", "--draw"],
+    ["sweep", "ring8", "--param", "traffic.injection_rate=0.05", "-q", "--db"],
+    ["results", "x.sqlite", "--csv"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--json"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--write-jobs"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--cache"],
+])
+def test_an_empty_output_name_is_refused_not_taken_for_none(tmp_path, monkeypatch, args):
+    """`--json "$OUT"` with OUT unset: the run went ahead and wrote nothing, exit status 0."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args + [""])
+    assert res.exit_code == 2 and "'': an empty name; expected a file or folder name" in \
+        res.output, res.output
+    assert os.listdir(tmp_path) == []
