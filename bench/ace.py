@@ -80,6 +80,10 @@ PLATFORMS = {
     "ring-of-rings4x4": ("ring-of-rings4x4.toml", {}, 16),
 }
 MODELS = {"resnet50": 2, "gnmt": 4, "dlrm": 64}          # per-NPU mini-batch
+# workload.precision per model: ResNet-50 as ASTRA-sim 1.0's shipped Resnet50_DataParallel.txt
+# and PyTorch's AMP with DDP train it (fp32 gradients all-reduced, 16-bit compute); GNMT and
+# DLRM, for which no file gives the gradient's bytes per weight, in mixed precision
+PRECISION = {"resnet50": "amp", "gnmt": "mixed", "dlrm": "mixed"}
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over the best baseline
 COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
 COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
@@ -129,7 +133,8 @@ def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iteratio
              extra=None):
     iterations = iterations or ITERATIONS
     over = {"workload.kind": "training", "workload.model": model,
-            "workload.batch": per_npu * PLATFORMS[plat][2], "workload.precision": "mixed",
+            "workload.batch": per_npu * PLATFORMS[plat][2],
+            "workload.precision": precision(model),
             "workload.engine": engine, "workload.iterations": iterations,
             "network.model": network, **(extra or {})}
     if sms is not None:
@@ -156,8 +161,14 @@ def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iteratio
 
 
 def gradient_bytes(model):
-    """The gradient bytes of one data-parallel iteration (mixed precision: 2 per weight)."""
-    return 2 * models.get(model).params
+    """The gradient bytes of one data-parallel iteration (4 per weight under amp, 2 under
+    mixed precision)."""
+    return models.precision_bytes(precision(model)).grad * models.get(model).params
+
+
+def precision(model):
+    """The model's workload.precision: PRECISION's, unless --set gives one for every run."""
+    return SETTINGS.get("workload.precision", PRECISION[model])
 
 
 def allreduce_gbps(plat, engine, nbytes, budget, network):
