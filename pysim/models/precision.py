@@ -25,7 +25,9 @@ What that cast costs in HBM traffic (`weight_traffic`), per weight of a cast lay
 
 Layers autocast does not cast (embedding lookups, normalisations) read and write their fp32
 weights and gradients directly. Activations are taken to be 2 bytes throughout (the ops
-autocast runs in fp32, such as softmax and layer norm, are not singled out).
+autocast runs in fp32, such as softmax and layer norm, are not singled out), and DDP's copy
+of each gradient into its bucket (its default, gradient_as_bucket_view = False) is not
+counted, under any precision.
 """
 from __future__ import annotations
 
