@@ -392,6 +392,20 @@ def breakdown_table(rows):
     return "\n".join(out) if len(out) > 2 else ""
 
 
+def _positive_ints(ap, option, text, example):
+    """A comma-separated option of positive integers (None if not given); anything else is a
+    usage error naming the option and its value."""
+    if text is None:
+        return None
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        ap.error(f"{option} {text!r}: expected positive integers, as {example}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--platform", default="torus4x4,torus4x4x4")
@@ -446,14 +460,7 @@ def main():
                 r.setdefault("run", {k: d.get(k) for k in ("date", "commit", "dirty",
                                                            "version", "load_average")})
                 rows.append(r)
-    per_npu = None
-    if a.per_npu:
-        try:
-            per_npu = [int(x) for x in a.per_npu.split(",")]
-        except ValueError:
-            per_npu = []
-        if not per_npu or min(per_npu) < 1:
-            ap.error(f"--per-npu {a.per_npu!r}: expected positive integers, as 32,16,8")
+    per_npu = _positive_ints(ap, "--per-npu", a.per_npu or None, "32,16,8")
     family = None
     if a.baselines:
         try:
@@ -464,14 +471,7 @@ def main():
         if not family or min(min(f) for f in family) <= 0:
             ap.error(f"--baselines {a.baselines!r}: expected SMSxGBPS pairs of positive "
                      f"numbers, as 16x900,48x450")
-    chunks = None
-    if a.chunks is not None:
-        try:
-            chunks = [int(x) for x in a.chunks.split(",")]
-        except ValueError:
-            chunks = []
-        if not chunks or min(chunks) < 1:
-            ap.error(f"--chunks {a.chunks!r}: expected positive integers, as 4,8,16,32")
+    chunks = _positive_ints(ap, "--chunks", a.chunks, "4,8,16,32")
     for plat in ([] if a.combine else a.platform.split(",")):
         for model, level, per in itertools.product(a.models.split(","), levels,
                                                    per_npu or [None]):
