@@ -10,7 +10,9 @@ with Adam, tensor parallelism inside an 8-GPU node, pipeline parallelism across 
 activation recomputation, the gradients all-reduced after the backward pass (Megatron-LM's
 local data parallelism of 2021), a linear layer's input gradient all-reduced after its
 weight gradient (workload.parallel.tp_overlap = false: Megatron-LM of 2021 had no
-asynchronous tensor-parallel all-reduce), every collective as NCCL runs it (workload.algorithm
+asynchronous tensor-parallel all-reduce), each stage's next pass after its sends between
+stages (workload.parallel.p2p_sync = true: Megatron-LM's exchanges of 2021 and 2022 end in
+torch.cuda.synchronize()), every collective as NCCL runs it (workload.algorithm
 = 'nccl': its channels, protocols, chunks and slices, the algorithm and protocol NCCL's
 tuning model picks; pysim/workload/nccl.py), the NPUs' kernel model (workload.compute =
 'kernels', unfused attention, fused bias-dropout-add) and one data-parallel replica built for
@@ -187,11 +189,11 @@ def ddp_settings(row):
     DistributedDataParallel ('torch', the rows without pipelining) all-reduces 25 MB buckets
     (bucket_cap_mb's default) as the last micro-batch's backward pass fills them (Megatron-LM
     skips the others' with no_sync), and the optimizer steps once every bucket is reduced (it
-    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces its
-    contiguous gradient buffer after the backward pass."""
+    clips by the gradients' global norm); Megatron-LM's own ('local') all-reduces each
+    model chunk's gradients after the whole backward pass, then steps."""
     if row.get("ddp") == "torch":
         return {"overlap": True, "bucket_mb": 25, "step_after": "all"}
-    return {"overlap": False, "bucket_mb": 1e9}
+    return {"overlap": False, "bucket_mb": 1e9, "step_after": "all"}
 
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
@@ -205,7 +207,8 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     m = row["batch"] // dp // micro_batch
     par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": replicas,
            "tp_ranks": tp_ranks,
-           "order": ["tp", "pp", "dp"], "tp_overlap": row.get("tp_overlap", False)}
+           "order": ["tp", "pp", "dp"], "tp_overlap": row.get("tp_overlap", False),
+           "p2p_sync": True}
     if interleave > 1:
         par["interleave"] = interleave
     topology = SYSTEMS[system](gpus)

@@ -72,9 +72,11 @@ cdef class Engine:
     cdef dict _arr
     cdef int _mode
     cdef tuple _vc_args
+    cdef tuple _ch_args
 
     def __cinit__(self):
         self.s.wh = NULL
+        self.s.ch = NULL
         self.s.wheel_size = 0
         self.s.pk = NULL
         self.s.hist_lat = NULL

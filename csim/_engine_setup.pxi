@@ -99,6 +99,7 @@ cdef void _pairs_init(Pair* pr, int32_t n) noexcept:
 cdef _setup_vcs(Engine self):
     """The VCs' state, made once, when a flit-level run first needs it."""
     cdef State* s = &self.s
+    _setup_chans(self)
     if s.ivc != NULL:
         return
     ch_dst, ch_kind, local, r_mw, Vp = self._vc_args
@@ -147,6 +148,62 @@ cdef _setup_vcs(Engine self):
     s.tm_next = <int32_t*>_ptr(self._own("tm_next", None, np.int32, -1, nivc))
     s.touched = <int32_t*>_ptr(self._own("touched", None, np.int32, 0, max(nivc, C)))
 
+
+
+cdef _setup_chans(Engine self):
+    """The channels' records (State.ch), made once, when a flit-level run first needs them."""
+    cdef State* s = &self.s
+    if s.ch != NULL:
+        return
+    ch_src, lat, num, den, out_idx, inj_delay = self._ch_args
+    cdef int64_t C = s.n_ch
+    # (typed views: the loops below run in C, a channel at a time -- millions on a cluster
+    # of 16,384 GPUs)
+    cdef const int32_t[::1] v_src = ch_src
+    cdef const int32_t[::1] v_dst = self._arr["ch_dst"]
+    cdef const int8_t[::1] v_kind = self._arr["ch_kind"]
+    cdef const int32_t[::1] v_lat = lat
+    cdef const int64_t[::1] v_num = num
+    cdef const int64_t[::1] v_den = den
+    cdef const int32_t[::1] v_group = self._arr["ch_group"]
+    cdef const int32_t[::1] v_order = self._arr["ch_order"]
+    cdef const int32_t[::1] v_par_n = self._arr["ch_par_n"]
+    cdef const int32_t[::1] v_out_idx = out_idx
+    cdef int32_t c_inj_delay = inj_delay
+    cdef int64_t i
+    s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
+    for i in range(C):
+        s.ch[i].src = v_src[i]
+        s.ch[i].dst = v_dst[i]
+        s.ch[i].kind = v_kind[i]
+        s.ch[i].fdelay = v_lat[i] + (c_inj_delay if v_kind[i] == CH_INJECT else
+                                   s.sa_delay + s.st_delay)
+        s.ch[i].cdelay = v_lat[i] + s.sa_delay
+        s.ch[i].num = v_num[i]
+        s.ch[i].den = v_den[i]
+        s.ch[i].acc = v_den[i]
+        s.ch[i].acc_t = 0
+        s.ch[i].next_ok = 0
+        s.ch[i].full_rate = 1 if v_num[i] >= v_den[i] else 0
+        s.ch[i].gap_k = 1
+        s.ch[i].gap_thr = 0
+        if v_num[i] < v_den[i]:          # k = ceil((den - acc) / num) for acc in [0, num)
+            s.ch[i].gap_k = (v_den[i] + v_num[i] - 1) // v_num[i]     # (ceil; both > 0)
+            s.ch[i].gap_thr = v_den[i] - (s.ch[i].gap_k - 1) * v_num[i]
+        s.ch[i].group = v_group[i]
+        s.ch[i].order = v_order[i]
+        s.ch[i].flits = 0
+        s.ch[i].sa_in_ptr = 0
+        s.ch[i].sa_in_optr = 0
+        s.ch[i].out_idx = v_out_idx[i] if v_kind[i] != CH_INJECT else 0
+        s.ch[i].sa_out_ptr = 0
+        s.ch[i].out_best = -1
+        s.ch[i].out_best_dist = 0
+        s.ch[i].par_n = v_par_n[i]
+        s.ch[i].cur_pkt = -1
+        s.ch[i].cur_seq = 0
+        s.ch[i].cur_vc = 0
+        s.ch[i].vc_rr = 0
 
 
 cdef _setup_network(Engine self, dict net):
@@ -263,57 +320,22 @@ cdef _setup_network(Engine self, dict net):
     s.rt = _routes_of(rule)
     s.nbuf_total = 0
     s.ch_base = <int32_t*>_ptr(self._own("ch_base", net.get("ch_par_base", np.arange(C)),
-                                         np.int32))
+                                         np.int32, share=True))
+    s.ch_res = NULL
     s.vc_res = NULL
     s.vc_res_base = 0x7FFFFFFF
 
-    # (typed views: the loops below run in C, a channel or a VC at a time -- millions on a
-    # cluster of 16,384 GPUs)
-    cdef const int32_t[::1] v_src = ch_src
-    cdef const int32_t[::1] v_dst = ch_dst
-    cdef const int8_t[::1] v_kind = ch_kind
-    cdef const int32_t[::1] v_lat = lat
-    cdef const int64_t[::1] v_num = num
-    cdef const int64_t[::1] v_den = den
-    cdef const int32_t[::1] v_group = group
-    cdef const int32_t[::1] v_order = order_
-    cdef const int32_t[::1] v_par_n = par_n
-    cdef const int32_t[::1] v_out_idx = out_idx
-    cdef int32_t c_inj_delay = inj_delay
-    cdef int64_t i
-    s.ch = <Chan*>_ptr(self._own("ch", None, np.uint8, 0, C * sizeof(Chan)))
-    for i in range(C):
-        s.ch[i].src = v_src[i]
-        s.ch[i].dst = v_dst[i]
-        s.ch[i].kind = v_kind[i]
-        s.ch[i].fdelay = v_lat[i] + (c_inj_delay if v_kind[i] == CH_INJECT else
-                                   s.sa_delay + s.st_delay)
-        s.ch[i].cdelay = v_lat[i] + s.sa_delay
-        s.ch[i].num = v_num[i]
-        s.ch[i].den = v_den[i]
-        s.ch[i].acc = v_den[i]
-        s.ch[i].acc_t = 0
-        s.ch[i].next_ok = 0
-        s.ch[i].full_rate = 1 if v_num[i] >= v_den[i] else 0
-        s.ch[i].gap_k = 1
-        s.ch[i].gap_thr = 0
-        if v_num[i] < v_den[i]:          # k = ceil((den - acc) / num) for acc in [0, num)
-            s.ch[i].gap_k = (v_den[i] + v_num[i] - 1) // v_num[i]     # (ceil; both > 0)
-            s.ch[i].gap_thr = v_den[i] - (s.ch[i].gap_k - 1) * v_num[i]
-        s.ch[i].group = v_group[i]
-        s.ch[i].order = v_order[i]
-        s.ch[i].flits = 0
-        s.ch[i].sa_in_ptr = 0
-        s.ch[i].sa_in_optr = 0
-        s.ch[i].out_idx = v_out_idx[i] if v_kind[i] != CH_INJECT else 0
-        s.ch[i].sa_out_ptr = 0
-        s.ch[i].out_best = -1
-        s.ch[i].out_best_dist = 0
-        s.ch[i].par_n = v_par_n[i]
-        s.ch[i].cur_pkt = -1
-        s.ch[i].cur_seq = 0
-        s.ch[i].cur_vc = 0
-        s.ch[i].vc_rr = 0
+    # the channels' records (128 bytes each: what switch allocation, links and NICs keep per
+    # channel) are made when a flit-level run first needs them (_setup_chans): the flow level
+    # reads a channel's kind, ends, VC-class group and order and lanes only, from these
+    # columns (4.85 M channels on a cluster of 65,536 GPUs: 620 MB of records)
+    s.ch = NULL
+    s.ch_kind = <int8_t*>_ptr(self._own("ch_kind", ch_kind, np.int8, share=True))
+    s.ch_dst = <int32_t*>_ptr(self._own("ch_dst", ch_dst, np.int32, share=True))
+    s.ch_group = <int32_t*>_ptr(self._own("ch_group", group, np.int32, share=True))
+    s.ch_order = <int32_t*>_ptr(self._own("ch_order", order_, np.int32, share=True))
+    s.ch_par_n = <int32_t*>_ptr(self._own("ch_par_n", par_n, np.int32, share=True))
+    self._ch_args = (ch_src, lat, num, den, out_idx, inj_delay)
 
     # the VCs' state (buffers, input and output VCs, VC allocation's lists, timers: a few
     # hundred bytes a channel) is made when a flit-level run first needs it (_setup_vcs): the

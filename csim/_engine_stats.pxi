@@ -39,7 +39,7 @@ cdef int64_t _unsent_flits(Engine self):
     for k in range(s.n_ops):
         if s.op_kind[k] == OP_SEND and s.op_start[k] >= 0 and s.msg_bytes[k] > 0:
             total += (s.msg_bytes[k] + s.flit_bytes - 1) // s.flit_bytes
-    for c in range(s.n_ch):
+    for c in range(s.n_ch if s.ch != NULL else 0):      # (no records: nothing sent)
         if s.ch[c].kind == CH_INJECT and s.ch[c].cur_pkt >= 0:
             total += s.pk[s.ch[c].cur_pkt].length - s.ch[c].cur_seq
     return total
@@ -51,10 +51,10 @@ cdef _channel_flits(Engine self):
     cdef int64_t[::1] v_out = out        # (typed: a loop in C over millions of channels)
     if self.s.flow_mode:         # a group's wire bytes, shared evenly by its channels
         for c in range(self.s.n_ch):
-            v_out[c] = <int64_t>(self.s.rs_bytes[self.s.ch_base[c]] / self.s.flit_bytes /
-                                 self.s.ch[c].par_n + 0.5)
+            v_out[c] = <int64_t>(self.s.rs_bytes[self.s.ch_res[c]] / self.s.flit_bytes /
+                                 self.s.ch_par_n[c] + 0.5)
         return out
-    for c in range(self.s.n_ch):
+    for c in range(self.s.n_ch if self.s.ch != NULL else 0):     # (no records: none sent)
         v_out[c] = self.s.ch[c].flits
     return out
 
@@ -72,7 +72,7 @@ cdef _channel_owed(Engine self, cycle_t t, bint start):
     cdef double end
     out = np.zeros(self.s.n_ch, dtype=np.float64)
     cdef double[::1] v_out = out
-    if self.s.flow_mode:
+    if self.s.flow_mode or self.s.ch == NULL:
         return out
     for c in range(self.s.n_ch):
         ch = &self.s.ch[c]

@@ -427,7 +427,7 @@ cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_r
     cdef int32_t k = 0, v = src, c, steps = 0, grp = -1, cls = 0, last_order = -1, x
     cdef int64_t n = s.n_nodes
     if out != NULL:
-        out[k] = s.ch_base[s.nic_inj_base[src]]
+        out[k] = s.ch_res[s.nic_inj_base[src]]
     k += 1
     if cap_res >= 0:
         if out != NULL:
@@ -438,26 +438,26 @@ cdef inline int32_t flow_route(State* s, int32_t src, int32_t dst, int32_t cap_r
         if c < 0 or steps > s.n_nodes:
             return -1
         if out != NULL:
-            out[k] = s.ch_base[c]
+            out[k] = s.ch_res[c]
         k += 1
         steps += 1
-        if s.ch[c].kind == CH_EJECT:
+        if s.ch_kind[c] == CH_EJECT:
             return k
-        if s.ch[c].group != grp:
+        if s.ch_group[c] != grp:
             cls = 0
-            grp = s.ch[c].group
-        elif s.ch[c].order < last_order:
+            grp = s.ch_group[c]
+        elif s.ch_order[c] < last_order:
             cls += 1
-        last_order = s.ch[c].order
+        last_order = s.ch_order[c]
         if cls >= s.n_classes:
             cls = s.n_classes - 1
         if s.vc_res != NULL:
-            x = s.vc_res[<int64_t>s.ch_base[c] * s.n_classes + cls]
+            x = s.vc_res[<int64_t>s.ch_res[c] * s.n_classes + cls]
             if x >= 0:
                 if out != NULL:
                     out[k] = x
                 k += 1
-        v = s.ch[c].dst
+        v = s.ch_dst[c]
 
 
 cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:

@@ -279,7 +279,13 @@ cdef struct State:
     cycle_t watchdog_cycles
     int64_t max_packets
 
-    Chan* ch
+    Chan* ch                 # per channel (made when a flit-level run first needs it:
+                             #   Engine._setup_chans; NULL until then, and at the flow level)
+    int8_t* ch_kind          # per channel, as columns (the network's arrays, shared): what
+    int32_t* ch_dst          #   the flow level reads of a channel where it keeps no Chan
+    int32_t* ch_group
+    int32_t* ch_order
+    int32_t* ch_par_n
     IVC* ivc
     OVC* ovc
     Flit* buf                # [ivc * D + slot]
@@ -435,8 +441,9 @@ cdef struct State:
 
     # ---- flow-level network (csim/_flow.pxd): sends carried as flows instead of packets
     int32_t flow_mode
-    int32_t n_res            # resources: channel groups (by their first channel), then the
-    double* rs_cap           #   NIC caps per (source, destination); bytes per cycle
+    int32_t n_res            # resources: channel groups (numbered in the order of their
+    double* rs_cap           #   first channels: ch_res), then the NIC caps per (source,
+                             #   destination), then the VC classes'; bytes per cycle
     int32_t* rs_lanes        # per resource: channels (packets it carries at once)
     int32_t* rs_head         # per resource: its first route entry (-1: no flow)
     Res* rs                  # per resource: the solver's state of it (csim/_flow.pxd)
@@ -453,7 +460,8 @@ cdef struct State:
     int64_t* op_lat_full     #   of a full packet,
     int64_t* op_lat_whole    #   and of one packet as long as the whole message
     int32_t* ch_base         # per channel: the first channel of its parallel group
-    int32_t* vc_res          # [group's first channel * n_classes + class]: the resource of
+    int32_t* ch_res          # per channel: its group's resource (flow level)
+    int32_t* vc_res          # [group's resource * n_classes + class]: the resource of
                              #   a class of one VC on that group (see pysim/flow.py), or -1
     int32_t vc_res_base      # resources from this id on are such
     Pair* pr                 # per pair

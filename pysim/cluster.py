@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.schema import POS, Key, declare
+from pysim.schema import MAX_DELAY_CYCLES, POS, Key, declare
 from pysim.routing import Rule
-from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults,
-                            ns_to_cycles)
+from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults, at_clock,
+                            cycles_text, ns_to_cycles)
 
 # Routes are by rule (no table of every pair): a cluster has at most as many nodes as any network
 # routed by rule (65,536 GPUs make 78,848 nodes with their NVSwitches and three tiers of
@@ -200,6 +200,20 @@ def _param(cfg, name, default):
     return default if v is None else v
 
 
+def _latency(cfg, what, name, default):
+    """A cluster's link latency in cycles, refused past MAX_DELAY_CYCLES naming its key (or
+    the node type's default) and the clock: the links are int64 arrays, built before the
+    network's own check could name them."""
+    ns = _param(cfg, name, default)
+    cycles = ns_to_cycles(ns, cfg.network.clock_ghz)
+    if cycles > MAX_DELAY_CYCLES:
+        given = f" = {ns:g}" if getattr(cfg.topology, name) is not None else \
+            f", {cfg.topology.node}'s {ns:g} ns,"
+        raise ConfigError(f"{what}: latency {cycles_text(cycles)}; expected at most "
+                          f"{MAX_DELAY_CYCLES:,} (topology.{name}{given}{at_clock(cfg)})")
+    return cycles
+
+
 def build_cluster(cfg):
     tp = cfg.topology
     for name in ("link_gbps", "link_latency_ns"):
@@ -234,8 +248,9 @@ def build_cluster(cfg):
     nv_bpc = _param(cfg, "nvlink_gbps", nt.nvlink_gbps) / clock
     nic_bpc = _param(cfg, "nic_gbps", nt.nic_gbps) / clock
     fab_bpc = _param(cfg, "fabric_gbps", _param(cfg, "nic_gbps", nt.nic_gbps)) / clock
-    nv_lat = ns_to_cycles(_param(cfg, "nvlink_latency_ns", nt.nvlink_latency_ns), clock)
-    ib_lat = ns_to_cycles(_param(cfg, "fabric_latency_ns", nt.ib_latency_ns), clock)
+    nv_lat = _latency(cfg, "the NVLinks (GPU-NVSwitch)", "nvlink_latency_ns",
+                      nt.nvlink_latency_ns)
+    ib_lat = _latency(cfg, "the InfiniBand links", "fabric_latency_ns", nt.ib_latency_ns)
 
     # node ids: GPUs, NVSwitches, leaves, spines, cores
     o_nvs = E

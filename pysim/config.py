@@ -25,7 +25,7 @@ from pysim import systems
 from pysim._io import read_bounded
 from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
 from pysim.schema import (CROSS_CHECKS, KEY_MAP, KEYS, Key, check_value, declare,  # noqa: F401
-                          drop_unread, sections, short, suggest)
+                          drop_unread, sections, short, suggest, unread)
 
 
 
@@ -105,10 +105,32 @@ def _as_overrides(overrides, who):
     if overrides is None or isinstance(overrides, dict):
         return overrides or {}
     try:
-        return dict(overrides)
+        pairs = [tuple(p) for p in overrides]
+        if any(len(p) != 2 for p in pairs):
+            raise ValueError
     except (TypeError, ValueError):
         raise TypeError(f"{who}: overrides must be a dict {{'section.key': value}} or (key, "
                         f"value) pairs, not {short(overrides)}") from None
+    return override_pairs(pairs, lambda p, a, b: f"{who}: overrides give {p} twice "
+                                                 f"({short(a)}, then {short(b)}); give it once")
+
+
+def override_pairs(pairs, twice):
+    """(key, value) pairs as a dict, refusing a key given twice (`twice(path, first,
+    second)` is the message: the last would silently win) and a table given after a field
+    inside it, which it would silently replace. A field after its table is set in it."""
+    out = {}
+    for path, v in pairs:
+        if path in out:
+            raise ConfigError(twice(path, out[path], v))
+        if isinstance(path, str):
+            inside = [p for p in out if isinstance(p, str) and p.startswith(path + ".")]
+            if inside:
+                raise ConfigError(f"{path} = {short(v)} replaces the whole table, dropping "
+                                  f"{inside[0]} = {short(out[inside[0]])} given before it; "
+                                  f"set the field after the table, or inside it")
+        out[path] = v
+    return out
 
 
 def _plain(v):
@@ -408,6 +430,14 @@ def _include_topology(raw, base, overrides):
                           f"one level of inclusion only")
     out = dict(raw)
     changed = []
+    # a system's own keys that this config's workload does not read (a shipped system's
+    # window of synthetic traffic, under a training run) are left out, not refused: the user
+    # did not write them
+    work = raw.get("workload")
+    kind = overrides.get("workload.kind", work.get("kind") if isinstance(work, dict) else None)
+    if kind is None:
+        kind = KEY_MAP["workload.kind"].default
+    skip = set(unread("workload.kind", kind, list(KEY_MAP))) if isinstance(kind, str) else set()
     # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
     # runs ([network], [simulation]), with this config's own keys on top, which are named
     for section in ("topology", "network", "simulation"):
@@ -415,7 +445,7 @@ def _include_topology(raw, base, overrides):
         mine = topo if section == "topology" else raw.get(section)
         if not isinstance(theirs, dict) or (mine is not None and not isinstance(mine, dict)):
             continue
-        merged = dict(theirs)
+        merged = {k: v for k, v in theirs.items() if f"{section}.{k}" not in skip}
         for k, v in (mine or {}).items():
             if isinstance(v, dict) and isinstance(theirs.get(k), dict):
                 for kk, vv in v.items():

@@ -47,8 +47,9 @@ LIMITS = """\
 Each is refused with an error naming the key (or the link or NIC) before anything is built:
 numbers that are not finite (inf, NaN, an integer too large for a float) wherever a quantity
 is meant, lists included; integers up to 10^15 (the seed up to 2^64 - 1); flits of at most
-65,536 bytes; router stage delays and the latency of every link and NIC up to 10^6 cycles; at
-most 1,024 flits per cycle on one link or NIC (a link of B GB/s is ceil(B / (flit_bytes x
+65,536 bytes; router stage delays and the latency of every link and NIC up to 10^6 cycles,
+a memory node's up to 10^15 (a latency in ns is named with network.clock_ghz, which makes it
+cycles); at most 1,024 flits per cycle on one link or NIC (a link of B GB/s is ceil(B / (flit_bytes x
 clock_ghz)) parallel channels); networks of 2 to 16,384 nodes where routes are a table of
 every pair (graph, fully_connected), to 262,144 where they are by rule (mesh, ring, torus,
 cluster, switch, a graph whose links form a tree), and at most 4,000,000 channels; a graph

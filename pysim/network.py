@@ -15,6 +15,7 @@ numbered so that those entering one router are contiguous, and a group's members
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,7 +129,9 @@ def _link_key(topo, cfg, c, value, latency=False):
             return False
         if latency:
             x = v * clock if unit == "ns" else v
-            return math.isfinite(x) and (math.ceil(x - 1e-9) if unit == "ns" else x) == value
+            if not math.isfinite(x):       # (ns_to_cycles: past any float)
+                return unit == "ns" and value >= topology_mod.PAST_FLOAT
+            return (math.ceil(x - 1e-9) if unit == "ns" else x) == value
         return math.isclose(v / clock if unit == "gbps" else v, value, rel_tol=1e-9)
     fields = (("latency_ns", "ns"), ("latency_cycles", "cycles")) if latency else \
         (("gbps", "gbps"), ("bytes_per_cycle", "bpc"))
@@ -141,12 +144,14 @@ def _link_key(topo, cfg, c, value, latency=False):
         if isinstance(e, dict) and {e.get("a"), e.get("b")} == ends:
             for field, unit in fields:
                 if same(e.get(field), unit):
-                    return f"topology.links[{j}].{field} = {e[field]:g}"
+                    return f"topology.links[{j}].{field} = {e[field]:g}" + \
+                        (topology_mod.at_clock(cfg) if unit == "ns" else "")
     names = ("link_latency_ns", "nvlink_latency_ns", "fabric_latency_ns") if latency else \
         ("nvlink_gbps", "nic_gbps", "fabric_gbps")
     for name in names:
         if same(getattr(tp, name, None), "ns" if latency else "gbps"):
-            return f"topology.{name} = {getattr(tp, name):g}"
+            return f"topology.{name} = {getattr(tp, name):g}" + \
+                (topology_mod.at_clock(cfg) if latency else "")
     return None
 
 
@@ -166,7 +171,7 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
         link_lat = np.asarray(topo.ch_latency_cycles, float)
     except OverflowError:        # a latency past any float: past the limit all the same
         link_lat = np.array([min(x, 1e300) for x in topo.ch_latency_cycles], float)
-    lat = np.concatenate([link_lat, np.full(2 * eps.size, min(float(nic_lat), 1e300))])
+    lat = np.concatenate([link_lat, np.full(2 * eps.size, float(min(nic_lat, 10 ** 300)))])
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         n_lanes = np.maximum(1, np.ceil(bpc / F - 1e-9))
     bad = np.flatnonzero(~(n_lanes <= MAX_LANES) | ~(lat <= MAX_DELAY_CYCLES))
@@ -177,13 +182,16 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
             node = int(eps[(i - C) % eps.size])
             end = "injection" if i - C < eps.size else "ejection"
             what = f"NIC of {topo.node_names[node]} ({end})"
-            lat_key = "network.nic_latency_ns"
+            given = cfg.network.nic_latency_ns
+            lat_key = "network.nic_latency_ns" + ("" if given is None else f" = {given:g}") + \
+                topology_mod.at_clock(cfg)
             b, L = (inj_bpc if end == "injection" else ej_bpc)[node], nic_lat
             bw_key, given = f"network.{end}_gbps", getattr(cfg.network, f"{end}_gbps")
             elsewhere = f"or the node's {end}_gbps"
         else:
             what = f"link {topo.channel_name(i)}"
-            lat_key = "topology.link_latency_ns or the link's latency"
+            lat_key = "topology.link_latency_ns or the link's latency" + \
+                topology_mod.at_clock(cfg)
             b, L = topo.ch_bytes_per_cycle[i], topo.ch_latency_cycles[i]
             bw_key, given = "topology.link_gbps", getattr(cfg.topology, "link_gbps", None)
             elsewhere = "or the link's own gbps"
@@ -200,12 +208,7 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
                               f"network.flit_bytes, or lower the bandwidth)")
         lat_key = (_link_key(topo, cfg, i, L, latency=True) if i < topo.n_channels
                    else None) or lat_key
-        digits = str(L)
-        try:
-            cycles = f"{L:,}" if len(digits) <= 20 else f"{float(L):.3g}"
-        except OverflowError:                 # (an integer past any float)
-            cycles = f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
-        raise ConfigError(f"{what}: latency {cycles} cycles; expected at most "
+        raise ConfigError(f"{what}: latency {topology_mod.cycles_text(L)}; expected at most "
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network
     C = int(n_lanes.sum())                  # the engine's channels: a lane each
@@ -449,6 +452,27 @@ def undirected_bandwidth(topo, cfg):
     return pairs, directed
 
 
+def interruptible(fn, *args):
+    """fn(*args) run in a thread and waited for in slices of 0.05 s, so that Ctrl-C stops the
+    caller at once (KeyboardInterrupt), where a LAPACK call that does not look for signals
+    would hold it for its whole length (a dense eigen-decomposition of 2,048 nodes: seconds,
+    tens of them on a loaded machine). The abandoned thread ends with the process."""
+    box = {}
+
+    def run():
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:           # (re-raised in the caller)
+            box["err"] = e
+    worker = threading.Thread(target=run, daemon=True, name="pysim-interruptible")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
 def bisection(topo, cfg):
     """Bandwidth (GB/s, one direction) across the best balanced cut found, and the cut.
 
@@ -478,7 +502,7 @@ def bisection(topo, cfg):
         W[b, a] += g
     if W is not None:
         L = np.diag(W.sum(axis=1)) - W
-        _, vecs = np.linalg.eigh(L)
+        _, vecs = interruptible(np.linalg.eigh, L)
         fiedler = vecs[:, 1]
         order = np.argsort(fiedler[eps], kind="stable")
         side = np.zeros(n, bool)
@@ -605,6 +629,21 @@ def hop_stats(network, sample=HOP_SAMPLE_SOURCES, exact_pairs=HOP_PAIRS_EXACT, s
                 f"longest route found (a lower bound)")
 
 
+def _unlike_used(network, eps, a, b):
+    """{(bytes per cycle, latency): ['a->b', 'b->a']}: which of the unlike parallel links
+    between nodes a and b the routes take, each way, read from the routes themselves (the
+    channels a node's routes to every endpoint leave it by)."""
+    topo = network.topo
+    out = {}
+    for u, v in ((a, b), (b, a)):
+        nxt = network.routing.next(np.full(eps.size, u, np.int64), eps)
+        for c in sorted({int(c) for c in nxt[nxt >= 0]}):
+            if topo.ch_dst[c] == v:
+                key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
+                out.setdefault(key, []).append(f"{topo.node_names[u]}->{topo.node_names[v]}")
+    return out
+
+
 def describe(network, cfg):
     """A dict describing the compiled system: nodes by kind, links, diameter, average hops
     (hop_stats), bisection bandwidth, VC classes."""
@@ -630,8 +669,10 @@ def describe(network, cfg):
             key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
             kinds_of[key] = kinds_of.get(key, 0) + 1
         if len(kinds_of) > 1:
+            used = _unlike_used(network, eps, a, b)
             link["unlike"] = [dict(gbps=bpc * cfg.network.clock_ghz, latency_cycles=l,
-                                   count=k) for (bpc, l), k in kinds_of.items()]
+                                   count=k, routes=used.get((bpc, l), []))
+                              for (bpc, l), k in kinds_of.items()]
         links.append(link)
     bis, _ = bisection(topo, cfg)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),

@@ -317,12 +317,13 @@ def shortest_path_table(topo, how="hops", transit=None):
     return table.reshape(n, n)
 
 
-def _tree_rule(topo, transit):
+def _tree_rule(topo, transit, how="hops"):
     """Routes of a connected tree (every link both ways) as rows (csim's RT_ROWS): rooted at
     its node of most links, a node's row is its channel up to its parent, except towards the
-    endpoints below it, each reached through the child above it (the lowest channel id among
-    parallel ones, as the table's). Its ranks rise along every route (up, then down). None
-    where a node that may not pass traffic on (topology.transit) lies inside the tree."""
+    endpoints below it, each reached through the child above it (among parallel channels the
+    cheapest by `how`, topology.route_weight, then the lowest id, as the table's). Its ranks
+    rise along every route (up, then down). None where a node that may not pass traffic on
+    (topology.transit) lies inside the tree."""
     n = topo.n_nodes
     src = np.asarray(topo.ch_src, np.int64)
     dst = np.asarray(topo.ch_dst, np.int64)
@@ -332,8 +333,9 @@ def _tree_rule(topo, transit):
     kinds = np.array(topo.node_kinds)
     if transit is not None and (deg[~np.isin(kinds, list(transit))] > 1).any():
         return None
-    # the channel u -> v (the lowest id among parallel ones), then a breadth-first search
-    order = np.lexsort((np.arange(src.size), dst, src))
+    # the channel u -> v (the cheapest, then the lowest id, among parallel ones), then a
+    # breadth-first search
+    order = np.lexsort((np.arange(src.size), _weights(topo, how), dst, src))
     key = src[order] * n + dst[order]
     keep = np.ones(key.size, bool)
     keep[1:] = key[1:] != key[:-1]
@@ -395,7 +397,7 @@ def _tree_rule(topo, transit):
 def route_table(topo, cfg):
     """Shortest paths on any graph; classes from the CDG order (see the module docstring).
     On a tree (every link both ways), its only paths, by rule (_tree_rule)."""
-    rule = _tree_rule(topo, cfg.topology.transit)
+    rule = _tree_rule(topo, cfg.topology.transit, cfg.topology.route_weight)
     if rule is not None:
         return Routing("table", None, np.zeros(topo.n_channels, np.int32), None, rule=rule)
     table = shortest_path_table(topo, cfg.topology.route_weight, cfg.topology.transit)

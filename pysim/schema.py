@@ -243,18 +243,25 @@ def unread(chooser, choice, paths):
 def drop_unread(raw, overrides):
     """A raw config (as TOML parses one) with the keys its own choice read and an override's
     new choice does not removed: `--set workload.kind=training` on a file of a collective
-    leaves out the file's workload.bytes (overridden keys stay, and are checked)."""
+    leaves out the file's workload.bytes, `--set workload.kind=collective` on a file of
+    synthetic traffic (its kind given or the default) its [traffic] (overridden keys stay,
+    and are checked)."""
     for chooser in READS:
         if chooser not in overrides or not isinstance(overrides[chooser], str):
             continue
         section, name = chooser.split(".", 1)
         body = raw.get(section)
-        if not isinstance(body, dict) or body.get(name) == overrides[chooser]:
+        before = body.get(name, KEY_MAP[chooser].default) if isinstance(body, dict) else \
+            KEY_MAP[chooser].default if body is None else None
+        if before is None or before == overrides[chooser]:
             continue
         for path in unread(chooser, overrides[chooser], list(KEY_MAP)):
-            if path in overrides or not path.startswith(section + "."):
+            if path in overrides:
                 continue
-            key = path.split(".", 1)[1]
+            section, key = path.split(".", 1)
+            body = raw.get(section)
+            if not isinstance(body, dict):
+                continue
             body.pop(key, None)
             sub, dot, field = key.partition(".")
             if dot and isinstance(body.get(sub), dict):

@@ -170,12 +170,34 @@ class Topology:
         return f"{self.node_names[self.ch_src[c]]}->{self.node_names[self.ch_dst[c]]}"
 
 
+PAST_FLOAT = 2 ** 1024      # ns_to_cycles of a product no float holds
+
+
 def ns_to_cycles(ns: float, clock_ghz: float) -> int:
     """A latency in ns as whole cycles of the network clock (rounded up, at least 1)."""
     cycles = ns * clock_ghz
     if not math.isfinite(cycles):   # (1e308 ns at 10 GHz): past every limit, which then
-        return 2 ** 1024            # refuses it naming the key
+        return PAST_FLOAT           # refuses it naming the key
     return max(1, int(math.ceil(cycles - 1e-9)))
+
+
+def cycles_text(cycles: int) -> str:
+    """A latency in cycles as a refusal names it: '2,000,000 cycles', '2e+301 cycles' (past
+    20 digits), or 'past any float (in cycles)' (ns_to_cycles' PAST_FLOAT)."""
+    if cycles >= PAST_FLOAT:
+        return "past any float (in cycles)"
+    digits = str(cycles)
+    try:
+        return f"{cycles:,} cycles" if len(digits) <= 20 else f"{float(cycles):.3g} cycles"
+    except OverflowError:                 # (an integer past any float, typed as one)
+        return f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1} cycles"
+
+
+def at_clock(cfg) -> str:
+    """' at network.clock_ghz = 10', what turns a latency in ns into cycles, for a refusal
+    naming a key in ns ('' at the default 1 GHz, where ns are cycles)."""
+    clock = cfg.network.clock_ghz
+    return "" if clock == 1 else f" at network.clock_ghz = {clock:g}"
 
 
 def _gbps_to_bpc(gbps, cfg):
@@ -404,8 +426,9 @@ def _check_fields(where, entry, allowed):
 def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
     """Entries naming one pair (one direction) are parallel links, used together only if
     alike: routes name a group of parallel channels of one bandwidth and latency, so of
-    unlike ones the routes take one (the cheaper by topology.route_weight, else the first)
-    and the other carries nothing. Said in a warning naming both entries."""
+    unlike ones the routes take one (the cheapest by topology.route_weight, of equal cost
+    the first entry; pysim.network.describe reads which from the routes) and the other
+    carries nothing. Said in a warning naming both entries."""
     for ends in [(e["a"], e["b"])] + ([] if directed else [(e["b"], e["a"])]):
         j, b0, l0 = pair.setdefault(ends, (i, bpc, lat))
         if (b0, l0) != (bpc, lat):
@@ -414,8 +437,10 @@ def _same_as_parallel(pair, i, e, bpc, lat, directed, cfg):
                 f"topology.links[{i}]: a link {ends[0]} -> {ends[1]} of {bpc * c:g} GB/s and "
                 f"{lat} cycles beside topology.links[{j}]'s of {b0 * c:g} GB/s and {l0} "
                 f"cycles: a pair's links are used together only when alike, so routes take "
-                f"one of them and the other carries nothing (give one entry with count, or "
-                f"the same gbps and latency)", PysimWarning, stacklevel=2)
+                f"the cheapest by topology.route_weight = {cfg.topology.route_weight!r} (of "
+                f"equal cost the first entry) and the other carries nothing; pysim topo "
+                f"names it (give one entry with count, or the same gbps and latency)",
+                PysimWarning, stacklevel=2)
             return
 
 

@@ -3,6 +3,7 @@ runs real simulations and never overwrites a file without being asked."""
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -145,7 +146,30 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
      ["link n0_0->n1_0: latency 1e+300 cycles", "(topology.link_latency_ns = 1e+300)"]),
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
-    ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns", "2,000,000 cycles"]),
+    ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns = 2e+06", "2,000,000 cycles"]),
+    # latencies past any float once in cycles: the key that set them and the clock, named
+    ({"network": {"clock_ghz": 1e10}, "topology": {"link_latency_ns": 1e300}},
+     ["link n0_0->n1_0: latency past any float (in cycles); expected at most 1,000,000",
+      "(topology.link_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "latency_ns": 1e300}]}},
+     ["link a->b: latency past any float", "(topology.links[0].latency_ns = 1e+300 at "
+                                           "network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10, "nic_latency_ns": 1e300}},
+     ["NIC of n0_0 (injection): latency past any float",
+      "(network.nic_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e300}, "topology": {"link_latency_ns": 20.0}},
+     ["latency 2e+301 cycles", "(topology.link_latency_ns = 20 at network.clock_ghz = 1e+300)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2,
+                   "nvlink_latency_ns": 1e300}},
+     ["the NVLinks (GPU-NVSwitch): latency past any float",
+      "(topology.nvlink_latency_ns = 1e+300 at network.clock_ghz = 1e+10)"]),
+    ({"network": {"clock_ghz": 1e10},
+      "topology": {"kind": "cluster", "node": "dgx-a100", "node_count": 2}},
+     ["the NVLinks (GPU-NVSwitch): latency 1,000,000,000,000 cycles",
+      "(topology.nvlink_latency_ns, dgx-a100's 100 ns, at network.clock_ghz = 1e+10)"]),
     # a collective of 10^5 chunks built ops for minutes and gigabytes
     ({"topology": {"kind": "ring", "size": 8}, "workload": {"kind": "collective",
                                                           "chunks": 10 ** 8}},
@@ -159,6 +183,22 @@ def test_bad_combinations_are_refused_before_running(raw, fragments):
         simulate(from_dict(raw))
     for f in fragments:
         assert f in str(e.value)
+
+
+@pytest.mark.parametrize("mem,key", [({"latency_ns": 1e20}, "topology.mem.latency_ns = 1e+20"),
+                                     ({"latency_ns": 1e300}, "topology.mem.latency_ns = 1e+300")])
+def test_a_memory_latency_past_the_limit_is_refused_naming_its_key(tmp_path, mem, key):
+    """A memory node's latency in cycles past 10^15 (an int64 overflowed) is refused naming
+    the key, not an OverflowError."""
+    (tmp_path / "ops.toml").write_text('[[ops]]\nkind = "mem_write"\nnpu = "a"\nmem = "m"\n'
+                                       'bytes = 4096\n')
+    cfg = from_dict({"topology": {"kind": "graph", "mem": mem,
+                                  "nodes": [{"name": "a"}, {"name": "m", "kind": "mem"}],
+                                  "links": [{"a": "a", "b": "m"}]},
+                     "workload": {"kind": "graph", "file": str(tmp_path / "ops.toml")}})
+    with pytest.raises(ConfigError, match=rf"memory node m: latency .* cycles; expected at "
+                                          rf"most 1,000,000,000,000,000 \({re.escape(key)}\)"):
+        simulate(cfg)
 
 
 def test_files_and_overrides(tmp_path):
@@ -302,15 +342,47 @@ def test_cli_errors_are_clear(tmp_path):
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
 
 
+@pytest.mark.parametrize("sets,words", [
+    (["network.vcs=2", "network.vcs=4"],
+     ["--set network.vcs is given twice", "2, then 4", "give it once"]),
+    (["topology.npu.hbm_gbps=100", "topology.npu={tflops=5}"],
+     ["--set topology.npu = {'tflops': 5} replaces the whole table",
+      "topology.npu.hbm_gbps = 100 given before it"]),
+])
+def test_a_key_set_twice_is_refused_naming_both_values(sets, words):
+    """The last of two --set of one key won without a word; a whole table set after one of
+    its fields dropped the field."""
+    args = ["run", "ring8"] + [a for s in sets for a in ("--set", s)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    for w in words:
+        assert w in res.output, res.output
+    # (a field after its table is set in it, keeping the table's others)
+    cfg = load("ring8", [("topology.npu", {"tflops": 5, "hbm_gbps": 9}),
+                         ("topology.npu.tflops", 7)])
+    assert (cfg.topology.npu["tflops"], cfg.topology.npu["hbm_gbps"]) == (7, 9)
+
+
+def test_pairs_from_python_naming_one_key_twice_are_refused():
+    with pytest.raises(ConfigError, match=r"load\(\): overrides give network.vcs twice "
+                                          r"\(2, then 4\)"):
+        load("ring8", [("network.vcs", 2), ("network.vcs", 4)])
+    with pytest.raises(ConfigError, match=r"with_overrides\(\): overrides give "
+                                          r"traffic.injection_rate twice"):
+        load("ring8").with_overrides([("traffic.injection_rate", 0.1),
+                                      ("traffic.injection_rate", 0.2)])
+
+
 def test_ctrl_c_stops_a_long_run():
     """The engine runs without the GIL and returns between slices of the run to let Ctrl-C
-    in: the command stops at once, says so and exits 130."""
+    in: the command stops at once, says so and exits 130. A window of 10^15 cycles is said
+    to take centuries before it starts (stderr is not a terminal: no progress line)."""
     import signal
     import time
     code = (f"import sys; sys.path[:0] = [{ROOT!r}]; from pysim.cli import main; "
             "print('ready', flush=True); "
             f"main(['run', {os.path.join(TOPOLOGIES, 'mesh8x8.toml')!r}, '--set', "
-            "'simulation.measure_cycles=1000000000'])")
+            "'simulation.measure_cycles=1000000000000000'])")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     assert p.stdout.readline().strip() == "ready"      # imported (however slow the machine)
@@ -321,6 +393,9 @@ def test_ctrl_c_stops_a_long_run():
     finally:
         p.kill()
     assert p.returncode == 130 and "interrupted" in err, err[-2000:]
+    assert re.search(r"estimate: about [\d,]+ years to simulate 1,000,000,000,002,000 "
+                     r"cycles \(simulation.warmup_cycles \+ measure_cycles\) of synthetic "
+                     r"traffic", err), err[-2000:]
 
 
 def test_progress_is_reported_between_slices_and_changes_nothing(capsys):
@@ -559,3 +634,24 @@ def test_numpy_values_from_python_are_taken_as_the_numbers_they_are():
     assert load("ring8").with_overrides({"topology.size": np.int64(6)}).topology.size == 6
     with pytest.raises(ConfigError, match=r"topology\.size = 0"):
         from_dict({"topology": {"kind": "ring", "size": np.int64(0)}})
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "-q", "--json"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--trace"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--export-chakra"],
+    ["topo", "ring8", "--json"],
+    ["topo", "ring8", "--draw"],
+    ["sweep", "ring8", "--param", "traffic.injection_rate=0.05", "-q", "--db"],
+    ["results", "x.sqlite", "--csv"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--json"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--write-jobs"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--cache"],
+])
+def test_an_empty_output_name_is_refused_not_taken_for_none(tmp_path, monkeypatch, args):
+    """`--json "$OUT"` with OUT unset: the run went ahead and wrote nothing, exit status 0."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args + [""])
+    assert res.exit_code == 2 and "'': an empty name; expected a file or folder name" in \
+        res.output, res.output
+    assert os.listdir(tmp_path) == []

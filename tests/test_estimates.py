@@ -1,7 +1,10 @@
 """Before a long run, its time is estimated and said, with the faster level; while it runs, a
 total and an ETA. The estimate's work is the engine's own count (oracle: the flit-hops the
 flit level counts as it moves every flit); its seconds are rates times that work."""
+import pytest
+
 import pysim
+from pysim import traffic
 from pysim.cli._common import Ticker, eta
 from pysim.network import compile_network
 from pysim.topology import build
@@ -44,6 +47,39 @@ def test_the_estimated_flit_hops_are_those_the_flit_level_moves():
         est = [e for k, e in rec if k == "estimate"][0]
         assert est["flit_hops"] == r.flit_hops, system
         assert est["sends"] == sum(1 for op in r.ops if op["kind"] == "send")
+
+
+@pytest.mark.parametrize("system,over", [
+    ("mesh8x8", {}),
+    ("mesh8x8", {"traffic.pattern": "transpose", "traffic.injection_rate": 0.05}),
+    ("torus4x4", {"traffic.pattern": "neighbor", "traffic.injection_rate": 0.3}),
+    ("dgx1-v100", {"traffic.injection_rate": 0.05}),
+])
+def test_synthetic_traffic_is_estimated_by_the_flit_hops_it_moves(system, over):
+    """Below saturation the engine moves the flits offered over the warm-up and window
+    (and a short drain) along their routes: its count of flit-hops is the estimate's, to
+    the sampling of the pattern's pairs and of the packets drawn."""
+    cfg = pysim.load(system, {"simulation.warmup_cycles": 500,
+                              "simulation.measure_cycles": 5000, **over})
+    rec = Recorder()
+    r = pysim.simulate(cfg, progress=rec)
+    assert not r.saturated
+    est = [e for k, e in rec if k == "estimate"]
+    assert len(est) == 1 and est[0]["cycles"] == 5500
+    assert est[0]["flit_hops"] == pytest.approx(r.flit_hops, rel=0.06), system
+
+
+def test_a_synthetic_window_of_centuries_is_said_in_years():
+    cfg = pysim.load("mesh8x8", {"simulation.measure_cycles": 10 ** 15})
+    network = compile_network(cfg)
+    est = runtime.synthetic(network, cfg, traffic.pattern(network.topo, cfg), 10 ** 15 + 2000)
+    # 0.1 flits/node/cycle x 64 nodes x 5.25 hops (uniform on an 8-ary mesh: 2 (k^2 - 1) / 3k)
+    assert est["flit_hops"] == pytest.approx(0.1 * 64 * 5.25 * 1e15, rel=0.03)
+    line = runtime.describe(est)
+    years = est["seconds"]["flit"] / (365.25 * 86400)
+    assert line.startswith(f"estimate: about {years:,.0f} years to simulate "
+                           f"1,000,000,000,002,000 cycles"), line
+    assert runtime.duration(3 * 86400) == "3 days"
 
 
 def test_a_long_run_is_said_before_it_starts_with_the_faster_level():

@@ -371,6 +371,31 @@ def test_one_message_alone_where_a_class_has_one_vc(system, pairs):
             assert abs((y["finish"] - y["start"]) - (x["finish"] - x["start"])) <= 1, x
 
 
+@pytest.mark.parametrize("over", [
+    {"network.injection_gbps": 64.0},            # NICs of two lanes, links of one
+    {"topology.link_gbps": 64.0},                # links of two lanes, NICs of one
+])
+def test_groups_of_several_lanes_where_a_class_has_one_vc(over):
+    """ring8 as shipped (one VC per class), where some channel groups have two lanes (the
+    flow level numbers its resources per group, not per lane): lone messages, then every
+    NPU sending to its neighbour at once (each link carrying one message, so none shares a
+    resource with another), take the flit level's time to a cycle."""
+    cfg = load(os.path.join(TOPOLOGIES, "ring8.toml"), {"workload.kind": "graph", **over})
+    g = OpGraph()
+    prev = None
+    for a, b in [("n0", "n1"), ("n2", "n5"), ("n7", "n3")]:
+        for size in (40000, 3 * 512 + 7):
+            prev = g.send(a, b, size, after=[g.delay(50, after=[prev] if prev else None)])
+    go = g.delay(100, after=[prev])
+    for i in range(8):
+        g.send(f"n{i}", f"n{(i + 1) % 8}", 60000, after=[go])
+    flit, flow = both(cfg, g)
+    sends = [(x, y) for x, y in zip(flit.ops, flow.ops) if x["kind"] == "send"]
+    assert len(sends) == 14
+    for x, y in sends:
+        assert abs((y["finish"] - y["start"]) - (x["finish"] - x["start"])) <= 1, (x, y)
+
+
 def test_a_message_over_parallel_channels_crosses_them_a_round_at_a_time():
     """switch8 (five 30 B/cycle channels per link and NIC): 2 packets go side by side, so a
     2-packet message costs one full packet's zero-load latency; 10 packets are two rounds."""

@@ -328,9 +328,52 @@ def test_pysim_topo_lists_unlike_parallel_links_one_by_one(tmp_path):
         'links = [{a = "a", b = "b", gbps = 10.0}, {a = "a", b = "b", gbps = 20.0}]\n')
     r = CliRunner().invoke(main, ["topo", str(tmp_path / "par.toml")])
     assert r.exit_code == 0, r.output
-    assert "a <-> b: unlike parallel links, of which routes use one: 10 GB/s, 1 cycles; " \
-        "20 GB/s, 1 cycles" in r.output
+    assert "a <-> b: unlike parallel links, of which routes use one: 10 GB/s, 1 cycles " \
+        "(routes a->b, b->a); 20 GB/s, 1 cycles (no route: carries nothing)" in r.output
     assert "30 GB/s" not in r.output.split("bisection")[0]
+
+
+def _unlike(tree, **over):
+    """a - b by two unlike links (10 GB/s with 2 cycles, then 20 GB/s with 4 cycles),
+    b - c; a - c too unless `tree`."""
+    links = [{"a": "a", "b": "b", "gbps": 10.0, "latency_cycles": 2},
+             {"a": "a", "b": "b", "gbps": 20.0, "latency_cycles": 4},
+             {"a": "b", "b": "c", "gbps": 20.0}] + ([] if tree else [{"a": "a", "b": "c"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PysimWarning)
+        return from_dict({"topology": {"kind": "graph", "links": links, **over,
+                                       "nodes": [{"name": x} for x in "abc"]},
+                          "network": {"injection_gbps": 100.0, "ejection_gbps": 100.0,
+                                      "vc_buffer_flits": 32}})
+
+
+@pytest.mark.parametrize("tree", [True, False])
+@pytest.mark.parametrize("weight,gbps", [("hops", 10.0), ("latency", 10.0),
+                                         ("bandwidth", 20.0)])
+def test_routes_take_the_unlike_parallel_link_cheapest_by_route_weight(tree, weight, gbps):
+    """Of unlike parallel links the routes take the cheapest by topology.route_weight (of
+    equal cost the first entry), on a tree (routed by rule) as on any graph (by table): a
+    1 MiB send from a to b takes bytes / its bandwidth (plus its latency and a packet's
+    way), and `pysim topo` (describe) names the link it takes, each way."""
+    cfg = _unlike(tree, route_weight=weight)
+    g = OpGraph()
+    g.send("a", "b", 1 << 20)
+    span = run_graph(cfg, g).to_dict()["makespan_cycles"]
+    assert (1 << 20) / gbps <= span <= (1 << 20) / gbps + 100, (span, gbps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PysimWarning)
+        link = [l for l in describe(compile_network(cfg), cfg)["links"]
+                if (l["a"], l["b"]) == ("a", "b")][0]
+    assert {u["gbps"]: u["routes"] for u in link["unlike"]} == \
+        {gbps: ["a->b", "b->a"], 30.0 - gbps: []}
+
+
+def test_the_warning_of_unlike_parallel_links_says_which_routes_take():
+    cfg = _unlike(True, route_weight="bandwidth")
+    with pytest.warns(PysimWarning, match=r"routes take the cheapest by topology.route_weight "
+                                          r"= 'bandwidth' \(of equal cost the first entry\) "
+                                          r"and the other carries nothing; pysim topo names it"):
+        compile_network(cfg)
 
 
 def test_a_graph_past_max_cycles_names_what_runs_and_what_waits():

@@ -508,7 +508,7 @@ def test_a_config_based_on_a_system_inherits_it_whole_and_says_what_it_changes(t
 
 
 def test_tensor_parallelism_that_does_not_divide_the_heads_is_refused():
-    r = _cli(TRAIN_ARGS[:7] + ["--set", "workload.model=transformer", "--set",
+    r = _cli(TRAIN_ARGS[:5] + ["--set", "workload.model=transformer", "--set",
                                "workload.batch=8", "--set", "network.model=flow", "--set",
                                "workload.model_params={layers=1,hidden=60,heads=3,seq=16,"
                                "vocab=96}", "--set", "workload.parallel={tp=8}"])

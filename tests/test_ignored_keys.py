@@ -15,7 +15,7 @@ VALUE = {"workload.comm_sms": 1, "workload.comm_hbm_gbps": 10.0, "workload.file"
          "workload.reduce_gbps": 10.0, "workload.engine": "npu",
          "workload.memory.ratio": {"conv": 2.0}, "workload.model": "resnet50",
          "workload.model_params": {}, "workload.batch": 8, "workload.parallel": {"dp": 2},
-         "workload.precision": "fp32"}
+         "workload.precision": "fp32", "traffic.packet_weights": [1.0]}
 
 RING = {"topology": {"kind": "ring", "size": 2}}
 
@@ -26,13 +26,14 @@ def value(path):
 
 def config(kind, path):
     section, name = path.split(".", 1)
-    body = {"kind": kind}
+    raw = {**RING, "workload": {"kind": kind}}
+    body = raw.setdefault(section, {})
     sub, dot, field = name.partition(".")
     if dot:
         body[sub] = {field: value(path)}
     else:
         body[name] = value(path)
-    return from_dict({**RING, "workload": body})
+    return from_dict(raw)
 
 
 def test_every_kind_declares_what_it_reads_and_every_workload_key_is_read():
@@ -138,3 +139,58 @@ def test_a_zoo_model_refuses_astra_keys():
     with pytest.raises(ConfigError, match=r"workload.astra_scheduling = 'FIFO' is read only "
                                           r"with an ASTRA-sim workload"):
         simulate(train(**{"workload.astra_scheduling": "FIFO"}))
+
+
+@pytest.mark.parametrize("path,v", [("traffic.injection_rate", 0.5),
+                                    ("traffic.pattern", "transpose"),
+                                    ("traffic.packet_flits", 8),
+                                    ("simulation.warmup_cycles", 100),
+                                    ("simulation.measure_cycles", 5),
+                                    ("simulation.drain_cycles", 7)])
+@pytest.mark.parametrize("kind", ["collective", "graph", "training"])
+def test_synthetic_traffic_and_its_window_are_refused_by_the_other_kinds(kind, path, v):
+    """[traffic] and the measured window shape synthetic traffic alone: an op graph, a
+    collective or training runs to its end, whatever they say."""
+    section, name = path.split(".", 1)
+    body = {"collective": {"kind": "collective", "bytes": 4096},
+            "graph": {"kind": "graph", "file": "g.toml"},
+            "training": {"kind": "training", "model": "resnet50", "batch": 8}}[kind]
+    cfg = from_dict({**RING, "workload": body, section: {name: v}})
+    with pytest.raises(ConfigError, match=rf"{path} = {v!r} is not read by workload.kind = "
+                                          rf"'{kind}': it is read by workload.kind = "
+                                          rf"'synthetic'"):
+        simulate(cfg)
+
+
+def test_a_systems_traffic_is_left_out_when_the_command_line_changes_the_kind():
+    """dgx1-v100's file sets [traffic] and the window for its synthetic run; a collective
+    asked for on top of it leaves them out, while the same keys typed are the user's."""
+    cfg = pysim.load("dgx1-v100", {"workload.kind": "collective", "workload.bytes": 4096})
+    assert not any(p.startswith("traffic.") or p in ("simulation.warmup_cycles",
+                                                     "simulation.measure_cycles")
+                   for p in cfg.explicit)
+    assert cfg.is_set("simulation.seed")     # (read by every kind: kept)
+    for over in ({"traffic.injection_rate": 0.5}, {"simulation.measure_cycles": 5}):
+        with pytest.raises(ConfigError, match=rf"{next(iter(over))} = .* is not read by "
+                                              r"workload.kind = 'collective'"):
+            simulate(pysim.load("mesh8x8", {"workload.kind": "collective",
+                                            "workload.bytes": 4096, **over}))
+
+
+def test_a_system_named_by_topology_file_brings_no_window_to_a_training_run(tmp_path):
+    """A config of the user's own naming a shipped system (topology.file = dgx1-v100, whose
+    [simulation] holds a window for synthetic traffic) runs a training iteration: the
+    system's window is left out, not blamed on the user, while the user's own window is
+    refused."""
+    train = ('[workload]\nkind = "training"\nmodel = "dlrm"\nbatch = 64\n'
+             'model_params = {tables = [1000, 2000], dim = 16, bottom = [32, 16], '
+             'top = [32, 1]}\n')
+    f = tmp_path / "t.toml"
+    f.write_text('[topology]\nfile = "dgx1-v100"\n' + train)
+    cfg = pysim.load(str(f))
+    assert not cfg.is_set("simulation.measure_cycles")
+    simulate(cfg.with_overrides({"network.model": "flow"}))
+    f.write_text('[topology]\nfile = "dgx1-v100"\n[simulation]\nmeasure_cycles = 5\n' + train)
+    with pytest.raises(ConfigError, match=r"simulation.measure_cycles = 5 is not read by "
+                                          r"workload.kind = 'training'"):
+        simulate(pysim.load(str(f)))

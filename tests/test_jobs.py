@@ -7,6 +7,7 @@ all-reduce, per iteration), so that the machinery is checked against closed form
 training iterations of real models are the builder of record (pysim.jobs.execute.training)."""
 import itertools
 import json
+import math
 import os
 
 import numpy as np
@@ -579,6 +580,35 @@ def test_cli_jobs_bad_input(cli, args, match):
     assert r.exit_code == 1 and match in r.output, r.output
 
 
+@pytest.mark.parametrize("over,match", [
+    ({"jobs.count": 7}, r"jobs.count = 7 is read by a generated stream only: jobs.file = "
+                        r"'.*st.toml' gives the jobs \(leave the key out\)"),
+    ({"jobs.min_npus": 3}, r"jobs.min_npus = 3 is read by a generated stream only"),
+    ({"jobs.models": ["vgg16"]}, r"jobs.models = \['vgg16'\] is read by a generated stream"),
+])
+def test_a_generated_streams_keys_beside_a_job_file_are_refused(tmp_path, over, match):
+    """With a job file, the keys that draw a stream (how many jobs, their sizes, models,
+    patterns, iterations, arrivals) have no effect: refused, naming the key and the file."""
+    path = tmp_path / "st.toml"
+    path.write_text('[[jobs]]\nmodel = "resnet50"\nnpus = 2\niterations = 5\n')
+    with pytest.raises(ConfigError, match=match):
+        load_server("dgx1-v100", {"jobs.file": str(path), **over})
+    assert load_server("dgx1-v100", {"jobs.file": str(path), "jobs.batch_per_npu": 8})
+
+
+def test_an_arrival_window_without_uniform_arrivals_is_refused():
+    with pytest.raises(ConfigError, match=r"jobs.window_s = 1.0 is read only with jobs.arrivals "
+                                          r"= 'uniform' \(it is 'batch': every job at time 0\)"):
+        load_server("dgx1-v100", {"jobs.window_s": 1.0})
+    assert load_server("dgx1-v100", {"jobs.window_s": 1.0, "jobs.arrivals": "uniform"})
+
+
+def test_an_option_and_a_set_of_its_key_are_refused_together(cli):
+    r = cli("jobs", "dgx1-v100", "--jobs", 5, "--set", "jobs.count=7")
+    assert r.exit_code == 1 and "--jobs 5 and --set jobs.count=7 both set jobs.count" in \
+        r.output, r.output
+
+
 def test_cli_plot_jobs_refuses_other_files(cli, tmp_path):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"makespan_cycles": 3}))
@@ -853,3 +883,34 @@ def test_predicted_bandwidth_is_the_same_in_chunks_of_any_size():
         for chunk in (1, 7):
             got = pol._predicted(s, c.nodes, flows, pairs_at_once=chunk * len(flows))
             np.testing.assert_array_equal(got, c.predicted)
+
+
+@pytest.mark.parametrize("k,pattern", [(3, "ring"), (3, "clique"), (3, "tree")])
+def test_placements_on_a_mesh_against_their_definitions(k, pattern):
+    """On mesh8x8 (64 NPUs: the routes of every pair looked up at once, and rows of many
+    of links, many shared) the placements are every k-set in lexicographic order with its
+    orders adjacent, and a sample's score and predicted bandwidth are the definitions':
+    the sum of the edges' route bandwidths, the least share of a link among the edges
+    crossing it."""
+    s = load_server("mesh8x8")
+    c = pol.Candidates(s, k, pattern)
+    per_set = len(pol.orders(tuple(range(k)), pattern))
+    assert len(c) == math.comb(64, k) * per_set
+    sets = np.sort(c.nodes, axis=1)[::per_set]
+    assert [tuple(x) for x in sets[:3]] + [tuple(sets[-1])] == \
+        list(itertools.islice(itertools.combinations(range(64), k), 3)) + \
+        [tuple(range(64 - k, 64))]
+    assert (c.set_id == np.arange(len(c)) // per_set).all()
+    edges, flows = pol.pattern_edges(pattern, k)
+    for i in np.random.default_rng(3).integers(len(c), size=60):
+        nodes = [int(x) for x in c.nodes[i]]
+        assert sorted(nodes) == list(sets[i // per_set])
+        score = sum(s.route_gbps[nodes[a], nodes[b]] for a, b in edges)
+        use = {}
+        for a, b in flows:
+            for h in s.route(nodes[a], nodes[b]):
+                use[h] = use.get(h, 0) + 1
+        pred = min(s.link_gbps[h] / use[h] for a, b in flows for h in s.route(nodes[a],
+                                                                              nodes[b]))
+        assert c.score[i] == pytest.approx(score, rel=1e-12)
+        assert c.predicted[i] == pytest.approx(pred, rel=1e-12)

@@ -49,6 +49,7 @@ def random_config(rng):
                          "collective": rng.choice(["all_reduce", "all_gather", "broadcast"]),
                          "algorithm": rng.choice(["ring", "direct", "tree"]),
                          "chunks": rng.randint(1, 4)}
+        c["simulation"] = {"seed": c["simulation"]["seed"]}   # (the window is synthetic's)
     else:
         c["traffic"] = {"pattern": rng.choice(["uniform", "transpose", "bitcomp", "tornado",
                                                "neighbor", "shuffle"]),

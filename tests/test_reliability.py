@@ -98,7 +98,8 @@ def test_a_graph_link_end_that_is_not_a_name_is_a_config_error(bad):
 ])
 def test_an_op_node_that_is_not_a_name_is_a_config_error(tmp_path, op):
     (tmp_path / "ops.toml").write_text(f"[[ops]]\n{op}\n")
-    cfg = with_(SMALL, workload={"kind": "graph", "file": str(tmp_path / "ops.toml")})
+    cfg = with_({"topology": SMALL["topology"]},
+                workload={"kind": "graph", "file": str(tmp_path / "ops.toml")})
     with pytest.raises(ConfigError, match="expected a node name"):
         simulate(from_dict(cfg))
 
@@ -587,7 +588,7 @@ def test_an_input_that_is_not_a_bounded_regular_file_is_refused(tmp_path, target
         monkeypatch.setattr(pysim._io, "MAX_INPUT_BYTES", 1000)
         (tmp_path / "big.toml").write_text("[[ops]]\n" * 200)
         target = str(tmp_path / "big.toml")
-    cfg = with_(SMALL, workload={"kind": "graph", "file": target})
+    cfg = with_({"topology": SMALL["topology"]}, workload={"kind": "graph", "file": target})
     with pytest.raises(ConfigError, match="not a regular file|expected at most 1,000"):
         simulate(from_dict(cfg))
 

@@ -109,6 +109,7 @@ def training(par, npu=None, **extra):
     ({"tp": 2, "pp": 2, "dp": 2, "sp": True, "zero": 3, "tp_ranks": "one", "replicas": "one",
       "micro_batches": 4}, {"collective_form": "streams"}),
     ({"tp": 4, "pp": 2, "tp_ranks": "one", "micro_batches": 6}, {"iterations": 2}),
+    ({"tp": 2, "pp": 4, "interleave": 2, "p2p_sync": True, "micro_batches": 8}, {}),
     ({"tp": 2, "pp": 2, "dp": 2, "interleave": 2, "micro_batches": 8},
      {"memory": {"policy": "recompute", "recompute": "full"}, "grad_accumulation": "add",
       "compute": "kernels", "layer_kernels": "passes", "npu": {"preset": "a100"}}),

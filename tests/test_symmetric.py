@@ -19,7 +19,7 @@ SWITCH = dict(topology={"kind": "switch", "size": 8, "link_gbps": 50.0,
               network={"model": "flow"})
 
 
-def _part(collective, algorithm, form, engine, built):
+def _part(collective, algorithm, form, engine, built, peers=0):
     cfg = make_cfg(**SWITCH)
     order = [f"npu{i}" for i in (3, 0, 5, 1, 7, 2, 6, 4)]     # a ring not in id order
     g = OpGraph()
@@ -28,7 +28,7 @@ def _part(collective, algorithm, form, engine, built):
     units = {n: 16 for n in order} if engine == "npu" else None
     coll.build(collective, algorithm, order, 3 << 20, 2, 4.0 if engine is None else None,
                engine, None, g, after={n: [0] for n in order}, done=done, units=units,
-               form=form, built=built)
+               form=form, built=built, peers=peers)
     res = run_graph(cfg, g)
     return {n: res.ops[op]["finish"] for n, op in done.items()}, len(g)
 
@@ -45,6 +45,17 @@ def test_one_part_runs_as_in_the_whole_collective(algorithm, collective, form, e
     assert one["npu5"] == whole["npu5"]
     assert len(set(whole.values())) == 1             # (every part alike: the premise)
     assert n_one - 1 == (n_whole - 1) // 8           # one part of eight
+
+
+@pytest.mark.parametrize("peers", [1, 3])
+@pytest.mark.parametrize("engine", [None, "npu"])
+def test_one_part_of_an_all_to_all_with_a_window_runs_as_in_the_whole(engine, peers):
+    """workload.all_to_all_peers: a message waits for receptions at another rank; by
+    rotation that rank's op is the part's own of the same place."""
+    whole, n_whole = _part("all_to_all", "direct", "steps", engine, None, peers)
+    one, n_one = _part("all_to_all", "direct", "steps", engine, ["npu5"], peers)
+    assert one["npu5"] == whole["npu5"] and len(set(whole.values())) == 1
+    assert n_one - 1 == (n_whole - 1) // 8
 
 
 def test_a_collective_not_symmetric_is_built_whole():

@@ -542,3 +542,82 @@ def test_hooks_let_a_memory_plan_add_ops_around_each_stash():
         first = lo.bwd_input if lo.bwd_input is not None else lo.bwd_weight
         assert res.ops[first]["start"] >= back["finish"] >= res.ops[hooks.out[key]]["finish"]
         assert back["size"] == lo.stash_bytes == 2 * 4 * 256
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_p2p_sync_holds_a_stage_until_its_send_is_done(sync):
+    """Two stages under GPipe, four micro-batches of 2 samples, 10^6 fp32 activations a
+    sample between them (8 MB a send) on ring8's 32 GB/s links: with
+    workload.parallel.p2p_sync (Megatron-LM's exchanges end in torch.cuda.synchronize())
+    stage 0's next forward starts when its send of the previous one ends, and the send takes
+    its bytes alone over the link (8e6 / 32 GB/s = 250 us, within 2%); without it, when the
+    previous forward ends (2 x 10^9 FLOPs at 75 TFLOP/s, 27 us), the sends queueing beside
+    it."""
+    p, m_, acts = 2, 4, 10**6
+    m = model([layer(f"l{i}", flops=1e9, ins=acts, outs=acts) for i in range(p)])
+    par = {"pp": p, "micro_batches": m_, "schedule": "gpipe"}
+    if sync:
+        par["p2p_sync"] = True
+    _, plan, graph, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0),
+                                    group=["n0", "n1"], batch=2 * m_, parallel=par)
+    sends = sorted((sd for sd in plan.sends if sd["src"] == "n0" and sd["iteration"] == 0),
+                   key=lambda sd: sd["micro_batch"])
+    assert [sd["bytes"] for sd in sends] == [2 * acts * 4] * m_
+    fwd = {lo.fwd: j for (it, i, n, j), lo in plan.layer_ops.items() if n == "n0" and it == 0}
+    start = {j: res.ops[op]["start"] for op, j in fwd.items()}
+    finish = {j: res.ops[op]["finish"] for op, j in fwd.items()}
+    for sd, nxt in zip(sends, sends[1:]):
+        j, op = sd["micro_batch"], res.ops[sd["op"]]
+        assert op["start"] == finish[j]
+        if sync:                      # alone on the link, and the stage waits for it
+            assert (op["finish"] - op["start"]) * 1e-9 == pytest.approx(8e6 / 32e9,
+                                                                         rel=0.02)
+            assert start[j + 1] == op["finish"]
+        else:                         # the next forward (27 us) at once: sends overlap
+            assert start[j + 1] == finish[j]
+            assert res.ops[nxt["op"]]["start"] < op["finish"]
+
+
+def test_p2p_sync_must_be_a_boolean():
+    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8) for i in range(2)])
+    with pytest.raises(ConfigError, match=r"workload.parallel.p2p_sync = 'yes'.*true or false"):
+        run_model(m, ring8(), group=["n0", "n1"], batch=4,
+                  parallel={"pp": 2, "micro_batches": 2, "p2p_sync": "yes"})
+
+
+@pytest.mark.parametrize("step_after", ["bucket", "all"])
+def test_without_overlap_every_chunks_all_reduce_waits_for_the_whole_backward_pass(
+        step_after):
+    """workload.overlap = false with model chunks (pp 2, interleave 2, dp 2; one layer of
+    2^20 fp32 weights a chunk): Megatron-LM's local data parallelism all-reduces each
+    chunk's gradients after the schedule returns, chunk 0 first, then steps
+    (megatron/training.py, train_step). On every NPU no all-reduce's op starts before the
+    NPU's last backward op ends, and chunk 1's starts when chunk 0's ends there (one
+    communicator: stream order); with step_after = 'all' no optimizer step starts before
+    chunk 1's all-reduce ends, with 'bucket' chunk 0's layer steps before it ends."""
+    m = model([layer(f"l{i}", flops=2e8, params=1 << 20, ins=1024, outs=1024)
+               for i in range(4)])
+    _, plan, _, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0),
+                                group=[f"n{i}" for i in range(4)], batch=16, overlap=False,
+                                step_after=step_after, iterations=1,
+                                parallel={"pp": 2, "dp": 2, "interleave": 2,
+                                          "micro_batches": 4})
+    ars = [c for c in plan.collectives if c.what == "dp_all_reduce"]
+    assert sorted(c.layers[0] for c in ars) == [0, 1, 2, 3]
+    for n in plan.npus:
+        mine = sorted((c for c in ars if n in c.group), key=lambda c: c.first)
+        assert [c.layers[0] // 2 for c in mine] == [0, 1]          # chunk 0, then chunk 1
+        last_bwd = max(res.ops[op]["finish"] for (it, i, nn, j), lo in plan.layer_ops.items()
+                       if nn == n for op in (lo.bwd_input, lo.bwd_weight) if op is not None)
+        starts = [min(res.ops[o]["start"] for o in range(c.first, c.last + 1)
+                      if res.ops[o]["node"] == n) for c in mine]
+        assert starts[0] >= last_bwd, n
+        assert starts[1] >= res.ops[mine[0].done[n]]["finish"], n
+        ended = res.ops[mine[1].done[n]]["finish"]
+        steps = {i: res.ops[op]["start"] for (it, i, nn), op in plan.optimizer.items()
+                 if nn == n}
+        assert sorted(steps) == sorted(c.layers[0] for c in mine)
+        if step_after == "all":
+            assert min(steps.values()) >= ended, n
+        else:
+            assert steps[mine[0].layers[0]] < ended, n

@@ -14,20 +14,34 @@ import click
 
 from pysim._io import OutputError, check_output, dump_json, read_bounded, write_atomic
 from pysim._version import __version__
-from pysim.config import parse_override
-from pysim.errors import PysimWarning
+from pysim.config import override_pairs, parse_override
+from pysim.errors import ConfigError, PysimWarning
+from pysim.schema import short
 from pysim.workload.runtime import describe as describe_estimate, duration as describe_duration
 
 
 def overrides(pairs):
-    out = {}
-    for text in pairs:
-        path, value = parse_override(text)
-        out[path] = value
-    return out
+    """--set KEY=VALUE options as a dict; a key given twice is refused with both values."""
+    try:
+        return override_pairs([parse_override(text) for text in pairs],
+                              lambda p, a, b: f"--set {p} is given twice ({short(a)}, then "
+                                              f"{short(b)}); give it once")
+    except ConfigError as e:
+        text = str(e)
+        raise ConfigError(text if text.startswith("--set") else f"--set {text}") from None
 
 
 STDOUT = "-"        # an output option given `-`: a JSON or CSV output goes to standard output
+
+
+class OutPath(click.Path):
+    """click.Path of an output option: an empty name (`--json "$OUT"` with OUT unset) is
+    refused, not taken for the option not given (the output silently not written)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r}: an empty name; expected a file or folder name", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def to_stdout(*paths):

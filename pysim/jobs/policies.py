@@ -130,14 +130,19 @@ class Candidates:
                               f"at most {MAX_CANDIDATES:,} are enumerated (jobs.max_npus, "
                               f"or a job file's npus, sets the job's size)")
         self.k, self.pattern = k, pattern
-        rows = [o for s in itertools.combinations(range(n), k) for o in orders(s, pattern)]
-        self.nodes = np.array(rows, np.int64).reshape(len(rows), k)
+        # a set's orders are orders() of its positions applied to it: orders() compares
+        # nodes only by position (a ring's perm[0] < perm[-1]), and a set is in ascending order
+        sets = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), k)),
+                           np.int64, count=math.comb(n, k) * k).reshape(-1, k)
+        ranks = np.array(orders(tuple(range(k)), pattern), np.int64).reshape(per_set, k)
+        self.nodes = sets[:, ranks].reshape(-1, k)
         # consecutive placements on one node set share its id (orders of a set are adjacent)
-        ends = np.sort(self.nodes, axis=1)
-        self.set_id = np.cumsum(np.r_[True, (ends[1:] != ends[:-1]).any(axis=1)]) - 1 \
-            if len(rows) else np.zeros(0, np.int64)
+        self.set_id = np.repeat(np.arange(len(sets), dtype=np.int64), per_set)
+        rows = self.nodes
         edges, flows = pattern_edges(pattern, k)
-        bw = server.route_gbps
+        # (every pair's route bandwidth at once where there are fewer pairs than lookups)
+        bw = server.route_gbps.dense() if n * n <= len(rows) * len(edges) else \
+            server.route_gbps
         self.score = np.zeros(len(rows))
         for a, b in edges:
             self.score += bw[self.nodes[:, a], self.nodes[:, b]]
@@ -186,9 +191,10 @@ class Candidates:
 
 def _predicted(server, nodes, flows, budget=20_000_000, pairs_at_once=1 << 16):
     """Per placement: the least bandwidth an edge of the pattern gets (see the module
-    docstring), vectorised over placements in chunks; the routes of the NPU pairs each
-    chunk joins looked up for it (pysim.routing.paths), so memory stays bounded whatever
-    the number of placements."""
+    docstring), vectorised over placements in chunks. The routes' links are looked up once
+    for every NPU pair where there are at most `pairs_at_once` pairs, else for the pairs
+    each chunk joins (pysim.routing.paths), so memory stays bounded whatever the number of
+    placements and NPUs."""
     if not flows:
         return np.full(len(nodes), math.inf)
     n = server.size
@@ -196,24 +202,40 @@ def _predicted(server, nodes, flows, budget=20_000_000, pairs_at_once=1 << 16):
     fb = np.array([b for _, b in flows])
     link, bw = server.link_ids()
     bw = np.r_[bw, math.inf]                                  # index -1: padding
+
+    def route_links(pairs):
+        """(pairs, L) links of the routes of NPU pairs a * n + b, -1 after the last."""
+        ch = server.paths(pairs // n, pairs % n)
+        if ch.shape[1] == 0:
+            ch = np.full((pairs.size, 1), -1, np.int64)
+        return np.where(ch >= 0, link[np.maximum(ch, 0)], -1)
+
+    table = route_links(np.arange(n * n)) if n * n <= pairs_at_once else None
     out = np.empty(len(nodes))
     outer = max(1, pairs_at_once // len(flows))
     for lo in range(0, len(nodes), outer):
         part = nodes[lo:lo + outer]
-        uniq, inv = np.unique(part[:, fa] * n + part[:, fb], return_inverse=True)
-        inv = inv.reshape(len(part), len(flows))
-        ch = server.paths(uniq // n, uniq % n)                # (pairs, L) channels
-        if ch.shape[1] == 0:
-            ch = np.full((uniq.size, 1), -1, np.int64)
-        links = np.where(ch >= 0, link[np.maximum(ch, 0)], -1)
-        L = ch.shape[1]
-        M = len(flows) * L
-        step = max(1, budget // (M * M))
+        keys = part[:, fa] * n + part[:, fb]
+        if table is None:
+            keys, inv = np.unique(keys, return_inverse=True)
+            links, keys = route_links(keys), inv.reshape(len(part), len(flows))
+        else:
+            links = table
+        M = len(flows) * links.shape[1]
+        step = max(1, budget // (8 * M))
+        col = np.arange(M)
         for s in range(0, len(part), step):
-            x = links[inv[s:s + step]].reshape(-1, M)                           # (c, F*L)
-            count = (x[:, :, None] == x[:, None, :]).sum(axis=2)
-            share = np.where(x >= 0, bw[x] / count, math.inf).reshape(-1, len(flows), L)
-            out[lo + s:lo + s + len(x)] = share.min(axis=2).min(axis=1)
+            x = np.sort(links[keys[s:s + step]].reshape(-1, M), axis=1)          # (c, F*L)
+            # each link's count among the edges' routes: the length of its run in the
+            # sorted row, taken at the run's last entry (the least share over a row does
+            # not depend on its order)
+            end = np.ones(x.shape, bool)
+            end[:, :-1] = x[:, 1:] != x[:, :-1]
+            start = np.ones(x.shape, bool)
+            start[:, 1:] = end[:, :-1]
+            first = np.maximum.accumulate(np.where(start, col, 0), axis=1)
+            share = np.where(end & (x >= 0), bw[x] / (col - first + 1), math.inf)
+            out[lo + s:lo + s + len(x)] = share.min(axis=1)
     return out
 
 

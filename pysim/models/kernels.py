@@ -15,12 +15,13 @@ accelerator (`KERNELS`) are fitted to published measurements of kernels alone, c
 them: none is fitted to a training iteration.
 
 Attention ("unfused", as Megatron-LM ran it in 2021): the batched products Q K^T and P V
-(forward; four in backward) by the model above, and the scores' element-wise passes
-(scaled masked softmax, dropout) at the memory roofline: 9 bytes per score forward (softmax
-read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask), 11 backward; or the
-passes Megatron-LM of 2021 ran (`megatron_score_passes`: its fused causal softmax reading the
-lower triangle, or PyTorch's fp32 softmax where the fused kernel does not apply). "flash":
-the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
+(forward; four in backward) by the model above, each no faster than its operands' HBM
+bytes at the preset's measured batched-product efficiency (`batched_seconds`), and the
+scores' element-wise passes (scaled masked softmax, dropout) at the memory roofline: 9 bytes
+per score forward (softmax read and write 2 + 2; dropout read 2, write 2 and a 1-byte mask),
+11 backward; or the passes Megatron-LM of 2021 ran (`megatron_score_passes`: its fused
+causal softmax reading the lower triangle, or PyTorch's fp32 softmax where the fused kernel
+does not apply). "flash": the attention's FLOPs at the measured FlashAttention throughput. Element-wise kernels (and
 everything else that is memory-bound): bytes / (HBM bandwidth x hbm_efficiency).
 """
 from __future__ import annotations
@@ -41,13 +42,25 @@ class KernelModel:
     launch_seconds: float         # fixed cost of each kernel
     hbm_efficiency: float         # achievable fraction of the HBM bandwidth
     flash_efficiency: float       # FlashAttention's fraction of peak
+    bmm_hbm_efficiency: float | None = None   # the attention's batched products: their
+    #                               operands' bytes at this fraction of the HBM bandwidth
     source: str = ""
+    bmm_source: str = ""
 
 
 KERNELS = {
     "a100": KernelModel(
         sms=108, gemm_efficiency=0.845, tile=(128, 128), k_half=160.0,
         launch_seconds=1.75e-6, hbm_efficiency=1.70 / 2.039, flash_efficiency=179.5 / 312,
+        bmm_hbm_efficiency=0.485,
+        bmm_source="Fitted to standard (unfused) attention measured on an A100-SXM4-40GB by "
+                   "Dao et al., FlashAttention (NeurIPS 2022), appendix E.6, Tables 18 and 19 "
+                   "('PyTorch Attention', fp16, batch 16, 8 heads of dimension 64, no dropout "
+                   "or mask): forward 1.27, 4.32, 16.47 ms and backward 2.44, 8.82, 33.87 ms "
+                   "at sequence 1,024, 2,048, 4,096, less the softmax's passes at "
+                   "hbm_efficiency (the same tables' dropout increments, Tables 15 and 16, "
+                   "run at 77-89% of the HBM bandwidth); within -9% to +12% of each, and of "
+                   "Tables 15 and 16 (with dropout, not fitted) within -7% to +6%.",
         source="Fitted to the cuBLASLt fp16 products measured on an A100-SXM4-80GB by "
                "Azure's AI benchmarking guide (github.com/Azure/AI-benchmarking-guide, "
                "Azure_Results/ND_A100_v4_results.md, CUDA 12.5: 1024^3 119.4, 2048^3 221.8, "
@@ -83,6 +96,20 @@ def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):
     depth = k / (k + km.k_half)
     flops = 2.0 * batch * m * n * k
     return km.launch_seconds + flops / (peak_flops * km.gemm_efficiency * wave * depth)
+
+
+def batched_seconds(km: KernelModel, peak_flops, hbm_bytes_per_s, m, n, k, batch,
+                    act_bytes=2):
+    """Time of the attention's `batch` products of (m x k) by (k x n): the product model
+    above, bounded below by its operands' HBM bytes (act_bytes (m k + k n + m n) each,
+    read and written once) at bmm_hbm_efficiency of the bandwidth, where the preset
+    has one. With an s x s operand and a thin side (the head dimension) these products
+    move more bytes than they compute."""
+    t = gemm_seconds(km, peak_flops, m, n, k, batch)
+    if km.bmm_hbm_efficiency is None:
+        return t
+    nbytes = act_bytes * batch * (m * k + k * n + m * n)
+    return max(t, km.launch_seconds + nbytes / (hbm_bytes_per_s * km.bmm_hbm_efficiency))
 
 
 def memory_seconds(km: KernelModel, hbm_bytes_per_s, nbytes, kernels=1):
@@ -150,14 +177,13 @@ def attention_seconds(km, peak, hbm, batch_heads, q, kv, d, phase, mode="unfused
         return km.launch_seconds * (1 if phase == "fwd" else 2) + \
             flops / (peak * km.flash_efficiency)
     scores = batch_heads * q * kv
-    if phase == "fwd":
-        t = gemm_seconds(km, peak, q, kv, d, batch_heads) + \
-            gemm_seconds(km, peak, q, d, kv, batch_heads)
-    else:
-        t = gemm_seconds(km, peak, q, kv, d, batch_heads) + \
-            gemm_seconds(km, peak, kv, d, q, batch_heads) + \
-            gemm_seconds(km, peak, q, d, kv, batch_heads) + \
-            gemm_seconds(km, peak, kv, d, q, batch_heads)
+
+    def bmm(m, n, k):
+        return batched_seconds(km, peak, hbm, m, n, k, batch_heads, act_bytes)
+    if phase == "fwd":                    # Q K^T, P V
+        t = bmm(q, kv, d) + bmm(q, d, kv)
+    else:                                 # dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q
+        t = bmm(q, kv, d) + bmm(kv, d, q) + bmm(q, d, kv) + bmm(kv, d, q)
     if score_passes is not None:
         per, kernels = score_passes
         return t + memory_seconds(km, hbm, scores * per, kernels)

@@ -43,6 +43,7 @@ OP_GRAPH_KEYS = ("workload.packet_flits", "workload.slice_cycles", "workload.mem
             "workload.max_cycles", "workload.comm_sms", "workload.comm_hbm_gbps",
             "workload.engine")
 COLLECTIVE_KEYS = ("workload.algorithm", "workload.chunks", "workload.chunks_in_flight",
+               "workload.all_to_all_peers",
                "workload.group", "workload.ring_order", "workload.reduce_gbps",
                "workload.comm_streams", "workload.nccl_algorithm", "workload.nccl_protocol",
                "workload.nccl_channels", "workload.nccl_tuning", "workload.collective_form")

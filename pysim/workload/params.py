@@ -3,7 +3,9 @@ host's roofline, an NPU's collectives engine, a memory node's bandwidth, latency
 from __future__ import annotations
 
 from pysim.models.presets import npu_spec
-from pysim.topology import ns_to_cycles
+from pysim.errors import ConfigError
+from pysim.schema import MAX_INT
+from pysim.topology import at_clock, cycles_text, ns_to_cycles
 from pysim.workload.base import last_of
 
 
@@ -63,5 +65,12 @@ def memory_params(topo, cfg):
         gbps = own.get("mem_gbps", d.get("gbps", 100.0))
         lat = own.get("mem_latency_ns", d.get("latency_ns", 50.0))
         cap = own.get("capacity_gb", d.get("capacity_gb", 128.0))
-        out[i] = (gbps / clock, ns_to_cycles(lat, clock), int(cap * 1e9))
+        cycles = ns_to_cycles(lat, clock)
+        if cycles > MAX_INT:               # (the engine counts cycles in 64 bits)
+            key = f"topology.nodes' {topo.node_names[i]}.mem_latency_ns" \
+                if "mem_latency_ns" in own else "topology.mem.latency_ns"
+            raise ConfigError(f"memory node {topo.node_names[i]}: latency "
+                              f"{cycles_text(cycles)}; expected at most {MAX_INT:,} ({key} "
+                              f"= {lat:g}{at_clock(cfg) if cfg is not None else ''})")
+        out[i] = (gbps / clock, cycles, int(cap * 1e9))
     return out

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from pysim import theory
+from pysim.network import CH_NET
 
 # Wall seconds per unit of work (see the module's doc; bench/estimate.py)
 FLIT_HOP_SECONDS = 0.15e-6     # flit level: per flit moved over one hop (0.07 for a lone
@@ -65,6 +66,29 @@ def estimate(network, arrays, cfg):
                 ops=ops)
 
 
+HOP_SAMPLE = 4096              # pairs whose routes give synthetic traffic's mean hops
+
+
+def synthetic(network, cfg, pattern, cycles):
+    """Synthetic traffic's estimate over `cycles` (the warm-up and the window; the drain
+    after it, at most simulation.drain_cycles, is short below saturation): the flits offered,
+    traffic.injection_rate per endpoint per cycle, times their mean hops over HOP_SAMPLE
+    pairs the pattern draws (seeded), and no more flit-hops a cycle than the network has
+    channels."""
+    eps = np.asarray(network.topo.endpoints(), np.int64)
+    rng = np.random.default_rng(1)
+    s = rng.integers(eps.size, size=HOP_SAMPLE)
+    d = np.asarray(pattern.perm)[s] if pattern.mode == "perm" else \
+        rng.integers(eps.size, size=HOP_SAMPLE)
+    order = np.argsort(d, kind="stable")          # (path_arrays walks by destination)
+    hops = float(theory.path_arrays(network, eps[s[order]], eps[d[order]])[0].mean())
+    per_cycle = min(cfg.traffic.injection_rate * eps.size * hops,
+                    float(np.count_nonzero(network.ch_kind == CH_NET)))
+    flit_hops = per_cycle * cycles
+    return dict(model="flit", stage="synthetic", cycles=int(cycles), flit_hops=flit_hops,
+                seconds={"flit": flit_hops * FLIT_HOP_SECONDS, "flow": float("inf")})
+
+
 def total(estimates, **extra):
     """The estimates of several runs (at one level) as one: their work and seconds added."""
     out = dict(model=estimates[0]["model"], seconds={"flit": 0.0, "flow": 0.0}, flit_hops=0,
@@ -103,6 +127,10 @@ def describe(est):
                    else "") + f") and at least {duration(mine)} in all"
                 + ("" if model == "flow" else
                    " (the flit level's network work is estimated once the graph is built)"))
+    if est.get("stage") == "synthetic":
+        return (f"estimate: about {duration(mine)} to simulate {est['cycles']:,} cycles "
+                f"(simulation.warmup_cycles + measure_cycles) of synthetic traffic, "
+                f"{_count(est['flit_hops'])} flit-hops; Ctrl-C stops it")
     other = "flow" if model == "flit" else "flit"
     line = (f"estimate: {'at least' if est.get('least') else 'about'} {duration(mine)} to "
             f"simulate at the {model} level ("
@@ -121,20 +149,32 @@ def duration(s):
         return f"{s:.0f} s"
     if s < 5400:
         return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    if s < 2 * YEAR:
+        return f"{s / 86400:.0f} days"
+    return f"{s / YEAR:,.0f} years"
+
+
+YEAR = 365.25 * 86400
+
+
+def _count(x):
+    """A count in words a reader takes in: 412,972, or 3.4e+16 past a trillion."""
+    return f"{x:,.0f}" if x < 1e12 else f"{x:.2g}"
 
 
 class Meter:
     """progress(now) for the engine: passes the cycle on to the user's callback and, at most
     once a second, the share of the estimated work done (if it takes `share`)."""
 
-    def __init__(self, progress, eng, est):
-        self.progress, self.eng, self.est = progress, eng, est
+    def __init__(self, progress, eng, est, last=None):
+        self.progress, self.eng, self.est, self.last_cycle = progress, eng, est, last
         self.share = getattr(progress, "share", None) if est is not None else None
         self.last = 0.0
 
     def __call__(self, now):
-        self.progress(now, None)
+        self.progress(now, self.last_cycle)
         t = time.perf_counter()
         if self.share is None or t - self.last < 1.0:
             return

@@ -23,6 +23,7 @@ from pysim.schema import NONNEG, POS, Key, declare
 from pysim.network import compile_network, nic_bandwidths
 from pysim.stats import Result, percentile_from_hist
 from pysim.topology import system_name
+from pysim.workload import runtime
 from pysim.workload.base import check_status, link_report, register
 
 
@@ -49,7 +50,13 @@ def prepare(cfg, horizon=None):
     return network, eng
 
 
-@register("synthetic")
+# What synthetic traffic alone reads: its [traffic] and the measured window (an op graph, a
+# collective or training runs to its end); the other kinds refuse them when given.
+WINDOW_KEYS = ("simulation.warmup_cycles", "simulation.measure_cycles",
+               "simulation.drain_cycles")
+
+
+@register("synthetic", reads=("traffic.*",) + WINDOW_KEYS)
 def run_synthetic(cfg, progress=None):
     """Synthetic traffic ([traffic]): latency, throughput and saturation over a window."""
     t_start = time.perf_counter()
@@ -60,7 +67,13 @@ def run_synthetic(cfg, progress=None):
     eng.set_window(W, W + M)
     n_ep = len(topo.endpoints())
 
-    tick = None if progress is None else (lambda now: progress(now, W + M + sim.drain_cycles))
+    tick = None
+    if progress is not None:             # (said before the run: how long it will take)
+        est = None
+        if hasattr(progress, "estimate"):
+            est = runtime.synthetic(network, cfg, traffic.pattern(topo, cfg), W + M)
+            progress.estimate(est)
+        tick = runtime.Meter(progress, eng, est, last=W + M + sim.drain_cycles)
     t_run = time.perf_counter()
     st = eng.run(W, progress=tick)
     check_status(st, network, eng)

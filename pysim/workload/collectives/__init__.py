@@ -103,7 +103,8 @@ def collective_graph(cfg, topo, graph=None):
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
               sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
               sram_pieces=pieces, units=held_units(cfg, topo, w.engine),
-              form=w.collective_form, **nccl_args(cfg, topo, chosen))
+              form=w.collective_form, peers=w.all_to_all_peers,
+              **nccl_args(cfg, topo, chosen))
     return g, dict(collective=w.collective, algorithm=w.algorithm, bytes=w.bytes,
                    chunks=w.chunks, engine=w.engine, participants=group, order=order,
                    **chosen)
@@ -205,6 +206,15 @@ declare(
         None, lambda: ["steps", "streams"]),
     Key("workload", "chunks_in_flight", "int", 0, "-",
         "Collective: at most this many chunks under way at a node at once (0: no bound).",
+        NONNEG),
+    Key("workload", "all_to_all_peers", "int", 0, "-",
+        "All-to-all (direct): the peers a node sends to, and receives from, at once; its "
+        "messages go to i + 1, i + 2, ... and one to i + k + peers starts when the one to "
+        "i + k has been received and its receiver has received from i + peers (0: all p - 1 "
+        "at once, as NCCL 2.19 runs a grouped all-to-all of ncclSend/ncclRecv: every peer's "
+        "work in one kernel, 8 sends and 8 receives per block, src/enqueue.cc; and as the "
+        "offload engine runs it from its SRAM, a piece's blocks all there before the first "
+        "is sent, as ASTRA-sim 1.0's direct all-to-all does with its window of -1).",
         NONNEG),
     Key("workload", "group", "strs", None, "node names",
         "Collective participants, NPUs or hosts (default: every NPU, or every host if there "

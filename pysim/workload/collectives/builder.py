@@ -32,7 +32,7 @@ class _Builder:
 
     def __init__(self, order, nbytes, chunks, reduce_bpc, engine=None, sram_bytes=None,
                  graph=None, in_flight=0, grain=512, start=None, sram_state=None,
-                 sram_pieces=OFFLOAD_PIECES_IN_SRAM, form="steps"):
+                 sram_pieces=OFFLOAD_PIECES_IN_SRAM, form="steps", peers=0):
         self.g = graph if graph is not None else OpGraph()
         self.form = form                # 'steps' or 'streams' (build)
         self.order = list(order)
@@ -57,6 +57,7 @@ class _Builder:
         self.io = True                  # offload: load inputs and store results here
         self.grain = grain              # offload: the bytes reduced after a message arrives
         self.sram_pieces = sram_pieces  # offload: pieces of SRAM / this
+        self.peers = peers              # all-to-all: peers in flight per side (0: all)
 
     def _note(self, node, op):
         self.last_at[node] = op

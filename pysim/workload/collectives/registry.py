@@ -132,7 +132,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
           engine=None, sram_bytes=None, graph=None, chunks_in_flight=0, dims=None,
           grain=512, after=None, done=None, sram_state=None,
           sram_pieces=OFFLOAD_PIECES_IN_SRAM, units=None, streams=None, machine=None,
-          nccl_settings=None, form="steps", built=None):
+          nccl_settings=None, form="steps", built=None, peers=0):
     """The op graph of one collective over the nodes `order` (names, in ring order); added
     to `graph` if given (so that other ops can run beside it).
 
@@ -158,7 +158,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     halving-doubling; without an offload engine or a window of chunks: `symmetric` checks),
     each built participant's ops are its own part, whatever waited on another rank's op
     waiting on its own op of the same place in its part; elsewhere every part is built,
-    each participant after `after` of its own."""
+    each participant after `after` of its own.
+    peers: an all-to-all's peers in flight per side (workload.all_to_all_peers; 0: all)."""
     if form not in FORMS:
         raise ConfigError(f"workload.collective_form = {form!r}: expected one of "
                           f"{', '.join(FORMS)}")
@@ -196,7 +197,8 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     lo = len(g)                        # (the collective's ops: their steps may stream)
     if built is not None and set(built) != set(order):
         t = symmetric(collective, algorithm, order, nbytes, chunks, reduce_bytes_per_cycle,
-                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings)
+                      engine, chunks_in_flight, grain, units, form, machine, nccl_settings,
+                      peers)
         if t is not None:
             add_parts(t, g, order, built, after, {} if done is None else done, streams)
             return g
@@ -219,7 +221,7 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
         for k, n in enumerate(took):
             start[idx[n]] = [first + k]
     b = _Builder(order, nbytes, chunks, reduce_bytes_per_cycle, engine, sram_bytes, graph,
-                 chunks_in_flight, grain, start, sram_state, sram_pieces, form)
+                 chunks_in_flight, grain, start, sram_state, sram_pieces, form, peers)
     b.g = g
     if algorithm in HIERARCHICAL:
         if dims is None:
@@ -322,7 +324,7 @@ def add_parts(part, g, order, built, after, done, streams=None):
 
 
 def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, in_flight,
-              grain, units, form, machine=None, nccl_settings=None):
+              grain, units, form, machine=None, nccl_settings=None, peers=0):
     """The _Part every participant of the collective runs, where it is the same at every
     one but for a rotation of the ring (the op kinds, destinations and dependencies of each
     participant's part those of the others shifted round the ring; sizes may differ by a
@@ -337,7 +339,7 @@ def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, 
     u = held.pop()
     # (NCCL's plan depends on where the ranks are: its parts are made per group)
     key = (collective, algorithm, tuple(order) if algorithm == "nccl" else p, int(nbytes),
-           chunks, reduce_bpc, engine, grain, u, form,
+           chunks, reduce_bpc, engine, grain, u, form, peers,
            repr(sorted((k, v) for k, v in (nccl_settings or {}).items() if k != "chosen")))
     if key in _PARTS:
         return _PARTS[key]
@@ -348,7 +350,7 @@ def symmetric(collective, algorithm, order, nbytes, chunks, reduce_bpc, engine, 
     build(collective, algorithm, names, nbytes, chunks, reduce_bpc, engine, None, g, 0, None,
           grain, after={n: [marks[i]] for i, n in enumerate(names)}, done=done,
           units={n: u for n in names} if u else None, form=form, machine=machine,
-          nccl_settings=nccl_settings)
+          nccl_settings=nccl_settings, peers=peers)
     rank = {n: i for i, n in enumerate(names)}
     of = [rank.get(x, -1) for x in g.node]
     for k, _, d, _ in g.latencies:

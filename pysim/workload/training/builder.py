@@ -35,6 +35,7 @@ class _Builder:
         cfg = lay.cfg
         self.chunks = cfg.workload.chunks
         self.in_flight = cfg.workload.chunks_in_flight
+        self.peers = cfg.workload.all_to_all_peers
         self.grain = cfg.workload.packet_flits * cfg.network.flit_bytes
         idx = {n: i for i, n in enumerate(lay.topo.node_names)}
         ep = engine_params(lay.topo, cfg)[idx[lay.npus[0]]]
@@ -48,6 +49,7 @@ class _Builder:
         self.orders = {}
         self.parts = {}                  # tp_ranks = 'one': (collective, group, bytes) -> part
         self.step_done = {}              # (iteration, layer, npu) -> the op ending its step
+        self.held = {}                   # (iteration, stage) -> [(chunk, _Buckets)]
         self.gathered = {}
         self.repeat = Repeat(self)       # passes built once per class, repeated as arrays
         self.plan = Plan(model=lay.model, precision=lay.precision,
@@ -110,7 +112,8 @@ class _Builder:
                 self.parts[key] = coll.symmetric(
                     collective, algorithm, order, int(nbytes), self.chunks, None,
                     self.lay.engine, self.in_flight, self.grain, self.units,
-                    self.lay.cfg.workload.collective_form, **coll.nccl_args(self.lay.cfg, topo))
+                    self.lay.cfg.workload.collective_form, peers=self.peers,
+                    **coll.nccl_args(self.lay.cfg, topo))
             if self.parts[key] is not None:
                 coll.add_parts(self.parts[key], g, order, built, start, done, streams)
                 return
@@ -119,7 +122,7 @@ class _Builder:
                    after={n: start[n] for n in group}, done=done, sram_state=sram_state,
                    sram_pieces=self.sram_pieces, units=self.units, streams=streams,
                    form=self.lay.cfg.workload.collective_form, built=built,
-                   **coll.nccl_args(self.lay.cfg, topo))
+                   peers=self.peers, **coll.nccl_args(self.lay.cfg, topo))
 
     def collective_ops(self, collective, group, nbytes, g):
         """One collective over `group` added to the scratch graph g as `collective` adds it
@@ -321,7 +324,9 @@ class _Builder:
         group holds the same tensor: Megatron-LM's scatter-gather optimisation
         (workload.parallel.scatter_gather, default true) sends 1/tp of it from each and
         all-gathers it over the receiving group; under sequence parallelism the tensor is
-        already split by sequence and its parts are sent as they are."""
+        already split by sequence and its parts are sent as they are. With
+        workload.parallel.p2p_sync the sending NPU's next op waits for its send (Megatron-LM's
+        p2p_communication: batch_isend_irecv, then torch.cuda.synchronize())."""
         lay, g = self.lay, self.g
         nbytes = lay.mb * elems * lay.pb.act
         split = lay.tp > 1 and (lay.sp or lay.scatter_gather)
@@ -337,6 +342,8 @@ class _Builder:
                         name=f"{self.prefix}it{it} {label} s{s}->s{to} mb{j} {n}")
             sent[dst] = op
             into[(to, j, d, t)] = [op]
+            if lay.p2p_sync:             # the stage goes on once its send is done
+                last[n] = op
             self.plan.sends.append(dict(iteration=it, micro_batch=j, direction=direction,
                                         src=n, dst=dst, bytes=nbytes, op=op))
         if gather:                       # all-gathered by the receiving stage in its turn
@@ -498,10 +505,36 @@ class _Builder:
         for n in npus:
             last[n] = cur[n][0] if len(cur[n]) == 1 else g.delay(0, after=cur[n])
         if final:
-            buckets.close({n: [last[n]] for n in npus})
+            self.close_buckets(it, s, buckets, {n: [last[n]] for n in npus})
         if s > 0:                        # the input gradient goes back to the stage before
             self.stage_send(it, j, s, s - 1, a, lay.model.layers[a].in_elems, npus, last,
                             bsend, "backward", "grad")
+
+    def close_buckets(self, it, s, buckets, ready):
+        """Virtual stage s's gradients reduced after its last backward pass (ready). Without
+        overlap and with model chunks (interleaving), every chunk's wait for the stage's
+        whole backward pass, then go in chunk order, and with step_after = 'all' every step
+        waits for all of them: Megatron-LM's local data parallelism all-reduces each chunk's
+        buffer after the schedule returns, then steps (megatron/training.py, train_step:
+        `for model_module in model: model_module.allreduce_gradients()`)."""
+        lay = self.lay
+        if buckets.overlap or lay.v == 1:
+            buckets.close(ready)
+            return
+        chunk, stage = divmod(s, lay.pp)
+        held = self.held.setdefault((it, stage), [])
+        held.append((chunk, buckets))
+        if len(held) < lay.v:
+            return
+        del self.held[(it, stage)]
+        order = [b for _, b in sorted(held, key=lambda x: x[0])]
+        for b in order:
+            b.flush(ready)
+        for b in order[1:]:              # step_after = 'all': after every chunk's buckets
+            order[0].waiting += b.waiting
+            b.waiting = []
+        for b in order:
+            b.close(ready)
 
     def tied_embeddings(self, it, last):
         """A tied output layer (the LM head sharing the token embedding's weights) on another
@@ -554,11 +587,13 @@ def refuse_before_building(cfg, topo, npus=None, existing=0):
     SAMPLE + 2 blocks and extrapolated at the smaller of the two increments per block -- a
     lower bound of the run's ops (collectives and sends come on top), so a run this refuses
     the full count would refuse too. Anything the small models cannot show (a bad key, a
-    layout that needs more layers) is left to the full build, which reports it."""
+    layout that needs more layers) is left to the full build, which reports it. Returns the
+    first small model's layout (None if none was made), whose NPUs, coordinates and specs the
+    full model's layout takes."""
     w = cfg.workload
-    found = least_compute(cfg, topo, npus)
+    found, like = _least_compute(cfg, topo, npus)
     if found is None:
-        return
+        return like
     least, per_block = found
     blocks = w.model_params["layers"]
     limit = graph_module.MAX_OPS
@@ -570,29 +605,37 @@ def refuse_before_building(cfg, topo, npus=None, existing=0):
             f"op graph may have: {per_block:,} per block (its layers on every rank, "
             f"micro-batch and iteration; workload.iterations = {w.iterations:,}); fewer "
             f"layers, ranks, micro-batches or iterations make fewer")
+    return like
 
 
 def least_compute(cfg, topo, npus=None):
     """(at least how many engine ops of compute, per block), for a zoo model of
     workload.model_params.layers blocks, from small models (refuse_before_building); None
     where the model has no such key or the small models cannot be laid out."""
+    return _least_compute(cfg, topo, npus)[0]
+
+
+def _least_compute(cfg, topo, npus):
+    """least_compute, and the first small model's layout (None if none was laid out): the
+    full model's layout takes its NPUs, coordinates and specs (_Layout's `like`)."""
     w = cfg.workload
     params = dict(w.model_params or {})
     blocks = params.get("layers")
     if w.model not in models.names() or isinstance(blocks, bool) or \
             not isinstance(blocks, int) or blocks <= SAMPLE + 2:
-        return None
+        return None, None
+    made = []
 
     def compute(k):
         m = models.get(w.model, **{**params, "layers": k})
-        return count.count(_Builder(_Layout(cfg, topo, m, npus), OpGraph(), ""),
-                           measure=False).engine["compute"]
+        made.append(_Layout(cfg, topo, m, npus, like=made[0] if made else None))
+        return count.count(_Builder(made[-1], OpGraph(), ""), measure=False).engine["compute"]
     try:
         c = [compute(SAMPLE + d) for d in range(3)]
     except (ConfigError, GraphError):
-        return None
+        return None, None
     per_block = min(c[1] - c[0], c[2] - c[1])
-    return c[0] + (blocks - SAMPLE) * per_block, per_block
+    return (c[0] + (blocks - SAMPLE) * per_block, per_block), made[0]
 
 
 @quiet_gc
@@ -608,8 +651,10 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                         f"{type(graph).__name__}")
     if not isinstance(prefix, str):
         raise TypeError(f"training_graph(prefix): expected a str, not {type(prefix).__name__}")
+    like = None
     if model is None:
-        refuse_before_building(cfg, topo, npus, engine_ops(graph) if graph is not None else 0)
+        like = refuse_before_building(cfg, topo, npus,
+                                      engine_ops(graph) if graph is not None else 0)
         model = load_model(cfg)
     if not hasattr(model, "layers"):
         raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
@@ -619,7 +664,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                                      [k for k in topo.node_kinds if k == "npu"]),
                           cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
-    lay = _Layout(cfg, topo, model, npus)
+    lay = _Layout(cfg, topo, model, npus, like=like)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
     c = count.check(b, engine_ops(g), op_count)    # refused at once past the op limit

@@ -13,11 +13,14 @@ declare(
         "Training: data-parallel gradients are all-reduced in buckets of this size.", POS),
     Key("workload", "overlap", "bool", True, "-",
         "Training: all-reduce each gradient bucket as soon as the backward pass has produced "
-        "it (false: one all-reduce after the whole backward pass)."),
+        "it (false: one all-reduce after the whole backward pass; with model chunks, "
+        "workload.parallel.interleave, one per chunk in chunk order after the stage's whole "
+        "backward pass, as Megatron-LM's local data parallelism)."),
     Key("workload", "step_after", "str", "bucket", "-",
-        "Training with workload.overlap: each layer's optimizer step after its own bucket's "
-        "all-reduce ('bucket') or every step after every bucket's ('all': as a step that "
-        "clips the gradients by their global norm waits, Megatron-LM's).", None,
+        "Training with workload.overlap (or without it, with model chunks: one bucket per "
+        "chunk): each layer's optimizer step after its own bucket's all-reduce ('bucket') or "
+        "every step after every bucket's of its stage ('all': as a step that clips the "
+        "gradients by their global norm waits, Megatron-LM's).", None,
         lambda: list(STEP_AFTER)),
 )
 
