@@ -156,3 +156,20 @@ def test_memory_per_npu_is_the_closed_form():
                                             "precision": "amp", "optimizer": optimizer})
         _, plan = training_graph(cfg, build_topology(cfg), m)
         assert set(plan.memory.values()) == {per_weight * (1 << 20) + 2 * 2 * 256}
+
+
+def test_zero_shards_fp32_state_and_moves_four_bytes_per_weight():
+    """ZeRO stage 1 over 8 replicas (Rajbhandari et al., SC 2020) under amp, SGD: the fp32
+    gradients are reduce-scattered and the updated fp32 weights all-gathered, 4 x 2^20 bytes
+    each; per NPU the weights and gradients stay whole (4 + 4 bytes a weight) and the
+    momentum is sharded (4 / 8): 8.5 x 2^20 bytes of state, and the stash of one sample."""
+    m = Model("hand", [linear("a", 1e6, 3 << 18, 256, 256),
+                       linear("b", 1e6, 1 << 18, 256, 256)], input_shape=(1,))
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "batch": 8, "iterations": 1,
+                                        "precision": "amp", "parallel": {"zero": 1}})
+    _, plan = training_graph(cfg, build_topology(cfg), m)
+    moved = {}
+    for c in plan.collectives:
+        moved[c.what] = moved.get(c.what, 0) + c.bytes
+    assert moved == {"zero_reduce_scatter": 4 << 20, "zero_all_gather": 4 << 20}
+    assert set(plan.memory.values()) == {int(8.5 * (1 << 20)) + 2 * 2 * 256}
