@@ -29,7 +29,7 @@ Precision: ResNet-50 trains under `amp` (fp32 weights and gradients, 4 bytes per
 all-reduced, 16-bit activations and products), as ASTRA-sim 1.0's shipped
 Resnet50_DataParallel.txt, written by the paper's group, all-reduces it (its weight-gradient
 sizes are 4 bytes per weight: conv1's 37,632 bytes are its 9,408 weights, the 54 layers'
-102,011,648 bytes 25.5 M) and as PyTorch's automatic mixed precision with
+102,011,648 bytes 25.5 M weights) and as PyTorch's automatic mixed precision with
 DistributedDataParallel trains it; GNMT and DLRM in `mixed` (2 bytes per weight all-reduced),
 assumed: ASTRA-sim 1.0 ships no GNMT file, and its DLRM file (DLRM_HybridParallel.txt) is
 not the zoo's model and does not decide (its MLPs' gradient sizes read as layers of
