@@ -36,4 +36,7 @@ def __getattr__(name):
         return importlib.import_module(f"pysim.{name}")
     if name == "to_pandas":
         return importlib.import_module("pysim.sweep").to_pandas
-    raise AttributeError(f"module 'pysim' has no attribute {name!r}")
+    hint = {"run": "; pysim.simulate(cfg) runs a configuration (the command line's pysim run)",
+            "topo": "; pysim.network.describe(pysim.network.compile_network(cfg), cfg) "
+                    "describes a system (the command line's pysim topo)"}.get(name, "")
+    raise AttributeError(f"module 'pysim' has no attribute {name!r}{hint}")

@@ -15,6 +15,7 @@ numbered so that those entering one router are contiguous, and a group's members
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,7 +147,7 @@ def _link_key(topo, cfg, c, value, latency=False):
                     return f"topology.links[{j}].{field} = {e[field]:g}" + \
                         (topology_mod.at_clock(cfg) if unit == "ns" else "")
     names = ("link_latency_ns", "nvlink_latency_ns", "fabric_latency_ns") if latency else \
-        ("nvlink_gbps", "nic_gbps", "fabric_gbps")
+        ("link_gbps", "nvlink_gbps", "nic_gbps", "fabric_gbps")
     for name in names:
         if same(getattr(tp, name, None), "ns" if latency else "gbps"):
             return f"topology.{name} = {getattr(tp, name):g}" + \
@@ -297,14 +298,23 @@ def compile_network(cfg, topo=None) -> Network:
     bad = np.flatnonzero((nums < 1) | (dens > nums * MAX_FLIT_CYCLES))
     if bad.size:
         r = int(bad[0])
-        what = (f"link {topo.channel_name(int(topo_channel[r]))} (topology.link_gbps or the "
-                f"link's gbps)" if kinds[r] == CH_NET else f"NIC of {topo.node_names[src[r]]} "
-                f"(network.injection_gbps / ejection_gbps, [topology.nic] or the node's)")
-        rate(float(bpc[r]), F, what)                # raises, naming it
-        raise ConfigError(f"{what}: {bpc[r] * net.clock_ghz:g} GB/s takes "
-                          f"{int(dens[r] // nums[r]):,} cycles a flit of {F} bytes; expected "
-                          f"at most {MAX_FLIT_CYCLES:,} (a packet's latency, which the "
-                          f"simulation keeps statistics of cycle by cycle, grows with it)")
+        gbps = bpc[r] * L[r] * net.clock_ghz           # (the link's or NIC's, all lanes)
+        if kinds[r] == CH_NET:
+            t = int(topo_channel[r])
+            what = f"link {topo.channel_name(t)}"
+            key = _link_key(topo, cfg, t, t_bpc[t]) or "topology.link_gbps or the link's gbps"
+        else:
+            end = "injection" if kinds[r] == CH_INJECT else "ejection"
+            what = f"NIC of {topo.node_names[src[r]]} ({end})"
+            given = getattr(net, f"{end}_gbps")
+            key = (f"network.{end}_gbps = {given:g}" if given is not None and
+                   math.isclose(given, gbps, rel_tol=1e-9) else
+                   f"network.{end}_gbps, [topology.nic] or the node's {end}_gbps")
+        cycles = f"{int(dens[r] // nums[r]):,}" if nums[r] >= 1 else f"{F / bpc[r]:.3g}"
+        raise ConfigError(f"{what}: {gbps:g} GB/s takes {cycles} cycles a flit of {F} bytes; "
+                          f"expected at most {MAX_FLIT_CYCLES:,} (a packet's latency, which "
+                          f"the simulation keeps statistics of cycle by cycle, grows with "
+                          f"it) ({key})")
     if np.any(nums > dens):
         raise AssertionError("a channel carries at most one flit per cycle")
     # the watchdog's allowance, from the serialisation the engine runs (the integer rate
@@ -451,6 +461,27 @@ def undirected_bandwidth(topo, cfg):
     return pairs, directed
 
 
+def interruptible(fn, *args):
+    """fn(*args) run in a thread and waited for in slices of 0.05 s, so that Ctrl-C stops the
+    caller at once (KeyboardInterrupt), where a LAPACK call that does not look for signals
+    would hold it for its whole length (a dense eigen-decomposition of 2,048 nodes: seconds,
+    tens of them on a loaded machine). The abandoned thread ends with the process."""
+    box = {}
+
+    def run():
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:           # (re-raised in the caller)
+            box["err"] = e
+    worker = threading.Thread(target=run, daemon=True, name="pysim-interruptible")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
 def bisection(topo, cfg):
     """Bandwidth (GB/s, one direction) across the best balanced cut found, and the cut.
 
@@ -480,7 +511,7 @@ def bisection(topo, cfg):
         W[b, a] += g
     if W is not None:
         L = np.diag(W.sum(axis=1)) - W
-        _, vecs = np.linalg.eigh(L)
+        _, vecs = interruptible(np.linalg.eigh, L)
         fiedler = vecs[:, 1]
         order = np.argsort(fiedler[eps], kind="stable")
         side = np.zeros(n, bool)

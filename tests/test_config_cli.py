@@ -147,6 +147,15 @@ def test_bad_values_name_key_value_and_expectation(raw, fragments):
     ({"topology": {"link_latency_ns": 9.2e18}},
      ["link n0_0->n1_0", "latency 9,200,000,000,000,000,000 cycles", "at most 1,000,000"]),
     ({"network": {"nic_latency_ns": 2e6}}, ["network.nic_latency_ns = 2e+06", "2,000,000 cycles"]),
+    # bandwidths too small to simulate: the key that set them, named
+    ({"topology": {"link_gbps": 1e-300}},
+     ["GB/s takes 3.2e+301 cycles a flit of 32 bytes", "at most 4,194,304",
+      "(topology.link_gbps = 1e-300)"]),
+    ({"topology": {"kind": "graph", "nodes": [{"name": "a"}, {"name": "b"}],
+                   "links": [{"a": "a", "b": "b", "gbps": 1e-6}]}},
+     ["1e-06 GB/s takes 33,554,432 cycles a flit", "(topology.links[0].gbps = 1e-06)"]),
+    ({"network": {"injection_gbps": 1e-300}},
+     ["NIC of n0_0 (injection): 1e-300 GB/s takes", "(network.injection_gbps = 1e-300)"]),
     # latencies past any float once in cycles: the key that set them and the clock, named
     ({"network": {"clock_ghz": 1e10}, "topology": {"link_latency_ns": 1e300}},
      ["link n0_0->n1_0: latency past any float (in cycles); expected at most 1,000,000",
@@ -634,3 +643,24 @@ def test_numpy_values_from_python_are_taken_as_the_numbers_they_are():
     assert load("ring8").with_overrides({"topology.size": np.int64(6)}).topology.size == 6
     with pytest.raises(ConfigError, match=r"topology\.size = 0"):
         from_dict({"topology": {"kind": "ring", "size": np.int64(0)}})
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "ring8", "-q", "--json"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--trace"],
+    ["run", "ring8", "-q", "--set", "workload.kind=collective", "--export-chakra"],
+    ["topo", "ring8", "--json"],
+    ["topo", "ring8", "--draw"],
+    ["sweep", "ring8", "--param", "traffic.injection_rate=0.05", "-q", "--db"],
+    ["results", "x.sqlite", "--csv"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--json"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--write-jobs"],
+    ["jobs", "dgx1-v100", "--jobs", "2", "-q", "--cache"],
+])
+def test_an_empty_output_name_is_refused_not_taken_for_none(tmp_path, monkeypatch, args):
+    """`--json "$OUT"` with OUT unset: the run went ahead and wrote nothing, exit status 0."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args + [""])
+    assert res.exit_code == 2 and "'': an empty name; expected a file or folder name" in \
+        res.output, res.output
+    assert os.listdir(tmp_path) == []

@@ -580,6 +580,35 @@ def test_cli_jobs_bad_input(cli, args, match):
     assert r.exit_code == 1 and match in r.output, r.output
 
 
+@pytest.mark.parametrize("over,match", [
+    ({"jobs.count": 7}, r"jobs.count = 7 is read by a generated stream only: jobs.file = "
+                        r"'.*st.toml' gives the jobs \(leave the key out\)"),
+    ({"jobs.min_npus": 3}, r"jobs.min_npus = 3 is read by a generated stream only"),
+    ({"jobs.models": ["vgg16"]}, r"jobs.models = \['vgg16'\] is read by a generated stream"),
+])
+def test_a_generated_streams_keys_beside_a_job_file_are_refused(tmp_path, over, match):
+    """With a job file, the keys that draw a stream (how many jobs, their sizes, models,
+    patterns, iterations, arrivals) have no effect: refused, naming the key and the file."""
+    path = tmp_path / "st.toml"
+    path.write_text('[[jobs]]\nmodel = "resnet50"\nnpus = 2\niterations = 5\n')
+    with pytest.raises(ConfigError, match=match):
+        load_server("dgx1-v100", {"jobs.file": str(path), **over})
+    assert load_server("dgx1-v100", {"jobs.file": str(path), "jobs.batch_per_npu": 8})
+
+
+def test_an_arrival_window_without_uniform_arrivals_is_refused():
+    with pytest.raises(ConfigError, match=r"jobs.window_s = 1.0 is read only with jobs.arrivals "
+                                          r"= 'uniform' \(it is 'batch': every job at time 0\)"):
+        load_server("dgx1-v100", {"jobs.window_s": 1.0})
+    assert load_server("dgx1-v100", {"jobs.window_s": 1.0, "jobs.arrivals": "uniform"})
+
+
+def test_an_option_and_a_set_of_its_key_are_refused_together(cli):
+    r = cli("jobs", "dgx1-v100", "--jobs", 5, "--set", "jobs.count=7")
+    assert r.exit_code == 1 and "--jobs 5 and --set jobs.count=7 both set jobs.count" in \
+        r.output, r.output
+
+
 def test_cli_plot_jobs_refuses_other_files(cli, tmp_path):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"makespan_cycles": 3}))

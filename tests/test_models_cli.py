@@ -69,3 +69,19 @@ def test_refusals():
     res = run(["transformer", "-p", "layers=0"])
     assert res.exit_code == 1 and "layers = 0" in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_parameter_given_twice_is_refused_naming_both_values():
+    """-p layers=1 -p layers=2 drew the model with the last, without a word (as --set
+    refuses a key given twice)."""
+    r = run(["transformer", "-p", "layers=1", "-p", "layers=2"])
+    assert r.exit_code == 1 and "--param layers is given twice (1, then 2); give it once" \
+        in r.output, r.output
+
+
+def test_a_batch_past_the_integer_limit_is_refused():
+    """--batch 10^21 printed FLOPs in the e+09 P range; integers past 10^15 are refused
+    everywhere else."""
+    r = run(["resnet50", "--batch", str(10 ** 21)])
+    assert r.exit_code == 1 and "--batch 1000000000000000000000: expected an integer in 1 .. " \
+        "1,000,000,000,000,000" in r.output, r.output

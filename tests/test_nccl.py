@@ -368,3 +368,69 @@ def test_nccl_keys_without_the_nccl_algorithm_are_refused_not_ignored(key, value
                                           rf"= 'nccl' only, not 'ring'"):
         simulate(load("dgx-a100", over))
     simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))
+
+
+def test_nccl_218s_ll128_ring_lays_its_last_loop_out_chunk_major():
+    """NCCL up to 2.19 (src/collectives/device/all_reduce.h, runRing): in LL128 the chunk of
+    each rank and channel is the rest over channels x ranks rounded up to whole grains of
+    640 threads x 60 bytes / 2 = 19,200, at (rank chunk x channels + channel) x chunk. 4 MiB
+    on 24 channels of 8 ranks, by hand: 4,194,304 / (24 x 8 x 19,200) -> 2 grains, 38,400
+    bytes; slots 0-108 full (109 x 38,400 = 4,185,600), slot 109 (chunk 4, channel 13)
+    8,704 bytes; so chunks 0-3 carry 24 x 38,400 = 921,600 over the channels, chunk 4
+    13 x 38,400 + 8,704 = 507,904, chunks 5-7 nothing. From 2.20, and in LL or Simple, the
+    rest is shared evenly (None)."""
+    n = 1 << 22
+    layout = nccl.chunk_major("all_reduce", n, "LL128", 8, 24, "2.18")
+    assert len(layout) == 24 and layout[13][4] == 8704 and layout[14][4] == 0
+    assert nccl.bundle_chunks(layout, 0, 1) == [921600] * 4 + [507904, 0, 0, 0]
+    assert sum(map(sum, layout)) == n
+    assert nccl.chunk_major("all_reduce", n, "LL128", 8, 24, "2.19") == layout
+    for release, proto in (("2.20", "LL128"), ("2.23", "LL128"), ("2.18", "LL"),
+                           ("2.18", "Simple")):
+        assert nccl.chunk_major("all_reduce", n, proto, 8, 24, release) is None
+    # one channel: NCCL halves its 640 threads while bytes < threads x 8 and they are a
+    # multiple of 128 (getAlgoInfo): 1 KiB -> 320 threads, a chunk of 9,600 bytes: chunk 0
+    assert nccl.ring_threads(1024, "LL128", 8, 1) == 320
+    assert nccl.bundle_chunks(nccl.chunk_major("all_reduce", 1024, "LL128", 8, 1, "2.18"),
+                              0, 1) == [1024] + [0] * 7
+
+
+@pytest.mark.parametrize("level", ["flow", "flit"])
+def test_an_ll128_ring_of_nccl_218_goes_at_its_fullest_chunks_pace(level):
+    """With NCCL 2.18's layout (above) at 4 MiB on one DGX A100, each of the 2 (p - 1) = 14
+    steps of a full chunk waits for the one before it on the rank before, so the ring takes
+    NCCL's base latency and 14 x (its LL128 step latency + 921,600 bytes x 128/120 over the
+    link's 240 GB/s of data): 14 + 14 x (1.9 + 4.096) = 97.9 us, by hand; the closed form
+    (ring_seconds) gives that, and the simulation, at both levels, that plus the links' own
+    latency; NCCL 2.23's even share is faster (pysim's closed form: 14 steps of 524,288
+    bytes)."""
+    n = 1 << 22
+    cfg = cfg_for("dgx-a100", n, "ring", "LL128", **{"workload.nccl_tuning": "2.18",
+                                                     "network.model": level})
+    _, _, sim, m, p = model_and_sim(cfg)
+    hand = (14.0 + 14 * (1.9 + 921600 * 128 / 120 / 240e3)) * 1e-6
+    closed = nccl.ring_seconds("all_reduce", "LL128", n, m, p, 24, release="2.18")
+    assert closed == pytest.approx(hand, rel=1e-3)
+    cyc = 1e9 * cfg.network.clock_ghz
+    assert 0.99 * hand * cyc <= sim <= 1.01 * hand * cyc + slack("ring", p, 1), (hand, sim)
+    even = nccl.ring_seconds("all_reduce", "LL128", n, m, p, 24, release="2.23")
+    assert even < 0.8 * hand
+
+
+def test_across_nodes_the_chunk_major_ring_keeps_within_its_closed_form():
+    """Two DGX H100 nodes, LL128 at 4 MiB with NCCL 2.18's layout (16 ranks: chunks 0-8 of
+    19,200 bytes on every channel, 9 partly, 10-15 empty): the simulated ring lies within the
+    band of its closed form for that layout (ring_seconds with and without the network's
+    flight, as every ring does). (Across nodes the
+    layout is the faster: the ranks before a NIC, the ring's slowest hops, send on a third
+    of the steps; a step with nothing to send is no work.)"""
+    n, sims = 1 << 22, {}
+    for release in ("2.18", "2.23"):
+        cfg = cfg_for("superpod-h100", n, "ring", "LL128", **{"topology.node_count": 2,
+                                                              "workload.nccl_tuning": release})
+        _, _, sims[release], m, p = model_and_sim(cfg)
+    cyc = 1e9 * cfg.network.clock_ghz
+    low, pipe = (nccl.ring_seconds("all_reduce", "LL128", n, m, p, 24, f, release="2.18") * cyc
+                 for f in (False, True))
+    assert 0.97 * low <= sims["2.18"] <= 1.03 * pipe + slack("ring", p, 2), (low, pipe, sims)
+    assert sims["2.18"] < 0.95 * sims["2.23"], sims

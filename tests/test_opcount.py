@@ -13,8 +13,10 @@ from pysim.topology import build
 from pysim.workload import OpGraph
 from pysim.workload.graph import GraphError, compile_graph
 from pysim.workload.training import count, training_graph
+from pysim.workload.training import layout as layout_module
 from pysim.workload.training.builder import _Builder
 from pysim.workload.training.layout import _Layout
+from test_repeat import same_graph, same_plan
 from test_training import ring8
 
 TINY = dict(layers=2, hidden=64, heads=4, seq=16, vocab=256)
@@ -251,3 +253,34 @@ def test_the_memory_estimate_bounds_a_runs_peak(tmp_path, json_out):
     ops = 64 * n              # 8 NPUs x 2 iterations x (forward, backward) x 2 (roofline)
     per_op = count.JSON_BYTES_PER_OP if json_out else count.BYTES_PER_OP
     assert peak <= ops * per_op
+
+
+@pytest.mark.parametrize("work", [
+    {"parallel": {"tp": 2, "pp": 2, "dp": 2, "micro_batches": 2}},
+    {"parallel": {"pp": 2, "micro_batches": 2}, "group": ["n1", "n3", "n5", "n7"],
+     "precision": "fp32"},
+    {"parallel": {"tp": 2, "pp": 2, "dp": 2, "zero": 1, "replicas": "one", "tp_ranks": "one",
+                  "micro_batches": 2}, "collective_form": "streams"},
+])
+def test_the_full_layout_taking_the_pre_checks_npus_builds_the_same_graph(work, monkeypatch):
+    """A zoo model of more than five blocks is laid out with the op-limit pre-check's NPUs,
+    coordinates and specs (its small model's layout); the graph and plan are the ones a
+    layout of its own gives (the model given, no pre-check), op for op."""
+    params = dict(layers=12, hidden=64, heads=4, seq=16, vocab=256)
+    cfg = make_cfg(**ring8(), workload={"kind": "training", "iterations": 1, "batch": 8,
+                                        "optimizer": "adam", "model": "transformer",
+                                        "model_params": params, **work})
+    topo = build(cfg)
+    likes = []
+    init = layout_module._Layout.__init__
+
+    def spy(self, cfg, topo, model, npus, like=None):
+        likes.append(like is not None)
+        init(self, cfg, topo, model, npus, like)
+    monkeypatch.setattr(layout_module._Layout, "__init__", spy)
+    got, gp = training_graph(cfg, topo)
+    assert likes == [False, True, True, True]     # the pre-check's three, then the model's
+    ref, rp = training_graph(cfg, topo, models.get("transformer", **params))
+    assert likes[4:] == [False]
+    same_graph(got, ref)
+    same_plan(gp, rp)

@@ -133,6 +133,10 @@ def test_a_large_message_moves_at_the_link_bandwidth():
      "op 'big': bytes = 100000000000000000000: expected at most 1,000,000,000,000,000"),
     (lambda g: g.compute("n0_0", flops=1e30), "takes more than 1,000,000,000,000,000 "
                                                "cycles"),
+    # the op and its field named, not only "1e+30 at 100000 per cycle"
+    (lambda g: g.compute("n0_0", flops=1e30, name="huge"),
+     "op huge on 'n0_0': flops = 1e+30 at 100000 per cycle takes more than "
+     "1,000,000,000,000,000 cycles; expected less work or a faster node (the node's TFLOP/s"),
 ])
 def test_bad_graphs_are_refused(build, fragment):
     g = OpGraph()

@@ -272,3 +272,14 @@ def test_python_dash_m_pysim_is_the_command_line(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == f"pysim, version {pysim.__version__}", \
         p.stderr
+
+
+def test_the_command_lines_names_point_to_the_api():
+    """`pysim run` is the command line's; from Python a new user's pysim.run(...) is told
+    what runs a configuration."""
+    import pysim
+    with pytest.raises(AttributeError, match=r"no attribute 'run'; pysim.simulate\(cfg\) "
+                                             r"runs a configuration"):
+        pysim.run
+    with pytest.raises(AttributeError, match=r"no attribute 'bogus'$"):
+        pysim.bogus

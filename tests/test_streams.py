@@ -20,7 +20,7 @@ from pysim.topology import build
 from pysim.workload import OpGraph
 from pysim.workload import collectives as coll
 from pysim.workload.collectives import run_collective
-from pysim.workload.graph import compile_graph, run_graph
+from pysim.workload.graph import GraphError, compile_graph, run_graph
 from pysim.workload.training import training_graph
 from pysim.workload.training.builder import _Builder
 from pysim.workload.training.count import count
@@ -155,6 +155,18 @@ def test_a_step_latency_is_steps_times_the_routes_one_flit_latency():
     t0 = int(theory.zero_load_latency(net, cfg, np.array([0]), np.array([2]),
                                       np.array([1]))[0])
     assert r.makespan_cycles == 3 * t0 > 0
+
+
+@pytest.mark.parametrize("a,c,what", [("n9", "n1", "src = 'n9'"), ("n0", "x", "dst = 'x'")])
+def test_a_step_latency_between_nodes_the_network_lacks_is_refused_naming_them(a, c, what):
+    """Step latencies of ring 0 -> 2 and then of a pair not on the ring: the second's end is
+    named."""
+    cfg = make_cfg(topology={"kind": "ring", "size": 4}, network={"model": "flow"})
+    g = OpGraph()
+    g.step_latency("n0", "n2", 3)
+    g.step_latency(a, c, 2)
+    with pytest.raises(GraphError, match=f"step latency: {what}: no node of that name"):
+        run_graph(cfg, g)
 
 
 @pytest.mark.parametrize("parallel", [dict(tp=2, pp=2, dp=2, micro_batches=2),

@@ -260,3 +260,40 @@ def test_transit_refusals():
     with pytest.raises(Exception, match="topology.transit is not used"):
         topology.build(make_cfg(topology={"kind": "mesh", "dims": [2, 2],
                                           "transit": ["switch"]}))
+
+
+def test_ctrl_c_stops_the_bisection_search_at_once(monkeypatch):
+    """The spectral cut's eigen-decomposition is a LAPACK call that does not look for
+    signals (seconds at 2,048 nodes, tens of them on a loaded machine): Ctrl-C must stop
+    `pysim topo` at once, not when it returns. A stand-in that takes 2 s and lets no
+    interrupt through, as LAPACK does; an interrupt 0.1 s in stops the search within 0.5 s."""
+    import signal
+    import time
+    from pysim import network
+    real = network.np.linalg.eigh
+
+    def stubborn(L):
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            try:
+                time.sleep(0.01)
+            except KeyboardInterrupt:
+                pass
+        return real(L)
+
+    monkeypatch.setattr(network.np.linalg, "eigh", stubborn)
+    cfg = make_cfg(topology={"kind": "ring", "size": 8})
+    topo = topology.build(cfg)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGALRM, interrupt)
+    t0 = time.monotonic()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            network.bisection(topo, cfg)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - t0 < 0.5

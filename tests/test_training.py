@@ -162,6 +162,48 @@ def test_steps_after_every_bucket_wait_for_the_last_all_reduce():
                 assert steps[0][0] < last, n
 
 
+@pytest.mark.parametrize("step_after", ["bucket", "all"])
+def test_steps_after_every_bucket_wait_for_the_experts_all_reduces_too(step_after):
+    """gpt_moe over dp = 8 with ep = 4 (each expert layer's gradient all-reduced over the 2
+    replicas holding the same experts, the rest over all 8): with step_after = 'all' no
+    optimizer step on an NPU, expert or not, starts before the last all-reduce of either
+    kind has ended there (the global norm takes every gradient); with 'bucket' some step
+    starts before it."""
+    from pysim import models
+    m = models.get("gpt_moe", layers=2, hidden=64, heads=4, seq=16, vocab=256, experts=4,
+                   top_k=2)
+    _, plan, _, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0), batch=8,
+                                bucket_mb=0.01, step_after=step_after, iterations=1,
+                                parallel={"dp": 8, "ep": 4})
+    kinds = {c.what for c in plan.collectives}
+    assert {"dp_all_reduce", "expert_dp_all_reduce"} <= kinds
+    early = 0
+    for n in plan.npus:
+        last = max(res.ops[c.done[n]]["finish"] for c in plan.collectives
+                   if c.what in ("dp_all_reduce", "expert_dp_all_reduce") and n in c.group)
+        first = min(res.ops[op]["start"] for (it, i, nn), op in plan.optimizer.items()
+                    if nn == n)
+        if step_after == "all":
+            assert first >= last, n
+        early += first < last
+    assert (early > 0) == (step_after == "bucket")
+
+
+def test_steps_after_every_bucket_wait_for_the_whole_backward_without_replicas():
+    """dp = 1 (nothing to all-reduce) with step_after = 'all': no step starts before the
+    NPU's last backward op has ended (the global norm takes every gradient); with
+    'bucket' the first layers' steps run beside the rest of the backward pass."""
+    m = model([layer(f"l{i}", flops=2e8, params=1 << 20, ins=1024, outs=1024)
+               for i in range(4)])
+    for mode in ("all", "bucket"):
+        _, plan, _, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0),
+                                    group=["n0"], batch=8, step_after=mode, iterations=1)
+        last_bwd = max(res.ops[op]["finish"] for (it, i, nn, j), lo in plan.layer_ops.items()
+                       for op in (lo.bwd_input, lo.bwd_weight) if op is not None)
+        first = min(res.ops[op]["start"] for op in plan.optimizer.values())
+        assert (first >= last_bwd) == (mode == "all"), mode
+
+
 def test_steps_after_every_bucket_are_refused_under_zero():
     """workload.step_after = 'all' waits for every bucket's all-reduce; ZeRO reduce-scatters
     the buckets and steps each shard after its own, which the key would not change: refused,

@@ -34,6 +34,16 @@ def overrides(pairs):
 STDOUT = "-"        # an output option given `-`: a JSON or CSV output goes to standard output
 
 
+class OutPath(click.Path):
+    """click.Path of an output option: an empty name (`--json "$OUT"` with OUT unset) is
+    refused, not taken for the option not given (the output silently not written)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r}: an empty name; expected a file or folder name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def to_stdout(*paths):
     """Whether an output goes to standard output: the human text (summary, description,
     'written to' lines) then goes to stderr, so that stdout holds the JSON or CSV alone."""

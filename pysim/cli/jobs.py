@@ -8,8 +8,9 @@ import sys
 import click
 
 from pysim._io import dump_json
-from pysim.cli._common import (Ticker, distinct_outputs, eta, finish, keep_json, keep_text,
-                               main, overrides, refuse_overwrite, refuse_stdout)
+from pysim.cli._common import (OutPath, Ticker, distinct_outputs, eta, finish, keep_json,
+                               keep_text, main, overrides, refuse_overwrite, refuse_stdout)
+from pysim.config import parse_override
 from pysim.errors import ConfigError
 from pysim.jobs import run_stream
 from pysim.jobs import stream as jst
@@ -32,13 +33,13 @@ from pysim.sweep import WorkerDied
                    "stream (jobs.file).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key, e.g. --set jobs.corun=apart (repeatable).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_path", type=OutPath(dir_okay=False), default=None,
               help="Write every policy's statistics and every job's record as JSON (-: "
                    "standard output, the summary then going to stderr).")
-@click.option("--write-jobs", "jobs_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--write-jobs", "jobs_out", type=OutPath(dir_okay=False), default=None,
               help="Write the stream as a job file (to edit or rerun it; -: standard "
                    "output).")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--cache", "cache_path", type=OutPath(dir_okay=False), default=None,
               help="SQLite file of simulated shapes, reused by later runs.")
 @click.option("--workers", "-j", type=int, default=1, show_default=True,
               help="Local worker processes for the simulations (at most the number of "
@@ -59,6 +60,14 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         refuse_overwrite(json_path, force)
         refuse_overwrite(jobs_out, force)
         over = overrides(sets)
+        for opt, key, given in (("--jobs", "jobs.count", count),
+                                ("--policy", "jobs.policies", policy),
+                                ("--seed", "simulation.seed", seed),
+                                ("--job-file", "jobs.file", job_file)):
+            if given is not None and key in over:    # (one would silently win)
+                set_as = next(s for s in sets if parse_override(s)[0] == key)
+                raise ConfigError(f"{opt} {given} and --set {set_as} both set {key}; give "
+                                  f"one")
         if count is not None:
             over["jobs.count"] = count
         if policy is not None:

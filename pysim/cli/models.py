@@ -7,8 +7,9 @@ import json
 import click
 
 from pysim.cli._common import main
-from pysim.config import parse_override
+from pysim.config import override_pairs, parse_override
 from pysim.errors import ConfigError
+from pysim.schema import MAX_INT, short
 from pysim.models import get as get_model
 from pysim.models import names as model_names
 from pysim.models.report import format_model, format_zoo, resolve, to_json
@@ -28,14 +29,16 @@ def models_cmd(model, batch, precision, params, as_json):
     """The model zoo, or MODEL's layers (a zoo name, an .onnx file or an ASTRA-sim
     workload)."""
     try:
-        if batch < 1:
-            raise ConfigError(f"--batch {batch}: expected an integer >= 1")
-        kw = {}
+        if not 1 <= batch <= MAX_INT:
+            raise ConfigError(f"--batch {batch}: expected an integer in 1 .. {MAX_INT:,}")
+        pairs = []
         for text in params:
             key, eq, _ = text.partition("=")
             if not eq or not key.strip():
                 raise ConfigError(f"--param {text!r}: expected KEY=VALUE, e.g. layers=48")
-            kw[key.strip()] = parse_override(text)[1]
+            pairs.append((key.strip(), parse_override(text)[1]))
+        kw = override_pairs(pairs, lambda k, a, b: f"--param {k} is given twice ({short(a)}, "
+                                                   f"then {short(b)}); give it once")
         if model is None:
             if kw:
                 raise ConfigError("--param needs a MODEL")

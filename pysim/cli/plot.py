@@ -10,7 +10,7 @@ import click
 
 from pysim import plot as P
 from pysim._io import by_path
-from pysim.cli._common import figure_ext, main, read_json, refuse_overwrite, write_output
+from pysim.cli._common import OutPath, figure_ext, main, read_json, refuse_overwrite, write_output
 from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError
 from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
@@ -71,7 +71,7 @@ def _takes(source, kind, obj, expected):
               help="Limits of the y axis (latency-load: points above HI are marked on the "
                    "top edge).")
 @click.option("--logy", is_flag=True, help="A logarithmic y axis.")
-@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--out", "out", required=True, type=OutPath(dir_okay=False),
               help="Output file: .png, .pdf or .svg.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):

@@ -10,9 +10,9 @@ import click
 from pysim import systems as S
 from pysim._version import __version__
 from pysim._io import by_path, dump_json
-from pysim.cli._common import (Ticker, distinct_outputs, figure_ext, finish, keep_json, main,
-                               overrides, refuse_overwrite, refuse_stdout, to_stdout,
-                               write_output)
+from pysim.cli._common import (OutPath, Ticker, distinct_outputs, figure_ext, finish,
+                               keep_json, main, overrides, refuse_overwrite, refuse_stdout,
+                               to_stdout, write_output)
 from pysim.config import load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -26,13 +26,13 @@ from pysim.workload import WORKLOADS, chakra
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key, e.g. --set traffic.injection_rate=0.2 (repeatable).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_path", type=OutPath(dir_okay=False), default=None,
               help="Write the full result (with the resolved config) as JSON to this file "
                    "(-: standard output, the summary then going to stderr).")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace", "trace_path", type=OutPath(dir_okay=False), default=None,
               help="Op graphs: write a Chrome/Perfetto trace of every op (chrome://tracing, "
                    "ui.perfetto.dev; -: standard output).")
-@click.option("--export-chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--export-chakra", "chakra_dir", type=OutPath(file_okay=False), default=None,
               help="Op graphs: write the op graph that ran as a Chakra execution trace, one "
                    "file per rank, in this folder.")
 @click.option("--force", is_flag=True, help="Overwrite the --json / --trace files and the "
@@ -106,9 +106,9 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config key (repeatable).")
-@click.option("--draw", "draw_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--draw", "draw_path", type=OutPath(dir_okay=False), default=None,
               help="Draw the topology to this image (.png, .pdf or .svg).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_path", type=OutPath(dir_okay=False), default=None,
               help="Write the description as JSON (-: standard output, the description "
                    "then going to stderr).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")

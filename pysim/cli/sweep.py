@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from pysim.cli._common import (STDOUT, main, print_table, refuse_overwrite, refuse_stdout,
+from pysim.cli._common import (STDOUT, OutPath, main, print_table, refuse_overwrite, refuse_stdout,
                                write_output)
 from pysim.errors import ConfigError
 from pysim.sweep import Store, StoreError, parse_param, sort_rows, sweep, tidy
@@ -28,7 +28,7 @@ SUMMARY_METRICS = ("offered_rate", "accepted_rate", "avg_packet_latency", "p99_p
 @click.option("--zip", "zipped", is_flag=True, help="Pair the --param lists instead of "
                                                     "crossing them.")
 @click.option("--db", default="results.sqlite", show_default=True,
-              type=click.Path(dir_okay=False),
+              type=OutPath(dir_okay=False),
               help="SQLite file the results go to; points already in it are skipped.")
 @click.option("--workers", "-j", "jobs", type=int, default=None,
               help="Local worker processes (default and most: the number of cores).")
@@ -74,7 +74,7 @@ def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
 
 @main.command()
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--csv", "csv_path", type=OutPath(dir_okay=False), default=None,
               help="Export the tidy table (one row per point, one column per swept key and "
                    "per scalar metric; -: standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the CSV file if it exists.")

@@ -35,7 +35,7 @@ import numpy as np
 
 from pysim.config import read_toml
 from pysim.errors import ConfigError
-from pysim.schema import POS, Key, cross_check, declare
+from pysim.schema import POS, Key, cross_check, declare, short
 import difflib
 
 PATTERNS = ("ring", "clique", "tree")
@@ -281,6 +281,27 @@ declare(
     Key("jobs", "file", "str", None, "path",
         "A job file ([[jobs]] tables) to run instead of a generated stream.", None),
 )
+
+
+# The keys that draw a generated stream (`generate`): a job file gives its jobs instead.
+GENERATED = ("count", "min_npus", "max_npus", "models", "patterns", "min_iterations",
+             "max_iterations", "arrivals", "window_s")
+
+
+@cross_check
+def _check_what_is_read(cfg):
+    """A generated stream's keys given beside jobs.file, and an arrival window without
+    uniform arrivals, have no effect: refused, naming the key."""
+    j = cfg.jobs
+    if j.file is not None:
+        for name in GENERATED:
+            if cfg.is_set(f"jobs.{name}"):
+                raise ConfigError(f"jobs.{name} = {short(getattr(j, name))} is read by a "
+                                  f"generated stream only: jobs.file = {j.file!r} gives the "
+                                  f"jobs (leave the key out)")
+    elif cfg.is_set("jobs.window_s") and j.arrivals != "uniform":
+        raise ConfigError(f"jobs.window_s = {j.window_s!r} is read only with jobs.arrivals = "
+                          f"'uniform' (it is {j.arrivals!r}: every job at time 0)")
 
 
 @cross_check

@@ -397,6 +397,22 @@ def _roof_rates(g, i, n, cparams, clock):
     return (flops_pc if peak is None else peak / (clock * 1e9)), bytes_pc
 
 
+def _roof_cycles(g, i, h, flops_pc, bytes_pc):
+    """(compute cycles, memory cycles) of roofline op i, refused past MAX_INT naming the op,
+    its node and the field (h._ceil's refusal knows neither)."""
+    flops, nbytes, _ = g.work[i]
+    out = []
+    for field, b, pc, rate in (("flops", flops, flops_pc, ROOF_FLOPS),
+                               ("bytes", nbytes, bytes_pc, ROOF_BYTES)):
+        try:
+            out.append(h._ceil(b, pc, rate))
+        except h.GraphError:
+            raise h.GraphError(f"op {g.label(i)} on {g.node[i]!r}: {field} = {b:g} at {pc:g} "
+                               f"per cycle takes more than {h.MAX_INT:,} cycles; expected less "
+                               f"work or a faster node ({rate})") from None
+    return out
+
+
 def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
     """Raise the error op i's own checks raise (its nodes, its rates, its slices)."""
     GraphError = h.GraphError
@@ -405,10 +421,7 @@ def _raise_for(g, i, h, node_id, cparams, eparams, clock, slice_cycles):
         n = node_id(g.node[i], i, "node", ("npu", "host"))
         if g.work[i] is None:
             return
-        flops, nbytes, _ = g.work[i]
-        flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-        C = h._ceil(flops, flops_pc, ROOF_FLOPS)
-        H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
+        C, H = _roof_cycles(g, i, h, *_roof_rates(g, i, n, cparams, clock))
         S = slices_of(max(C, H), slice_cycles)
         if S > h.MAX_SLICES:
             raise GraphError(f"op {g.label(i)}: {max(C, H):,} cycles on "
@@ -500,10 +513,7 @@ def compile_by_op(g, topo, cfg, h):
             # roofline: slices of at most slice_cycles, each a compute part on the compute
             # unit beside a memory part on the memory unit (csim/_dag.pxd runs the slices)
             n = node_id(nodes[i], i, "node", ("npu", "host"))
-            flops, nbytes, _ = g.work[i]
-            flops_pc, bytes_pc = _roof_rates(g, i, n, cparams, clock)
-            C = h._ceil(flops, flops_pc, ROOF_FLOPS)
-            H = h._ceil(nbytes, bytes_pc, ROOF_BYTES)
+            C, H = _roof_cycles(g, i, h, *_roof_rates(g, i, n, cparams, clock))
             isolated[i] = max(C, H)
             S = slices_of(max(C, H), slice_cycles)
             if S > h.MAX_SLICES:

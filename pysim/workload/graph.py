@@ -1008,14 +1008,14 @@ def resolve_latencies(graph, network, cfg, arrays, span):
     if not graph.latencies:
         return
     index = {n: i for i, n in enumerate(network.topo.node_names)}
-    lat = graph.latencies
-    ops, src, dst, steps = ([x[k] for x in lat] for k in range(4))
-    for what, names in (("src", src), ("dst", dst)):
-        bad = next((x for x in names if x not in index), None)
-        if bad is not None:
-            raise GraphError(f"step latency: {what} = {bad!r}: no node of that name")
-    s = np.fromiter((index[x] for x in src), np.int64, len(src))
-    d = np.fromiter((index[x] for x in dst), np.int64, len(dst))
+    ops, src, dst, steps = zip(*graph.latencies)   # (a stream op each: 262,144 at 65,536 NPUs)
+    try:
+        s = np.fromiter(map(index.__getitem__, src), np.int64, len(src))
+        d = np.fromiter(map(index.__getitem__, dst), np.int64, len(dst))
+    except KeyError:
+        what, bad = next((w, x) for w, names in (("src", src), ("dst", dst)) for x in names
+                         if x not in index)
+        raise GraphError(f"step latency: {what} = {bad!r}: no node of that name") from None
     t0 = _compile.zero_load(network, cfg, s, d, np.ones(len(s), np.int64))
     prim = np.asarray(span, np.int64)[np.asarray(ops, np.int64), 0]
     arrays["size"][prim] = np.asarray(steps, np.int64) * np.where(s == d, 0, t0)
@@ -1097,9 +1097,11 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     cfg_dict["_system"] = system_name(network.topo, cfg)
     makespan = int(finish.max())
     flits = eng.channel_flits()
+    # (the flow level owes no serialisation past the end: its bytes never run ahead of a
+    # link's rate, and a channel's owed time there is 0)
     links = link_report(network, cfg, flits, makespan,
                         eng.vc_flits() if model != "flow" else None,
-                        owed_end=eng.channel_owed(makespan))
+                        owed_end=eng.channel_owed(makespan) if model != "flow" else None)
     nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}

@@ -120,6 +120,26 @@ LL128_CHANNEL_GBPS = {"a100": 20.0, "h100": 36.7}
 CHUNK_BYTES = {"Simple": 4 * (1 << 19), "LL": (8 * 512 * 16) // 2,
                "LL128": 120 * 640 * 8 * 15 // 16}
 MIN_SLICE = 2 * (1 << 19) // 32
+# Up to 2.19 NCCL lays a ring all-reduce's last loop out chunk-major (src/collectives/device/
+# all_reduce.h, runRing, 2.18.5 and 2.19.3): the chunk of each rank and channel is the rest
+# over channels x ranks rounded up to whole grains (in LL128 a thread's 8 lines' 60 bytes of
+# data, times the channel's threads, NCCL_LL128_MAX_NTHREADS = 640 or fewer where one
+# channel runs (getAlgoInfo), halved: "it makes performance much, much smoother"), at
+# (rank chunk x channels + channel) x chunk, so that the last of the ranks' chunks are short
+# or empty on every channel. All the channels of an NVSwitch node run one ring order, the
+# ranks in turn (NCCL's log of its rings on an HGX A100, NVIDIA/nccl-tests #100), so at a
+# step a rank sends on every channel at once or idles. From 2.20 each channel's share is
+# split evenly over the ranks (src/enqueue.cc, computeCollLastChunkInfo), as pysim shares
+# the rest otherwise. pysim lays LL128 out so for those releases: an LL128 warp forwards its
+# slice of 16 lines (1,920 bytes of data) only once every line of it has come
+# (src/collectives/device/prims_ll128.h, recvReduceSendCopy: it reloads the slice until no
+# flag is stale), and a channel's 20 warps hold a step of up to 38,400 bytes in one slice
+# each, so such a step moves as a whole, as pysim moves a step. LL's threads forward each
+# 16-byte line as it comes (prims_ll.h, readLL), pipelining a step at the grain of a line,
+# which pysim's whole steps with the rest shared evenly stand for better than whole steps
+# of NCCL's uneven chunks would; LL keeps the even share.
+CHUNK_MAJOR_RELEASES = ("2.18", "2.19")
+GRAIN_BYTES = {"LL128": 60}
 MAX_LOOP_ROUNDS = 8           # loops past this many are built as this many rounds of alike ones
 TREE_SLICE = 1 << 18          # a tree pipelines slices of at most this many bytes per channel
 MAX_SLICES = 16
@@ -147,7 +167,9 @@ declare(
     Key("workload", "nccl_tuning", "str", "2.23", "-",
         "Collectives by workload.algorithm = 'nccl': the NCCL release whose tuning model "
         "picks the algorithm and protocol per size ('2.18', '2.19', '2.20' (2.19's constants "
-        "are 2.20's) or '2.23'); the collective runs alike whatever the release.",
+        "are 2.20's) or '2.23'); up to 2.19 an LL128 ring all-reduce also lays out its last "
+        "loop's chunks as those releases do (chunk-major, the last ranks' chunks short or "
+        "empty); otherwise the collective runs alike whatever the release.",
         None, lambda: list(TUNING_RELEASES)),
 )
 
@@ -294,7 +316,7 @@ TREE_CORRECTION = {
 # ring's steps counted as crossing nodes in an all-reduce (2 N up to 2.22, 2 (N - 1) in
 # 2.23); 2.19 has 2.20's constants. `workload.nccl_tuning` picks the release whose model
 # chooses the algorithm and protocol; the collective then runs as pysim models it, whatever
-# the release.
+# the release, but for the LL128 ring's chunk-major last loop up to 2.19 (chunk_major).
 TUNING_RELEASES = ("2.18", "2.19", "2.20", "2.23")
 RELEASE = {
     "2.18": dict(ll_ring=(0.25, 1 / 3), hopper_ll1=87.7, tree_simple=(0.0, 4.0, 14.0),
@@ -397,27 +419,45 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     return out
 
 
-def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True):
+def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True, release="2.23"):
     """The closed form of the ring as pysim runs it (ring_rounds, _ring), where nothing else
     shares its links: NCCL's base latency, then every slice-step in turn, each the sending
     thread block's work (NCCL's NVLink step latency) and the slice's wire bytes over its
     link, at the pace of the ring's slowest hop, for the bundle of channels that takes
     longest; across nodes (flight = True) plus, per step of each loop, the network's step
     latency beyond the NVLink one where the sender's other slices of the step do not cover
-    it (_flight_excess)."""
+    it (_flight_excess). Where the release lays the last loop out chunk-major
+    (chunk_major), that loop's steps go as its chunks do: at step s the rank at ring position
+    k sends chunk k - 1 - s, when both its previous step and the chunk's arrival from the
+    rank before are done; an empty chunk's step is nothing."""
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
+    layout = chunk_major(collective, nbytes, proto, p, channels, release)
     x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    bundles = _bundles(m, channels)
     worst = 0.0
-    for ring, width in _bundles(m, channels):
-        hops = {m.node_of[ring[k]] == m.node_of[ring[(k + 1) % p]] for k in range(p)}
+    for index, (ring, width) in enumerate(bundles):
+        same = [m.node_of[ring[k]] == m.node_of[ring[(k + 1) % p]] for k in range(p)]
+        per_byte = [WIRE[proto] * m.hop_factor(proto, channels, h) /
+                    ((m.nvlink if h else m.nic) * 1e9) for h in same]
+        chunks = bundle_chunks(layout, index, len(bundles))
         t = 0.0
-        for loops, sizes in rounds:
+        for i, (loops, sizes) in enumerate(rounds):
+            if chunks is not None and i == len(rounds) - 1:
+                done = [0.0] * p
+                for s in range(steps):
+                    new = list(done)
+                    for k in range(p):
+                        z = chunks[(k - 1 - s) % p]
+                        if z:
+                            ready = max(done[k], done[k - 1] if s else 0.0)
+                            new[k] = ready + x + z * per_byte[k]
+                    done = new
+                t += max(done)
+                continue
             for z in sizes:
-                t += steps * max(
-                    x * loops + z * width * WIRE[proto] * m.hop_factor(proto, channels, same) /
-                    ((m.nvlink if same else m.nic) * 1e9) for same in hops)
-        if flight and False in hops:
+                t += steps * max(x * loops + z * width * f for f in per_byte)
+        if flight and False in same:
             t += _flight_excess(m, proto, channels, rounds, steps, width)
         worst = max(worst, t)
     return BASE_US[("ring", proto)] * 1e-6 + worst
@@ -448,6 +488,44 @@ def channels_for(nbytes, algo, proto, p, channels):
         return channels
     per = THREADS[proto] * THREAD_BYTES[proto] * (p if (algo, proto) == ("ring", "LL") else 1)
     return max(1, min(channels, int(nbytes) // per + (1 if int(nbytes) % per else 0)))
+
+
+def ring_threads(nbytes, proto, p, channels):
+    """The threads of each channel's thread block in a ring of nbytes on `channels` channels
+    (NCCL's getAlgoInfo, src/enqueue.cc): the protocol's most, halved while one channel runs
+    and bytes < threads x threshold and the threads are a multiple of 128; at least 3
+    warps."""
+    nt = THREADS[proto]
+    per = THREAD_BYTES[proto] * (p if proto == "LL" else 1)
+    while channels <= 1 and int(nbytes) < nt * per and nt % 128 == 0:
+        nt //= 2
+    return max(nt, 96)
+
+
+def chunk_major(collective, nbytes, proto, p, channels, release):
+    """The bytes of each rank's chunk on each channel in the last loop of NCCL's ring
+    (out[channel][chunk]) where the release lays it out chunk-major and pysim follows it
+    (CHUNK_MAJOR_RELEASES, LL128 all-reduce), else None (the rest shared evenly)."""
+    if collective != "all_reduce" or proto not in GRAIN_BYTES or \
+            release not in CHUNK_MAJOR_RELEASES:
+        return None
+    c = max(1, int(channels))
+    rest = int(nbytes) % (c * p * CHUNK_BYTES[proto])
+    if rest == 0:
+        return None
+    grain = ring_threads(nbytes, proto, p, c) * GRAIN_BYTES[proto] // 2
+    chunk = min(CHUNK_BYTES[proto], -(-rest // (c * p * grain)) * grain)
+    return [[max(0, min(chunk, rest - (k * c + ch) * chunk)) for k in range(p)]
+            for ch in range(c)]
+
+
+def bundle_chunks(layout, index, kinds):
+    """A bundle's bytes of each rank chunk in the last loop (the layout's channels index,
+    index + kinds, ...; _bundles), or None."""
+    if layout is None:
+        return None
+    rows = layout[index::kinds]
+    return [sum(r[k] for r in rows) for k in range(len(layout[0]))]
 
 
 def run_channels(collective, nbytes, algo, proto, p, channels=None):

@@ -11,7 +11,7 @@ from pysim.errors import ConfigError
 from pysim.workload.nccl import (BASE_US, MAX_LOOP_ROUNDS, MAX_SLICES, NVLS_EFFICIENCY,
                                  NVLS_MAX_SLICES, PROTOCOLS, SUPPORTED, TREE_SLICE, WIRE,
                                  _bundles, _flight_excess, _nvls_slices, _rank_order, _split,
-                                 plan, ring_rounds, step_us)
+                                 bundle_chunks, chunk_major, plan, ring_rounds, step_us)
 
 
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
@@ -39,7 +39,8 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
 def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     """The ops build() makes for this collective (counted from its plan, not built): a ring
     exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
-    per hop between nodes; as streams a delay, a send and a latency per rank); a tree or NVLS by
+    per hop between nodes; at most, where NCCL 2.18's LL128 layout leaves a rank's chunk
+    empty and its step has no ops; as streams a delay, a send and a latency per rank); a tree or NVLS by
     ops_bound."""
     m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
     p = len(order)
@@ -75,6 +76,7 @@ def build(b, collective, settings, machine):
         {i: [g.delay(base, after=list(b.start.get(i, ())))] for i in range(p)}
     step = {t: int(round(step_us(m, algo, proto, t) * cyc)) for t in ("nvlink", "net")}
     ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step, base=base,
+               tuning=settings.get("tuning", "2.23"),
                flight=max(0, step["net"] - step["nvlink"]), proto=proto, channels=channels,
                factor={x: m.hop_factor(proto, channels, x) for x in (True, False)})
     if algo == "ring":
@@ -127,33 +129,49 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
     (NCCL's hwLat for the link's transport) then the send of the slice to the next rank,
     and a slice's next step waits for its arrival from the previous rank. Channels whose
     rings cross the same links (every channel inside one NVSwitch node; those of one
-    rotation across nodes) are built as one ring carrying their bytes together. As streams
-    (form = 'streams', _ring_stream): per bundle and rank the slice-steps' latency once,
-    then one send of every byte it sends."""
+    rotation across nodes) are built as one ring carrying their bytes together. Where the
+    release lays the last loop out chunk-major (nccl.chunk_major: up to 2.19, LL128),
+    that loop's step s at ring position k carries the bundle's bytes of chunk k - 1 - s, and
+    an empty chunk's step is no op. As streams (form = 'streams', _ring_stream): per bundle
+    and rank the slice-steps' latency once, then one send of every byte it sends (the rest
+    shared evenly whatever the release)."""
     m = ctx["m"]
     p = len(m.node_of)
     last = {i: list(start[i]) for i in range(p)}
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
-    for ring, width in _bundles(m, channels):
+    bundles = _bundles(m, channels)
+    layout = None if form == "streams" else \
+        chunk_major(collective, nbytes, proto, p, channels, ctx["tuning"])
+    for index, (ring, width) in enumerate(bundles):
         if form == "streams":
             _ring_stream(ctx, ring, width, rounds, steps, start, last)
             continue
+        chunks = bundle_chunks(layout, index, len(bundles))
         prev = {r: list(start[r]) for r in range(p)}     # each rank's last slice-step
         got = {}                                       # (step, slice) -> arrival at a rank
-        for loops, sizes in rounds:
+        inbox = {}                                     # each rank's last arrival
+        for i, (loops, sizes) in enumerate(rounds):
+            major = chunks is not None and i == len(rounds) - 1
             for s in range(steps):
                 arrived = {}
                 for z, size in enumerate(sizes):
                     for k in range(p):
                         a, b = ring[k], ring[(k + 1) % p]
+                        moved = chunks[(k - 1 - s) % p] if major else size * width
+                        if moved == 0:
+                            continue
                         deps = prev[a] + ([got[(z, a)]] if s and (z, a) in got else [])
-                        op, arrival = _ring_hop(ctx, a, b, size * width, deps, loops)
+                        op, arrival = _ring_hop(ctx, a, b, moved, deps, loops)
                         prev[a] = [op]
                         arrived[(z, b)] = arrival
+                        inbox[b] = arrival
                 got = arrived
         for r in range(p):
-            last[r].extend(prev[r] + [got[k] for k in got if k[1] == r])
+            ends = prev[r] + [got[k] for k in got if k[1] == r]
+            if chunks is not None and r in inbox and inbox[r] not in ends:
+                ends.append(inbox[r])                   # its last chunk came before the end
+            last[r].extend(ends)
     return last
 
 

@@ -587,11 +587,13 @@ def refuse_before_building(cfg, topo, npus=None, existing=0):
     SAMPLE + 2 blocks and extrapolated at the smaller of the two increments per block -- a
     lower bound of the run's ops (collectives and sends come on top), so a run this refuses
     the full count would refuse too. Anything the small models cannot show (a bad key, a
-    layout that needs more layers) is left to the full build, which reports it."""
+    layout that needs more layers) is left to the full build, which reports it. Returns the
+    first small model's layout (None if none was made), whose NPUs, coordinates and specs the
+    full model's layout takes."""
     w = cfg.workload
-    found = least_compute(cfg, topo, npus)
+    found, like = _least_compute(cfg, topo, npus)
     if found is None:
-        return
+        return like
     least, per_block = found
     blocks = w.model_params["layers"]
     limit = graph_module.MAX_OPS
@@ -603,29 +605,37 @@ def refuse_before_building(cfg, topo, npus=None, existing=0):
             f"op graph may have: {per_block:,} per block (its layers on every rank, "
             f"micro-batch and iteration; workload.iterations = {w.iterations:,}); fewer "
             f"layers, ranks, micro-batches or iterations make fewer")
+    return like
 
 
 def least_compute(cfg, topo, npus=None):
     """(at least how many engine ops of compute, per block), for a zoo model of
     workload.model_params.layers blocks, from small models (refuse_before_building); None
     where the model has no such key or the small models cannot be laid out."""
+    return _least_compute(cfg, topo, npus)[0]
+
+
+def _least_compute(cfg, topo, npus):
+    """least_compute, and the first small model's layout (None if none was laid out): the
+    full model's layout takes its NPUs, coordinates and specs (_Layout's `like`)."""
     w = cfg.workload
     params = dict(w.model_params or {})
     blocks = params.get("layers")
     if w.model not in models.names() or isinstance(blocks, bool) or \
             not isinstance(blocks, int) or blocks <= SAMPLE + 2:
-        return None
+        return None, None
+    made = []
 
     def compute(k):
         m = models.get(w.model, **{**params, "layers": k})
-        return count.count(_Builder(_Layout(cfg, topo, m, npus), OpGraph(), ""),
-                           measure=False).engine["compute"]
+        made.append(_Layout(cfg, topo, m, npus, like=made[0] if made else None))
+        return count.count(_Builder(made[-1], OpGraph(), ""), measure=False).engine["compute"]
     try:
         c = [compute(SAMPLE + d) for d in range(3)]
     except (ConfigError, GraphError):
-        return None
+        return None, None
     per_block = min(c[1] - c[0], c[2] - c[1])
-    return c[0] + (blocks - SAMPLE) * per_block, per_block
+    return (c[0] + (blocks - SAMPLE) * per_block, per_block), made[0]
 
 
 @quiet_gc
@@ -641,8 +651,10 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                         f"{type(graph).__name__}")
     if not isinstance(prefix, str):
         raise TypeError(f"training_graph(prefix): expected a str, not {type(prefix).__name__}")
+    like = None
     if model is None:
-        refuse_before_building(cfg, topo, npus, engine_ops(graph) if graph is not None else 0)
+        like = refuse_before_building(cfg, topo, npus,
+                                      engine_ops(graph) if graph is not None else 0)
         model = load_model(cfg)
     if not hasattr(model, "layers"):
         raise ConfigError(f"model = {model!r}: expected a pysim.models.Model (pysim.models.get"
@@ -652,7 +664,7 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                                      [k for k in topo.node_kinds if k == "npu"]),
                           cfg.workload.iterations)
         return astra_graph(cfg, topo, model, npus, graph, prefix)
-    lay = _Layout(cfg, topo, model, npus)
+    lay = _Layout(cfg, topo, model, npus, like=like)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
     c = count.check(b, engine_ops(g), op_count)    # refused at once past the op limit

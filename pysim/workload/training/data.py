@@ -19,8 +19,10 @@ declare(
     Key("workload", "step_after", "str", "bucket", "-",
         "Training with workload.overlap (or without it, with model chunks: one bucket per "
         "chunk): each layer's optimizer step after its own bucket's all-reduce ('bucket') or "
-        "every step after every bucket's of its stage ('all': as a step that clips the "
-        "gradients by their global norm waits, Megatron-LM's).", None,
+        "every step of a replica after every gradient of its stage is final there: every "
+        "bucket's all-reduce, every expert layer's, and the backward pass of layers with "
+        "nothing to all-reduce ('all': as a step that clips the gradients by their global "
+        "norm waits, Megatron-LM's).", None,
         lambda: list(STEP_AFTER)),
 )
 
@@ -40,6 +42,8 @@ class _Buckets:
         self.waiting = []                # with step_after = 'all': (layers, replicas, done)
         self.layers, self.sizes, self.bytes = [], [], 0
         self.experts = []                # expert layers: all-reduced over their own groups
+        self.unreduced = []              # with step_after = 'all': (layer, ready) of layers
+        #                                  with nothing to all-reduce
 
     def add(self, i, ready):
         lay = self.b.lay
@@ -50,6 +54,9 @@ class _Buckets:
             self.experts.append((i, ready))
             return
         if lay.dp == 1 or not nbytes:
+            if self.step_all:                   # no all-reduce: the step waits for the rest
+                self.unreduced.append((i, ready))
+                return
             for n, deps in ready.items():       # nothing to all-reduce: step at once
                 self.b.step_done[(self.it, i, n)] = self.b._optimizer(self.it, i, n, deps)
             return
@@ -100,16 +107,8 @@ class _Buckets:
     def close(self, ready):
         self.flush(ready)
         lay, b = self.b.lay, self.b
-        # step_after = 'all': every step after every bucket's all-reduce on its replica
-        every = {}
-        for _, runs, done in self.waiting:
-            for n in runs:
-                every.setdefault(n, []).append(done[n])
-        for layers, runs, _ in self.waiting:
-            for n in runs:
-                for i in layers:
-                    b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
-        self.waiting = []
+        # each expert layer's gradient all-reduced over the replicas holding the same experts
+        experts = []                     # (layer, replicas, {replica: deps of its step})
         for i, ready_i in self.experts:
             nbytes = lay.grad_bytes(i)
             for t in lay.ranks_run():
@@ -122,6 +121,35 @@ class _Buckets:
                         after = {n: [done[n]] for n in runs}
                     else:
                         after = {n: ready_i[n] for n in runs}
+                    if self.step_all:
+                        experts.append((i, runs, after))
+                        continue
                     for n in runs:
                         b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, after[n])
         self.experts = []
+        if not self.step_all:
+            return
+        # step_after = 'all': every step of a replica (clipping by the gradients' global norm)
+        # after every gradient of its stage is final there: each bucket's all-reduce, each
+        # expert layer's, and the gradients of the layers with nothing to all-reduce
+        every = {}
+        for _, runs, done in self.waiting:
+            for n in runs:
+                every.setdefault(n, []).append(done[n])
+        for _, runs, after in experts:
+            for n in runs:
+                every.setdefault(n, []).extend(after[n])
+        for _, ready_i in self.unreduced:
+            for n, deps in ready_i.items():
+                every.setdefault(n, []).extend(deps)
+        for layers, runs, _ in self.waiting:
+            for n in runs:
+                for i in layers:
+                    b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+        for i, runs, _ in experts:
+            for n in runs:
+                b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+        for i, ready_i in self.unreduced:
+            for n in ready_i:
+                b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+        self.waiting, self.unreduced = [], []

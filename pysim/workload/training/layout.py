@@ -152,11 +152,19 @@ class _Peaks:
 class _Layout:
     """The resolved plan: sizes, NPUs and their coordinates, groups, stages, costs."""
 
-    def __init__(self, cfg, topo, model, npus):
+    def __init__(self, cfg, topo, model, npus, like=None):
+        """like: a layout made before of the same cfg, topo and npus (the op-limit pre-check's
+        small model, builder.refuse_before_building): its NPUs, their coordinates and specs
+        (a Python loop over every NPU each) are taken instead of worked out again."""
         w = cfg.workload
         self.cfg, self.topo, self.model = cfg, topo, model
+        if like is not None and not (like.cfg is cfg and like.topo is topo and
+                                     like._npus_given is npus):
+            like = None
+        self._npus_given = npus
         names, kinds = topo.node_names, topo.node_kinds
-        all_npus = [n for n, k in zip(names, kinds) if k == "npu"]
+        all_npus = like.npus if like is not None else \
+            [n for n, k in zip(names, kinds) if k == "npu"]
         if not all_npus:
             raise ConfigError(f"workload.kind = 'training': {topo.name} has no NPU to train on "
                               f"(nodes of kind 'npu')")
@@ -166,15 +174,15 @@ class _Layout:
             npus = list(w.group) if w.group is not None else all_npus
         if isinstance(npus, str) or not len(npus):
             raise ConfigError(f"{where} = {npus!r}: expected a list of one NPU or more")
-        pos = {n: i for i, n in enumerate(names)}
-        for n in npus:
+        pos = {n: i for i, n in enumerate(names)} if like is None else None
+        for n in npus if like is None else ():
             if n not in pos:
                 raise ConfigError(f"{where}: {n!r} is not a node of {topo.name}")
             if kinds[pos[n]] != "npu":
                 raise ConfigError(f"{where}: {n!r} is a {kinds[pos[n]]}, not an NPU")
-        if len(set(npus)) != len(npus):
+        if like is None and len(set(npus)) != len(npus):
             raise ConfigError(f"{where}: an NPU is named twice")
-        self.npus = list(npus)
+        self.npus = list(npus) if like is None else like.npus
         par = dict(w.parallel or {})
         check_parallel(par)
         tp, pp = par.get("tp", 1), par.get("pp", 1)
@@ -245,9 +253,9 @@ class _Layout:
                               f"{tp}, pp = {pp}); or set tables = 'replicated'")
         # coordinates: rank r -> (d, t, s), the first dimension of `order` varying fastest
         size = {"dp": dp, "tp": tp, "pp": pp}
-        self.coords, self.at = {}, {}
+        self.coords, self.at = ({}, {}) if like is None else (like.coords, like.at)
         self._counterparts = {}          # (counterpart(), once per NPU)
-        for r, npu in enumerate(self.npus):
+        for r, npu in enumerate(self.npus if like is None else ()):
             c, x = {}, r
             for d in self.order:
                 c[d] = x % size[d]
@@ -255,21 +263,24 @@ class _Layout:
             key = (c["dp"], c["tp"], c["pp"])
             self.coords[npu] = key
             self.at[key] = npu
-        self.specs, same = {}, {}        # (NPUs sharing their own fields' table: one spec)
-        for n in self.npus:
+        self.specs, same = ({} if like is None else like.specs), {}   # (NPUs sharing their
+        for n in self.npus if like is None else ():      # own fields' table: one spec)
             own = topo.node_mem[pos[n]] if topo.node_mem else None
             sp = same.get(id(own))
             if sp is None:
                 sp = same[id(own)] = npu_spec(cfg, topo, pos[n])
             self.specs[n] = sp
-        by_spec, kinds_peak = {}, {}     # (NPUs of one spec share its table: npu_spec's)
-        for n, sp in self.specs.items():
-            t = by_spec.get(id(sp))
-            if t is None:
-                t = by_spec[id(sp)] = {kind: sp.peak_flops(self.precision) *
-                                       sp.efficiency(kind) for kind in sp.efficiencies}
-            kinds_peak[n] = t
-        self.peak = _Peaks(kinds_peak)   # (npu, kind) -> FLOP/s
+        if like is not None and like.precision == self.precision:
+            self.peak = like.peak
+        else:
+            by_spec, kinds_peak = {}, {}     # (NPUs of one spec share its table)
+            for n, sp in self.specs.items():
+                t = by_spec.get(id(sp))
+                if t is None:
+                    t = by_spec[id(sp)] = {kind: sp.peak_flops(self.precision) *
+                                           sp.efficiency(kind) for kind in sp.efficiencies}
+                kinds_peak[n] = t
+            self.peak = _Peaks(kinds_peak)   # (npu, kind) -> FLOP/s
         self.split_table = [self.tables == "split" and l.kind == "embedding" and
                             l.table is not None for l in model.layers]
         self.splits = [tp_split(l, tp) for l in model.layers]
