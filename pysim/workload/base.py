@@ -64,7 +64,13 @@ def register(name, traces=False, reads=()):
 
 def check_reads(cfg):
     """Refuse a workload key given (cfg.explicit) that the chosen workload.kind does not read
-    while another kind does, naming the kinds that would read it."""
+    while another kind does, naming the kinds that would read it; and a [jobs] key typed
+    (cfg.typed: an override, not a file's, which may describe a server for pysim jobs too),
+    which only a job stream reads."""
+    for path in sorted(p for p in cfg.typed if p.startswith("jobs.")):
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is read by a stream of training "
+                          f"jobs (pysim jobs, pysim.jobs.run_stream), not by a single run "
+                          f"(pysim run, pysim.simulate); leave it out, or run pysim jobs")
     kind = cfg.workload.kind
     for path in unread("workload.kind", kind, sorted(cfg.explicit)):
         users = readers("workload.kind", path)
