@@ -48,3 +48,23 @@ def test_typed_keys_survive_pickling_and_the_sweep():
     assert pickle.loads(pickle.dumps(cfg)).typed == {"jobs.count"}
     row, = pysim.sweep("ring8", {"jobs.count": [3]}, jobs=1)       # (a failed point)
     assert row["status"] == "failed" and "jobs.count = 3 is read by a stream" in row["error"]
+
+
+COLLECTIVE = {"workload.kind": "collective", "workload.bytes": 1 << 16}
+
+
+@pytest.mark.parametrize("path, v", [("network.va_input_arbiter", "own_index"),
+                                     ("network.sa_input_arbiter", "vcs"),
+                                     ("network.nic_injection", "shared"),
+                                     ("simulation.watchdog_cycles", 100000),
+                                     ("simulation.max_packets", 100000)])
+def test_a_flit_level_key_typed_at_the_flow_level_is_refused(path, v):
+    cfg = load("ring8", {**COLLECTIVE, "network.model": "flow", path: v})
+    with pytest.raises(ConfigError, match=rf"{path} = '?{v}'? is not read by network.model = "
+                                          rf"'flow': it is read by network.model = 'flit'"):
+        simulate(cfg)
+    with pytest.raises(ConfigError, match=rf"{path} = '?{v}'? is not read by network.model = "
+                                          rf"'flow' \(a stream's default\)"):
+        load_server("dgx1-v100", {path: v})
+    # (the same key at the flit level runs; a stream at the flit level takes it too)
+    assert simulate(cfg.with_overrides({"network.model": "flit"})).makespan_cycles > 0

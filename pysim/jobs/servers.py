@@ -28,6 +28,7 @@ from pysim import systems
 from pysim.network import compile_network
 from pysim.routing import paths
 from pysim.schema import readers, short, unread
+from pysim.workload.base import check_model_reads
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -194,7 +195,10 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     # pysim.simulate, holds them as a file would)
     cfg = Config(cfg._values, cfg.explicit, cfg.base_dir, cfg.source,
                  {p for p in cfg.typed if not p.startswith("jobs.")})
-    if not cfg.is_set("network.model"):
+    if cfg.is_set("network.model"):
+        check_model_reads(cfg)
+    else:
+        check_model_reads(cfg, "flow", " (a stream's default)")
         cfg = cfg.with_overrides({"network.model": "flow"})
     net = compile_network(cfg)
     t = net.topo

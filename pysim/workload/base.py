@@ -79,6 +79,24 @@ def check_reads(cfg):
                           f"{kind!r}{how}: it is read by workload.kind = "
                           f"{' or '.join(repr(u) for u in users)}; set that, or leave the key "
                           f"out")
+    if kind != "synthetic":            # (which refuses the flow level itself)
+        check_model_reads(cfg)
+
+
+def check_model_reads(cfg, model=None, how=None):
+    """Refuse a key typed (cfg.typed) that the chosen network.model does not read while the
+    other does (a flit-level router's or watchdog's key at the flow level). Keys a file holds
+    are left alone: a system's file serves both levels (pysim jobs runs at the flow level
+    unless network.model is set). `model`: the level it will run at (default: its own),
+    `how` follows the model's name (' (the default)')."""
+    model = cfg.network.model if model is None else model
+    for path in unread("network.model", model, sorted(cfg.typed)):
+        if how is None:
+            how = "" if cfg.is_set("network.model") else " (the default)"
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by network.model = "
+                          f"{model!r}{how}: it is read by network.model = "
+                          f"{' or '.join(repr(u) for u in readers('network.model', path))}; "
+                          f"set that, or leave the key out")
 
 
 class SimulationError(RuntimeError):
