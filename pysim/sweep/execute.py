@@ -51,7 +51,7 @@ def resolve(base, overrides):
     raw, base_dir, source, typed = base
     merged = drop_unread(json.loads(json.dumps(raw)), overrides)
     for path, v in overrides.items():
-        apply_override(merged, path, v, "--param")
+        apply_override(merged, path, v, "swept key")
     return from_dict(merged, base_dir=base_dir, source=source,
                      typed=set(typed) | typed_keys(overrides))
 
