@@ -53,9 +53,14 @@ class Section:
 class Config:
     """A validated configuration: `cfg.traffic.injection_rate`, `cfg.to_dict()`."""
 
-    def __init__(self, values: dict, explicit: set, base_dir: str, source: str | None = None):
+    def __init__(self, values: dict, explicit: set, base_dir: str, source: str | None = None,
+                 typed=None):
         self._values = values          # {section: {name: value}} with defaults filled
-        self.explicit = frozenset(explicit)   # keys the user gave
+        self.explicit = frozenset(explicit)   # keys given (in the file, or typed)
+        # the keys the user typed (overrides, --set, a dict from Python), not read from a
+        # file: a file may hold sections one command does not read (a server's [jobs] and
+        # [traffic]), while a key typed for a command that does not read it is refused
+        self.typed = frozenset(self.explicit if typed is None else typed) & self.explicit
         self.base_dir = base_dir       # files named in the config resolve against this
         self.source = source           # the file it was read from, if any
         for s in sections():
@@ -63,7 +68,8 @@ class Config:
 
     def __reduce__(self):
         # (pickled as its parts: worker processes and Dask receive Configs)
-        return (Config, (self._values, set(self.explicit), self.base_dir, self.source))
+        return (Config, (self._values, set(self.explicit), self.base_dir, self.source,
+                         set(self.typed)))
 
     def to_dict(self):
         """{section: {key: value}}, keys of a sub-table nested as TOML writes them
@@ -94,7 +100,8 @@ class Config:
         drop_unread(raw, overrides)
         for path, v in overrides.items():
             apply_override(raw, path, v)
-        return from_dict(raw, base_dir=self.base_dir, source=self.source)
+        return from_dict(raw, base_dir=self.base_dir, source=self.source,
+                         typed=self.typed | typed_keys(overrides))
 
     def __repr__(self):
         return f"Config({self._values!r})"
@@ -145,9 +152,11 @@ def _plain(v):
     return v
 
 
-def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None) -> Config:
+def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
+              typed=None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
-    relative to `base_dir` (default: the current directory)."""
+    relative to `base_dir` (default: the current directory). `typed`: the keys of it the
+    user typed rather than a file held (Config.typed); None: all of them."""
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
@@ -185,7 +194,7 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None)
     for k in KEYS:
         if k.name not in values[k.section]:
             values[k.section][k.name] = copy.deepcopy(k.default)
-    cfg = Config(values, explicit, base_dir, source)
+    cfg = Config(values, explicit, base_dir, source, typed)
     for check in CROSS_CHECKS:
         check(cfg)
     return cfg
@@ -227,7 +236,7 @@ def from_resolved(resolved: dict) -> Config:
             if key is None or v is None or v == key.default:
                 continue
             raw.setdefault(section, {})[name] = v
-    return from_dict(raw)
+    return from_dict(raw, typed=())
 
 
 def read_toml(path, what, error=ConfigError):
@@ -267,6 +276,17 @@ def _split_key(path):
         if key is not None:
             return key, parts[n:]
     return None, parts[2:]
+
+
+def typed_keys(overrides):
+    """The declared keys that overrides ({'section.key': value}) set: a field inside a table
+    key ('topology.npu.tflops') sets its key ('topology.npu')."""
+    out = set()
+    for path in overrides:
+        key, _ = _split_key(path) if isinstance(path, str) else (None, None)
+        if key is not None:
+            out.add(f"{key.section}.{key.name}")
+    return out
 
 
 def is_key(path):
@@ -380,7 +400,7 @@ def load(path, overrides: dict | None = None) -> Config:
     for p, v in overrides.items():
         apply_override(raw, p, v)
     try:
-        return from_dict(raw, base_dir=base, source=path)
+        return from_dict(raw, base_dir=base, source=path, typed=typed_keys(overrides))
     except ConfigError as e:
         msg = str(e)
         # (a field's table named alone, 'topology.nic.gpu: unknown node kind', is the typed

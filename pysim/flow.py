@@ -33,7 +33,7 @@ from pysim.engine import OP_SEND, FlowArrays, GraphArrays, new_engine, set_graph
 from pysim import theory
 from pysim.errors import ConfigError
 from pysim.network import CH_NET, compile_network, nic_bandwidths
-from pysim.schema import Key, declare
+from pysim.schema import Key, declare, reads as declare_reads
 from pysim.config import from_dict
 
 MODELS = ("flit", "flow")
@@ -289,3 +289,11 @@ declare(
         "flit-level only; job streams (pysim jobs) run at the flow level unless it is set.",
         None, lambda: ["flit", "flow"]),
 )
+# What only the flit level reads (its allocators, its NICs' injection channels, its watchdog
+# and packet limit): typed at the flow level, they are refused
+# (pysim.workload.base.check_model_reads). The rest of [network] is read by both: the flow
+# level measures the router's timing and buffers on a stream of packets (stream_period).
+FLIT_ONLY = ("network.va_input_arbiter", "network.sa_input_arbiter", "network.nic_injection",
+             "simulation.watchdog_cycles", "simulation.max_packets")
+declare_reads("network.model", "flit", ("network.model",) + FLIT_ONLY)
+declare_reads("network.model", "flow", ("network.model",))

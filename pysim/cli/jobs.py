@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -92,7 +93,14 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
             if bar is not None:
                 bar.clear()
     except ConfigError as e:
-        raise click.ClickException(f"configuration error: {e}") from None
+        msg = str(e)
+        for opt, key, given in (("--jobs", "jobs.count", count), ("--seed", "simulation.seed",
+                                                                  seed)):
+            # (a value typed as an option is named as typed, not as an override on the file)
+            if given is not None and msg.startswith(f"{key} = "):
+                msg = re.sub(r" \(given as an override, on [^()]*\)$", f" (given as {opt} "
+                             f"{given})", msg)
+        raise click.ClickException(f"configuration error: {msg}") from None
     except (SimulationError, WorkerDied) as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:

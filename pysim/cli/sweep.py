@@ -47,9 +47,10 @@ def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
                 raise ConfigError(f"--param {key} is given twice; give all its values in one "
                                   f"--param ({key}=V1,V2,...)")
             grid[key] = values
+        opt = "--workers" if jobs is not None else "--jobs"
         jobs = jobs if jobs is not None else jobs_alias     # (--jobs: the older spelling)
         if jobs is not None and jobs < 1:
-            raise ConfigError(f"--workers {jobs}: expected at least 1")
+            raise ConfigError(f"{opt} {jobs}: expected at least 1 (local worker processes)")
         rows = sweep(config, grid, jobs=jobs, db=db, zipped=zipped, scheduler=scheduler,
                      progress=not quiet)
     except StoreError as e:

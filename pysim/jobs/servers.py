@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysim._io import as_path
-from pysim.config import load
+from pysim.config import Config, load
 from pysim.errors import ConfigError
 from pysim import systems
 from pysim.network import compile_network
 from pysim.routing import paths
+from pysim.schema import readers, short, unread
+from pysim.workload.base import check_model_reads
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -188,7 +190,15 @@ def load_server(name, overrides=None, cfg=None) -> Server:
         label = label if label in PRESETS else os.path.splitext(os.path.basename(path))[0]
     else:
         label = name
-    if not cfg.is_set("network.model"):
+    check_typed(cfg)
+    # (the [jobs] keys typed are the stream's, read: the server's config, run alone by
+    # pysim.simulate, holds them as a file would)
+    cfg = Config(cfg._values, cfg.explicit, cfg.base_dir, cfg.source,
+                 {p for p in cfg.typed if not p.startswith("jobs.")})
+    if cfg.is_set("network.model"):
+        check_model_reads(cfg)
+    else:
+        check_model_reads(cfg, "flow", " (a stream's default)")
         cfg = cfg.with_overrides({"network.model": "flow"})
     net = compile_network(cfg)
     t = net.topo
@@ -198,6 +208,23 @@ def load_server(name, overrides=None, cfg=None) -> Server:
                           f"least 2")
     return Server(name=label, cfg=cfg, topo=t, routing=net.routing, npus=npus,
                   names=[t.node_names[i] for i in npus], root=_roots(t, npus))
+
+
+def check_typed(cfg):
+    """Refuse a key typed (cfg.typed: an override, not the server file's, which may describe
+    the system for single runs too) that a job stream does not read: its jobs run training
+    iterations (workload.kind = 'training'), so [traffic], the measured window of synthetic
+    traffic and the keys of other workload kinds are not read."""
+    for path in sorted(cfg.typed):
+        if path == "workload.kind" and cfg.workload.kind != "training":
+            why = "its jobs run workload.kind = 'training'"
+        elif path in unread("workload.kind", "training", [path]):
+            why = (f"its jobs run workload.kind = 'training', which does not read it (read by "
+                   f"workload.kind = {' or '.join(repr(u) for u in readers('workload.kind', path))})")
+        else:
+            continue
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by a stream of jobs "
+                          f"(pysim jobs): {why}; leave it out")
 
 
 def _roots(t, npus):

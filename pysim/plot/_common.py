@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 
 import numpy as np
 
 from pysim._io import OutputError, as_path, by_path, check_output, write_atomic
-from pysim.errors import ConfigError
+from pysim.errors import ConfigError, PysimWarning
 from pysim.sweep import tidy
 
 
@@ -303,6 +304,22 @@ def one_configuration(pts, where):
                                   f"keep one configuration per database")
 
 
+def one_series(ok, series, swept):
+    """Warn when `series` has one value over the points (a key the sweep did not vary): the
+    figure has one series, which the user asking for series by it did not expect."""
+    values = {hashable(get(t, series)) for t in ok} if series else set()
+    if len(values) == 1:
+        others = ", ".join(sorted(swept)) or "none"
+        text = (f"series {series} (--series): every point has {series} = {next(iter(values))!r} "
+                f"(not swept), so the figure has one series; the keys swept: {others}")
+        if text not in _WARNED:             # (once: pysim plot checks, then draws)
+            _WARNED.add(text)
+            warnings.warn(text, PysimWarning, stacklevel=2)
+
+
+_WARNED = set()
+
+
 def series_label(keys, values):
     if not keys:
         return None
@@ -322,6 +339,7 @@ def points(rows, x, y, series=None, extra=()):
     along = x if x in swept or "traffic.injection_rate" not in swept else \
         "traffic.injection_rate"
     keys = series_keys(ok, along, series)
+    one_series(ok, series, swept)
     groups = {}
     for t in ok:
         sv = tuple(hashable(get(t, k)) for k in keys)

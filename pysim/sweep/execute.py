@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait as wait_for
 
-from pysim.config import Config, apply_override, cwd_paths, from_dict, load
+from pysim.config import Config, apply_override, cwd_paths, from_dict, load, typed_keys
 from pysim.errors import ConfigError, PysimWarning
 from pysim.sim import simulate
 from pysim.schema import drop_unread
@@ -30,13 +30,14 @@ SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
 
 
 def base_config(config):
-    """(raw dict of the user's keys, base dir, source) from a path or a Config."""
+    """(raw dict of the user's keys, base dir, source, the keys typed rather than read from
+    a file) from a path or a Config."""
     if isinstance(config, Config):
         raw = {}
         for path in config.explicit:
             s, k = path.split(".", 1)
             raw.setdefault(s, {})[k] = config.get(path)
-        return raw, config.base_dir, config.source
+        return raw, config.base_dir, config.source, config.typed
     if isinstance(config, dict):
         return base_config(from_dict(config))
     if not isinstance(config, (str, os.PathLike)):
@@ -47,11 +48,12 @@ def base_config(config):
 
 
 def resolve(base, overrides):
-    raw, base_dir, source = base
+    raw, base_dir, source, typed = base
     merged = drop_unread(json.loads(json.dumps(raw)), overrides)
     for path, v in overrides.items():
-        apply_override(merged, path, v, "--param")
-    return from_dict(merged, base_dir=base_dir, source=source)
+        apply_override(merged, path, v, "swept key")
+    return from_dict(merged, base_dir=base_dir, source=source,
+                     typed=set(typed) | typed_keys(overrides))
 
 
 def config_hash(cfg) -> str:

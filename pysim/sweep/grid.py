@@ -110,10 +110,10 @@ def _values(key, v):
             v = v.tolist()
         out = [_plain(x) for x in v]
         if not out:
-            raise ConfigError(f"--param {key}: no values")
+            raise ConfigError(f"swept key {key}: no values")
     for x in out:                        # (1e999 reads as inf: refused before any point runs)
         if isinstance(x, float) and not math.isfinite(x):
-            raise ConfigError(f"--param {key}: the value {x!r} is not a finite number")
+            raise ConfigError(f"swept key {key}: the value {x!r} is not a finite number")
     return out
 
 
@@ -133,15 +133,16 @@ def expand(grid: dict, zipped: bool = False):
     unknown = [k for k in keys if not is_key(k)]
     if unknown:
         k = unknown[0]
-        raise ConfigError(f"--param {k}: not a configuration key"
+        raise ConfigError(f"swept key {k}: not a configuration key"
                           f"{_suggest(k, list(KEY_MAP))}")
     size = len(lists[0]) if zipped else math.prod(len(v) for v in lists)
     if size > MAX_POINTS:
         raise ConfigError(f"the grid has {size:,} points; a sweep has at most {MAX_POINTS:,}")
     if zipped:
         if len({len(v) for v in lists}) != 1:
-            raise ConfigError("--zip: every --param needs the same number of values, got "
-                              + ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, lists)))
+            got = ", ".join(f"{k}: {len(v)}" for k, v in zip(keys, lists))
+            raise ConfigError(f"zipped (--zip): every swept key needs the same number of "
+                              f"values, got {got}")
         combos = zip(*lists)
     else:
         combos = itertools.product(*lists)

@@ -64,7 +64,13 @@ def register(name, traces=False, reads=()):
 
 def check_reads(cfg):
     """Refuse a workload key given (cfg.explicit) that the chosen workload.kind does not read
-    while another kind does, naming the kinds that would read it."""
+    while another kind does, naming the kinds that would read it; and a [jobs] key typed
+    (cfg.typed: an override, not a file's, which may describe a server for pysim jobs too),
+    which only a job stream reads."""
+    for path in sorted(p for p in cfg.typed if p.startswith("jobs.")):
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is read by a stream of training "
+                          f"jobs (pysim jobs, pysim.jobs.run_stream), not by a single run "
+                          f"(pysim run, pysim.simulate); leave it out, or run pysim jobs")
     kind = cfg.workload.kind
     for path in unread("workload.kind", kind, sorted(cfg.explicit)):
         users = readers("workload.kind", path)
@@ -73,6 +79,24 @@ def check_reads(cfg):
                           f"{kind!r}{how}: it is read by workload.kind = "
                           f"{' or '.join(repr(u) for u in users)}; set that, or leave the key "
                           f"out")
+    if kind != "synthetic":            # (which refuses the flow level itself)
+        check_model_reads(cfg)
+
+
+def check_model_reads(cfg, model=None, how=None):
+    """Refuse a key typed (cfg.typed) that the chosen network.model does not read while the
+    other does (a flit-level router's or watchdog's key at the flow level). Keys a file holds
+    are left alone: a system's file serves both levels (pysim jobs runs at the flow level
+    unless network.model is set). `model`: the level it will run at (default: its own),
+    `how` follows the model's name (' (the default)')."""
+    model = cfg.network.model if model is None else model
+    for path in unread("network.model", model, sorted(cfg.typed)):
+        if how is None:
+            how = "" if cfg.is_set("network.model") else " (the default)"
+        raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by network.model = "
+                          f"{model!r}{how}: it is read by network.model = "
+                          f"{' or '.join(repr(u) for u in readers('network.model', path))}; "
+                          f"set that, or leave the key out")
 
 
 class SimulationError(RuntimeError):

@@ -1,0 +1,61 @@
+"""An error names what the user typed, where they typed it: a sweep's grid from Python is not
+'--param', a sweep's --jobs is not --workers, pysim jobs' --jobs is not an override on the
+server's file; a figure asked for by series of a key that does not vary says so."""
+import warnings
+
+import pytest
+from click.testing import CliRunner
+
+import pysim
+from pysim import ConfigError
+from pysim.cli import main
+from pysim.errors import PysimWarning
+from pysim.plot import _common
+
+
+@pytest.mark.parametrize("grid, zipped, msg", [
+    ({"traffic.bogus": [1]}, False, r"^swept key traffic\.bogus: not a configuration key"),
+    ({"traffic.injection_rate": []}, False, r"^swept key traffic\.injection_rate: no values"),
+    ({"traffic.injection_rate": [0.1, 0.2], "network.vcs": [2]}, True,
+     r"^zipped \(--zip\): every swept key needs the same number of values, got "
+     r"traffic\.injection_rate: 2, network\.vcs: 1")])
+def test_a_sweep_from_python_names_the_swept_key_not_an_option(grid, zipped, msg):
+    with pytest.raises(ConfigError, match=msg):
+        pysim.sweep("ring8", grid, zipped=zipped, jobs=1)
+
+
+def test_the_worker_options_are_named_as_typed(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    for opt in ("--jobs", "--workers", "-j"):
+        res = CliRunner().invoke(main, ["sweep", "ring8", "--param", "network.vcs=2", opt,
+                                        "0", "--db", db, "-q"])
+        shown = "--workers" if opt == "-j" else opt
+        assert res.exit_code == 1 and f"{shown} 0: expected at least 1" in res.output
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--jobs", "0"], "jobs.count = 0: expected a number > 0 (given as --jobs 0)"),
+    (["--seed", "-1"], "simulation.seed = -1: expected a number >= 0 (given as --seed -1)")])
+def test_pysim_jobs_names_its_option_not_an_override_on_the_file(args, msg):
+    res = CliRunner().invoke(main, ["jobs", "dgx1-v100", *args, "-q"])
+    assert res.exit_code == 1 and msg in res.output and "override" not in res.output
+
+
+def test_a_series_of_a_key_that_does_not_vary_is_warned_once():
+    rows = [{"hash": str(i), "params": {"traffic.injection_rate": r}, "status": "done",
+             "error": None, "result": {"avg_packet_latency": 10.0 + i, "saturated": False,
+                                       "config": {"network": {"vcs": 2},
+                                                  "traffic": {"injection_rate": r}}}}
+            for i, r in enumerate((0.1, 0.2))]
+    _common._WARNED.clear()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        pts = _common.points(rows, x="traffic.injection_rate", y="avg_packet_latency",
+                             series="network.vcs")
+        _common.points(rows, x="traffic.injection_rate", y="avg_packet_latency",
+                       series="network.vcs")
+    said = [str(x.message) for x in w if issubclass(x.category, PysimWarning)]
+    assert said == ["series network.vcs (--series): every point has network.vcs = 2 (not "
+                    "swept), so the figure has one series; the keys swept: "
+                    "traffic.injection_rate"]
+    assert list(pts) == [2]
