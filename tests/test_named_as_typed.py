@@ -59,3 +59,24 @@ def test_a_series_of_a_key_that_does_not_vary_is_warned_once():
                     "swept), so the figure has one series; the keys swept: "
                     "traffic.injection_rate"]
     assert list(pts) == [2]
+
+
+def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
+    (tmp_path / "sys.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a", kind = "npu"}, '
+        '{name = "b", kind = "npu"}]\nlinks = [{a = "a", b = "b", gbps = 10}]\n')
+    (tmp_path / "use.toml").write_text('[topology]\nfile = "sys.toml"\nkind = "mesh"\n'
+                                       'dims = [2, 2]\n')
+    with pytest.warns(PysimWarning):
+        cfg = pysim.load(str(tmp_path / "use.toml"))
+    assert cfg.origin["topology.nodes"] == str(tmp_path / "sys.toml")
+    with pytest.raises(ConfigError, match=r"topology\.nodes is not used by topology\.kind = "
+                                          r"'mesh' \(read from .*sys\.toml, the system "
+                                          r"topology\.file = 'sys\.toml' names"):
+        pysim.simulate(cfg)
+    # a value the included file holds, refused on loading, names that file
+    (tmp_path / "bad.toml").write_text('[topology]\nkind = "ring"\nsize = 1\n')
+    (tmp_path / "use2.toml").write_text('[topology]\nfile = "bad.toml"\n')
+    with pytest.raises(ConfigError, match=r"^.*bad\.toml \(the system topology\.file names "
+                                          r"in .*use2\.toml\): topology\.size = 1"):
+        pysim.load(str(tmp_path / "use2.toml"))

@@ -194,7 +194,7 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     # (the [jobs] keys typed are the stream's, read: the server's config, run alone by
     # pysim.simulate, holds them as a file would)
     cfg = Config(cfg._values, cfg.explicit, cfg.base_dir, cfg.source,
-                 {p for p in cfg.typed if not p.startswith("jobs.")})
+                 {p for p in cfg.typed if not p.startswith("jobs.")}, cfg.origin)
     if cfg.is_set("network.model"):
         check_model_reads(cfg)
     else:
