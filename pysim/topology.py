@@ -556,7 +556,7 @@ def build(cfg) -> Topology:
         raise ConfigError(f"topology.kind = {kind!r}: unknown; known: "
                           f"{', '.join(sorted(BUILDERS))}")
     builder, uses = BUILDERS[kind]
-    for path in cfg.explicit:
+    for path in sorted(cfg.explicit):         # (sorted: the same key named every run)
         section, name = path.split(".", 1)
         if section == "topology" and name not in uses | _COMMON:
             where = cfg.origin.get(path)

@@ -70,7 +70,7 @@ def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
     with pytest.warns(PysimWarning):
         cfg = pysim.load(str(tmp_path / "use.toml"))
     assert cfg.origin["topology.nodes"] == str(tmp_path / "sys.toml")
-    with pytest.raises(ConfigError, match=r"topology\.nodes is not used by topology\.kind = "
+    with pytest.raises(ConfigError, match=r"topology\.links is not used by topology\.kind = "
                                           r"'mesh' \(read from .*sys\.toml, the system "
                                           r"topology\.file = 'sys\.toml' names"):
         pysim.simulate(cfg)
@@ -80,3 +80,15 @@ def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"^.*bad\.toml \(the system topology\.file names "
                                           r"in .*use2\.toml\): topology\.size = 1"):
         pysim.load(str(tmp_path / "use2.toml"))
+
+
+def test_an_op_graph_stopped_by_max_packets_names_it_not_max_cycles():
+    """The flit level stops a run with more than simulation.max_packets packets alive; an op
+    graph so stopped was reported as not finishing by workload.max_cycles (10^12 cycles)."""
+    cfg = pysim.load("ring8", {"workload.kind": "collective", "workload.bytes": 65536,
+                               "simulation.max_packets": 10})
+    with pytest.raises(ConfigError, match=r"^simulation\.max_packets = 10: the op graph had "
+                                          r"more packets alive at once"):
+        pysim.simulate(cfg)
+    assert pysim.simulate(cfg.with_overrides({"simulation.max_packets": 4_000_000})) \
+        .makespan_cycles > 0

@@ -219,8 +219,9 @@ def check_typed(cfg):
         if path == "workload.kind" and cfg.workload.kind != "training":
             why = "its jobs run workload.kind = 'training'"
         elif path in unread("workload.kind", "training", [path]):
+            users = " or ".join(repr(u) for u in readers("workload.kind", path))
             why = (f"its jobs run workload.kind = 'training', which does not read it (read by "
-                   f"workload.kind = {' or '.join(repr(u) for u in readers('workload.kind', path))})")
+                   f"workload.kind = {users})")
         else:
             continue
         raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by a stream of jobs "
