@@ -176,8 +176,12 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
         if section not in values:
             raise ConfigError(f"unknown section [{section}]{suggest(section, SECTIONS)}; "
                               f"known: {', '.join(SECTIONS)}")
+        if isinstance(body, list) and body and all(isinstance(x, dict) for x in body):
+            raise ConfigError(f"[[{section}]] is an array of tables ({len(body)} of them); "
+                              f"[{section}] is one table: write [{section}], with single "
+                              f"brackets, once")
         if not isinstance(body, dict):
-            raise ConfigError(f"[{section}] must be a table, got {body!r}")
+            raise ConfigError(f"[{section}] must be a table, got {short(body)}")
         names = sorted({k.name.partition(".")[0] for k in KEYS if k.section == section},
                        key=[k.name.partition(".")[0] for k in KEYS].index)
         for name, v in _flatten(section, body):

@@ -92,3 +92,16 @@ def test_an_op_graph_stopped_by_max_packets_names_it_not_max_cycles():
         pysim.simulate(cfg)
     assert pysim.simulate(cfg.with_overrides({"simulation.max_packets": 4_000_000})) \
         .makespan_cycles > 0
+
+
+@pytest.mark.parametrize("text, msg", [
+    ('[[topology]]\nkind = "ring"\nsize = 4\n',
+     r"\[\[topology\]\] is an array of tables \(1 of them\); \[topology\] is one table: "
+     r"write \[topology\], with single brackets"),
+    ('[topology]\nkind = "ring"\nsize = 4\n[traffic]\ninjection_rate = 1979-05-27\n',
+     r"traffic\.injection_rate = 1979-05-27 \(a date/time\): expected a number")])
+def test_odd_toml_is_named_as_written(tmp_path, text, msg):
+    f = tmp_path / "odd.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=msg):
+        pysim.load(str(f))
