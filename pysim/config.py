@@ -54,13 +54,17 @@ class Config:
     """A validated configuration: `cfg.traffic.injection_rate`, `cfg.to_dict()`."""
 
     def __init__(self, values: dict, explicit: set, base_dir: str, source: str | None = None,
-                 typed=None):
+                 typed=None, origin=None):
         self._values = values          # {section: {name: value}} with defaults filled
         self.explicit = frozenset(explicit)   # keys given (in the file, or typed)
         # the keys the user typed (overrides, --set, a dict from Python), not read from a
         # file: a file may hold sections one command does not read (a server's [jobs] and
         # [traffic]), while a key typed for a command that does not read it is refused
         self.typed = frozenset(self.explicit if typed is None else typed) & self.explicit
+        # the keys read from the system a topology.file names, not from this config: {key:
+        # that file's path}, for errors to name where a key came from
+        self.origin = {k: v for k, v in (origin or {}).items()
+                       if k in self.explicit and k not in self.typed}
         self.base_dir = base_dir       # files named in the config resolve against this
         self.source = source           # the file it was read from, if any
         for s in sections():
@@ -69,7 +73,7 @@ class Config:
     def __reduce__(self):
         # (pickled as its parts: worker processes and Dask receive Configs)
         return (Config, (self._values, set(self.explicit), self.base_dir, self.source,
-                         set(self.typed)))
+                         set(self.typed), dict(self.origin)))
 
     def to_dict(self):
         """{section: {key: value}}, keys of a sub-table nested as TOML writes them
@@ -101,7 +105,7 @@ class Config:
         for path, v in overrides.items():
             apply_override(raw, path, v)
         return from_dict(raw, base_dir=self.base_dir, source=self.source,
-                         typed=self.typed | typed_keys(overrides))
+                         typed=self.typed | typed_keys(overrides), origin=self.origin)
 
     def __repr__(self):
         return f"Config({self._values!r})"
@@ -153,10 +157,11 @@ def _plain(v):
 
 
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
-              typed=None) -> Config:
+              typed=None, origin=None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
     relative to `base_dir` (default: the current directory). `typed`: the keys of it the
-    user typed rather than a file held (Config.typed); None: all of them."""
+    user typed rather than a file held (Config.typed); None: all of them. `origin`: {key:
+    file} for keys read from a topology.file (Config.origin)."""
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
@@ -171,8 +176,12 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
         if section not in values:
             raise ConfigError(f"unknown section [{section}]{suggest(section, SECTIONS)}; "
                               f"known: {', '.join(SECTIONS)}")
+        if isinstance(body, list) and body and all(isinstance(x, dict) for x in body):
+            raise ConfigError(f"[[{section}]] is an array of tables ({len(body)} of them); "
+                              f"[{section}] is one table: write [{section}], with single "
+                              f"brackets, once")
         if not isinstance(body, dict):
-            raise ConfigError(f"[{section}] must be a table, got {body!r}")
+            raise ConfigError(f"[{section}] must be a table, got {short(body)}")
         names = sorted({k.name.partition(".")[0] for k in KEYS if k.section == section},
                        key=[k.name.partition(".")[0] for k in KEYS].index)
         for name, v in _flatten(section, body):
@@ -194,7 +203,7 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
     for k in KEYS:
         if k.name not in values[k.section]:
             values[k.section][k.name] = copy.deepcopy(k.default)
-    cfg = Config(values, explicit, base_dir, source, typed)
+    cfg = Config(values, explicit, base_dir, source, typed, origin)
     for check in CROSS_CHECKS:
         check(cfg)
     return cfg
@@ -396,11 +405,13 @@ def load(path, overrides: dict | None = None) -> Config:
     raw = read_toml(path, "config file")
     base = os.path.dirname(os.path.abspath(path))
     overrides = cwd_paths(overrides or {})
-    raw = drop_unread(_include_topology(raw, base, overrides), overrides)
+    origin = {}
+    raw = drop_unread(_include_topology(raw, base, overrides, origin), overrides)
     for p, v in overrides.items():
         apply_override(raw, p, v)
     try:
-        return from_dict(raw, base_dir=base, source=path, typed=typed_keys(overrides))
+        return from_dict(raw, base_dir=base, source=path, typed=typed_keys(overrides),
+                         origin=origin)
     except ConfigError as e:
         msg = str(e)
         # (a field's table named alone, 'topology.nic.gpu: unknown node kind', is the typed
@@ -414,6 +425,10 @@ def load(path, overrides: dict | None = None) -> Config:
         if given:                        # a check across keys, one of them typed
             typed = ", ".join(f"{k} = {overrides[k]!r}" for k in given)
             raise ConfigError(f"{e} ({typed} given as an override, on {path})") from None
+        came = [k for k in origin if msg.startswith(tuple(f"{k}{c}" for c in " .:"))]
+        if came:                         # (read from the system topology.file names)
+            raise ConfigError(f"{origin[came[0]]} (the system topology.file names in "
+                              f"{path}): {e}") from None
         raise ConfigError(f"{path}: {e}") from None
 
 
@@ -423,11 +438,12 @@ def _names(msg, key):
     return re.search(rf"(?<![\w.]){re.escape(key)}(?=$|[ :,)])", msg) is not None
 
 
-def _include_topology(raw, base, overrides):
+def _include_topology(raw, base, overrides, origin=None):
     """Resolve topology.file: the named file's system -- its [topology] (sub-tables merged
     key by key), [network] and [simulation] -- with this config's own keys (and overrides)
     on top; the keys this config changes are named in a PysimWarning. The path is relative
-    to the naming config."""
+    to the naming config. `origin` (a dict) gets {key: the file's path} for each key taken
+    from the file alone."""
     topo = raw.get("topology")
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
@@ -466,6 +482,9 @@ def _include_topology(raw, base, overrides):
         if not isinstance(theirs, dict) or (mine is not None and not isinstance(mine, dict)):
             continue
         merged = {k: v for k, v in theirs.items() if f"{section}.{k}" not in skip}
+        if origin is not None:
+            origin.update({f"{section}.{k}": path for k in merged
+                           if not isinstance(mine, dict) or k not in mine})
         for k, v in (mine or {}).items():
             if isinstance(v, dict) and isinstance(theirs.get(k), dict):
                 for kk, vv in v.items():

@@ -555,6 +555,10 @@ def _bfs_order(topo, eps):
     return np.array([pos[u] for u in order if u in pos], np.int64)
 
 
+def _directed(topo, cfg):
+    return undirected_bandwidth(topo, cfg)[1]
+
+
 def _cut_bw(side, directed):
     a2b = sum(g for (a, b), g in directed.items() if side[a] and not side[b])
     b2a = sum(g for (a, b), g in directed.items() if side[b] and not side[a])
@@ -667,6 +671,7 @@ def describe(network, cfg):
     for c, key in enumerate(zip(topo.ch_src, topo.ch_dst)):
         by_pair.setdefault(key, []).append(c)
     links = []
+    unused = {}                    # unlike parallel links: {pair: {'a->b': GB/s no route takes}}
     for (a, b), g in sorted(pairs.items()):
         fwd, back = by_pair.get((a, b), []), by_pair.get((b, a), [])
         lat = topo.ch_latency_cycles[(fwd or back)[0]]
@@ -682,11 +687,29 @@ def describe(network, cfg):
             link["unlike"] = [dict(gbps=bpc * cfg.network.clock_ghz, latency_cycles=l,
                                    count=k, routes=used.get((bpc, l), []))
                               for (bpc, l), k in kinds_of.items()]
+            link["routed_gbps"] = sum(u["gbps"] * u["count"] for u in link["unlike"]
+                                      if u["routes"])
+            unused[(a, b)] = {d: sum(u["gbps"] * u["count"] for u in link["unlike"]
+                                     if d not in u["routes"])
+                              for d in (f"{link['a']}->{link['b']}",
+                                        f"{link['b']}->{link['a']}")}
         links.append(link)
-    bis, _ = bisection(topo, cfg)
+    bis, cut = bisection(topo, cfg)
+    routed = bis
+    if unused and cut is not None:       # the cut's capacity on links some route takes
+        names = topo.node_names
+        a2b = sum(g for (a, b), g in _directed(topo, cfg).items() if cut[a] and not cut[b])
+        b2a = sum(g for (a, b), g in _directed(topo, cfg).items() if cut[b] and not cut[a])
+        for (a, b), idle in unused.items():
+            if cut[a] != cut[b]:
+                u, v = (a, b) if cut[a] else (b, a)
+                a2b -= idle[f"{names[u]}->{names[v]}"]
+                b2a -= idle[f"{names[v]}->{names[u]}"]
+        routed = min(a2b, b2a)
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
                 diameter=hops["diameter"], avg_hops=hops["avg_hops"], hops_how=hops["how"],
-                bisection_gbps=bis, routing=network.routing.name,
+                bisection_gbps=bis, bisection_routed_gbps=routed,
+                routing=network.routing.name,
                 vc_scheme=network.routing.scheme,
                 vc_classes=int(network.routing.n_classes), vcs=int(cfg.network.vcs),
                 dependency_edges=int(network.routing.cdg_edges),

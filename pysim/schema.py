@@ -12,6 +12,7 @@ compiled core come from the pure-Python `csim.limits`.
 """
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 
@@ -134,8 +135,10 @@ def finite_float(v):
 
 
 def short(v, limit=60):
-    """repr(v), cut short: a 400-digit integer named in full buries the message."""
-    r = repr(v)
+    """repr(v), cut short: a 400-digit integer named in full buries the message. A TOML date
+    or time as written (1979-05-27, not datetime.date(1979, 5, 27))."""
+    r = f"{v.isoformat()} (a date/time)" if isinstance(v, (datetime.date, datetime.time)) \
+        else repr(v)
     return r if len(r) <= limit else f"{r[:limit - 20]}...{r[-12:]} ({len(r)} characters)"
 
 

@@ -556,10 +556,14 @@ def build(cfg) -> Topology:
         raise ConfigError(f"topology.kind = {kind!r}: unknown; known: "
                           f"{', '.join(sorted(BUILDERS))}")
     builder, uses = BUILDERS[kind]
-    for path in cfg.explicit:
+    for path in sorted(cfg.explicit):         # (sorted: the same key named every run)
         section, name = path.split(".", 1)
         if section == "topology" and name not in uses | _COMMON:
-            raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r} "
+            where = cfg.origin.get(path)
+            came = (f" (read from {where}, the system topology.file = "
+                    f"{cfg.topology.file!r} names; this config sets topology.kind = {kind!r} "
+                    f"over it)" if where else "")
+            raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r}{came} "
                               f"(it reads: {', '.join(sorted(uses | _COMMON))})")
     topo = builder(cfg)
     _check_kind_defaults(topo, cfg)

@@ -333,6 +333,30 @@ def test_pysim_topo_lists_unlike_parallel_links_one_by_one(tmp_path):
     assert "30 GB/s" not in r.output.split("bisection")[0]
 
 
+def test_the_bisection_says_what_of_it_the_routes_take(tmp_path):
+    """The bisection is the links' capacity across the cut (10 + 20 GB/s between a and b);
+    the routes take the 10 GB/s link alone (of equal cost, the first entry), so 20 GB/s of
+    it carries nothing: the summary and the JSON say both."""
+    (tmp_path / "par.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a"}, {name = "b"}]\n'
+        'links = [{a = "a", b = "b", gbps = 10.0}, {a = "a", b = "b", gbps = 20.0}]\n')
+    r = CliRunner().invoke(main, ["topo", str(tmp_path / "par.toml"), "--json",
+                                  str(tmp_path / "t.json")])
+    assert r.exit_code == 0, r.output
+    assert "bisection   30 GB/s per direction" in r.output
+    assert "of which routes take 10 GB/s: 20 GB/s across the cut is unlike parallel links " \
+        "no route uses, which carry nothing" in r.output
+    d = json.loads((tmp_path / "t.json").read_text())
+    assert (d["bisection_gbps"], d["bisection_routed_gbps"]) == (30.0, 10.0)
+    assert (d["links"][0]["gbps"], d["links"][0]["routed_gbps"]) == (30.0, 10.0)
+    # alike links: the routes take them all, and no line says otherwise
+    (tmp_path / "alike.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a"}, {name = "b"}]\n'
+        'links = [{a = "a", b = "b", gbps = 10.0, count = 2}]\n')
+    r = CliRunner().invoke(main, ["topo", str(tmp_path / "alike.toml")])
+    assert "bisection   20 GB/s" in r.output and "routes take" not in r.output
+
+
 def _unlike(tree, **over):
     """a - b by two unlike links (10 GB/s with 2 cycles, then 20 GB/s with 4 cycles),
     b - c; a - c too unless `tree`."""

@@ -59,3 +59,49 @@ def test_a_series_of_a_key_that_does_not_vary_is_warned_once():
                     "swept), so the figure has one series; the keys swept: "
                     "traffic.injection_rate"]
     assert list(pts) == [2]
+
+
+def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
+    (tmp_path / "sys.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a", kind = "npu"}, '
+        '{name = "b", kind = "npu"}]\nlinks = [{a = "a", b = "b", gbps = 10}]\n')
+    (tmp_path / "use.toml").write_text('[topology]\nfile = "sys.toml"\nkind = "mesh"\n'
+                                       'dims = [2, 2]\n')
+    with pytest.warns(PysimWarning):
+        cfg = pysim.load(str(tmp_path / "use.toml"))
+    assert cfg.origin["topology.nodes"] == str(tmp_path / "sys.toml")
+    with pytest.raises(ConfigError, match=r"topology\.links is not used by topology\.kind = "
+                                          r"'mesh' \(read from .*sys\.toml, the system "
+                                          r"topology\.file = 'sys\.toml' names"):
+        pysim.simulate(cfg)
+    # a value the included file holds, refused on loading, names that file
+    (tmp_path / "bad.toml").write_text('[topology]\nkind = "ring"\nsize = 1\n')
+    (tmp_path / "use2.toml").write_text('[topology]\nfile = "bad.toml"\n')
+    with pytest.raises(ConfigError, match=r"^.*bad\.toml \(the system topology\.file names "
+                                          r"in .*use2\.toml\): topology\.size = 1"):
+        pysim.load(str(tmp_path / "use2.toml"))
+
+
+def test_an_op_graph_stopped_by_max_packets_names_it_not_max_cycles():
+    """The flit level stops a run with more than simulation.max_packets packets alive; an op
+    graph so stopped was reported as not finishing by workload.max_cycles (10^12 cycles)."""
+    cfg = pysim.load("ring8", {"workload.kind": "collective", "workload.bytes": 65536,
+                               "simulation.max_packets": 10})
+    with pytest.raises(ConfigError, match=r"^simulation\.max_packets = 10: the op graph had "
+                                          r"more packets alive at once"):
+        pysim.simulate(cfg)
+    assert pysim.simulate(cfg.with_overrides({"simulation.max_packets": 4_000_000})) \
+        .makespan_cycles > 0
+
+
+@pytest.mark.parametrize("text, msg", [
+    ('[[topology]]\nkind = "ring"\nsize = 4\n',
+     r"\[\[topology\]\] is an array of tables \(1 of them\); \[topology\] is one table: "
+     r"write \[topology\], with single brackets"),
+    ('[topology]\nkind = "ring"\nsize = 4\n[traffic]\ninjection_rate = 1979-05-27\n',
+     r"traffic\.injection_rate = 1979-05-27 \(a date/time\): expected a number")])
+def test_odd_toml_is_named_as_written(tmp_path, text, msg):
+    f = tmp_path / "odd.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=msg):
+        pysim.load(str(f))

@@ -971,3 +971,18 @@ def test_a_roofline_op_of_a_million_slices_runs_inside_the_engine(tmp_path):
                         "slice_cycles": 1}}
     r = simulate(from_dict(cfg))
     assert r.ops[0]["finish"] == 10**6                 # 1e11 FLOPs at 100 TFLOP/s, 1 GHz
+
+
+def test_an_output_name_too_long_is_refused_before_the_run(tmp_path):
+    """A folder for --export-chakra or a --db whose name the file system does not take was
+    found after the run (the collective simulated, then `[Errno 36] File name too long`) or
+    said only 'unable to open database file'; both are refused first, saying why."""
+    long = "a" * 300
+    res = CliRunner().invoke(main, ["run", "ring8", "--set", "workload.kind=collective",
+                                    "--export-chakra", str(tmp_path / "new" / long), "-q"])
+    assert res.exit_code == 1 and "has 300 bytes; the file system holding" in res.output
+    assert "makespan" not in res.output and not (tmp_path / "new").exists()
+    res = CliRunner().invoke(main, ["sweep", "ring8", "--param", "network.vcs=2", "--db",
+                                    str(tmp_path / (long + ".sqlite")), "-q"])
+    assert res.exit_code == 1 and "results database (--db): cannot write" in res.output
+    assert "its name has 307 bytes" in res.output

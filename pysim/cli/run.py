@@ -161,6 +161,10 @@ def topo(config, sets, draw_path, json_path, force):
         f"{d['hops_how']})")
     say(f"bisection   {d['bisection_gbps']:g} GB/s per direction (best balanced cut "
         f"found; exact for meshes and tori, an upper bound otherwise)")
+    if d["bisection_routed_gbps"] < d["bisection_gbps"]:
+        say(f"            of which routes take {d['bisection_routed_gbps']:g} GB/s: "
+            f"{d['bisection_gbps'] - d['bisection_routed_gbps']:g} GB/s across the cut is "
+            f"unlike parallel links no route uses, which carry nothing")
     say(f"routing     {d['routing']}: needs {d['vc_classes']} VC class(es), "
         f"{d['vcs']} VCs configured (deadlock-free: "
         f"{'by the routing rule' if d['dependency_edges'] < 0 else 'checked'})")

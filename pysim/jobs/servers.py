@@ -194,7 +194,7 @@ def load_server(name, overrides=None, cfg=None) -> Server:
     # (the [jobs] keys typed are the stream's, read: the server's config, run alone by
     # pysim.simulate, holds them as a file would)
     cfg = Config(cfg._values, cfg.explicit, cfg.base_dir, cfg.source,
-                 {p for p in cfg.typed if not p.startswith("jobs.")})
+                 {p for p in cfg.typed if not p.startswith("jobs.")}, cfg.origin)
     if cfg.is_set("network.model"):
         check_model_reads(cfg)
     else:
@@ -219,8 +219,9 @@ def check_typed(cfg):
         if path == "workload.kind" and cfg.workload.kind != "training":
             why = "its jobs run workload.kind = 'training'"
         elif path in unread("workload.kind", "training", [path]):
+            users = " or ".join(repr(u) for u in readers("workload.kind", path))
             why = (f"its jobs run workload.kind = 'training', which does not read it (read by "
-                   f"workload.kind = {' or '.join(repr(u) for u in readers('workload.kind', path))})")
+                   f"workload.kind = {users})")
         else:
             continue
         raise ConfigError(f"{path} = {short(cfg.get(path))} is not read by a stream of jobs "

@@ -31,13 +31,13 @@ SCHEDULER_TIMEOUT_S = 10   # to connect to a Dask scheduler
 
 def base_config(config):
     """(raw dict of the user's keys, base dir, source, the keys typed rather than read from
-    a file) from a path or a Config."""
+    a file, the keys read from a topology.file: {key: file}) from a path or a Config."""
     if isinstance(config, Config):
         raw = {}
         for path in config.explicit:
             s, k = path.split(".", 1)
             raw.setdefault(s, {})[k] = config.get(path)
-        return raw, config.base_dir, config.source, config.typed
+        return raw, config.base_dir, config.source, config.typed, config.origin
     if isinstance(config, dict):
         return base_config(from_dict(config))
     if not isinstance(config, (str, os.PathLike)):
@@ -48,12 +48,12 @@ def base_config(config):
 
 
 def resolve(base, overrides):
-    raw, base_dir, source, typed = base
+    raw, base_dir, source, typed, origin = base
     merged = drop_unread(json.loads(json.dumps(raw)), overrides)
     for path, v in overrides.items():
         apply_override(merged, path, v, "swept key")
     return from_dict(merged, base_dir=base_dir, source=source,
-                     typed=set(typed) | typed_keys(overrides))
+                     typed=set(typed) | typed_keys(overrides), origin=origin)
 
 
 def config_hash(cfg) -> str:

@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.parse
 
-from pysim._io import json_safe
+from pysim._io import OutputError, check_output, json_safe
 from pysim._version import __version__
 from pysim.errors import ConfigError
 from pysim.schema import short
@@ -74,6 +74,11 @@ class Store:
                 os.path.getsize(self.path) > 0 and not is_sqlite(self.path):
             raise StoreError(f"{self.path} exists and is not a pysim results database "
                              f"(SQLite); not touching it")
+        if not readonly and self.path != ":memory:":
+            try:                  # (a missing folder, a name too long, a read-only place)
+                check_output(self.path, force=True, what="results database")
+            except OutputError as e:
+                raise StoreError(f"results database (--db): {e}") from None
         try:
             self._open()
         except sqlite3.Error as e:

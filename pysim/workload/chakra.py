@@ -40,6 +40,7 @@ import re
 
 from pysim._io import OutputError, check_output, read_bounded
 from pysim.errors import ConfigError
+from pysim.schema import short
 from pysim.topology import build as build_topology
 from pysim.workload import collectives
 from pysim.workload.graph import OpGraph, run_graph
@@ -337,6 +338,16 @@ def check_folder(folder, force=False):
     if not os.path.isdir(up):
         raise OutputError(f"cannot make the folder {folder}: {up} is not a directory")
     check_output(os.path.join(up, "pysim.0.et"), force=True)      # (a folder can be made)
+    try:
+        most = os.pathconf(up, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        most = 255
+    made = os.path.relpath(os.path.abspath(folder), up).split(os.sep)
+    for name in made:                    # (each folder to make: a name the system takes)
+        if len(os.fsencode(name)) > most:
+            raise OutputError(f"cannot make the folder {folder}: the name {short(name)} has "
+                              f"{len(os.fsencode(name))} bytes; the file system holding {up} "
+                              f"takes at most {most}")
 
 
 # ------------------------------------------------------------------ reading

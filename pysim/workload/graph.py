@@ -40,7 +40,7 @@ from pysim._version import __version__
 from pysim.errors import ConfigError, GraphError
 from pysim.flow import flow_arrays
 from pysim.network import compile_network
-from pysim.schema import MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
+from pysim.schema import KEY_MAP, MAX_INT, NONNEG, PACKET, POS, Key, declare, finite_float
 from pysim.schema import short as _short
 from pysim.topology import system_name
 from pysim.workload import compile as _compile
@@ -1079,6 +1079,12 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     span = np.asarray(span, np.int64)
     start = pstart[span[:, 0]].astype(np.int64)
     finish = pfinish[span[:, 1]].astype(np.int64)
+    if st == "backlog":                  # (the flit level's limit on packets alive)
+        raise ConfigError(f"simulation.max_packets = {cfg.simulation.max_packets:,}: the op "
+                          f"graph had more packets alive at once (queued at their NICs or in "
+                          f"flight) and was stopped; expected a limit above what the graph "
+                          f"holds at once (the default is "
+                          f"{KEY_MAP['simulation.max_packets'].default:,})")
     if st != "done":
         left = np.flatnonzero(finish < 0)
         unfinished = [graph.label(i) + (f" (running since cycle {int(start[i]):,})"

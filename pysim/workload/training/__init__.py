@@ -93,7 +93,7 @@ def _memory_config(cfg, plan):
         return cfg
     c = cfg.with_overrides({"workload.memory.policy": "none"})
     return Config(c._values, c.explicit - {"workload.memory.recompute"}, c.base_dir,
-                  c.source, c.typed)
+                  c.source, c.typed, c.origin)
 
 
 @register("training", traces=True, reads=TRAINING + COLLECTIVE_KEYS + OP_GRAPH_KEYS)
