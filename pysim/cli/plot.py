@@ -95,7 +95,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
-            if kind in RUNS_OF:
+            if kind in RUNS_OF and kind != "breakdown":     # (its x: below)
                 check_runs(rows, kind, x or {"latency-load": "traffic.injection_rate",
                                              "throughput": "offered_rate",
                                              "collective": "workload.bytes"}[kind], source)
@@ -126,6 +126,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                     raise click.ClickException("--kind breakdown needs --x (the key whose "
                                                "values make the bars)")
                 bx = x or swept[0]
+                check_runs(rows, kind, bx, source)
                 bs = series if series else (swept[1] if len(swept) > 1 and x is None else None)
                 P.check_breakdown(rows, x=bx, series=bs)
 
