@@ -119,3 +119,12 @@ def test_a_breakdown_of_runs_that_are_not_training_names_the_kind_not_a_y_never_
                                     str(tmp_path / "b.png")])
     assert res.exit_code == 1 and "--kind breakdown draws training runs" in res.output
     assert "its points are synthetic runs" in res.output and "--y" not in res.output
+
+
+def test_a_trace_folder_without_traces_names_the_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    cfg = pysim.load("ring8", {"workload.kind": "training", "workload.model": "empty"})
+    with pytest.raises(ConfigError, match=r"^workload\.model = 'empty' \(a folder of Chakra "
+                                          r"traces\): .*empty: no Chakra trace files"):
+        pysim.simulate(cfg)
