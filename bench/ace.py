@@ -25,8 +25,19 @@ way round its rings), as the paper's simulator uses both directions of a dimensi
 dimension's chunks anticlockwise); `--set workload.algorithm=hierarchical` runs the one-way
 form. Collectives of one communicator run in stream order.
 
+Precision: ResNet-50 trains under `amp` (fp32 weights and gradients, 4 bytes per weight
+all-reduced, 16-bit activations and products), as ASTRA-sim 1.0's shipped
+Resnet50_DataParallel.txt, written by the paper's group, all-reduces it (its weight-gradient
+sizes are 4 bytes per weight: conv1's 37,632 bytes are its 9,408 weights, the 54 layers'
+102,011,648 bytes 25.5 M weights) and as PyTorch's automatic mixed precision with
+DistributedDataParallel trains it; GNMT and DLRM in `mixed` (2 bytes per weight all-reduced),
+assumed: ASTRA-sim 1.0 ships no GNMT file, and its DLRM file (DLRM_HybridParallel.txt) is
+not the zoo's model and does not decide (its MLPs' gradient sizes read as layers of
+13-512-512-512-16 at 2 bytes per weight or 13-256-512-256-16 at 4, with no biases).
+`--set workload.precision=mixed` runs every model in one precision.
+
 Assumed (not taken from the paper): V100-class NPUs (80 SMs, 125 TFLOP/s at 16 bits, 900 GB/s
-HBM), mixed precision, SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
+HBM), SGD with momentum; per-NPU mini-batches of 2 (ResNet-50), 4 (GNMT) and
 64 (DLRM), communication-heavy points; the baseline family comm_sms in
 {2, 4, 8, 16, 32, 48, 64} x comm_hbm_gbps in {45, 90, 225, 450, 900}; 25 MiB buckets, 4
 chunks per collective; the engine's 256 GB/s of reduction and 8 MiB of SRAM. The last of 2 iterations is reported
@@ -38,7 +49,7 @@ its last iteration spans more than its period.
 
     python bench/ace.py [--platform torus4x4,torus4x4x4] [--models resnet50,gnmt,dlrm]
         [--network flow|flit] [--per-npu N | --per-npu 32,16,8,4,2,1] [--decompose]
-        [--baselines 8x450,16x225] [--no-hbm-sweep] [--iterations N]
+        [--baselines 8x450,16x225] [--chunks 4,8,16,32] [--no-hbm-sweep] [--iterations N]
         [--set network.flit_bytes=64 ...] [--json out.json]
     python bench/ace.py --combine flow.json flit.json [--json both.json]
 
@@ -50,6 +61,11 @@ row `loss_breakdown_cycles`: the best baseline's loss to the engine per iteratio
 compute slowed by the SMs its collectives hold, compute slowed by sharing the HBM, and
 exposed communication, from one more run of that member with its held SMs made free for
 compute (see breakdown()); a second table prints them.
+
+`--chunks 4,8,16,32` runs every member of the baseline family at each chunk count
+(`workload.chunks`) and compares the engine (at 4 chunks: its SRAM pieces pipeline it) with
+the best of all; the row keeps the speed-up over the best member at 4 chunks beside it
+(`speedup_over_best_baseline_at_default_chunks`).
 
 `--set key=value` overrides the platform's configuration for every run (at the flit level,
 coarser flits make a long run shorter: say which were used).
@@ -80,6 +96,10 @@ PLATFORMS = {
     "ring-of-rings4x4": ("ring-of-rings4x4.toml", {}, 16),
 }
 MODELS = {"resnet50": 2, "gnmt": 4, "dlrm": 64}          # per-NPU mini-batch
+# workload.precision per model: ResNet-50 as ASTRA-sim 1.0's shipped Resnet50_DataParallel.txt
+# and PyTorch's AMP with DDP train it (fp32 gradients all-reduced, 16-bit compute); GNMT and
+# DLRM, for which no file gives the gradient's bytes per weight, in mixed precision
+PRECISION = {"resnet50": "amp", "gnmt": "mixed", "dlrm": "mixed"}
 PAPER = {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13}    # mean speed-up over the best baseline
 COMM_SMS = (2, 4, 8, 16, 32, 48, 64)      # of a V100's 80
 COMM_HBM = (45.0, 90.0, 225.0, 450.0, 900.0)   # 900: the whole of its HBM
@@ -87,6 +107,7 @@ BUDGETS = tuple(round(5.625 * 2 ** (i / 2), 2) for i in range(15))   # 5.6 .. 72
 REDUCE_GBPS = 450.0              # the SMs' reduction rate (topology.npu.reduce_gbps's default)
 SWEEP_SMS = 16                   # the NPU-run collective's units in the budget sweep
 ALGORITHM = "bidir_hierarchical"  # the all-reduce (workload.algorithm; --set overrides it)
+CHUNKS = 4                       # workload.chunks's default: chunks per collective
 
 
 SETTINGS = {}                    # --set key=value, for every run
@@ -126,16 +147,19 @@ def iteration_ends(res):
 
 
 def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iterations=None,
-             extra=None):
+             extra=None, chunks=None):
     iterations = iterations or ITERATIONS
     over = {"workload.kind": "training", "workload.model": model,
-            "workload.batch": per_npu * PLATFORMS[plat][2], "workload.precision": "mixed",
+            "workload.batch": per_npu * PLATFORMS[plat][2],
+            "workload.precision": precision(model),
             "workload.engine": engine, "workload.iterations": iterations,
             "network.model": network, **(extra or {})}
     if sms is not None:
         over["workload.comm_sms"] = sms
     if hbm is not None:
         over["workload.comm_hbm_gbps"] = hbm
+    if chunks is not None:
+        over["workload.chunks"] = chunks
     t = time.perf_counter()
     res = pysim.simulate(config(plat, over))
     ends = iteration_ends(res)
@@ -144,7 +168,7 @@ def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iteratio
     s_per_cycle = d["iteration_seconds"] / d["iteration_cycles"]
     net = sum(v["network_bytes"] for v in per) / len(d["per_npu"])
     return dict(platform=plat, model=model, engine=engine, comm_sms=sms, comm_hbm_gbps=hbm,
-                per_npu=per_npu, network=network, iteration_ms=d["iteration_seconds"] * 1e3,
+                chunks=chunks or SETTINGS.get("workload.chunks", CHUNKS), per_npu=per_npu, network=network, iteration_ms=d["iteration_seconds"] * 1e3,
                 iteration_cycles=d["iteration_cycles"],
                 iterations=iterations,
                 period_ms=(ends[-1] - ends[0]) / (len(ends) - 1) * s_per_cycle * 1e3,
@@ -156,8 +180,14 @@ def training(plat, model, engine, per_npu, network, sms=None, hbm=None, iteratio
 
 
 def gradient_bytes(model):
-    """The gradient bytes of one data-parallel iteration (mixed precision: 2 per weight)."""
-    return 2 * models.get(model).params
+    """The gradient bytes of one data-parallel iteration (4 per weight under amp, 2 under
+    mixed precision)."""
+    return models.precision_bytes(precision(model)).grad * models.get(model).params
+
+
+def precision(model):
+    """The model's workload.precision: PRECISION's, unless --set gives one for every run."""
+    return SETTINGS.get("workload.precision", PRECISION[model])
 
 
 def allreduce_gbps(plat, engine, nbytes, budget, network):
@@ -230,7 +260,8 @@ def breakdown(plat, model, per_npu, network, best, eng):
     red = SETTINGS.get("topology.npu.reduce_gbps", REDUCE_GBPS)
     u = training(plat, model, "npu", per_npu, network, best["comm_sms"],
                  best["comm_hbm_gbps"], extra={"topology.npu.sms": sms * FREE,
-                                               "topology.npu.reduce_gbps": red * FREE})
+                                               "topology.npu.reduce_gbps": red * FREE},
+                 chunks=best["chunks"])
     out = dict(held_units=best["iteration_cycles"] - u["iteration_cycles"],
                hbm_sharing=u["compute_cycles"] - eng["compute_cycles"],
                exposed_comm=u["exposed_comm_cycles"] - eng["exposed_comm_cycles"])
@@ -242,11 +273,18 @@ def breakdown(plat, model, per_npu, network, best, eng):
 
 
 def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
-          decompose=False):
+          decompose=False, chunks=None):
+    """The engine against the best of the baseline family (comm_sms x comm_hbm_gbps
+    members, each run at every chunk count of `chunks`, default the one of
+    workload.chunks). With several chunk counts the row also gives the speed-up over the
+    best member at the default count (`speedup_over_best_baseline_at_default_chunks`)."""
     family = family or list(itertools.product(COMM_SMS, COMM_HBM))
-    rows = [training(plat, model, "npu", per_npu, network, s, h) for s, h in family]
+    counts = chunks or [None]
+    rows = [training(plat, model, "npu", per_npu, network, s, h,
+                     chunks=c) for s, h in family for c in counts]
     for r in rows:
-        log(f"  {plat} {model} npu sms {r['comm_sms']:>2} hbm {r['comm_hbm_gbps']:>5g}: "
+        log(f"  {plat} {model} npu sms {r['comm_sms']:>2} hbm {r['comm_hbm_gbps']:>5g} "
+            f"chunks {r['chunks']:>2}: "
             f"{r['iteration_ms']:.3f} ms (period {r['period_ms']:.3f}), "
             f"{r['comm_network_gbps_per_npu']:.1f} GB/s "
             f"({r['wall_seconds']:.1f} s)", flush=True)
@@ -258,7 +296,7 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
     out = dict(platform=plat, model=model, per_npu=per_npu, network=network,
                speedup_over_best_baseline=best["iteration_ms"] / eng["iteration_ms"],
                best_baseline=dict(comm_sms=best["comm_sms"],
-                                  comm_hbm_gbps=best["comm_hbm_gbps"]),
+                                  comm_hbm_gbps=best["comm_hbm_gbps"], chunks=best["chunks"]),
                best_baseline_ms=best["iteration_ms"], engine_ms=eng["iteration_ms"],
                net_bw_ratio=(eng["comm_network_gbps_per_npu"] /
                              best["comm_network_gbps_per_npu"]
@@ -267,9 +305,22 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
                iterations=ITERATIONS,
                period_speedup_over_best_baseline=best_period["period_ms"] / eng["period_ms"],
                best_baseline_by_period=dict(comm_sms=best_period["comm_sms"],
-                                            comm_hbm_gbps=best_period["comm_hbm_gbps"]),
+                                            comm_hbm_gbps=best_period["comm_hbm_gbps"],
+                                            chunks=best_period["chunks"]),
                best_baseline_period_ms=best_period["period_ms"],
                engine_period_ms=eng["period_ms"])
+    default = SETTINGS.get("workload.chunks", CHUNKS)
+    at_default = [r for r in rows if r["chunks"] == default]
+    if chunks and at_default:
+        d = min(at_default, key=lambda r: r["iteration_ms"])
+        dp = min(at_default, key=lambda r: r["period_ms"])
+        out.update(speedup_over_best_baseline_at_default_chunks=d["iteration_ms"] /
+                   eng["iteration_ms"],
+                   period_speedup_over_best_baseline_at_default_chunks=dp["period_ms"] /
+                   eng["period_ms"],
+                   best_baseline_at_default_chunks=dict(comm_sms=d["comm_sms"],
+                                                        comm_hbm_gbps=d["comm_hbm_gbps"],
+                                                        chunks=d["chunks"]))
     if decompose:
         out["loss_breakdown_cycles"] = b = breakdown(plat, model, per_npu, network, best, eng)
         log(f"  {plat} {model} ({per_npu} per NPU): the best baseline's "
@@ -283,6 +334,19 @@ def study(plat, model, per_npu, network, log=print, sweep_hbm=True, family=None,
                    hbm_needed_gbps={str(k): v for k, v in need.items()},
                    hbm_sweep={e: [list(p) for p in c] for e, c in curve.items()})
     return out
+
+
+def _member(b):
+    """A baseline member as the tables give it: SMs, GB/s (and its chunks, if not 4)."""
+    c = b.get("chunks")
+    return f"{b['comm_sms']}, {b['comm_hbm_gbps']:g}" + \
+        (f", {c} chunks" if c not in (None, CHUNKS) else "")
+
+
+def _at_default(r, digits):
+    """The speed-up over the best member at 4 chunks, where the family had more counts."""
+    x = r.get("speedup_over_best_baseline_at_default_chunks")
+    return "" if x is None else f"; at {CHUNKS} chunks {x:.{digits}f}x"
 
 
 def table(rows):
@@ -299,9 +363,9 @@ def table(rows):
         level = r["network"] + (f" ({flit}-byte flits)" if flit else "")
         alg = r.get("algorithm", "hierarchical")
         out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {level} | {alg} | "
-                   f"{b['comm_sms']}, {b['comm_hbm_gbps']:g} | {r['best_baseline_ms']:.2f} | "
+                   f"{_member(b)} | {r['best_baseline_ms']:.2f} | "
                    f"{r['engine_ms']:.2f} | {r['speedup_over_best_baseline']:.2f}x "
-                   f"({r['paper_speedup']}x) | {r['net_bw_ratio']:.2f}x | "
+                   f"({r['paper_speedup']}x){_at_default(r, 2)} | {r['net_bw_ratio']:.2f}x | "
                    f"{hs} |")
     return "\n".join(out)
 
@@ -319,14 +383,27 @@ def breakdown_table(rows):
         e, ms = r["engine"], 1e-6        # (cycles at 1 GHz)
         loss = b["held_units"] + b["hbm_sharing"] + b["exposed_comm"] + b["other"]
         out.append(f"| {r['platform']} | {r['model']} ({r['per_npu']}) | {r['network']} | "
-                   f"{r['best_baseline']['comm_sms']}, "
-                   f"{r['best_baseline']['comm_hbm_gbps']:g} | "
-                   f"{r['speedup_over_best_baseline']:.3f}x | "
+                   f"{_member(r['best_baseline'])} | "
+                   f"{r['speedup_over_best_baseline']:.3f}x{_at_default(r, 3)} | "
                    f"{e['compute_cycles'] * ms:.2f} + {e['exposed_comm_cycles'] * ms:.2f} | "
                    f"{loss * ms:.3f} | {b['held_units'] * ms:.3f} | "
                    f"{b['hbm_sharing'] * ms:.3f} | {b['exposed_comm'] * ms:.3f} | "
                    f"{b['other'] * ms:.3f} |")
     return "\n".join(out) if len(out) > 2 else ""
+
+
+def _positive_ints(ap, option, text, example):
+    """A comma-separated option of positive integers (None if not given); anything else is a
+    usage error naming the option and its value."""
+    if text is None:
+        return None
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        ap.error(f"{option} {text!r}: expected positive integers, as {example}")
+    return out
 
 
 def main():
@@ -348,6 +425,10 @@ def main():
     ap.add_argument("--baselines", default=None,
                     help="the baseline family as SMSxGBPS,... (default: 2,4,8,16,32,48,64 "
                          "x 45,90,225,450,900)")
+    ap.add_argument("--chunks", default=None,
+                    help="run every baseline member at each of these chunk counts (as "
+                         "4,8,16,32), the best over all of them compared; default: "
+                         "workload.chunks alone")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (repeatable)")
     ap.add_argument("--iterations", type=int, default=2,
@@ -379,14 +460,7 @@ def main():
                 r.setdefault("run", {k: d.get(k) for k in ("date", "commit", "dirty",
                                                            "version", "load_average")})
                 rows.append(r)
-    per_npu = None
-    if a.per_npu:
-        try:
-            per_npu = [int(x) for x in a.per_npu.split(",")]
-        except ValueError:
-            per_npu = []
-        if not per_npu or min(per_npu) < 1:
-            ap.error(f"--per-npu {a.per_npu!r}: expected positive integers, as 32,16,8")
+    per_npu = _positive_ints(ap, "--per-npu", a.per_npu or None, "32,16,8")
     family = None
     if a.baselines:
         try:
@@ -397,11 +471,13 @@ def main():
         if not family or min(min(f) for f in family) <= 0:
             ap.error(f"--baselines {a.baselines!r}: expected SMSxGBPS pairs of positive "
                      f"numbers, as 16x900,48x450")
+    chunks = _positive_ints(ap, "--chunks", a.chunks, "4,8,16,32")
     for plat in ([] if a.combine else a.platform.split(",")):
         for model, level, per in itertools.product(a.models.split(","), levels,
                                                    per_npu or [None]):
             r = study(plat, model, per or MODELS[model], level,
-                      sweep_hbm=not a.no_hbm_sweep, family=family, decompose=a.decompose)
+                      sweep_hbm=not a.no_hbm_sweep, family=family, decompose=a.decompose,
+                      chunks=chunks)
             r["settings"] = dict(SETTINGS)
             r["algorithm"] = SETTINGS.get("workload.algorithm", ALGORITHM)
             rows.append(r)

@@ -201,7 +201,8 @@ READS: dict[str, dict[str, tuple]] = {}   # chooser path -> {choice: key paths i
 
 def reads(chooser, choice, paths):
     """Declare that `chooser = choice` reads `paths` (a path ending '.*': every key of that
-    sub-table, 'workload.memory.*')."""
+    sub-table, 'workload.memory.*'); the choice "*" stands for every value not declared (a
+    key of open values, as a file's path)."""
     READS.setdefault(chooser, {})[choice] = tuple(paths)
 
 
@@ -217,8 +218,17 @@ def _expand(paths):
 
 def read_by(chooser, choice):
     """The key paths `chooser = choice` reads (None if it declared none)."""
-    paths = READS.get(chooser, {}).get(choice)
+    choices = READS.get(chooser, {})
+    paths = choices.get(choice, choices.get("*")) if _hashable(choice) else choices.get("*")
     return None if paths is None else _expand(paths)
+
+
+def _hashable(v):
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
 
 def readers(chooser, path):
@@ -254,9 +264,10 @@ def drop_unread(raw, overrides):
             continue
         section, name = chooser.split(".", 1)
         body = raw.get(section)
-        before = body.get(name, KEY_MAP[chooser].default) if isinstance(body, dict) else \
-            KEY_MAP[chooser].default if body is None else None
-        if before is None or before == overrides[chooser]:
+        if body is not None and not isinstance(body, dict):
+            continue
+        before = (body or {}).get(name, KEY_MAP[chooser].default)
+        if before == overrides[chooser]:
             continue
         for path in unread(chooser, overrides[chooser], list(KEY_MAP)):
             if path in overrides:

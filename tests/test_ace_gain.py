@@ -63,3 +63,14 @@ def test_a_bad_baseline_family_is_refused_naming_the_option(value):
     assert r.returncode == 2, r.stderr
     assert f"--baselines {value!r}: expected SMSxGBPS pairs" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("value", ["4,x", "0", ""])
+def test_a_bad_chunk_list_is_refused_naming_the_option(value):
+    """bench/ace.py --chunks takes positive integers: anything else is a usage error naming
+    the option and its value, before any run."""
+    r = subprocess.run([sys.executable, BENCH, "--chunks", value], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"--chunks {value!r}: expected positive integers" in r.stderr
+    assert "Traceback" not in r.stderr

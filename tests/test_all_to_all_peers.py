@@ -116,3 +116,19 @@ def test_every_byte_crosses_its_own_link(net, peers):
 def test_peers_is_refused_below_zero():
     with pytest.raises(ConfigError, match="workload.all_to_all_peers"):
         _a2a("switch8.toml", "flow", -1)
+
+
+@pytest.mark.parametrize("collective,algorithm", [("all_reduce", "ring"),
+                                                  ("all_gather", "direct")])
+def test_peers_of_another_collective_are_refused_not_ignored(collective, algorithm):
+    """workload.all_to_all_peers is read by the direct all-to-all alone: given to another
+    collective it would change nothing, and is refused naming the key and the collective."""
+    with pytest.raises(ConfigError, match=rf"workload.all_to_all_peers = 2 is read by "
+                                          rf"workload.collective = 'all_to_all' only, not "
+                                          rf"'{collective}'"):
+        _a2a("switch8.toml", "flow", 2, **{"workload.collective": collective,
+                                           "workload.algorithm": algorithm})
+    simulate(load(os.path.join(TOPOLOGIES, "switch8.toml"), {
+        "workload.kind": "collective", "workload.collective": collective,
+        "workload.algorithm": algorithm, "workload.bytes": P * BLOCK,
+        "network.model": "flow"}))

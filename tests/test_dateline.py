@@ -19,6 +19,7 @@ import pytest
 from conftest import make_cfg
 from pysim import simulate
 from pysim.network import compile_network
+from pysim.sim import run_packets
 
 
 def routes(k, s, d, bidirectional=True, ties="parity"):
@@ -197,3 +198,49 @@ def test_pysim_topo_says_which_classes_are_in_use(scheme, ties, says):
     line = next(x for x in res.output.splitlines() if x.startswith("VC classes"))
     for s in says:
         assert s in line, line
+
+
+def _two_streams(topo, vcs, buf, flits, cycles=8000):
+    """Nodes 0 and 1 sending to 2 and 3 as fast as their channels take packets (Bernoulli, 0.99
+    flits a cycle), so that the link 1 -> 2 carries a stream passing through (0 to 2) and one
+    injected there (1 to 3): flits a cycle delivered to 2 and to 3 over the second half."""
+    rng = np.random.default_rng(1)
+    times, src = [], []
+    for s in (0, 1):
+        t = np.flatnonzero(rng.random(cycles) < 0.99 / flits)
+        times += t.tolist()
+        src += [s] * len(t)
+    times, src = np.array(times), np.array(src)
+    dst = src + 2
+    cfg = make_cfg(topology=topo, network={"vcs": vcs, "vc_buffer_flits": buf})
+    _, _, deliver, _, _ = run_packets(cfg, times, src, dst, np.full(len(times), flits))
+    half = (deliver >= cycles // 2) & (deliver < cycles)
+    return [(half & (dst == d)).sum() * flits / (cycles - cycles // 2) for d in (2, 3)]
+
+
+# BookSim2 (commit 28f4329; torus k = 8, n = 1, dim_order, the model of tests/test_booksim.py,
+# only nodes 0 and 1 injecting, to node + 2, at 0.99 flits a cycle; throughput mode): flits a
+# cycle accepted at nodes 2 and 3, per (packet flits, VCs, VC buffer flits)
+BOOKSIM_TWO_STREAMS = {(4, 2, 8): (0.221, 0.443), (16, 2, 32): (0.297, 0.592),
+                       (16, 4, 32): (0.332, 0.667)}
+
+
+@pytest.mark.parametrize("flits,vcs,buf", sorted(BOOKSIM_TWO_STREAMS))
+def test_a_stream_injected_beside_one_passing_through_gets_two_packets_of_three(flits, vcs, buf):
+    """The VC allocator's output arbiters turn over input VCs (BookSim's separable allocator):
+    with dateline classes the stream passing through node 1 arrives on its class's half of the
+    VCs (0 to 2 is in class 0: its destination is above its source), the injected one on all V
+    of the injection channel, so the injection wins two output VCs of every three and the link
+    goes 2:1 to it where the VC allocation binds. BookSim measures the same split."""
+    through, injected = _two_streams({"kind": "ring", "size": 8, "link_latency_ns": 2.0},
+                                     vcs, buf, flits)
+    assert injected / through == pytest.approx(2.0, rel=0.05)
+    want = BOOKSIM_TWO_STREAMS[(flits, vcs, buf)]
+    assert (through, injected) == pytest.approx(want, rel=0.03)
+
+
+def test_without_classes_a_row_shares_that_link_evenly():
+    """A row of 8 (a mesh: every VC serves every packet) with the same two streams: both arrive
+    on all their VCs, and the link goes 1:1."""
+    through, injected = _two_streams({"kind": "mesh", "dims": [8, 1]}, 4, 32, 16)
+    assert injected / through == pytest.approx(1.0, rel=0.05)

@@ -603,6 +603,27 @@ def test_an_arrival_window_without_uniform_arrivals_is_refused():
     assert load_server("dgx1-v100", {"jobs.window_s": 1.0, "jobs.arrivals": "uniform"})
 
 
+def test_a_files_generated_stream_gives_way_to_a_job_file_given_over_it(tmp_path):
+    """A config file that draws a stream (jobs.count, arrivals, window_s) run with a job file
+    (--job-file, --set jobs.file) or other arrivals (--set jobs.arrivals) given over it: the
+    file's keys the new choice does not read are left out, as a file's workload keys are when
+    --set workload.kind changes the kind; given as overrides beside it they are still
+    refused (above)."""
+    st = tmp_path / "st.toml"
+    st.write_text('[[jobs]]\nmodel = "resnet50"\nnpus = 2\niterations = 5\n')
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[topology]\nfile = "dgx1-v100"\n\n[jobs]\ncount = 4\n'
+                    'arrivals = "uniform"\nwindow_s = 100.0\nbatch_per_npu = 8\n')
+    cfg = load_server(str(mine), {"jobs.file": str(st)}).cfg
+    assert cfg.jobs.file == str(st) and cfg.jobs.batch_per_npu == 8
+    assert not any(cfg.is_set(f"jobs.{k}") for k in ("count", "arrivals", "window_s"))
+    cfg = load_server(str(mine), {"jobs.arrivals": "batch"}).cfg
+    assert cfg.jobs.count == 4 and cfg.jobs.arrivals == "batch"
+    assert not cfg.is_set("jobs.window_s")
+    with pytest.raises(ConfigError, match="jobs.count = 7 is read by a generated stream"):
+        load_server(str(mine), {"jobs.file": str(st), "jobs.count": 7})
+
+
 def test_an_option_and_a_set_of_its_key_are_refused_together(cli):
     r = cli("jobs", "dgx1-v100", "--jobs", 5, "--set", "jobs.count=7")
     assert r.exit_code == 1 and "--jobs 5 and --set jobs.count=7 both set jobs.count" in \

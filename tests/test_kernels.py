@@ -393,17 +393,35 @@ def _standard_attention_ms(s, dropout):
 
 
 @pytest.mark.parametrize("s", [1024, 2048, 4096])
-def test_standard_attention_against_flashattentions_measurements(s):
-    """The A100's bmm_hbm_efficiency is fitted to Tables 18 and 19 (no dropout); Tables 15
-    and 16 (dropout, the same runs with one more pass each way) are not fitted: the model
-    holds both within the preset's stated residuals."""
+def test_standard_attention_fit_residuals_tables_18_19(s):
+    """The A100's bmm_hbm_efficiency is fitted to these times (Tables 18 and 19, no
+    dropout): a fit's residuals, held to the preset's stated -9% to +12%, not agreement."""
     i = FLASH["seq"].index(s)
     fwd, bwd = _standard_attention_ms(s, False)
     assert fwd == pytest.approx(FLASH["pytorch_forward_ms"][i], rel=0.12)
     assert bwd == pytest.approx(FLASH["pytorch_backward_ms"][i], rel=0.09)
+
+
+@pytest.mark.parametrize("s", [1024, 2048, 4096])
+def test_standard_attention_with_dropout_not_fitted_tables_15_16(s):
+    """Tables 15 and 16 (dropout 0.1) are not fitted to; they are the same products as
+    Tables 18 and 19 with one more pass each way, so what they check beyond the fit is the
+    dropout's pass at the STREAM efficiency: within -7% to +6%."""
+    i = FLASH["seq"].index(s)
     fwd, bwd = _standard_attention_ms(s, True)
     assert fwd == pytest.approx(FLASH["pytorch_dropout_forward_ms"][i], rel=0.06)
     assert bwd == pytest.approx(FLASH["pytorch_dropout_backward_ms"][i], rel=0.07)
+
+
+def test_standard_attention_at_sequence_512_is_below_the_measurement():
+    """At sequence 512 (left out of the fit) the model misses all four tables by 18-23%,
+    below the measurement: the stated limit of the fit (docs/validation.md), held so that a
+    change of the model that moves it is seen."""
+    for dropout, keys in ((False, ("pytorch_forward_ms", "pytorch_backward_ms")),
+                          (True, ("pytorch_dropout_forward_ms",
+                                  "pytorch_dropout_backward_ms"))):
+        for got, key in zip(_standard_attention_ms(512, dropout), keys):
+            assert 0.76 < got / FLASH[key][0] < 0.83, key
 
 
 @pytest.mark.parametrize("s", [1024, 2048, 4096])

@@ -261,7 +261,7 @@ def test_first_layer_has_no_input_gradient():
 # --------------------------------------------------------------------------- precision
 def test_precision_and_optimizer_bytes():
     pb = models.precision_bytes
-    assert pb("fp32") == (4, 4, 4, 0) and pb("mixed") == (2, 2, 2, 4)
+    assert pb("fp32") == (4, 4, 4, 0, 0) and pb("mixed") == (2, 2, 2, 4, 0)
     assert pb("bf16").act == 2 and pb("fp16").master == 0
     # Rajbhandari et al., ZeRO, SC 2020, Section 3.1: mixed-precision Adam keeps 16 bytes
     # per parameter (2 weights + 2 gradients + 12 of fp32 copy, momentum and variance)
@@ -283,7 +283,14 @@ def test_bytes_follow_precision():
     l = m.layer("fc")
     b = l.bytes("fp16")
     assert b == {"read": 2048 * 2, "write": 1000 * 2, "weights": l.params * 2,
-                 "stash": 2048 * 2, "saved": 2048 * 2}
+                 "weights_fwd": l.params * 2, "weights_bwd_input": l.params * 2,
+                 "weights_bwd_weight": l.params * 2, "stash": 2048 * 2, "saved": 2048 * 2}
+    # amp: fp32 weights and bias (2048 x 1000 + 1000), both inputs of the linear op that
+    # autocast casts per use: 4 stored, and 8, 2 and 8 bytes a weight by phase
+    a = l.bytes("amp")
+    assert (a["weights"], a["weights_fwd"], a["weights_bwd_input"],
+            a["weights_bwd_weight"]) == (l.params * 4, l.params * 8, l.params * 2,
+                                         l.params * 8)
     assert m.activation_bytes() == sum(x.bytes("fp32")["stash"] for x in m.layers)
 
 

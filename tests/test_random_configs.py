@@ -322,7 +322,7 @@ def random_training(rng):
             par[field] = rng.choice(values)
     if par:
         w["parallel"] = par
-    for key, values in (("precision", ["fp32", "fp16", "mixed", "bf16"]),
+    for key, values in (("precision", ["fp32", "fp16", "mixed", "bf16", "amp"]),
                         ("optimizer", ["sgd", "adam"]), ("bucket_mb", [0.5, 25.0]),
                         ("overlap", [True, False]), ("compute", ["roofline", "kernels"]),
                         ("attention", ["unfused", "flash"]), ("algorithm", ["ring", "tree"])):

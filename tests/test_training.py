@@ -663,3 +663,29 @@ def test_without_overlap_every_chunks_all_reduce_waits_for_the_whole_backward_pa
             assert min(steps.values()) >= ended, n
         else:
             assert steps[mine[0].layers[0]] < ended, n
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("dp", [1, 2])
+def test_steps_after_every_gradient_of_the_stage_span_its_model_chunks(overlap, dp):
+    """step_after = 'all' with model chunks (pp 2, interleave 2; one layer of 2^20 fp32
+    weights a chunk): a stage's gradients are those of both its chunks, so no optimizer step
+    on an NPU starts before the NPU's last backward op has ended (dp 1: nothing to
+    all-reduce) nor before the last data-parallel all-reduce there has ended (dp 2), with or
+    without overlap (the global norm takes every gradient of the stage)."""
+    m = model([layer(f"l{i}", flops=2e8, params=1 << 20, ins=1024, outs=1024)
+               for i in range(4)])
+    _, plan, _, res = run_model(m, ring8(tflops=100.0, hbm_gbps=1000.0),
+                                group=[f"n{i}" for i in range(2 * dp)], batch=16,
+                                overlap=overlap, step_after="all", iterations=1,
+                                parallel={"pp": 2, "dp": dp, "interleave": 2,
+                                          "micro_batches": 4})
+    for n in plan.npus:
+        last = max(res.ops[op]["finish"] for (it, i, nn, j), lo in plan.layer_ops.items()
+                   if nn == n for op in (lo.bwd_input, lo.bwd_weight) if op is not None)
+        last = max([last] + [res.ops[c.done[n]]["finish"] for c in plan.collectives
+                             if c.what == "dp_all_reduce" and n in c.group])
+        steps = [res.ops[op]["start"] for (it, i, nn), op in plan.optimizer.items()
+                 if nn == n]
+        assert len(steps) == 2, n
+        assert min(steps) >= last, n

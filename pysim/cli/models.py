@@ -19,7 +19,7 @@ from pysim.models.report import format_model, format_zoo, resolve, to_json
 @click.argument("model", required=False)
 @click.option("--batch", type=int, default=1, show_default=True,
               help="Samples per batch: FLOPs and activation bytes are shown for the batch.")
-@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16", "mixed"]),
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16", "mixed", "amp"]),
               default=None, help="Bytes per element (default: each model's own).")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
               help="A model parameter (repeatable), e.g. -p layers=48 -p image=299; for an "

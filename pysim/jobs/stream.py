@@ -35,7 +35,7 @@ import numpy as np
 
 from pysim.config import read_toml
 from pysim.errors import ConfigError
-from pysim.schema import POS, Key, cross_check, declare, short
+from pysim.schema import POS, Key, cross_check, declare, reads, short
 import difflib
 
 PATTERNS = ("ring", "clique", "tree")
@@ -286,6 +286,12 @@ declare(
 # The keys that draw a generated stream (`generate`): a job file gives its jobs instead.
 GENERATED = ("count", "min_npus", "max_npus", "models", "patterns", "min_iterations",
              "max_iterations", "arrivals", "window_s")
+# so a file's generated stream gives way to a job file or other arrivals given over it
+# (pysim.schema.drop_unread); given beside them, _check_what_is_read refuses them
+reads("jobs.file", None, tuple(f"jobs.{k}" for k in GENERATED))
+reads("jobs.file", "*", ())
+reads("jobs.arrivals", "uniform", ("jobs.window_s",))
+reads("jobs.arrivals", "batch", ())
 
 
 @cross_check

@@ -30,7 +30,7 @@ except the weights. Conventions, the same for every kind:
 from __future__ import annotations
 
 from pysim.errors import ModelError  # noqa: F401  (re-exported: pysim.models.ModelError)
-from pysim.models.precision import precision_bytes
+from pysim.models.precision import precision_bytes, weight_traffic
 
 
 KINDS = ("conv", "linear", "matmul", "lstm", "embedding", "attention", "norm", "pool",
@@ -127,10 +127,16 @@ class Layer:
 
     def bytes(self, precision="fp32"):
         """Bytes per sample read (activations in), written (activations out) and kept for
-        the backward pass (`stash`), and the weights read (not per sample), at `precision`."""
+        the backward pass (`stash`), and the weights (not per sample) at `precision`: as
+        stored (`weights`), and as each phase moves them (`weights_fwd`, `weights_bwd_input`,
+        `weights_bwd_weight`: pysim.models.precision.weight_traffic)."""
         p = precision_bytes(precision)
+        fwd, bin_, bw = weight_traffic(p, self.kind)
         return {"read": self.in_elems * p.act, "write": self.out_elems * p.act,
                 "weights": self.weight_elems * p.weight,
+                "weights_fwd": self.weight_elems * fwd,
+                "weights_bwd_input": self.weight_elems * bin_,
+                "weights_bwd_weight": self.weight_elems * bw,
                 "stash": self.stash_elems * p.act + self.stash_mask_bytes,
                 "saved": self.saved_elems * p.act + self.saved_fixed_bytes}
 

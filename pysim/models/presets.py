@@ -68,6 +68,9 @@ DEFAULT_HBM_GBPS = 900.0
 DEFAULT_HBM_GB = 32.0
 PRECISION_FIELDS = {"fp32": "tflops_fp32", "fp16": "tflops_fp16", "bf16": "tflops_bf16",
                     "mixed": None}
+# precisions whose products run at another's peak: amp's autocast products at mixed's
+# 16-bit rate
+SAME_PEAK = {"amp": "mixed"}
 
 
 def _suggest(name, options):
@@ -110,14 +113,16 @@ class NpuSpec:
     source: str = ""
 
     def peak_flops(self, precision) -> float:
-        """Peak FLOP/s at `precision` (fp32, fp16, bf16, or mixed: the 16-bit rate)."""
+        """Peak FLOP/s at `precision` (fp32, fp16, bf16, or mixed and amp: the 16-bit
+        rate)."""
+        asked, precision = precision, SAME_PEAK.get(precision, precision)
         if precision not in PRECISION_FIELDS:
-            raise ModelError(f"precision {precision!r}: expected one of "
-                             f"{', '.join(PRECISION_FIELDS)}")
+            raise ModelError(f"precision {asked!r}: expected one of "
+                             f"{', '.join([*PRECISION_FIELDS, *SAME_PEAK])}")
         t = self.tflops.get(precision)
         if t is None:
             field_ = PRECISION_FIELDS[precision] or "tflops_fp16 or tflops_bf16"
-            raise ModelError(f"NPU {self.name!r} has no {precision} peak (its datasheet gives "
+            raise ModelError(f"NPU {self.name!r} has no {asked} peak (its datasheet gives "
                              f"{', '.join(sorted(self.tflops)) or 'none'}); set "
                              f"topology.npu.{field_} or topology.npu.tflops")
         return t * 1e12
@@ -141,16 +146,17 @@ class NpuSpec:
         bwd_weight. Forward reads inputs and weights and writes outputs; the input gradient
         reads the output gradient and the weights and writes the input gradient; the weight
         gradient reads the output gradient and the tensors saved and writes the weight
-        gradients."""
+        gradients (the weights' bytes per phase: Layer.bytes, with amp's casts)."""
         b = layer.bytes(precision)
         if phase == "fwd":
-            flops, nbytes = layer.fwd_flops, batch * (b["read"] + b["write"]) + b["weights"]
+            flops = layer.fwd_flops
+            nbytes = batch * (b["read"] + b["write"]) + b["weights_fwd"]
         elif phase == "bwd_input":
             flops = layer.bwd_input_flops
-            nbytes = batch * (b["read"] + b["write"]) + b["weights"] if flops else 0
+            nbytes = batch * (b["read"] + b["write"]) + b["weights_bwd_input"] if flops else 0
         elif phase == "bwd_weight":
             flops = layer.bwd_weight_flops
-            nbytes = batch * (b["write"] + b["saved"]) + b["weights"] if flops else 0
+            nbytes = batch * (b["write"] + b["saved"]) + b["weights_bwd_weight"] if flops else 0
         else:
             raise ValueError(f"phase {phase!r}: expected fwd, bwd_input or bwd_weight")
         return self.roofline_seconds(batch * flops, nbytes, layer.kind, precision)

@@ -100,6 +100,10 @@ def collective_graph(cfg, topo, graph=None):
         order = list(topo.node_names)          # coordinate order, dimension 0 innermost
         dims = list(topo.dims)
     chosen = {}
+    if w.collective != "all_to_all" and cfg.is_set("workload.all_to_all_peers"):
+        raise ConfigError(f"workload.all_to_all_peers = {w.all_to_all_peers!r} is read by "
+                          f"workload.collective = 'all_to_all' only, not {w.collective!r} "
+                          f"(leave it out)")
     g = build(w.collective, w.algorithm, order, w.bytes, w.chunks, reduce_bpc, w.engine,
               sram, graph, w.chunks_in_flight, dims, w.packet_flits * cfg.network.flit_bytes,
               sram_pieces=pieces, units=held_units(cfg, topo, w.engine),

@@ -70,7 +70,7 @@ def layer_costs(model, spec, precision, batch, clock_ghz=1.0):
                              max(1, int(math.ceil(fwd * hz))),
                              tuple(max(1, int(math.ceil(t * hz))) for t in bwd),
                              fwd_flops=layer.fwd_flops * batch,
-                             fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights"]),
+                             fwd_bytes=int(batch * (b["read"] + b["write"]) + b["weights_fwd"]),
                              fwd_peak=spec.peak_flops(precision) * spec.efficiency(layer.kind),
                              out_bytes=0 if layer.inplace else int(b["write"] * batch),
                              grad_bytes=int(b["read"] * batch), tensors=kept[li]))

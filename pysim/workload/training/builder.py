@@ -513,28 +513,31 @@ class _Builder:
     def close_buckets(self, it, s, buckets, ready):
         """Virtual stage s's gradients reduced after its last backward pass (ready). Without
         overlap and with model chunks (interleaving), every chunk's wait for the stage's
-        whole backward pass, then go in chunk order, and with step_after = 'all' every step
-        waits for all of them: Megatron-LM's local data parallelism all-reduces each chunk's
-        buffer after the schedule returns, then steps (megatron/training.py, train_step:
-        `for model_module in model: model_module.allreduce_gradients()`)."""
+        whole backward pass, then go in chunk order: Megatron-LM's local data parallelism
+        all-reduces each chunk's buffer after the schedule returns, then steps
+        (megatron/training.py, train_step: `for model_module in model:
+        model_module.allreduce_gradients()`). With step_after = 'all' and model chunks, with
+        overlap or without, every step of the stage waits for every chunk's gradients."""
         lay = self.lay
-        if buckets.overlap or lay.v == 1:
+        if lay.v == 1 or (buckets.overlap and not buckets.step_all):
             buckets.close(ready)
             return
         chunk, stage = divmod(s, lay.pp)
         held = self.held.setdefault((it, stage), [])
         held.append((chunk, buckets))
+        if buckets.overlap:              # its all-reduces as it ends; its steps wait (below)
+            buckets.close(ready, step=False)
         if len(held) < lay.v:
             return
         del self.held[(it, stage)]
         order = [b for _, b in sorted(held, key=lambda x: x[0])]
-        for b in order:
-            b.flush(ready)
-        for b in order[1:]:              # step_after = 'all': after every chunk's buckets
-            order[0].waiting += b.waiting
-            b.waiting = []
-        for b in order:
-            b.close(ready)
+        if not buckets.overlap:
+            for b in order:
+                b.flush(ready)
+            for b in order:
+                b.close(ready, step=False)
+        if buckets.step_all:
+            order[0].step_every(order[1:])
 
     def tied_embeddings(self, it, last):
         """A tied output layer (the LM head sharing the token embedding's weights) on another

@@ -44,6 +44,7 @@ class _Buckets:
         self.experts = []                # expert layers: all-reduced over their own groups
         self.unreduced = []              # with step_after = 'all': (layer, ready) of layers
         #                                  with nothing to all-reduce
+        self.expert_steps = []           # with step_after = 'all': (layer, replicas, deps)
 
     def add(self, i, ready):
         lay = self.b.lay
@@ -104,11 +105,13 @@ class _Buckets:
                     b.step_done[(self.it, i, n)] = gathered[n]
         self.layers, self.sizes, self.bytes = [], [], 0
 
-    def close(self, ready):
+    def close(self, ready, step=True):
+        """The last bucket and the expert layers' all-reduces; with step_after = 'all' the
+        steps too, unless `step` is false (the stage's other model chunks are to join them:
+        step_every)."""
         self.flush(ready)
         lay, b = self.b.lay, self.b
         # each expert layer's gradient all-reduced over the replicas holding the same experts
-        experts = []                     # (layer, replicas, {replica: deps of its step})
         for i, ready_i in self.experts:
             nbytes = lay.grad_bytes(i)
             for t in lay.ranks_run():
@@ -122,34 +125,40 @@ class _Buckets:
                     else:
                         after = {n: ready_i[n] for n in runs}
                     if self.step_all:
-                        experts.append((i, runs, after))
+                        self.expert_steps.append((i, runs, after))
                         continue
                     for n in runs:
                         b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, after[n])
         self.experts = []
-        if not self.step_all:
-            return
-        # step_after = 'all': every step of a replica (clipping by the gradients' global norm)
-        # after every gradient of its stage is final there: each bucket's all-reduce, each
-        # expert layer's, and the gradients of the layers with nothing to all-reduce
-        every = {}
-        for _, runs, done in self.waiting:
-            for n in runs:
-                every.setdefault(n, []).append(done[n])
-        for _, runs, after in experts:
-            for n in runs:
-                every.setdefault(n, []).extend(after[n])
-        for _, ready_i in self.unreduced:
-            for n, deps in ready_i.items():
-                every.setdefault(n, []).extend(deps)
-        for layers, runs, _ in self.waiting:
-            for n in runs:
-                for i in layers:
+        if self.step_all and step:
+            self.step_every()
+
+    def step_every(self, others=()):
+        """step_after = 'all': every step of a replica (clipping by the gradients' global norm)
+        after every gradient of its stage is final there -- each bucket's all-reduce, each
+        expert layer's, and the gradients of the layers with nothing to all-reduce, in these
+        buckets and those of the stage's other model chunks (`others`, closed)."""
+        b, every = self.b, {}
+        mine = (self,) + tuple(others)
+        for x in mine:
+            for _, runs, done in x.waiting:
+                for n in runs:
+                    every.setdefault(n, []).append(done[n])
+            for _, runs, after in x.expert_steps:
+                for n in runs:
+                    every.setdefault(n, []).extend(after[n])
+            for _, ready_i in x.unreduced:
+                for n, deps in ready_i.items():
+                    every.setdefault(n, []).extend(deps)
+        for x in mine:
+            for layers, runs, _ in x.waiting:
+                for n in runs:
+                    for i in layers:
+                        b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+            for i, runs, _ in x.expert_steps:
+                for n in runs:
                     b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
-        for i, runs, _ in experts:
-            for n in runs:
-                b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
-        for i, ready_i in self.unreduced:
-            for n in ready_i:
-                b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
-        self.waiting, self.unreduced = [], []
+            for i, ready_i in x.unreduced:
+                for n in ready_i:
+                    b.step_done[(self.it, i, n)] = b._optimizer(self.it, i, n, every[n])
+            x.waiting, x.expert_steps, x.unreduced = [], [], []

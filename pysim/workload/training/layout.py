@@ -14,7 +14,7 @@ from pysim.errors import ConfigError
 from pysim.schema import POS, Key, declare, raising
 from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
-from pysim.models.precision import OPTIMIZER_FLOPS
+from pysim.models.precision import OPTIMIZER_FLOPS, PRECISIONS, weight_traffic
 from pysim.models.presets import npu_spec
 from pysim.workload.training.compute import KernelTimes
 from pysim.workload.training.experts import check_experts
@@ -406,19 +406,20 @@ class _Layout:
         layer = self.model.layers[i]
         fi, fo, fw, ff = self.splits[i]
         pad = self.pad[i]
-        a, wb_ = self.pb.act, self.pb.weight
+        a = self.pb.act
         inb = samples * layer.in_elems * a / fi
         outb = samples * layer.out_elems * a / fo * pad
-        wts = layer.weight_elems * wb_ / fw * (samples if layer.kind == "embedding" else 1) \
-            * pad
+        # the weights' bytes per phase (amp: their 16-bit casts; weight_traffic)
+        elems = layer.weight_elems / fw * (samples if layer.kind == "embedding" else 1) * pad
+        w_fwd, w_bin, w_bw = (elems * b for b in weight_traffic(self.pb, layer.kind))
         stash = samples * self.stash_sample[i] / self.stash_div[i]
         # what the weight gradient reads: every tensor the layer saved, recomputed or kept
         saved = samples * (layer.saved_elems * a + layer.saved_fixed_bytes) / self.stash_div[i]
         ff = ff / pad
-        fwd = (samples * layer.fwd_flops / ff, inb + outb + wts)
-        bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + wts) \
+        fwd = (samples * layer.fwd_flops / ff, inb + outb + w_fwd)
+        bin_ = (samples * layer.bwd_input_flops / ff, inb + outb + w_bin) \
             if layer.bwd_input_flops else None
-        bw = (samples * layer.bwd_weight_flops / ff, outb + saved + wts) \
+        bw = (samples * layer.bwd_weight_flops / ff, outb + saved + w_bw) \
             if layer.bwd_weight_flops else None
         return fwd, bin_, bw, int(math.ceil(stash))
 
@@ -458,14 +459,17 @@ class _Layout:
         checked for inf/NaN (read 4, write 4), its norm for clipping (read 4), Adam or SGD
         over the fp32 master weights and state (read gradient, master and state, write
         master and state), the master weights copied to the model's (read 4, write w);
-        other precisions: the gradient's norm (read g) and the step."""
+        amp: GradScaler's unscale and inf check in place (read g, write g), then as the other
+        precisions: the gradient's norm (read g) and the step. (The fused step takes the
+        loss scale itself, as fused optimizers do.)"""
         pb, state = self.pb, optimizer_bytes(self.optimizer, self.precision)
         if self.optimizer_step == "fused":
             return 2 * pb.weight + pb.grad + 2 * pb.master + 2 * state
         if pb.master:
             return (pb.grad + 4) + (4 + 4) + 4 + (4 + 2 * pb.master + 2 * state) + \
                 (pb.master + pb.weight)
-        return pb.grad + (2 * pb.weight + pb.grad + 2 * state)
+        unscale = 2 * pb.grad if pb.cast else 0
+        return unscale + pb.grad + (2 * pb.weight + pb.grad + 2 * state)
 
     def _place_tables(self):
         """Split embedding tables: each to the NPU holding the fewest table bytes so far,
@@ -561,8 +565,11 @@ declare(
         "own by symmetry); see docs/training.md.",
         raising(check_parallel)),
     Key("workload", "precision", "str", None, "-",
-        "Training: fp32, fp16, bf16 or mixed (default: the model's).", None,
-        lambda: ["fp32", "fp16", "bf16", "mixed"]),
+        "Training: fp32, fp16, bf16, mixed (16-bit weights, activations and gradients, "
+        "fp32 master weights: Micikevicius et al.) or amp (PyTorch's automatic mixed "
+        "precision: fp32 weights, gradients and state, 16-bit activations and products, "
+        "weights cast per use); default: the model's.", None,
+        lambda: list(PRECISIONS)),
     Key("workload", "optimizer", "str", "sgd", "-",
         "Training: 'sgd' (with momentum) or 'adam': the state the optimizer step reads and "
         "writes.", None, lambda: ["sgd", "adam"]),
