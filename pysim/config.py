@@ -144,18 +144,6 @@ def override_pairs(pairs, twice):
     return out
 
 
-def _plain(v):
-    """numpy's scalars and arrays in a config from Python (np.int64(8), np.arange(2, 5)) as
-    the Python numbers and lists TOML would give, recursively; anything else as it is."""
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return type(v)(_plain(x) for x in v)
-    if type(v).__module__ == "numpy" and hasattr(v, "tolist"):
-        return v.tolist()                     # (a scalar's tolist() is its Python value)
-    return v
-
-
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
               typed=None, origin=None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
