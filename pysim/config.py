@@ -159,30 +159,25 @@ def override_pairs(pairs, twice):
     return out
 
 
-def _plain(v):
-    """numpy's scalars and arrays in a config from Python (np.int64(8), np.arange(2, 5)) as
-    the Python numbers and lists TOML would give, recursively; anything else as it is."""
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return type(v)(_plain(x) for x in v)
-    if type(v).__module__ == "numpy" and hasattr(v, "tolist"):
-        return v.tolist()                     # (a scalar's tolist() is its Python value)
-    return v
-
-
 def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
               typed=None, origin=None) -> Config:
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
     relative to `base_dir` (default: the current directory). `typed`: the keys of it the
     user typed rather than a file held (Config.typed); None: all of them. `origin`: {key:
-    file} for keys read from a topology.file (Config.origin)."""
+    file} for keys read from a topology.file (Config.origin). A resolved config (a result's
+    `config`: is_resolved) is read as from_resolved reads it. A key given as None whose
+    default is None is its default, as if left out."""
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
     raw = _plain(raw)
     if is_resolved(raw):
         return from_resolved(raw, base_dir=base_dir, source=source, strict=True)
+    return _from_raw(raw, base_dir, source, typed, origin)
+
+
+def _from_raw(raw, base_dir, source, typed, origin):
+    """from_dict's work: every key given is taken as given."""
     SECTIONS = sections()
     values = {s: {} for s in SECTIONS}
     explicit = set()
@@ -290,7 +285,8 @@ def from_resolved(resolved: dict, base_dir: str | None = None, source: str | Non
             if v is None or v == key.default:
                 continue
             raw.setdefault(section, {})[name] = v
-    return from_dict(raw, base_dir=base_dir, source=source, typed=())
+    return _from_raw(raw, os.path.abspath(base_dir if base_dir is not None else os.getcwd()),
+                     source, (), None)
 
 
 def read_toml(path, what, error=ConfigError):

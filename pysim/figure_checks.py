@@ -19,7 +19,9 @@ RUNS_OF = {"latency-load": ("synthetic", "synthetic-traffic runs", "collective, 
            "throughput": ("synthetic", "synthetic-traffic runs", "collective, breakdown or "
                           "speedup"),
            "collective": ("collective", "collective runs", "latency-load, throughput, "
-                          "breakdown or speedup")}
+                          "breakdown or speedup"),
+           "breakdown": ("training", "training runs (their iteration's time by part)",
+                         "latency-load, throughput, collective or speedup")}
 
 
 def _kind_of(row):

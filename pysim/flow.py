@@ -286,7 +286,9 @@ declare(
         "Network fidelity of op graphs and collectives: 'flit' (routers, VCs, credits, cycle "
         "by cycle) or 'flow' (each message a flow on the same route, links and NICs shared "
         "max-min fairly, plus its zero-load latency; see docs/flow.md). Synthetic traffic is "
-        "flit-level only; job streams (pysim jobs) run at the flow level unless it is set.",
+        "flit-level only; job streams (pysim jobs) run at the flow level unless it is set. "
+        "At 'flow', the flit level's own keys (network.va_input_arbiter, sa_input_arbiter, "
+        "nic_injection, simulation.watchdog_cycles, max_packets) are refused when typed.",
         None, lambda: ["flit", "flow"]),
 )
 # What only the flit level reads (its allocators, its NICs' injection channels, its watchdog

@@ -11,7 +11,15 @@ each was created, its source, destination and length, read from BookSim's watch 
 packet, and the cycle its tail was ejected (-1 for packets created in the run's last 300
 cycles, which may not have been delivered when it stopped; they are replayed, as they load
 the network, but not compared). `meta` says which BookSim parameters and which of our
-topologies the case is.
+topologies the case is, and our network keys where they are not the defaults.
+
+Two cases are a ring of 8 (torus k = 8, n = 1) where only nodes 0 and 1 send, each to
+node + 2 at 0.99 flits a cycle (BookSim's tornado traffic narrowed to those sources and that
+shift), 16-flit packets, with 8 VCs of 32 flits and with 4 VCs of 8 flits, each run until
+BookSim had delivered every packet it created: the link 1 -> 2 is shared by a stream passing
+through and one injected there. In both simulators which share each stream settles on
+depends on the first packets' creation times (docs/flow.md), so only the same packets can
+compare them.
 
 Each departure from BookSim's model -- the NIC sending a flit onto its channel the cycle it is
 chosen, VC requests spread by input VC index, a switch allocator whose input arbiters turn over
@@ -34,7 +42,7 @@ CASES = sorted(k[:-len("/packets")] for k in _Z.files if k.endswith("/packets"))
 def test_every_packet_is_delivered_when_booksim_delivered_it(case):
     meta = json.loads(str(_Z[case + "/meta"]))
     p = _Z[case + "/packets"].astype(np.int64)
-    cfg = make_cfg(topology=meta["topology"])
+    cfg = make_cfg(topology=meta["topology"], network=meta.get("network", {}))
     _, _, deliver, _, _ = run_packets(cfg, p[:, 0], p[:, 1], p[:, 2], p[:, 3])
     compared = p[:, 4] >= 0
     assert compared.sum() > 200

@@ -220,7 +220,10 @@ def _two_streams(topo, vcs, buf, flits, cycles=8000):
 
 # BookSim2 (commit 28f4329; torus k = 8, n = 1, dim_order, the model of tests/test_booksim.py,
 # only nodes 0 and 1 injecting, to node + 2, at 0.99 flits a cycle; throughput mode): flits a
-# cycle accepted at nodes 2 and 3, per (packet flits, VCs, VC buffer flits)
+# cycle accepted at nodes 2 and 3, per (packet flits, VCs, VC buffer flits). With 16-flit
+# packets and 8 VCs of 32 flits, or 4 VCs of 8 flits, the split depends on the first packets'
+# creation times in both simulators; tests/test_booksim.py replays BookSim's packets of those
+# two instead
 BOOKSIM_TWO_STREAMS = {(4, 2, 8): (0.221, 0.443), (16, 2, 32): (0.297, 0.592),
                        (16, 4, 32): (0.332, 0.667)}
 

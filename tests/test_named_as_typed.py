@@ -105,3 +105,26 @@ def test_odd_toml_is_named_as_written(tmp_path, text, msg):
     f.write_text(text)
     with pytest.raises(ConfigError, match=msg):
         pysim.load(str(f))
+
+
+def test_a_breakdown_of_runs_that_are_not_training_names_the_kind_not_a_y_never_typed(
+        tmp_path):
+    """--kind breakdown over synthetic runs said '--y iteration_cycles: no point has it'
+    (no --y was typed); it says what the kind draws and what the points are."""
+    db = str(tmp_path / "s.sqlite")
+    assert CliRunner().invoke(main, ["sweep", "ring8", "--param", "network.vcs=2,4",
+                                     "--param", "simulation.measure_cycles=200",
+                                     "--db", db, "-q", "-j", "1"]).exit_code == 0
+    res = CliRunner().invoke(main, ["plot", db, "--kind", "breakdown", "-o",
+                                    str(tmp_path / "b.png")])
+    assert res.exit_code == 1 and "--kind breakdown draws training runs" in res.output
+    assert "its points are synthetic runs" in res.output and "--y" not in res.output
+
+
+def test_a_trace_folder_without_traces_names_the_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    cfg = pysim.load("ring8", {"workload.kind": "training", "workload.model": "empty"})
+    with pytest.raises(ConfigError, match=r"^workload\.model = 'empty' \(a folder of Chakra "
+                                          r"traces\): .*empty: no Chakra trace files"):
+        pysim.simulate(cfg)

@@ -78,6 +78,10 @@ def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
     c = json.loads((tmp_path / "c.json").read_text())
     assert c["config"]["workload"]["bytes"] == 131072
     assert c["makespan_cycles"] > a["makespan_cycles"]
+    # the result run again is an input: --force does not write the rerun over it
+    res = run(main, ["run", "a.json", "--json", "a.json", "--force", "-q"])
+    assert res.exit_code != 0 and "the result file run again" in res.output
+    assert json.loads((tmp_path / "a.json").read_text()) == a
 
 
 def test_a_json_file_that_is_no_result_is_refused_naming_what_it_lacks(tmp_path, monkeypatch):

@@ -986,3 +986,23 @@ def test_an_output_name_too_long_is_refused_before_the_run(tmp_path):
                                     str(tmp_path / (long + ".sqlite")), "-q"])
     assert res.exit_code == 1 and "results database (--db): cannot write" in res.output
     assert "its name has 307 bytes" in res.output
+
+
+def test_force_never_writes_an_output_over_an_input(tmp_path):
+    """`pysim results DB --csv DB --force` wrote CSV over the results database, `pysim run
+    c.toml --json c.toml --force` JSON over the config: --force replaces outputs, and an
+    output naming a file the command reads is refused, the file left as it was."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CFG_TEXT)
+    db = tmp_path / "r.sqlite"
+    assert CliRunner().invoke(main, ["sweep", str(cfg), "--param", "network.vcs=2", "--db",
+                                     str(db), "-q", "-j", "1"]).exit_code == 0
+    before = (cfg.read_bytes(), db.read_bytes())
+    for args, opt in ((["results", str(db), "--csv", str(db)], "--csv"),
+                      (["run", str(cfg), "--json", str(cfg), "-q"], "--json"),
+                      (["topo", str(cfg), "--json", str(cfg)], "--json"),
+                      (["plot", str(db), "--kind", "latency-load", "-o", str(db)], "-o")):
+        res = CliRunner().invoke(main, args + ["--force"])
+        assert res.exit_code == 1 and f"{opt} {args[args.index(opt) + 1]} is the" in \
+            res.output and "--force writes over outputs, not inputs" in res.output, res.output
+    assert (cfg.read_bytes(), db.read_bytes()) == before

@@ -14,7 +14,7 @@ import click
 
 from pysim._io import OutputError, check_output, dump_json, read_bounded, write_atomic
 from pysim._version import __version__
-from pysim.config import override_pairs, parse_override
+from pysim.config import is_path_key, override_pairs, parse_override
 from pysim.errors import ConfigError, PysimWarning
 from pysim.schema import short
 from pysim.workload.runtime import describe as describe_estimate, duration as describe_duration
@@ -88,6 +88,27 @@ def distinct_outputs(*given):
                 raise click.ClickException(f"{seen[real]} and {opt} both name {path}; give "
                                            f"each its own file")
             seen[real] = opt
+
+
+def not_an_input(outputs, inputs=(), cfg=None):
+    """Checked before any work: no output ((option, path or None) pairs) names a file the
+    command reads (`inputs`: (what, path) pairs; with `cfg`, its file and the files its keys
+    name), which --force would write over: --force replaces outputs, never inputs."""
+    inputs = list(inputs)
+    if cfg is not None:
+        inputs.append(("the config file", cfg.source))
+        for key in sorted(cfg.explicit):
+            v = cfg.get(key)
+            if is_path_key(key) and isinstance(v, str) and v:
+                inputs.append((key, os.path.join(cfg.base_dir, v)))
+    for opt, path in outputs:
+        if not path or path == STDOUT or not os.path.exists(path):
+            continue
+        for what, src in inputs:
+            if src and os.path.exists(src) and os.path.samefile(path, src):
+                raise click.ClickException(
+                    f"{opt} {path} is {what}, which this command reads; --force writes over "
+                    f"outputs, not inputs: give {opt} another name")
 
 
 def write_output(path, write, keep=None, force=True, **kw):

@@ -10,6 +10,7 @@ import click
 
 from pysim._io import dump_json
 from pysim.cli._common import (OutPath, Ticker, distinct_outputs, eta, finish, keep_json,
+                               not_an_input,
                                keep_text, main, overrides, refuse_overwrite, refuse_stdout)
 from pysim.config import parse_override
 from pysim.errors import ConfigError
@@ -82,6 +83,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         if workers < 1:
             raise ConfigError(f"--workers {workers}: expected at least 1")
         srv = load_server(server, over)
+        not_an_input((("--json", json_path), ("--write-jobs", jobs_out)), cfg=srv.cfg)
         stream = jst.stream(srv.cfg)
         cache = Cache(cache_path)
         bar = _Progress(draw=sys.stderr.isatty()) if not quiet else None

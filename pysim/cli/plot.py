@@ -10,7 +10,8 @@ import click
 
 from pysim import plot as P
 from pysim._io import by_path
-from pysim.cli._common import OutPath, figure_ext, main, read_json, refuse_overwrite, write_output
+from pysim.cli._common import (OutPath, figure_ext, main, not_an_input, read_json,
+                               refuse_overwrite, write_output)
 from pysim.config import from_resolved, load, parse_override
 from pysim.errors import ConfigError
 from pysim.figure_checks import RUNS_OF, check_jobs, check_memory, check_runs
@@ -76,6 +77,7 @@ def _takes(source, kind, obj, expected):
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, out, force):
     """Draw a figure from a sweep database, a run result, a trace or a config."""
+    not_an_input([("-o", out)], [("the source", source)])
     refuse_overwrite(out, force)
     figure_ext(out, "-o")
     for opt, lim in (("--xlim", xlim), ("--ylim", ylim)):
@@ -95,7 +97,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
             if not rows:
                 raise click.ClickException(f"{source} holds no results")
             axes = dict(title=title, xlim=xlim, ylim=ylim, logy=logy)
-            if kind in RUNS_OF:
+            if kind in RUNS_OF and kind != "breakdown":     # (its x: below)
                 check_runs(rows, kind, x or {"latency-load": "traffic.injection_rate",
                                              "throughput": "offered_rate",
                                              "collective": "workload.bytes"}[kind], source)
@@ -126,6 +128,7 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                     raise click.ClickException("--kind breakdown needs --x (the key whose "
                                                "values make the bars)")
                 bx = x or swept[0]
+                check_runs(rows, kind, bx, source)
                 bs = series if series else (swept[1] if len(swept) > 1 and x is None else None)
                 P.check_breakdown(rows, x=bx, series=bs)
 

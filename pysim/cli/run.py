@@ -13,7 +13,7 @@ from pysim._version import __version__
 from pysim._io import by_path, dump_json
 from pysim.cli._common import (OutPath, Ticker, distinct_outputs, figure_ext, finish,
                                keep_json, main, overrides, refuse_overwrite, refuse_stdout,
-                               read_json, to_stdout, write_output)
+                               not_an_input, read_json, to_stdout, write_output)
 from pysim.config import from_resolved, load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
@@ -48,8 +48,10 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
         refuse_stdout("--export-chakra", chakra_dir, "a folder of trace files", "folder")
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
-        cfg = rerun_config(config, overrides(sets)) if is_json(config) else \
-            load(config, overrides(sets))
+        rerun = is_json(config)
+        cfg = rerun_config(config, overrides(sets)) if rerun else load(config, overrides(sets))
+        not_an_input((("--json", json_path), ("--trace", trace_path)),
+                     [("the result file run again", config)] if rerun else (), cfg=cfg)
         for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
             if given and not WORKLOADS[cfg.workload.kind].traces:
                 with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
@@ -124,6 +126,7 @@ def topo(config, sets, draw_path, json_path, force):
         if draw_path:
             figure_ext(draw_path, "--draw")
         cfg = load(config, overrides(sets))
+        not_an_input((("--json", json_path), ("--draw", draw_path)), cfg=cfg)
         network = compile_network(cfg)
         if draw_path:
             try:

@@ -9,7 +9,7 @@ import sys
 import click
 
 from pysim.cli._common import (STDOUT, OutPath, main, print_table, refuse_overwrite, refuse_stdout,
-                               write_output)
+                               not_an_input, write_output)
 from pysim.errors import ConfigError
 from pysim.sweep import Store, StoreError, parse_param, sort_rows, sweep, tidy
 
@@ -81,6 +81,7 @@ def sweep_cmd(config, params, zipped, db, jobs, jobs_alias, scheduler, quiet):
 @click.option("--force", is_flag=True, help="Overwrite the CSV file if it exists.")
 def results(db, csv_path, force):
     """Print or export the results stored in DB."""
+    not_an_input([("--csv", csv_path)], [("the results database", db)])
     refuse_overwrite(csv_path, force)
     try:
         store = Store(db, readonly=True)

@@ -580,5 +580,9 @@ def run_trace(cfg, progress=None):
         collectives.build(collective, w.algorithm, order, nbytes, w.chunks, graph=g,
                           after=after, done=done, **args)
     g = OpGraph()
-    read(trace_folder(cfg), topo, g, cfg, coll)
+    try:
+        read(trace_folder(cfg), topo, g, cfg, coll)
+    except ConfigError as e:             # (named by the key that chose the folder)
+        raise ConfigError(f"workload.model = {cfg.workload.model!r} (a folder of Chakra "
+                          f"traces): {e}") from None
     return run_graph(cfg, g, progress=progress, topo=topo)
