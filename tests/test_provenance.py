@@ -89,6 +89,9 @@ def test_a_json_file_that_is_no_result_is_refused_naming_what_it_lacks(tmp_path,
     (tmp_path / "x.json").write_text('{"makespan_cycles": 3}')
     res = CliRunner().invoke(main, ["run", "x.json", "-q"])
     assert res.exit_code != 0 and "x.json" in res.output and "'config'" in res.output
+    (tmp_path / "j.json").write_text('{"kind": "jobs", "config": {}, "seed": 1}')
+    res = CliRunner().invoke(main, ["run", "j.json", "-q"])
+    assert res.exit_code != 0 and "j.json is a result of a stream of jobs" in res.output
 
 
 def test_none_for_a_key_whose_default_is_none_is_the_default():

@@ -203,6 +203,10 @@ def rerun_config(path, over):
         raise ConfigError(f"{path}: a JSON file is read as a result (pysim run --json), whose "
                           f"'config' holds the resolved config to run again; this one has no "
                           f"'config' table")
+    if result.get("kind") == "jobs":
+        raise ConfigError(f"{path} is a result of a stream of jobs (pysim jobs --json); "
+                          f"pysim run runs one configuration again (a pysim run --json "
+                          f"result)")
     try:
         return from_resolved(config, strict=True).with_overrides(over)
     except ConfigError as e:
