@@ -202,7 +202,7 @@ def rerun_config(path, over):
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: a JSON file is read as a result (pysim run --json), whose "
                           f"'config' holds the resolved config to run again; this one has no "
-                          f"'config' table")
+                          f"'config' table (a configuration of your own is a TOML file)")
     if result.get("kind") == "jobs":
         raise ConfigError(f"{path} is a result of a stream of jobs (pysim jobs --json); "
                           f"pysim run runs one configuration again (a pysim run --json "
