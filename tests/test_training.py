@@ -641,6 +641,7 @@ def test_p2p_sync_must_be_a_boolean():
     ({"tp": 1, "sp": True}, "sp = true has no effect with tp = 1"),
     ({"pp": 1, "interleave": 2, "micro_batches": 2}, "interleave = 2: the interleaved schedule "
                                                      "needs pp > 1"),
+    ({"dp": 1, "pp": 4, "micro_batches": 4, "zero": 1}, "zero = 1 has no effect with dp = 1"),
 ])
 def test_a_plan_field_with_no_effect_under_the_plan_is_refused(par, refused):
     """A plan field set to what changes nothing under the plan would be read by nothing:

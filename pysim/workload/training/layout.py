@@ -221,6 +221,10 @@ class _Layout:
             raise ConfigError(f"workload.parallel: dp x tp x pp = {dp} x {tp} x {pp} = "
                               f"{dp * tp * pp}, but {n} NPUs are used ({where})")
         self.dp, self.tp, self.pp = dp, tp, pp
+        if dp == 1 and par.get("zero", 0):
+            raise ConfigError(f"workload.parallel.zero = {par['zero']} has no effect with "
+                              f"dp = 1: there are no data-parallel replicas to shard the "
+                              f"training state over; leave it out")
         if w.batch is None:
             raise ConfigError("workload.kind = 'training' needs workload.batch (the global "
                               "mini-batch, samples per iteration over all replicas)")
