@@ -207,8 +207,11 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     m = row["batch"] // dp // micro_batch
     par = {"tp": tp, "pp": pp, "dp": dp, "micro_batches": m, "replicas": replicas,
            "tp_ranks": tp_ranks,
-           "order": ["tp", "pp", "dp"], "tp_overlap": row.get("tp_overlap", False),
-           "p2p_sync": True}
+           "order": ["tp", "pp", "dp"]}
+    if tp > 1:                           # (no tensor-parallel collective with tp = 1)
+        par["tp_overlap"] = row.get("tp_overlap", False)
+    if pp > 1:                           # (no sends between stages with pp = 1)
+        par["p2p_sync"] = True
     if interleave > 1:
         par["interleave"] = interleave
     topology = SYSTEMS[system](gpus)

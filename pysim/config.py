@@ -11,6 +11,7 @@ declarations (`python -m pysim.docs`), and a test checks it is current.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 import sys
@@ -89,6 +90,20 @@ class Config:
                     out[s][k] = copy.deepcopy(v)
         return out
 
+    def resolved(self):
+        """to_dict() as a result carries it: every key, defaults filled in, and a file it
+        names (topology.file, workload.file, jobs.file, a workload.model file or folder)
+        relative to the config's folder written as an absolute path, so that it is read
+        back (`from_dict`, `pysim run RESULT.json`) from any folder."""
+        out = self.to_dict()
+        for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
+            section, name = path.split(".", 1)
+            v = out.get(section, {}).get(name)
+            if isinstance(v, str) and v and not os.path.isabs(v) and \
+                    os.path.exists(os.path.join(self.base_dir, v)):
+                out[section][name] = os.path.join(self.base_dir, v)
+        return out
+
     def get(self, path):
         section, name = path.split(".", 1)
         return self._values[section][name]
@@ -149,11 +164,20 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
     """Validate a nested dict (as TOML parses it) into a Config. Relative paths in it are
     relative to `base_dir` (default: the current directory). `typed`: the keys of it the
     user typed rather than a file held (Config.typed); None: all of them. `origin`: {key:
-    file} for keys read from a topology.file (Config.origin)."""
+    file} for keys read from a topology.file (Config.origin). A resolved config (a result's
+    `config`: is_resolved) is read as from_resolved reads it. A key given as None whose
+    default is None is its default, as if left out."""
     base_dir = os.path.abspath(base_dir if base_dir is not None else os.getcwd())
     if not isinstance(raw, dict):
         raise ConfigError(f"a configuration must be a table of sections, got {type(raw).__name__}")
     raw = _plain(raw)
+    if is_resolved(raw):
+        return from_resolved(raw, base_dir=base_dir, source=source, strict=True)
+    return _from_raw(raw, base_dir, source, typed, origin)
+
+
+def _from_raw(raw, base_dir, source, typed, origin):
+    """from_dict's work: every key given is taken as given."""
     SECTIONS = sections()
     values = {s: {} for s in SECTIONS}
     explicit = set()
@@ -187,7 +211,8 @@ def from_dict(raw: dict, base_dir: str | None = None, source: str | None = None,
                 raise ConfigError(f"unknown key {path}{suggest(name, names)}; "
                                   f"known in [{section}]: {', '.join(names)}")
             values[section][name] = check_value(KEY_MAP[path], v)
-            explicit.add(path)
+            if v is not None:           # (None, for a key whose default is None: the default)
+                explicit.add(path)
     for k in KEYS:
         if k.name not in values[k.section]:
             values[k.section][k.name] = copy.deepcopy(k.default)
@@ -217,12 +242,33 @@ def _flatten(section, body):
             yield name, v
 
 
-def from_resolved(resolved: dict) -> Config:
+def is_resolved(raw) -> bool:
+    """Whether a dict is a resolved config (as a result carries it, Config.resolved()): it
+    names the system (`_system`, which only a result writes), or gives every declared key."""
+    if "_system" in raw:
+        return True
+    given = set()
+    for section, body in raw.items():
+        if isinstance(section, str) and isinstance(body, dict):
+            try:
+                given.update(f"{section}.{name}" for name, _ in _flatten(section, body))
+            except ConfigError:
+                return False
+    return given >= set(KEY_MAP)
+
+
+def from_resolved(resolved: dict, base_dir: str | None = None, source: str | None = None,
+                  strict: bool = False) -> Config:
     """A Config from a resolved config (as a Result carries it: every key, defaults filled
-    in): keys at their default value are taken as not given."""
+    in): keys at their default value are taken as not given, so that the keys of the other
+    workload kinds and network models, all at their defaults, are not refused as given; and
+    a key written as null (JSON's stand-in for inf) that may be inf is inf. `strict`: a
+    section or key not declared is refused (else left out: a result of another version,
+    read to describe it)."""
     raw = {}
     for section, body in resolved.items():
-        if section.startswith("_") or not isinstance(body, dict):
+        if not isinstance(section, str) or section.startswith("_") or \
+                not isinstance(body, dict):
             continue
         try:
             items = list(_flatten(section, body))
@@ -230,10 +276,17 @@ def from_resolved(resolved: dict) -> Config:
             continue
         for name, v in items:
             key = KEY_MAP.get(f"{section}.{name}")
-            if key is None or v is None or v == key.default:
+            if key is None:
+                if strict:                 # (from_dict refuses it, naming it)
+                    raw.setdefault(section, {})[name] = v
+                continue
+            if v is None and key.allow_inf:
+                v = math.inf
+            if v is None or v == key.default:
                 continue
             raw.setdefault(section, {})[name] = v
-    return from_dict(raw, typed=())
+    return _from_raw(raw, os.path.abspath(base_dir if base_dir is not None else os.getcwd()),
+                     source, (), None)
 
 
 def read_toml(path, what, error=ConfigError):

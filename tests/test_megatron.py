@@ -368,6 +368,18 @@ def test_expert_parallelism_dispatches_and_combines_all_to_all():
     assert [len(c.group) for c in plan.collectives if c.what == "dp_all_reduce"] == [dp]
 
 
+def test_all_to_all_peers_is_read_by_a_plan_with_all_to_alls_alone():
+    """workload.all_to_all_peers sets the peers in flight of an all-to-all: taken by a plan
+    with expert parallelism, refused (naming the key, the value and why) by one without."""
+    m = models.get("gpt_moe", layers=1, hidden=64, heads=4, seq=16, vocab=256, experts=4,
+                   top_k=2)
+    plan = plan_of(m, {"batch": 8, "all_to_all_peers": 2, "parallel": {"dp": 8, "ep": 4}})
+    assert any(c.collective == "all_to_all" for c in plan.collectives)
+    with pytest.raises(ConfigError, match=r"workload.all_to_all_peers = 2 has no effect: this "
+                                          r"plan of gpt_moe runs no all-to-all"):
+        plan_of(m, {"batch": 8, "all_to_all_peers": 2, "parallel": {"dp": 8}})
+
+
 def test_expert_parallelism_is_refused_where_it_cannot_be():
     m = models.get("gpt_moe", layers=1, hidden=64, heads=4, seq=16, vocab=256, experts=4)
     with pytest.raises(ConfigError, match="ep = 3 does not divide dp = 8"):

@@ -7,6 +7,7 @@ per transformer layer; and refusals of bad plans.
 The models here are made by hand from the layer table's fields (pysim.models.Layer), so that
 every number is known."""
 import math
+import re
 
 import pytest
 
@@ -625,6 +626,33 @@ def test_p2p_sync_must_be_a_boolean():
     with pytest.raises(ConfigError, match=r"workload.parallel.p2p_sync = 'yes'.*true or false"):
         run_model(m, ring8(), group=["n0", "n1"], batch=4,
                   parallel={"pp": 2, "micro_batches": 2, "p2p_sync": "yes"})
+
+
+@pytest.mark.parametrize("par, refused", [
+    ({"pp": 1, "tp": 2, "p2p_sync": True}, "p2p_sync = true has no effect with pp = 1"),
+    ({"pp": 1, "tp": 2, "scatter_gather": False},
+     "scatter_gather = false has no effect with pp = 1"),
+    ({"pp": 2, "tp": 1, "micro_batches": 2, "scatter_gather": False},
+     "scatter_gather = false has no effect with tp = 1"),
+    ({"pp": 2, "tp": 2, "micro_batches": 2, "sp": True, "scatter_gather": False},
+     "scatter_gather = false has no effect with sp = true"),
+    ({"tp": 1, "pp": 2, "micro_batches": 2, "tp_overlap": False},
+     "tp_overlap = false has no effect with tp = 1"),
+    ({"tp": 1, "sp": True}, "sp = true has no effect with tp = 1"),
+    ({"pp": 1, "interleave": 2, "micro_batches": 2}, "interleave = 2: the interleaved schedule "
+                                                     "needs pp > 1"),
+    ({"dp": 1, "pp": 4, "micro_batches": 4, "zero": 1}, "zero = 1 has no effect with dp = 1"),
+])
+def test_a_plan_field_with_no_effect_under_the_plan_is_refused(par, refused):
+    """A plan field set to what changes nothing under the plan would be read by nothing:
+    refused, naming the field, its value and why (the plan alike, each field with effect,
+    runs)."""
+    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8) for i in range(4)])
+    with pytest.raises(ConfigError, match=f"workload.parallel.{re.escape(refused)}"):
+        run_model(m, ring8(), group=["n0", "n1", "n2", "n3"], batch=8, parallel=par)
+    field = refused.split()[0]
+    kept = {k: v for k, v in par.items() if k != field}
+    run_model(m, ring8(), group=["n0", "n1", "n2", "n3"], batch=8, parallel=kept)
 
 
 @pytest.mark.parametrize("step_after", ["bucket", "all"])

@@ -3,6 +3,7 @@ shipped systems listed.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -12,8 +13,8 @@ from pysim._version import __version__
 from pysim._io import by_path, dump_json
 from pysim.cli._common import (OutPath, Ticker, distinct_outputs, figure_ext, finish,
                                keep_json, main, overrides, refuse_overwrite, refuse_stdout,
-                               not_an_input, to_stdout, write_output)
-from pysim.config import load
+                               not_an_input, read_json, to_stdout, write_output)
+from pysim.config import from_resolved, load
 from pysim.errors import ConfigError
 from pysim.network import compile_network, describe
 from pysim.plot import check_drawable, draw_topology
@@ -39,16 +40,18 @@ from pysim.workload import WORKLOADS, chakra
                                             "--export-chakra folder's trace if they exist.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
-    """Simulate CONFIG (a TOML file, or a shipped system's name: pysim systems) and print a
-    summary."""
+    """Simulate CONFIG (a TOML file, a shipped system's name: pysim systems, or a result's
+    JSON file, rerun with its resolved config) and print a summary."""
     try:
         distinct_outputs(("--json", json_path), ("--trace", trace_path),
                          ("--export-chakra", chakra_dir))
         refuse_stdout("--export-chakra", chakra_dir, "a folder of trace files", "folder")
         refuse_overwrite(json_path, force)
         refuse_overwrite(trace_path, force)
-        cfg = load(config, overrides(sets))
-        not_an_input((("--json", json_path), ("--trace", trace_path)), cfg=cfg)
+        rerun = is_json(config)
+        cfg = rerun_config(config, overrides(sets)) if rerun else load(config, overrides(sets))
+        not_an_input((("--json", json_path), ("--trace", trace_path)),
+                     [("the result file run again", config)] if rerun else (), cfg=cfg)
         for opt, given in (("--trace", trace_path), ("--export-chakra", chakra_dir)):
             if given and not WORKLOADS[cfg.workload.kind].traces:
                 with_ops = ", ".join(repr(k) for k, w in sorted(WORKLOADS.items()) if w.traces)
@@ -173,7 +176,7 @@ def topo(config, sets, draw_path, json_path, force):
     say(f"VC classes  {d['vc_scheme']}")
     ok = True
     if json_path:
-        out = {**d, "config": {**cfg.to_dict(), "_system": system_name(network.topo, cfg)},
+        out = {**d, "config": {**cfg.resolved(), "_system": system_name(network.topo, cfg)},
                "version": __version__}                # (its provenance, as a run's result)
         ok &= write_output(json_path, lambda f: dump_json(out, f, indent=1), force=force)
     if draw_path:
@@ -185,6 +188,29 @@ def topo(config, sets, draw_path, json_path, force):
             ok = False
     if not ok:
         sys.exit(1)
+
+
+def is_json(path):
+    return os.path.splitext(os.fspath(path))[1].lower() == ".json"
+
+
+def rerun_config(path, over):
+    """The resolved config a result's JSON file (pysim run --json) carries, with `over`
+    applied on top: that run again."""
+    result = read_json(path)
+    config = result.get("config") if isinstance(result, dict) else None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: a JSON file is read as a result (pysim run --json), whose "
+                          f"'config' holds the resolved config to run again; this one has no "
+                          f"'config' table (a configuration of your own is a TOML file)")
+    if result.get("kind") == "jobs":
+        raise ConfigError(f"{path} is a result of a stream of jobs (pysim jobs --json); "
+                          f"pysim run runs one configuration again (a pysim run --json "
+                          f"result)")
+    try:
+        return from_resolved(config, strict=True).with_overrides(over)
+    except ConfigError as e:
+        raise ConfigError(f"{path} (the result's config): {e}") from None
 
 
 @main.command()

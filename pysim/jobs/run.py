@@ -159,5 +159,5 @@ def _run_stream(server, jobs, builder, workers, scheduler, cache, progress, fres
     stats.update(cache_hits=cache.hits, wall_seconds=time.perf_counter() - t0)
     return StreamResult(server=server.name, policies=summarise(records, names),
                         jobs=[r for n in names for r in records[n]], stream=[
-                            j.to_dict() for j in jobs], stats=stats, config=cfg.to_dict(),
+                            j.to_dict() for j in jobs], stats=stats, config=cfg.resolved(),
                         seed=int(cfg.simulation.seed), version=__version__)

@@ -1099,7 +1099,7 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     names = network.topo.node_names
     ops = OpTable(graph, start, finish, arrays["isolated"])
     c = eng.counters()
-    cfg_dict = cfg.to_dict()
+    cfg_dict = cfg.resolved()
     cfg_dict["_system"] = system_name(network.topo, cfg)
     makespan = int(finish.max())
     flits = eng.channel_flits()

@@ -688,6 +688,12 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
                         if it_ == it and op is not None}
     finally:
         g._defer = False
+    if cfg.is_set("workload.all_to_all_peers") and \
+            not any(c.collective == "all_to_all" for c in b.plan.collectives):
+        raise ConfigError(f"workload.all_to_all_peers = {cfg.workload.all_to_all_peers!r} has "
+                          f"no effect: this plan of {model.name} runs no all-to-all (expert "
+                          f"parallelism, workload.parallel.ep > 1, and split embedding tables "
+                          f"run them); leave it out")
     return g, b.plan
 
 

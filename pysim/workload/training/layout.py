@@ -65,6 +65,29 @@ def check_parallel(table):
                               f"{list(DIMS)} in some order (the first: neighbouring NPUs)")
 
 
+def check_effect(par, tp, pp):
+    """Refuse a plan field set to a value that changes nothing under the plan's tp and pp
+    (it would be read by nothing), naming the field, its value and why."""
+    idle = []
+    if pp == 1:
+        why = "pp = 1: no pipeline stage sends to another"
+        idle += [("p2p_sync", True, why), ("scatter_gather", False, why)]
+    if tp == 1:
+        idle += [("sp", True, "tp = 1: no tensor-parallel group to split the sequence over"),
+                 ("tp_overlap", False, "tp = 1: there is no tensor-parallel collective to "
+                                       "run beside or after the weight gradient"),
+                 ("scatter_gather", False, "tp = 1: a stage's whole tensor is sent, there "
+                                           "being no tensor-parallel group to scatter over")]
+    elif par.get("sp") is True:
+        idle.append(("scatter_gather", False, "sp = true: the tensor a stage sends is split "
+                                              "by sequence already, its parts sent as they "
+                                              "are"))
+    for field, value, why in idle:
+        if par.get(field) is value:
+            raise ConfigError(f"workload.parallel.{field} = {str(value).lower()} has no effect "
+                              f"with {why}; leave it out")
+
+
 def load_model(cfg):
     """workload.model: a zoo name, else a file (.onnx, or an ASTRA-sim workload) relative to
     the config."""
@@ -186,6 +209,7 @@ class _Layout:
         par = dict(w.parallel or {})
         check_parallel(par)
         tp, pp = par.get("tp", 1), par.get("pp", 1)
+        check_effect(par, tp, pp)
         n = len(npus)
         dp = par.get("dp")
         if dp is None:
@@ -197,6 +221,10 @@ class _Layout:
             raise ConfigError(f"workload.parallel: dp x tp x pp = {dp} x {tp} x {pp} = "
                               f"{dp * tp * pp}, but {n} NPUs are used ({where})")
         self.dp, self.tp, self.pp = dp, tp, pp
+        if dp == 1 and par.get("zero", 0):
+            raise ConfigError(f"workload.parallel.zero = {par['zero']} has no effect with "
+                              f"dp = 1: there are no data-parallel replicas to shard the "
+                              f"training state over; leave it out")
         if w.batch is None:
             raise ConfigError("workload.kind = 'training' needs workload.batch (the global "
                               "mini-batch, samples per iteration over all replicas)")
