@@ -462,7 +462,7 @@ def main():
                 rows.append(r)
     per_npu = _positive_ints(ap, "--per-npu", a.per_npu or None, "32,16,8")
     family = None
-    if a.baselines:
+    if a.baselines is not None:
         try:
             family = [(int(s), float(h)) for s, h in (x.split("x") for x in
                                                      a.baselines.split(","))]

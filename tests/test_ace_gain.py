@@ -54,7 +54,7 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                      "ace.py")
 
 
-@pytest.mark.parametrize("value", ["16", "16x", "ax900", "0x900", "16x-1"])
+@pytest.mark.parametrize("value", ["16", "16x", "ax900", "0x900", "16x-1", ""])
 def test_a_bad_baseline_family_is_refused_naming_the_option(value):
     """bench/ace.py --baselines takes SMSxGBPS pairs: anything else is a usage error
     naming the option, its value and the form expected, before any run."""
