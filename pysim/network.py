@@ -242,6 +242,42 @@ def _port_ranks(topo, incoming):
     return ranks
 
 
+def route_lookup(topo, route, first32, ej_ch, eps, T):
+    """(table, rule, used): the engine's routes from the topology's -- by rule (a csim
+    RouteRule mapping each topology channel to its group's first engine channel `first32`
+    and an endpoint's own entry to its ejection channel) or as a table of engine channels per
+    pair of nodes -- and which topology channels (of T) the routes name."""
+    n = len(ej_ch)
+    rt = rule = None
+    if route.rule is not None:
+        # routes by rule: csim looks each hop up from the rule, mapping its topology channel
+        # to the group's first engine channel, and an endpoint's own entry to its ejection
+        diag = np.full(n, -1, np.int32)
+        diag[eps] = ej_ch[eps]
+        rule = core.RouteRule(dict(route.rule.spec, tmap=first32, diag=diag))
+        if route.tab is not None:                   # (made already: the classes' analysis)
+            used_mask = np.zeros(max(T, 1), bool)
+            used_mask[route.tab[route.tab >= 0]] = True
+        elif route.name in ("dor", "dor_dateline"):
+            used_mask = routing_mod._dor_used(topo, route)
+        else:        # (up/down: parallel channels of a group share their class and order)
+            used_mask = np.ones(max(T, 1), bool)
+    else:
+        table = route.table
+        # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384
+        # nodes; a few rows at a time: temporaries stay small beside the table itself)
+        rt = np.empty((n, n), np.int32)
+        used_mask = np.zeros(max(T, 1), bool)
+        step = max(1, (1 << 22) // max(n, 1))
+        for lo in range(0, n, step):
+            rows = table[lo:lo + step]
+            ok = rows >= 0
+            np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
+            used_mask[rows[ok]] = True
+        rt[eps, eps] = ej_ch[eps]
+    return rt, rule, used_mask
+
+
 def compile_network(cfg, topo=None) -> Network:
     topo = topo if topo is not None else topology_mod.build(cfg)
     net = cfg.network
@@ -362,33 +398,7 @@ def compile_network(cfg, topo=None) -> Network:
     u_out[outs] = before - first_at
     first32 = first_of_topo.astype(np.int32)
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
-    rt = rule = None
-    if route.rule is not None:
-        # routes by rule: csim looks each hop up from the rule, mapping its topology channel
-        # to the group's first engine channel, and an endpoint's own entry to its ejection
-        diag = np.full(n, -1, np.int32)
-        diag[eps] = ej_ch[eps]
-        rule = core.RouteRule(dict(route.rule.spec, tmap=first32, diag=diag))
-        if route.tab is not None:                   # (made already: the classes' analysis)
-            used_mask = np.zeros(max(T, 1), bool)
-            used_mask[route.tab[route.tab >= 0]] = True
-        elif route.name in ("dor", "dor_dateline"):
-            used_mask = routing_mod._dor_used(topo, route)
-        else:        # (up/down: parallel channels of a group share their class and order)
-            used_mask = np.ones(max(T, 1), bool)
-    else:
-        table = route.table
-        # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384
-        # nodes; a few rows at a time: temporaries stay small beside the table itself)
-        rt = np.empty((n, n), np.int32)
-        used_mask = np.zeros(max(T, 1), bool)
-        step = max(1, (1 << 22) // max(n, 1))
-        for lo in range(0, n, step):
-            rows = table[lo:lo + step]
-            ok = rows >= 0
-            np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
-            used_mask[rows[ok]] = True
-        rt[eps, eps] = ej_ch[eps]
+    rt, rule, used_mask = route_lookup(topo, route, first32, ej_ch, eps, T)
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)

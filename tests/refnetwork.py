@@ -5,10 +5,10 @@ import numpy as np
 
 from pysim import routing as routing_mod
 from pysim import topology as topology_mod
-from pysim.engine import CH_EJECT, CH_INJECT, CH_NET, NetworkArrays, arbiter_inputs, core
+from pysim.engine import CH_EJECT, CH_INJECT, CH_NET, NetworkArrays, arbiter_inputs
 from pysim.errors import ConfigError
 from pysim.network import (MAX_FLIT_CYCLES, SCALE, Network, _check_channels, _port_ranks,
-                           nic_bandwidths, rate)
+                           nic_bandwidths, rate, route_lookup)
 
 
 def compile_network_by_lane(cfg, topo):
@@ -120,33 +120,8 @@ def compile_network_by_lane(cfg, topo):
     out_idx[outs] = np.arange(outs.size) - start
     first32 = first_of_topo.astype(np.int32)
     eps = np.asarray(topo.endpoints(), dtype=np.int64)
-    rt = rule = None
-    if route.rule is not None:
-        # routes by rule: csim looks each hop up from the rule, mapping its topology channel
-        # to the group's first engine channel, and an endpoint's own entry to its ejection
-        diag = np.full(n, -1, np.int32)
-        diag[eps] = ej_ch[eps]
-        rule = core.RouteRule(dict(route.rule.spec, tmap=first32, diag=diag))
-        if route.tab is not None:                   # (made already: the classes' analysis)
-            used_mask = np.zeros(max(T, 1), bool)
-            used_mask[route.tab[route.tab >= 0]] = True
-        elif route.name in ("dor", "dor_dateline"):
-            used_mask = routing_mod._dor_used(topo, route)
-        else:        # (up/down: parallel channels of a group share their class and order)
-            used_mask = np.ones(max(T, 1), bool)
-    else:
-        table = route.table
-        # (in int32 throughout: the table has an entry per pair of nodes, 1 GiB at 16,384
-        # nodes; a few rows at a time: temporaries stay small beside the table itself)
-        rt = np.empty((n, n), np.int32)
-        used_mask = np.zeros(max(T, 1), bool)
-        step = max(1, (1 << 22) // max(n, 1))
-        for lo in range(0, n, step):
-            rows = table[lo:lo + step]
-            ok = rows >= 0
-            np.copyto(rt[lo:lo + step], np.where(ok, first32[np.maximum(rows, 0)], -1))
-            used_mask[rows[ok]] = True
-        rt[eps, eps] = ej_ch[eps]
+    # (the routes' lookup is the same for lanes and units: shared, not what is checked)
+    rt, rule, used_mask = route_lookup(topo, route, first32, ej_ch, eps, T)
 
     # VC-class group and order: every member of a parallel group takes those of the topology
     # channel the routes name for the group (the others are interchangeable with it)
