@@ -447,7 +447,7 @@ def load(path, overrides: dict | None = None) -> Config:
     base = os.path.dirname(os.path.abspath(path))
     overrides = cwd_paths(overrides or {})
     origin = {}
-    raw = drop_unread(_include_topology(raw, base, overrides, origin), overrides)
+    raw = drop_unread(_include_topology(raw, base, overrides, origin, source=path), overrides)
     for p, v in overrides.items():
         apply_override(raw, p, v)
     try:
@@ -479,12 +479,12 @@ def _names(msg, key):
     return re.search(rf"(?<![\w.]){re.escape(key)}(?=$|[ :,)])", msg) is not None
 
 
-def _include_topology(raw, base, overrides, origin=None):
+def _include_topology(raw, base, overrides, origin=None, source=None):
     """Resolve topology.file: the named file's system -- its [topology] (sub-tables merged
     key by key), [network] and [simulation] -- with this config's own keys (and overrides)
     on top; the keys this config changes are named in a PysimWarning. The path is relative
-    to the naming config. `origin` (a dict) gets {key: the file's path} for each key taken
-    from the file alone."""
+    to the naming config (`source`, its path). `origin` (a dict) gets {key: the file's path}
+    for each key taken from the file alone."""
     topo = raw.get("topology")
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
@@ -498,6 +498,11 @@ def _include_topology(raw, base, overrides, origin=None):
     path = name if os.path.isabs(name) else os.path.join(base, name)
     if not os.path.exists(path) and systems.path_of(name) is not None:
         path = systems.path_of(name)
+    if source is not None and os.path.isfile(path) and os.path.isfile(source) and \
+            os.path.samefile(path, source):
+        raise ConfigError(f"topology.file = {name!r} names this config itself ({path}); "
+                          f"expected a system to build on: a shipped one by name (pysim "
+                          f"systems) or another file with a [topology] table")
     included = read_toml(path, f"topology.file = {name!r} (relative to the config naming it)")
     t = included.get("topology")
     if not isinstance(t, dict):

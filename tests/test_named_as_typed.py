@@ -82,6 +82,18 @@ def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
         pysim.load(str(tmp_path / "use2.toml"))
 
 
+def test_a_config_whose_topology_file_names_itself_is_told_so(tmp_path):
+    (tmp_path / "self.toml").write_text('[topology]\nfile = "self.toml"\n')
+    with pytest.raises(ConfigError, match=r"^topology\.file = 'self\.toml' names this config "
+                                          r"itself \(.*self\.toml\); expected a system to "
+                                          r"build on"):
+        pysim.load(str(tmp_path / "self.toml"))
+    # a file naming another that names a third is still one level too many
+    (tmp_path / "a.toml").write_text('[topology]\nfile = "self.toml"\n')
+    with pytest.raises(ConfigError, match=r"names another topology\.file; one level"):
+        pysim.load(str(tmp_path / "a.toml"))
+
+
 def test_an_op_graph_stopped_by_max_packets_names_it_not_max_cycles():
     """The flit level stops a run with more than simulation.max_packets packets alive; an op
     graph so stopped was reported as not finishing by workload.max_cycles (10^12 cycles)."""
