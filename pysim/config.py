@@ -104,6 +104,18 @@ class Config:
                 out[section][name] = os.path.join(self.base_dir, v)
         return out
 
+    def where(self, path):
+        """Where the key `path` was given, for an error raised after loading: 'read from
+        F, the system topology.file = ... names', 'given as an override on F', 'set in F';
+        '' for a config from Python or a key not given."""
+        if path in self.origin:
+            return (f"read from {self.origin[path]}, the system topology.file = "
+                    f"{self.get('topology.file')!r} names")
+        if self.source is None or path not in self.explicit:
+            return ""
+        return (f"given as an override on {self.source}" if path in self.typed else
+                f"set in {self.source}")
+
     def get(self, path):
         section, name = path.split(".", 1)
         return self._values[section][name]
