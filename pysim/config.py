@@ -94,7 +94,9 @@ class Config:
         """to_dict() as a result carries it: every key, defaults filled in, and a file it
         names (topology.file, workload.file, jobs.file, a workload.model file or folder)
         relative to the config's folder written as an absolute path, so that it is read
-        back (`from_dict`, `pysim run RESULT.json`) from any folder."""
+        back (`from_dict`, `pysim run RESULT.json`) from any folder; `_source`, the config
+        file's absolute path, if it was read from one (read back as its source, so that a
+        rerun's system keeps the file's name, `system_name`)."""
         out = self.to_dict()
         for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
             section, name = path.split(".", 1)
@@ -102,6 +104,8 @@ class Config:
             if isinstance(v, str) and v and not os.path.isabs(v) and \
                     os.path.exists(os.path.join(self.base_dir, v)):
                 out[section][name] = os.path.join(self.base_dir, v)
+        if self.source is not None:     # (the config file, which the system's name names:
+            out["_source"] = os.path.abspath(self.source)   # read back as Config.source)
         return out
 
     def where(self, path):
@@ -278,6 +282,8 @@ def from_resolved(resolved: dict, base_dir: str | None = None, source: str | Non
     section or key not declared is refused (else left out: a result of another version,
     read to describe it)."""
     raw = {}
+    if source is None and isinstance(resolved.get("_source"), str):
+        source = resolved["_source"]     # (the config file the result was run from)
     for section, body in resolved.items():
         if not isinstance(section, str) or section.startswith("_") or \
                 not isinstance(body, dict):

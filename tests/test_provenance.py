@@ -57,8 +57,9 @@ def test_a_result_read_back_and_run_again_gives_the_same_result(tmp_path, monkey
     assert len(compared) >= 2
     for k in compared:
         assert again[k] == first[k], k
-    # (and so rerun again, indefinitely; the system's name keeps the topology's alone)
-    assert {**again["config"], "_system": None} == {**first["config"], "_system": None}
+    # (and so rerun again, indefinitely; the system keeps the config file's name)
+    assert again["config"] == first["config"]
+    assert first["config"]["_system"].endswith(" (c.toml)")
 
 
 def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
@@ -82,6 +83,25 @@ def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
     res = run(main, ["run", "a.json", "--json", "a.json", "--force", "-q"])
     assert res.exit_code != 0 and "the result file run again" in res.output
     assert json.loads((tmp_path / "a.json").read_text()) == a
+
+
+def test_a_rerun_result_keeps_the_config_files_name(tmp_path, monkeypatch):
+    """A result of a config file names its system with the file's name ('ring8 (c.toml)');
+    `pysim run r.json`'s result, from another folder, --set on top, names it alike."""
+    (tmp_path / "c.toml").write_text('[topology]\nfile = "ring8"\n[workload]\nkind = '
+                                     '"collective"\nbytes = 65536\n')
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke
+    res = run(main, ["run", "c.toml", "--json", "a.json", "-q"])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "o").mkdir()
+    monkeypatch.chdir(tmp_path / "o")
+    res = run(main, ["run", "../a.json", "--set", "topology.size=4", "--json", "b.json", "-q"])
+    assert res.exit_code == 0, res.output
+    a = json.loads((tmp_path / "a.json").read_text())["config"]
+    b = json.loads((tmp_path / "o" / "b.json").read_text())["config"]
+    assert a["_system"] == "ring8 (c.toml)" and b["_system"] == "ring4 (c.toml)"
+    assert a["_source"] == b["_source"] == str(tmp_path / "c.toml")
 
 
 def test_a_json_file_that_is_no_result_is_refused_naming_what_it_lacks(tmp_path, monkeypatch):
