@@ -91,13 +91,26 @@ class Config:
         return out
 
     def resolved(self):
-        """to_dict() as a result carries it: every key, defaults filled in, and a file it
+        """to_dict() as a result carries it: every key its workload kind reads (not, say, a
+        training run's [traffic]), defaults filled in, and a file it
         names (topology.file, workload.file, jobs.file, a workload.model file or folder)
         relative to the config's folder written as an absolute path, so that it is read
         back (`from_dict`, `pysim run RESULT.json`) from any folder; `_source`, the config
         file's absolute path, if it was read from one (read back as its source, so that a
         rerun's system keeps the file's name, `system_name`)."""
         out = self.to_dict()
+        for path in unread_by_kind(self.workload.kind):   # ([traffic] under training, ...)
+            section, name = path.split(".", 1)
+            sub, dot, field = name.partition(".")
+            body = out.get(section, {})
+            if dot and isinstance(body.get(sub), dict):
+                body[sub].pop(field, None)
+                if not body[sub]:
+                    del body[sub]
+            else:
+                body.pop(name, None)
+            if section in out and not out[section]:
+                del out[section]
         for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
             section, name = path.split(".", 1)
             v = out.get(section, {}).get(name)
@@ -260,10 +273,14 @@ def _flatten(section, body):
 
 def is_resolved(raw) -> bool:
     """Whether a dict is a resolved config (as a result carries it, Config.resolved()): it
-    names the system (`_system`, which only a result writes), or gives every declared key."""
+    names the system (`_system`, which only a result writes), or gives every declared key its
+    workload kind reads."""
     if "_system" in raw:
         return True
-    given = set()
+    work = raw.get("workload")
+    kind = work.get("kind", KEY_MAP["workload.kind"].default) if isinstance(work, dict) \
+        else KEY_MAP["workload.kind"].default
+    given = set(unread_by_kind(kind))
     for section, body in raw.items():
         if isinstance(section, str) and isinstance(body, dict):
             try:
@@ -271,6 +288,12 @@ def is_resolved(raw) -> bool:
             except ConfigError:
                 return False
     return given >= set(KEY_MAP)
+
+
+def unread_by_kind(kind):
+    """The keys workload.kind = `kind` does not read (another kind does), which a resolved
+    config leaves out."""
+    return unread("workload.kind", kind, list(KEY_MAP)) if isinstance(kind, str) else []
 
 
 def from_resolved(resolved: dict, base_dir: str | None = None, source: str | None = None,

@@ -85,6 +85,33 @@ def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "a.json").read_text()) == a
 
 
+@pytest.mark.parametrize("kind, absent, present", [
+    ("training", ["traffic", "simulation.warmup_cycles", "workload.bytes"],
+     ["workload.model", "workload.optimizer"]),
+    ("collective", ["traffic", "simulation.measure_cycles", "workload.model"],
+     ["workload.bytes", "workload.algorithm"]),
+    ("synthetic", ["workload.model", "workload.bytes"], ["traffic.injection_rate",
+                                                        "simulation.warmup_cycles"])])
+def test_a_results_config_holds_the_keys_its_workload_kind_reads(kind, absent, present):
+    """A resolved config leaves out the keys its workload kind does not read (a training
+    run's [traffic] at its defaults said nothing of the run), keeps those it does, and reads
+    back, without `_system`, to the same config."""
+    over = {"training": {"workload.model": "alexnet", "workload.batch": 8},
+            "collective": {"workload.bytes": 4096}, "synthetic": {}}[kind]
+    cfg = pysim.load("ring8", {"workload.kind": kind, **over})
+    d = cfg.resolved()
+
+    def has(path):
+        section, _, name = path.partition(".")
+        body = d.get(section)
+        for part in name.split(".") if name else ():
+            body = body.get(part) if isinstance(body, dict) else None
+        return body is not None
+    assert [p for p in absent if has(p)] == [] and all(has(p) for p in present)
+    back = pysim.from_dict(json.loads(json.dumps(json_safe(d))))
+    assert back.resolved() == d and back.to_dict() == cfg.to_dict()
+
+
 def test_a_rerun_result_keeps_the_config_files_name(tmp_path, monkeypatch):
     """A result of a config file names its system with the file's name ('ring8 (c.toml)');
     `pysim run r.json`'s result, from another folder, --set on top, names it alike."""
