@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.schema import MAX_DELAY_CYCLES, POS, Key, declare
+from pysim.schema import KEY_MAP, MAX_DELAY_CYCLES, POS, Key, declare, short
 from pysim.routing import Rule
 from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults, at_clock,
                             cycles_text, kind_came, ns_to_cycles)
@@ -214,6 +214,40 @@ def _latency(cfg, what, name, default):
     return cycles
 
 
+# a cluster's keys that only a fabric reads: of one node (no fabric), and of one leaf switch
+# (no link between fabric switches)
+_FABRIC_KEYS = ("fabric", "radix", "oversubscription", "nic_gbps", "fabric_gbps",
+                "fabric_latency_ns")
+_ABOVE_LEAF_KEYS = ("oversubscription", "fabric_gbps")
+
+
+def _refuse_unused_fabric(cfg, p, N, G, radix):
+    """Refuse a fabric key the config gives, other than at its default, that the cluster's
+    shape leaves unread, naming it, its value and why: a key typed, or one a file holds beside the shape it gave (not one a
+    system named by topology.file brings, nor a file's once an override changed the shape:
+    `selene --set topology.node_count=1`)."""
+    if p.tiers == 0:
+        keys, why = _FABRIC_KEYS, (f"topology.node_count = 1, one node's NVSwitch joining its "
+                                   f"{G} GPUs with no fabric; leave it out, or set "
+                                   f"topology.node_count above 1")
+    elif p.tiers == 1:
+        keys, why = _ABOVE_LEAF_KEYS, (f"the {N * G} GPUs of topology.node_count = {N} take "
+                                       f"one leaf switch of topology.radix = {radix} ports "
+                                       f"({p.down} to GPUs), with no switch above it; leave it "
+                                       f"out")
+    else:
+        return
+    reshaped = any(f"topology.{k}" in cfg.typed for k in ("node", "node_count", "fabric",
+                                                           "radix", "oversubscription"))
+    for name in keys:
+        path = f"topology.{name}"
+        if path in cfg.explicit and path not in cfg.origin and \
+                (path in cfg.typed or not reshaped) and \
+                getattr(cfg.topology, name) != KEY_MAP[path].default:
+            raise ConfigError(f"{path} = {short(getattr(cfg.topology, name))} has no effect: "
+                              f"{why}")
+
+
 def build_cluster(cfg):
     tp = cfg.topology
     for name in ("link_gbps", "link_latency_ns"):
@@ -236,6 +270,7 @@ def build_cluster(cfg):
                           f"before any fabric switch; at most {MAX_CLUSTER_NODES:,} nodes "
                           f"are supported")
     p = plan(tp.fabric, N, G, radix, float(tp.oversubscription))
+    _refuse_unused_fabric(cfg, p, N, G, radix)
     E = N * G
     n_spine = p.spines if p.tiers == 2 else p.pods * p.spines if p.tiers == 3 else 0
     n_core = p.up * p.cores if p.tiers == 3 else 0

@@ -153,6 +153,31 @@ def test_bad_cluster_settings_are_refused_naming_the_key(kw, words):
         assert w in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("kw, refused", [
+    (dict(node_count=1, oversubscription=2.0), r"topology\.oversubscription = 2\.0 has no "
+     r"effect: topology\.node_count = 1, one node's NVSwitch joining its 8 GPUs with no "
+     r"fabric; leave it out, or set topology\.node_count above 1"),
+    (dict(node_count=1, fabric="fat-tree"), r"topology\.fabric = 'fat-tree' has no effect: "
+                                            r"topology\.node_count = 1"),
+    (dict(node_count=1, nic_gbps=50.0), r"topology\.nic_gbps = 50\.0 has no effect"),
+    (dict(node_count=2, fabric="fat-tree", fabric_gbps=1.0),
+     r"topology\.fabric_gbps = 1\.0 has no effect: the 16 GPUs of topology\.node_count = 2 "
+     r"take one leaf switch of topology\.radix = 40 ports \(20 to GPUs\), with no switch "
+     r"above it"),
+])
+def test_a_fabric_key_the_clusters_shape_leaves_unread_is_refused(kw, refused):
+    """A cluster of one node has no fabric, and one whose GPUs take a single leaf has no
+    link above it: their keys would be read by nothing. With the shape that reads them, the
+    same key builds (and changes a link)."""
+    with pytest.raises(ConfigError, match="^" + refused):
+        topology.build(cluster_cfg(**kw))
+    topology.build(cluster_cfg(**{**kw, "node_count": 64}))
+    # an override that makes the system's own fabric keys idle does not refuse them, nor
+    # is a key at its default refused (a script giving the fabric whatever the count)
+    topology.build(load("selene", {"topology.node_count": 1}))
+    topology.build(cluster_cfg(node_count=1, fabric="rail-optimised", oversubscription=1.0))
+
+
 def test_16k_gpus_are_refused_at_once_past_the_node_limit_not_built():
     """The largest SuperPOD (2,048 nodes) is within the limit; its node count is computed
     before anything is allocated (the build itself is measured in bench/, not here)."""
