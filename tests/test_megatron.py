@@ -221,6 +221,21 @@ def test_full_recomputation_runs_each_transformer_layers_forward_again():
         assert rep["compute_cycles"] - base["compute_cycles"] == extra
 
 
+@pytest.mark.parametrize("name", ["resnet50", "alexnet"])
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_megatron_recomputation_of_a_model_without_transformer_layers_is_refused(name, mode):
+    """Megatron-LM's recomputation re-runs transformer layers (their attention cores): a
+    model without any would recompute nothing (alexnet) or its `layer<k>` stages that are no
+    transformer layers (resnet50's, named as torchvision names them); refused naming the key,
+    the value, the model and the way that works for it."""
+    with pytest.raises(ConfigError, match=rf"^workload\.memory\.recompute = '{mode}': {name} "
+                                          r"has no transformer layer \(a run of layers named "
+                                          r"layer<k>\.\* with an attention core\).*use "
+                                          r"workload\.memory\.recompute = 'segments'"):
+        plan_of(models.get(name), {"batch": 2, "group": ["n0"], "memory": {
+            "policy": "recompute", "recompute": mode}})
+
+
 # ------------------------------------------------------------------ pipeline details
 
 def test_tied_embeddings_and_scatter_gather_across_stages():
