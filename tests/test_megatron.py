@@ -349,6 +349,25 @@ def test_tensor_parallelism_must_divide_heads_and_pads_the_vocabulary():
     assert plan.layout.pad[names.index("lm_head")] == 1024 / 1001     # 128 x tp = 256
 
 
+def test_the_heads_are_the_attention_layers_own_whatever_the_models_parameters():
+    """GPT-2 XL (25 heads, hidden 1600) names its size, not its heads: tensor parallelism
+    of 5 divides its heads and 2 does not (though 2 divides every linear layer's features);
+    and its attention cores take the kernel model's time as the same transformer built by
+    its parameters does (they took the HBM roofline's when the heads were not known)."""
+    xl = models.get("gpt2")
+    with pytest.raises(ConfigError, match=r"^workload\.parallel\.tp = 2 does not divide the "
+                                          r"25 attention heads of gpt2"):
+        plan_of(xl, {"batch": 2, "group": ["n0", "n1"], "parallel": {"tp": 2}})
+    small = models.get("gpt2", size="small")               # 12 layers, hidden 768, 12 heads
+    same = models.get("transformer", layers=12, hidden=768, heads=12, seq=1024, vocab=50257)
+    sysm = ring8(preset="a100")
+    attn = {}
+    for m in (small, same):
+        rep, *_ = run_model(m, sysm, group=["n0"], batch=1, iterations=1, compute="kernels")
+        attn[m.name] = [r["fwd_cycles"] for r in rep["per_layer"] if r["kind"] == "attention"]
+    assert attn["gpt2"] == attn["transformer"] and len(attn["gpt2"]) == 12
+
+
 @pytest.mark.parametrize("field,value,fragment", [
     ("zero", 4, "ZeRO stage"), ("sp", 1, "true or false"), ("interleave", 0, ">= 1"),
     ("replicas", "some", "all, one"), ("tp_overlap", "yes", "true or false")])
