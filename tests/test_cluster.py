@@ -178,6 +178,20 @@ def test_a_fabric_key_the_clusters_shape_leaves_unread_is_refused(kw, refused):
     topology.build(cluster_cfg(node_count=1, fabric="rail-optimised", oversubscription=1.0))
 
 
+def test_the_flow_level_is_not_refused_for_vc_buffers_it_does_not_make():
+    """The VC buffers are made by a flit-level run alone: a flow-level network past their
+    limit compiles (the 16,384-GPU SuperPOD with its file's 2 VCs of 256 flits was refused
+    at the flow level), and the flit level is refused naming the key and the bytes."""
+    over = {"topology.node_count": 16, "network.vc_buffer_flits": 1 << 16}
+    cfg = load("superpod-h100", {**over, "network.model": "flow"})
+    compile_network(cfg, topology.build(cfg))
+    cfg = load("superpod-h100", {**over, "network.model": "flit"})
+    with pytest.raises(ConfigError, match=r"^network\.vc_buffer_flits = 65536 with network\."
+                                          r"vcs = 2 on [\d,]+ channels: [\d.,]+ GiB of "
+                                          r"buffers; expected at most 4 GiB"):
+        compile_network(cfg, topology.build(cfg))
+
+
 def test_16k_gpus_are_refused_at_once_past_the_node_limit_not_built():
     """The largest SuperPOD (2,048 nodes) is within the limit; its node count is computed
     before anything is allocated (the build itself is measured in bench/, not here)."""
