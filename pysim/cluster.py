@@ -55,6 +55,8 @@ class NodeType:
     nvlink_latency_ns: float
     ib_latency_ns: float      # per link of the fabric (cable and switch)
     source: str
+    nvls: str = ""            # its NVSwitches' NVLink SHARP (in-switch reduction), or ""
+    no_nvls: str = ""         # why it has none (nvls "")
 
 
 NODE_TYPES = {
@@ -66,7 +68,10 @@ NODE_TYPES = {
                "GB/s per direction), eight single-port ConnectX-6 HDR InfiniBand NICs of "
                "200 Gb/s (25 GB/s per direction), one per GPU; fabric of QM8700-class HDR "
                "switches of 40 ports (NVIDIA Quantum HDR QM8700 datasheet). Latencies "
-               "assumed: 100 ns per NVLink hop, 150 ns per InfiniBand link and switch"),
+               "assumed: 100 ns per NVLink hop, 150 ns per InfiniBand link and switch",
+        no_nvls="its second-generation NVSwitches do not reduce: NVLink SHARP came with the "
+                "third generation, in the DGX H100 (NVIDIA Hopper architecture whitepaper, "
+                "2022)"),
     "dgx-h100": NodeType(
         gpus=8, preset="h100", nvlink_gbps=450.0, nic_gbps=50.0, radix=64,
         nvlink_latency_ns=100.0, ib_latency_ns=150.0,
@@ -74,7 +79,8 @@ NODE_TYPES = {
                "GB/s NVLink 4 per GPU (18 links of 25 GB/s each way: 450 GB/s per "
                "direction), eight ConnectX-7 NDR InfiniBand ports of 400 Gb/s (50 GB/s per "
                "direction), one per GPU; fabric of QM9700-class NDR switches of 64 ports "
-               "(NVIDIA Quantum-2 QM9700 datasheet). Latencies assumed as for dgx-a100"),
+               "(NVIDIA Quantum-2 QM9700 datasheet). Latencies assumed as for dgx-a100",
+        nvls="third-generation NVSwitches with NVLink SHARP"),
 }
 
 FABRICS = ("fat-tree", "rail-optimised")
@@ -110,8 +116,9 @@ declare(
         "Cluster: latency of a GPU-NVSwitch link (default: the node type's).",
         POS),
     Key("topology", "nvls", "bool", False, "-",
-        "Cluster of one node: its NVSwitch reduces and multicasts (NVLink SHARP, for "
-        "workload.nccl_algorithm = 'nvls'): adds the switch's engine as node nvls0.", None),
+        "Cluster of one node whose NVSwitches reduce (dgx-h100; not dgx-a100's): its "
+        "NVSwitch reduces and multicasts (NVLink SHARP, for workload.nccl_algorithm = "
+        "'nvls'): adds the switch's engine as node nvls0.", None),
     Key("topology", "fabric_latency_ns", "float", None, "ns",
         "Cluster: latency of each InfiniBand link, switch included (default: the node "
         "type's).", POS),
@@ -329,6 +336,10 @@ def build_cluster(cfg):
                       ib_lat, 2)
     n_nvls = 0
     if tp.nvls:
+        if not nt.nvls:
+            raise ConfigError(f"topology.nvls = true: topology.node = {tp.node!r} has no NVLink "
+                              f"SHARP ({nt.no_nvls}); expected a node whose NVSwitches reduce: "
+                              f"{', '.join(k for k, v in NODE_TYPES.items() if v.nvls)}")
         if N != 1:
             raise ConfigError(f"topology.nvls = true: NVLink SHARP is modelled within one node "
                               f"(topology.node_count = 1), not {N}")

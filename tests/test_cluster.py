@@ -145,6 +145,9 @@ def test_presets_and_rates_follow_the_node_type():
     (dict(radix=1), ["topology.radix", "2 to 4096"]),
     (dict(link_gbps=10.0), ["topology.link_gbps", "not used", "nvlink_gbps"]),
     (dict(size=8), ["topology.size", "not used"]),
+    (dict(node_count=1, nvls=True), ["topology.nvls = true: topology.node = 'dgx-a100' has "
+                                     "no NVLink SHARP", "expected a node whose NVSwitches "
+                                     "reduce: dgx-h100"]),
 ])
 def test_bad_cluster_settings_are_refused_naming_the_key(kw, words):
     with pytest.raises(ConfigError) as e:
