@@ -89,8 +89,8 @@ def test_the_a100s_ll_step_is_nccls_against_a_process_per_gpu():
 
 
 def test_the_harness_accounts_for_the_dgx_a100s_one_channel_latencies():
-    """NVIDIA/nccl-tests #123 (tests/data/nccl_tests_latency_a100.json, not used to price
-    anything): one channel, 8-128 bytes, -g on 2 to 8 GPUs of a DGX A100, -n 100. The ring
+    """NVIDIA/nccl-tests #123 (tests/data/nccl_tests_latency_a100.json, which prices
+    nothing): one channel, 8-128 bytes, -g on 2 to 8 GPUs of a DGX A100, -n 100. The ring
     alone (pysim) runs faster than every measured time from 4 GPUs on, by up to 46%; with one
     thread's launches priced on the other server (HOST_US, times the GPUs), the loop is within
     17% of every measured time: that DGX A100 (NCCL of 2022, one channel forced) launches a
