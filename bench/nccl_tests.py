@@ -88,8 +88,7 @@ def published_time_us(nbytes, busbw, p=8):
     return nbytes * 2 * (p - 1) / p / (busbw * 1e3)
 
 
-def compare(name, data, level="flow", flit_max=None, tuning="measured", harness=None,
-            p=8):
+def compare(name, data, level="flow", flit_max=None, tuning="measured", harness=None):
     """Per size, pysim's all-reduce against the measurement. `harness` ({"gpus_per_thread",
     "iters"}, the measurement's nccl-tests options) adds the host's launches where priced."""
     system = data.get("system", name)
@@ -104,7 +103,7 @@ def compare(name, data, level="flow", flit_max=None, tuning="measured", harness=
                 else None)
         t = r["time_us"] if host is None else harness_us(r["time_us"], host,
                                                             harness["iters"])
-        busbw = nbytes * 2 * (p - 1) / p / (t * 1e3)
+        busbw = r["busbw_gbps"] * r["time_us"] / t     # the same bytes over the loop's time
         rows.append(dict(system=name, level=level, tuning=release, bytes=nbytes,
                          published_busbw_gbps=pub,
                          published_time_us=round(published_time_us(nbytes, pub), 2),
