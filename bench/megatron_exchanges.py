@@ -2,7 +2,7 @@
 by step on the pass times of simulated Table 1 rows, beside the same replay under pysim's
 semantics.
 
-    python bench/megatron_exchanges.py megatron.json [--json FILE]
+    python bench/megatron_exchanges.py megatron.json [--transfer-scale X] [--json FILE]
 
 megatron.json is what `python bench/megatron.py --json megatron.json` writes; its pipelined
 rows are replayed. What Megatron-LM ran (NVIDIA/Megatron-LM at 6985e58, the commit of the
@@ -30,7 +30,7 @@ micro-batch w = (products + attention + element-wise + exposed tensor-parallel t
 stage's layers x m), a quarter of it forward and three quarters backward (the recomputed
 forward and the backward); the logits and loss ('embedding' / m) on the last stage's last
 chunk, a third forward; a send's and an all-gather's time as pysim ran them (pp_send and
-pp_all_gather seconds over their count). The first column (pysim's iteration less its
+pp_all_gather seconds over their count; --transfer-scale multiplies the sends'). The first column (pysim's iteration less its
 exposed data-parallel all-reduce and optimizer step) checks the pysim-semantics replay
 against pysim itself. Both replays give the closed form (p - 1) / (m v) with equal passes
 and no transfer time (tests/test_megatron_exchanges.py).
@@ -233,8 +233,13 @@ def row_inputs(row, layers):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rows", help="bench/megatron.py --json's output")
+    ap.add_argument("--transfer-scale", type=float, default=1.0,
+                    help="multiply each send's time between stages by this (default 1: as "
+                         "pysim ran them)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if not a.transfer_scale >= 0:
+        ap.error(f"--transfer-scale {a.transfer_scale}: expected a number >= 0")
     with open(a.rows) as f:
         rows = json.load(f)["rows"]
     layers = {r["params_billion"]: r["layers"] for r in table()[1]}
@@ -245,6 +250,7 @@ def main(argv=None):
         if row.get("error") is None or row["pp"] == 1:
             continue
         pp, v, m, fwd, bwd, transfer, gather = row_inputs(row, layers[row["params_billion"]])
+        transfer *= a.transfer_scale
         b = row["breakdown_seconds"]
         pysim = row["iteration_seconds"] - b["dp_exposed"] - b["optimizer"]
         ours = max(replay_pysim(pp, v, m, fwd, bwd, transfer, gather))
@@ -252,11 +258,13 @@ def main(argv=None):
         out.append(dict(params_billion=row["params_billion"], pp=pp, interleave=v,
                         micro_batches=m, pysim_seconds=pysim, replay_pysim_seconds=ours,
                         replay_megatron_seconds=theirs, megatron_less_pysim=theirs - ours,
-                        published_iteration_seconds=row["published_iteration_seconds"]))
+                        published_iteration_seconds=row["published_iteration_seconds"],
+                        transfer_seconds=transfer, gather_seconds=gather))
         print(f"{row['params_billion']:>7}B {pp:>3} {v:>2} {m:>4} {pysim:>8.3f}s {ours:>8.3f}s "
               f"{theirs:>8.3f}s {theirs - ours:>+9.3f}s")
     if a.json:
-        write_json(a.json, {"rows": out, "provenance": provenance()})
+        write_json(a.json, {"rows": out, "transfer_scale": a.transfer_scale,
+                            "provenance": provenance()})
 
 
 if __name__ == "__main__":
