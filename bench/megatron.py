@@ -33,7 +33,10 @@ micro-batch's weight gradients added to the accumulated ones by a kernel of thei
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
-tests/data/korthikanti_table5.json).
+tests/data/korthikanti_table5.json). --table readme runs the one measurement Megatron-LM's README of 2021
+gives (GPT-3 175B on 1,024 A100s of Selene, tp 8, pp 16, micro-batch 1, not interleaved,
+about 32 s an iteration: the same code, container and count as Table 1's;
+tests/data/megatron_readme_2021.json).
 
 Not in the paper's table, and taken from the authors' scripts for it (NVIDIA/Megatron-LM,
 examples/sc21/run_table_1.sh; kept beside the table in its data file): each row's micro-batch
@@ -97,19 +100,23 @@ IB_NS = 1000.0               # assumed: HCA and switch
 
 
 KORTHIKANTI = os.path.join(os.path.dirname(DATA), "korthikanti_table5.json")
+README_2021 = os.path.join(os.path.dirname(DATA), "megatron_readme_2021.json")
+TABLES = {"sc21": DATA, "korthikanti": KORTHIKANTI, "readme": README_2021}
 
 
 def table(which="sc21"):
-    """(metadata, rows) of Narayanan et al.'s Table 1 ('sc21') or Korthikanti et al.'s
+    """(metadata, rows) of Narayanan et al.'s Table 1 ('sc21'), Korthikanti et al.'s
     Table 5 ('korthikanti': its full-recomputation column as a per-GPU throughput by the
-    same count, with the 2022 code's input-gradient all-reduce beside the weight gradient)."""
-    with open(DATA if which == "sc21" else KORTHIKANTI) as f:
+    same count, with the 2022 code's input-gradient all-reduce beside the weight gradient)
+    or the GPT-3 175B example of Megatron-LM's README of 2021 ('readme': the same code,
+    container and count as Table 1's)."""
+    with open(TABLES[which]) as f:
         d = json.load(f)
     rows = [dict(zip(d["columns"], r)) for r in d["rows"]]
     if "run_settings" in d:              # the authors' scripts' micro-batch and interleaving
         for r, s in zip(rows, d["run_settings"]["rows"]):
             r.update(zip(d["run_settings"]["columns"], s))
-    if which != "sc21":
+    if which == "korthikanti":
         for r in rows:
             r["tp_overlap"] = True
             r["tflops_per_gpu"] = flops_per_iteration(r, d["vocab"], d["seq"]) / (
@@ -418,9 +425,11 @@ def main(argv=None):
                          "passes, the cross entropy's passes, the layers' small kernels) or "
                          "fused (all folded away)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--table", choices=("sc21", "korthikanti"), default="sc21",
+    ap.add_argument("--table", choices=sorted(TABLES), default="sc21",
                     help="sc21: Narayanan et al.'s Table 1 (default); korthikanti: Korthikanti "
-                         "et al.'s Table 5, full recomputation (its micro-batch and chunks)")
+                         "et al.'s Table 5, full recomputation (its micro-batch and chunks); "
+                         "readme: the GPT-3 175B example of Megatron-LM's README of 2021 "
+                         "(1,024 GPUs, tp 8, pp 16, micro-batch 1)")
     a = ap.parse_args(argv)
     if a.op_limit is not None:
         graph_module.MAX_OPS = a.op_limit

@@ -45,7 +45,7 @@ import sys
 from pysim.workload.training.pipeline import schedule
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from megatron import table  # noqa: E402
+from megatron import TABLES, table  # noqa: E402
 from provenance import provenance, write_json  # noqa: E402
 
 
@@ -242,14 +242,15 @@ def main(argv=None):
         ap.error(f"--transfer-scale {a.transfer_scale}: expected a number >= 0")
     with open(a.rows) as f:
         rows = json.load(f)["rows"]
-    layers = {r["params_billion"]: r["layers"] for r in table()[1]}
+    layers = {(r["params_billion"], r["gpus"]): r["layers"] for which in TABLES
+              for r in table(which)[1]}
     out = []
     print(f"{'params':>8} {'pp':>3} {'v':>2} {'m':>4} {'pysim':>9} {'replay':>9} "
           f"{'Megatron':>9} {'difference':>10}")
     for row in rows:
         if row.get("error") is None or row["pp"] == 1:
             continue
-        pp, v, m, fwd, bwd, transfer, gather = row_inputs(row, layers[row["params_billion"]])
+        pp, v, m, fwd, bwd, transfer, gather = row_inputs(row, layers[(row["params_billion"], row["gpus"])])
         transfer *= a.transfer_scale
         b = row["breakdown_seconds"]
         pysim = row["iteration_seconds"] - b["dp_exposed"] - b["optimizer"]
