@@ -20,20 +20,20 @@ paper's `examples/sc21` scripts; the schedules behave so since 64a83fb of March 
   scatter-gather's all-gather of what was received. An NCCL send ends once its peer has
   posted the matching receive, so an exchange waits for its neighbours' exchanges.
 
-Replayed here: each stage's passes and exchanges in that order; a message ends at the
-later of its send's and its receive's posting plus its transfer time; an exchange ends when
-all its messages have, plus the all-gather if it received. pysim's semantics, replayed on
-the same times: each pass waits for its input (the send's end, then the all-gather), the
-sending stage goes on once its send ends (workload.parallel.p2p_sync), nothing waits for a
-receiver. Pass times per row from its simulated breakdown (the critical GPU's): per layer and
-micro-batch w = (products + attention + element-wise + exposed tensor-parallel time) / (the
+Replayed here: each stage's passes and exchanges in that order; a message ends at the later
+of its send's and its receive's posting plus its transfer time; an exchange ends when all
+its messages have, plus the all-gather if it received. pysim's semantics, replayed on the
+same times: each pass waits for its input (the send's end, then the all-gather), the sending
+stage goes on once its send ends (workload.parallel.p2p_sync), nothing waits for a receiver.
+Pass times per row from its simulated breakdown (the critical GPU's): per layer and micro-
+batch w = (products + attention + element-wise + exposed tensor-parallel time) / (the
 stage's layers x m), a quarter of it forward and three quarters backward (the recomputed
 forward and the backward); the logits and loss ('embedding' / m) on the last stage's last
 chunk, a third forward; a send's and an all-gather's time as pysim ran them (pp_send and
-pp_all_gather seconds over their count; --transfer-scale multiplies the sends'). The first column (pysim's iteration less its
-exposed data-parallel all-reduce and optimizer step) checks the pysim-semantics replay
-against pysim itself. Both replays give the closed form (p - 1) / (m v) with equal passes
-and no transfer time (tests/test_megatron_exchanges.py).
+pp_all_gather seconds over their count; --transfer-scale multiplies the sends'). The first
+column (pysim's iteration less its exposed data-parallel all-reduce and optimizer step)
+checks the pysim-semantics replay against pysim itself. Both replays give the closed form
+(p - 1) / (m v) with equal passes and no transfer time (tests/test_megatron_exchanges.py).
 """
 from __future__ import annotations
 
@@ -250,7 +250,8 @@ def main(argv=None):
     for row in rows:
         if row.get("error") is None or row["pp"] == 1:
             continue
-        pp, v, m, fwd, bwd, transfer, gather = row_inputs(row, layers[(row["params_billion"], row["gpus"])])
+        key = (row["params_billion"], row["gpus"])
+        pp, v, m, fwd, bwd, transfer, gather = row_inputs(row, layers[key])
         transfer *= a.transfer_scale
         b = row["breakdown_seconds"]
         pysim = row["iteration_seconds"] - b["dp_exposed"] - b["optimizer"]
