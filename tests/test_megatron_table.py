@@ -74,12 +74,16 @@ def test_the_smallest_configuration_is_within_ten_percent():
     """1.7B on 32 GPUs, no tensor or pipeline parallelism, the authors' micro-batch of 16:
     its iteration is the kernel model's compute (with Megatron-LM's gradient accumulation
     and optimizer and loss passes of 2021, the attention's batched products held to their
-    bytes) and NCCL's gradient all-reduce over 4 nodes, held to the 10% target (+7.8%,
-    docs/validation.md)."""
+    bytes, the products of the CUDA 11 era's libraries that the authors' container ran) and
+    NCCL's gradient all-reduce over 4 nodes, held to the 5% target (+0.4%,
+    docs/validation.md); with the products of CUDA 12.5 it is +7.8%, within the 10% one."""
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import megatron
     r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
-                         SETTINGS[0]["interleave"])
+                         SETTINGS[0]["interleave"], library="cuda11")
+    assert abs(r["error"]) < 0.05
+    r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
+                         SETTINGS[0]["interleave"], library="cuda12")
     assert abs(r["error"]) < 0.10
 
 

@@ -434,3 +434,55 @@ def test_across_nodes_the_chunk_major_ring_keeps_within_its_closed_form():
                  for f in (False, True))
     assert 0.97 * low <= sims["2.18"] <= 1.03 * pipe + slack("ring", p, 2), (low, pipe, sims)
     assert sims["2.18"] < 0.95 * sims["2.23"], sims
+
+
+def test_nccl_218s_nvls_lays_its_loops_out_channel_by_channel():
+    """NCCL up to 2.19 (src/collectives/device/all_reduce.h, the NVLS RunWorkElement):
+    channel b's part of a loop is ranks x chunk bytes at b x ranks x chunk; the chunk
+    (src/enqueue.cc, computeColl) is 128 KiB, 64 KiB below 64 x 16 channels x 8 ranks x 128
+    KiB = 1 GiB, 32 KiB below 8 x 128 x 64 KiB = 64 MiB, 16 KiB below 2 x 128 x 32 KiB = 8
+    MiB. By hand on 8 ranks and 16 channels: up to 128 KiB all of it on channel 0 (a 16th of
+    NVLS's rate: 16 times the links' time); 1 MiB on 8 channels of 128 KiB (twice); 2 MiB
+    one full loop (once); 3 MiB a full loop of 2 MiB and 1 MiB on 8 channels, channel 0
+    carrying 256 KiB (16 x 256 / 3,072 = 4/3); 8 MiB, chunk 32 KiB, two full loops of 4 MiB
+    (once). From 2.20 an even share: once, unless fewer channels run (4 channels: 4 times)."""
+    K = 1 << 10
+    for n, busiest, factor in ((64 * K, 64 * K, 16), (128 * K, 128 * K, 16),
+                               (1 << 20, 128 * K, 2), (2 << 20, 128 * K, 1),
+                               (3 << 20, 256 * K, 4 / 3), (8 << 20, 512 * K, 1)):
+        for release in ("2.18", "2.19"):
+            assert nccl.nvls_busiest(n, 8, 16, release) == busiest, (n, release)
+            assert nccl.nvls_factor(n, 8, 16, release) == pytest.approx(factor), (n, release)
+        for release in ("2.20", "2.23"):
+            assert nccl.nvls_factor(n, 8, 16, release) == 1.0
+            assert nccl.nvls_factor(n, 8, 4, release) == 4.0
+
+
+@pytest.mark.parametrize("level", ["flow", "flit"])
+def test_nvls_of_nccl_218_goes_at_its_busiest_channels_pace(level):
+    """One DGX H100 with NCCL 2.18's layout (above): pysim's NVLS exchange (n (1 + 1/8)
+    bytes each way per GPU, one loop, so its first slice's fill is n again) at a 16th of
+    NVLS's rate per channel, 0.85 of NVLink's 450 x 20.6/25 GB/s of data: 64 KiB on one
+    channel takes NCCL's NVLS latency 25 us + 16 x 2 x 65,536 x 1.125 / 315.18 GB/s = 32.49
+    us, by hand; 2.23's even share 25 + 2 x 65,536 x 1.125 / 315.18 = 25.47 us. The closed
+    form (nvls_seconds) gives those; the flow level them plus the links' own latency; the flit
+    level no faster, and at most 10% slower (its switch exchange is slower than the flow
+    level's from 1 MiB of traffic, docs/clusters.md: 2.18's extra 7.02 us within 2% at the
+    flow level, and at the flit level no less and at most a third more)."""
+    n, rate = 1 << 16, 450 * 20.6 / 25 * 0.85e9
+    hand = {"2.18": 25e-6 + 16 * 2 * n * 1.125 / rate, "2.23": 25e-6 + 2 * n * 1.125 / rate}
+    assert hand["2.18"] * 1e6 == pytest.approx(32.49, abs=0.01)
+    sims = {}
+    for release in ("2.18", "2.23"):
+        cfg = cfg_for("dgx-h100", n, "nvls", "Simple", **{
+            "topology.nvls": True, "workload.nccl_tuning": release, "network.model": level})
+        _, _, sims[release], m, p = model_and_sim(cfg)
+        assert nccl.nvls_seconds(n, m, p, 16, release) == pytest.approx(hand[release],
+                                                                         rel=1e-6)
+        cyc = 1e9 * cfg.network.clock_ghz
+        top = 1.01 if level == "flow" else 1.10
+        assert 0.99 * hand[release] * cyc <= sims[release] <= \
+            top * hand[release] * cyc + slack("nvls", p, 1), (release, hand, sims)
+    extra, want = (sims["2.18"] - sims["2.23"]) / cyc, hand["2.18"] - hand["2.23"]
+    low, high = (0.98, 1.02) if level == "flow" else (0.98, 1.35)
+    assert low * want <= extra <= high * want, (extra, want)

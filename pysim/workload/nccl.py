@@ -150,6 +150,21 @@ MAX_SLICES = 16
 # at most NVLS_MAX_SLICES of them
 NVLS_CHUNK = 1 << 17
 NVLS_MAX_SLICES = 64
+# A channel of NVLink SHARP is one thread block, which copies its part of the rank's data into
+# the switch's buffer (its scatter warps), reduces and multicasts its rank's chunk of it
+# (multimem loads and stores) and copies the result out (its gather warps); NCCL runs 16 of
+# them because fewer do not reach NVLS's rate ("NVLS should not need more than 16 channels to
+# get peak BW", src/enqueue.cc, getAlgoInfo, 2.18.5; from 2.20, buffers registered with NVLS,
+# whose thread blocks skip the copies, "only need 4/5 channels to saturate bandwidth"). So a
+# channel moves at most 1/NVLS_PEAK_CHANNELS of the links' NVLS rate, and a collective whose
+# data sits on fewer channels goes at the pace of its busiest one (nvls_factor). Up to 2.19
+# NCCL lays each loop out channel by channel (src/collectives/device/all_reduce.h, the NVLS
+# RunWorkElement: channel b's part of a loop is ranks x chunk bytes at b x ranks x chunk), so
+# below channels x ranks x chunk bytes (2 MiB on a DGX H100) the data sits on the first
+# channels, all of it on one up to 128 KiB; from 2.20 each channel takes an even share
+# (src/enqueue.cc, the channels' countPerChannels). NVLS_LAYOUT_RELEASES are the former.
+NVLS_PEAK_CHANNELS = 16
+NVLS_LAYOUT_RELEASES = ("2.18", "2.19")
 
 declare(
     Key("workload", "nccl_algorithm", "str", "auto", "-",
@@ -169,7 +184,9 @@ declare(
         "picks the algorithm and protocol per size ('2.18', '2.19', '2.20' (2.19's constants "
         "are 2.20's) or '2.23'); up to 2.19 an LL128 ring all-reduce also lays out its last "
         "loop's chunks as those releases do (chunk-major, the last ranks' chunks short or "
-        "empty); otherwise the collective runs alike whatever the release.",
+        "empty), and NVLink SHARP its loops channel by channel (below 2 MiB on a DGX H100 "
+        "the data on the first channels, each moving a 16th of NVLS's rate at most); "
+        "otherwise the collective runs alike whatever the release.",
         None, lambda: list(TUNING_RELEASES)),
 )
 
@@ -238,9 +255,40 @@ def nvls_chunk(nbytes, p, channels=NVLS_CHANNELS):
     return chunk
 
 
-def _nvls_slices(nbytes, p):
-    loop = NVLS_CHANNELS * p * nvls_chunk(nbytes, p)
+def _nvls_slices(nbytes, p, channels=NVLS_CHANNELS):
+    loop = channels * p * nvls_chunk(nbytes, p, channels)
     return _split(nbytes, max(1, min(NVLS_MAX_SLICES, -(-nbytes // loop))))
+
+
+def nvls_busiest(nbytes, p, channels=NVLS_CHANNELS, release="2.23"):
+    """The bytes (of each rank's data) on NVLink SHARP's busiest channel: up to 2.19
+    (NVLS_LAYOUT_RELEASES) loops of channels x ranks x chunk laid out channel by channel, so
+    the first channel holds ranks x chunk of every loop and of the last its rest, up to that;
+    from 2.20 an even share."""
+    n, c = int(nbytes), max(1, int(channels))
+    if release not in NVLS_LAYOUT_RELEASES:
+        return -(-n // c)
+    per = p * nvls_chunk(n, p, c)
+    full, rest = divmod(n, c * per)
+    return full * per + min(rest, per)
+
+
+def nvls_factor(nbytes, p, channels=NVLS_CHANNELS, release="2.23"):
+    """How much longer than the links allow NVLink SHARP takes because a channel moves at
+    most 1/NVLS_PEAK_CHANNELS of the links' NVLS rate: the busiest channel's bytes at that
+    rate over all the bytes at the links' (>= 1)."""
+    n = max(1, int(nbytes))
+    return max(1.0, NVLS_PEAK_CHANNELS * nvls_busiest(n, p, channels, release) / n)
+
+
+def nvls_seconds(nbytes, m, p, channels=NVLS_CHANNELS, release="2.23"):
+    """The closed form of NVLink SHARP as pysim runs it (nccl_graph._nvls): NCCL's NVLS
+    latency, then the slices' bytes, n (1 + 1/p) each way per GPU and the first slice's fill
+    again, at the links' NVLS rate, times nvls_factor (the busiest channel's pace)."""
+    first = _nvls_slices(nbytes, p, channels)[0]
+    rate = m.nvlink * NVLS_EFFICIENCY * 1e9
+    return STEP_US["nvlink"][("nvls", "Simple")] * 1e-6 + \
+        nvls_factor(nbytes, p, channels, release) * (nbytes + first) * (1 + 1 / p) / rate
 
 
 def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True):
