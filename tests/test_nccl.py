@@ -436,6 +436,26 @@ def test_nccl_218s_nvls_lays_its_loops_out_channel_by_channel():
             assert nccl.nvls_factor(n, 8, 4, release) == 4.0
 
 
+def test_nvls_moves_ncclss_chunks_in_its_loops():
+    """NCCL's NVLS chunk (src/enqueue.cc, computeColl in 2.18.5; computeCollChunkInfo in
+    2.20.5, the same rule on one node): 128 KiB (the 512 KiB step of the 4 MiB Simple buffer,
+    capped), halved to 64 KiB below 64 x ops x 128 KiB = 1 GiB, to 32 KiB below 8 x ops x
+    64 KiB = 64 MiB, to 16 KiB below 2 x ops x 32 KiB = 8 MiB, where ops = 16 channels x 8
+    heads = 128; a loop is ops x chunk. By hand: 2 MiB one loop of 16 KiB chunks, 4 MiB two;
+    8, 16 and 32 MiB two, four and eight loops of 32 KiB (4 MiB each); 64 MiB eight and 512
+    MiB 64 loops of 64 KiB (8 MiB each); 1 and 8 GiB 64 and 512 loops of 128 KiB (16 MiB
+    each). pysim pipelines them as slices, one per loop up to 64."""
+    K, M = 1 << 10, 1 << 20
+    for n, chunk, loops in ((2 * M, 16 * K, 1), (4 * M, 16 * K, 2), (8 * M, 32 * K, 2),
+                            (16 * M, 32 * K, 4), (32 * M, 32 * K, 8), (64 * M, 64 * K, 8),
+                            (512 * M, 64 * K, 64), (1 << 30, 128 * K, 64),
+                            (1 << 33, 128 * K, 512)):
+        assert nccl.nvls_chunk(n, 8, 16) == chunk, n
+        assert -(-n // (16 * 8 * chunk)) == loops, n
+        slices = nccl._nvls_slices(n, 8, 16)
+        assert len(slices) == min(loops, 64) and sum(slices) == n, n
+
+
 @pytest.mark.parametrize("level", ["flow", "flit"])
 def test_nvls_of_nccl_218_goes_at_its_busiest_channels_pace(level):
     """One DGX H100 with NCCL 2.18's layout (above): pysim's NVLS exchange (n (1 + 1/8)
