@@ -219,28 +219,6 @@ def test_all_reduce_meets_published_nccl_tests_where_nccls_model_holds(system, o
         assert r["busbw_gbps"] == pytest.approx(pub[n], rel=0.05), (n, r["busbw_gbps"], pub[n])
 
 
-def test_the_ll_step_on_a100_is_the_measured_one_and_the_latency_follows():
-    """pysim.workload.nccl.RUN_STEP_US takes an LL ring step on the A100 from nccl-tests on a
-    DGX A100 with one channel (tests/data/nccl_tests_latency_a100.json): the least-squares
-    slope of the time over the ring's 2 (p - 1) steps, less the 0.2 us pysim's route adds a
-    step. That guards the constant against its source (the slope is taken from this data).
-    What is not taken from it is the rest, NCCL's base latency (6.6 us) and the links': the
-    simulated 1-channel LL ring on 2 to 8 GPUs is within 10% of every measured time."""
-    with open(os.path.join(os.path.dirname(__file__), "data",
-                           "nccl_tests_latency_a100.json")) as f:
-        d = json.load(f)
-    x = [2 * (g - 1) for g in d["gpus"]]
-    y = d["time_us"]
-    mx, my = sum(x) / len(x), sum(y) / len(y)
-    slope = sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
-    assert nccl.RUN_STEP_US["a100"][("ring", "LL")] + 0.2 == pytest.approx(slope, rel=0.02)
-    for g, t in zip(d["gpus"], y):
-        r = simulate(cfg_for("dgx-a100", 64, "ring", "LL", **{
-            "workload.nccl_channels": 1,
-            "workload.group": [f"gpu{i}" for i in range(g)]})).to_dict()
-        assert r["collective_cycles"] / 1e3 == pytest.approx(t, rel=0.10), (g, t)
-
-
 @pytest.mark.parametrize("form", ["steps", "streams"])
 def test_a_collective_issued_later_pays_its_base_latency(form):
     """NCCL's base latency is paid by every collective from where its ranks start, not once

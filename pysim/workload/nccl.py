@@ -58,24 +58,19 @@ STEP_US = {
             ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0},
 }
-# What a step takes where it has been measured, in place of the tuning model's figure (which
-# NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
-# with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
-# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8,
-# 25.2, 29.5, 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
-# besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
-# hops through the switch), so 1.775 us of it is the step's own. (The run drives its GPUs
-# from one thread, so part of the slope may be the host's launches; it is charged to the steps.)
-RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
+# A step runs in the time NCCL's tuning model gives it, on every machine. On a DGX A100 the
+# one-channel nccl-tests latencies on 2 to 8 GPUs (NVIDIA/nccl-tests #123, 2022: 10.0 to 33.7
+# us, about 4 us more per GPU) grow with the kernels one host thread launches (`-g`), not with
+# the ring's steps: the same nccl-tests on one 8 x A100-SXM4-80GB NVSwitch server takes a flat
+# 38-40 us from 8 bytes to 16 KiB with one thread driving the 8 GPUs and 17.7-25.7 us with a
+# process per GPU (tests/data/nccl_tests_harness_a100.json). The one-process runs hold
+# NCCL's 0.6 us: 8 GPUs, 8 bytes, one channel, 6.6 + 14 x (0.6 + the route's 0.2) = 17.8 us
+# against 17.7 measured. bench/nccl_tests.py models the one-thread launch.
 
 
 def step_us(m, algo, proto, transport):
-    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net') as
-    pysim runs it: measured (RUN_STEP_US) where known for NVLink, else NCCL's tuning."""
-    if transport == "nvlink":
-        run = RUN_STEP_US.get(m.preset, {}).get((algo, proto))
-        if run is not None:
-            return run
+    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net'):
+    NCCL's tuning model's (STEP_US), on every machine `m`."""
     return STEP_US[transport][(algo, proto)]
 
 
