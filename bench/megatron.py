@@ -231,7 +231,7 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, **ddp_settings(row),
-                     "chunks": 1, "compute": "kernels",
+                     **({} if algorithm == "nccl" else {"chunks": 1}), "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "kernel_library": library,
                      "memory": {"policy": "recompute", "recompute": "full"}}})

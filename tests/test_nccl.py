@@ -348,6 +348,44 @@ def test_nccl_keys_without_the_nccl_algorithm_are_refused_not_ignored(key, value
     simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))
 
 
+@pytest.mark.parametrize("key, value, why", [
+    ("workload.chunks", 2, "NCCL's loops, chunks and slices are its own"),
+    ("workload.chunks_in_flight", 1, "NCCL's pipeline of slices is its own"),
+    ("workload.reduce_gbps", 1.0, "the reductions of NCCL's algorithms take no time here"),
+    ("workload.engine", "offload", "NCCL's kernels run on the GPUs' own SMs")])
+def test_collective_keys_the_nccl_algorithm_does_not_read_are_refused(key, value, why):
+    """NCCL's algorithms choose their own chunks and pipeline, reduce for free and run on
+    the SMs: these keys changed nothing (the same cycle as unset), so they are refused
+    naming key, value and why; with the ring they run. A file's own key that an override to
+    'nccl' leaves idle is not refused (selene's chunks = 1)."""
+    over = {"workload.kind": "collective", "network.model": "flow", "workload.bytes": 65536,
+            key: value}
+    with pytest.raises(ConfigError, match=rf"^{key} = {value!r} is not read by workload\."
+                                          rf"algorithm = 'nccl': {why}"):
+        simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))
+    simulate(load("dgx-a100", over))
+    simulate(load("selene", {"topology.node_count": 2, "workload.algorithm": "nccl",
+                             "workload.bytes": 65536}))
+
+
+def test_an_nccl_collective_past_the_op_limit_names_what_makes_fewer_not_chunks():
+    """NCCL's chunks are its own (workload.chunks is not read): past the op limit the
+    refusal names the collective, its bytes and participants, NCCL's pick and what makes
+    fewer ops, which then runs (512 GPUs: NCCL's tree in LL128 at 1 MiB is refused, its ring
+    runs)."""
+    over = {"topology.node_count": 64, "workload.kind": "collective", "network.model": "flow",
+            "workload.algorithm": "nccl", "workload.bytes": 1 << 20}
+    with pytest.raises(ConfigError, match=r"^workload\.algorithm = 'nccl': all_reduce of "
+                                          r"1,048,576 bytes over 512 participants by NCCL's "
+                                          r"tree in LL128 makes up to [\d,]+ ops, more than the "
+                                          r"10,000,000 ops a graph may have \(NCCL's ring with "
+                                          r"workload\.collective_form = 'streams' makes fewer"):
+        collective_graph(cfg := load("superpod-h100", over), build_topology(cfg))
+    cfg = load("superpod-h100", {**over, "workload.nccl_algorithm": "ring",
+                                 "workload.collective_form": "streams"})
+    collective_graph(cfg, build_topology(cfg))
+
+
 def test_nccl_218s_ll128_ring_lays_its_last_loop_out_chunk_major():
     """NCCL up to 2.19 (src/collectives/device/all_reduce.h, runRing): in LL128 the chunk of
     each rank and channel is the rest over channels x ranks rounded up to whole grains of

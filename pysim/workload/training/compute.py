@@ -171,13 +171,14 @@ class KernelTimes:
                 k /= lay.tp
             t = linear_seconds(km, peak, int(tokens), int(k), int(n), phase)
             return max(t, memory_seconds(km, hbm, nbytes))
-        if layer.kind == "attention" and layer.op in ("causal", "dot") and self.heads and \
+        nh = layer.heads or self.heads     # (its own heads, else the model's parameter)
+        if layer.kind == "attention" and layer.op in ("causal", "dot") and nh and \
                 phase != "bwd_weight":
             q = layer.out_shape[0]
             hidden = layer.out_shape[-1]
-            d = hidden // self.heads
+            d = hidden // nh
             flops = samples * (layer.fwd_flops if phase == "fwd" else layer.bwd_input_flops)
-            heads = samples * self.heads / ff
+            heads = samples * nh / ff
             passes = None
             if self.layer_passes:
                 fused = megatron_softmax_fused(q, q, heads, lay.pb.act)
