@@ -369,6 +369,11 @@ class _Layout:
             raise ConfigError(f"workload.grad_accumulation = 'add' times the addition with the "
                               f"kernel model, and workload.compute = {w.compute!r}; set "
                               f"workload.compute = 'kernels' or leave the key out")
+        if w.kernel_library != "cuda12" and self.kernels is None:
+            raise ConfigError(f"workload.kernel_library = {w.kernel_library!r} chooses the "
+                              f"kernel model's products, and workload.compute = "
+                              f"{w.compute!r}; set workload.compute = 'kernels' or leave the "
+                              f"key out")
         if w.loss_kernels == "passes" and self.kernels is None:
             raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
                               f"the kernel model, and workload.compute = {w.compute!r}; set "
