@@ -69,6 +69,14 @@ def test_export_and_run_a_trace_from_the_command_line(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     a, b = (json.load(open(f)) for f in ("a.json", "b.json"))
     assert a["makespan_cycles"] == b["makespan_cycles"]
+    # the trace's result runs again from another folder: its config names the folder the run
+    # found in the current one (it wrote 'tr', found nowhere else)
+    assert b["config"]["workload"]["model"] == str(tmp_path / "tr")
+    os.mkdir("elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "b.json"), "--json", "c.json"])
+    assert r.exit_code == 0, r.output
+    assert json.load(open("c.json"))["makespan_cycles"] == b["makespan_cycles"]
 
 
 def _toml(v):
