@@ -393,6 +393,22 @@ def test_an_nccl_collective_past_the_op_limit_names_what_makes_fewer_not_chunks(
     collective_graph(cfg, build_topology(cfg))
 
 
+@pytest.mark.parametrize("over, said", [
+    ({}, "with workload.kind = 'synthetic' it would take it for an endpoint of the traffic"),
+    ({"workload.kind": "collective"}, "with workload.kind = 'collective' and workload."
+                                      "algorithm = 'ring' it would leave it idle"),
+])
+def test_the_nvlink_sharp_engine_is_refused_where_nccl_does_not_run_it(over, said):
+    """topology.nvls = true adds the NVSwitch's reduction engine (nvls0): synthetic traffic
+    took it for a ninth endpoint (its links carried flits), a ring collective left it idle;
+    both refused naming the key. NCCL's collective runs it."""
+    with pytest.raises(ConfigError, match=rf"^topology\.nvls = true adds the NVSwitch's "
+                                          rf"reduction engine \(node nvls0\).*{said}"):
+        simulate(load("dgx-h100", {"topology.nvls": True, **over}))
+    simulate(load("dgx-h100", {"topology.nvls": True, "workload.kind": "collective",
+                               "workload.algorithm": "nccl", "network.model": "flow"}))
+
+
 def test_nccl_218s_ll128_ring_lays_its_last_loop_out_chunk_major():
     """NCCL up to 2.19 (src/collectives/device/all_reduce.h, runRing): in LL128 the chunk of
     each rank and channel is the rest over channels x ranks rounded up to whole grains of
