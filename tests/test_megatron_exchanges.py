@@ -69,3 +69,31 @@ def test_a_transfer_on_a_two_stage_pipeline_by_hand(ex):
     fwd, bwd = [[1.0], [1.0]], [[2.0], [2.0]]
     assert max(ex.replay_megatron(2, 1, 1, fwd, bwd, x, 0.0)) == pytest.approx(6 + 2 * x)
     assert max(ex.replay_pysim(2, 1, 1, fwd, bwd, x, 0.0)) == pytest.approx(6 + 2 * x)
+
+
+def test_the_interleaved_order_by_hand(ex):
+    """pp = 2, v = 2, m = 4 in forward_backward_pipelining_with_interleaving's order
+    (Megatron-LM, megatron/schedules.py at 6985e58), worked by hand: stage r warms up with
+    (pp - r - 1) x 2 + (v - 1) x pp forward passes (4 on stage 0, 2 on stage 1), each
+    steady step a forward then a backward pass, the rest backward; forward k runs chunk
+    (k mod pp v) // pp, backward k chunk v - 1 - that."""
+    want = {0: "F0 F0 F1 F1 F0 B1 F0 B1 F1 B0 F1 B0 B1 B1 B0 B0",
+            1: "F0 F0 F1 B1 F1 B1 F0 B0 F0 B0 F1 B1 F1 B1 B0 B0"}
+    for r, order in want.items():
+        got = " ".join(f"{k}{c}" for k, c in ex.megatron_actions(r, 2, 2, 4) if k != "X")
+        assert got == order, r
+
+
+def test_a_sender_waits_for_its_send_by_hand(ex):
+    """pp = 2, two micro-batches (1F1B), forward 1 and backward 2, a transfer x: each
+    stage goes on only once its send has ended (pysim's p2p_sync; Megatron-LM's exchange
+    waits for its sends and receives). By hand, pysim's semantics: stage 0 forwards twice
+    (ends 1 + x, 2 + 2x); stage 1 forwards at 1 + x, backwards to 4 + x, sends (4 + 2x),
+    forwards the second at 4 + 2x and backwards to 7 + 2x, sends (7 + 3x); stage 0's
+    backwards start at 4 + 2x and 7 + 3x: 9 + 3x (without the sender's wait, 9 + 2x).
+    Megatron-LM's exchanges give the same: stage 0's second send meets stage 1's receive
+    posted at 4 + x."""
+    x = 0.25
+    fwd, bwd = [[1.0], [1.0]], [[2.0], [2.0]]
+    for replay in (ex.replay_pysim, ex.replay_megatron):
+        assert replay(2, 1, 2, fwd, bwd, x, 0.0) == pytest.approx([9 + 3 * x, 7 + 3 * x])
