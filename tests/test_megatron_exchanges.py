@@ -97,3 +97,35 @@ def test_a_sender_waits_for_its_send_by_hand(ex):
     fwd, bwd = [[1.0], [1.0]], [[2.0], [2.0]]
     for replay in (ex.replay_pysim, ex.replay_megatron):
         assert replay(2, 1, 2, fwd, bwd, x, 0.0) == pytest.approx([9 + 3 * x, 7 + 3 * x])
+
+
+@pytest.mark.parametrize("content, said", [
+    (None, "cannot be read (No such file or directory); expected what `python "
+           "bench/megatron.py --json FILE` writes"),
+    ("{not json", "not JSON"),
+    ('{"systems": {}}', "no list of rows"),
+    ('{"rows": [{"params_billion": 39.1, "gpus": 512, "pp": 2, "error": 0.01}]}',
+     "row 0 has no tp, batch, micro_batch, interleave, iteration_seconds"),
+])
+def test_what_is_not_a_megatron_json_is_named(ex, tmp_path, capsys, content, said):
+    """A missing file, one that is not JSON, or not bench/megatron.py's --json output
+    (nccl_tests' JSON has no rows; a row without its breakdown) is a usage error naming
+    the file and what was expected (they were a FileNotFoundError, a JSONDecodeError and a
+    KeyError)."""
+    path = tmp_path / "m.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        ex.main([str(path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and said in err
+
+
+def test_the_output_may_not_overwrite_the_input(ex, tmp_path, capsys):
+    path = tmp_path / "m.json"
+    path.write_text('{"rows": []}')
+    with pytest.raises(SystemExit):
+        ex.main([str(path), "--json", str(path)])
+    assert "names the input" in capsys.readouterr().err
+    assert path.read_text() == '{"rows": []}'
