@@ -118,12 +118,6 @@ KERNELS_CUDA11 = {
 KERNELS_CUDA11["a100_40"] = KERNELS_CUDA11["a100"]
 
 
-def kernels_for(name, library="cuda12"):
-    """The kernel model of NPU preset `name` with the products of `library` ('cuda12': the
-    presets' fit; 'cuda11': the CUDA 11 era's, where a preset has one), or None."""
-    return (KERNELS_CUDA11 if library == "cuda11" else KERNELS).get(name)
-
-
 def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):
     """Time of `batch` products of (m x k) by (k x n) at peak_flops (FLOP/s)."""
     m, n, k = max(1, m), max(1, n), max(1, k)
