@@ -432,7 +432,8 @@ def main(argv=None):
                          "fitted to: cuda11 (the CUDA 11 era's libraries), cuda12 (cuBLASLt "
                          "of CUDA 12.5); auto (default): cuda11 for sc21 and readme (the "
                          "authors' scripts ran NGC PyTorch 20.12, CUDA 11.1), cuda12 for "
-                         "korthikanti (its software is not recorded)")
+                         "korthikanti (the one it agrees with; its container is not "
+                         "recorded, its libraries CUDA 11's of 2022)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--table", choices=sorted(TABLES), default="sc21",
                     help="sc21: Narayanan et al.'s Table 1 (default); korthikanti: Korthikanti "
