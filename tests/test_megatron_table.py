@@ -207,21 +207,3 @@ def test_the_parts_correlations_leave_out_a_quantity_alike_in_every_row(capsys):
     out = capsys.readouterr().out.splitlines()[-1]
     assert out.startswith("r of the error with: ") and "tp +1.00" in out, out
     assert "attention share -1.00" in out and "pp " not in out and "micro-batch" not in out
-
-
-@pytest.mark.parametrize("argv, said", [
-    (["--table", "readme", "--rows", "1"], "--rows '1': expected row numbers from 0 to 0, "
-                                           "comma-separated (--table readme has 1 row)"),
-    (["--rows", "0,10"], "--rows '0,10': expected row numbers from 0 to 9"),
-    (["--rows", "x"], "--rows 'x': expected row numbers"),
-    (["--rows", "-1"], "--rows '-1': expected row numbers"),
-])
-def test_the_benchs_rows_are_checked(argv, said, capsys):
-    """bench/megatron.py --rows naming no row of the table is a usage error naming the
-    option, its value and the table's rows, before anything runs (an IndexError after the
-    rows before it had run; 'x' a ValueError; -1 ran the last row)."""
-    sys.path.insert(0, os.path.join(HERE, "..", "bench"))
-    import megatron as bench
-    with pytest.raises(SystemExit) as e:
-        bench.main(argv)
-    assert e.value.code == 2 and said in capsys.readouterr().err
