@@ -120,21 +120,3 @@ def test_azures_small_all_reduces_are_the_harness_loop():
         assert r["host_us"] is not None and r["time_us"] >= r["host_us"]
         assert abs(r["error"]) < 0.16, r
         assert a["error"] > 0.15, a
-
-
-@pytest.mark.parametrize("argv, said", [
-    (["--systems", "dgx-a200"], "--systems 'dgx-a200': 'dgx-a200' has no measurement; "
-                                "expected a comma-separated list of dgx-a100, dgx-h100"),
-    (["--systems", ""], "--systems '': '' has no measurement"),
-    (["--tuning", "2.99"], "--tuning '2.99': expected 'measured' or a release, one of 2.18"),
-    (["--level", "flit", "--flit-max", "0"], "--flit-max 0: expected at least 1,024 bytes"),
-    (["--level", "flit", "--flit-max", "-1"], "--flit-max -1: expected at least 1,024"),
-])
-def test_the_benchs_options_are_checked(argv, said, capsys):
-    """An unknown system or release, or a flit-level bound below every size (0 ran every
-    size up to 8 GiB at the flit level; below 0 none, then divided by zero), is a usage
-    error naming the option, its value and what was expected, before anything runs."""
-    with pytest.raises(SystemExit) as e:
-        bench.main(argv)
-    assert e.value.code == 2
-    assert said in capsys.readouterr().err
