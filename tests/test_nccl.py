@@ -147,13 +147,20 @@ def test_two_nodes_run_at_the_nics_rate_for_large_messages():
 
 @pytest.mark.parametrize("system,over,words", [
     ("switch8", {}, ["workload.algorithm = 'nccl'", "cluster"]),
-    ("dgx-h100", {"workload.nccl_algorithm": "nvls"}, ["nccl_algorithm = 'nvls'",
-                                                        "topology.nvls = true"]),
+    ("dgx-h100", {"workload.nccl_algorithm": "nvls"},
+     ["workload.nccl_algorithm = 'nvls': NVLink SHARP needs a node whose NVSwitches reduce, "
+      "with topology.nvls = true"]),
+    ("dgx-h100", {"workload.nccl_algorithm": "nvls", "topology.nvls": True,
+                  "workload.nccl_protocol": "LL"},
+     ["workload.nccl_algorithm = 'nvls', nccl_protocol = 'LL': NCCL runs nvls in Simple only"]),
     ("dgx-a100", {"workload.collective": "reduce_scatter", "workload.nccl_algorithm": "tree"},
-     ["nccl_algorithm = 'tree'", "reduce_scatter"]),
+     ["workload.nccl_algorithm = 'tree': NCCL's tree runs all_reduce only, not "
+      "reduce_scatter"]),
     ("dgx-a100", {"workload.collective": "all_to_all"}, ["'nccl'", "all_to_all"]),
 ])
 def test_what_nccl_does_not_run_is_refused_naming_the_key(system, over, words):
+    """Each names the keys given (not a protocol left at 'auto') and the reason that
+    applies: the node, the protocol, the collective."""
     cfg = load(system, {"workload.kind": "collective", "workload.algorithm": "nccl",
                         "network.model": "flow", **over})
     with pytest.raises(ConfigError) as e:

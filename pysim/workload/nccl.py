@@ -516,10 +516,20 @@ def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto", releas
             if t is not None and (best is None or t < best[0]):
                 best = (t, a, pr)
     if best is None:
-        raise ConfigError(f"workload.nccl_algorithm = {algo!r}, nccl_protocol = {proto!r}: "
-                          f"NCCL does not run {collective} so here (ring does every "
-                          f"collective in any protocol; tree all_reduce; nvls all_reduce in "
-                          f"Simple, on one node with topology.nvls = true)")
+        given = f"workload.nccl_algorithm = {algo!r}" + \
+            (f", nccl_protocol = {proto!r}" if proto != "auto" else "")
+        why = (f"NCCL's {algo} runs all_reduce only, not {collective}"
+               if algo != "ring" and collective != "all_reduce" else
+               "NVLink SHARP needs a node whose NVSwitches reduce, with topology.nvls = true "
+               "(dgx-h100)" if algo == "nvls" and not m.nvls else
+               f"NVLink SHARP is modelled within one node, not {m.nodes}"
+               if algo == "nvls" and m.nodes > 1 else
+               f"NCCL runs {algo} in " + ", ".join(pr for a, pr in BASE_US if a == algo) +
+               " only" if proto != "auto" and (algo, proto) not in BASE_US else
+               f"NCCL does not run {collective} so here")
+        raise ConfigError(f"{given}: {why} (ring does every collective in any protocol; tree "
+                          f"all_reduce; nvls all_reduce in Simple, on one node with "
+                          f"topology.nvls = true)")
     return best[1], best[2]
 
 
