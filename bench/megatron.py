@@ -34,7 +34,7 @@ Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs w
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
 tests/data/korthikanti_table5.json). --table readme runs the one measurement
-Megatron-LM's README of 2021 gives (GPT-3 175B on 1,024 A100s of Selene, tp 8, pp 16,
+Megatron-LM's README of 2021 gives (GPT-3 175B on 1,024 A100s, tp 8, pp 16,
 micro-batch 1, not interleaved, about 32 s an iteration: the same code, container and count
 as Table 1's; tests/data/megatron_readme_2021.json).
 
