@@ -257,7 +257,12 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
                  form, tp_ranks, era, library)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
-    counted = count_ops(b)
+    try:
+        counted = count_ops(b)       # (a collective past the op limit is refused here)
+    except GraphError as e:
+        out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
+                   wall_seconds=time.perf_counter() - t0)
+        return out
     out["ops_counted"] = counted.graph_total
     out["engine_ops_counted"] = counted.engine_total
     out["ops_by_part"] = counted.graph
