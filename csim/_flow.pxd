@@ -474,12 +474,16 @@ cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
     q.solo = 0.0
     q.m = 1
     q.stream = 0
+    q.lane = 0.0
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         if k == 0 or s.rs_cap[r] < q.solo or (s.rs_cap[r] == q.solo and s.rs_lanes[r] < q.m):
             q.solo = s.rs_cap[r]             # the bottleneck, and how many channels it has
             q.m = s.rs_lanes[r]
             q.stream = r >= s.vc_res_base    # (a class of one VC: packets one at a time)
+        if r < s.vc_res_base and s.rs_lanes[r] > 0 and \
+                (q.lane == 0.0 or s.rs_cap[r] / s.rs_lanes[r] < q.lane):
+            q.lane = s.rs_cap[r] / s.rs_lanes[r]     # the slowest channel (a lane of a group)
     q.service = 0.0
     q.vtail = 0.0
     q.rate = 0.0
@@ -518,8 +522,15 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     f = s.fl_free
     s.fl_free = s.fl[f].nxt
     s.fl_alive += 1
-    if q.m == 1 and not q.stream:
+    if q.m == 1 and not q.stream and q.solo <= q.lane * (1 + 1e-9):
         lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
+    elif q.m == 1 and not q.stream:
+        # the bottleneck is one channel faster than a lane further on (a group of several
+        # lanes, each slower): the packets spread over the lanes, so the message's flits pass
+        # at the bottleneck's rate, not at the lane's as one packet of N flits would, and the
+        # last packet arrives its own zero-load latency after it leaves: T0(L) + (n - 1) P F / R
+        lat = s.op_lat[op] + ceil_cycles(<double>((packets - 1) * bpp) / q.solo) - \
+            ceil_cycles(wire / q.solo)
     else:
         rounds = (packets - 1) // q.m         # rounds of m packets before the last
         in_last = packets - rounds * q.m

@@ -396,6 +396,44 @@ def test_groups_of_several_lanes_where_a_class_has_one_vc(over):
         assert abs((y["finish"] - y["start"]) - (x["finish"] - x["start"])) <= 1, (x, y)
 
 
+@pytest.mark.parametrize("system,pairs", [
+    ("ring8", [("n0", "n1", 1), ("n0", "n3", 3)]),                  # dateline classes
+    ("torus4x4", [("n0_0", "n1_0", 1), ("n0_0", "n2_1", 3)]),
+    ("mesh8x8", [("n0_0", "n1_0", 1), ("n0_0", "n2_1", 3)]),        # one class of 2 VCs
+])
+def test_a_message_through_lanes_slower_than_its_bottleneck(system, pairs):
+    """Links of 100 GB/s at 32-byte flits are four lanes of 25 B/cycle (0.78 flits a cycle);
+    NICs of 64 GB/s inject on two channels of a flit a cycle and eject on one, the route's
+    bottleneck. The packets spread over the lanes, so a message of n packets (the last of L
+    flits) arrives as its last packet would, sent (n - 1) P cycles after the first:
+    T0(L) + (n - 1) P, T0 written out from hop counts (its tail spaced at the lane's rate), not
+    as one packet of all the message's flits through one lane (whose time the flow level
+    gave, 28% longer). The flow level gives it exactly; the flit level within a cycle."""
+    cfg = load(os.path.join(TOPOLOGIES, system + ".toml"),
+               {"workload.kind": "graph", "topology.link_gbps": 100.0,
+                "network.injection_gbps": 64.0})
+    c, P = cfg.network, cfg.workload.packet_flits
+    per_router = c.routing_delay + c.vc_alloc_delay + c.sw_alloc_delay + c.st_delay
+    r = Fraction(25, 32)                                   # a lane's flits per cycle
+
+    def t0(H, L):
+        tail = max(L - 1, math.ceil((L - 1) / r) - (c.routing_delay + c.vc_alloc_delay))
+        return c.injection_delay + 1 + (H + 1) * per_router + H + 1 + tail
+
+    g, expect, prev = OpGraph(), [], None
+    for a, b, H in pairs:
+        for size in (40000, 100000, 195 * 512 + 1, 3 * 512 + 7, 512):
+            n = -(-size // (P * 32))
+            L = -(-(size - (n - 1) * P * 32) // 32)
+            expect.append(t0(H, L) + (n - 1) * P)
+            prev = g.send(a, b, size, after=[g.delay(50, after=[prev] if prev else None)])
+    flit, flow = both(cfg, g)
+    for res, slack in ((flow, 0), (flit, 1)):
+        got = [op["finish"] - op["start"] for op in res.ops if op["kind"] == "send"]
+        assert all(0 <= e - x <= slack for x, e in zip(got, expect)), \
+            (res.network_model, got, expect)
+
+
 def test_a_message_over_parallel_channels_crosses_them_a_round_at_a_time():
     """switch8 (five 30 B/cycle channels per link and NIC): 2 packets go side by side, so a
     2-packet message costs one full packet's zero-load latency; 10 packets are two rounds."""
