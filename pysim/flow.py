@@ -147,6 +147,108 @@ def _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits,
     return (t[1] - t[0]) / STREAM_PACKETS
 
 
+@functools.lru_cache(maxsize=512)
+def injection_period(inj_bpc, lane_bpc, lanes, lat_cycles, flit_bytes, packet_flits,
+                     buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns,
+                     clock_ghz):
+    """Cycles per packet of a NIC channel of inj_bpc bytes per cycle sending a long message
+    of full packets over a link of `lanes` channels of lane_bpc bytes per cycle each (and
+    lat_cycles latency), at the flit level, with the given router (vcs VCs of buffer_flits;
+    delays: routing, VC allocation, switch allocation, switch traversal): a message of K and
+    one of 2K packets, their times' difference over K. The channel carries one packet at a
+    time; where a packet is longer than the router's VC buffer, the buffer fills and the
+    channel waits for credits, which come back as the router forwards the packet onto its
+    lane, slower than the channel, while the packet before it still leaves the same input
+    port from another VC (an input forwards a flit a cycle in all): so the channel sends a
+    packet per more than P cycles however many lanes the link has."""
+    rd, va, sa, st = delays
+    C = clock_ghz
+    cfg = from_dict({
+        "topology": {"kind": "graph",
+                     "nodes": [{"name": "x0", "kind": "npu", "injection_gbps": inj_bpc * C},
+                               {"name": "x1", "kind": "npu",
+                                "ejection_gbps": lanes * lane_bpc * C}],
+                     "links": [{"a": "x0", "b": "x1", "bytes_per_cycle": lane_bpc,
+                                "latency_cycles": int(lat_cycles), "count": int(lanes)}]},
+        "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": vcs,
+                    "vc_buffer_flits": buffer_flits, "routing_delay": rd,
+                    "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
+                    "wait_for_tail_credit": wait_for_tail_credit,
+                    **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
+        "workload": {"kind": "graph", "packet_flits": packet_flits}})
+    network = compile_network(cfg)
+    t = []
+    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):
+        eng = new_engine(network.arrays)
+        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[1],
+                                   size=[k * packet_flits * flit_bytes], deps=[0],
+                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
+                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
+        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
+            raise ConfigError(
+                f"the flow level measures how a NIC channel of {inj_bpc:g} bytes per cycle "
+                f"feeds a link of {lanes} channels of {lane_bpc:g} at the flit level; with "
+                f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
+                f"{buffer_flits} it takes more than {CALIBRATION_CYCLES:,} cycles")
+        t.append(int(eng.op_times()[1][0]))
+    return (t[1] - t[0]) / STREAM_PACKETS
+
+
+def nic_injection_bytes(network, cfg):
+    """Per node, the bytes per cycle its NIC's injection channels carry in all where packets
+    longer than a VC buffer hold them below their rate (injection_period), else 0 (their
+    rate). A NIC's channel feeds its router, which forwards each packet onto a lane of one of
+    its links; the channel is held where every such link is two lanes or more (a link of one
+    lane slower than the channel is the bottleneck itself), each slower than the channel, and
+    the stream measured at the flit level is slower than the channel: to the fastest of its
+    links' streams (measured once per kind of channel and link). None where no NIC is held
+    (nothing to change)."""
+    net = cfg.network
+    P, F = cfg.workload.packet_flits, net.flit_bytes
+    n = len(network.inj_ch)
+    if P <= net.vc_buffer_flits or n == 0:
+        return None
+    arr = network.arrays
+    C = len(network.ch_kind)
+    par = np.asarray(arr["ch_par_n"])
+    base = np.asarray(arr["ch_par_base"])
+    m = np.asarray(arr["nic_inj_n"])
+    groups = np.flatnonzero((network.ch_kind == CH_NET) & (base == np.arange(C)))
+    u = network.ch_src[groups].astype(np.int64)
+    inj = network.inj_ch[u]
+    has = inj >= 0
+    groups, u, inj = groups[has], u[has], inj[has]
+    chan = network.ch_num[inj] / network.ch_den[inj] * F        # a NIC channel's bytes
+    lane = network.ch_num[groups] / network.ch_den[groups] * F
+    rate = chan.copy()                          # per (node, link): its stream's bytes
+    slow = (par[groups] >= 2) & (lane < chan * (1 - 1e-9))
+    if slow.any():
+        keys = np.stack([network.ch_num[inj], network.ch_den[inj], network.ch_num[groups],
+                         network.ch_den[groups], par[groups], network.ch_lat[groups]],
+                        axis=1).astype(np.int64)[slow]
+        kinds, kind_of = _unique_rows(keys)
+        got = np.zeros(len(kinds))
+        for i, (cn, cd, ln, ld, k, lat) in enumerate(kinds.tolist()):
+            period = injection_period(cn / cd * F, ln / ld * F, int(k), int(lat), F, P,
+                                      net.vc_buffer_flits, net.vcs,
+                                      (net.routing_delay, net.vc_alloc_delay,
+                                       net.sw_alloc_delay, net.st_delay),
+                                      net.wait_for_tail_credit, net.nic_latency_ns,
+                                      net.clock_ghz)
+            got[i] = P * F / period
+        rate[slow] = np.minimum(rate[slow], got[kind_of.reshape(-1)])
+    held = np.full(n, -np.inf)
+    np.maximum.at(held, u, rate)                # the fastest of a node's links
+    nodes = np.flatnonzero(np.isfinite(held))
+    per = network.ch_num[network.inj_ch[nodes]] / network.ch_den[network.inj_ch[nodes]] * F
+    below = held[nodes] < per * (1 - 1e-9)
+    if not below.any():
+        return None
+    out = np.zeros(n)
+    out[nodes[below]] = held[nodes[below]] * m[nodes[below]]
+    return out
+
+
 def _unique_rows(keys):
     """np.unique(keys, axis=0, return_inverse=True) of a (rows, columns) array of few
     distinct values per column, by one code per row (each column's rank among its own
@@ -277,7 +379,8 @@ def flow_arrays(network, cfg, arrays):
                       pair_dst=pdst.astype(np.int32), pair_cap=pcap,
                       cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
                       cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
-                      vc_res=vc_res, vc_res_base=vc_base)
+                      vc_res=vc_res, vc_res_base=vc_base,
+                      nic_inj_bytes=nic_injection_bytes(network, cfg) if sends.size else None)
 
 
 # The configuration keys this module reads (pysim.schema).
