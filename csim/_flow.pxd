@@ -34,9 +34,14 @@
 # is one channel, its packets follow each other through it flit after flit (with VCs to spare
 # they interleave there, which changes which flit is last but not when the last one crosses),
 # and it arrives as one packet of N flits would: T0(N), the zero-load latency of pysim.theory
-# (given per op in op_lat_whole). Where the bottleneck is m parallel channels, packets cross it
-# m at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
-# own zero-load latency (op_lat_full for a full packet, op_lat for the last):
+# (given per op in op_lat_whole). Where a channel further on is slower than that one channel
+# (a lane of a group of several), the packets spread over the lanes and the last one, sent
+# (n - 1) P F / R after the first, arrives T0(L) later (R the bottleneck's rate: a NIC whose
+# packets overfill a VC buffer ahead of slower lanes has its injection resource's capacity
+# set to the rate its channels keep at the flit level, pysim/flow.py's injection_period).
+# Where the bottleneck is m parallel channels, packets cross it m at a time, each at R / m:
+# rounds of m packets, the last round's longest packet paying its own zero-load latency
+# (op_lat_full for a full packet, op_lat for the last):
 # T0(L') + ceil(((n - 1) // m) * P * F * m / R); so too, with m its channels, where it is a
 # class of one VC (packets one at a time, at its stream's period). Here the W bytes drain at
 # the max-min rate and the op finishes `lat` cycles after the last byte is carried, lat chosen
