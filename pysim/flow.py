@@ -148,19 +148,20 @@ def _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits,
 
 
 @functools.lru_cache(maxsize=512)
-def injection_period(inj_bpc, lane_bpc, lanes, lat_cycles, flit_bytes, packet_flits,
-                     buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns,
-                     clock_ghz):
+def injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, packet_flits, buffer_flits, vcs,
+                     delays, wait_for_tail_credit, nic_latency_ns, clock_ghz):
     """Cycles per packet of a NIC channel of inj_bpc bytes per cycle sending a long message
-    of full packets over a link of `lanes` channels of lane_bpc bytes per cycle each (and
-    lat_cycles latency), at the flit level, with the given router (vcs VCs of buffer_flits;
-    delays: routing, VC allocation, switch allocation, switch traversal): a message of K and
-    one of 2K packets, their times' difference over K. The channel carries one packet at a
-    time; where a packet is longer than the router's VC buffer, the buffer fills and the
-    channel waits for credits, which come back as the router forwards the packet onto its
-    lane, slower than the channel, while the packet before it still leaves the same input
-    port from another VC (an input forwards a flit a cycle in all): so the channel sends a
-    packet per more than P cycles however many lanes the link has."""
+    of full packets over a link of `lanes` channels of lane_bpc bytes per cycle each, at the
+    flit level, with the given router (vcs VCs of buffer_flits; delays: routing, VC
+    allocation, switch allocation, switch traversal): a message of K and one of 2K packets,
+    their times' difference over K. The channel carries one packet at a time; where a packet
+    is longer than the router's VC buffer, the buffer fills and the channel waits for
+    credits, which come back as the router forwards the packet onto its lane, slower than
+    the channel, while the packet before it still leaves the same input port from another VC
+    (an input forwards a flit a cycle in all): so the channel sends a packet per more than P
+    cycles however many lanes the link has. The link has a latency of one cycle: what its
+    own credits' round trip costs (buffers that hold less than a round trip over a long
+    link) is the link's, not the NIC's, and the flow level does not model it."""
     rd, va, sa, st = delays
     C = clock_ghz
     cfg = from_dict({
@@ -169,7 +170,7 @@ def injection_period(inj_bpc, lane_bpc, lanes, lat_cycles, flit_bytes, packet_fl
                                {"name": "x1", "kind": "npu",
                                 "ejection_gbps": lanes * lane_bpc * C}],
                      "links": [{"a": "x0", "b": "x1", "bytes_per_cycle": lane_bpc,
-                                "latency_cycles": int(lat_cycles), "count": int(lanes)}]},
+                                "latency_cycles": 1, "count": int(lanes)}]},
         "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": vcs,
                     "vc_buffer_flits": buffer_flits, "routing_delay": rd,
                     "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
@@ -201,8 +202,8 @@ def nic_injection_bytes(network, cfg):
     its links; the channel is held where every such link is two lanes or more (a link of one
     lane slower than the channel is the bottleneck itself), each slower than the channel, and
     the stream measured at the flit level is slower than the channel: to the fastest of its
-    links' streams (measured once per kind of channel and link). None where no NIC is held
-    (nothing to change)."""
+    links' streams (measured once per kind of NIC channel and link: rates and lanes). None
+    where no NIC is held (nothing to change)."""
     net = cfg.network
     P, F = cfg.workload.packet_flits, net.flit_bytes
     n = len(network.inj_ch)
@@ -224,12 +225,11 @@ def nic_injection_bytes(network, cfg):
     slow = (par[groups] >= 2) & (lane < chan * (1 - 1e-9))
     if slow.any():
         keys = np.stack([network.ch_num[inj], network.ch_den[inj], network.ch_num[groups],
-                         network.ch_den[groups], par[groups], network.ch_lat[groups]],
-                        axis=1).astype(np.int64)[slow]
+                         network.ch_den[groups], par[groups]], axis=1).astype(np.int64)[slow]
         kinds, kind_of = _unique_rows(keys)
         got = np.zeros(len(kinds))
-        for i, (cn, cd, ln, ld, k, lat) in enumerate(kinds.tolist()):
-            period = injection_period(cn / cd * F, ln / ld * F, int(k), int(lat), F, P,
+        for i, (cn, cd, ln, ld, k) in enumerate(kinds.tolist()):
+            period = injection_period(cn / cd * F, ln / ld * F, int(k), F, P,
                                       net.vc_buffer_flits, net.vcs,
                                       (net.routing_delay, net.vc_alloc_delay,
                                        net.sw_alloc_delay, net.st_delay),
