@@ -161,7 +161,16 @@ def injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, packet_flits, buffer_
     (an input forwards a flit a cycle in all): so the channel sends a packet per more than P
     cycles however many lanes the link has. The link has a latency of one cycle: what its
     own credits' round trip costs (buffers that hold less than a round trip over a long
-    link) is the link's, not the NIC's, and the flow level does not model it."""
+    link) is the link's, not the NIC's, and the flow level does not model it. Past a few
+    buffers and round trips a long packet's flits stream at a steady rate, so the period is
+    affine in the packet's flits: long packets are measured at two such lengths and
+    extended (what it costs is bounded whatever the packets)."""
+    long_ = 256 + 8 * (int(buffer_flits) + sum(int(d) for d in delays) + 4)
+    if packet_flits > 4 * long_:
+        rest = (buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns, clock_ghz)
+        p1 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, long_, *rest)
+        p2 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, 2 * long_, *rest)
+        return p1 + (p2 - p1) * (packet_flits - long_) / long_
     rd, va, sa, st = delays
     C = clock_ghz
     cfg = from_dict({
