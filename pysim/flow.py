@@ -108,43 +108,58 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
                           wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps)
 
 
+def _measured_period(topology, network, flit_bytes, packet_flits, too_long):
+    """Cycles per packet at the flit level of a message of full packets from node 0 to the
+    last node of a small graph topology (`network`: the [network] table but for flit_bytes):
+    a message of K and one of 2K packets, their times' difference over K. too_long: what a
+    ConfigError says when a message takes more than CALIBRATION_CYCLES, {} standing for
+    that."""
+    cfg = from_dict({"topology": {"kind": "graph", **topology},
+                     "network": {"flit_bytes": flit_bytes, **network},
+                     "workload": {"kind": "graph", "packet_flits": packet_flits}})
+    net = compile_network(cfg)
+    last = len(topology["nodes"]) - 1
+    t = []
+    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
+        eng = new_engine(net.arrays)
+        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[last],
+                                   size=[k * packet_flits * flit_bytes], deps=[0],
+                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
+                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
+        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
+            raise ConfigError(too_long.format(
+                f"takes more than {CALIBRATION_CYCLES:,} cycles to measure"))
+        t.append(int(eng.op_times()[1][0]))
+    return (t[1] - t[0]) / STREAM_PACKETS
+
+
+def _router(clock_ghz, vcs, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns):
+    """The [network] table of a calibration (pysim.config keys) for the given router."""
+    rd, va, sa, st = delays
+    return {"clock_ghz": clock_ghz, "vcs": vcs, "vc_buffer_flits": buffer_flits,
+            "routing_delay": rd, "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
+            "wait_for_tail_credit": wait_for_tail_credit,
+            **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})}
+
+
 def _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
                    wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps):
     """stream_period measured at the flit level, as its docstring says."""
-    rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
     nodes = [{"name": f"x{i}", "kind": "npu"} for i in range(hops + 1)]
     if injection_gbps is not None:
         nodes[0]["injection_gbps"] = injection_gbps
-    cfg = from_dict({
-        "topology": {"kind": "graph", "nodes": nodes,
-                     "links": [{"a": f"x{i}", "b": f"x{i + 1}", "bytes_per_cycle": bpc,
-                                "latency_cycles": int(lat_cycles)} for i in range(hops)]},
-        "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": 1,
-                    "vc_buffer_flits": buffer_flits, "routing_delay": rd,
-                    "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
-                    "wait_for_tail_credit": wait_for_tail_credit,
-                    **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
-        "workload": {"kind": "graph", "packet_flits": packet_flits}})
-    network = compile_network(cfg)
-    t = []
-    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
-        eng = new_engine(network.arrays)
-        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[hops],
-                                   size=[k * packet_flits * flit_bytes], deps=[0],
-                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
-                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
-        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
-            raise ConfigError(
-                f"the flow level measures how a stream of packets crosses each kind of "
-                f"channel at the flit level; a channel of {num / den * flit_bytes:g} bytes "
-                f"per cycle and {lat_cycles} cycles of latency with packets of "
-                f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
-                f"{buffer_flits} takes more than {CALIBRATION_CYCLES:,} cycles to measure "
-                f"(give the link a lower latency, or fewer flits a packet)")
-        t.append(int(eng.op_times()[1][0]))
-    return (t[1] - t[0]) / STREAM_PACKETS
+    return _measured_period(
+        {"nodes": nodes,
+         "links": [{"a": f"x{i}", "b": f"x{i + 1}", "bytes_per_cycle": bpc,
+                    "latency_cycles": int(lat_cycles)} for i in range(hops)]},
+        _router(clock_ghz, 1, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns),
+        flit_bytes, packet_flits,
+        f"the flow level measures how a stream of packets crosses each kind of channel at the "
+        f"flit level; a channel of {bpc:g} bytes per cycle and {lat_cycles} cycles of latency "
+        f"with packets of workload.packet_flits = {packet_flits} and network.vc_buffer_flits "
+        f"= {buffer_flits} {{}} (give the link a lower latency, or fewer flits a packet)")
 
 
 @functools.lru_cache(maxsize=512)
@@ -171,37 +186,18 @@ def injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, packet_flits, buffer_
         p1 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, long_, *rest)
         p2 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, 2 * long_, *rest)
         return p1 + (p2 - p1) * (packet_flits - long_) / long_
-    rd, va, sa, st = delays
     C = clock_ghz
-    cfg = from_dict({
-        "topology": {"kind": "graph",
-                     "nodes": [{"name": "x0", "kind": "npu", "injection_gbps": inj_bpc * C},
-                               {"name": "x1", "kind": "npu",
-                                "ejection_gbps": lanes * lane_bpc * C}],
-                     "links": [{"a": "x0", "b": "x1", "bytes_per_cycle": lane_bpc,
-                                "latency_cycles": 1, "count": int(lanes)}]},
-        "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": vcs,
-                    "vc_buffer_flits": buffer_flits, "routing_delay": rd,
-                    "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
-                    "wait_for_tail_credit": wait_for_tail_credit,
-                    **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
-        "workload": {"kind": "graph", "packet_flits": packet_flits}})
-    network = compile_network(cfg)
-    t = []
-    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):
-        eng = new_engine(network.arrays)
-        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[1],
-                                   size=[k * packet_flits * flit_bytes], deps=[0],
-                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
-                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
-        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
-            raise ConfigError(
-                f"the flow level measures how a NIC channel of {inj_bpc:g} bytes per cycle "
-                f"feeds a link of {lanes} channels of {lane_bpc:g} at the flit level; with "
-                f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
-                f"{buffer_flits} it takes more than {CALIBRATION_CYCLES:,} cycles")
-        t.append(int(eng.op_times()[1][0]))
-    return (t[1] - t[0]) / STREAM_PACKETS
+    return _measured_period(
+        {"nodes": [{"name": "x0", "kind": "npu", "injection_gbps": inj_bpc * C},
+                   {"name": "x1", "kind": "npu", "ejection_gbps": lanes * lane_bpc * C}],
+         "links": [{"a": "x0", "b": "x1", "bytes_per_cycle": lane_bpc, "latency_cycles": 1,
+                    "count": int(lanes)}]},
+        _router(clock_ghz, vcs, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns),
+        flit_bytes, packet_flits,
+        f"the flow level measures how a NIC channel of {inj_bpc:g} bytes per cycle feeds a "
+        f"link of {lanes} channels of {lane_bpc:g} at the flit level; with "
+        f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
+        f"{buffer_flits} it {{}}")
 
 
 def nic_injection_bytes(network, cfg):
