@@ -33,7 +33,10 @@ micro-batch's weight gradients added to the accumulated ones by a kernel of thei
 Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs without data
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
-tests/data/korthikanti_table5.json).
+tests/data/korthikanti_table5.json). --table readme runs the one measurement
+Megatron-LM's README of 2021 gives (GPT-3 175B on 1,024 A100s of Selene, tp 8, pp 16,
+micro-batch 1, not interleaved, about 32 s an iteration: the same code, container and count
+as Table 1's; tests/data/megatron_readme_2021.json).
 
 Not in the paper's table, and taken from the authors' scripts for it (NVIDIA/Megatron-LM,
 examples/sc21/run_table_1.sh; kept beside the table in its data file): each row's micro-batch
@@ -97,19 +100,23 @@ IB_NS = 1000.0               # assumed: HCA and switch
 
 
 KORTHIKANTI = os.path.join(os.path.dirname(DATA), "korthikanti_table5.json")
+README_2021 = os.path.join(os.path.dirname(DATA), "megatron_readme_2021.json")
+TABLES = {"sc21": DATA, "korthikanti": KORTHIKANTI, "readme": README_2021}
 
 
 def table(which="sc21"):
-    """(metadata, rows) of Narayanan et al.'s Table 1 ('sc21') or Korthikanti et al.'s
+    """(metadata, rows) of Narayanan et al.'s Table 1 ('sc21'), Korthikanti et al.'s
     Table 5 ('korthikanti': its full-recomputation column as a per-GPU throughput by the
-    same count, with the 2022 code's input-gradient all-reduce beside the weight gradient)."""
-    with open(DATA if which == "sc21" else KORTHIKANTI) as f:
+    same count, with the 2022 code's input-gradient all-reduce beside the weight gradient)
+    or the GPT-3 175B example of Megatron-LM's README of 2021 ('readme': the same code,
+    container and count as Table 1's)."""
+    with open(TABLES[which]) as f:
         d = json.load(f)
     rows = [dict(zip(d["columns"], r)) for r in d["rows"]]
     if "run_settings" in d:              # the authors' scripts' micro-batch and interleaving
         for r, s in zip(rows, d["run_settings"]["rows"]):
             r.update(zip(d["run_settings"]["columns"], s))
-    if which != "sc21":
+    if which == "korthikanti":
         for r in rows:
             r["tp_overlap"] = True
             r["tflops_per_gpu"] = flops_per_iteration(r, d["vocab"], d["seq"]) / (
@@ -198,7 +205,7 @@ def ddp_settings(row):
 
 def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
            algorithm="nccl", sms=None, replicas="one", form="steps", tp_ranks="one",
-           era="2021"):
+           era="2021", library="cuda12"):
     """The configuration of Table 1's row (sms: workload.comm_sms, None: its default)."""
     if interleave == "auto":
         interleave = chunks_per_stage(row)
@@ -226,12 +233,14 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                      "iterations": 1, "parallel": par, **ddp_settings(row),
                      "chunks": 1, "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
+                     "kernel_library": library,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
 
 
 def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
             algorithm="nccl",
-            max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one", era="2021"):
+            max_ops=None, sms=None, replicas="one", form="auto", tp_ranks="one", era="2021",
+            library="cuda12"):
     t0, c0 = time.perf_counter(), time.process_time()
     max_ops = graph_module.MAX_OPS if max_ops is None else max_ops
     if interleave == "auto":
@@ -242,9 +251,10 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
            "pp": row["pp"], "batch": row["batch"], "micro_batch": micro_batch,
            "interleave": interleave, "system": system, "algorithm": algorithm, "comm_sms": sms,
            "replicas": replicas, "tp_ranks": tp_ranks, "collective_form": form, "era": era,
+           "kernel_library": library,
            "published_tflops_per_gpu": row["tflops_per_gpu"]}
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
-                 form, tp_ranks, era)
+                 form, tp_ranks, era, library)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
     counted = count_ops(b)
     out["ops_counted"] = counted.graph_total
@@ -417,14 +427,24 @@ def main(argv=None):
                          "added by their own kernel, the mixed-precision step as separate "
                          "passes, the cross entropy's passes, the layers' small kernels) or "
                          "fused (all folded away)")
+    ap.add_argument("--library", choices=("auto", "cuda11", "cuda12"), default="auto",
+                    help="workload.kernel_library, whose products the kernel model's are "
+                         "fitted to: cuda11 (the CUDA 11 era's libraries), cuda12 (cuBLASLt "
+                         "of CUDA 12.5); auto (default): cuda11 for sc21 and readme (the "
+                         "authors' scripts ran NGC PyTorch 20.12, CUDA 11.1), cuda12 for "
+                         "korthikanti (its software is not recorded)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--table", choices=("sc21", "korthikanti"), default="sc21",
+    ap.add_argument("--table", choices=sorted(TABLES), default="sc21",
                     help="sc21: Narayanan et al.'s Table 1 (default); korthikanti: Korthikanti "
-                         "et al.'s Table 5, full recomputation (its micro-batch and chunks)")
+                         "et al.'s Table 5, full recomputation (its micro-batch and chunks); "
+                         "readme: the GPT-3 175B example of Megatron-LM's README of 2021 "
+                         "(1,024 GPUs, tp 8, pp 16, micro-batch 1)")
     a = ap.parse_args(argv)
     if a.op_limit is not None:
         graph_module.MAX_OPS = a.op_limit
     meta, rows = table(a.table)
+    library = a.library if a.library != "auto" else \
+        ("cuda11" if a.table in ("sc21", "readme") else "cuda12")
     pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
     out = []
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
@@ -433,7 +453,8 @@ def main(argv=None):
         mb = a.micro_batch or rows[k].get("micro_batch", 1)
         v = rows[k].get("interleave", "auto") if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], mb, v, a.system,
-                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks, a.era)
+                    a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks, a.era,
+                         library)
         out.append(r)
         if r["simulated_tflops_per_gpu"] is None:
             print(f"{r['params_billion']:>7}B {r['gpus']:>5} {r['tp']:>3} {r['pp']:>3} "

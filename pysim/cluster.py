@@ -34,7 +34,7 @@ from pysim.errors import ConfigError
 from pysim.schema import MAX_DELAY_CYCLES, POS, Key, declare
 from pysim.routing import Rule
 from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults, at_clock,
-                            cycles_text, ns_to_cycles)
+                            cycles_text, kind_came, ns_to_cycles)
 
 # Routes are by rule (no table of every pair): a cluster has at most as many nodes as any network
 # routed by rule (65,536 GPUs make 78,848 nodes with their NVSwitches and three tiers of
@@ -218,9 +218,10 @@ def build_cluster(cfg):
     tp = cfg.topology
     for name in ("link_gbps", "link_latency_ns"):
         if f"topology.{name}" in cfg.explicit:
-            raise ConfigError(f"topology.{name} is not used by topology.kind = 'cluster' "
-                              f"(its links are set by topology.nvlink_gbps, nic_gbps, "
-                              f"fabric_gbps and their latencies)")
+            raise ConfigError(f"topology.{name} is not used by topology.kind = 'cluster'"
+                              f"{kind_came(cfg, f'topology.{name}')} (its links are set by "
+                              f"topology.nvlink_gbps, nic_gbps, fabric_gbps and their "
+                              f"latencies)")
     if tp.node not in NODE_TYPES:
         raise ConfigError(f"topology.node = {tp.node!r}: unknown; known: "
                           f"{', '.join(NODE_TYPES)}")

@@ -91,18 +91,47 @@ class Config:
         return out
 
     def resolved(self):
-        """to_dict() as a result carries it: every key, defaults filled in, and a file it
+        """to_dict() as a result carries it: every key its workload kind reads (not, say, a
+        training run's [traffic]), defaults filled in, and a file it
         names (topology.file, workload.file, jobs.file, a workload.model file or folder)
         relative to the config's folder written as an absolute path, so that it is read
-        back (`from_dict`, `pysim run RESULT.json`) from any folder."""
+        back (`from_dict`, `pysim run RESULT.json`) from any folder; `_source`, the config
+        file's absolute path, if it was read from one (read back as its source, so that a
+        rerun's system keeps the file's name, `system_name`)."""
         out = self.to_dict()
+        for path in unread_by_kind(self.workload.kind):   # ([traffic] under training, ...)
+            section, name = path.split(".", 1)
+            sub, dot, field = name.partition(".")
+            body = out.get(section, {})
+            if dot and isinstance(body.get(sub), dict):
+                body[sub].pop(field, None)
+                if not body[sub]:
+                    del body[sub]
+            else:
+                body.pop(name, None)
+            if section in out and not out[section]:
+                del out[section]
         for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
             section, name = path.split(".", 1)
             v = out.get(section, {}).get(name)
             if isinstance(v, str) and v and not os.path.isabs(v) and \
                     os.path.exists(os.path.join(self.base_dir, v)):
                 out[section][name] = os.path.join(self.base_dir, v)
+        if self.source is not None:     # (the config file, which the system's name names:
+            out["_source"] = os.path.abspath(self.source)   # read back as Config.source)
         return out
+
+    def where(self, path):
+        """Where the key `path` was given, for an error raised after loading: 'read from
+        F, the system topology.file = ... names', 'given as an override on F', 'set in F';
+        '' for a config from Python or a key not given."""
+        if path in self.origin:
+            return (f"read from {self.origin[path]}, the system topology.file = "
+                    f"{self.get('topology.file')!r} names")
+        if self.source is None or path not in self.explicit:
+            return ""
+        return (f"given as an override on {self.source}" if path in self.typed else
+                f"set in {self.source}")
 
     def get(self, path):
         section, name = path.split(".", 1)
@@ -244,10 +273,14 @@ def _flatten(section, body):
 
 def is_resolved(raw) -> bool:
     """Whether a dict is a resolved config (as a result carries it, Config.resolved()): it
-    names the system (`_system`, which only a result writes), or gives every declared key."""
+    names the system (`_system`, which only a result writes), or gives every declared key its
+    workload kind reads."""
     if "_system" in raw:
         return True
-    given = set()
+    work = raw.get("workload")
+    kind = work.get("kind", KEY_MAP["workload.kind"].default) if isinstance(work, dict) \
+        else KEY_MAP["workload.kind"].default
+    given = set(unread_by_kind(kind))
     for section, body in raw.items():
         if isinstance(section, str) and isinstance(body, dict):
             try:
@@ -255,6 +288,12 @@ def is_resolved(raw) -> bool:
             except ConfigError:
                 return False
     return given >= set(KEY_MAP)
+
+
+def unread_by_kind(kind):
+    """The keys workload.kind = `kind` does not read (another kind does), which a resolved
+    config leaves out."""
+    return unread("workload.kind", kind, list(KEY_MAP)) if isinstance(kind, str) else []
 
 
 def from_resolved(resolved: dict, base_dir: str | None = None, source: str | None = None,
@@ -266,6 +305,8 @@ def from_resolved(resolved: dict, base_dir: str | None = None, source: str | Non
     section or key not declared is refused (else left out: a result of another version,
     read to describe it)."""
     raw = {}
+    if source is None and isinstance(resolved.get("_source"), str):
+        source = resolved["_source"]     # (the config file the result was run from)
     for section, body in resolved.items():
         if not isinstance(section, str) or section.startswith("_") or \
                 not isinstance(body, dict):
@@ -447,7 +488,7 @@ def load(path, overrides: dict | None = None) -> Config:
     base = os.path.dirname(os.path.abspath(path))
     overrides = cwd_paths(overrides or {})
     origin = {}
-    raw = drop_unread(_include_topology(raw, base, overrides, origin), overrides)
+    raw = drop_unread(_include_topology(raw, base, overrides, origin, source=path), overrides)
     for p, v in overrides.items():
         apply_override(raw, p, v)
     try:
@@ -479,12 +520,12 @@ def _names(msg, key):
     return re.search(rf"(?<![\w.]){re.escape(key)}(?=$|[ :,)])", msg) is not None
 
 
-def _include_topology(raw, base, overrides, origin=None):
+def _include_topology(raw, base, overrides, origin=None, source=None):
     """Resolve topology.file: the named file's system -- its [topology] (sub-tables merged
     key by key), [network] and [simulation] -- with this config's own keys (and overrides)
     on top; the keys this config changes are named in a PysimWarning. The path is relative
-    to the naming config. `origin` (a dict) gets {key: the file's path} for each key taken
-    from the file alone."""
+    to the naming config (`source`, its path). `origin` (a dict) gets {key: the file's path}
+    for each key taken from the file alone."""
     topo = raw.get("topology")
     name = overrides.get("topology.file", topo.get("file") if isinstance(topo, dict) else None)
     if name is None:
@@ -498,6 +539,11 @@ def _include_topology(raw, base, overrides, origin=None):
     path = name if os.path.isabs(name) else os.path.join(base, name)
     if not os.path.exists(path) and systems.path_of(name) is not None:
         path = systems.path_of(name)
+    if source is not None and os.path.isfile(path) and os.path.isfile(source) and \
+            os.path.samefile(path, source):
+        raise ConfigError(f"topology.file = {name!r} names this config itself ({path}); "
+                          f"expected a system to build on: a shipped one by name (pysim "
+                          f"systems) or another file with a [topology] table")
     included = read_toml(path, f"topology.file = {name!r} (relative to the config naming it)")
     t = included.get("topology")
     if not isinstance(t, dict):

@@ -559,15 +559,20 @@ def build(cfg) -> Topology:
     for path in sorted(cfg.explicit):         # (sorted: the same key named every run)
         section, name = path.split(".", 1)
         if section == "topology" and name not in uses | _COMMON:
-            where = cfg.origin.get(path)
-            came = (f" (read from {where}, the system topology.file = "
-                    f"{cfg.topology.file!r} names; this config sets topology.kind = {kind!r} "
-                    f"over it)" if where else "")
-            raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r}{came} "
-                              f"(it reads: {', '.join(sorted(uses | _COMMON))})")
+            raise ConfigError(f"topology.{name} is not used by topology.kind = {kind!r}"
+                              f"{kind_came(cfg, path)} (it reads: "
+                              f"{', '.join(sorted(uses | _COMMON))})")
     topo = builder(cfg)
     _check_kind_defaults(topo, cfg)
     return topo
+
+
+def kind_came(cfg, path):
+    """' (where `path` and topology.kind were given)' for a key topology.kind does not read,
+    naming the files (a system's topology.file, the config, an override); '' if neither was
+    given in a file."""
+    said = [f"{p} {w}" for p in (path, "topology.kind") for w in [cfg.where(p)] if w]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def _check_kind_defaults(topo, cfg):

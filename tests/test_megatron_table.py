@@ -2,7 +2,8 @@
 rows are self-consistent as transcribed (aggregate = per GPU x GPUs, percent of the A100's
 312 TFLOP/s), pysim's `transformer` has the parameters the table gives, and (slow) the
 smallest configuration simulated at the flow level lands within 10% of its published
-throughput (bench/megatron.py runs them all).
+throughput (bench/megatron.py runs them all). The GPT-3 175B measurement of Megatron-LM's
+README of 2021 (tests/data/megatron_readme_2021.json) is consistent as transcribed.
 
 Korthikanti et al. (MLSys 2023, "Reducing Activation Recomputation in Large Transformer
 Models"), Table 4: the measured time of one transformer layer of their 22B model (Table 3:
@@ -73,13 +74,44 @@ def test_the_smallest_configuration_is_within_ten_percent():
     """1.7B on 32 GPUs, no tensor or pipeline parallelism, the authors' micro-batch of 16:
     its iteration is the kernel model's compute (with Megatron-LM's gradient accumulation
     and optimizer and loss passes of 2021, the attention's batched products held to their
-    bytes) and NCCL's gradient all-reduce over 4 nodes, held to the 10% target (+7.8%,
-    docs/validation.md)."""
+    bytes, the products of the CUDA 11 era's libraries that the authors' container ran) and
+    NCCL's gradient all-reduce over 4 nodes, held to the 5% target (+0.4%,
+    docs/validation.md); with the products of CUDA 12.5 it is +7.8%, within the 10% one."""
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import megatron
     r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
-                         SETTINGS[0]["interleave"])
+                         SETTINGS[0]["interleave"], library="cuda11")
+    assert abs(r["error"]) < 0.05
+    r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
+                         SETTINGS[0]["interleave"], library="cuda12")
     assert abs(r["error"]) < 0.10
+
+
+# Megatron-LM's README of 2021, its GPT-3 175B example (tests/data/megatron_readme_2021.json)
+with open(os.path.join(HERE, "data", "megatron_readme_2021.json")) as f:
+    README = json.load(f)
+README_ROW = dict(zip(README["columns"], README["rows"][0]),
+                  **dict(zip(README["run_settings"]["columns"], README["run_settings"]["rows"][0])))
+
+
+def test_the_readme_measurement_is_consistent_as_transcribed():
+    """138 TFLOP/s per GPU on 1,024 GPUs over the paper's count of the iteration's FLOPs
+    (96 B s l h^2 (1 + s/(6h) + V/(16 l h)), by hand) is the README's 'about 32 s' (31.9 s)
+    and 44% of the A100's 312; pysim's transformer of its shape has 175 billion parameters
+    (174.6); the plan fits (the micro-batches a whole number, local data parallelism with
+    pipelining, no interleaving)."""
+    r, s, v = README_ROW, README["seq"], README["vocab"]
+    flops = 96 * r["batch"] * s * r["layers"] * r["hidden"] ** 2 * (
+        1 + s / (6 * r["hidden"]) + v / (16 * r["layers"] * r["hidden"]))
+    assert flops / (r["tflops_per_gpu"] * 1e12 * r["gpus"]) == pytest.approx(
+        r["iteration_seconds"], rel=0.01)
+    assert round(100 * r["tflops_per_gpu"] / 312) == r["percent_of_peak"]
+    m = models.get("transformer", layers=r["layers"], hidden=r["hidden"], heads=r["heads"],
+                   seq=s, vocab=v)
+    assert m.params / 1e9 == pytest.approx(r["params_billion"], rel=0.005)
+    dp = r["gpus"] // (r["tp"] * r["pp"])
+    assert r["gpus"] % (r["tp"] * r["pp"]) == 0 and r["batch"] % (dp * r["micro_batch"]) == 0
+    assert (r["interleave"], r["ddp"]) == (1, "local")
 
 
 # Korthikanti et al., MLSys 2023 (tests/data/korthikanti_table5.json, with its citation)

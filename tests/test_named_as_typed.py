@@ -71,8 +71,9 @@ def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
         cfg = pysim.load(str(tmp_path / "use.toml"))
     assert cfg.origin["topology.nodes"] == str(tmp_path / "sys.toml")
     with pytest.raises(ConfigError, match=r"topology\.links is not used by topology\.kind = "
-                                          r"'mesh' \(read from .*sys\.toml, the system "
-                                          r"topology\.file = 'sys\.toml' names"):
+                                          r"'mesh' \(topology\.links read from .*sys\.toml, "
+                                          r"the system topology\.file = 'sys\.toml' names; "
+                                          r"topology\.kind set in .*use\.toml\)"):
         pysim.simulate(cfg)
     # a value the included file holds, refused on loading, names that file
     (tmp_path / "bad.toml").write_text('[topology]\nkind = "ring"\nsize = 1\n')
@@ -80,6 +81,36 @@ def test_a_key_refused_that_came_from_topology_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"^.*bad\.toml \(the system topology\.file names "
                                           r"in .*use2\.toml\): topology\.size = 1"):
         pysim.load(str(tmp_path / "use2.toml"))
+
+
+def test_a_key_the_systems_kind_does_not_read_names_the_config_and_the_system(tmp_path):
+    """The key is the config's own and the kind the system's: both files are named."""
+    (tmp_path / "use.toml").write_text('[topology]\nfile = "mesh8x8"\nnode_count = 3\n')
+    cfg = pysim.load(str(tmp_path / "use.toml"))
+    with pytest.raises(ConfigError, match=r"^topology\.node_count is not used by "
+                                          r"topology\.kind = 'mesh' \(topology\.node_count "
+                                          r"set in .*use\.toml; topology\.kind read from "
+                                          r".*mesh8x8\.toml, the system topology\.file = "
+                                          r"'mesh8x8' names\) \(it reads: dim_link_gbps, "):
+        pysim.simulate(cfg)
+    (tmp_path / "use2.toml").write_text('[topology]\nfile = "dgx-a100"\nlink_gbps = 5\n')
+    with pytest.raises(ConfigError, match=r"^topology\.link_gbps is not used by topology\."
+                                          r"kind = 'cluster' \(topology\.link_gbps set in "
+                                          r".*use2\.toml; topology\.kind read from "
+                                          r".*dgx-a100\.toml"):
+        pysim.simulate(pysim.load(str(tmp_path / "use2.toml")))
+
+
+def test_a_config_whose_topology_file_names_itself_is_told_so(tmp_path):
+    (tmp_path / "self.toml").write_text('[topology]\nfile = "self.toml"\n')
+    with pytest.raises(ConfigError, match=r"^topology\.file = 'self\.toml' names this config "
+                                          r"itself \(.*self\.toml\); expected a system to "
+                                          r"build on"):
+        pysim.load(str(tmp_path / "self.toml"))
+    # a file naming another that names a third is still one level too many
+    (tmp_path / "a.toml").write_text('[topology]\nfile = "self.toml"\n')
+    with pytest.raises(ConfigError, match=r"names another topology\.file; one level"):
+        pysim.load(str(tmp_path / "a.toml"))
 
 
 def test_an_op_graph_stopped_by_max_packets_names_it_not_max_cycles():

@@ -57,8 +57,9 @@ def test_a_result_read_back_and_run_again_gives_the_same_result(tmp_path, monkey
     assert len(compared) >= 2
     for k in compared:
         assert again[k] == first[k], k
-    # (and so rerun again, indefinitely; the system's name keeps the topology's alone)
-    assert {**again["config"], "_system": None} == {**first["config"], "_system": None}
+    # (and so rerun again, indefinitely; the system keeps the config file's name)
+    assert again["config"] == first["config"]
+    assert first["config"]["_system"].endswith(" (c.toml)")
 
 
 def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
@@ -82,6 +83,52 @@ def test_pysim_run_reruns_a_result_file(tmp_path, monkeypatch):
     res = run(main, ["run", "a.json", "--json", "a.json", "--force", "-q"])
     assert res.exit_code != 0 and "the result file run again" in res.output
     assert json.loads((tmp_path / "a.json").read_text()) == a
+
+
+@pytest.mark.parametrize("kind, absent, present", [
+    ("training", ["traffic", "simulation.warmup_cycles", "workload.bytes"],
+     ["workload.model", "workload.optimizer"]),
+    ("collective", ["traffic", "simulation.measure_cycles", "workload.model"],
+     ["workload.bytes", "workload.algorithm"]),
+    ("synthetic", ["workload.model", "workload.bytes"], ["traffic.injection_rate",
+                                                        "simulation.warmup_cycles"])])
+def test_a_results_config_holds_the_keys_its_workload_kind_reads(kind, absent, present):
+    """A resolved config leaves out the keys its workload kind does not read (a training
+    run's [traffic] at its defaults said nothing of the run), keeps those it does, and reads
+    back, without `_system`, to the same config."""
+    over = {"training": {"workload.model": "alexnet", "workload.batch": 8},
+            "collective": {"workload.bytes": 4096}, "synthetic": {}}[kind]
+    cfg = pysim.load("ring8", {"workload.kind": kind, **over})
+    d = cfg.resolved()
+
+    def has(path):
+        section, _, name = path.partition(".")
+        body = d.get(section)
+        for part in name.split(".") if name else ():
+            body = body.get(part) if isinstance(body, dict) else None
+        return body is not None
+    assert [p for p in absent if has(p)] == [] and all(has(p) for p in present)
+    back = pysim.from_dict(json.loads(json.dumps(json_safe(d))))
+    assert back.resolved() == d and back.to_dict() == cfg.to_dict()
+
+
+def test_a_rerun_result_keeps_the_config_files_name(tmp_path, monkeypatch):
+    """A result of a config file names its system with the file's name ('ring8 (c.toml)');
+    `pysim run r.json`'s result, from another folder, --set on top, names it alike."""
+    (tmp_path / "c.toml").write_text('[topology]\nfile = "ring8"\n[workload]\nkind = '
+                                     '"collective"\nbytes = 65536\n')
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke
+    res = run(main, ["run", "c.toml", "--json", "a.json", "-q"])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "o").mkdir()
+    monkeypatch.chdir(tmp_path / "o")
+    res = run(main, ["run", "../a.json", "--set", "topology.size=4", "--json", "b.json", "-q"])
+    assert res.exit_code == 0, res.output
+    a = json.loads((tmp_path / "a.json").read_text())["config"]
+    b = json.loads((tmp_path / "o" / "b.json").read_text())["config"]
+    assert a["_system"] == "ring8 (c.toml)" and b["_system"] == "ring4 (c.toml)"
+    assert a["_source"] == b["_source"] == str(tmp_path / "c.toml")
 
 
 def test_a_json_file_that_is_no_result_is_refused_naming_what_it_lacks(tmp_path, monkeypatch):

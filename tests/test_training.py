@@ -647,12 +647,40 @@ def test_a_plan_field_with_no_effect_under_the_plan_is_refused(par, refused):
     """A plan field set to what changes nothing under the plan would be read by nothing:
     refused, naming the field, its value and why (the plan alike, each field with effect,
     runs)."""
-    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8) for i in range(4)])
+    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8, tp=("column", "row")[i % 2])
+               for i in range(4)])
     with pytest.raises(ConfigError, match=f"workload.parallel.{re.escape(refused)}"):
         run_model(m, ring8(), group=["n0", "n1", "n2", "n3"], batch=8, parallel=par)
     field = refused.split()[0]
     kept = {k: v for k, v in par.items() if k != field}
     run_model(m, ring8(), group=["n0", "n1", "n2", "n3"], batch=8, parallel=kept)
+
+
+@pytest.mark.parametrize("tps, par, refused", [
+    ((None, "replicated"), {"tp": 2}, r"tp = 2: hand has no layer that tensor parallelism "
+                                      r"splits \(every layer's tp in pysim models hand is '-' "
+                                      r"or replicated\), so each NPU of a tensor-parallel "
+                                      r"group would run the whole model"),
+    (("row", "row"), {"tp": 2, "tp_overlap": False},
+     r"tp_overlap = false has no effect with hand: it has no column-split linear layer"),
+    (("column", "column"), {"tp": 2, "sp": True},
+     r"sp = true has no effect with hand: it has no row-split layer"),
+    (("column", "row"), {"pp": 2, "schedule": "gpipe"},
+     r"schedule = 'gpipe' has no effect with micro_batches = 1: a stage runs the one "
+     r"micro-batch's forward then its backward under either schedule"),
+])
+def test_a_plan_field_with_no_effect_on_the_model_is_refused(tps, par, refused):
+    """What only the model's layers (or the micro-batch count) leave idle: tensor
+    parallelism of a model none of whose layers it splits (every NPU of a group running the
+    whole model), tp_overlap without a column-split layer, sp without a row-split one, a
+    schedule with one micro-batch. The model with the layers that read the field runs."""
+    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8, tp=tps[i % 2]) for i in range(4)])
+    with pytest.raises(ConfigError, match=f"^workload.parallel.{refused}"):
+        run_model(m, ring8(), group=["n0", "n1"], batch=8, parallel=par)
+    m = model([layer(f"l{i}", flops=1e6, ins=8, outs=8, tp=("column", "row")[i % 2])
+               for i in range(4)])
+    run_model(m, ring8(), group=["n0", "n1"], batch=8,
+              parallel={**par, "micro_batches": 2} if "schedule" in par else par)
 
 
 @pytest.mark.parametrize("step_after", ["bucket", "all"])

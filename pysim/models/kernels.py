@@ -12,7 +12,8 @@ tile_m x tile_n outputs, one tile per SM at a time, in waves:
 
 `gemm_efficiency` is the best fraction of peak a large product reaches. The constants of each
 accelerator (`KERNELS`) are fitted to published measurements of kernels alone, cited with
-them: none is fitted to a training iteration.
+them: none is fitted to a training iteration. `KERNELS_CUDA11` holds the A100's products as
+the libraries of the CUDA 11 era ran them (fitted to that era's measurements, kept beside it).
 
 Attention ("unfused", as Megatron-LM ran it in 2021): the batched products Q K^T and P V
 (forward; four in backward) by the model above, each no faster than its operands' HBM
@@ -27,7 +28,7 @@ everything else that is memory-bound): bytes / (HBM bandwidth x hbm_efficiency).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ATTENTION = ("unfused", "flash")
 SCORE_BYTES = {"fwd": 9, "bwd_input": 11}
@@ -85,6 +86,42 @@ KERNELS = {
                "(2022)."),
 }
 KERNELS["a100_40"] = KERNELS["a100"]
+
+# The products as the libraries of the CUDA 11 era ran them (workload.kernel_library =
+# "cuda11"): the same model with the large products' efficiency fitted to the three published
+# measurements of that era's A100 products below (least squares in the logarithm of the time;
+# residuals -6%, +2% and +4%). The rest of the model (tiles, depth, launch, HBM, attention) is
+# the preset's.
+A100_CUDA11_PRODUCTS = (        # m, n, k, seconds, source
+    (3072, 2048, 768, 62.4e-6,
+     "cuBLAS on an A100 with the CUDA 11.2 toolkit, fp16 (kernel ampere_fp16_s16816gemm_fp16_"
+     "128x128_ldg8_f2f_stages_32x5_nn): NVIDIA/cutlass #430 on GitHub (March 2022)"),
+    (8192, 8192, 8192, 2 * 8192 ** 3 / 230e12,
+     "torch.matmul, fp16, on an A100-SXM4-80GB with NGC PyTorch 22.07 (CUDA 11.7): 230 "
+     "TFLOP/s (github.com/mli/transformers-benchmarks, README, 2022)"),
+    (3456, 4096, 8192, 0.98647e-3,
+     "CUTLASS 2.2's cutlass_tensorop_s16816gemm_f16_256x128_32x3 on an A100 (sm_80), fp16 in "
+     "and fp32 accumulation: 0.986 ms, 235.1 TFLOP/s (NVIDIA/cutlass, media/docs/profiler.md, "
+     "its example run of June 2020)"),
+)
+KERNEL_LIBRARIES = ("cuda12", "cuda11")
+KERNELS_CUDA11 = {
+    "a100": replace(
+        KERNELS["a100"], gemm_efficiency=0.7388,
+        source="Products: gemm_efficiency fitted to three measurements of the A100's fp16 "
+               "products with the libraries of the CUDA 11 era (cuBLAS with CUDA 11.2, "
+               "3072x2048x768: 62.4 us, NVIDIA/cutlass #430 on GitHub; torch.matmul with CUDA 11.7, "
+               "8192^3: 230 TFLOP/s, mli/transformers-benchmarks; CUTLASS 2.2, "
+               "3456x4096x8192: 235.1 TFLOP/s, NVIDIA/cutlass profiler.md), within -6% to +4% "
+               "of each; everything else as the a100 preset. " + KERNELS["a100"].source),
+}
+KERNELS_CUDA11["a100_40"] = KERNELS_CUDA11["a100"]
+
+
+def kernels_for(name, library="cuda12"):
+    """The kernel model of NPU preset `name` with the products of `library` ('cuda12': the
+    presets' fit; 'cuda11': the CUDA 11 era's, where a preset has one), or None."""
+    return (KERNELS_CUDA11 if library == "cuda11" else KERNELS).get(name)
 
 
 def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):

@@ -288,7 +288,7 @@ def one_configuration(pts, where):
         cfg = t.get("_config") or {}
         for s in sorted(set(first) | set(cfg)):
             a, b = first.get(s), cfg.get(s)
-            if s == "_system" or a == b:
+            if s in ("_system", "_source") or a == b:
                 continue
             if not (isinstance(a, dict) and isinstance(b, dict)):
                 a, b, k = {s: a}, {s: b}, [s]

@@ -58,24 +58,19 @@ STEP_US = {
             ("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0},
 }
-# What a step takes where it has been measured, in place of the tuning model's figure (which
-# NCCL's choice keeps using): an LL ring step on a DGX A100 takes 1.975 us, not 0.6. Measured
-# with nccl-tests all_reduce_perf, NCCL_ALGO=Ring, NCCL_MAX_NCHANNELS=1, 8-128 bytes on 2 to 8
-# GPUs of a DGX A100 (NVIDIA/nccl-tests on GitHub, #123, 2022: 10.0, 13.76, 16.88, 20.8,
-# 25.2, 29.5, 33.7 us): 1.975 us per step of the 2 (p - 1) (the slope from 2 to 8 GPUs), 6.05 us
-# besides (NCCL's base latency is 6.6). pysim's route adds 0.2 us a step (two 100-ns NVLink
-# hops through the switch), so 1.775 us of it is the step's own. (The run drives its GPUs
-# from one thread, so part of the slope may be the host's launches; it is charged to the steps.)
-RUN_STEP_US = {"a100": {("ring", "LL"): 1.975 - 0.2}}
+# A step runs in the time NCCL's tuning model gives it, on every machine. On a DGX A100 the
+# one-channel nccl-tests latencies on 2 to 8 GPUs (NVIDIA/nccl-tests #123, 2022: 10.0 to 33.7
+# us, about 4 us more per GPU) grow with the kernels one host thread launches (`-g`), not with
+# the ring's steps: the same nccl-tests on one 8 x A100-SXM4-80GB NVSwitch server takes a flat
+# 38-40 us from 8 bytes to 16 KiB with one thread driving the 8 GPUs and 17.7-25.7 us with a
+# process per GPU (tests/data/nccl_tests_harness_a100.json). The one-process runs hold
+# NCCL's 0.6 us: 8 GPUs, 8 bytes, one channel, 6.6 + 14 x (0.6 + the route's 0.2) = 17.8 us
+# against 17.7 measured. bench/nccl_tests.py models the one-thread launch.
 
 
 def step_us(m, algo, proto, transport):
-    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net') as
-    pysim runs it: measured (RUN_STEP_US) where known for NVLink, else NCCL's tuning."""
-    if transport == "nvlink":
-        run = RUN_STEP_US.get(m.preset, {}).get((algo, proto))
-        if run is not None:
-            return run
+    """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net'):
+    NCCL's tuning model's (STEP_US), on every machine `m`."""
     return STEP_US[transport][(algo, proto)]
 
 
@@ -150,6 +145,21 @@ MAX_SLICES = 16
 # at most NVLS_MAX_SLICES of them
 NVLS_CHUNK = 1 << 17
 NVLS_MAX_SLICES = 64
+# A channel of NVLink SHARP is one thread block, which copies its part of the rank's data into
+# the switch's buffer (its scatter warps), reduces and multicasts its rank's chunk of it
+# (multimem loads and stores) and copies the result out (its gather warps); NCCL runs 16 of
+# them because fewer do not reach NVLS's rate ("NVLS should not need more than 16 channels to
+# get peak BW", src/enqueue.cc, getAlgoInfo, 2.18.5; from 2.20, buffers registered with NVLS,
+# whose thread blocks skip the copies, "only need 4/5 channels to saturate bandwidth"). So a
+# channel moves at most 1/NVLS_PEAK_CHANNELS of the links' NVLS rate, and a collective whose
+# data sits on fewer channels goes at the pace of its busiest one (nvls_factor). Up to 2.19
+# NCCL lays each loop out channel by channel (src/collectives/device/all_reduce.h, the NVLS
+# RunWorkElement: channel b's part of a loop is ranks x chunk bytes at b x ranks x chunk), so
+# below channels x ranks x chunk bytes (2 MiB on a DGX H100) the data sits on the first
+# channels, all of it on one up to 128 KiB; from 2.20 each channel takes an even share
+# (src/enqueue.cc, the channels' countPerChannels). NVLS_LAYOUT_RELEASES are the former.
+NVLS_PEAK_CHANNELS = 16
+NVLS_LAYOUT_RELEASES = ("2.18", "2.19")
 
 declare(
     Key("workload", "nccl_algorithm", "str", "auto", "-",
@@ -169,7 +179,9 @@ declare(
         "picks the algorithm and protocol per size ('2.18', '2.19', '2.20' (2.19's constants "
         "are 2.20's) or '2.23'); up to 2.19 an LL128 ring all-reduce also lays out its last "
         "loop's chunks as those releases do (chunk-major, the last ranks' chunks short or "
-        "empty); otherwise the collective runs alike whatever the release.",
+        "empty), and NVLink SHARP its loops channel by channel (below 2 MiB on a DGX H100 "
+        "the data on the first channels, each moving a 16th of NVLS's rate at most); "
+        "otherwise the collective runs alike whatever the release.",
         None, lambda: list(TUNING_RELEASES)),
 )
 
@@ -238,9 +250,40 @@ def nvls_chunk(nbytes, p, channels=NVLS_CHANNELS):
     return chunk
 
 
-def _nvls_slices(nbytes, p):
-    loop = NVLS_CHANNELS * p * nvls_chunk(nbytes, p)
+def _nvls_slices(nbytes, p, channels=NVLS_CHANNELS):
+    loop = channels * p * nvls_chunk(nbytes, p, channels)
     return _split(nbytes, max(1, min(NVLS_MAX_SLICES, -(-nbytes // loop))))
+
+
+def nvls_busiest(nbytes, p, channels=NVLS_CHANNELS, release="2.23"):
+    """The bytes (of each rank's data) on NVLink SHARP's busiest channel: up to 2.19
+    (NVLS_LAYOUT_RELEASES) loops of channels x ranks x chunk laid out channel by channel, so
+    the first channel holds ranks x chunk of every loop and of the last its rest, up to that;
+    from 2.20 an even share."""
+    n, c = int(nbytes), max(1, int(channels))
+    if release not in NVLS_LAYOUT_RELEASES:
+        return -(-n // c)
+    per = p * nvls_chunk(n, p, c)
+    full, rest = divmod(n, c * per)
+    return full * per + min(rest, per)
+
+
+def nvls_factor(nbytes, p, channels=NVLS_CHANNELS, release="2.23"):
+    """How much longer than the links allow NVLink SHARP takes because a channel moves at
+    most 1/NVLS_PEAK_CHANNELS of the links' NVLS rate: the busiest channel's bytes at that
+    rate over all the bytes at the links' (>= 1)."""
+    n = max(1, int(nbytes))
+    return max(1.0, NVLS_PEAK_CHANNELS * nvls_busiest(n, p, channels, release) / n)
+
+
+def nvls_seconds(nbytes, m, p, channels=NVLS_CHANNELS, release="2.23"):
+    """The closed form of NVLink SHARP as pysim runs it (nccl_graph._nvls): NCCL's NVLS
+    latency, then the slices' bytes, n (1 + 1/p) each way per GPU and the first slice's fill
+    again, at the links' NVLS rate, times nvls_factor (the busiest channel's pace)."""
+    first = _nvls_slices(nbytes, p, channels)[0]
+    rate = m.nvlink * NVLS_EFFICIENCY * 1e9
+    return STEP_US["nvlink"][("nvls", "Simple")] * 1e-6 + \
+        nvls_factor(nbytes, p, channels, release) * (nbytes + first) * (1 + 1 / p) / rate
 
 
 def model_seconds(collective, algo, proto, nbytes, m, p, channels, latency=True):

@@ -11,7 +11,8 @@ from pysim.errors import ConfigError
 from pysim.workload.nccl import (BASE_US, MAX_LOOP_ROUNDS, MAX_SLICES, NVLS_EFFICIENCY,
                                  NVLS_MAX_SLICES, PROTOCOLS, SUPPORTED, TREE_SLICE, WIRE,
                                  _bundles, _flight_excess, _nvls_slices, _rank_order, _split,
-                                 bundle_chunks, chunk_major, plan, ring_rounds, step_us)
+                                 bundle_chunks, chunk_major, nvls_factor, plan, ring_rounds,
+                                 step_us)
 
 
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
@@ -278,14 +279,17 @@ def _nvls(ctx, nbytes, start, machine):
     """One node's NVLink SHARP all-reduce through its switch's engine `nvls<k>`, in slices:
     every GPU sends a slice into the switch; once all have, the engine returns each GPU its
     share reduced; each GPU sends its share back, which the engine multicasts to all. The
-    step latency is paid once, before the first slice."""
+    step latency is paid once, before the first slice. Every send carries its bytes times
+    nvls_factor, so that the exchange goes at its busiest channel's pace where the release's
+    layout leaves channels idle or fewer channels run (a channel moves a 16th of NVLS's rate
+    at most)."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(order)
     eng = f"nvls{m.node_of[0]}"
-    eff = m.nvdata * NVLS_EFFICIENCY
+    eff = m.nvdata * NVLS_EFFICIENCY / nvls_factor(nbytes, p, ctx["channels"], ctx["tuning"])
     last = {i: list(start[i]) for i in range(p)}
     prev_in = {i: g.delay(ctx["step"]["nvlink"], after=list(start[i])) for i in range(p)}
-    for sz in _nvls_slices(nbytes, p):
+    for sz in _nvls_slices(nbytes, p, ctx["channels"]):
         ins = []
         for i in range(p):
             prev_in[i] = g.send(order[i], eng, int(math.ceil(sz / eff)),

@@ -77,7 +77,7 @@ from pysim.workload.training.tensor import LOSS_ALL_REDUCES
 TRAINING = ("workload.model", "workload.model_params", "workload.batch", "workload.parallel",
             "workload.precision", "workload.optimizer", "workload.iterations",
             "workload.bucket_mb", "workload.overlap", "workload.step_after", "workload.compute",
-            "workload.attention",
+            "workload.kernel_library", "workload.attention",
             "workload.grad_accumulation", "workload.optimizer_step", "workload.loss_kernels",
             "workload.layer_kernels",
             "workload.memory.*",

@@ -43,7 +43,8 @@ runs: 32 bytes in 5 kernels, 8 in 2.
 from __future__ import annotations
 
 from pysim.errors import ConfigError
-from pysim.models.kernels import (ATTENTION, KERNELS, attention_seconds, linear_seconds,
+from pysim.models.kernels import (ATTENTION, KERNEL_LIBRARIES, KERNELS, KERNELS_CUDA11,
+                                  attention_seconds, linear_seconds,
                                   megatron_score_passes, megatron_softmax_fused,
                                   memory_seconds)
 from pysim.models.layers import prod
@@ -63,6 +64,12 @@ declare(
         "efficiency, or bytes at HBM bandwidth) or 'kernels' (the NPU preset's kernel "
         "model: products by their shape, attention, element-wise kernels at achievable HBM "
         "bandwidth, launch overhead).", None, lambda: list(COMPUTE)),
+    Key("workload", "kernel_library", "str", "cuda12", "-",
+        "Training with workload.compute = 'kernels': whose matrix products the kernel model's "
+        "products are fitted to: 'cuda12' (the NPU preset's measurements, cuBLASLt of CUDA "
+        "12.5 on the A100) or 'cuda11' (the A100 presets' products as the libraries of the "
+        "CUDA 11 era ran them: fitted to three published measurements of that era, 11% "
+        "slower on large products).", None, lambda: list(KERNEL_LIBRARIES)),
     Key("workload", "attention", "str", "unfused", "-",
         "Training with workload.compute = 'kernels': the attention core's kernels, "
         "'unfused' (batched products and softmax/dropout passes over the scores) or "
@@ -90,13 +97,22 @@ declare(
 )
 
 
-def kernel_model(spec):
-    """The kernel model of an NPU's preset, or a ConfigError."""
+def kernel_model(spec, library="cuda12"):
+    """The kernel model of an NPU's preset with the products of `library`
+    (workload.kernel_library), or a ConfigError."""
     km = KERNELS.get(spec.name)
     if km is None:
         raise ConfigError(f"workload.compute = 'kernels' needs an NPU preset with a kernel "
                           f"model ({', '.join(sorted(KERNELS))}); the NPU is "
                           f"{spec.name!r} (topology.npu.preset)")
+    if library == "cuda11":
+        km = KERNELS_CUDA11.get(spec.name)
+        if km is None:
+            raise ConfigError(f"workload.kernel_library = 'cuda11' has the products of the "
+                              f"CUDA 11 era for the NPU presets "
+                              f"{', '.join(sorted(KERNELS_CUDA11))}; the NPU is "
+                              f"{spec.name!r} (topology.npu.preset); leave the key out or "
+                              f"set it to 'cuda12'")
     return km
 
 
@@ -110,7 +126,8 @@ class KernelTimes:
         self.loss_passes = getattr(lay.cfg.workload, "loss_kernels", "fused") == "passes"
         self.layer_passes = getattr(lay.cfg.workload, "layer_kernels", "fused") == "passes"
         self.extra = layer_passes(lay, self.mode) if self.layer_passes else {}
-        self.models = {n: kernel_model(sp) for n, sp in lay.specs.items()}
+        library = getattr(lay.cfg.workload, "kernel_library", "cuda12")
+        self.models = {n: kernel_model(sp, library) for n, sp in lay.specs.items()}
         layers = lay.model.layers
         self.fused = {i for i, l in enumerate(layers[:-1])       # dropout + residual add
                       if l.kind == "eltwise" and l.op == "dropout" and

@@ -21,8 +21,8 @@ from pysim.workload.training.experts import check_experts
 from pysim.workload.training.pipeline import SCHEDULES
 from pysim.workload.training.recompute import RECOMPUTE, recompute_mode, stash_per_sample
 from pysim.workload.training.sequence import sequence_plan
-from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_split,
-                                            vocabulary_padding)
+from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_backward,
+                                            tp_split, vocabulary_padding)
 from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 
 OPTIMIZER_STEPS = ("fused", "passes")   # workload.optimizer_step
@@ -86,6 +86,32 @@ def check_effect(par, tp, pp):
         if par.get(field) is value:
             raise ConfigError(f"workload.parallel.{field} = {str(value).lower()} has no effect "
                               f"with {why}; leave it out")
+
+
+def check_model_effect(lay, par):
+    """Refuse a plan field that changes nothing for this model and micro-batch count (read
+    by nothing), naming the field, its value and why: check_effect's fields, with what only
+    the model's layers and the schedule's micro-batches decide."""
+    name, layers = lay.model.name, lay.model.layers
+    if lay.tp > 1 and all(l.tp in (None, "replicated") for l in layers):
+        raise ConfigError(f"workload.parallel.tp = {lay.tp}: {name} has no layer that tensor "
+                          f"parallelism splits (every layer's tp in pysim models {name} is "
+                          f"'-' or replicated), so each NPU of a tensor-parallel group would "
+                          f"run the whole model on the same samples; use dp (or pp) instead")
+    if lay.tp > 1 and par.get("tp_overlap") is False and \
+            not any(tp_backward(lay, i) for i in range(len(layers))):
+        raise ConfigError(f"workload.parallel.tp_overlap = false has no effect with {name}: "
+                          f"it has no column-split linear layer, whose input gradient's "
+                          f"tensor-parallel collective tp_overlap places; leave it out")
+    if lay.sp and not any(lay.seq.split) and not any(lay.seq.scatter_after):
+        raise ConfigError(f"workload.parallel.sp = true has no effect with {name}: it has no "
+                          f"row-split layer whose output sequence parallelism would "
+                          f"reduce-scatter; leave it out")
+    if "schedule" in par and lay.m == 1:
+        raise ConfigError(f"workload.parallel.schedule = {par['schedule']!r} has no effect "
+                          f"with micro_batches = 1: a stage runs the one micro-batch's forward "
+                          f"then its backward under either schedule; leave it out, or set "
+                          f"workload.parallel.micro_batches")
 
 
 def load_model(cfg):
@@ -317,6 +343,7 @@ class _Layout:
         # sequence parallelism: which layers run on 1/tp of the sequence, and where the
         # sequence is gathered and scattered
         self.seq = sequence_plan(model, tp, self.sp)
+        check_model_effect(self, par)
         self.stash_div = [tp if (self.seq.split[i] or self.seq.gather_before[i]) else
                           self.splits[i][0] for i in range(L)]
         for i in range(L):
@@ -342,6 +369,11 @@ class _Layout:
             raise ConfigError(f"workload.grad_accumulation = 'add' times the addition with the "
                               f"kernel model, and workload.compute = {w.compute!r}; set "
                               f"workload.compute = 'kernels' or leave the key out")
+        if w.kernel_library != "cuda12" and self.kernels is None:
+            raise ConfigError(f"workload.kernel_library = {w.kernel_library!r} chooses the "
+                              f"kernel model's products, and workload.compute = "
+                              f"{w.compute!r}; set workload.compute = 'kernels' or leave the "
+                              f"key out")
         if w.loss_kernels == "passes" and self.kernels is None:
             raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
                               f"the kernel model, and workload.compute = {w.compute!r}; set "

@@ -20,7 +20,8 @@ ASTRA_ONLY = ("workload.astra_endpoint_delay", "workload.astra_scheduling",
 NOT_FOR_ASTRA = ("workload.model_params", "workload.parallel", "workload.precision",
                  "workload.optimizer", "workload.bucket_mb", "workload.overlap",
                  "workload.step_after",
-                 "workload.compute", "workload.attention", "workload.grad_accumulation",
+                 "workload.compute", "workload.kernel_library", "workload.attention",
+                 "workload.grad_accumulation",
                  "workload.optimizer_step", "workload.loss_kernels", "workload.layer_kernels",
                  "workload.memory.")
 
