@@ -204,11 +204,13 @@ def nic_injection_bytes(network, cfg):
     """Per node, the bytes per cycle its NIC's injection channels carry in all where packets
     longer than a VC buffer hold them below their rate (injection_period), else 0 (their
     rate). A NIC's channel feeds its router, which forwards each packet onto a lane of one of
-    its links; the channel is held where every such link is two lanes or more (a link of one
-    lane slower than the channel is the bottleneck itself), each slower than the channel, and
-    the stream measured at the flit level is slower than the channel: to the fastest of its
-    links' streams (measured once per kind of NIC channel and link: rates and lanes). None
-    where no NIC is held (nothing to change)."""
+    its links; the channel is held where each such link is two lanes or more, each slower
+    than the channel, and the stream measured at the flit level is slower than the channel:
+    to the fastest of its links' streams (measured once per kind of NIC channel and link:
+    rates and lanes). A link of one lane slower than the channel holds it to that lane's
+    rate, the bottleneck of what crosses it anyway: such links count in the fastest only
+    where a link of several lanes holds the channel too. None where no NIC is held (nothing
+    to change)."""
     net = cfg.network
     P, F = cfg.workload.packet_flits, net.flit_bytes
     n = len(network.inj_ch)
@@ -227,7 +229,10 @@ def nic_injection_bytes(network, cfg):
     chan = network.ch_num[inj] / network.ch_den[inj] * F        # a NIC channel's bytes
     lane = network.ch_num[groups] / network.ch_den[groups] * F
     rate = chan.copy()                          # per (node, link): its stream's bytes
-    slow = (par[groups] >= 2) & (lane < chan * (1 - 1e-9))
+    below = lane < chan * (1 - 1e-9)
+    one = below & (par[groups] < 2)             # the link's one lane binds, not the NIC
+    rate[one] = -np.inf
+    slow = (par[groups] >= 2) & below
     if slow.any():
         keys = np.stack([network.ch_num[inj], network.ch_den[inj], network.ch_num[groups],
                          network.ch_den[groups], par[groups]], axis=1).astype(np.int64)[slow]
@@ -245,6 +250,7 @@ def nic_injection_bytes(network, cfg):
     held = np.full(n, -np.inf)
     np.maximum.at(held, u, rate)                # the fastest of a node's links
     nodes = np.flatnonzero(np.isfinite(held))
+    np.maximum.at(held, u[one], lane[one])      # (no slower than its links of one lane)
     per = network.ch_num[network.inj_ch[nodes]] / network.ch_den[network.inj_ch[nodes]] * F
     below = held[nodes] < per * (1 - 1e-9)
     if not below.any():
