@@ -497,6 +497,26 @@ def test_nccl_218s_nvls_lays_its_loops_out_channel_by_channel():
             assert nccl.nvls_factor(n, 8, 4, release) == 4.0
 
 
+
+@pytest.mark.parametrize("level", ["flow", "flit"])
+def test_nvls_on_fewer_channels_goes_at_their_pace(level):
+    """From 2.20 each channel takes an even share, so NVLS on 4 of its 16 channels
+    (workload.nccl_channels = 4) moves each channel's quarter at a 16th of NVLS's rate: 4
+    times the links' time. One DGX H100, 64 KiB (one loop), 2.23: NCCL's NVLS latency 25 us
+    + 4 x 2 x 65,536 x 1.125 / 315.18 GB/s = 26.87 us by hand (16 channels: 25.47); the
+    closed form gives it, the flow level it plus the links' own latency, the flit level no
+    faster and at most 10% slower."""
+    n, rate = 1 << 16, 450 * 20.6 / 25 * 0.85e9
+    hand = 25e-6 + 4 * 2 * n * 1.125 / rate
+    assert hand * 1e6 == pytest.approx(26.87, abs=0.01)
+    cfg = cfg_for("dgx-h100", n, "nvls", "Simple", **{
+        "topology.nvls": True, "workload.nccl_channels": 4, "network.model": level})
+    _, _, sim, m, p = model_and_sim(cfg)
+    assert nccl.nvls_seconds(n, m, p, 4, "2.23") == pytest.approx(hand, rel=1e-6)
+    cyc = 1e9 * cfg.network.clock_ghz
+    top = 1.01 if level == "flow" else 1.10
+    assert 0.99 * hand * cyc <= sim <= top * hand * cyc + slack("nvls", p, 1), (hand, sim)
+
 def test_nvls_moves_ncclss_chunks_in_its_loops():
     """NCCL's NVLS chunk (src/enqueue.cc, computeColl in 2.18.5; computeCollChunkInfo in
     2.20.5, the same rule on one node): 128 KiB (the 512 KiB step of the 4 MiB Simple buffer,

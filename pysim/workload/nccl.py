@@ -68,9 +68,9 @@ STEP_US = {
 # against 17.7 measured. bench/nccl_tests.py models the one-thread launch.
 
 
-def step_us(m, algo, proto, transport):
+def step_us(algo, proto, transport):
     """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net'):
-    NCCL's tuning model's (STEP_US), on every machine `m`."""
+    NCCL's tuning model's (STEP_US), on every machine."""
     return STEP_US[transport][(algo, proto)]
 
 
@@ -451,7 +451,7 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     flight - sum d)). share = 1 bounds it from above (every step's chain through a network
     hop); the fraction of the ring's hops that cross nodes estimates it (a slice's chain
     crosses that share of its steps' hops)."""
-    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    x = step_us("ring", proto, "nvlink") * 1e-6
     flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
     rate = m.nic * 1e9 / (WIRE[proto] * m.hop_factor(proto, channels, False))
     out = 0.0
@@ -476,7 +476,7 @@ def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True, release
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
     layout = chunk_major(collective, nbytes, proto, p, channels, release)
-    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    x = step_us("ring", proto, "nvlink") * 1e-6
     bundles = _bundles(m, channels)
     worst = 0.0
     for index, (ring, width) in enumerate(bundles):
