@@ -163,6 +163,26 @@ def test_steps_after_every_bucket_wait_for_the_last_all_reduce():
                 assert steps[0][0] < last, n
 
 
+def test_the_summarys_utilisation_lists_npus_in_rank_order_and_leaves_out_unbuilt_ones():
+    """The summary's compute utilisation names NPUs in rank order (gpu0 ... gpu7 of 16, not
+    gpu0, gpu1, gpu10, ... as strings sort), and with one replica built leaves out the NPUs
+    whose compute is not built (0% by construction, not measured), saying how many."""
+    from pysim import load
+    over = {"topology.node_count": 2, "workload.kind": "training", "network.model": "flow",
+            "workload.model": "transformer", "workload.batch": 16, "workload.iterations": 1,
+            "workload.model_params": {"layers": 1, "hidden": 64, "heads": 4, "seq": 16,
+                                      "vocab": 256}}
+    line = next(x for x in simulate(load("dgx-a100", over)).summary().splitlines()
+                if x.startswith("compute utilisation"))
+    assert re.findall(r"gpu\d+", line) == [f"gpu{i}" for i in range(8)], line
+    r = simulate(load("dgx-a100", {**over, "workload.parallel": {"replicas": "one"}}))
+    line = next(x for x in r.summary().splitlines() if x.startswith("compute utilisation"))
+    built = [n for n, v in r.to_dict()["per_npu"].items() if v["compute_cycles"]]
+    assert re.findall(r"gpu\d+(?= \d+%)", line) == built == ["gpu0"], line
+    assert line.endswith("(and 15 NPUs whose compute is not built: workload.parallel."
+                         "replicas or tp_ranks = 'one')"), line
+
+
 @pytest.mark.parametrize("step_after", ["bucket", "all"])
 def test_steps_after_every_bucket_wait_for_the_experts_all_reduces_too(step_after):
     """gpt_moe over dp = 8 with ep = 4 (each expert layer's gradient all-reduced over the 2
