@@ -467,6 +467,12 @@ def test_a_model_too_big_for_hbm_names_the_npu_the_bytes_and_the_capacity():
     msg = str(e.value)
     # fp32 weights, gradients, momentum: 12 bytes a weight
     assert "HBM of n0" in msg and f"{36 * 10**9:,} bytes" in msg and "32,000,000,000" in msg
+    # refused before the run's estimate is given (it said how long a build would take that
+    # was then refused)
+    said = []
+    with pytest.raises(ConfigError, match="HBM of n0"):
+        training_graph(cfg, build_topology(cfg), m, counted=said.append)
+    assert said == []
 
 
 def test_a_system_without_npus_is_refused():
