@@ -333,6 +333,17 @@ def _number_named(key, v):
     return None
 
 
+def _kin_of_type(key, v):
+    """'; did you mean topology.node_count (an integer)?' where a key of the same section,
+    named as this one's stem, takes a value of v's type (topology.nodes = 4, a graph's
+    nodes, for a cluster's topology.node_count), else ''."""
+    stem = key.name.rstrip("s")
+    kin = [k for k in KEYS if k.section == key.section and k is not key and
+           k.name.startswith(stem) and type_ok(k.kind, v)]
+    return (f"; did you mean {kin[0].path} ({KIND_TEXT[kin[0].kind]})?" if len(kin) == 1
+            else "")
+
+
 def check_value(key: Key, v):
     """Validate one value for `key`; return it normalised (floats as float)."""
     if v is None:
@@ -346,7 +357,8 @@ def check_value(key: Key, v):
             raise ConfigError(f"{key.path} = {short(v)}: expected a string, the name "
                               f"\"{named}\" in quotes (on the command line inside the "
                               f"shell's: --set '{key.path}=\"{named}\"')")
-        raise ConfigError(f"{key.path} = {short(v)}: expected {KIND_TEXT[key.kind]}")
+        raise ConfigError(f"{key.path} = {short(v)}: expected {KIND_TEXT[key.kind]}"
+                          f"{_kin_of_type(key, v)}")
     if key.kind in ("int", "ints", "int|ints"):
         limit = key.int_limit
         if any(abs(x) > limit for x in (v if isinstance(v, list) else [v])):

@@ -145,6 +145,8 @@ def test_presets_and_rates_follow_the_node_type():
     (dict(radix=1), ["topology.radix", "2 to 4096"]),
     (dict(link_gbps=10.0), ["topology.link_gbps", "not used", "nvlink_gbps"]),
     (dict(size=8), ["topology.size", "not used"]),
+    (dict(nodes=4), ["topology.nodes = 4: expected an array of tables ([[...]]); did you "
+                     "mean topology.node_count (an integer)?"]),
     (dict(node_count=1, nvls=True), ["topology.nvls = true: topology.node = 'dgx-a100' has "
                                      "no NVLink SHARP", "expected a node whose NVSwitches "
                                      "reduce: dgx-h100"]),

@@ -163,6 +163,26 @@ def test_steps_after_every_bucket_wait_for_the_last_all_reduce():
                 assert steps[0][0] < last, n
 
 
+def test_the_summarys_utilisation_lists_npus_in_rank_order_and_leaves_out_unbuilt_ones():
+    """The summary's compute utilisation names NPUs in rank order (gpu0 ... gpu7 of 16, not
+    gpu0, gpu1, gpu10, ... as strings sort), and with one replica built leaves out the NPUs
+    whose compute is not built (0% by construction, not measured), saying how many."""
+    from pysim import load
+    over = {"topology.node_count": 2, "workload.kind": "training", "network.model": "flow",
+            "workload.model": "transformer", "workload.batch": 16, "workload.iterations": 1,
+            "workload.model_params": {"layers": 1, "hidden": 64, "heads": 4, "seq": 16,
+                                      "vocab": 256}}
+    line = next(x for x in simulate(load("dgx-a100", over)).summary().splitlines()
+                if x.startswith("compute utilisation"))
+    assert re.findall(r"gpu\d+", line) == [f"gpu{i}" for i in range(8)], line
+    r = simulate(load("dgx-a100", {**over, "workload.parallel": {"replicas": "one"}}))
+    line = next(x for x in r.summary().splitlines() if x.startswith("compute utilisation"))
+    built = [n for n, v in r.to_dict()["per_npu"].items() if v["compute_cycles"]]
+    assert re.findall(r"gpu\d+(?= \d+%)", line) == built == ["gpu0"], line
+    assert line.endswith("(and 15 NPUs whose compute is not built: workload.parallel."
+                         "replicas or tp_ranks = 'one')"), line
+
+
 @pytest.mark.parametrize("step_after", ["bucket", "all"])
 def test_steps_after_every_bucket_wait_for_the_experts_all_reduces_too(step_after):
     """gpt_moe over dp = 8 with ep = 4 (each expert layer's gradient all-reduced over the 2
@@ -447,6 +467,12 @@ def test_a_model_too_big_for_hbm_names_the_npu_the_bytes_and_the_capacity():
     msg = str(e.value)
     # fp32 weights, gradients, momentum: 12 bytes a weight
     assert "HBM of n0" in msg and f"{36 * 10**9:,} bytes" in msg and "32,000,000,000" in msg
+    # refused before the run's estimate is given (it said how long a build would take that
+    # was then refused)
+    said = []
+    with pytest.raises(ConfigError, match="HBM of n0"):
+        training_graph(cfg, build_topology(cfg), m, counted=said.append)
+    assert said == []
 
 
 def test_a_system_without_npus_is_refused():

@@ -670,11 +670,11 @@ def training_graph(cfg, topo, model=None, npus=None, graph=None, prefix="", hook
     lay = _Layout(cfg, topo, model, npus, like=like)
     g = graph if graph is not None else OpGraph()
     b = _Builder(lay, g, prefix, hooks)
-    c = count.check(b, engine_ops(g), op_count)    # refused at once past the op limit
-    if counted is not None:
-        counted(c)
     if cfg.workload.memory.policy == "none":
         lay.check_memory()               # else the memory plan decides what stays in HBM
+    c = count.check(b, engine_ops(g), op_count)    # refused at once past the op limit
+    if counted is not None:              # (the run's estimate: for a plan that fits)
+        counted(c)
     b.plan.layout = lay
     last, prev_opt = {}, {}
     # the passes' names are unique by construction (iteration, layer, pass, micro-batch,

@@ -149,13 +149,20 @@ class TrainingResult(GraphResult):
                                      f"the memory plan's transfers")]
                   if t.get("memory_stall_cycles") else []),
                 ("other", f"{t['other_cycles']:,} cycles (none of these)")]
-        util = sorted(t["per_npu"].items())
+        # in rank order; an NPU with no compute of its own (one whose replica or
+        # tensor-parallel rank is taken to run as the one built: workload.parallel.replicas,
+        # tp_ranks = 'one') has 0% here by construction, not by measurement: left out
+        every = list(t["per_npu"].items())
+        util = [(n, v) for n, v in every if v["compute_cycles"]] or every
+        idle = len(every) - len(util)
         rows.append(("compute utilisation", ", ".join(
             f"{n} {100 * v['compute_utilisation']:.0f}%" for n, v in util[:8]) +
-            (" ..." if len(util) > 8 else "")))
+            (" ..." if len(util) > 8 else "") +
+            (f" (and {idle:,} NPUs whose compute is not built: workload.parallel.replicas "
+             f"or tp_ranks = 'one')" if idle else "")))
         rows.append(("HBM per network byte", ", ".join(
-            f"{n} {v['hbm_comm_bytes_per_network_byte']:.2f}" for n, v in util[:8]) +
-            (" ..." if len(util) > 8 else "")))
+            f"{n} {v['hbm_comm_bytes_per_network_byte']:.2f}" for n, v in every[:8]) +
+            (" ..." if len(every) > 8 else "")))
         rows += [("link utilisation", self._link_line())]
         rows += memory_rows(self.memory)
         rows += [("note", n) for n in self.notes]
