@@ -47,6 +47,10 @@ class Network:
     inj_ch: np.ndarray        # per node: its first injection channel, -1 for switches
     ej_ch: np.ndarray         # per node: its first ejection channel, -1 for switches
     longest_step: int = 0     # cycles the watchdog waits beyond simulation.watchdog_cycles
+    # per link and NIC (a unit: a topology channel, or one way of an endpoint's NIC), in
+    # channel order: its first lane's engine channel and its lanes (None: not laid out so)
+    unit_first: np.ndarray | None = None
+    unit_lanes: np.ndarray | None = None
 
     def channel_label(self, c):
         names = self.topo.node_names
@@ -452,7 +456,8 @@ def compile_network(cfg, topo=None) -> Network:
     )
     return Network(topo=topo, routing=route, arrays=arrays, topo_channel=topo_channel,
                    ch_kind=kinds, ch_src=src, ch_dst=dst, ch_num=nums, ch_den=dens,
-                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch, longest_step=longest_step)
+                   ch_lat=lat, inj_ch=inj_ch, ej_ch=ej_ch, longest_step=longest_step,
+                   unit_first=starts, unit_lanes=L)
 
 
 # ------------------------------------------------------------------ describing a system

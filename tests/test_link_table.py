@@ -142,3 +142,63 @@ def test_slow_group_path_reads_the_columns_as_the_rows_say():
         assert (note is not None) == bool(slow)
         if note:
             assert f"{top['src']}->{top['dst']}" in note
+
+
+def alike_flits(net, seed):
+    """Flits alike over each link's lanes (as the flow level sends them), random per link."""
+    g = np.random.default_rng(seed)
+    return np.repeat(g.integers(0, 5000, net.unit_lanes.size), net.unit_lanes)
+
+
+@pytest.mark.parametrize("topology", SYSTEMS)
+@pytest.mark.parametrize("cycles", [0, 997])
+def test_a_run_per_link_gives_the_rows_of_every_lane(topology, cycles):
+    """The flow level's report keeps a run per link; its rows, columns and slices are the
+    channel-by-channel reference's, lane numbers counting up within each link."""
+    cfg = make_cfg(topology=topology, network={"vcs": 3})
+    net = compile_network(cfg, build(cfg))
+    flits = alike_flits(net, 3)
+    table = link_report(net, cfg, flits, cycles, alike=True)
+    ref = reference(net, cfg, flits, cycles)
+    links = net.ch_kind[net.unit_first] == CH_NET
+    assert table.runs is not None and table.runs.tolist() == net.unit_lanes[links].tolist()
+    assert len(table) == len(ref) and list(table) == ref and table == ref
+    k = len(ref) // 2
+    assert table[k] == ref[k] and table[-1] == ref[-1] and table[3:11] == ref[3:11]
+    assert table[::5] == ref[::5] and pickle.loads(pickle.dumps(table)) == ref
+    for key in LinkTable.KEYS:
+        col = table.column(key)
+        want = [r[key] for r in ref] if key not in ("src", "dst") else \
+            [net.topo.node_names.index(r[key]) for r in ref]
+        assert col.tolist() == want, key
+    cols, rows, first = table.by_run()
+    assert rows.sum() == len(ref) and first[0] == 0
+    assert [ref[i]["lane"] for i in first] == cols["lane"].tolist()
+    # (the per-lane form of the same flits: one run per row)
+    _, rows1, first1 = link_report(net, cfg, flits, cycles).by_run()
+    assert (rows1 == 1).all() and first1.tolist() == list(range(len(ref)))
+
+
+def test_lanes_that_differ_are_never_folded():
+    """Flits that differ between a link's lanes (the flit level) keep a row per lane: the
+    folded report would lose them, so only `alike` folds, and a change on one lane shows."""
+    cfg = make_cfg(topology=SYSTEMS[0])
+    net = compile_network(cfg, build(cfg))
+    flits = alike_flits(net, 4)
+    lanes = np.flatnonzero((net.ch_kind == CH_NET) & (net.arrays["ch_par_base"] !=
+                                                       np.arange(net.ch_kind.size)))
+    flits[lanes[0]] += 1
+    assert list(link_report(net, cfg, flits, 100)) == reference(net, cfg, flits, 100)
+    assert list(link_report(net, cfg, flits, 100, alike=True)) != \
+        reference(net, cfg, flits, 100)
+
+
+def test_a_flow_run_reports_a_run_per_link():
+    cfg = make_cfg(topology=SYSTEMS[2], network={"model": "flow"},
+                   workload={"kind": "collective", "collective": "all_reduce",
+                             "algorithm": "ring", "bytes": 1 << 20})
+    res = simulate(cfg)
+    assert res.links.runs is not None and len(res.links.runs) < len(res.links)
+    rows = list(res.links)
+    assert res.to_dict()["links"] == rows and sum(l["flits"] for l in rows) > 0
+    assert len({(l["src"], l["dst"], l["lane"]) for l in rows}) == len(rows)

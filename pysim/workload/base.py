@@ -160,7 +160,8 @@ def check_status(status, network, engine):
                           f"the last VC class {c['bad_class']}")
 
 
-def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None):
+def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None,
+                alike=False):
     """Per router-to-router channel (each lane of a parallel link its own row), a LinkTable
     (pysim.stats: rows made when asked for, the columns arrays): its ends,
     bandwidth, latency, the flits it carried (`flits`, per channel: those sent in the window)
@@ -174,9 +175,17 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
     serialisation that began before it, taken off (under a cycle too little, never more than
     the window, if that flit is not sent at once). With `vc_flits` ((channels, vcs),
     the engine's count of flits entering each VC buffer at the channel's far end), those per
-    VC."""
+    VC. With `alike` (the flow level, whose lanes of a link carry its flits evenly: `flits`
+    is the same on every lane of a link), the table keeps a run per link (LinkTable's
+    `runs`), read at its first lane: the same rows, without columns per lane."""
     names = network.topo.node_names
-    c = np.flatnonzero(network.ch_kind == CH_NET)
+    runs = None
+    if alike and network.unit_first is not None and vc_flits is None and \
+            owed_start is None and owed_end is None:
+        u = np.flatnonzero(network.ch_kind[network.unit_first] == CH_NET)
+        c, runs = network.unit_first[u], network.unit_lanes[u]
+    else:
+        c = np.flatnonzero(network.ch_kind == CH_NET)
     r = np.asarray(network.ch_num)[c].astype(np.float64) / \
         np.asarray(network.ch_den)[c].astype(np.float64)
     f = np.asarray(flits)[c]                          # (r: flits per cycle)
@@ -193,7 +202,8 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
                      r * cfg.network.flit_bytes * cfg.network.clock_ghz,
                      np.asarray(network.ch_lat)[c].astype(np.int64), f.astype(np.int64),
                      np.asarray(util, np.float64),
-                     None if vc_flits is None else np.asarray(vc_flits)[c].astype(np.int64))
+                     None if vc_flits is None else np.asarray(vc_flits)[c].astype(np.int64),
+                     runs=runs)
 
 
 # The configuration keys this module reads (pysim.schema).

@@ -1107,7 +1107,8 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     # link's rate, and a channel's owed time there is 0)
     links = link_report(network, cfg, flits, makespan,
                         eng.vc_flits() if model != "flow" else None,
-                        owed_end=eng.channel_owed(makespan) if model != "flow" else None)
+                        owed_end=eng.channel_owed(makespan) if model != "flow" else None,
+                        alike=model == "flow")
     nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}

@@ -67,11 +67,12 @@ def slow_group_path(links, cfg, topo):
     par = cfg.workload.parallel or {}
     if "order" in par or cfg.workload.memory.policy != "none":
         return None                      # (a memory plan's transfers fill links of their own)
-    top = links[int(np.argmax(links.column("utilisation")))]    # (the first of the busiest)
+    cols, _, first = links.by_run()          # (a run of alike rows at a time)
+    top = links[int(first[np.argmax(cols["utilisation"])])]    # (the first of the busiest)
     kinds = dict(zip(topo.node_names, topo.node_kinds))
     npu = np.array([k == "npu" for k in topo.node_kinds])
-    at_npu = npu[links.column("src")] | npu[links.column("dst")]
-    widest = float(links.column("bandwidth_gbps")[at_npu].max(initial=0.0))
+    at_npu = npu[cols["src"]] | npu[cols["dst"]]
+    widest = float(cols["bandwidth_gbps"][at_npu].max(initial=0.0))
     detour = {kinds.get(top["src"]), kinds.get(top["dst"])} & {"switch", "host"}
     if top["utilisation"] < 0.05 or not detour or top["bandwidth_gbps"] >= widest:
         return None
