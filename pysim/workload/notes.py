@@ -22,25 +22,37 @@ def nic_limit(network, cfg, flits, cycles):
         return None
     topo = network.topo
     clock, fb = cfg.network.clock_ghz, cfg.network.flit_bytes
-    rate = network.ch_num / network.ch_den                   # flits per cycle
-    net = network.ch_kind == CH_NET
-    worst = None
+    num, den = network.ch_num, network.ch_den            # (rate: flits per cycle, read
+    worst = None                                         # where needed, not per lane)
     for way, nic_ch, mine, far in (("injection", network.inj_ch, network.ch_src,
                                     network.ch_dst),
                                    ("ejection", network.ej_ch, network.ch_dst,
                                     network.ch_src)):
         nodes = np.flatnonzero(nic_ch >= 0)
-        share = flits[nic_ch[nodes]] / (cycles * rate[nic_ch[nodes]])
-        for node in nodes[share >= BUSY]:           # (the busy NICs alone, one by one)
+        at = nic_ch[nodes]
+        share = flits[at] / (cycles * (num[at] / den[at]))
+        busy = nodes[share >= BUSY]
+        if not busy.size:
+            continue
+        # (the busy NICs' nodes' links that carried flits, in channel order)
+        mask = np.isin(mine, busy)
+        mask &= network.ch_kind == CH_NET
+        mask &= np.asarray(flits) != 0
+        links = np.flatnonzero(mask)
+        del mask
+        links = links[np.argsort(mine[links], kind="stable")]     # (by node, then channel)
+        owner = mine[links]
+        for node in busy:                           # (the busy NICs alone, one by one)
             c = int(nic_ch[node])
-            used = flits[c] / (cycles * rate[c])
+            rate_c = num[c] / den[c]
+            used = flits[c] / (cycles * rate_c)
             per = {}                          # the node's links in use, lanes summed
-            for k in np.flatnonzero(net & (mine == node)):
-                if flits[k]:
-                    per[int(far[k])] = per.get(int(far[k]), 0.0) + rate[k]
+            lo, hi = np.searchsorted(owner, node), np.searchsorted(owner, node, "right")
+            for k in links[lo:hi]:
+                per[int(far[k])] = per.get(int(far[k]), 0.0) + num[k] / den[k]
             widest = max(per.values(), default=0.0)
-            if widest > rate[c] * 1.001 and (worst is None or used > worst[2]):
-                worst = (way, int(node), used, rate[c], widest)
+            if widest > rate_c * 1.001 and (worst is None or used > worst[2]):
+                worst = (way, int(node), used, rate_c, widest)
     if worst is None:
         return None
     way, node, used, nic, widest = worst
