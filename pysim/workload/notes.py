@@ -35,7 +35,9 @@ def nic_limit(network, cfg, flits, cycles):
         if not busy.size:
             continue
         # (the busy NICs' nodes' links that carried flits, in channel order)
-        mask = np.isin(mine, busy)
+        is_busy = np.zeros(topo.n_nodes, bool)
+        is_busy[busy] = True
+        mask = is_busy[mine]
         mask &= network.ch_kind == CH_NET
         mask &= np.asarray(flits) != 0
         links = np.flatnonzero(mask)
