@@ -15,12 +15,24 @@ from pysim.network import CH_NET
 BUSY = 0.5          # a channel busy this share of the run or more is a limit worth naming
 
 
-def nic_limit(network, cfg, flits, cycles):
+def nic_limit(network, cfg, flits, cycles, unit_flits=None):
     """A note if an endpoint's NIC, slower than the widest link it sends on, was busy for
-    most of the run (its messages left no faster than the NIC), else None."""
+    most of the run (its messages left no faster than the NIC), else None. `flits`: per
+    channel; or `unit_flits`: per link and NIC of network.unit_first, each of its lanes'
+    (the flow level's, alike over a link's lanes)."""
     if cycles <= 0:
         return None
     topo = network.topo
+    if unit_flits is not None:
+        unit_flits = np.asarray(unit_flits)
+
+        def flits_at(c):                    # (a lane's: its link's or NIC's)
+            return unit_flits[np.searchsorted(network.unit_first, c, "right") - 1]
+    else:
+        flits = np.asarray(flits)
+
+        def flits_at(c):
+            return flits[c]
     clock, fb = cfg.network.clock_ghz, cfg.network.flit_bytes
     num, den = network.ch_num, network.ch_den            # (rate: flits per cycle, read
     worst = None                                         # where needed, not per lane)
@@ -30,7 +42,7 @@ def nic_limit(network, cfg, flits, cycles):
                                     network.ch_src)):
         nodes = np.flatnonzero(nic_ch >= 0)
         at = nic_ch[nodes]
-        share = flits[at] / (cycles * (num[at] / den[at]))
+        share = flits_at(at) / (cycles * (num[at] / den[at]))
         busy = nodes[share >= BUSY]
         if not busy.size:
             continue
@@ -39,7 +51,8 @@ def nic_limit(network, cfg, flits, cycles):
         is_busy[busy] = True
         mask = is_busy[mine]
         mask &= network.ch_kind == CH_NET
-        mask &= np.asarray(flits) != 0
+        mask &= (np.repeat(unit_flits != 0, network.unit_lanes) if unit_flits is not None
+                 else flits != 0)
         links = np.flatnonzero(mask)
         del mask
         links = links[np.argsort(mine[links], kind="stable")]     # (by node, then channel)
@@ -47,7 +60,7 @@ def nic_limit(network, cfg, flits, cycles):
         for node in busy:                           # (the busy NICs alone, one by one)
             c = int(nic_ch[node])
             rate_c = num[c] / den[c]
-            used = flits[c] / (cycles * rate_c)
+            used = flits_at(c) / (cycles * rate_c)
             per = {}                          # the node's links in use, lanes summed
             lo, hi = np.searchsorted(owner, node), np.searchsorted(owner, node, "right")
             for k in links[lo:hi]:
