@@ -34,7 +34,7 @@ Korthikanti et al.'s Table 5 instead (MLSys 2023: four models on 8 to 512 GPUs w
 parallelism, full recomputation, Megatron-LM of 2022 with the input gradient's all-reduce
 beside the weight gradient, the paper's micro-batch and interleaving;
 tests/data/korthikanti_table5.json). --table readme runs the one measurement
-Megatron-LM's README of 2021 gives (GPT-3 175B on 1,024 A100s of Selene, tp 8, pp 16,
+Megatron-LM's README of 2021 gives (GPT-3 175B on 1,024 A100s, tp 8, pp 16,
 micro-batch 1, not interleaved, about 32 s an iteration: the same code, container and count
 as Table 1's; tests/data/megatron_readme_2021.json).
 
@@ -81,6 +81,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pysim.config import from_dict
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
+from pysim.workload.collectives.registry import ALGORITHMS
 from pysim.workload.graph import GraphError
 from pysim.workload.training import run_training
 from pysim.workload.training.builder import _Builder
@@ -231,7 +232,7 @@ def config(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
                                       "heads": row["heads"], "seq": seq, "vocab": vocab},
                      "batch": row["batch"], "precision": "mixed", "optimizer": "adam",
                      "iterations": 1, "parallel": par, **ddp_settings(row),
-                     "chunks": 1, "compute": "kernels",
+                     **({} if algorithm == "nccl" else {"chunks": 1}), "compute": "kernels",
                      "algorithm": algorithm, "collective_form": form, **extra, **ERAS[era],
                      "kernel_library": library,
                      "memory": {"policy": "recompute", "recompute": "full"}}})
@@ -256,7 +257,12 @@ def run_row(row, vocab, seq, micro_batch=1, interleave="auto", system="cluster",
     cfg = config(row, vocab, seq, micro_batch, interleave, system, algorithm, sms, replicas,
                  form, tp_ranks, era, library)
     b = _Builder(_Layout(cfg, build_topology(cfg), load_model(cfg), None), None, "")
-    counted = count_ops(b)
+    try:
+        counted = count_ops(b)       # (a collective past the op limit is refused here)
+    except GraphError as e:
+        out.update(error=None, simulated_tflops_per_gpu=None, refused=str(e),
+                   wall_seconds=time.perf_counter() - t0)
+        return out
     out["ops_counted"] = counted.graph_total
     out["engine_ops_counted"] = counted.engine_total
     out["ops_by_part"] = counted.graph
@@ -383,6 +389,33 @@ def _child(*args):
     return out
 
 
+def check_options(ap, a, rows):
+    """The rows picked, after a usage error (ap.error) for an option of a value no row can
+    run, naming the option, its value and what is expected: before any run."""
+    try:
+        pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
+    except ValueError:
+        pick = None
+    if pick is None or not pick or not all(0 <= k < len(rows) for k in pick):
+        ap.error(f"--rows {a.rows!r}: expected indices of the table's rows, 0 to "
+                 f"{len(rows) - 1}, comma-separated")
+    if a.interleave != "auto" and (not a.interleave.isdigit() or int(a.interleave) < 1):
+        ap.error(f"--interleave {a.interleave!r}: expected 'auto' or a count of model chunks "
+                 f">= 1")
+    for opt, v, least in (("--micro-batch", a.micro_batch, 1), ("--max-ops", a.max_ops, 1),
+                          ("--op-limit", a.op_limit, 1), ("--comm-sms", a.comm_sms, 0)):
+        if v is not None and v < least:
+            ap.error(f"{opt} {v}: expected an integer >= {least}")
+    if a.algorithm not in ALGORITHMS:
+        ap.error(f"--algorithm {a.algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+    for k in pick if a.micro_batch else ():
+        per = rows[k]["batch"] // (rows[k]["gpus"] // (rows[k]["tp"] * rows[k]["pp"]))
+        if per % a.micro_batch:
+            ap.error(f"--micro-batch {a.micro_batch}: does not divide the {per} samples of "
+                     f"each data-parallel replica of row {k} ({rows[k]['params_billion']}B)")
+    return pick
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default=None, help="indices of Table 1's rows (default all)")
@@ -432,7 +465,8 @@ def main(argv=None):
                          "fitted to: cuda11 (the CUDA 11 era's libraries), cuda12 (cuBLASLt "
                          "of CUDA 12.5); auto (default): cuda11 for sc21 and readme (the "
                          "authors' scripts ran NGC PyTorch 20.12, CUDA 11.1), cuda12 for "
-                         "korthikanti (its software is not recorded)")
+                         "korthikanti (the one it agrees with; its container is not "
+                         "recorded, its libraries CUDA 11's of 2022)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--table", choices=sorted(TABLES), default="sc21",
                     help="sc21: Narayanan et al.'s Table 1 (default); korthikanti: Korthikanti "
@@ -440,17 +474,17 @@ def main(argv=None):
                          "readme: the GPT-3 175B example of Megatron-LM's README of 2021 "
                          "(1,024 GPUs, tp 8, pp 16, micro-batch 1)")
     a = ap.parse_args(argv)
+    meta, rows = table(a.table)
+    pick = check_options(ap, a, rows)
     if a.op_limit is not None:
         graph_module.MAX_OPS = a.op_limit
-    meta, rows = table(a.table)
     library = a.library if a.library != "auto" else \
         ("cuda11" if a.table in ("sc21", "readme") else "cuda12")
-    pick = range(len(rows)) if a.rows is None else [int(x) for x in a.rows.split(",")]
     out = []
     print(f"{'params':>8} {'GPUs':>5} {'tp':>3} {'pp':>3} {'published':>9} {'pysim':>7} "
           f"{'error':>7} {'iteration':>10} {'wall':>7} {'CPU':>7} {'peak':>8}")
     for k in pick:
-        mb = a.micro_batch or rows[k].get("micro_batch", 1)
+        mb = a.micro_batch if a.micro_batch is not None else rows[k].get("micro_batch", 1)
         v = rows[k].get("interleave", "auto") if a.interleave == "auto" else int(a.interleave)
         r = run_isolated(rows[k], meta["vocab"], meta["seq"], mb, v, a.system,
                     a.algorithm, a.max_ops, a.comm_sms, a.replicas, a.form, a.tp_ranks, a.era,

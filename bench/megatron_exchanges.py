@@ -230,6 +230,32 @@ def row_inputs(row, layers):
     return pp, v, m, fwd, bwd, each("pp_send"), each("pp_all_gather")
 
 
+NEEDED = ("params_billion", "gpus", "tp", "pp", "batch", "micro_batch", "interleave",
+          "iteration_seconds", "published_iteration_seconds", "breakdown_seconds",
+          "comm_by_kind")
+
+
+def read_rows(path, error):
+    """The rows of bench/megatron.py's --json output at `path`; anything else is told to
+    `error` (a message naming the file and what was expected)."""
+    what = "expected what `python bench/megatron.py --json FILE` writes"
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        error(f"{path}: cannot be read ({e.strerror}); {what}")
+    except ValueError as e:
+        error(f"{path}: not JSON ({e}); {what}")
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        error(f"{path}: no list of rows; {what}")
+    for i, r in enumerate(rows):
+        missing = [k for k in NEEDED if k not in r]
+        if r.get("error") is not None and missing:
+            error(f"{path}: row {i} has no {', '.join(missing)}; {what}")
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rows", help="bench/megatron.py --json's output")
@@ -240,10 +266,15 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not a.transfer_scale >= 0:
         ap.error(f"--transfer-scale {a.transfer_scale}: expected a number >= 0")
-    with open(a.rows) as f:
-        rows = json.load(f)["rows"]
+    if a.json is not None and os.path.abspath(a.json) == os.path.abspath(a.rows):
+        ap.error(f"--json {a.json!r} names the input; expected another file")
+    rows = read_rows(a.rows, ap.error)
     layers = {(r["params_billion"], r["gpus"]): r["layers"] for which in TABLES
               for r in table(which)[1]}
+    for row in rows:
+        if row.get("error") is not None and (row["params_billion"], row["gpus"]) not in layers:
+            ap.error(f"{a.rows}: the row of {row['params_billion']}B on {row['gpus']} GPUs is "
+                     f"in none of bench/megatron.py's tables ({', '.join(sorted(TABLES))})")
     out = []
     print(f"{'params':>8} {'pp':>3} {'v':>2} {'m':>4} {'pysim':>9} {'replay':>9} "
           f"{'Megatron':>9} {'difference':>10}")

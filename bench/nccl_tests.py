@@ -28,6 +28,7 @@ import sys
 import time
 
 import pysim
+import pysim.workload.nccl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data", "nccl_tests_allreduce.json")
@@ -123,12 +124,35 @@ def summary(rows):
                 max_abs_error=max(abs(r["error"]) for r in rows))
 
 
+def check_options(ap, a, data):
+    """A usage error (ap.error) naming the option, its value and what is expected, before
+    any run: systems the measurements do not have, a release NCCL's tuning model does not
+    know, --flit-max without --level flit or below every measured size."""
+    known = list(data["systems"])
+    for system in a.systems.split(","):
+        if system not in known:
+            ap.error(f"--systems {a.systems!r}: {system!r} has no measurements; expected "
+                     f"some of {', '.join(known)}, comma-separated")
+    releases = ("measured",) + pysim.workload.nccl.TUNING_RELEASES
+    if a.tuning not in releases:
+        ap.error(f"--tuning {a.tuning!r}: expected one of {', '.join(releases)}")
+    if a.flit_max is not None and a.level != "flit":
+        ap.error(f"--flit-max {a.flit_max}: read with --level flit only (the flow level runs "
+                 f"every size)")
+    if a.flit_max is None:
+        a.flit_max = 1 << 22
+    least = min(min(data["systems"][s]["bytes"]) for s in a.systems.split(","))
+    if a.flit_max < least:
+        ap.error(f"--flit-max {a.flit_max}: expected at least {least:,} bytes, the smallest "
+                 f"size measured (else nothing runs)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--systems", default="dgx-a100,dgx-h100,hgx-h200")
     ap.add_argument("--level", choices=("flow", "flit"), default="flow")
-    ap.add_argument("--flit-max", type=int, default=1 << 22,
-                    help="--level flit: the largest size run (bytes)")
+    ap.add_argument("--flit-max", type=int, default=None,
+                    help="--level flit: the largest size run (bytes; default 4 MiB)")
     ap.add_argument("--tuning", default="measured",
                     help="workload.nccl_tuning: 'measured' (default: the release each "
                          "measurement ran, 2.18 or 2.20) or a release (2.18, 2.20, 2.23)")
@@ -139,6 +163,7 @@ def main():
     a = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)
+    check_options(ap, a, data)
     harness = data["harness"] if a.harness == "nccl-tests" else None
     out = {}
     for system in a.systems.split(","):

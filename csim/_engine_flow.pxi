@@ -84,6 +84,14 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
             s.rs_cap[r] = s.ch_par_n[c] * <double>v_num[c] * s.flit_bytes / v_den[c]
     rs[n_grp:n_res] = cap_bytes
     lanes[n_grp:n_res] = cap_lanes
+    inj = flow.get("nic_inj_bytes")
+    if inj is not None:            # NICs whose channels packets hold below their rate
+        inj = np.asarray(inj, dtype=np.float64)
+        if inj.size != s.n_nodes or not (inj >= 0).all():
+            raise ValueError("flow: nic_inj_bytes needs one entry >= 0 per node")
+        held = np.flatnonzero(inj > 0)
+        held_res = self._arr["ch_res"][:s.n_ch][self._arr["nic_inj_base"][held]]
+        rs[held_res] = np.minimum(rs[held_res], inj[held])
     if rs.max(initial=0) > 2.0 ** 60:       # (the solver's fixed-point sums)
         raise ValueError(f"flow: a resource of {rs.max():g} bytes per cycle; at most 2^60")
     s.rs_head = <int32_t*>_ptr(self._own("rs_head", None, np.int32, -1, n_res))

@@ -34,9 +34,14 @@
 # is one channel, its packets follow each other through it flit after flit (with VCs to spare
 # they interleave there, which changes which flit is last but not when the last one crosses),
 # and it arrives as one packet of N flits would: T0(N), the zero-load latency of pysim.theory
-# (given per op in op_lat_whole). Where the bottleneck is m parallel channels, packets cross it
-# m at a time, each at R / m: rounds of m packets, the last round's longest packet paying its
-# own zero-load latency (op_lat_full for a full packet, op_lat for the last):
+# (given per op in op_lat_whole). Where a channel further on is slower than that one channel
+# (a lane of a group of several), the packets spread over the lanes and the last one, sent
+# (n - 1) P F / R after the first, arrives T0(L) later (R the bottleneck's rate: a NIC whose
+# packets overfill a VC buffer ahead of slower lanes has its injection resource's capacity
+# set to the rate its channels keep at the flit level, pysim/flow.py's injection_period).
+# Where the bottleneck is m parallel channels, packets cross it m at a time, each at R / m:
+# rounds of m packets, the last round's longest packet paying its own zero-load latency
+# (op_lat_full for a full packet, op_lat for the last):
 # T0(L') + ceil(((n - 1) // m) * P * F * m / R); so too, with m its channels, where it is a
 # class of one VC (packets one at a time, at its stream's period). Here the W bytes drain at
 # the max-min rate and the op finishes `lat` cycles after the last byte is carried, lat chosen
@@ -474,12 +479,16 @@ cdef inline int _pair_activate(State* s, int32_t p) noexcept nogil:
     q.solo = 0.0
     q.m = 1
     q.stream = 0
+    q.lane = 0.0
     for k in range(q.rlen):
         r = s.fe_res[base + k]
         if k == 0 or s.rs_cap[r] < q.solo or (s.rs_cap[r] == q.solo and s.rs_lanes[r] < q.m):
             q.solo = s.rs_cap[r]             # the bottleneck, and how many channels it has
             q.m = s.rs_lanes[r]
             q.stream = r >= s.vc_res_base    # (a class of one VC: packets one at a time)
+        if r < s.vc_res_base and s.rs_lanes[r] > 0 and \
+                (q.lane == 0.0 or s.rs_cap[r] / s.rs_lanes[r] < q.lane):
+            q.lane = s.rs_cap[r] / s.rs_lanes[r]     # the slowest channel (a lane of a group)
     q.service = 0.0
     q.vtail = 0.0
     q.rate = 0.0
@@ -518,8 +527,15 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     f = s.fl_free
     s.fl_free = s.fl[f].nxt
     s.fl_alive += 1
-    if q.m == 1 and not q.stream:
+    if q.m == 1 and not q.stream and q.solo <= q.lane * (1 + 1e-9):
         lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
+    elif q.m == 1 and not q.stream:
+        # the bottleneck is one channel faster than a lane further on (a group of several
+        # lanes, each slower): the packets spread over the lanes, so the message's flits pass
+        # at the bottleneck's rate, not at the lane's as one packet of N flits would, and the
+        # last packet arrives its own zero-load latency after it leaves: T0(L) + (n - 1) P F / R
+        lat = s.op_lat[op] + ceil_cycles(<double>((packets - 1) * bpp) / q.solo) - \
+            ceil_cycles(wire / q.solo)
     else:
         rounds = (packets - 1) // q.m         # rounds of m packets before the last
         in_last = packets - rounds * q.m

@@ -199,6 +199,7 @@ cdef struct Pair:            # the messages in flight from one source to one des
     int32_t rlen             # resources on its route (entries slot * hmax ...)
     int32_t m                # channels of its bottleneck (packets that cross it at once)
     int8_t stream            # its bottleneck is a VC class of one VC (packets one at a time)
+    double lane              # its slowest channel's rate (a group's capacity over its lanes)
     int32_t hpos             # position in the drain heap (-1: not in it)
     int8_t frozen            # progressive filling: rate fixed
     int8_t dirty             # its flows changed since the last recomputation

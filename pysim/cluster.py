@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.schema import MAX_DELAY_CYCLES, POS, Key, declare
+from pysim.schema import KEY_MAP, MAX_DELAY_CYCLES, POS, Key, declare, short
 from pysim.routing import Rule
 from pysim.topology import (BUILDERS, MAX_RULE_NODES, Topology, _apply_nic_defaults, at_clock,
                             cycles_text, kind_came, ns_to_cycles)
@@ -55,6 +55,8 @@ class NodeType:
     nvlink_latency_ns: float
     ib_latency_ns: float      # per link of the fabric (cable and switch)
     source: str
+    nvls: str = ""            # its NVSwitches' NVLink SHARP (in-switch reduction), or ""
+    no_nvls: str = ""         # why it has none (nvls "")
 
 
 NODE_TYPES = {
@@ -66,7 +68,10 @@ NODE_TYPES = {
                "GB/s per direction), eight single-port ConnectX-6 HDR InfiniBand NICs of "
                "200 Gb/s (25 GB/s per direction), one per GPU; fabric of QM8700-class HDR "
                "switches of 40 ports (NVIDIA Quantum HDR QM8700 datasheet). Latencies "
-               "assumed: 100 ns per NVLink hop, 150 ns per InfiniBand link and switch"),
+               "assumed: 100 ns per NVLink hop, 150 ns per InfiniBand link and switch",
+        no_nvls="its second-generation NVSwitches do not reduce: NVLink SHARP came with the "
+                "third generation, in the DGX H100 (NVIDIA Hopper architecture whitepaper, "
+                "2022)"),
     "dgx-h100": NodeType(
         gpus=8, preset="h100", nvlink_gbps=450.0, nic_gbps=50.0, radix=64,
         nvlink_latency_ns=100.0, ib_latency_ns=150.0,
@@ -74,7 +79,8 @@ NODE_TYPES = {
                "GB/s NVLink 4 per GPU (18 links of 25 GB/s each way: 450 GB/s per "
                "direction), eight ConnectX-7 NDR InfiniBand ports of 400 Gb/s (50 GB/s per "
                "direction), one per GPU; fabric of QM9700-class NDR switches of 64 ports "
-               "(NVIDIA Quantum-2 QM9700 datasheet). Latencies assumed as for dgx-a100"),
+               "(NVIDIA Quantum-2 QM9700 datasheet). Latencies assumed as for dgx-a100",
+        nvls="third-generation NVSwitches with NVLink SHARP"),
 }
 
 FABRICS = ("fat-tree", "rail-optimised")
@@ -110,8 +116,9 @@ declare(
         "Cluster: latency of a GPU-NVSwitch link (default: the node type's).",
         POS),
     Key("topology", "nvls", "bool", False, "-",
-        "Cluster of one node: its NVSwitch reduces and multicasts (NVLink SHARP, for "
-        "workload.nccl_algorithm = 'nvls'): adds the switch's engine as node nvls0.", None),
+        "Cluster of one node whose NVSwitches reduce (dgx-h100; not dgx-a100's): its "
+        "NVSwitch reduces and multicasts (NVLink SHARP, for workload.nccl_algorithm = "
+        "'nvls'): adds the switch's engine as node nvls0.", None),
     Key("topology", "fabric_latency_ns", "float", None, "ns",
         "Cluster: latency of each InfiniBand link, switch included (default: the node "
         "type's).", POS),
@@ -214,6 +221,40 @@ def _latency(cfg, what, name, default):
     return cycles
 
 
+# a cluster's keys that only a fabric reads: of one node (no fabric), and of one leaf switch
+# (no link between fabric switches)
+_FABRIC_KEYS = ("fabric", "radix", "oversubscription", "nic_gbps", "fabric_gbps",
+                "fabric_latency_ns")
+_ABOVE_LEAF_KEYS = ("oversubscription", "fabric_gbps")
+
+
+def _refuse_unused_fabric(cfg, p, N, G, radix):
+    """Refuse a fabric key the config gives, other than at its default, that the cluster's
+    shape leaves unread, naming it, its value and why: a key typed, or one a file holds beside the shape it gave (not one a
+    system named by topology.file brings, nor a file's once an override changed the shape:
+    `selene --set topology.node_count=1`)."""
+    if p.tiers == 0:
+        keys, why = _FABRIC_KEYS, (f"topology.node_count = 1, one node's NVSwitch joining its "
+                                   f"{G} GPUs with no fabric; leave it out, or set "
+                                   f"topology.node_count above 1")
+    elif p.tiers == 1:
+        keys, why = _ABOVE_LEAF_KEYS, (f"the {N * G} GPUs of topology.node_count = {N} take "
+                                       f"one leaf switch of topology.radix = {radix} ports "
+                                       f"({p.down} to GPUs), with no switch above it; leave it "
+                                       f"out")
+    else:
+        return
+    reshaped = any(f"topology.{k}" in cfg.typed for k in ("node", "node_count", "fabric",
+                                                           "radix", "oversubscription"))
+    for name in keys:
+        path = f"topology.{name}"
+        if path in cfg.explicit and path not in cfg.origin and \
+                (path in cfg.typed or not reshaped) and \
+                getattr(cfg.topology, name) != KEY_MAP[path].default:
+            raise ConfigError(f"{path} = {short(getattr(cfg.topology, name))} has no effect: "
+                              f"{why}")
+
+
 def build_cluster(cfg):
     tp = cfg.topology
     for name in ("link_gbps", "link_latency_ns"):
@@ -236,6 +277,7 @@ def build_cluster(cfg):
                           f"before any fabric switch; at most {MAX_CLUSTER_NODES:,} nodes "
                           f"are supported")
     p = plan(tp.fabric, N, G, radix, float(tp.oversubscription))
+    _refuse_unused_fabric(cfg, p, N, G, radix)
     E = N * G
     n_spine = p.spines if p.tiers == 2 else p.pods * p.spines if p.tiers == 3 else 0
     n_core = p.up * p.cores if p.tiers == 3 else 0
@@ -294,6 +336,10 @@ def build_cluster(cfg):
                       ib_lat, 2)
     n_nvls = 0
     if tp.nvls:
+        if not nt.nvls:
+            raise ConfigError(f"topology.nvls = true: topology.node = {tp.node!r} has no NVLink "
+                              f"SHARP ({nt.no_nvls}); expected a node whose NVSwitches reduce: "
+                              f"{', '.join(k for k, v in NODE_TYPES.items() if v.nvls)}")
         if N != 1:
             raise ConfigError(f"topology.nvls = true: NVLink SHARP is modelled within one node "
                               f"(topology.node_count = 1), not {N}")

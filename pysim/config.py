@@ -117,6 +117,11 @@ class Config:
             if isinstance(v, str) and v and not os.path.isabs(v) and \
                     os.path.exists(os.path.join(self.base_dir, v)):
                 out[section][name] = os.path.join(self.base_dir, v)
+            elif path == "workload.model" and isinstance(v, str) and v and \
+                    not os.path.isabs(v) and os.path.isdir(v):
+                # (a folder of Chakra traces named on the command line is found in the
+                # current folder, as the run found it: chakra.trace_folder)
+                out[section][name] = os.path.abspath(v)
         if self.source is not None:     # (the config file, which the system's name names:
             out["_source"] = os.path.abspath(self.source)   # read back as Config.source)
         return out

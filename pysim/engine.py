@@ -465,6 +465,9 @@ class FlowArrays(Inputs):
         Field("vc_res", np.int32, ("*",), "[channel * n_classes + class]: the resource of a "
               "class of one VC on a group's first channel, or -1", optional=True),
         Field("vc_res_base", int, (), "the first VC-class resource", optional=True),
+        Field("nic_inj_bytes", np.float64, ("*",), "per node: its NIC's injection channels' "
+              "bytes per cycle in all where packets hold them below their rate (0: their "
+              "rate)", optional=True),
     )
 
     def sizes(self):

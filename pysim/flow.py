@@ -108,43 +108,156 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
                           wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps)
 
 
+def _measured_period(topology, network, flit_bytes, packet_flits, too_long):
+    """Cycles per packet at the flit level of a message of full packets from node 0 to the
+    last node of a small graph topology (`network`: the [network] table but for flit_bytes):
+    a message of K and one of 2K packets, their times' difference over K. too_long: what a
+    ConfigError says when a message takes more than CALIBRATION_CYCLES, {} standing for
+    that."""
+    cfg = from_dict({"topology": {"kind": "graph", **topology},
+                     "network": {"flit_bytes": flit_bytes, **network},
+                     "workload": {"kind": "graph", "packet_flits": packet_flits}})
+    net = compile_network(cfg)
+    last = len(topology["nodes"]) - 1
+    t = []
+    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
+        eng = new_engine(net.arrays)
+        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[last],
+                                   size=[k * packet_flits * flit_bytes], deps=[0],
+                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
+                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
+        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
+            raise ConfigError(too_long.format(
+                f"takes more than {CALIBRATION_CYCLES:,} cycles to measure"))
+        t.append(int(eng.op_times()[1][0]))
+    return (t[1] - t[0]) / STREAM_PACKETS
+
+
+def _router(clock_ghz, vcs, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns):
+    """The [network] table of a calibration (pysim.config keys) for the given router."""
+    rd, va, sa, st = delays
+    return {"clock_ghz": clock_ghz, "vcs": vcs, "vc_buffer_flits": buffer_flits,
+            "routing_delay": rd, "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
+            "wait_for_tail_credit": wait_for_tail_credit,
+            **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})}
+
+
 def _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
                    wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps):
     """stream_period measured at the flit level, as its docstring says."""
-    rd, va, sa, st = delays
     bpc = num / den * flit_bytes
     hops = 1 if injection_gbps is not None else 2
     nodes = [{"name": f"x{i}", "kind": "npu"} for i in range(hops + 1)]
     if injection_gbps is not None:
         nodes[0]["injection_gbps"] = injection_gbps
-    cfg = from_dict({
-        "topology": {"kind": "graph", "nodes": nodes,
-                     "links": [{"a": f"x{i}", "b": f"x{i + 1}", "bytes_per_cycle": bpc,
-                                "latency_cycles": int(lat_cycles)} for i in range(hops)]},
-        "network": {"flit_bytes": flit_bytes, "clock_ghz": clock_ghz, "vcs": 1,
-                    "vc_buffer_flits": buffer_flits, "routing_delay": rd,
-                    "vc_alloc_delay": va, "sw_alloc_delay": sa, "st_delay": st,
-                    "wait_for_tail_credit": wait_for_tail_credit,
-                    **({} if nic_latency_ns is None else {"nic_latency_ns": nic_latency_ns})},
-        "workload": {"kind": "graph", "packet_flits": packet_flits}})
-    network = compile_network(cfg)
-    t = []
-    for k in (STREAM_PACKETS, 2 * STREAM_PACKETS):    # one send op, x0 -> the last node
-        eng = new_engine(network.arrays)
-        set_graph(eng, GraphArrays(kind=[SEND], node=[0], dst=[hops],
-                                   size=[k * packet_flits * flit_bytes], deps=[0],
-                                   succ_ptr=[0, 0], succ=np.zeros(0, np.int32),
-                                   packet_flits=packet_flits, flit_bytes=flit_bytes))
-        if eng.run(CALIBRATION_CYCLES, stop="all") != "done":
-            raise ConfigError(
-                f"the flow level measures how a stream of packets crosses each kind of "
-                f"channel at the flit level; a channel of {num / den * flit_bytes:g} bytes "
-                f"per cycle and {lat_cycles} cycles of latency with packets of "
-                f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
-                f"{buffer_flits} takes more than {CALIBRATION_CYCLES:,} cycles to measure "
-                f"(give the link a lower latency, or fewer flits a packet)")
-        t.append(int(eng.op_times()[1][0]))
-    return (t[1] - t[0]) / STREAM_PACKETS
+    return _measured_period(
+        {"nodes": nodes,
+         "links": [{"a": f"x{i}", "b": f"x{i + 1}", "bytes_per_cycle": bpc,
+                    "latency_cycles": int(lat_cycles)} for i in range(hops)]},
+        _router(clock_ghz, 1, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns),
+        flit_bytes, packet_flits,
+        f"the flow level measures how a stream of packets crosses each kind of channel at the "
+        f"flit level; a channel of {bpc:g} bytes per cycle and {lat_cycles} cycles of latency "
+        f"with packets of workload.packet_flits = {packet_flits} and network.vc_buffer_flits "
+        f"= {buffer_flits} {{}} (give the link a lower latency, or fewer flits a packet)")
+
+
+@functools.lru_cache(maxsize=512)
+def injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, packet_flits, buffer_flits, vcs,
+                     delays, wait_for_tail_credit, nic_latency_ns, clock_ghz):
+    """Cycles per packet of a NIC channel of inj_bpc bytes per cycle sending a long message
+    of full packets over a link of `lanes` channels of lane_bpc bytes per cycle each, at the
+    flit level, with the given router (vcs VCs of buffer_flits; delays: routing, VC
+    allocation, switch allocation, switch traversal): a message of K and one of 2K packets,
+    their times' difference over K. The channel carries one packet at a time; where a packet
+    is longer than the router's VC buffer, the buffer fills and the channel waits for
+    credits, which come back as the router forwards the packet onto its lane, slower than
+    the channel, while the packet before it still leaves the same input port from another VC
+    (an input forwards a flit a cycle in all): so the channel sends a packet per more than P
+    cycles however many lanes the link has. The link has a latency of one cycle: what its
+    own credits' round trip costs (buffers that hold less than a round trip over a long
+    link) is the link's, not the NIC's, and the flow level does not model it. Past a few
+    buffers and round trips a long packet's flits stream at a steady rate, so the period is
+    affine in the packet's flits: long packets are measured at two such lengths and
+    extended (what it costs is bounded whatever the packets)."""
+    long_ = 256 + 8 * (int(buffer_flits) + sum(int(d) for d in delays) + 4)
+    if packet_flits > 4 * long_:
+        rest = (buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns, clock_ghz)
+        p1 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, long_, *rest)
+        p2 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, 2 * long_, *rest)
+        return p1 + (p2 - p1) * (packet_flits - long_) / long_
+    C = clock_ghz
+    return _measured_period(
+        {"nodes": [{"name": "x0", "kind": "npu", "injection_gbps": inj_bpc * C},
+                   {"name": "x1", "kind": "npu", "ejection_gbps": lanes * lane_bpc * C}],
+         "links": [{"a": "x0", "b": "x1", "bytes_per_cycle": lane_bpc, "latency_cycles": 1,
+                    "count": int(lanes)}]},
+        _router(clock_ghz, vcs, buffer_flits, delays, wait_for_tail_credit, nic_latency_ns),
+        flit_bytes, packet_flits,
+        f"the flow level measures how a NIC channel of {inj_bpc:g} bytes per cycle feeds a "
+        f"link of {lanes} channels of {lane_bpc:g} at the flit level; with "
+        f"workload.packet_flits = {packet_flits} and network.vc_buffer_flits = "
+        f"{buffer_flits} it {{}}")
+
+
+def nic_injection_bytes(network, cfg):
+    """Per node, the bytes per cycle its NIC's injection channels carry in all where packets
+    longer than a VC buffer hold them below their rate (injection_period), else 0 (their
+    rate). A NIC's channel feeds its router, which forwards each packet onto a lane of one of
+    its links; the channel is held where each such link is two lanes or more, each slower
+    than the channel, and the stream measured at the flit level is slower than the channel:
+    to the fastest of its links' streams (measured once per kind of NIC channel and link:
+    rates and lanes). A link of one lane slower than the channel holds it to that lane's
+    rate, the bottleneck of what crosses it anyway: such links count in the fastest only
+    where a link of several lanes holds the channel too. None where no NIC is held (nothing
+    to change)."""
+    net = cfg.network
+    P, F = cfg.workload.packet_flits, net.flit_bytes
+    n = len(network.inj_ch)
+    if P <= net.vc_buffer_flits or n == 0:
+        return None
+    arr = network.arrays
+    C = len(network.ch_kind)
+    par = np.asarray(arr["ch_par_n"])
+    base = np.asarray(arr["ch_par_base"])
+    m = np.asarray(arr["nic_inj_n"])
+    groups = np.flatnonzero((network.ch_kind == CH_NET) & (base == np.arange(C)))
+    u = network.ch_src[groups].astype(np.int64)
+    inj = network.inj_ch[u]
+    has = inj >= 0
+    groups, u, inj = groups[has], u[has], inj[has]
+    chan = network.ch_num[inj] / network.ch_den[inj] * F        # a NIC channel's bytes
+    lane = network.ch_num[groups] / network.ch_den[groups] * F
+    rate = chan.copy()                          # per (node, link): its stream's bytes
+    below = lane < chan * (1 - 1e-9)
+    one = below & (par[groups] < 2)             # the link's one lane binds, not the NIC
+    rate[one] = -np.inf
+    slow = (par[groups] >= 2) & below
+    if slow.any():
+        keys = np.stack([network.ch_num[inj], network.ch_den[inj], network.ch_num[groups],
+                         network.ch_den[groups], par[groups]], axis=1).astype(np.int64)[slow]
+        kinds, kind_of = _unique_rows(keys)
+        got = np.zeros(len(kinds))
+        for i, (cn, cd, ln, ld, k) in enumerate(kinds.tolist()):
+            period = injection_period(cn / cd * F, ln / ld * F, int(k), F, P,
+                                      net.vc_buffer_flits, net.vcs,
+                                      (net.routing_delay, net.vc_alloc_delay,
+                                       net.sw_alloc_delay, net.st_delay),
+                                      net.wait_for_tail_credit, net.nic_latency_ns,
+                                      net.clock_ghz)
+            got[i] = P * F / period
+        rate[slow] = np.minimum(rate[slow], got[kind_of.reshape(-1)])
+    held = np.full(n, -np.inf)
+    np.maximum.at(held, u, rate)                # the fastest of a node's links
+    nodes = np.flatnonzero(np.isfinite(held))
+    np.maximum.at(held, u[one], lane[one])      # (no slower than its links of one lane)
+    per = network.ch_num[network.inj_ch[nodes]] / network.ch_den[network.inj_ch[nodes]] * F
+    below = held[nodes] < per * (1 - 1e-9)
+    if not below.any():
+        return None
+    out = np.zeros(n)
+    out[nodes[below]] = held[nodes[below]] * m[nodes[below]]
+    return out
 
 
 def _unique_rows(keys):
@@ -277,7 +390,8 @@ def flow_arrays(network, cfg, arrays):
                       pair_dst=pdst.astype(np.int32), pair_cap=pcap,
                       cap_bytes=np.concatenate([cap_bytes, vc_bytes]),
                       cap_lanes=np.concatenate([cap_lanes, vc_lanes]).astype(np.int32),
-                      vc_res=vc_res, vc_res_base=vc_base)
+                      vc_res=vc_res, vc_res_base=vc_base,
+                      nic_inj_bytes=nic_injection_bytes(network, cfg) if sends.size else None)
 
 
 # The configuration keys this module reads (pysim.schema).

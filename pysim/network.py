@@ -161,7 +161,8 @@ def _link_key(topo, cfg, c, value, latency=False):
 
 def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     """Refuse, before building them, links and NICs of more than MAX_LANES flits per cycle or
-    of a latency past MAX_DELAY_CYCLES, and VC buffers of more than MAX_BUFFER_BYTES in all.
+    of a latency past MAX_DELAY_CYCLES, and (at the flit level) VC buffers of more than
+    MAX_BUFFER_BYTES in all.
     Returns the longest step a flit legitimately takes
     with nothing else moving: the slowest channel's gap between two flits (its
     serialisation) and its latency, a credit's way back, and one router's pipeline. The
@@ -217,7 +218,8 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
     net = cfg.network
     C = int(n_lanes.sum())                  # the engine's channels: a lane each
     buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
-    if buffer_bytes > MAX_BUFFER_BYTES:
+    # (the VC buffers are made when a flit-level run first needs them: the flow level has none)
+    if buffer_bytes > MAX_BUFFER_BYTES and net.model == "flit":
         raise ConfigError(f"network.vc_buffer_flits = {net.vc_buffer_flits} with network.vcs "
                           f"= {net.vcs} on {C:,} channels: {buffer_bytes / 2 ** 30:,.1f} GiB "
                           f"of buffers; expected at most {MAX_BUFFER_BYTES / 2 ** 30:.0f} GiB "
@@ -436,7 +438,7 @@ def compile_network(cfg, topo=None) -> Network:
     # every unit's values over its lanes
     def lanes_of(a, dtype):
         return np.repeat(np.asarray(a, dtype), L)
-    # (in int32, in place: C < 2^31, as the VC buffers' limit keeps it)
+    # (in int32, in place: the engine's channel ids are int32)
     out_idx = lanes_of(u_out, np.int32)
     del u_out
     out_idx += np.arange(C, dtype=np.int32)

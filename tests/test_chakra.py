@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("google.protobuf")
 
 from click.testing import CliRunner  # noqa: E402
+from pysim.cli import run as cli_run  # noqa: E402
 
 from pysim import load  # noqa: E402
 from pysim.cli import main  # noqa: E402
@@ -68,6 +69,14 @@ def test_export_and_run_a_trace_from_the_command_line(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     a, b = (json.load(open(f)) for f in ("a.json", "b.json"))
     assert a["makespan_cycles"] == b["makespan_cycles"]
+    # the trace's result runs again from another folder: its config names the folder the run
+    # found in the current one (it wrote 'tr', found nowhere else)
+    assert b["config"]["workload"]["model"] == str(tmp_path / "tr")
+    os.mkdir("elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "b.json"), "--json", "c.json"])
+    assert r.exit_code == 0, r.output
+    assert json.load(open("c.json"))["makespan_cycles"] == b["makespan_cycles"]
 
 
 def _toml(v):
@@ -145,6 +154,23 @@ def test_a_wait_across_ranks_other_than_a_message_is_refused_at_export(tmp_path)
     g.compute("npu1", 10, after=[a])
     with pytest.raises(ConfigError, match="other than through a message"):
         chakra.write(g, build_topology(cfg), tmp_path / "x")
+
+
+def test_one_replica_built_is_refused_before_the_run_naming_the_key(tmp_path, monkeypatch):
+    """workload.parallel.replicas = 'one' has the other replicas' parts of its collectives
+    wait on replica 0's ops, which a trace cannot hold: refused before the run (it was
+    refused after the whole run, naming two ops and no key), and nothing written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli_run, "simulate", lambda *a, **k: pytest.fail("it ran"))
+    r = CliRunner().invoke(main, ["run", "dgx-a100", "--set", "workload.kind=training",
+                                  "--set", "workload.model=gpt2", "--set", "workload.batch=16",
+                                  "--set", "network.model=flow", "--set",
+                                  "workload.parallel.replicas=one", "--export-chakra", "tr",
+                                  "--json", "r.json"])
+    assert r.exit_code == 1 and "--export-chakra: workload.parallel.replicas = 'one' builds " \
+        "data-parallel replica 0's passes only" in r.output and "expected replicas = 'all'" \
+        in r.output, r.output
+    assert not os.path.exists("tr") and not os.path.exists("r.json")
 
 
 def test_a_trace_refuses_the_training_keys_it_does_not_read(tmp_path):

@@ -145,12 +145,54 @@ def test_presets_and_rates_follow_the_node_type():
     (dict(radix=1), ["topology.radix", "2 to 4096"]),
     (dict(link_gbps=10.0), ["topology.link_gbps", "not used", "nvlink_gbps"]),
     (dict(size=8), ["topology.size", "not used"]),
+    (dict(node_count=1, nvls=True), ["topology.nvls = true: topology.node = 'dgx-a100' has "
+                                     "no NVLink SHARP", "expected a node whose NVSwitches "
+                                     "reduce: dgx-h100"]),
 ])
 def test_bad_cluster_settings_are_refused_naming_the_key(kw, words):
     with pytest.raises(ConfigError) as e:
         topology.build(cluster_cfg(**kw))
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("kw, refused", [
+    (dict(node_count=1, oversubscription=2.0), r"topology\.oversubscription = 2\.0 has no "
+     r"effect: topology\.node_count = 1, one node's NVSwitch joining its 8 GPUs with no "
+     r"fabric; leave it out, or set topology\.node_count above 1"),
+    (dict(node_count=1, fabric="fat-tree"), r"topology\.fabric = 'fat-tree' has no effect: "
+                                            r"topology\.node_count = 1"),
+    (dict(node_count=1, nic_gbps=50.0), r"topology\.nic_gbps = 50\.0 has no effect"),
+    (dict(node_count=2, fabric="fat-tree", fabric_gbps=1.0),
+     r"topology\.fabric_gbps = 1\.0 has no effect: the 16 GPUs of topology\.node_count = 2 "
+     r"take one leaf switch of topology\.radix = 40 ports \(20 to GPUs\), with no switch "
+     r"above it"),
+])
+def test_a_fabric_key_the_clusters_shape_leaves_unread_is_refused(kw, refused):
+    """A cluster of one node has no fabric, and one whose GPUs take a single leaf has no
+    link above it: their keys would be read by nothing. With the shape that reads them, the
+    same key builds (and changes a link)."""
+    with pytest.raises(ConfigError, match="^" + refused):
+        topology.build(cluster_cfg(**kw))
+    topology.build(cluster_cfg(**{**kw, "node_count": 64}))
+    # an override that makes the system's own fabric keys idle does not refuse them, nor
+    # is a key at its default refused (a script giving the fabric whatever the count)
+    topology.build(load("selene", {"topology.node_count": 1}))
+    topology.build(cluster_cfg(node_count=1, fabric="rail-optimised", oversubscription=1.0))
+
+
+def test_the_flow_level_is_not_refused_for_vc_buffers_it_does_not_make():
+    """The VC buffers are made by a flit-level run alone: a flow-level network past their
+    limit compiles (the 16,384-GPU SuperPOD with its file's 2 VCs of 256 flits was refused
+    at the flow level), and the flit level is refused naming the key and the bytes."""
+    over = {"topology.node_count": 16, "network.vc_buffer_flits": 1 << 16}
+    cfg = load("superpod-h100", {**over, "network.model": "flow"})
+    compile_network(cfg, topology.build(cfg))
+    cfg = load("superpod-h100", {**over, "network.model": "flit"})
+    with pytest.raises(ConfigError, match=r"^network\.vc_buffer_flits = 65536 with network\."
+                                          r"vcs = 2 on [\d,]+ channels: [\d.,]+ GiB of "
+                                          r"buffers; expected at most 4 GiB"):
+        compile_network(cfg, topology.build(cfg))
 
 
 def test_16k_gpus_are_refused_at_once_past_the_node_limit_not_built():

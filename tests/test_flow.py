@@ -17,7 +17,9 @@ from conftest import TOPOLOGIES, make_cfg
 from csim._engine import max_min_rates
 from pysim import load
 from pysim.cli import main
+from pysim.config import from_dict
 from pysim.errors import ConfigError
+from pysim.flow import nic_injection_bytes
 from pysim.network import compile_network
 from pysim.sim import simulate
 from pysim.workload import OpGraph, collectives, run_graph
@@ -394,6 +396,100 @@ def test_groups_of_several_lanes_where_a_class_has_one_vc(over):
     assert len(sends) == 14
     for x, y in sends:
         assert abs((y["finish"] - y["start"]) - (x["finish"] - x["start"])) <= 1, (x, y)
+
+
+@pytest.mark.parametrize("nic,period", [(64.0, 16), (None, 19)])
+@pytest.mark.parametrize("system,pairs", [
+    ("ring8", [("n0", "n1", 1), ("n0", "n3", 3)]),                  # dateline classes
+    ("torus4x4", [("n0_0", "n1_0", 1), ("n0_0", "n2_1", 3)]),
+    ("mesh8x8", [("n0_0", "n1_0", 1), ("n0_0", "n2_1", 3)]),        # one class of 2 VCs
+])
+def test_a_message_through_lanes_slower_than_its_nic(system, pairs, nic, period):
+    """Links of 100 GB/s at 32-byte flits are four lanes of 25 B/cycle (0.78 flits a cycle),
+    each slower than a NIC channel of a flit a cycle. The packets spread over the lanes, so
+    a message of n packets (the last of L flits) arrives as its last packet would, sent
+    (n - 1) periods after the first: T0(L) + (n - 1) T, T0 written out from hop counts (its
+    tail spaced at the lane's rate), not as one packet of all the message's flits through one
+    lane (28% longer with NICs of 64 GB/s).
+    - NICs of 64 GB/s inject on two channels and eject on one, the route's bottleneck: a
+      packet per T = P = 16 cycles.
+    - The shipped NIC injects on one channel, which carries a packet at a time. A 16-flit
+      packet overfills the router's 8-flit VC buffer; the router's input port forwards a flit
+      a cycle in all, shared with the VC still holding the packet before (so it forwards
+      this one at half a flit a cycle, not the lane's 0.78, until that one is out), and the
+      channel waits for credits 3 cycles a packet: T = 19 (as the flit level's per-cycle
+      trace of the channel shows), 18% longer than P.
+    The flow level gives T0(L) + (n - 1) T exactly; the flit level within 3 cycles."""
+    over = {"workload.kind": "graph", "topology.link_gbps": 100.0}
+    if nic:
+        over["network.injection_gbps"] = nic
+    cfg = load(os.path.join(TOPOLOGIES, system + ".toml"), over)
+    c, P = cfg.network, cfg.workload.packet_flits
+    assert (P, c.vc_buffer_flits, c.vcs) == (16, 8, 2)
+    per_router = c.routing_delay + c.vc_alloc_delay + c.sw_alloc_delay + c.st_delay
+    r = Fraction(25, 32)                                   # a lane's flits per cycle
+
+    def t0(H, L):
+        tail = max(L - 1, math.ceil((L - 1) / r) - (c.routing_delay + c.vc_alloc_delay))
+        return c.injection_delay + 1 + (H + 1) * per_router + H + 1 + tail
+
+    g, expect, prev = OpGraph(), [], None
+    for a, b, H in pairs:
+        for size in (40000, 100000, 195 * 512 + 1, 3 * 512 + 7, 2 * 512, 512):
+            n = -(-size // (P * 32))
+            L = -(-(size - (n - 1) * P * 32) // 32)
+            expect.append(t0(H, L) + (n - 1) * period)
+            prev = g.send(a, b, size, after=[g.delay(50, after=[prev] if prev else None)])
+    flit, flow = both(cfg, g)
+    for res, slack in ((flow, 0), (flit, 3)):
+        got = [op["finish"] - op["start"] for op in res.ops if op["kind"] == "send"]
+        assert all(0 <= e - x <= slack for x, e in zip(got, expect)), \
+            (res.network_model, got, expect)
+
+
+def test_a_nic_is_held_only_where_its_packets_overfill_a_buffer_before_slower_lanes():
+    """A NIC's injection channels are held below their rate (nic_injection_bytes) only where
+    a packet is longer than a VC buffer and every link its router feeds is lanes slower than
+    its channel: the shipped links (lanes of a flit a cycle; switch8's NIC channels no
+    faster than its lanes), 8-flit packets or 16-flit buffers hold none; 100 GB/s links hold
+    a channel of a flit a cycle to 16 flits in 19 cycles (the previous test), two channels
+    to twice that."""
+    fast = {"topology.link_gbps": 100.0}
+    cases = [({}, None), ({**fast, "workload.packet_flits": 8}, None),
+             ({**fast, "network.vc_buffer_flits": 16}, None), (fast, {16 * 32 / 19}),
+             ({**fast, "network.injection_gbps": 64.0}, {2 * 16 * 32 / 19})]
+    for system in ("ring8", "mesh8x8", "switch8"):
+        for over, want in cases:
+            cfg = load(os.path.join(TOPOLOGIES, system + ".toml"),
+                       {"workload.kind": "graph", **over})
+            got = nic_injection_bytes(compile_network(cfg), cfg)
+            got = None if got is None else set(got.tolist()) - {0.0}
+            assert got == (None if system == "switch8" else want), (system, over, got)
+
+
+def test_a_nic_feeding_a_double_and_a_single_link_is_held_by_the_double():
+    """g0's NIC (a channel of a flit a cycle) feeds a double link (two lanes of 25 B/cycle),
+    which holds it to 16 flits in 19 cycles, and a single one (one lane of 25), the
+    bottleneck of what crosses it: 100 kB alone takes T0(L) + 195 x 19 = 3,721 cycles over
+    the double link and 4,009 (one packet of 3,125 flits at 25/32 of a flit a cycle) over the
+    single one, at both levels; both at once share the held channel: each ends within 0.2%
+    of the flit level's."""
+    cfg = from_dict({"topology": {
+        "kind": "graph", "nodes": [{"name": f"g{i}", "kind": "npu"} for i in range(3)],
+        "links": [{"a": "g0", "b": "g1", "gbps": 25.0, "count": 2},
+                  {"a": "g0", "b": "g2", "gbps": 25.0},
+                  {"a": "g1", "b": "g2", "gbps": 25.0, "count": 2}]},
+        "workload": {"kind": "graph"}})
+    for dst, want in (("g1", 3721), ("g2", 4009)):
+        g = OpGraph()
+        g.send("g0", dst, 100000)
+        for res in both(cfg, g):
+            assert res.ops[0]["finish"] - res.ops[0]["start"] == want, (res.network_model, dst)
+    g = OpGraph()
+    a, b = g.send("g0", "g1", 100000), g.send("g0", "g2", 100000)
+    flit, flow = both(cfg, g)
+    for op in (a, b):
+        assert flow.ops[op]["finish"] == pytest.approx(flit.ops[op]["finish"], rel=0.002)
 
 
 def test_a_message_over_parallel_channels_crosses_them_a_round_at_a_time():

@@ -156,6 +156,24 @@ def _one_linear(preset="a100", **workload):
     return m, plan, run_graph(cfg, graph)
 
 
+@pytest.mark.parametrize("key, value, what", [
+    ("attention", "flash", "chooses the kernel model's attention kernels"),
+    ("grad_accumulation", "add", "times the addition with the kernel model"),
+    ("layer_kernels", "passes", "times the layers' small kernels with the kernel model"),
+    ("loss_kernels", "passes", "times the loss's passes with the kernel model")])
+def test_a_key_of_the_kernel_model_under_the_roofline_is_refused(key, value, what):
+    """Each key the kernel model alone reads, set under workload.compute = 'roofline', is
+    refused naming it, its value and the key that would read it (attention = 'flash' ran to
+    the cycle of 'unfused'); at its default it runs."""
+    from pysim.errors import ConfigError
+    with pytest.raises(ConfigError, match=rf"^workload\.{key} = '{value}' {what}, and "
+                                          r"workload\.compute = 'roofline'; set workload\."
+                                          r"compute = 'kernels' or leave the key out"):
+        _one_linear(compute="roofline", **{key: value})
+    _one_linear(compute="roofline", **{key: {"attention": "unfused",
+                                             "grad_accumulation": "fused"}.get(key, "fused")})
+
+
 def test_gradient_accumulation_adds_a_kernel_after_the_first_micro_batch():
     """workload.grad_accumulation = 'add': on micro-batches 1, 2, 3 the weight gradient's
     op takes its product's time and an element-wise addition's (the accumulated and the new

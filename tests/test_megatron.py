@@ -221,6 +221,21 @@ def test_full_recomputation_runs_each_transformer_layers_forward_again():
         assert rep["compute_cycles"] - base["compute_cycles"] == extra
 
 
+@pytest.mark.parametrize("name", ["resnet50", "alexnet"])
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_megatron_recomputation_of_a_model_without_transformer_layers_is_refused(name, mode):
+    """Megatron-LM's recomputation re-runs transformer layers (their attention cores): a
+    model without any would recompute nothing (alexnet) or its `layer<k>` stages that are no
+    transformer layers (resnet50's, named as torchvision names them); refused naming the key,
+    the value, the model and the way that works for it."""
+    with pytest.raises(ConfigError, match=rf"^workload\.memory\.recompute = '{mode}': {name} "
+                                          r"has no transformer layer \(a run of layers named "
+                                          r"layer<k>\.\* with an attention core\).*use "
+                                          r"workload\.memory\.recompute = 'segments'"):
+        plan_of(models.get(name), {"batch": 2, "group": ["n0"], "memory": {
+            "policy": "recompute", "recompute": mode}})
+
+
 # ------------------------------------------------------------------ pipeline details
 
 def test_tied_embeddings_and_scatter_gather_across_stages():
@@ -332,6 +347,25 @@ def test_tensor_parallelism_must_divide_heads_and_pads_the_vocabulary():
     plan = plan_of(m, {"batch": 1, "group": ["n0", "n1"], "parallel": {"tp": 2}})
     names = [l.name for l in m.layers]
     assert plan.layout.pad[names.index("lm_head")] == 1024 / 1001     # 128 x tp = 256
+
+
+def test_the_heads_are_the_attention_layers_own_whatever_the_models_parameters():
+    """GPT-2 XL (25 heads, hidden 1600) names its size, not its heads: tensor parallelism
+    of 5 divides its heads and 2 does not (though 2 divides every linear layer's features);
+    and its attention cores take the kernel model's time as the same transformer built by
+    its parameters does (they took the HBM roofline's when the heads were not known)."""
+    xl = models.get("gpt2")
+    with pytest.raises(ConfigError, match=r"^workload\.parallel\.tp = 2 does not divide the "
+                                          r"25 attention heads of gpt2"):
+        plan_of(xl, {"batch": 2, "group": ["n0", "n1"], "parallel": {"tp": 2}})
+    small = models.get("gpt2", size="small")               # 12 layers, hidden 768, 12 heads
+    same = models.get("transformer", layers=12, hidden=768, heads=12, seq=1024, vocab=50257)
+    sysm = ring8(preset="a100")
+    attn = {}
+    for m in (small, same):
+        rep, *_ = run_model(m, sysm, group=["n0"], batch=1, iterations=1, compute="kernels")
+        attn[m.name] = [r["fwd_cycles"] for r in rep["per_layer"] if r["kind"] == "attention"]
+    assert attn["gpt2"] == attn["transformer"] and len(attn["gpt2"]) == 12
 
 
 @pytest.mark.parametrize("field,value,fragment", [

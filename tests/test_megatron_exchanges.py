@@ -69,3 +69,63 @@ def test_a_transfer_on_a_two_stage_pipeline_by_hand(ex):
     fwd, bwd = [[1.0], [1.0]], [[2.0], [2.0]]
     assert max(ex.replay_megatron(2, 1, 1, fwd, bwd, x, 0.0)) == pytest.approx(6 + 2 * x)
     assert max(ex.replay_pysim(2, 1, 1, fwd, bwd, x, 0.0)) == pytest.approx(6 + 2 * x)
+
+
+def test_the_interleaved_order_by_hand(ex):
+    """pp = 2, v = 2, m = 4 in forward_backward_pipelining_with_interleaving's order
+    (Megatron-LM, megatron/schedules.py at 6985e58), worked by hand: stage r warms up with
+    (pp - r - 1) x 2 + (v - 1) x pp forward passes (4 on stage 0, 2 on stage 1), each
+    steady step a forward then a backward pass, the rest backward; forward k runs chunk
+    (k mod pp v) // pp, backward k chunk v - 1 - that."""
+    want = {0: "F0 F0 F1 F1 F0 B1 F0 B1 F1 B0 F1 B0 B1 B1 B0 B0",
+            1: "F0 F0 F1 B1 F1 B1 F0 B0 F0 B0 F1 B1 F1 B1 B0 B0"}
+    for r, order in want.items():
+        got = " ".join(f"{k}{c}" for k, c in ex.megatron_actions(r, 2, 2, 4) if k != "X")
+        assert got == order, r
+
+
+def test_a_sender_waits_for_its_send_by_hand(ex):
+    """pp = 2, two micro-batches (1F1B), forward 1 and backward 2, a transfer x: each
+    stage goes on only once its send has ended (pysim's p2p_sync; Megatron-LM's exchange
+    waits for its sends and receives). By hand, pysim's semantics: stage 0 forwards twice
+    (ends 1 + x, 2 + 2x); stage 1 forwards at 1 + x, backwards to 4 + x, sends (4 + 2x),
+    forwards the second at 4 + 2x and backwards to 7 + 2x, sends (7 + 3x); stage 0's
+    backwards start at 4 + 2x and 7 + 3x: 9 + 3x (without the sender's wait, 9 + 2x).
+    Megatron-LM's exchanges give the same: stage 0's second send meets stage 1's receive
+    posted at 4 + x."""
+    x = 0.25
+    fwd, bwd = [[1.0], [1.0]], [[2.0], [2.0]]
+    for replay in (ex.replay_pysim, ex.replay_megatron):
+        assert replay(2, 1, 2, fwd, bwd, x, 0.0) == pytest.approx([9 + 3 * x, 7 + 3 * x])
+
+
+@pytest.mark.parametrize("content, said", [
+    (None, "cannot be read (No such file or directory); expected what `python "
+           "bench/megatron.py --json FILE` writes"),
+    ("{not json", "not JSON"),
+    ('{"systems": {}}', "no list of rows"),
+    ('{"rows": [{"params_billion": 39.1, "gpus": 512, "pp": 2, "error": 0.01}]}',
+     "row 0 has no tp, batch, micro_batch, interleave, iteration_seconds"),
+])
+def test_what_is_not_a_megatron_json_is_named(ex, tmp_path, capsys, content, said):
+    """A missing file, one that is not JSON, or not bench/megatron.py's --json output
+    (nccl_tests' JSON has no rows; a row without its breakdown) is a usage error naming
+    the file and what was expected (they were a FileNotFoundError, a JSONDecodeError and a
+    KeyError)."""
+    path = tmp_path / "m.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        ex.main([str(path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and said in err
+
+
+def test_the_output_may_not_overwrite_the_input(ex, tmp_path, capsys):
+    path = tmp_path / "m.json"
+    path.write_text('{"rows": []}')
+    with pytest.raises(SystemExit):
+        ex.main([str(path), "--json", str(path)])
+    assert "names the input" in capsys.readouterr().err
+    assert path.read_text() == '{"rows": []}'

@@ -207,3 +207,21 @@ def test_the_parts_correlations_leave_out_a_quantity_alike_in_every_row(capsys):
     out = capsys.readouterr().out.splitlines()[-1]
     assert out.startswith("r of the error with: ") and "tp +1.00" in out, out
     assert "attention share -1.00" in out and "pp " not in out and "micro-batch" not in out
+
+
+def test_a_row_past_the_op_limit_is_refused_not_raised():
+    """bench/megatron.py --op-limit below what a row's collectives make: the row is reported
+    refused with the limit's message (NCCL's ring past the op limit, counted from the plan),
+    as a row past it in the run is; it was a GraphError traceback that ended the bench."""
+    sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+    import megatron
+    from pysim.workload import graph as graph_module
+    limit = graph_module.MAX_OPS
+    graph_module.MAX_OPS = 10
+    try:
+        r = megatron.run_row(ROWS[0], META["vocab"], META["seq"], SETTINGS[0]["micro_batch"],
+                             SETTINGS[0]["interleave"], max_ops=limit)
+    finally:
+        graph_module.MAX_OPS = limit
+    assert r["simulated_tflops_per_gpu"] is None
+    assert "more than the 10 ops a graph may have" in r["refused"]

@@ -185,8 +185,9 @@ def test_cli_run_json_summary_and_refusals(tmp_path):
     assert res.exit_code == 1 and "no remote memory reachable" in res.output
     res = CliRunner().invoke(main, base + ["--set", "workload.memory.policy=recompute",
                                            "--set", "topology.npu.hbm_gb=0.001"])
-    assert res.exit_code == 1 and "npu0: " in res.output and "past its capacity of " \
-        "1,000,000 bytes" in res.output
+    assert res.exit_code == 1 and "workload.memory.policy = 'recompute': the training " \
+        "state npu0 keeps in HBM" in res.output and "past its capacity of 1,000,000 bytes" \
+        in res.output
 
 
 def test_karma_host_update_moves_the_optimizer_state_to_the_host():
@@ -217,6 +218,24 @@ def test_karma_host_update_moves_the_optimizer_state_to_the_host():
         l.params * pb.grad for l in with_weights)
     steps = [on.ops[op] for op in plan.optimizer.values()]
     assert all(s["finish"] == s["start"] for s in steps)
+
+
+@pytest.mark.parametrize("policy", ["recompute", "offload"])
+def test_training_state_past_the_hbm_is_refused_naming_the_policy_and_the_bytes(policy):
+    """The weights, gradients and optimizer state stay in HBM under every plan of the
+    activations: past the capacity, the refusal names the policy, the NPU, the bytes (the
+    model's parameters x (4 + 4 + 4): fp32 weights, gradients and SGD's momentum) and the
+    capacity, and what would help."""
+    model = small_cnn()
+    state = model.params * (4 + 4 + 4)
+    cap = state // 2
+    cfg = system(policy, hbm_gb=cap / 1e9)
+    with pytest.raises(ConfigError, match=rf"^workload\.memory\.policy = '{policy}': the "
+                                          r"training state npu keeps in HBM all iteration "
+                                          rf"\(weights, gradients, optimizer state\), "
+                                          rf"{state:,} bytes, is past its capacity of "
+                                          rf"{cap:,} bytes.*workload\.parallel tp, pp or zero"):
+        run(cfg, model)
 
 
 def test_a_recomputation_costs_what_its_forward_op_costs():

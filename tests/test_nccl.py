@@ -147,13 +147,20 @@ def test_two_nodes_run_at_the_nics_rate_for_large_messages():
 
 @pytest.mark.parametrize("system,over,words", [
     ("switch8", {}, ["workload.algorithm = 'nccl'", "cluster"]),
-    ("dgx-h100", {"workload.nccl_algorithm": "nvls"}, ["nccl_algorithm = 'nvls'",
-                                                        "topology.nvls = true"]),
+    ("dgx-h100", {"workload.nccl_algorithm": "nvls"},
+     ["workload.nccl_algorithm = 'nvls': NVLink SHARP needs a node whose NVSwitches reduce, "
+      "with topology.nvls = true"]),
+    ("dgx-h100", {"workload.nccl_algorithm": "nvls", "topology.nvls": True,
+                  "workload.nccl_protocol": "LL"},
+     ["workload.nccl_algorithm = 'nvls', nccl_protocol = 'LL': NCCL runs nvls in Simple only"]),
     ("dgx-a100", {"workload.collective": "reduce_scatter", "workload.nccl_algorithm": "tree"},
-     ["nccl_algorithm = 'tree'", "reduce_scatter"]),
+     ["workload.nccl_algorithm = 'tree': NCCL's tree runs all_reduce only, not "
+      "reduce_scatter"]),
     ("dgx-a100", {"workload.collective": "all_to_all"}, ["'nccl'", "all_to_all"]),
 ])
 def test_what_nccl_does_not_run_is_refused_naming_the_key(system, over, words):
+    """Each names the keys given (not a protocol left at 'auto') and the reason that
+    applies: the node, the protocol, the collective."""
     cfg = load(system, {"workload.kind": "collective", "workload.algorithm": "nccl",
                         "network.model": "flow", **over})
     with pytest.raises(ConfigError) as e:
@@ -348,6 +355,60 @@ def test_nccl_keys_without_the_nccl_algorithm_are_refused_not_ignored(key, value
     simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))
 
 
+@pytest.mark.parametrize("key, value, why", [
+    ("workload.chunks", 2, "NCCL's loops, chunks and slices are its own"),
+    ("workload.chunks_in_flight", 1, "NCCL's pipeline of slices is its own"),
+    ("workload.reduce_gbps", 1.0, "the reductions of NCCL's algorithms take no time here"),
+    ("workload.engine", "offload", "NCCL's kernels run on the GPUs' own SMs")])
+def test_collective_keys_the_nccl_algorithm_does_not_read_are_refused(key, value, why):
+    """NCCL's algorithms choose their own chunks and pipeline, reduce for free and run on
+    the SMs: these keys changed nothing (the same cycle as unset), so they are refused
+    naming key, value and why; with the ring they run. A file's own key that an override to
+    'nccl' leaves idle is not refused (selene's chunks = 1)."""
+    over = {"workload.kind": "collective", "network.model": "flow", "workload.bytes": 65536,
+            key: value}
+    with pytest.raises(ConfigError, match=rf"^{key} = {value!r} is not read by workload\."
+                                          rf"algorithm = 'nccl': {why}"):
+        simulate(load("dgx-a100", {**over, "workload.algorithm": "nccl"}))
+    simulate(load("dgx-a100", over))
+    simulate(load("selene", {"topology.node_count": 2, "workload.algorithm": "nccl",
+                             "workload.bytes": 65536}))
+
+
+def test_an_nccl_collective_past_the_op_limit_names_what_makes_fewer_not_chunks():
+    """NCCL's chunks are its own (workload.chunks is not read): past the op limit the
+    refusal names the collective, its bytes and participants, NCCL's pick and what makes
+    fewer ops, which then runs (512 GPUs: NCCL's tree in LL128 at 1 MiB is refused, its ring
+    runs)."""
+    over = {"topology.node_count": 64, "workload.kind": "collective", "network.model": "flow",
+            "workload.algorithm": "nccl", "workload.bytes": 1 << 20}
+    with pytest.raises(ConfigError, match=r"^workload\.algorithm = 'nccl': all_reduce of "
+                                          r"1,048,576 bytes over 512 participants by NCCL's "
+                                          r"tree in LL128 makes up to [\d,]+ ops, more than the "
+                                          r"10,000,000 ops a graph may have \(NCCL's ring with "
+                                          r"workload\.collective_form = 'streams' makes fewer"):
+        collective_graph(cfg := load("superpod-h100", over), build_topology(cfg))
+    cfg = load("superpod-h100", {**over, "workload.nccl_algorithm": "ring",
+                                 "workload.collective_form": "streams"})
+    collective_graph(cfg, build_topology(cfg))
+
+
+@pytest.mark.parametrize("over, said", [
+    ({}, "with workload.kind = 'synthetic' it would take it for an endpoint of the traffic"),
+    ({"workload.kind": "collective"}, "with workload.kind = 'collective' and workload."
+                                      "algorithm = 'ring' it would leave it idle"),
+])
+def test_the_nvlink_sharp_engine_is_refused_where_nccl_does_not_run_it(over, said):
+    """topology.nvls = true adds the NVSwitch's reduction engine (nvls0): synthetic traffic
+    took it for a ninth endpoint (its links carried flits), a ring collective left it idle;
+    both refused naming the key. NCCL's collective runs it."""
+    with pytest.raises(ConfigError, match=rf"^topology\.nvls = true adds the NVSwitch's "
+                                          rf"reduction engine \(node nvls0\).*{said}"):
+        simulate(load("dgx-h100", {"topology.nvls": True, **over}))
+    simulate(load("dgx-h100", {"topology.nvls": True, "workload.kind": "collective",
+                               "workload.algorithm": "nccl", "network.model": "flow"}))
+
+
 def test_nccl_218s_ll128_ring_lays_its_last_loop_out_chunk_major():
     """NCCL up to 2.19 (src/collectives/device/all_reduce.h, runRing): in LL128 the chunk of
     each rank and channel is the rest over channels x ranks rounded up to whole grains of
@@ -435,6 +496,26 @@ def test_nccl_218s_nvls_lays_its_loops_out_channel_by_channel():
             assert nccl.nvls_factor(n, 8, 16, release) == 1.0
             assert nccl.nvls_factor(n, 8, 4, release) == 4.0
 
+
+
+@pytest.mark.parametrize("level", ["flow", "flit"])
+def test_nvls_on_fewer_channels_goes_at_their_pace(level):
+    """From 2.20 each channel takes an even share, so NVLS on 4 of its 16 channels
+    (workload.nccl_channels = 4) moves each channel's quarter at a 16th of NVLS's rate: 4
+    times the links' time. One DGX H100, 64 KiB (one loop), 2.23: NCCL's NVLS latency 25 us
+    + 4 x 2 x 65,536 x 1.125 / 315.18 GB/s = 26.87 us by hand (16 channels: 25.47); the
+    closed form gives it, the flow level it plus the links' own latency, the flit level no
+    faster and at most 10% slower."""
+    n, rate = 1 << 16, 450 * 20.6 / 25 * 0.85e9
+    hand = 25e-6 + 4 * 2 * n * 1.125 / rate
+    assert hand * 1e6 == pytest.approx(26.87, abs=0.01)
+    cfg = cfg_for("dgx-h100", n, "nvls", "Simple", **{
+        "topology.nvls": True, "workload.nccl_channels": 4, "network.model": level})
+    _, _, sim, m, p = model_and_sim(cfg)
+    assert nccl.nvls_seconds(n, m, p, 4, "2.23") == pytest.approx(hand, rel=1e-6)
+    cyc = 1e9 * cfg.network.clock_ghz
+    top = 1.01 if level == "flow" else 1.10
+    assert 0.99 * hand * cyc <= sim <= top * hand * cyc + slack("nvls", p, 1), (hand, sim)
 
 def test_nvls_moves_ncclss_chunks_in_its_loops():
     """NCCL's NVLS chunk (src/enqueue.cc, computeColl in 2.18.5; computeCollChunkInfo in

@@ -143,6 +143,33 @@ def test_a_run_past_the_op_limit_is_refused_before_building(monkeypatch):
     training_graph(cfg, topo, m)             # at the limit: built
 
 
+def test_an_nccl_run_past_the_op_limit_names_what_makes_nccl_fewer_not_chunks(monkeypatch):
+    """With workload.algorithm = 'nccl' the collectives' chunks are NCCL's own (the key
+    workload.chunks is not read) and pysim's tree or halving-doubling are not NCCL's: the
+    refusal names NCCL's ring in streams, which makes fewer ops, and that plan then builds
+    within the limit the other passed (a bucket per tensor: the gradients' all-reduces make
+    most ops)."""
+    from pysim.workload import graph as graph_module
+    w = {"kind": "training", "model": "transformer", "iterations": 1, "batch": 16,
+         "model_params": {**TINY, "layers": 1}, "algorithm": "nccl", "bucket_mb": 0.0001,
+         "parallel": {"dp": 16}}
+    two = {"kind": "cluster", "node": "dgx-a100", "node_count": 2}
+    cfg = make_cfg(topology=two, workload=w)
+    ring = make_cfg(topology=two, workload={**w, "nccl_algorithm": "ring",
+                                            "collective_form": "streams"})
+    bounds = [count.count(_Builder(_Layout(c, build(c), layout_module.load_model(c), None),
+                                   OpGraph(), ""), measure=False) for c in (cfg, ring)]
+    assert bounds[1].engine_total < bounds[0].engine_total
+    monkeypatch.setattr(graph_module, "MAX_OPS", bounds[1].engine_total)
+    with pytest.raises(GraphError, match=r"most come from gradient collectives of workload\."
+                                         r"bucket_mb = 0\.0001 in NCCL's own chunks and "
+                                         r"slices; NCCL's ring in streams \(workload\."
+                                         r"nccl_algorithm = 'ring', workload\.collective_form "
+                                         r"= 'streams'\) makes fewer ops"):
+        training_graph(cfg, build(cfg))
+    training_graph(ring, build(ring))
+
+
 def test_a_count_handed_in_is_checked_instead_of_counting_again(monkeypatch):
     """training_graph(op_count=c), as bench/megatron.py hands in the exact count it reports:
     the limit is checked with c (the bound, counted again, would refuse a run at the exact

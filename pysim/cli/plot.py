@@ -123,7 +123,10 @@ def plot(source, kind, x, y, series, group, baseline, title, xlim, ylim, logy, o
                                  series=series or "workload.algorithm", force=True,
                                  **axes)
             elif kind == "breakdown":
-                swept = [k for k in rows[0]["params"]]
+                # (the keys swept over two values or more: a --param of one value, as
+                # workload.kind=training, is a setting, not an axis)
+                swept = [k for k in rows[0]["params"]
+                         if len({repr((r.get("params") or {}).get(k)) for r in rows}) > 1]
                 if x is None and not swept:
                     raise click.ClickException("--kind breakdown needs --x (the key whose "
                                                "values make the bars)")

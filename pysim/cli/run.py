@@ -59,6 +59,7 @@ def run(config, sets, json_path, trace_path, chakra_dir, force, quiet):
                 raise ConfigError(f"{opt}: workload.kind = {cfg.workload.kind!r} has no ops to "
                                   f"{what} (these have: {with_ops})")
         if chakra_dir:
+            chakra.check_exportable(cfg)
             chakra.schema()                 # (the protobuf package, before the run)
             try:
                 chakra.check_folder(chakra_dir, force)

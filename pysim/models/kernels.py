@@ -94,34 +94,33 @@ KERNELS["a100_40"] = KERNELS["a100"]
 # the preset's.
 A100_CUDA11_PRODUCTS = (        # m, n, k, seconds, source
     (3072, 2048, 768, 62.4e-6,
-     "cuBLAS on an A100 with the CUDA 11.2 toolkit, fp16 (kernel ampere_fp16_s16816gemm_fp16_"
-     "128x128_ldg8_f2f_stages_32x5_nn): NVIDIA/cutlass #430 on GitHub (March 2022)"),
+     "cuBLAS on an A100, fp16 (kernel ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_"
+     "32x5_nn), the reporter's CUDA toolkit 11.2 (its compiler, V11.2.152; the cuBLAS "
+     "release is not printed): NVIDIA/cutlass #430 on GitHub (March 2022)"),
     (8192, 8192, 8192, 2 * 8192 ** 3 / 230e12,
-     "torch.matmul, fp16, on an A100-SXM4-80GB with NGC PyTorch 22.07 (CUDA 11.7): 230 "
-     "TFLOP/s (github.com/mli/transformers-benchmarks, README, 2022)"),
+     "a @ b in PyTorch, fp16, on an A100 80GB (2,039 GB/s: the SXM4 part): 230 TFLOP/s, the "
+     "README's one figure from micro_bench.ipynb's square sizes 128 to 8192, taken as its "
+     "largest (github.com/mli/transformers-benchmarks, August 2022). The A100 run's software "
+     "is not given; the README's set-up names NGC PyTorch 22.07 (CUDA 11.7), as the "
+     "notebook's stored run on another GPU printed"),
     (3456, 4096, 8192, 0.98647e-3,
      "CUTLASS 2.2's cutlass_tensorop_s16816gemm_f16_256x128_32x3 on an A100 (sm_80), fp16 in "
-     "and fp32 accumulation: 0.986 ms, 235.1 TFLOP/s (NVIDIA/cutlass, media/docs/profiler.md, "
-     "its example run of June 2020)"),
+     "and fp32 accumulation and output: 0.986 ms, 235.1 TFLOP/s (NVIDIA/cutlass, "
+     "media/docs/profiler.md, its example run of June 2020)"),
 )
 KERNEL_LIBRARIES = ("cuda12", "cuda11")
 KERNELS_CUDA11 = {
     "a100": replace(
         KERNELS["a100"], gemm_efficiency=0.7388,
         source="Products: gemm_efficiency fitted to three measurements of the A100's fp16 "
-               "products with the libraries of the CUDA 11 era (cuBLAS with CUDA 11.2, "
-               "3072x2048x768: 62.4 us, NVIDIA/cutlass #430 on GitHub; torch.matmul with CUDA 11.7, "
-               "8192^3: 230 TFLOP/s, mli/transformers-benchmarks; CUTLASS 2.2, "
+               "products with the libraries of the CUDA 11 era (cuBLAS with a CUDA 11.2 "
+               "toolkit, 3072x2048x768: 62.4 us, NVIDIA/cutlass #430 on GitHub; PyTorch, "
+               "likely CUDA 11.7, 8192^3: 230 TFLOP/s, mli/transformers-benchmarks; CUTLASS "
+               "2.2, "
                "3456x4096x8192: 235.1 TFLOP/s, NVIDIA/cutlass profiler.md), within -6% to +4% "
                "of each; everything else as the a100 preset. " + KERNELS["a100"].source),
 }
 KERNELS_CUDA11["a100_40"] = KERNELS_CUDA11["a100"]
-
-
-def kernels_for(name, library="cuda12"):
-    """The kernel model of NPU preset `name` with the products of `library` ('cuda12': the
-    presets' fit; 'cuda11': the CUDA 11 era's, where a preset has one), or None."""
-    return (KERNELS_CUDA11 if library == "cuda11" else KERNELS).get(name)
 
 
 def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):

@@ -72,12 +72,12 @@ class Layer:
     __slots__ = ("name", "kind", "params", "fwd_flops", "bwd_input_flops", "bwd_weight_flops",
                  "in_elems", "out_elems", "weight_elems", "stash_elems", "stash_mask_bytes",
                  "in_shape", "out_shape", "tp", "table", "given", "op", "saves", "inplace",
-                 "saved_elems", "saved_fixed_bytes", "in_ids", "out_id")
+                 "saved_elems", "saved_fixed_bytes", "in_ids", "out_id", "heads")
 
     def __init__(self, name, kind, *, params=0, fwd_flops=0.0, bwd_input_flops=0.0,
                  bwd_weight_flops=0.0, in_elems=0, out_elems=0, weight_elems=None,
                  stash_elems=0, stash_mask_bytes=0, in_shape=(), out_shape=(), tp=None,
-                 table=None, given=None, op=None, saves=None, inplace=False):
+                 table=None, given=None, op=None, saves=None, inplace=False, heads=None):
         self.name = name
         self.kind = kind
         self.params = int(params)
@@ -120,6 +120,7 @@ class Layer:
         self.table = table
         self.given = given
         self.op = op              # the operation within the kind (relu, max, batch, ...)
+        self.heads = heads        # an attention core's heads (tensor parallelism splits them)
 
     @property
     def bwd_flops(self):
@@ -338,7 +339,8 @@ def attention(name, q_len, kv_len, hidden, heads, dropout=False, causal=False, t
                  saves=(("in0", ins, "act"), ("own", stash - ins, "act"),
                         ("own", scores if dropout else 0, "u8")),
                  in_shape=(q_len, 3 * hidden) if q_len == kv_len else (q_len, hidden),
-                 out_shape=(q_len, hidden), tp=tp, op="causal" if causal else "dot")
+                 out_shape=(q_len, hidden), tp=tp, op="causal" if causal else "dot",
+                 heads=heads)
 
 
 def additive_attention(name, q_len, kv_len, hidden, input_grad=True):

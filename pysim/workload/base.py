@@ -81,6 +81,18 @@ def check_reads(cfg):
                           f"out")
     if kind != "synthetic":            # (which refuses the flow level itself)
         check_model_reads(cfg)
+    if cfg.topology.kind == "cluster" and cfg.topology.nvls and \
+            (kind not in ("collective", "training") or cfg.workload.algorithm != "nccl"):
+        # (the switch's engine, node nvls0, reduces for NCCL's NVLS alone: elsewhere it is
+        # idle, or an endpoint of synthetic traffic, which no NVSwitch is)
+        raise ConfigError(f"topology.nvls = true adds the NVSwitch's reduction engine (node "
+                          f"nvls0), which workload.algorithm = 'nccl' alone runs (NVLS) in a "
+                          f"collective or training run; with workload.kind = {kind!r}" +
+                          (f" and workload.algorithm = {cfg.workload.algorithm!r}"
+                           if kind in ("collective", "training") else "") +
+                          " it would " + ("take it for an endpoint of the traffic"
+                                          if kind == "synthetic" else "leave it idle") +
+                          "; leave topology.nvls out")
 
 
 def check_model_reads(cfg, model=None, how=None):

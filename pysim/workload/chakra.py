@@ -319,6 +319,21 @@ def write(graph, topo, folder, clock_ghz=1.0, prefix="pysim"):
     return paths
 
 
+def check_exportable(cfg):
+    """Checked before a run: refuse a configuration whose op graph a Chakra trace cannot hold,
+    naming the key (a trace's ranks meet only by messages): a training plan that builds one
+    data-parallel replica (workload.parallel.replicas = 'one') has the other replicas' parts
+    of its collectives wait on replica 0's ops."""
+    w = cfg.workload
+    par = w.parallel or {}
+    if w.kind == "training" and par.get("replicas") == "one":
+        raise ConfigError("--export-chakra: workload.parallel.replicas = 'one' builds "
+                          "data-parallel replica 0's passes only, and the other replicas' "
+                          "parts of its collectives wait on replica 0's ops, which a Chakra "
+                          "trace (its ranks meet only by messages) cannot hold; expected "
+                          "replicas = 'all' (the default)")
+
+
 def check_folder(folder, force=False):
     """Checked before a run: raise OutputError if `write` could not put a trace in `folder`
     (made if missing), or, unless `force`, if the folder holds .et files already."""

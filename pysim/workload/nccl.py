@@ -68,9 +68,9 @@ STEP_US = {
 # against 17.7 measured. bench/nccl_tests.py models the one-thread launch.
 
 
-def step_us(m, algo, proto, transport):
+def step_us(algo, proto, transport):
     """The latency a step of (algo, proto) takes over the transport ('nvlink' or 'net'):
-    NCCL's tuning model's (STEP_US), on every machine `m`."""
+    NCCL's tuning model's (STEP_US), on every machine."""
     return STEP_US[transport][(algo, proto)]
 
 
@@ -451,7 +451,7 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     flight - sum d)). share = 1 bounds it from above (every step's chain through a network
     hop); the fraction of the ring's hops that cross nodes estimates it (a slice's chain
     crosses that share of its steps' hops)."""
-    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    x = step_us("ring", proto, "nvlink") * 1e-6
     flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
     rate = m.nic * 1e9 / (WIRE[proto] * m.hop_factor(proto, channels, False))
     out = 0.0
@@ -476,7 +476,7 @@ def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True, release
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
     layout = chunk_major(collective, nbytes, proto, p, channels, release)
-    x = step_us(m, "ring", proto, "nvlink") * 1e-6
+    x = step_us("ring", proto, "nvlink") * 1e-6
     bundles = _bundles(m, channels)
     worst = 0.0
     for index, (ring, width) in enumerate(bundles):
@@ -516,10 +516,20 @@ def choose(collective, nbytes, m, p, channels, algo="auto", proto="auto", releas
             if t is not None and (best is None or t < best[0]):
                 best = (t, a, pr)
     if best is None:
-        raise ConfigError(f"workload.nccl_algorithm = {algo!r}, nccl_protocol = {proto!r}: "
-                          f"NCCL does not run {collective} so here (ring does every "
-                          f"collective in any protocol; tree all_reduce; nvls all_reduce in "
-                          f"Simple, on one node with topology.nvls = true)")
+        given = f"workload.nccl_algorithm = {algo!r}" + \
+            (f", nccl_protocol = {proto!r}" if proto != "auto" else "")
+        why = (f"NCCL's {algo} runs all_reduce only, not {collective}"
+               if algo != "ring" and collective != "all_reduce" else
+               "NVLink SHARP needs a node whose NVSwitches reduce, with topology.nvls = true "
+               "(dgx-h100)" if algo == "nvls" and not m.nvls else
+               f"NVLink SHARP is modelled within one node, not {m.nodes}"
+               if algo == "nvls" and m.nodes > 1 else
+               f"NCCL runs {algo} in " + ", ".join(pr for a, pr in BASE_US if a == algo) +
+               " only" if proto != "auto" and (algo, proto) not in BASE_US else
+               f"NCCL does not run {collective} so here")
+        raise ConfigError(f"{given}: {why} (ring does every collective in any protocol; tree "
+                          f"all_reduce; nvls all_reduce in Simple, on one node with "
+                          f"topology.nvls = true)")
     return best[1], best[2]
 
 

@@ -75,7 +75,7 @@ def build(b, collective, settings, machine):
     # slice-steps' latency after the sends: _ring_stream)
     start = {i: list(b.start.get(i, ())) for i in range(p)} if form == "streams" else \
         {i: [g.delay(base, after=list(b.start.get(i, ())))] for i in range(p)}
-    step = {t: int(round(step_us(m, algo, proto, t) * cyc)) for t in ("nvlink", "net")}
+    step = {t: int(round(step_us(algo, proto, t) * cyc)) for t in ("nvlink", "net")}
     ctx = dict(g=g, order=b.order, m=m, wire=WIRE[proto], step=step, base=base,
                tuning=settings.get("tuning", "2.23"),
                flight=max(0, step["net"] - step["nvlink"]), proto=proto, channels=channels,

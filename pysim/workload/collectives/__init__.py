@@ -22,7 +22,7 @@ Collectives registered here: see ALGORITHMS.
 from __future__ import annotations
 
 from pysim.errors import ConfigError
-from pysim.schema import NONNEG, POS, Key, declare
+from pysim.schema import KEY_MAP, NONNEG, POS, Key, declare
 from pysim.topology import build as build_topology
 from pysim.workload.base import COLLECTIVE_KEYS, OP_GRAPH_KEYS, register
 from pysim.workload.endpoint import held_units, streams as comm_streams  # noqa: F401
@@ -117,6 +117,32 @@ def collective_graph(cfg, topo, graph=None):
 NCCL_KEYS = ("nccl_algorithm", "nccl_protocol", "nccl_channels", "nccl_tuning")
 
 
+# the collective keys NCCL's algorithms leave unread, and why
+NCCL_IDLE = {
+    "chunks": "NCCL's loops, chunks and slices are its own (pysim/workload/nccl.py)",
+    "chunks_in_flight": "NCCL's pipeline of slices is its own",
+    "reduce_gbps": "the reductions of NCCL's algorithms take no time here (their "
+                   "arithmetic is not modelled)",
+}
+
+
+def check_nccl_reads(cfg):
+    """Refuse a collective key set, away from its default, that workload.algorithm = 'nccl'
+    does not read, naming it, its value and why (a key typed, or one a file holds beside its
+    own algorithm: not a file's key that an override to 'nccl' leaves idle)."""
+    w = cfg.workload
+    given = list(NCCL_IDLE.items())
+    if w.engine == "offload":
+        given.append(("engine", "NCCL's kernels run on the GPUs' own SMs (workload.engine = "
+                                "'npu', or unset)"))
+    for k, why in given:
+        path = f"workload.{k}"
+        if cfg.is_set(path) and getattr(w, k) != KEY_MAP[path].default and \
+                (path in cfg.typed or "workload.algorithm" not in cfg.typed):
+            raise ConfigError(f"{path} = {getattr(w, k)!r} is not read by workload.algorithm "
+                              f"= 'nccl': {why}; leave it out")
+
+
 def nccl_args(cfg, topo, chosen=None):
     """build()'s machine and nccl_settings for workload.algorithm = 'nccl' (else {});
     `chosen`, if given, receives the algorithm and protocol NCCL's model picked."""
@@ -128,6 +154,7 @@ def nccl_args(cfg, topo, chosen=None):
                                   f"algorithm = 'nccl' only, not {w.algorithm!r} (set "
                                   f"workload.algorithm = 'nccl', or leave workload.{k} out)")
         return {}
+    check_nccl_reads(cfg)
     # channels at most: workload.nccl_channels, else the SMs an NPU-run collective may hold
     # (workload.comm_sms, when set), else NCCL's default
     most = w.nccl_channels or (getattr(w, "comm_sms", None) if w.engine == "npu" else None)

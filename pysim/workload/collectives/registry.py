@@ -186,6 +186,13 @@ def build(collective, algorithm, order, nbytes, chunks=1, reduce_bytes_per_cycle
     ops = ops_bound(collective, algorithm, len(order), chunks, engine, dims, pieces, form,
                     nbytes, machine, order, nccl_settings)
     limit = graph_module.MAX_OPS
+    if ops > limit and algorithm == "nccl":      # (NCCL's chunks are its own: not chunks)
+        _, algo, proto, _ = nccl.plan(collective, nbytes, nccl_settings or {}, machine, order)
+        raise GraphError(f"workload.algorithm = 'nccl': {collective} of {nbytes:,} bytes over "
+                         f"{len(order)} participants by NCCL's {algo} in {proto} makes up to "
+                         f"{ops:,} ops, more than the {limit:,} ops a graph may have (NCCL's "
+                         f"ring with workload.collective_form = 'streams' makes fewer: "
+                         f"workload.nccl_algorithm = 'ring'; or fewer participants)")
     if ops > limit:
         raise GraphError(f"workload.chunks = {chunks}: {collective} by {algorithm} over "
                          f"{len(order)} participants makes up to {ops:,} ops, more than the "

@@ -225,6 +225,16 @@ def apply(cfg, topo, g, work: dict) -> Applied:
             if c.kind == "conv":
                 c.workspace = ws
         b = budget_for(cfg, topo, npu, w.resident, placements[npu], w.inflight)
+        if w.resident > b.capacity:
+            raise ConfigError(
+                f"workload.memory.policy = {cfg.workload.memory.policy!r}: the training state "
+                f"{npu} keeps in HBM all iteration (weights, gradients, optimizer state), "
+                f"{w.resident:,} bytes, is past its capacity of {b.capacity:,} bytes, "
+                f"which the policy's plans of the activations cannot help; spread the model "
+                f"over more NPUs (workload.parallel tp, pp or zero)"
+                + (", or keep the optimizer's state on the host (karma with "
+                   "workload.memory.host_update = true)" if "host" in topo.node_kinds and
+                   not (name == "karma" and cfg.workload.memory.host_update) else ""))
         key = (repr(w.costs), repr(b))        # replicas with the same layers and budget
         if key not in seen:
             seen[key] = decide(cfg, w.costs, b)

@@ -336,16 +336,21 @@ def _cause(lay, part):
     """What makes a part's ops, naming the keys that set it."""
     w = lay.cfg.workload
     m = f"{lay.m} micro-batches (workload.parallel.micro_batches)"
+    if w.algorithm == "nccl":        # (NCCL's chunks are its own: workload.chunks unread)
+        chunks = "NCCL's own chunks and slices"
+        fewer = ("NCCL's ring in streams (workload.nccl_algorithm = 'ring', "
+                 "workload.collective_form = 'streams') makes fewer ops")
+    else:
+        chunks = f"workload.chunks = {w.chunks}"
+        fewer = "workload.algorithm tree or halving_doubling makes fewer ops than ring"
     return {
         "compute": f"{lay.model.name}'s {len(lay.model.layers):,} layers (workload.model_params "
                    f"sets them) on {len(lay.npus)} NPUs x {m}",
         "pipeline": f"the sends between {lay.pp} stages x {m}",
-        "tp_collectives": f"tensor-parallel collectives (tp = {lay.tp}) in workload.chunks = "
-                          f"{w.chunks} x {m}; workload.algorithm tree or halving_doubling "
-                          f"makes fewer ops than ring",
+        "tp_collectives": f"tensor-parallel collectives (tp = {lay.tp}) in {chunks} x {m}; "
+                          f"{fewer}",
         "dp_collectives": f"gradient collectives of workload.bucket_mb = {w.bucket_mb:g} in "
-                          f"workload.chunks = {w.chunks}; workload.algorithm tree or "
-                          f"halving_doubling makes fewer ops than ring",
+                          f"{chunks}; {fewer}",
         "ep_collectives": f"expert-parallel all-to-alls (ep = {lay.ep}) in workload.chunks = "
                           f"{w.chunks} x {m}",
         "tables": f"the split embedding tables' all-to-alls in workload.chunks = {w.chunks} "

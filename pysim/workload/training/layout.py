@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from pysim.errors import ConfigError
-from pysim.schema import POS, Key, declare, raising
+from pysim.schema import KEY_MAP, POS, Key, declare, raising
 from pysim import models
 from pysim.models import optimizer_bytes, precision_bytes
 from pysim.models.precision import OPTIMIZER_FLOPS, PRECISIONS, weight_traffic
@@ -26,6 +26,16 @@ from pysim.workload.training.tensor import (check_divisible, tied_layers, tp_bac
 from pysim.workload.training.zero import ZERO_STAGES, state_bytes_per_param
 
 OPTIMIZER_STEPS = ("fused", "passes")   # workload.optimizer_step
+
+# the training keys the kernel model alone reads (workload.compute = 'kernels'), and what each
+# does, for the refusal of one set under the roofline
+KERNEL_ONLY = {
+    "grad_accumulation": "times the addition with the kernel model",
+    "kernel_library": "chooses the kernel model's products",
+    "loss_kernels": "times the loss's passes with the kernel model",
+    "layer_kernels": "times the layers' small kernels with the kernel model",
+    "attention": "chooses the kernel model's attention kernels",
+}
 
 DIMS = ("tp", "dp", "pp")
 TABLES = ("split", "replicated")
@@ -365,24 +375,12 @@ class _Layout:
             self.stage_of[a:b] = s
         self.kernels = KernelTimes(self) if w.compute == "kernels" else None
         self.grad_add = w.grad_accumulation == "add"
-        if self.grad_add and self.kernels is None:
-            raise ConfigError(f"workload.grad_accumulation = 'add' times the addition with the "
-                              f"kernel model, and workload.compute = {w.compute!r}; set "
-                              f"workload.compute = 'kernels' or leave the key out")
-        if w.kernel_library != "cuda12" and self.kernels is None:
-            raise ConfigError(f"workload.kernel_library = {w.kernel_library!r} chooses the "
-                              f"kernel model's products, and workload.compute = "
-                              f"{w.compute!r}; set workload.compute = 'kernels' or leave the "
-                              f"key out")
-        if w.loss_kernels == "passes" and self.kernels is None:
-            raise ConfigError(f"workload.loss_kernels = 'passes' times the loss's passes with "
-                              f"the kernel model, and workload.compute = {w.compute!r}; set "
-                              f"workload.compute = 'kernels' or leave the key out")
-        if w.layer_kernels == "passes" and self.kernels is None:
-            raise ConfigError(f"workload.layer_kernels = 'passes' times the layers' small "
-                              f"kernels with the kernel model, and workload.compute = "
-                              f"{w.compute!r}; set workload.compute = 'kernels' or leave the "
-                              f"key out")
+        for key, what in KERNEL_ONLY.items():     # (read by the kernel model alone)
+            v = getattr(w, key)
+            if self.kernels is None and v != KEY_MAP[f"workload.{key}"].default:
+                raise ConfigError(f"workload.{key} = {v!r} {what}, and workload.compute = "
+                                  f"{w.compute!r}; set workload.compute = 'kernels' or leave "
+                                  f"the key out")
         if w.step_after == "all" and self.zero:
             raise ConfigError(f"workload.step_after = 'all' steps after every bucket's "
                               f"all-reduce, and workload.parallel.zero = {self.zero} "

@@ -64,6 +64,13 @@ def stash_per_sample(model, pb, mode):
     `mode` (None: everything the layer table says), and the transformer layers."""
     stash = [l.stash_elems * pb.act + l.stash_mask_bytes for l in model.layers]
     bl = blocks(model)
+    if mode is not None and not any(l.kind == "attention" for a, b in bl
+                                    for l in model.layers[a:b]):
+        raise ConfigError(f"workload.memory.recompute = {mode!r}: {model.name} has no "
+                          f"transformer layer (a run of layers named layer<k>.* with an "
+                          f"attention core) for Megatron-LM's recomputation to re-run; use "
+                          f"workload.memory.recompute = 'segments' (Chen et al.'s segments, "
+                          f"any model)")
     if mode == "full":
         for a, b in bl:
             stash[a] = model.layers[a].in_elems * pb.act

@@ -73,11 +73,13 @@ def check_divisible(model, tp):
     features (the vocabulary is padded instead, see vocabulary_padding)."""
     if tp == 1:
         return
-    heads = model.config.get("heads")
-    if isinstance(heads, int) and heads % tp:
-        raise ConfigError(f"workload.parallel.tp = {tp} does not divide the {heads} attention "
-                          f"heads of {model.name} (Megatron-LM gives each NPU whole heads): "
-                          f"choose a tp that divides {heads}")
+    # (an attention core's own heads; a model's `heads` parameter where its layers say none)
+    heads = {l.heads for l in model.layers if l.heads} or {model.config.get("heads")}
+    for h in sorted(h for h in heads if isinstance(h, int)):
+        if h % tp:
+            raise ConfigError(f"workload.parallel.tp = {tp} does not divide the {h} attention "
+                              f"heads of {model.name} (Megatron-LM gives each NPU whole "
+                              f"heads): choose a tp that divides {h}")
     vocab = _vocabularies(model)
     for layer in model.layers:
         if _vocabulary_dim(layer, vocab) is not None or layer.tp in (None, "replicated"):
