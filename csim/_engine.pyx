@@ -303,9 +303,10 @@ cdef class Engine:
         win_ejected_flits counts flits by their arrival cycle either way."""
         return _counters(self)
 
-    def channel_flits(self):
-        """Flits sent on each channel since the start (a copy)."""
-        return _channel_flits(self)
+    def channel_flits(self, at=None):
+        """Flits sent on each channel since the start (a copy); with `at`, on those channels
+        alone, in that order."""
+        return _channel_flits(self, at)
 
     def channel_owed(self, t, start=False):
         """Per channel (float64): cycles of the serialisation of flits already sent that lie

@@ -41,14 +41,22 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
     # given (the ids given, channel ids and n_ch + k, less the lanes that are not a group's
     # first: the order, and so every tie the solver breaks by resource, is the same). A
     # cluster of 65,536 GPUs has 4.85 M channels in 0.66 M groups.
-    base = self._arr["ch_base"][:s.n_ch]
-    first = base == np.arange(s.n_ch, dtype=np.int32)
-    grp_of = np.cumsum(first, dtype=np.int32) - 1
-    s.ch_res = <int32_t*>_ptr(self._own("ch_res", grp_of[base], np.int32))
-    n_grp = int(grp_of[s.n_ch - 1]) + 1 if s.n_ch else 0
+    # (in C, a lane at a time, no array per lane but ch_res: a lane's first is at or before
+    # it, numbered already)
+    s.ch_res = <int32_t*>_ptr(self._own("ch_res", None, np.int32, 0, s.n_ch))
+    cdef int32_t n_grp = 0
+    for c in range(s.n_ch):
+        if s.ch_base[c] == c:
+            s.ch_res[c] = n_grp
+            n_grp += 1
+        elif 0 <= s.ch_base[c] < c:
+            s.ch_res[c] = s.ch_res[s.ch_base[c]]
+        else:
+            raise ValueError("ch_par_base: a channel's first lane after it, or none")
     shift = s.n_ch - n_grp
     pcap = np.where(pcap >= 0, pcap - shift, -1).astype(np.int32)
     if vc_res is not None:
+        first = self._arr["ch_base"][:s.n_ch] == np.arange(s.n_ch, dtype=np.int32)
         vc_res = vc_res.reshape(s.n_ch, s.n_classes)[first].reshape(-1)
         vc_res = np.where(vc_res >= 0, vc_res - shift, -1).astype(np.int32)
         vc_base -= shift
@@ -82,7 +90,7 @@ cdef _set_flow(Engine self, int64_t n_ops, dict flow):
         if inj.size != s.n_nodes or not (inj >= 0).all():
             raise ValueError("flow: nic_inj_bytes needs one entry >= 0 per node")
         held = np.flatnonzero(inj > 0)
-        held_res = grp_of[base][self._arr["nic_inj_base"][held]]
+        held_res = self._arr["ch_res"][:s.n_ch][self._arr["nic_inj_base"][held]]
         rs[held_res] = np.minimum(rs[held_res], inj[held])
     if rs.max(initial=0) > 2.0 ** 60:       # (the solver's fixed-point sums)
         raise ValueError(f"flow: a resource of {rs.max():g} bytes per cycle; at most 2^60")

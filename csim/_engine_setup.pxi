@@ -102,8 +102,19 @@ cdef _setup_vcs(Engine self):
     _setup_chans(self)
     if s.ivc != NULL:
         return
-    ch_dst, ch_kind, local, r_mw, Vp = self._vc_args
+    ch_src, ch_dst, ch_kind, out_idx, r_in_ptr, r_mw, Vp = self._vc_args
     cdef int64_t C = s.n_ch, V = s.V, D = s.D, i
+    n = s.n_nodes
+    # a router's outputs, and its input ports' channels (net and inject) in channel order
+    r_nout = np.zeros(n, dtype=np.int32)
+    np.maximum.at(r_nout, ch_src[ch_kind != CH_INJECT], out_idx[ch_kind != CH_INJECT] + 1)
+    s.r_nout = <int32_t*>_ptr(self._own("r_nout", np.maximum(r_nout, 1), np.int32))
+    order = np.flatnonzero(ch_kind != CH_EJECT)
+    order = order[np.argsort(ch_dst[order], kind="stable")]
+    local = np.full(C, -1, dtype=np.int32)
+    local[order] = np.arange(order.size, dtype=np.int32) - r_in_ptr[ch_dst[order]]
+    s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
+    s.inj_hop = <int32_t*>_ptr(self._own("inj_hop", None, np.int32, -1, C))
     cdef const int32_t[::1] v_dst = ch_dst
     cdef const int8_t[::1] v_kind = ch_kind
     nivc = C * V
@@ -273,21 +284,16 @@ cdef _setup_network(Engine self, dict net):
     out_idx = np.asarray(net["ch_out_idx"], dtype=np.int32)
     if out_idx.size != C or (C and out_idx.min() < 0):
         raise ValueError("ch_out_idx: one index >= 0 per channel")
-    r_nout = np.zeros(n, dtype=np.int32)
-    np.maximum.at(r_nout, ch_src[ch_kind != CH_INJECT], out_idx[ch_kind != CH_INJECT] + 1)
-    s.r_nout = <int32_t*>_ptr(self._own("r_nout", np.maximum(r_nout, 1), np.int32))
+    # (a router's outputs (r_nout) and its input ports' channels (r_in_ch) are the flit
+    # level's, made with its VCs: _setup_vcs)
+    s.r_nout = NULL
+    s.r_in_ch = NULL
 
     # router input ports: channels that end at a router (net and inject), in channel order
-    has_buf = ch_kind != CH_EJECT
-    order = np.flatnonzero(has_buf)
-    order = order[np.argsort(ch_dst[order], kind="stable")]
-    counts = np.bincount(ch_dst[order], minlength=n)
+    counts = np.bincount(ch_dst[ch_kind != CH_EJECT], minlength=n)
     r_in_ptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=r_in_ptr[1:])
-    local = np.full(C, -1, dtype=np.int32)
-    local[order] = np.arange(order.size, dtype=np.int32) - r_in_ptr[ch_dst[order]]
     s.r_in_ptr = <int32_t*>_ptr(self._own("r_in_ptr", r_in_ptr, np.int32))
-    s.r_in_ch = <int32_t*>_ptr(self._own("r_in_ch", order, np.int32))
     s.r_nbuf = <int32_t*>_ptr(self._own("r_nbuf", None, np.int32, 0, n))
     if not 1 <= V <= MAX_VCS:
         raise ValueError(f"vcs must be 1 .. {MAX_VCS}")
@@ -348,7 +354,7 @@ cdef _setup_network(Engine self, dict net):
     s.va_best_dist = NULL
     s.tm_next = NULL
     s.touched = NULL
-    self._vc_args = (ch_dst, ch_kind, local, r_mw, Vp)
+    self._vc_args = (ch_src, ch_dst, ch_kind, out_idx, r_in_ptr, r_mw, Vp)
     s.tm_size = 1
     while s.tm_size <= max(s.routing_delay + 1, s.va_delay):
         s.tm_size *= 2
@@ -383,7 +389,7 @@ cdef _setup_network(Engine self, dict net):
     s.nic_msg_prev = <int32_t*>_ptr(self._own("nic_msg_prev", None, np.int32, -1, n))
     s.nic_cut_blocked = <uint8_t*>_ptr(self._own("nic_cut_blocked", None, np.uint8, 0, n))
     s.act_n_pos = <int32_t*>_ptr(self._own("act_n_pos", None, np.int32, -1, n))
-    s.inj_hop = <int32_t*>_ptr(self._own("inj_hop", None, np.int32, -1, C))
+    s.inj_hop = NULL                  # (per channel: the flit level's, _setup_vcs)
     s.nic_per_link = 0
     s.nic_busy = 0
 

@@ -45,17 +45,31 @@ cdef int64_t _unsent_flits(Engine self):
     return total
 
 
-cdef _channel_flits(Engine self):
+cdef _channel_flits(Engine self, at=None):
     cdef int32_t c
-    out = np.zeros(self.s.n_ch, dtype=np.int64)
+    cdef int64_t i, m
+    if at is None:
+        out = np.zeros(self.s.n_ch, dtype=np.int64)
+        m = self.s.n_ch
+    else:
+        idx = np.ascontiguousarray(at, dtype=np.int32).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.s.n_ch):
+            raise ValueError("channel_flits(at): a channel out of range")
+        out = np.zeros(idx.size, dtype=np.int64)
+        m = idx.size
+    cdef const int32_t[::1] v_at = idx if at is not None and m else None
     cdef int64_t[::1] v_out = out        # (typed: a loop in C over millions of channels)
     if self.s.flow_mode:         # a group's wire bytes, shared evenly by its channels
-        for c in range(self.s.n_ch):
-            v_out[c] = <int64_t>(self.s.rs_bytes[self.s.ch_res[c]] / self.s.flit_bytes /
+        for i in range(m):
+            c = v_at[i] if v_at is not None else <int32_t>i
+            v_out[i] = <int64_t>(self.s.rs_bytes[self.s.ch_res[c]] / self.s.flit_bytes /
                                  self.s.ch_par_n[c] + 0.5)
         return out
-    for c in range(self.s.n_ch if self.s.ch != NULL else 0):     # (no records: none sent)
-        v_out[c] = self.s.ch[c].flits
+    if self.s.ch == NULL:                # (no records: none sent)
+        return out
+    for i in range(m):
+        c = v_at[i] if v_at is not None else <int32_t>i
+        v_out[i] = self.s.ch[c].flits
     return out
 
 

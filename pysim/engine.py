@@ -297,7 +297,7 @@ class NetworkArrays(Inputs):
         if (num < 1).any() or (den < num).any():
             self.fail("ch_num", "expected 1 <= ch_num <= ch_den (at most a flit per cycle)")
         base = self["ch_par_base"]
-        if not _in_range(base, 0, C) or (base > np.arange(C)).any() or \
+        if not _in_range(base, 0, C) or (base > np.arange(C, dtype=base.dtype)).any() or \
                 (C and (base[base] != base).any()):
             self.fail("ch_par_base", "expected each channel's first lane, at or before it")
         if not _in_range(self["ch_out_idx"], 0, C):

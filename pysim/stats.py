@@ -15,39 +15,74 @@ class LinkTable(Sequence):
     -- src, dst (node names), lane, bandwidth_gbps, latency_cycles, flits, utilisation, and
     with the flit level's counts vc_flits -- made when asked for: the columns are arrays
     (`src` and `dst` node ids into `node_names`), not a dict per channel (a cluster of
-    65,536 GPUs has 2.75 M channel lanes). `column(key)` reads one column as an array."""
+    65,536 GPUs has 2.75 M channel lanes). `column(key)` reads one column as an array.
+
+    With `runs` (rows per entry), every column holds one entry per run of rows alike but for
+    their lane, which counts up from the entry's `lane`: the flow level's lanes of a link
+    carry its bytes evenly, so its report is a run per link, its rows made when read."""
 
     KEYS = ("src", "dst", "lane", "bandwidth_gbps", "latency_cycles", "flits", "utilisation")
 
     def __init__(self, node_names, src, dst, lane, bandwidth_gbps, latency_cycles, flits,
-                 utilisation, vc_flits=None):
+                 utilisation, vc_flits=None, runs=None):
         self.node_names = node_names
         self.cols = dict(src=src, dst=dst, lane=lane, bandwidth_gbps=bandwidth_gbps,
                          latency_cycles=latency_cycles, flits=flits, utilisation=utilisation)
         self.vc_flits = vc_flits
-        self.n = len(src)
+        self.runs = None if runs is None else np.asarray(runs, np.int64)
+        if self.runs is None:
+            self.n = len(src)
+        else:
+            self.first = np.cumsum(self.runs) - self.runs      # (each run's first row)
+            self.n = int(self.runs.sum())
 
     def __len__(self):
         return self.n
 
+    def _expand(self, key, col):
+        if self.runs is None or col is None:
+            return col
+        out = np.repeat(col, self.runs, axis=0)
+        if key == "lane":                    # (the run's first lane, counting up)
+            out += np.arange(self.n, dtype=out.dtype) - np.repeat(self.first, self.runs)
+        return out
+
     def column(self, key):
         """One column over every row, an array (src and dst: node ids)."""
-        return self.cols[key] if key != "vc_flits" else self.vc_flits
+        return self._expand(key, self.cols[key] if key != "vc_flits" else self.vc_flits)
+
+    def by_run(self):
+        """(columns, rows, first): each column with an entry per run of alike rows (see the
+        class; without runs, a run per row), the rows of each run and each run's first row:
+        what reads the report by columns without making a row or an array per lane."""
+        if self.runs is None:
+            ones = np.ones(self.n, np.int64)
+            return dict(self.cols), ones, np.arange(self.n, dtype=np.int64)
+        return dict(self.cols), self.runs, self.first
 
     def _rows(self, lo, hi):
-        names, c = self.node_names, self.cols
-        cols = zip(c["src"][lo:hi].tolist(), c["dst"][lo:hi].tolist(),
-                   c["lane"][lo:hi].tolist(), c["bandwidth_gbps"][lo:hi].tolist(),
-                   c["latency_cycles"][lo:hi].tolist(), c["flits"][lo:hi].tolist(),
-                   c["utilisation"][lo:hi].tolist())
-        if self.vc_flits is None:
+        names = self.node_names
+        if self.runs is None:
+            c, v = self.cols, self.vc_flits
+            lane = c["lane"][lo:hi]
+            at = slice(lo, hi)
+        else:                                 # (the runs' entries of rows lo..hi)
+            rows = np.arange(lo, hi, dtype=np.int64)
+            at = np.searchsorted(self.first, rows, side="right") - 1
+            c, v = self.cols, self.vc_flits
+            lane = c["lane"][at] + (rows - self.first[at]).astype(c["lane"].dtype)
+        cols = zip(c["src"][at].tolist(), c["dst"][at].tolist(),
+                   lane.tolist(), c["bandwidth_gbps"][at].tolist(),
+                   c["latency_cycles"][at].tolist(), c["flits"][at].tolist(),
+                   c["utilisation"][at].tolist())
+        if v is None:
             for s, d, k, b, L, x, u in cols:
                 yield dict(src=names[s], dst=names[d], lane=k, bandwidth_gbps=b,
                            latency_cycles=L, flits=x, utilisation=u)
         else:
-            for (s, d, k, b, L, x, u), v in zip(cols, self.vc_flits[lo:hi].tolist()):
+            for (s, d, k, b, L, x, u), vf in zip(cols, v[at].tolist()):
                 yield dict(src=names[s], dst=names[d], lane=k, bandwidth_gbps=b,
-                           latency_cycles=L, flits=x, utilisation=u, vc_flits=v)
+                           latency_cycles=L, flits=x, utilisation=u, vc_flits=vf)
 
     def __getitem__(self, i):
         if isinstance(i, slice):

@@ -13,7 +13,7 @@ from pysim.network import CH_NET, compile_network
 from pysim.sim import simulate
 from pysim.stats import LinkTable
 from pysim.topology import build
-from pysim.workload import notes
+from pysim.workload import graph as graph_mod, notes
 from pysim.workload.base import link_report
 
 
@@ -142,3 +142,80 @@ def test_slow_group_path_reads_the_columns_as_the_rows_say():
         assert (note is not None) == bool(slow)
         if note:
             assert f"{top['src']}->{top['dst']}" in note
+
+
+def alike_flits(net, seed):
+    """Flits alike over each link's lanes (as the flow level sends them), random per link and
+    NIC: per unit and per lane."""
+    g = np.random.default_rng(seed)
+    unit = g.integers(0, 5000, net.unit_lanes.size)
+    return unit, np.repeat(unit, net.unit_lanes)
+
+
+@pytest.mark.parametrize("topology", SYSTEMS)
+@pytest.mark.parametrize("cycles", [0, 997])
+def test_a_run_per_link_gives_the_rows_of_every_lane(topology, cycles):
+    """The flow level's report keeps a run per link; its rows, columns and slices are the
+    channel-by-channel reference's, lane numbers counting up within each link."""
+    cfg = make_cfg(topology=topology, network={"vcs": 3})
+    net = compile_network(cfg, build(cfg))
+    unit, flits = alike_flits(net, 3)
+    table = link_report(net, cfg, None, cycles, unit_flits=unit)
+    ref = reference(net, cfg, flits, cycles)
+    links = net.ch_kind[net.unit_first] == CH_NET
+    assert table.runs is not None and table.runs.tolist() == net.unit_lanes[links].tolist()
+    assert len(table) == len(ref) and list(table) == ref and table == ref
+    k = len(ref) // 2
+    assert table[k] == ref[k] and table[-1] == ref[-1] and table[3:11] == ref[3:11]
+    assert table[::5] == ref[::5] and pickle.loads(pickle.dumps(table)) == ref
+    for key in LinkTable.KEYS:
+        col = table.column(key)
+        want = [r[key] for r in ref] if key not in ("src", "dst") else \
+            [net.topo.node_names.index(r[key]) for r in ref]
+        assert col.tolist() == want, key
+    cols, rows, first = table.by_run()
+    assert rows.sum() == len(ref) and first[0] == 0
+    assert [ref[i]["lane"] for i in first] == cols["lane"].tolist()
+    # (the per-lane form of the same flits: one run per row)
+    _, rows1, first1 = link_report(net, cfg, flits, cycles).by_run()
+    assert (rows1 == 1).all() and first1.tolist() == list(range(len(ref)))
+    with pytest.raises(ValueError):
+        link_report(net, cfg, None, cycles, np.zeros((flits.size, 3)), unit_flits=unit)
+
+
+def test_a_link_changed_changes_its_lanes_rows_alone():
+    """One flit more on one link of four lanes: exactly its four rows change, as the
+    reference built from the lanes' flits says."""
+    cfg = make_cfg(topology=SYSTEMS[0])
+    net = compile_network(cfg, build(cfg))
+    unit, _ = alike_flits(net, 4)
+    before = list(link_report(net, cfg, None, 100, unit_flits=unit))
+    k = int(np.flatnonzero((net.ch_kind[net.unit_first] == CH_NET) & (net.unit_lanes == 4))[2])
+    unit[k] += 1
+    after = list(link_report(net, cfg, None, 100, unit_flits=unit))
+    assert after == reference(net, cfg, np.repeat(unit, net.unit_lanes), 100)
+    assert sum(a != b for a, b in zip(before, after)) == 4
+
+
+def test_a_flow_run_reports_a_run_per_link(monkeypatch):
+    """A flow run's rows are the reference built from its engine's flits lane by lane, and
+    the engine's flits read at the links' first lanes are those lanes' flits."""
+    kept = {}
+    set_graph = graph_mod.set_graph
+
+    def keep(eng, *a, **k):
+        kept["eng"] = eng
+        return set_graph(eng, *a, **k)
+    monkeypatch.setattr(graph_mod, "set_graph", keep)
+    cfg = make_cfg(topology=SYSTEMS[2], network={"model": "flow"},
+                   workload={"kind": "collective", "collective": "all_reduce",
+                             "algorithm": "ring", "bytes": 1 << 20})
+    res = simulate(cfg)
+    net = compile_network(cfg, build(cfg))
+    eng = kept["eng"]
+    flits = eng.channel_flits()
+    assert eng.channel_flits(net.unit_first).tolist() == flits[net.unit_first].tolist()
+    assert res.links.runs is not None and len(res.links.runs) < len(res.links)
+    rows = list(res.links)
+    assert rows == reference(net, cfg, flits, res.makespan_cycles)
+    assert res.to_dict()["links"] == rows and sum(l["flits"] for l in rows) > 0

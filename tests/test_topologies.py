@@ -193,6 +193,7 @@ def test_parallel_links_share_packets():
              if net.ch_kind[c] == CH_NET and (net.ch_src[c], net.ch_dst[c]) == (g0, g3)]
     assert len(lanes) == 2
     assert sorted(flits[lanes].tolist()) == [400, 400]
+    assert eng.channel_flits(lanes[::-1]).tolist() == flits[lanes[::-1]].tolist()
 
 
 def _route(net, a, b):

@@ -172,7 +172,8 @@ def check_status(status, network, engine):
                           f"the last VC class {c['bad_class']}")
 
 
-def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None):
+def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owed_end=None,
+                unit_flits=None):
     """Per router-to-router channel (each lane of a parallel link its own row), a LinkTable
     (pysim.stats: rows made when asked for, the columns arrays): its ends,
     bandwidth, latency, the flits it carried (`flits`, per channel: those sent in the window)
@@ -186,12 +187,24 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
     serialisation that began before it, taken off (under a cycle too little, never more than
     the window, if that flit is not sent at once). With `vc_flits` ((channels, vcs),
     the engine's count of flits entering each VC buffer at the channel's far end), those per
-    VC."""
+    VC. With `unit_flits` instead of `flits` (the flow level, whose lanes of a link carry its
+    flits evenly: per link and NIC of network.unit_first, the flits of each of its lanes),
+    the table keeps a run per link (LinkTable's `runs`): the same rows, without columns per
+    lane."""
     names = network.topo.node_names
-    c = np.flatnonzero(network.ch_kind == CH_NET)
+    runs = None
+    if unit_flits is not None:
+        if vc_flits is not None or owed_start is not None or owed_end is not None:
+            raise ValueError("link_report: unit_flits is the flow level's, without vc_flits "
+                             "or owed serialisation")
+        u = np.flatnonzero(network.ch_kind[network.unit_first] == CH_NET)
+        c, runs = network.unit_first[u], network.unit_lanes[u]
+        f = np.asarray(unit_flits)[u]
+    else:
+        c = np.flatnonzero(network.ch_kind == CH_NET)
+        f = np.asarray(flits)[c]
     r = np.asarray(network.ch_num)[c].astype(np.float64) / \
-        np.asarray(network.ch_den)[c].astype(np.float64)
-    f = np.asarray(flits)[c]                          # (r: flits per cycle)
+        np.asarray(network.ch_den)[c].astype(np.float64)          # (flits per cycle)
     with np.errstate(divide="ignore", invalid="ignore"):
         busy = f / r
         if owed_start is not None:
@@ -205,7 +218,8 @@ def link_report(network, cfg, flits, cycles, vc_flits=None, owed_start=None, owe
                      r * cfg.network.flit_bytes * cfg.network.clock_ghz,
                      np.asarray(network.ch_lat)[c].astype(np.int64), f.astype(np.int64),
                      np.asarray(util, np.float64),
-                     None if vc_flits is None else np.asarray(vc_flits)[c].astype(np.int64))
+                     None if vc_flits is None else np.asarray(vc_flits)[c].astype(np.int64),
+                     runs=runs)
 
 
 # The configuration keys this module reads (pysim.schema).

@@ -1102,13 +1102,18 @@ def run_graph(cfg, graph=None, progress=None, check_memory=True, topo=None) -> G
     cfg_dict = cfg.resolved()
     cfg_dict["_system"] = system_name(network.topo, cfg)
     makespan = int(finish.max())
-    flits = eng.channel_flits()
     # (the flow level owes no serialisation past the end: its bytes never run ahead of a
-    # link's rate, and a channel's owed time there is 0)
-    links = link_report(network, cfg, flits, makespan,
-                        eng.vc_flits() if model != "flow" else None,
-                        owed_end=eng.channel_owed(makespan) if model != "flow" else None)
-    nic = notes.nic_limit(network, cfg, flits, makespan)
+    # link's rate, and a channel's owed time there is 0; its lanes of a link carry the
+    # link's flits evenly, read once per link and NIC)
+    if model == "flow":
+        unit_flits = eng.channel_flits(network.unit_first)
+        links = link_report(network, cfg, None, makespan, unit_flits=unit_flits)
+        nic = notes.nic_limit(network, cfg, None, makespan, unit_flits=unit_flits)
+    else:
+        flits = eng.channel_flits()
+        links = link_report(network, cfg, flits, makespan, eng.vc_flits(),
+                            owed_end=eng.channel_owed(makespan))
+        nic = notes.nic_limit(network, cfg, flits, makespan)
     flow = {k: int(c[k]) for k in ("flows_started", "rate_recomputations",
                                     "pairs_recomputed")} if model == "flow" else {}
     memory = memory_report(graph, usage, network.topo, cfg)
