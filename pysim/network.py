@@ -108,6 +108,7 @@ def nic_bandwidths(topo, cfg):
 MAX_LANES = 1024      # parallel channels (flits per cycle) of one link or NIC
 MAX_FLIT_CYCLES = 1 << 22   # cycles one flit may take on a channel (1e-5 GB/s at 32 bytes)
 MAX_BUFFER_BYTES = 4 << 30   # all VC buffers together
+MAX_CHANNELS = 2 ** 31 - 1   # the engine's channel ids are 32-bit
 
 
 def check_network(topo, cfg):
@@ -217,6 +218,11 @@ def _check_channels(topo, cfg, inj_bpc, ej_bpc, nic_lat):
                           f"{MAX_DELAY_CYCLES:,} ({lat_key})")
     net = cfg.network
     C = int(n_lanes.sum())                  # the engine's channels: a lane each
+    if C > MAX_CHANNELS:
+        raise ConfigError(f"{topo.n_channels:,} links and NICs make {C:,} channels (a lane "
+                          f"per flit a cycle of each); expected at most {MAX_CHANNELS:,}, "
+                          f"what the engine numbers (fewer nodes, or a larger "
+                          f"network.flit_bytes, make fewer)")
     buffer_bytes = C * net.vcs * net.vc_buffer_flits * 8      # csim keeps 8 bytes a slot
     # (the VC buffers are made when a flit-level run first needs them: the flow level has none)
     if buffer_bytes > MAX_BUFFER_BYTES and net.model == "flit":

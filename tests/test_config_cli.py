@@ -664,3 +664,20 @@ def test_an_empty_output_name_is_refused_not_taken_for_none(tmp_path, monkeypatc
     assert res.exit_code == 2 and "'': an empty name; expected a file or folder name" in \
         res.output, res.output
     assert os.listdir(tmp_path) == []
+
+
+def test_more_channels_than_the_engine_numbers_are_refused_at_either_level(monkeypatch):
+    """The engine's channel ids are 32-bit: a network of more lanes than that is refused
+    before it is built, at the flow level too (which has no VC buffers to refuse it for).
+    The limit is lowered here to a ring of 8's 32 lanes: its 16 links and its 8 NICs'
+    two ends, each of one flit a cycle."""
+    import pysim.network as network
+    monkeypatch.setattr(network, "MAX_CHANNELS", 31)
+    for model in ("flit", "flow"):
+        raw = {"topology": {"kind": "ring", "size": 8}, "network": {"model": model},
+               "workload": {"kind": "collective", "collective": "all_reduce",
+                            "bytes": 65536}}
+        with pytest.raises(ConfigError, match="make 32 channels .*expected at most 31"):
+            simulate(from_dict(raw))
+    monkeypatch.setattr(network, "MAX_CHANNELS", 32)
+    simulate(from_dict(raw))
