@@ -462,6 +462,31 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     return out
 
 
+def stream_excess(m, proto, channels, rounds, steps, width, ring):
+    """Seconds the slices' way around a ring crossing nodes takes beyond the slice-steps at
+    its slowest hop's rank (the two longest paths of the steps' max-plus schedule, links'
+    latencies aside): per step of each loop, the first slice's work and bytes at the ring's
+    mean hop, plus the network's flight after the NVLink step latency at the share of hops
+    that cross nodes, against every slice's work and bytes at the slowest hop."""
+    p = len(ring)
+    same = [m.node_of[ring[k - 1]] == m.node_of[ring[k]] for k in range(p)]
+    share = same.count(False) / p
+    if not share:
+        return 0.0
+    x = step_us("ring", proto, "nvlink") * 1e-6
+    flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
+    per_byte = [WIRE[proto] * m.hop_factor(proto, channels, h) /
+                ((m.nvlink if h else m.nic) * 1e9) for h in same]
+    mean, worst = sum(per_byte) / p, max(per_byte)
+    out = 0.0
+    for loops, sizes in rounds:
+        if sizes:
+            stay = sum(x * loops + z * width * worst for z in sizes)
+            move = x * loops + sizes[0] * width * mean + share * flight * loops
+            out += steps * max(0.0, move - stay)
+    return out
+
+
 def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True, release="2.23"):
     """The closed form of the ring as pysim runs it (ring_rounds, _ring), where nothing else
     shares its links: NCCL's base latency, then every slice-step in turn, each the sending

@@ -12,7 +12,7 @@ from pysim.workload.nccl import (BASE_US, MAX_LOOP_ROUNDS, MAX_SLICES, NVLS_EFFI
                                  NVLS_MAX_SLICES, PROTOCOLS, SUPPORTED, TREE_SLICE, WIRE,
                                  _bundles, _flight_excess, _nvls_slices, _rank_order, _split,
                                  bundle_chunks, chunk_major, nvls_factor, plan, ring_rounds,
-                                 step_us)
+                                 step_us, stream_excess)
 
 
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
@@ -26,7 +26,7 @@ def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     bundles = min(c, p)
     steps = (2 if collective == "all_reduce" else 1) * (p - 1)
     if form == "streams":
-        ring = bundles * 3 * p
+        ring = bundles * 6 * p
     else:
         slices = 2 * MAX_LOOP_ROUNDS
         if nbytes is not None:
@@ -50,9 +50,10 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     rounds = ring_rounds(collective, nbytes, proto, p, channels)
     n = 0 if form == "streams" else p                  # the base latency at each rank
-    for ring, _ in _bundles(m, channels):
+    for ring, width in _bundles(m, channels):
         if form == "streams":
-            n += 3 * p
+            excess = _stream_plan(m, proto, channels, ring, width, rounds, steps, m.clock)[2]
+            n += (6 if excess > 0 else 3) * p
             continue
         cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
         n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
@@ -176,22 +177,40 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
     return last
 
 
-def _ring_stream(ctx, ring, width, rounds, steps, start, last):
-    """A bundle's ring as streams: per rank, once its data is ready, one delay of the latency
-    in series with its sends (NCCL's base latency, the thread block's work per slice-step,
-    the network's flight where the sender's other slices do not cover it), one send to its
-    neighbour of every byte it sends over the steps, and, once that and its predecessor's
-    have, the links' own latency of as many one-flit messages. Where the ranks start
-    together and nothing else shares their links this is the slice-steps' time
-    (ring_seconds); 3 ops per rank, each rank's alike but for the ring's rotation."""
-    m, g, order = ctx["m"], ctx["g"], ctx["order"]
+def _stream_plan(m, ctx_proto, channels, ring, width, rounds, steps, clock):
+    """What a bundle's ring as streams waits beyond its sends: (slice-steps, their chain's
+    steps, flight excess in cycles, crossing hops). The slice-steps' schedule is a max-plus
+    system whose longest path either stays at the slowest hop's rank (every slice-step's work,
+    bytes and link latency there) or runs around the ring with the slices (per step one
+    slice's work and link latency, the network's flight at the share of hops that cross
+    nodes): the excess is how much longer the latter is beyond the links' time
+    (_flight_excess), the chain's steps how many link latencies it pays."""
     p = len(ring)
     n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
+    chain = sum(loops for loops, sizes in rounds if sizes) * steps
+    crosses = [k for k in range(p) if m.node_of[ring[k - 1]] != m.node_of[ring[k]]]
+    excess = int(round(stream_excess(m, ctx_proto, channels, rounds, steps, width, ring)
+                       * 1e9 * clock))
+    return n_slices, chain, excess, crosses
+
+
+def _ring_stream(ctx, ring, width, rounds, steps, start, last):
+    """A bundle's ring as streams: per rank, once its data is ready, one delay of the latency
+    in series with its sends (NCCL's base latency, the thread block's work per slice-step),
+    one send to its neighbour of every byte it sends over the steps, and, once that and its
+    predecessor's have, the links' own latency of as many one-flit messages (the slice-steps
+    staying at the rank). Across nodes, beside that, the slices' way around the ring: the
+    network's flight where the sender's other slices do not cover it, then a link latency
+    per step, crossing nodes at the ring's share (the hop into the rank's node, and one of
+    the node's own). Where the ranks start together and nothing else shares their links the
+    longer of the two is the slice-steps' time; 3 ops per rank (6 where the flight shows),
+    each rank's alike but for the ring's rotation."""
+    m, g, order = ctx["m"], ctx["g"], ctx["order"]
+    p = len(ring)
+    n_slices, chain, excess, crosses = _stream_plan(m, ctx["proto"], ctx["channels"], ring,
+                                                    width, rounds, steps, m.clock)
     moved = sum(sum(sizes) for _, sizes in rounds) * steps * width
-    crosses = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
-    wait = ctx["base"] + ctx["step"]["nvlink"] * n_slices + int(round(
-        _flight_excess(m, ctx["proto"], ctx["channels"], rounds, steps, width, crosses / p)
-        * 1e9 * m.clock))
+    wait = ctx["base"] + ctx["step"]["nvlink"] * n_slices
     sends = []
     for k in range(p):
         a, b = ring[k], ring[(k + 1) % p]
@@ -199,10 +218,20 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
         wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
         d = g.delay(int(wait), after=list(start[a]))
         sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=[d]))
+    inside = next((k for k in range(p) if k not in set(crosses)), None)
+    n_cross = int(round(max(0, chain - 1) * len(crosses) / p))
     for k in range(p):
         a, b = ring[k - 1], ring[k]
-        last[b].append(g.step_latency(order[a], order[b], max(0, n_slices - 1),
-                                      after=[sends[k - 1], sends[k]]))
+        after = [sends[k - 1], sends[k]]
+        last[b].append(g.step_latency(order[a], order[b], max(0, n_slices - 1), after=after))
+        if excess <= 0:
+            continue
+        c = max(j for j in crosses if j <= k) if crosses[0] <= k else crosses[-1]
+        v = c if inside is None else inside
+        t = g.delay(excess, after=after)
+        t = g.step_latency(order[ring[c - 1]], order[ring[c]], n_cross, after=[t])
+        last[b].append(g.step_latency(order[ring[v - 1]], order[ring[v]],
+                                      max(0, chain - 1) - n_cross, after=[t]))
 
 
 def _tree(ctx, nbytes, channels, start):
