@@ -18,7 +18,8 @@ from pysim.workload.nccl import (BASE_US, MAX_LOOP_ROUNDS, MAX_SLICES, NVLS_EFFI
 def ops_bound(collective, p, channels, nbytes=None, form="steps"):
     """An upper bound of the ops the NCCL expansion makes: a ring's slice-steps, a delay, a
     send and (between nodes) an arrival each per rank, per bundle of channels (at most
-    min(channels, p) bundles; as streams a delay, a send and a latency per rank), or per
+    min(channels, p) bundles; as streams at most a delay, a send and a latency per rank, and
+    a delay and two latencies more across nodes), or per
     slice per tree edge up and down, or the NVLS exchange; plus a delay per rank. nbytes (if known)
     bounds the ring's rounds and slices (ring_rounds: at most MAX_LOOP_ROUNDS rounds of two
     slices)."""
@@ -41,8 +42,9 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     """The ops build() makes for this collective (counted from its plan, not built): a ring
     exactly (per bundle a delay and a send per slice-step and rank, and an arrival delay
     per hop between nodes; at most, where NCCL 2.18's LL128 layout leaves a rank's chunk
-    empty and its step has no ops; as streams a delay, a send and a latency per rank); a tree or NVLS by
-    ops_bound."""
+    empty and its step has no ops; as streams a delay, a send and a latency per rank, and
+    across nodes, where the network's flight shows, a delay and one or two latencies more:
+    _ring_stream); a tree or NVLS by ops_bound."""
     m, algo, proto, channels = plan(collective, nbytes, settings, machine, order)
     p = len(order)
     if algo != "ring":
@@ -52,8 +54,9 @@ def plan_ops(collective, nbytes, settings, machine, order, form="steps"):
     n = 0 if form == "streams" else p                  # the base latency at each rank
     for ring, width in _bundles(m, channels):
         if form == "streams":
-            excess = _stream_plan(m, proto, channels, ring, width, rounds, steps, m.clock)[2]
-            n += (6 if excess > 0 else 3) * p
+            _, _, excess, crosses = _stream_plan(m, proto, channels, ring, width, rounds,
+                                                 steps, m.clock)
+            n += (3 + (0 if excess <= 0 else 2 if len(crosses) == p else 3)) * p
             continue
         cross = sum(m.node_of[ring[k]] != m.node_of[ring[(k + 1) % p]] for k in range(p))
         n += sum(len(z) for _, z in rounds) * steps * (2 * p + cross)
@@ -203,7 +206,7 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
     network's flight where the sender's other slices do not cover it, then a link latency
     per step, crossing nodes at the ring's share (the hop into the rank's node, and one of
     the node's own). Where the ranks start together and nothing else shares their links the
-    longer of the two is the slice-steps' time; 3 ops per rank (6 where the flight shows),
+    longer of the two is the slice-steps' time; 3 ops per rank (5 or 6 where the flight shows),
     each rank's alike but for the ring's rotation."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(ring)
@@ -218,7 +221,7 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
         wire = moved * ctx["wire"] * ctx["factor"][same] / (m.nvdata if same else 1.0)
         d = g.delay(int(wait), after=list(start[a]))
         sends.append(g.send(order[a], order[b], int(math.ceil(wire)), after=[d]))
-    inside = next((k for k in range(p) if k not in set(crosses)), None)
+    inside = next(iter(sorted(set(range(p)) - set(crosses))), None)   # a hop in a node
     n_cross = int(round(max(0, chain - 1) * len(crosses) / p))
     for k in range(p):
         a, b = ring[k - 1], ring[k]
@@ -227,11 +230,12 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
         if excess <= 0:
             continue
         c = max(j for j in crosses if j <= k) if crosses[0] <= k else crosses[-1]
-        v = c if inside is None else inside
         t = g.delay(excess, after=after)
         t = g.step_latency(order[ring[c - 1]], order[ring[c]], n_cross, after=[t])
-        last[b].append(g.step_latency(order[ring[v - 1]], order[ring[v]],
-                                      max(0, chain - 1) - n_cross, after=[t]))
+        if inside is not None:
+            t = g.step_latency(order[ring[inside - 1]], order[ring[inside]],
+                               max(0, chain - 1) - n_cross, after=[t])
+        last[b].append(t)
 
 
 def _tree(ctx, nbytes, channels, start):
