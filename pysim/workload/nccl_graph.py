@@ -10,7 +10,7 @@ import math
 from pysim.errors import ConfigError
 from pysim.workload.nccl import (BASE_US, MAX_LOOP_ROUNDS, MAX_SLICES, NVLS_EFFICIENCY,
                                  NVLS_MAX_SLICES, PROTOCOLS, SUPPORTED, TREE_SLICE, WIRE,
-                                 _bundles, _flight_excess, _nvls_slices, _rank_order, _split,
+                                 _bundles, _nvls_slices, _rank_order, _split,
                                  bundle_chunks, chunk_major, nvls_factor, plan, ring_rounds,
                                  step_us, stream_excess)
 
@@ -180,19 +180,19 @@ def _ring(ctx, collective, nbytes, channels, start, proto, form):
     return last
 
 
-def _stream_plan(m, ctx_proto, channels, ring, width, rounds, steps, clock):
+def _stream_plan(m, proto, channels, ring, width, rounds, steps, clock):
     """What a bundle's ring as streams waits beyond its sends: (slice-steps, their chain's
-    steps, flight excess in cycles, crossing hops). The slice-steps' schedule is a max-plus
+    steps, flight excess in cycles, the positions k whose hop into ring[k] crosses nodes). The slice-steps' schedule is a max-plus
     system whose longest path either stays at the slowest hop's rank (every slice-step's work,
     bytes and link latency there) or runs around the ring with the slices (per step one
     slice's work and link latency, the network's flight at the share of hops that cross
     nodes): the excess is how much longer the latter is beyond the links' time
-    (_flight_excess), the chain's steps how many link latencies it pays."""
+    (nccl.stream_excess), the chain's steps how many link latencies it pays."""
     p = len(ring)
     n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
     chain = sum(loops for loops, sizes in rounds if sizes) * steps
     crosses = [k for k in range(p) if m.node_of[ring[k - 1]] != m.node_of[ring[k]]]
-    excess = int(round(stream_excess(m, ctx_proto, channels, rounds, steps, width, ring)
+    excess = int(round(stream_excess(m, proto, channels, rounds, steps, width, ring)
                        * 1e9 * clock))
     return n_slices, chain, excess, crosses
 
