@@ -186,8 +186,9 @@ def _stream_plan(m, proto, channels, ring, width, rounds, steps, clock):
     The slice-steps' schedule is a max-plus system whose longest path either stays at the
     slowest hop's rank (every slice-step's work, bytes and link latency there) or runs
     around the ring with the slices (per step one slice's work and link latency, the
-    network's flight at the share of hops that cross nodes): the excess is how much longer the latter is beyond the links' time
-    (nccl.stream_excess), the chain's steps how many link latencies it pays."""
+    network's flight at the share of hops that cross nodes): the excess is how much longer
+    the latter is beyond the links' time (nccl.stream_excess), the chain's steps how many
+    link latencies it pays."""
     p = len(ring)
     n_slices = sum(loops * len(sizes) for loops, sizes in rounds) * steps
     chain = sum(loops for loops, sizes in rounds if sizes) * steps
