@@ -78,6 +78,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from outputs import FORCE, check, write_json
+
 from pysim.config import from_dict
 from pysim.topology import build as build_topology
 from pysim.workload import graph as graph_module
@@ -473,9 +475,12 @@ def main(argv=None):
                          "et al.'s Table 5, full recomputation (its micro-batch and chunks); "
                          "readme: the GPT-3 175B example of Megatron-LM's README of 2021 "
                          "(1,024 GPUs, tp 8, pp 16, micro-batch 1)")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args(argv)
     meta, rows = table(a.table)
     pick = check_options(ap, a, rows)
+    check(ap, a.force, [("--json", a.json)], inputs=[(f"the table {w}", TABLES[w])
+                                                    for w in TABLES])
     if a.op_limit is not None:
         graph_module.MAX_OPS = a.op_limit
     library = a.library if a.library != "auto" else \
@@ -509,9 +514,8 @@ def main(argv=None):
     if ran:
         print_parts(ran)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,
-                       "provenance": provenance()}, f, indent=1)
+        write_json(a.json, {"rows": out, "source": meta["source"], "peak_rss_mb": peak,
+                            "provenance": provenance()})
 
 
 if __name__ == "__main__":
