@@ -17,8 +17,10 @@
     ...
     write_json(a.json, doc)
 """
+import contextlib
 import json
 import os
+import signal
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,6 +80,32 @@ def interrupted():
     """The line Ctrl-C prints: what this run wrote before it."""
     return "interrupted: " + ("written " + ", ".join(_written) if _written
                               else "nothing written")
+
+
+def quiet_worker():
+    """A worker process's start (a process pool's initializer): Ctrl-C, which reaches every
+    process of the terminal's group, ends it quietly (SystemExit, which multiprocessing does
+    not print; a pool hands a busy worker's to the parent), and the parent says it."""
+    signal.signal(signal.SIGINT, _exit_quietly)
+
+
+@contextlib.contextmanager
+def sigint_deferred():
+    """Ctrl-C while a child process is forked is raised when the fork is done: raised
+    during it (in an at-fork hook, which Python ignores) it would be lost, or come before
+    the parent knows its child, which would then outlive it."""
+    got = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if got:
+        raise KeyboardInterrupt
+
+
+def _exit_quietly(signum, frame):
+    sys.exit(128 + signum)
 
 
 def _hook(kind, value, tb, default=sys.excepthook):

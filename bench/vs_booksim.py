@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from outputs import FORCE, check, write_json, wrote
+from outputs import FORCE, check, quiet_worker, write_json, wrote
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -488,7 +488,7 @@ def main():
               inputs=[("BookSim's binary", binary)])
         if a.jobs > 1 and len(a.cases) > 1:
             from concurrent.futures import ProcessPoolExecutor
-            with ProcessPoolExecutor(a.jobs) as pool:
+            with ProcessPoolExecutor(a.jobs, initializer=quiet_worker) as pool:
                 results = list(pool.map(_one_case, [binary] * len(a.cases), a.cases,
                                         [seeds] * len(a.cases), [fractions] * len(a.cases)))
         else:
