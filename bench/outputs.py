@@ -5,11 +5,12 @@
   status 2, naming the option, the file and --force.
 - An output that names a file the benchmark reads is refused even with --force (--force
   replaces outputs, never inputs), as are two outputs naming one file.
-- A JSON output is written whole or not at all (pysim._io.write_atomic).
+- A JSON output or a figure is written whole or not at all (pysim._io.write_atomic).
 - Ctrl-C ends a benchmark with one line on stderr, `interrupted: nothing written` or the
   files written so far, and no traceback; the process then ends by SIGINT, as an interrupted
   program does (status 130 in a shell). This holds from the moment this module is imported,
-  so a benchmark imports it before pysim, numpy or torch (which take a while to load).
+  so a benchmark imports it before pysim, numpy or torch (which take a while to load);
+  importing it loads nothing of pysim (bench/models.py times that).
 
     ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
@@ -53,9 +54,9 @@ def check(ap, force, outputs, inputs=()):
         except OSError as e:
             ap.error(f"{opt} {path}: cannot make its folder ({e.strerror or e})")
         try:
-            check_output(path, force)
+            check_output(path, force, what=opt)
         except OutputError as e:
-            ap.error(f"{opt} {e}")
+            ap.error(str(e) if str(e).startswith(opt) else f"{opt} {e}")
 
 
 def write_json(path, doc, quiet=False, end="", **dump):
@@ -67,6 +68,19 @@ def write_json(path, doc, quiet=False, end="", **dump):
     wrote(path)
     if not quiet:
         print(f"written {path}")
+
+
+def write_figure(path, draw):
+    """Save a figure to `path` whole or not at all: draw(name) saves it under a temporary
+    name beside `path` (of its extension), which is then renamed over `path`."""
+    from pysim._io import write_atomic
+
+    def write(name):
+        draw(name)
+    write.takes_path = True
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_atomic(path, write)
+    wrote(path)
 
 
 def wrote(path):

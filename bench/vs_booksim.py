@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from outputs import FORCE, check, quiet_worker, write_json, wrote
+from outputs import FORCE, check, quiet_worker, write_figure, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -463,8 +463,7 @@ def main():
             return 0
         print(table(doc["cases"], doc.get("speed", [])))
         if a.fig and doc["cases"]:
-            figure(doc["cases"], a.fig)
-            wrote(a.fig)
+            write_figure(a.fig, lambda name: figure(doc["cases"], name))
             print(f"written {a.fig}")
         return 0
     if a.departures is not None:
@@ -500,8 +499,7 @@ def main():
         doc = dict(benchmark="vs_booksim", booksim=binary, wall_seconds=time.perf_counter() - t0,
                    cases=results, speed=speed_rows, **meta)
         if results:
-            figure(results, fig)
-            wrote(fig)
+            write_figure(fig, lambda name: figure(results, name))
             print(f"written {fig}")
     write_json(out, doc, default=float)
     return 0
