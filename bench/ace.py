@@ -78,6 +78,8 @@ import re
 import resource
 import time
 
+from outputs import FORCE, check, write_json
+
 import pysim
 from pysim import models
 from pysim.workload import endpoint
@@ -435,6 +437,7 @@ def main():
                     help="training iterations per run (at least 2; default 2): the last is "
                          "reported, and the mean period over those after the first")
     ap.add_argument("--json", default=os.path.join(HERE, "results", "ace.json"))
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.iterations < 2:
         ap.error(f"--iterations {a.iterations}: expected at least 2")
@@ -448,7 +451,9 @@ def main():
     levels = a.network.split(",")
     if any(x not in ("flit", "flow") for x in levels):
         ap.error(f"--network {a.network!r}: expected flow, flit or flow,flit")
-    from provenance import provenance, write_json
+    check(ap, a.force, [("--json", a.json)],
+          inputs=[("a --combine file", p) for p in a.combine or ()])
+    from provenance import provenance
     prov = provenance()                  # the load average as the runs begin
     rows = []
     if a.combine:

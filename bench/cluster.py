@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -51,10 +53,12 @@ def main():
     ap.add_argument("--fabric", default="rail-optimised")
     ap.add_argument("--json")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(a.one, a.node, a.fabric)))
         return
+    check(ap, a.force, [("--json", a.json)])
     sys.path.insert(0, HERE)
     from provenance import provenance
     rows = []
@@ -72,8 +76,7 @@ def main():
               f"{r['topology_cpu_s']:>10.2f} {r['routing_cpu_s']:>9.2f} "
               f"{r['compile_cpu_s']:>9.2f} {r['peak_rss_mb']:>8}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows, "provenance": provenance()}, f, indent=1)
+        write_json(a.json, {"rows": rows, "provenance": provenance()})
 
 
 if __name__ == "__main__":

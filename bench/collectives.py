@@ -10,9 +10,10 @@ wall times; and, with --large, a 256 MB ring all-reduce on 8 NPUs over 50 GB/s l
 runs alternating between them, so that the machine's load hits both alike).
 """
 import argparse
-import json
 import os
 import time
+
+from outputs import FORCE, check, write_json
 
 import pysim
 
@@ -62,7 +63,9 @@ def main():
                     help="runs of the large case (the median wall time is reported)")
     ap.add_argument("--model", choices=["flit", "flow", "both"], default="flit")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "collectives.json"))
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    check(ap, a.force, [("--out", a.out)])
     models = ["flit", "flow"] if a.model == "both" else [a.model]
     rows = []
     for system in SYSTEMS:
@@ -103,12 +106,8 @@ def main():
             print(f"large ({model}): {large[-1]['case']}: {wall:.3f} s wall, median of "
                   f"{', '.join(f'{x:.3f}' for x in w)}, {r['collective_cycles']} cycles, "
                   f"busbw {r['busbw_gbps']:.2f} GB/s")
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        from provenance import provenance
-        json.dump(dict(benchmark="collectives", **provenance(), rows=rows, large=large), f,
-                  indent=1)
-    print(f"written {a.out}")
+    from provenance import provenance
+    write_json(a.out, dict(benchmark="collectives", **provenance(), rows=rows, large=large))
 
 
 if __name__ == "__main__":

@@ -21,13 +21,14 @@ instructions. A yardstick for comparing versions, not a prediction of wall time 
 Needs valgrind (Debian: apt install valgrind).
 """
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+
+from outputs import FORCE, check, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,9 +77,11 @@ def main():
     ap.add_argument("--cycles", type=int, default=2000)
     ap.add_argument("--mb", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if shutil.which("valgrind") is None or shutil.which("cg_annotate") is None:
         sys.exit("bench/cost.py needs valgrind and cg_annotate on PATH")
+    check(ap, a.force, [("--json", a.json)])
     root = os.path.dirname(HERE)
     dims = [int(x) for x in a.dims.split("x")]
     code = CHILD.format(root=root, bench=HERE, kind=a.case, cycles=a.cycles, dims=dims,
@@ -112,8 +115,7 @@ def main():
           f"{d1 / 1e6:.2f} M L1D misses, {br / 1e6:.2f} M mispredicts; "
           f"estimate {est / 1e6:.1f} M CPU cycles ({est / cycles:,.0f} per simulated cycle)")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(row, f, indent=1)
+        write_json(a.json, row)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import json
 import os
 import sys
 
+from outputs import FORCE, check, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CASES = [
@@ -44,11 +46,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "results", "estimate.json"))
     ap.add_argument("--quick", action="store_true", help="the three collectives only")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args(argv)
+    check(ap, a.force, [("--out", a.out)])
     import numpy as np
     import pysim
     sys.path.insert(0, HERE)
-    from provenance import provenance, write_json
+    from provenance import provenance
     started = provenance()
     rows = []
     for system, over in CASES[:3] if a.quick else CASES:

@@ -51,6 +51,8 @@ import subprocess
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOPO = os.path.join(HERE, "..", "topologies")
 sys.path.insert(0, HERE)
@@ -311,15 +313,14 @@ def main():
     ap.add_argument("--vcs", type=int, default=4)
     ap.add_argument("--systems", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    path = a.out or os.path.join(HERE, "results", f"flow_{a.what}.json")
+    check(ap, a.force, [("--out", path)])
     out = {"speed": speed, "agreement": agreement, "iterations": iterations}[a.what](a)
     from provenance import provenance
     out.update(**provenance(), argv=sys.argv[1:])
-    path = a.out or os.path.join(HERE, "results", f"flow_{a.what}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"written {path}")
+    write_json(path, out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,7 +116,10 @@ def main():
     ap.add_argument("--pattern", default="uniform,neighbour")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    path = a.out or os.path.join(HERE, "results", "flow_solver.json")
+    check(ap, a.force, [("--out", path)])
     rows = []
     for pattern in a.pattern.split(","):
         for n in (int(x) for x in a.sizes.split(",")):
@@ -153,11 +158,7 @@ def main():
                       f"{row['peak_memory_mb']:.0f} MB", flush=True)
     from provenance import provenance
     res = dict(benchmark="flow solver", rows=rows, **provenance(), argv=sys.argv[1:])
-    path = a.out or os.path.join(HERE, "results", "flow_solver.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"written {path}")
+    write_json(path, res)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from outputs import FORCE, check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -109,6 +111,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "guards.json"))
     ap.add_argument("--only", choices=CASES)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.child:
         import resource
@@ -118,6 +121,7 @@ def main():
                               peak_memory_mb=resource.getrusage(
                                   resource.RUSAGE_SELF).ru_maxrss / 1e3)))
         return
+    check(ap, a.force, [("--out", a.out)])
     sys.path.insert(0, HERE)
     from provenance import child, provenance, write_rows
     started = provenance()

@@ -16,10 +16,11 @@ error of the makespan, the simulations of jobs together, and the wall time of th
 the whole simulation; writes JSON.
 """
 import argparse
-import json
 import os
 import sys
 import time
+
+from outputs import FORCE, check, write_json
 
 import numpy as np
 
@@ -36,7 +37,9 @@ def main():
     ap.add_argument("--server", default="dgx1-v100")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", default=os.path.join(here, "results", "jobs_corun.json"))
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    check(ap, a.force, [("--out", a.out)])
     from pysim.config import parse_override
     from pysim.jobs import generate, load_server, run_stream
     from pysim.jobs.execute import training
@@ -81,14 +84,11 @@ def main():
               f"{np.mean([r['mean_abs_error'] for r in sel]):.2%}, largest "
               f"{max(r['max_abs_error'] for r in sel):.2%}, makespan within "
               f"{max(abs(r['makespan_error']) for r in sel):.2%}")
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        from provenance import provenance
-        json.dump(dict(bench="jobs_corun", **provenance(), argv=sys.argv[1:],
-                       server=a.server, jobs=a.jobs, seeds=a.seeds,
-                       iterations=[lo, hi], network_model=a.model or "flow", sets=a.sets,
-                       rows=rows), f, indent=1)
-    print(f"results written to {a.out}")
+    from provenance import provenance
+    write_json(a.out, dict(bench="jobs_corun", **provenance(), argv=sys.argv[1:],
+                           server=a.server, jobs=a.jobs, seeds=a.seeds,
+                           iterations=[lo, hi], network_model=a.model or "flow", sets=a.sets,
+                           rows=rows))
 
 
 if __name__ == "__main__":

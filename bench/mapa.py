@@ -21,11 +21,12 @@ the backward pass (buckets, as PyTorch DDP), and mixed precision exchanged after
 pass (compute 8x faster on the V100's tensor cores: communication weighs more).
 """
 import argparse
-import json
 import os
 import resource
 import sys
 import time
+
+from outputs import FORCE, check, write_json, wrote
 
 PAPER = {"p75_speedup": 1.124, "worst_reduction": 0.35}
 
@@ -57,7 +58,15 @@ def main():
     ap.add_argument("--figures", default=os.path.join(here, "results"),
                     help="folder for the CDF figures (jobs-mapa-VARIANT.png); '' for none "
                          "(docs/figures/make.sh passes the docs' folder)")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    unknown = [v for v in a.variants.split(",") if v not in VARIANTS]
+    if unknown:
+        ap.error(f"--variants {a.variants!r}: {unknown[0]!r} unknown; expected some of "
+                 f"{', '.join(VARIANTS)}")
+    figures = [(f"--figures {a.figures}:", os.path.join(a.figures, f"jobs-mapa-{v}.png"))
+               for v in a.variants.split(",") if a.figures and v in FIGURES]
+    check(ap, a.force, [("--out", a.out)] + figures, inputs=[("the --cache database", a.cache)])
     from pysim.config import parse_override
     from pysim.jobs import load_server, run_stream
     from pysim.jobs.cache import Cache
@@ -116,7 +125,8 @@ def main():
         if a.figures and name in FIGURES:
             path = os.path.join(a.figures, f"jobs-mapa-{name}.png")
             jobs_cdf(d, path, title=f"{d['server']}, {name}: {a.jobs} jobs (MAPA's "
-                                    f"generator), seed {a.seed}", force=True)    # (remade)
+                                    f"generator), seed {a.seed}", force=True)    # (checked)
+            wrote(path)
             print(f"figure written to {path}")
     print(f"{'preserve (MAPA) vs baseline':<28} {'p75 job speedup':>16} {'worst-case cut':>15}")
     for name, r in summary:
@@ -126,10 +136,7 @@ def main():
     for name, r in summary:
         print(f"ratio to the paper ({name}): p75 speedup {(r['p75_speedup'] - 1) / 0.124:.2f}, "
               f"worst-case cut {r['worst_reduction'] / 0.35:.2f}")
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"results written to {a.out}")
+    write_json(a.out, out)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,9 @@ import resource
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+import traceback
+
+from outputs import FORCE, check, quiet_worker, sigint_deferred, write_json
 
 from pysim.config import from_dict
 from pysim.topology import build as build_topology
@@ -378,15 +380,43 @@ def print_parts(rows):
 
 
 def run_isolated(*args):
-    """run_row in a child process of its own, with that process's peak memory."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as ex:
-        return ex.submit(_child, *args).result()
-
-
-def _child(*args):
-    out = run_row(*args)
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """run_row in a child process of its own, with that process's peak memory. Ctrl-C,
+    which reaches both processes, ends both at any moment: one that comes while the child is
+    forked is raised after (outputs.sigint_deferred), and an interrupted parent stops its
+    child."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, args))
+    try:
+        with sigint_deferred():
+            child.start()
+        send.close()
+        ok, out = recv.recv()
+    except KeyboardInterrupt:
+        if child.pid is not None:
+            child.terminate()
+            child.join()
+        raise
+    except EOFError:
+        child.join()
+        raise RuntimeError(f"the row's process ended (status {child.exitcode}) before "
+                           f"its result") from None
+    child.join()
+    if not ok:
+        raise RuntimeError(f"the row's process failed:\n{out}")
     return out
+
+
+def _child(send, args):
+    quiet_worker()
+    try:
+        out = run_row(*args)
+        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        send.send((True, out))
+    except SystemExit:                  # (Ctrl-C: the parent says it)
+        pass
+    except BaseException:
+        send.send((False, traceback.format_exc()))
 
 
 def check_options(ap, a, rows):
@@ -473,9 +503,12 @@ def main(argv=None):
                          "et al.'s Table 5, full recomputation (its micro-batch and chunks); "
                          "readme: the GPT-3 175B example of Megatron-LM's README of 2021 "
                          "(1,024 GPUs, tp 8, pp 16, micro-batch 1)")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args(argv)
     meta, rows = table(a.table)
     pick = check_options(ap, a, rows)
+    check(ap, a.force, [("--json", a.json)], inputs=[(f"the table {w}", TABLES[w])
+                                                    for w in TABLES])
     if a.op_limit is not None:
         graph_module.MAX_OPS = a.op_limit
     library = a.library if a.library != "auto" else \
@@ -509,9 +542,8 @@ def main(argv=None):
     if ran:
         print_parts(ran)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": out, "source": meta["source"], "peak_rss_mb": peak,
-                       "provenance": provenance()}, f, indent=1)
+        write_json(a.json, {"rows": out, "source": meta["source"], "peak_rss_mb": peak,
+                            "provenance": provenance()})
 
 
 if __name__ == "__main__":

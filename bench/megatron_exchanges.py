@@ -42,6 +42,8 @@ import json
 import os
 import sys
 
+from outputs import FORCE, check
+
 from pysim.workload.training.pipeline import schedule
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -263,11 +265,13 @@ def main(argv=None):
                     help="multiply each send's time between stages by this (default 1: as "
                          "pysim ran them)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args(argv)
     if not a.transfer_scale >= 0:
         ap.error(f"--transfer-scale {a.transfer_scale}: expected a number >= 0")
-    if a.json is not None and os.path.abspath(a.json) == os.path.abspath(a.rows):
-        ap.error(f"--json {a.json!r} names the input; expected another file")
+    check(ap, a.force, [("--json", a.json)],
+          inputs=[("the rows file", a.rows)] + [(f"bench/megatron.py's table {w}", TABLES[w])
+                                                for w in TABLES])
     rows = read_rows(a.rows, ap.error)
     layers = {(r["params_billion"], r["gpus"]): r["layers"] for which in TABLES
               for r in table(which)[1]}

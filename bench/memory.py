@@ -37,6 +37,8 @@ import resource
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -540,20 +542,22 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "memory.json"))
     ap.add_argument("--tables", metavar="JSON", help="print the Markdown tables of a results "
                                                      "file and exit")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.tables:
         with open(a.tables) as f:
             print(tables(json.load(f)))
         return
+    check(ap, a.force, [("--out", a.out)])
     _, fid = fidelity()
 
     def log(msg):
         print(msg, flush=True)
 
-    from provenance import provenance, write_json
+    from provenance import provenance
     studies = {}
     if a.study != "all" and os.path.exists(a.out):
-        with open(a.out) as f:      # one study rerun: the others' rows are kept
+        with open(a.out) as f:      # one study rerun (--force): the others' rows are kept
             studies = json.load(f).get("studies", {})
     out = dict(fidelity=fid, **provenance(), studies=studies)
     for name, fn in STUDIES.items():

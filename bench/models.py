@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 
 def cases():
     from pysim import models
@@ -44,7 +46,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   "models.json"))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     args = ap.parse_args()
+    check(ap, args.force, [("--out", args.out)])
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     t = time.perf_counter()
     import pysim.models  # noqa: F401
@@ -67,12 +71,9 @@ def main():
         print(f"{name:18s} {n:7d} {build:9.4f} {table:9.4f} {js:9.4f} {1e6 * build / n:9.1f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"import pysim.models: {import_s:.3f} s; peak memory {peak:.0f} MB")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(benchmark="models", python=platform.python_version(),
-                       machine=platform.machine(), repeat=args.repeat,
-                       import_seconds=import_s, peak_memory_mb=peak, cases=rows), f, indent=1)
-    print(f"written {args.out}")
+    write_json(args.out, dict(benchmark="models", python=platform.python_version(),
+                              machine=platform.machine(), repeat=args.repeat,
+                              import_seconds=import_s, peak_memory_mb=peak, cases=rows))
 
 
 if __name__ == "__main__":

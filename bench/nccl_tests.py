@@ -27,6 +27,8 @@ import os
 import sys
 import time
 
+from outputs import FORCE, check, write_json
+
 import pysim
 import pysim.workload.nccl
 
@@ -160,10 +162,12 @@ def main():
                     help="nccl-tests (default): the measurement's loop, with the host's "
                          "launches where priced; none: pysim's collective alone")
     ap.add_argument("--json")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)
     check_options(ap, a, data)
+    check(ap, a.force, [("--json", a.json)], inputs=[("the measurements file", DATA)])
     harness = data["harness"] if a.harness == "nccl-tests" else None
     out = {}
     for system in a.systems.split(","):
@@ -188,8 +192,7 @@ def main():
     if a.json:
         sys.path.insert(0, HERE)
         from provenance import provenance
-        with open(a.json, "w") as f:
-            json.dump({"systems": out, "provenance": provenance()}, f, indent=1)
+        write_json(a.json, {"systems": out, "provenance": provenance()})
 
 
 if __name__ == "__main__":

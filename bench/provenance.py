@@ -8,6 +8,8 @@ import platform
 import subprocess
 import sys
 
+import outputs
+
 
 def _git(*args):
     try:
@@ -54,8 +56,5 @@ def write_rows(path, benchmark, started, rows):
 
 def write_json(path, doc, **dump):
     """Write `doc` as JSON to `path` (a bare file name included: its folder is made if
-    missing), and say where."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1, **dump)
-    print(f"written {path}")
+    missing), whole or not at all, and say where (outputs.write_json)."""
+    outputs.write_json(path, doc, **dump)

@@ -17,9 +17,10 @@ one pysim builds), the batch, torch's version and the date.
 """
 import argparse
 import datetime
-import json
 import os
 import platform
+
+from outputs import FORCE, check, write_json
 
 import torch
 import torch.nn as nn
@@ -334,7 +335,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "tests", "data",
                                                   "saved_tensors.json"))
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
+    check(ap, a.force, [("--out", a.out)])
     torch.backends.mkldnn.enabled = False      # the reference kernels' saved tensors
     out = {"provenance": {"torch": torch.__version__, "python": platform.python_version(),
                           "date": datetime.date.today().isoformat(), "device": "cpu",
@@ -349,9 +352,7 @@ def main():
         print(f"{name:14s} params {r['params']:>11,}  saved {r['total_bytes']:>13,} B "
               f"(float {r['float_bytes']:,}, other {r['other_bytes']})  "
               f"storages {r['storages']}")
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    write_json(a.out, out, quiet=True, end="\n")
     print("written", os.path.relpath(a.out))
 
 

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from outputs import FORCE, check, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -232,9 +234,11 @@ def main():
                     help="JSON file of every case with provenance")
     ap.add_argument("--one", help=argparse.SUPPRESS)     # (one case, in its own process)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.one:
         return one(json.loads(a.one), a.tmp)
+    check(ap, a.force, [("--out", a.out)])
     from provenance import provenance
     prov = provenance()
     rows = []
@@ -253,10 +257,8 @@ def main():
                     r = run_case(case, a.timeout, a.mem_gb, tmp)
                     rows.append(r)
                     print(row(r), flush=True)
-                    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-                    with open(a.out, "w") as f:        # (after each case: a long sweep)
-                        json.dump(dict(provenance=prov, args=vars(a), cases=rows), f,
-                                  indent=1)
+                    write_json(a.out, dict(provenance=prov, args=vars(a), cases=rows),
+                               quiet=True)             # (after each case: a long sweep)
     print(f"wrote {a.out}")
 
 

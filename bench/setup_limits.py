@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from outputs import FORCE, check
+
 CASES = {
     "mesh": {"kind": "mesh", "dims": [512, 512]},
     "torus": {"kind": "torus", "dims": [512, 512]},
@@ -67,10 +69,12 @@ def main():
                                                   "setup_limits.json"))
     ap.add_argument("--only", default=None)
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)   # (a child process)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.case:
         print(json.dumps(one(a.case)))
         return
+    check(ap, a.force, [("--out", a.out)])
     from provenance import provenance, write_rows
     started = provenance()
     rows = []

@@ -17,6 +17,8 @@ import os
 import resource
 import time
 
+from outputs import FORCE, check
+
 CASES = {"8x8": [8, 8], "16x16": [16, 16], "32x32": [32, 32]}
 
 
@@ -56,10 +58,12 @@ def main():
     ap.add_argument("--only", choices=sorted(CASES), default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(one(a.child, a.cycles, a.rate)))
         return
+    check(ap, a.force, [("--out", a.out)])
     from provenance import child, provenance, write_rows
     started = provenance()                 # the load average as the runs begin
     rows = []

@@ -4,10 +4,11 @@ one local worker, then with two; prints both wall times and their ratio, writes 
     python bench/sweep_scaling.py [--out bench/results/sweep_scaling.json]
 """
 import argparse
-import json
 import os
 import tempfile
 import time
+
+import outputs
 
 import pysim
 
@@ -27,18 +28,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   "sweep_scaling.json"))
+    ap.add_argument("--force", action="store_true", help=outputs.FORCE)
     a = ap.parse_args()
+    outputs.check(ap, a.force, [("--out", a.out)])
     with tempfile.TemporaryDirectory() as tmp:
         one = run(1, tmp)
         two = run(2, tmp)
     ratio = two / one
     print(f"20-point latency-load sweep, mesh8x8: 1 worker {one:.2f} s, 2 workers {two:.2f} s, "
           f"ratio {ratio:.2f}")
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        from provenance import provenance
-        json.dump(dict(benchmark="sweep_scaling", **provenance(), one_worker_s=one,
-                       two_workers_s=two, ratio=ratio), f, indent=1)
+    from provenance import provenance
+    outputs.write_json(a.out, dict(benchmark="sweep_scaling", **provenance(), one_worker_s=one,
+                                   two_workers_s=two, ratio=ratio))
 
 
 if __name__ == "__main__":

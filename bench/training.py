@@ -10,6 +10,8 @@ import os
 import resource
 import time
 
+from outputs import FORCE, check, write_json
+
 import pysim
 from pysim.topology import build as build_topology
 from pysim.workload.graph import run_graph
@@ -51,8 +53,10 @@ def main():
     ap.add_argument("--engine", default="npu", choices=["npu", "offload"])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "training.json"))
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
-    from provenance import provenance, write_json
+    check(ap, a.force, [("--out", a.out)])
+    from provenance import provenance
     prov = provenance()                  # the load average as the runs begin
     cfg = config(a.engine)
     runs = []

@@ -50,6 +50,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from outputs import FORCE, check  # noqa: E402
+
 import pysim  # noqa: E402
 from pysim import models  # noqa: E402
 from pysim.topology import build as build_topology  # noqa: E402
@@ -377,11 +379,16 @@ def main():
     ap.add_argument("--out", default=None,
                     help="JSON (default bench/results/vs_astrasim.json, with --logical-rings "
                          "bench/results/vs_astrasim_logical_rings.json)")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     if a.out is None:
         a.out = os.path.join(HERE, "results", "vs_astrasim_logical_rings.json"
                              if a.logical_rings else "vs_astrasim.json")
+    inputs = [("an ASTRA-sim workload", os.path.join(a.workloads, f))
+              for f in (os.listdir(a.workloads) if a.workloads and os.path.isdir(a.workloads)
+                        else ())]
     if a.logical_rings:
+        check(ap, a.force, [("--out", a.out)], inputs=inputs)
         shipped = a.workloads
         if shipped is None and os.environ.get("ASTRASIM"):
             shipped = checkout_workloads(os.path.abspath(os.environ["ASTRASIM"]))
@@ -399,6 +406,7 @@ def main():
     for p in plats:
         if p not in PLATFORMS:
             sys.exit(f"--platforms: {p!r} unknown; known: {', '.join(PLATFORMS)}")
+    check(ap, a.force, [("--out", a.out)], inputs=inputs + [("ASTRA-sim's binary", binary)])
     try:
         commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10).stdout.strip() or None
@@ -451,10 +459,7 @@ def main():
                                fastest_router=a.fastest_router,
                                command=" ".join(sys.argv)),
                system=SYSTEM, platforms=PLATFORMS, rows=rows)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {a.out}")
+    write_json(a.out, out)
 
 
 if __name__ == "__main__":

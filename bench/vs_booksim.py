@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 
+from outputs import FORCE, check, quiet_worker, write_figure, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 BUILD_HELP = """\
@@ -444,6 +446,7 @@ def main():
     ap.add_argument("--out", default=None, help="JSON (default bench/results/vs_booksim.json, "
                                                 "or departures.json)")
     ap.add_argument("--fig", default=None, help="figure (default bench/results/vs_booksim.png)")
+    ap.add_argument("--force", action="store_true", help=FORCE)
     a = ap.parse_args()
     seeds = list(range(1, 2 if a.quick else a.seeds + 1))
     fractions = QUICK_FRACTIONS if a.quick else FRACTIONS
@@ -452,6 +455,7 @@ def main():
     meta = dict(version=pysim.__version__, python=platform.python_version(),
                 machine=platform.machine(), seeds=seeds)
     if a.from_json:
+        check(ap, a.force, [("--fig", a.fig)], inputs=[("--from-json's file", a.from_json)])
         with open(a.from_json) as f:
             doc = json.load(f)
         if doc.get("benchmark") == "vs_booksim departures":
@@ -459,14 +463,15 @@ def main():
             return 0
         print(table(doc["cases"], doc.get("speed", [])))
         if a.fig and doc["cases"]:
-            figure(doc["cases"], a.fig)
+            write_figure(a.fig, lambda name: figure(doc["cases"], name))
             print(f"written {a.fig}")
         return 0
     if a.departures is not None:
+        out = a.out or os.path.join(HERE, "results", "departures.json")
+        check(ap, a.force, [("--out", out)])
         results, text = departures(seeds, fractions, a.departures or list(DEPARTURES), print)
         print()
         print(text)
-        out = a.out or os.path.join(HERE, "results", "departures.json")
         doc = dict(benchmark="vs_booksim departures", wall_seconds=time.perf_counter() - t0,
                    cases=results, **meta)
     else:
@@ -476,9 +481,13 @@ def main():
             return 0
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             sys.exit(f"BOOKSIM = {binary!r}: not an executable file")
+        out = a.out or os.path.join(HERE, "results", "vs_booksim.json")
+        fig = a.fig or os.path.join(HERE, "results", "vs_booksim.png")
+        check(ap, a.force, [("--out", out), ("--fig", fig)],
+              inputs=[("BookSim's binary", binary)])
         if a.jobs > 1 and len(a.cases) > 1:
             from concurrent.futures import ProcessPoolExecutor
-            with ProcessPoolExecutor(a.jobs) as pool:
+            with ProcessPoolExecutor(a.jobs, initializer=quiet_worker) as pool:
                 results = list(pool.map(_one_case, [binary] * len(a.cases), a.cases,
                                         [seeds] * len(a.cases), [fractions] * len(a.cases)))
         else:
@@ -487,18 +496,12 @@ def main():
                                                  1 if a.quick else a.speed_repeat, print)
         print()
         print(table(results, speed_rows))
-        out = a.out or os.path.join(HERE, "results", "vs_booksim.json")
         doc = dict(benchmark="vs_booksim", booksim=binary, wall_seconds=time.perf_counter() - t0,
                    cases=results, speed=speed_rows, **meta)
-        fig = a.fig or os.path.join(HERE, "results", "vs_booksim.png")
         if results:
-            os.makedirs(os.path.dirname(os.path.abspath(fig)), exist_ok=True)
-            figure(results, fig)
+            write_figure(fig, lambda name: figure(results, name))
             print(f"written {fig}")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1, default=float)
-    print(f"written {out}")
+    write_json(out, doc, default=float)
     return 0
 
 

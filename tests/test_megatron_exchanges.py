@@ -127,5 +127,6 @@ def test_the_output_may_not_overwrite_the_input(ex, tmp_path, capsys):
     path.write_text('{"rows": []}')
     with pytest.raises(SystemExit):
         ex.main([str(path), "--json", str(path)])
-    assert "names the input" in capsys.readouterr().err
+    assert f"--json {path} is the rows file, which this benchmark reads" in \
+        capsys.readouterr().err
     assert path.read_text() == '{"rows": []}'

@@ -94,11 +94,11 @@ rm -r "$tmp"
 
 # the job streams' figures (jobs-mapa-fp32-sync.png, jobs-mapa-mixed-sync.png): MAPA's
 # reproduction at the flow level
-"$python" ../../bench/mapa.py --model flow --variants fp32-sync,mixed-sync --figures . --out "$(mktemp -d)/mapa.json" > /dev/null
+"$python" ../../bench/mapa.py --model flow --variants fp32-sync,mixed-sync --figures . --out "$(mktemp -d)/mapa.json" --force > /dev/null
 
 # pysim beside BookSim (booksim-vs-pysim.png), with BookSim
 if [ -n "${BOOKSIM:-}" ]; then
-    "$python" ../../bench/vs_booksim.py --jobs 2 --fig booksim-vs-pysim.png > /dev/null
+    "$python" ../../bench/vs_booksim.py --jobs 2 --fig booksim-vs-pysim.png --force > /dev/null
     made_booksim=--booksim
 else
     echo "booksim-vs-pysim.png kept: set BOOKSIM to BookSim's binary to make it again" >&2
