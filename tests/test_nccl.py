@@ -111,24 +111,27 @@ def test_streams_keep_the_pipelines_time():
         assert t["streams"] == pytest.approx(t["steps"], rel=tol), t
 
 
-@pytest.mark.parametrize("nodes,group,nbytes,proto", [
-    (8, None, 1 << 20, "Simple"), (8, None, 1 << 25, "Simple"), (8, None, 1 << 20, "auto"),
-    (64, [f"gpu{8 * i}" for i in range(64)], 1 << 20, "Simple")])
-def test_streams_keep_the_pipelines_time_at_many_ranks(nodes, group, nbytes, proto):
-    """64 ranks across nodes, eight a node (one a node in the last case): the ring as
-    streams within 5% of its slice-steps. The steps' longest path either stays at the
-    slowest hop's rank or runs around the ring with the slices, paying a link latency per
-    step at the ring's mix of hops and the network's flight at the share that cross nodes;
-    the streams take the longer of the two (measured: -0.9%, -1.5%, -0.9% in LL, NCCL's
-    pick at 1 MiB, and +2.0%; +6.7%, +23%, +12% and +2.0% where a stream paid the crossing
-    hop's latency at every step and the flight beyond the slices' time at the NIC's pace)."""
+@pytest.mark.parametrize("nodes,group,nbytes,proto,tol", [
+    (8, None, 1 << 20, "Simple", 0.05), (8, None, 1 << 25, "Simple", 0.05),
+    (8, None, 1 << 20, "auto", 0.05), (64, [f"gpu{8 * i}" for i in range(64)], 1 << 20,
+                                       "Simple", 0.01)])
+def test_streams_keep_the_pipelines_time_at_many_ranks(nodes, group, nbytes, proto, tol):
+    """64 ranks across nodes, eight a node: the ring as streams within 5% of its
+    slice-steps; one a node, every hop alike, within 1%. The steps' longest path either
+    stays at the slowest hop's rank or runs around the ring with the slices, paying a link
+    latency per step at the ring's mix of hops (crossing nodes by a hop between neighbouring
+    nodes, not the ring's wrap from the last node to the first, farther apart in the fabric)
+    and the network's flight at the share that cross nodes; the streams take the longer of
+    the two (measured: -0.9%, -1.5%, -0.9% in LL, NCCL's pick at 1 MiB, and -0.05%; +6.7%,
+    +23%, +12% and +2.0% where a stream paid its own crossing hop's latency at every step
+    and the flight beyond the slices' time at the NIC's pace)."""
     over = {"topology.node_count": nodes}
     if group:
         over["workload.group"] = group
     t = {f: simulate(cfg_for("superpod-h100", nbytes, "ring", proto, **over,
                              **{"workload.collective_form": f})).to_dict()
          ["collective_cycles"] for f in ("steps", "streams")}
-    assert t["streams"] == pytest.approx(t["steps"], rel=0.05), t
+    assert t["streams"] == pytest.approx(t["steps"], rel=tol), t
 
 
 def test_auto_picks_what_ncclss_model_says_low_latency_for_small_bandwidth_for_large():

@@ -205,10 +205,12 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
     predecessor's have, the links' own latency of as many one-flit messages (the slice-steps
     staying at the rank). Across nodes, beside that, the slices' way around the ring: the
     network's flight where the sender's other slices do not cover it, then a link latency
-    per step, crossing nodes at the ring's share (the hop into the rank's node, and one of
-    the node's own). Where the ranks start together and nothing else shares their links the
-    longer of the two is the slice-steps' time; 3 ops per rank (5 or 6 where the flight shows),
-    each rank's alike but for the ring's rotation."""
+    per step, at the ring's share of crossing hops that of the hop from the first node into
+    the second (most of the ring's crossings go between neighbouring nodes, its wrap from
+    the last node to the first farther), the rest that of a hop inside a node. Where the ranks start
+    together and nothing else shares their links the longer of the two is the slice-steps'
+    time; 3 ops per rank (5 or 6 where the flight shows), each rank's alike but for the
+    ring's rotation."""
     m, g, order = ctx["m"], ctx["g"], ctx["order"]
     p = len(ring)
     n_slices, chain, excess, crosses = _stream_plan(m, ctx["proto"], ctx["channels"], ring,
@@ -230,7 +232,7 @@ def _ring_stream(ctx, ring, width, rounds, steps, start, last):
         last[b].append(g.step_latency(order[a], order[b], max(0, n_slices - 1), after=after))
         if excess <= 0:
             continue
-        c = max(j for j in crosses if j <= k) if crosses[0] <= k else crosses[-1]
+        c = crosses[1] if len(crosses) > 1 else crosses[0]
         t = g.delay(excess, after=after)
         t = g.step_latency(order[ring[c - 1]], order[ring[c]], n_cross, after=[t])
         if inside is not None:
