@@ -79,6 +79,21 @@ def test_a100_cuda11_products_match_that_eras_measurements(m, n, k, seconds, sou
     assert gemm_seconds(KERNELS["a100"], 312e12, m, n, k) < 0.92 * seconds
 
 
+def test_the_efficiency_fit_recovers_the_efficiency_that_made_the_times():
+    """fit_gemm_efficiency inverts the model: times made by the a100 model at an efficiency
+    of 0.6 (the three shapes of the CUDA 11 table) give back 0.6; times 10% longer than the
+    a100 preset's at every shape give about 0.845 / 1.1 (the launch cost aside)."""
+    from dataclasses import replace
+    from pysim.models.kernels import fit_gemm_efficiency
+    km = KERNELS["a100"]
+    shapes = [row[:3] for row in A100_CUDA11_PRODUCTS]
+    made = [(m, n, k, gemm_seconds(replace(km, gemm_efficiency=0.6), 312e12, m, n, k))
+            for m, n, k in shapes]
+    assert fit_gemm_efficiency(km, 312e12, made) == pytest.approx(0.6, rel=1e-9)
+    slower = [(m, n, k, 1.1 * gemm_seconds(km, 312e12, m, n, k)) for m, n, k in shapes]
+    assert fit_gemm_efficiency(km, 312e12, slower) == pytest.approx(0.845 / 1.1, rel=0.01)
+
+
 def test_the_cuda11_products_are_the_a100s_only():
     from pysim.errors import ConfigError
     with pytest.raises(ConfigError, match="kernel_library = 'cuda11'.*'h100'"):

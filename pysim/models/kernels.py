@@ -108,19 +108,6 @@ A100_CUDA11_PRODUCTS = (        # m, n, k, seconds, source
      "and fp32 accumulation and output: 0.986 ms, 235.1 TFLOP/s (NVIDIA/cutlass, "
      "media/docs/profiler.md, its example run of June 2020)"),
 )
-KERNEL_LIBRARIES = ("cuda12", "cuda11")
-KERNELS_CUDA11 = {
-    "a100": replace(
-        KERNELS["a100"], gemm_efficiency=0.7388,
-        source="Products: gemm_efficiency fitted to three measurements of the A100's fp16 "
-               "products with the libraries of the CUDA 11 era (cuBLAS with a CUDA 11.2 "
-               "toolkit, 3072x2048x768: 62.4 us, NVIDIA/cutlass #430 on GitHub; PyTorch, "
-               "likely CUDA 11.7, 8192^3: 230 TFLOP/s, mli/transformers-benchmarks; CUTLASS "
-               "2.2, "
-               "3456x4096x8192: 235.1 TFLOP/s, NVIDIA/cutlass profiler.md), within -6% to +4% "
-               "of each; everything else as the a100 preset. " + KERNELS["a100"].source),
-}
-KERNELS_CUDA11["a100_40"] = KERNELS_CUDA11["a100"]
 
 
 def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):
@@ -133,6 +120,41 @@ def gemm_seconds(km: KernelModel, peak_flops, m, n, k, batch=1):
     depth = k / (k + km.k_half)
     flops = 2.0 * batch * m * n * k
     return km.launch_seconds + flops / (peak_flops * km.gemm_efficiency * wave * depth)
+
+
+KERNEL_LIBRARIES = ("cuda12", "cuda11")
+
+
+def fit_gemm_efficiency(km, peak_flops, products):
+    """The large products' efficiency at which km's product times match `products` ((m, n,
+    k, seconds, ...) rows): the geometric mean of model over measured time is 1 (least
+    squares in the logarithm of the time, the launch cost aside; the time falls as the
+    efficiency rises, so bisection finds it)."""
+    def log_ratio(e):
+        k2 = replace(km, gemm_efficiency=e)
+        return sum(math.log(gemm_seconds(k2, peak_flops, m, n, k) / t)
+                   for m, n, k, t, *_ in products)
+    lo, hi = 1e-3, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if log_ratio(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+KERNELS_CUDA11 = {
+    "a100": replace(
+        KERNELS["a100"],
+        # at the A100's 312 TFLOP/s of fp16 tensor math (its preset's peak): 0.739
+        gemm_efficiency=fit_gemm_efficiency(KERNELS["a100"], 312e12, A100_CUDA11_PRODUCTS),
+        source="Products: gemm_efficiency fitted to three measurements of the A100's fp16 "
+               "products with the libraries of the CUDA 11 era (cuBLAS with a CUDA 11.2 "
+               "toolkit, 3072x2048x768: 62.4 us, NVIDIA/cutlass #430 on GitHub; PyTorch, "
+               "likely CUDA 11.7, 8192^3: 230 TFLOP/s, mli/transformers-benchmarks; CUTLASS "
+               "2.2, "
+               "3456x4096x8192: 235.1 TFLOP/s, NVIDIA/cutlass profiler.md), within -6% to +4% "
+               "of each; everything else as the a100 preset. " + KERNELS["a100"].source),
+}
+KERNELS_CUDA11["a100_40"] = KERNELS_CUDA11["a100"]
 
 
 def batched_seconds(km: KernelModel, peak_flops, hbm_bytes_per_s, m, n, k, batch,
