@@ -26,7 +26,7 @@ from pysim import systems
 from pysim._io import read_bounded
 from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
 from pysim.schema import (CROSS_CHECKS, KEY_MAP, KEYS, Key, check_value, declare,  # noqa: F401
-                          drop_unread, sections, short, suggest, unread)
+                          drop_unread, pop_key, sections, short, suggest, unread)
 
 
 
@@ -100,17 +100,7 @@ class Config:
         rerun's system keeps the file's name, `system_name`)."""
         out = self.to_dict()
         for path in unread_by_kind(self.workload.kind):   # ([traffic] under training, ...)
-            section, name = path.split(".", 1)
-            sub, dot, field = name.partition(".")
-            body = out.get(section, {})
-            if dot and isinstance(body.get(sub), dict):
-                body[sub].pop(field, None)
-                if not body[sub]:
-                    del body[sub]
-            else:
-                body.pop(name, None)
-            if section in out and not out[section]:
-                del out[section]
+            pop_key(out, path)
         for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
             section, name = path.split(".", 1)
             v = out.get(section, {}).get(name)
@@ -282,10 +272,7 @@ def is_resolved(raw) -> bool:
     workload kind reads."""
     if "_system" in raw:
         return True
-    work = raw.get("workload")
-    kind = work.get("kind", KEY_MAP["workload.kind"].default) if isinstance(work, dict) \
-        else KEY_MAP["workload.kind"].default
-    given = set(unread_by_kind(kind))
+    given = set(unread_by_kind(_raw_kind(raw)))
     for section, body in raw.items():
         if isinstance(section, str) and isinstance(body, dict):
             try:
@@ -293,6 +280,15 @@ def is_resolved(raw) -> bool:
             except ConfigError:
                 return False
     return given >= set(KEY_MAP)
+
+
+def _raw_kind(raw, overrides=None):
+    """workload.kind as a raw config (and overrides on it) chooses it: given, else the
+    default."""
+    work = raw.get("workload")
+    kind = (overrides or {}).get("workload.kind",
+                                 work.get("kind") if isinstance(work, dict) else None)
+    return KEY_MAP["workload.kind"].default if kind is None else kind
 
 
 def unread_by_kind(kind):
@@ -561,11 +557,7 @@ def _include_topology(raw, base, overrides, origin=None, source=None):
     # a system's own keys that this config's workload does not read (a shipped system's
     # window of synthetic traffic, under a training run) are left out, not refused: the user
     # did not write them
-    work = raw.get("workload")
-    kind = overrides.get("workload.kind", work.get("kind") if isinstance(work, dict) else None)
-    if kind is None:
-        kind = KEY_MAP["workload.kind"].default
-    skip = set(unread("workload.kind", kind, list(KEY_MAP))) if isinstance(kind, str) else set()
+    skip = set(unread_by_kind(_raw_kind(raw, overrides)))
     # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
     # runs ([network], [simulation]), with this config's own keys on top, which are named
     for section in ("topology", "network", "simulation"):
