@@ -101,19 +101,30 @@ class Config:
         out = self.to_dict()
         for path in unread_by_kind(self.workload.kind):   # ([traffic] under training, ...)
             pop_key(out, path)
-        for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
+        for path, full in self.files():
             section, name = path.split(".", 1)
-            v = out.get(section, {}).get(name)
-            if isinstance(v, str) and v and not os.path.isabs(v) and \
-                    os.path.exists(os.path.join(self.base_dir, v)):
-                out[section][name] = os.path.join(self.base_dir, v)
-            elif path == "workload.model" and isinstance(v, str) and v and \
-                    not os.path.isabs(v) and os.path.isdir(v):
-                # (a folder of Chakra traces named on the command line is found in the
-                # current folder, as the run found it: chakra.trace_folder)
-                out[section][name] = os.path.abspath(v)
+            if name in out.get(section, {}):
+                out[section][name] = full
         if self.source is not None:     # (the config file, which the system's name names:
             out["_source"] = os.path.abspath(self.source)   # read back as Config.source)
+        return out
+
+    def files(self):
+        """[(key, absolute path)] of each file or folder that exists and a key names
+        (topology.file, workload.file, jobs.file: the keys of unit 'path'; workload.model
+        when it names a file or folder, not a zoo model), a relative path found in the
+        config's folder, or a workload.model folder in the current one (a folder of Chakra
+        traces named on the command line, found there as chakra.trace_folder finds it)."""
+        out = []
+        for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
+            v = self.get(path)
+            if not isinstance(v, str) or not v:
+                continue
+            full = os.path.join(self.base_dir, v)     # (v itself, if absolute)
+            if os.path.exists(full):
+                out.append((path, full))
+            elif path == "workload.model" and os.path.isdir(v):
+                out.append((path, os.path.abspath(v)))
         return out
 
     def where(self, path):
