@@ -26,7 +26,7 @@ from pysim import systems
 from pysim._io import read_bounded
 from pysim.errors import ConfigError, PysimWarning  # noqa: F401  (re-exported)
 from pysim.schema import (CROSS_CHECKS, KEY_MAP, KEYS, Key, check_value, declare,  # noqa: F401
-                          drop_unread, sections, short, suggest, unread)
+                          drop_unread, pop_key, sections, short, suggest, unread)
 
 
 
@@ -100,30 +100,31 @@ class Config:
         rerun's system keeps the file's name, `system_name`)."""
         out = self.to_dict()
         for path in unread_by_kind(self.workload.kind):   # ([traffic] under training, ...)
+            pop_key(out, path)
+        for path, full in self.files():
             section, name = path.split(".", 1)
-            sub, dot, field = name.partition(".")
-            body = out.get(section, {})
-            if dot and isinstance(body.get(sub), dict):
-                body[sub].pop(field, None)
-                if not body[sub]:
-                    del body[sub]
-            else:
-                body.pop(name, None)
-            if section in out and not out[section]:
-                del out[section]
-        for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
-            section, name = path.split(".", 1)
-            v = out.get(section, {}).get(name)
-            if isinstance(v, str) and v and not os.path.isabs(v) and \
-                    os.path.exists(os.path.join(self.base_dir, v)):
-                out[section][name] = os.path.join(self.base_dir, v)
-            elif path == "workload.model" and isinstance(v, str) and v and \
-                    not os.path.isabs(v) and os.path.isdir(v):
-                # (a folder of Chakra traces named on the command line is found in the
-                # current folder, as the run found it: chakra.trace_folder)
-                out[section][name] = os.path.abspath(v)
+            if name in out.get(section, {}):
+                out[section][name] = full
         if self.source is not None:     # (the config file, which the system's name names:
             out["_source"] = os.path.abspath(self.source)   # read back as Config.source)
+        return out
+
+    def files(self):
+        """[(key, absolute path)] of each file or folder that exists and a key names
+        (topology.file, workload.file, jobs.file: the keys of unit 'path'; workload.model
+        when it names a file or folder, not a zoo model), a relative path found in the
+        config's folder, or a workload.model folder in the current one (a folder of Chakra
+        traces named on the command line, found there as chakra.trace_folder finds it)."""
+        out = []
+        for path in [k.path for k in KEYS if k.unit == "path"] + ["workload.model"]:
+            v = self.get(path)
+            if not isinstance(v, str) or not v:
+                continue
+            full = os.path.join(self.base_dir, v)     # (v itself, if absolute)
+            if os.path.exists(full):
+                out.append((path, full))
+            elif path == "workload.model" and os.path.isdir(v):
+                out.append((path, os.path.abspath(v)))
         return out
 
     def where(self, path):
@@ -282,10 +283,7 @@ def is_resolved(raw) -> bool:
     workload kind reads."""
     if "_system" in raw:
         return True
-    work = raw.get("workload")
-    kind = work.get("kind", KEY_MAP["workload.kind"].default) if isinstance(work, dict) \
-        else KEY_MAP["workload.kind"].default
-    given = set(unread_by_kind(kind))
+    given = set(unread_by_kind(_raw_kind(raw)))
     for section, body in raw.items():
         if isinstance(section, str) and isinstance(body, dict):
             try:
@@ -293,6 +291,15 @@ def is_resolved(raw) -> bool:
             except ConfigError:
                 return False
     return given >= set(KEY_MAP)
+
+
+def _raw_kind(raw, overrides=None):
+    """workload.kind as a raw config (and overrides on it) chooses it: given, else the
+    default."""
+    work = raw.get("workload")
+    kind = (overrides or {}).get("workload.kind",
+                                 work.get("kind") if isinstance(work, dict) else None)
+    return KEY_MAP["workload.kind"].default if kind is None else kind
 
 
 def unread_by_kind(kind):
@@ -561,11 +568,7 @@ def _include_topology(raw, base, overrides, origin=None, source=None):
     # a system's own keys that this config's workload does not read (a shipped system's
     # window of synthetic traffic, under a training run) are left out, not refused: the user
     # did not write them
-    work = raw.get("workload")
-    kind = overrides.get("workload.kind", work.get("kind") if isinstance(work, dict) else None)
-    if kind is None:
-        kind = KEY_MAP["workload.kind"].default
-    skip = set(unread("workload.kind", kind, list(KEY_MAP))) if isinstance(kind, str) else set()
+    skip = set(unread_by_kind(_raw_kind(raw, overrides)))
     # the system whole: its hardware ([topology], sub-tables merged key by key) and how it
     # runs ([network], [simulation]), with this config's own keys on top, which are named
     for section in ("topology", "network", "simulation"):

@@ -272,15 +272,26 @@ def drop_unread(raw, overrides):
         for path in unread(chooser, overrides[chooser], list(KEY_MAP)):
             if path in overrides:
                 continue
-            section, key = path.split(".", 1)
-            body = raw.get(section)
-            if not isinstance(body, dict):
-                continue
-            body.pop(key, None)
-            sub, dot, field = key.partition(".")
-            if dot and isinstance(body.get(sub), dict):
-                body[sub] = {f: v for f, v in body[sub].items() if f != field}
+            pop_key(raw, path)
     return raw
+
+
+def pop_key(raw, path):
+    """Remove the key `path` from a raw config (as TOML parses one), a sub-table's key
+    ('workload.memory.policy') whether written flat or nested; a table it leaves empty goes
+    too."""
+    section, key = path.split(".", 1)
+    body = raw.get(section)
+    if not isinstance(body, dict):
+        return
+    body.pop(key, None)
+    sub, dot, field = key.partition(".")
+    if dot and isinstance(body.get(sub), dict):
+        body[sub].pop(field, None)
+        if not body[sub]:
+            del body[sub]
+    if not body:
+        del raw[section]
 
 # ---------------------------------------------------------------------- one value
 def type_ok(kind, v):
@@ -394,5 +405,5 @@ __all__ = ["ConfigError", "CROSS_CHECKS", "DELAY", "DELAY1", "KEYS", "KEY_MAP", 
            "PROB", "READS", "SECTION_ORDER", "VCS", "all_nonneg", "all_positive", "check_fields",
            "check_value", "cross_check", "declare", "drop_unread", "fields_check", "finite_float",
            "governed",
-           "positive_number", "raising", "read_by", "readers", "reads",
+           "pop_key", "positive_number", "raising", "read_by", "readers", "reads",
            "sections", "short", "suggest", "type_ok", "unread"]

@@ -158,3 +158,23 @@ def test_an_infinite_throughput_comes_back_from_json_as_inf():
     back = pysim.from_dict(d)
     assert back.workload.memory.compress_gbps == math.inf
     assert back.resolved() == cfg.resolved()
+
+
+def test_a_workload_model_file_is_an_input_that_force_never_writes_over(tmp_path,
+                                                                         monkeypatch):
+    """workload.model naming a file (an ASTRA-sim workload) is read by the run as
+    topology.file or workload.file are: --json naming it is refused even with --force, the
+    file left as it was; the result names it by its absolute path (Config.files)."""
+    monkeypatch.chdir(tmp_path)
+    _cases(tmp_path)
+    (tmp_path / "c.toml").write_text(_cases(tmp_path)["astra"])
+    before = (tmp_path / "w.txt").read_bytes()
+    res = CliRunner().invoke(main, ["run", "c.toml", "--json", "w.txt", "--force", "-q"])
+    assert res.exit_code == 1 and "--json w.txt is workload.model, which this command " \
+        "reads" in res.output, res.output
+    assert (tmp_path / "w.txt").read_bytes() == before
+    cfg = pysim.load(str(tmp_path / "c.toml"))
+    assert cfg.files() == [("workload.model", str(tmp_path / "w.txt"))]
+    assert cfg.resolved()["workload"]["model"] == str(tmp_path / "w.txt")
+    assert pysim.load("ring8", {"workload.kind": "training", "workload.model": "alexnet",
+                                "workload.batch": 8}).files() == []     # (a zoo name)

@@ -14,7 +14,7 @@ import click
 
 from pysim._io import OutputError, check_output, dump_json, read_bounded, write_atomic
 from pysim._version import __version__
-from pysim.config import is_path_key, override_pairs, parse_override
+from pysim.config import override_pairs, parse_override
 from pysim.errors import ConfigError, PysimWarning
 from pysim.schema import short
 from pysim.workload.runtime import describe as describe_estimate, duration as describe_duration
@@ -96,11 +96,7 @@ def not_an_input(outputs, inputs=(), cfg=None):
     name), which --force would write over: --force replaces outputs, never inputs."""
     inputs = list(inputs)
     if cfg is not None:
-        inputs.append(("the config file", cfg.source))
-        for key in sorted(cfg.explicit):
-            v = cfg.get(key)
-            if is_path_key(key) and isinstance(v, str) and v:
-                inputs.append((key, os.path.join(cfg.base_dir, v)))
+        inputs += [("the config file", cfg.source)] + cfg.files()
     for opt, path in outputs:
         if not path or path == STDOUT or not os.path.exists(path):
             continue

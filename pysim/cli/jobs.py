@@ -55,6 +55,8 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
     """Run a stream of training jobs on SERVER (a preset: dgx1-v100, dgx1-p100, summit-node,
     gpu16-torus4x4, gpu16-cubemesh; or a shipped system or a TOML file) under each allocation
     policy, and compare their execution and queueing times."""
+    options = (("--jobs", "jobs.count", count), ("--policy", "jobs.policies", policy),
+               ("--seed", "simulation.seed", seed), ("--job-file", "jobs.file", job_file))
     try:
         distinct_outputs(("--json", json_path), ("--write-jobs", jobs_out),
                          ("--cache", cache_path))
@@ -62,10 +64,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
         refuse_overwrite(json_path, force)
         refuse_overwrite(jobs_out, force)
         over = overrides(sets)
-        for opt, key, given in (("--jobs", "jobs.count", count),
-                                ("--policy", "jobs.policies", policy),
-                                ("--seed", "simulation.seed", seed),
-                                ("--job-file", "jobs.file", job_file)):
+        for opt, key, given in options:
             if given is not None and key in over:    # (one would silently win)
                 set_as = next(s for s in sets if parse_override(s)[0] == key)
                 raise ConfigError(f"{opt} {given} and --set {set_as} both set {key}; give "
@@ -96,8 +95,7 @@ def jobs_cmd(server, count, policy, seed, job_file, sets, json_path, jobs_out, c
                 bar.clear()
     except ConfigError as e:
         msg = str(e)
-        for opt, key, given in (("--jobs", "jobs.count", count), ("--seed", "simulation.seed",
-                                                                  seed)):
+        for opt, key, given in options:
             # (a value typed as an option is named as typed, not as an override on the file)
             if given is not None and msg.startswith(f"{key} = "):
                 msg = re.sub(r" \(given as an override, on [^()]*\)$", f" (given as {opt} "
