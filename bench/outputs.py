@@ -35,20 +35,16 @@ def check(ap, force, outputs, inputs=()):
     none names a file the benchmark reads (`inputs`: (what, path or None) pairs), no two name
     one file, and one that exists is overwritten only with `force`. A refusal is `ap`'s usage
     error (status 2). An output's folder is made if missing."""
-    from pysim._io import OutputError, check_output     # (here: see the module docstring)
-    seen = {}
+    # (imported here: see the module docstring)
+    from pysim._io import OutputError, check_distinct, check_not_input, check_output
+    try:
+        check_distinct(outputs)
+        check_not_input(outputs, inputs, "benchmark")
+    except OutputError as e:
+        ap.error(str(e))
     for opt, path in outputs:
         if not path:
             continue
-        real = os.path.realpath(path)
-        if real in seen:
-            ap.error(f"{seen[real]} and {opt} both name {path}; give each its own file")
-        seen[real] = opt
-        for what, src in inputs:
-            if src and os.path.exists(path) and os.path.exists(src) and \
-                    os.path.samefile(path, src):
-                ap.error(f"{opt} {path} is {what}, which this benchmark reads; --force "
-                         f"writes over outputs, not inputs: give {opt} another name")
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         except OSError as e:

@@ -71,6 +71,41 @@ def check_output(path, force=False, what="output"):
             raise OutputError(f"cannot write {path}: {e.strerror}") from None
 
 
+def check_distinct(outputs, stdout=None):
+    """Raise OutputError if two outputs ((option, path or None) pairs) name one file (or a
+    file and a folder), which the second write would replace or fail on. `stdout` (the
+    name standard output goes by, such as "-") may be named by one output only."""
+    seen = {}
+    for opt, path in outputs:
+        if not path:
+            continue
+        if stdout is not None and path == stdout:
+            if stdout in seen:
+                raise OutputError(f"{seen[stdout]} and {opt} both name {stdout} (standard "
+                                  f"output); at most one output may go there")
+            seen[stdout] = opt
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise OutputError(f"{seen[real]} and {opt} both name {path}; give each its own "
+                              f"file")
+        seen[real] = opt
+
+
+def check_not_input(outputs, inputs, reader="program"):
+    """Raise OutputError if an output ((option, path or None) pairs) is a file the `reader`
+    (the command, the benchmark) reads (`inputs`: (what, path or None) pairs), which --force
+    would write over: --force replaces outputs, never inputs."""
+    for opt, path in outputs:
+        if not path or not os.path.exists(path):
+            continue
+        for what, src in inputs:
+            if src and os.path.exists(src) and os.path.samefile(path, src):
+                raise OutputError(f"{opt} {path} is {what}, which this {reader} reads; "
+                                  f"--force writes over outputs, not inputs: give {opt} "
+                                  f"another name")
+
+
 def _special(path):
     """An existing file that is not a regular one (a device such as /dev/stdout or /dev/null,
     a FIFO, a socket): it is written in place; renaming a file over it would replace it."""

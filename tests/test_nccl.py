@@ -13,7 +13,8 @@ from pysim.config import ConfigError
 from pysim.sim import simulate
 from pysim.topology import build as build_topology
 from pysim.workload import nccl
-from pysim.workload.collectives import collective_graph
+from pysim.workload import nccl_graph
+from pysim.workload.collectives import collective_graph, nccl_args
 
 
 def cfg_for(system, nbytes, algo, proto, collective="all_reduce", **over):
@@ -588,3 +589,33 @@ def test_nvls_of_nccl_218_goes_at_its_busiest_channels_pace(level):
     extra, want = (sims["2.18"] - sims["2.23"]) / cyc, hand["2.18"] - hand["2.23"]
     low, high = (0.98, 1.02) if level == "flow" else (0.98, 1.35)
     assert low * want <= extra <= high * want, (extra, want)
+
+
+@pytest.mark.parametrize("system, nbytes, proto, over, exact", [
+    ("dgx-a100", 1 << 22, "LL128", {"workload.nccl_tuning": "2.23"}, True),
+    ("dgx-a100", 1 << 22, "LL128", {"workload.nccl_tuning": "2.18"}, False),
+    ("superpod-h100", 1 << 22, "LL128", {"topology.node_count": 2,
+                                         "workload.nccl_tuning": "2.18"}, False),
+    ("dgx-a100", 1 << 20, "Simple", {"workload.collective_form": "streams"}, True),
+    ("superpod-h100", 1 << 20, "Simple", {"topology.node_count": 2,
+                                          "workload.collective_form": "streams"}, True),
+    ("superpod-h100", 1 << 20, "LL", {"topology.node_count": 8,
+                                      "workload.collective_form": "streams"}, True),
+    ("superpod-h100", 1 << 20, "Simple", {"topology.node_count": 16,
+                                          "workload.group": [f"gpu{8 * i}" for i in range(16)],
+                                          "workload.collective_form": "streams"}, True),
+])
+def test_the_ring_ops_counted_before_building_are_those_built(system, nbytes, proto, over,
+                                                               exact):
+    """plan_ops, which refuses a graph past the op limit before it is built, counts a ring's
+    ops from NCCL's plan: exactly those built (as steps; as streams, with the ops of the
+    slices' way around the ring where the network's flight shows, one a node every hop
+    crossing), and never fewer where NCCL 2.18's LL128 layout leaves chunks empty and their
+    steps make no ops."""
+    cfg = cfg_for(system, nbytes, "ring", proto, **over)
+    topo = build_topology(cfg)
+    g, info = collective_graph(cfg, topo)
+    args = nccl_args(cfg, topo)
+    counted = nccl_graph.plan_ops("all_reduce", nbytes, args["nccl_settings"], args["machine"],
+                                  info["order"], over.get("workload.collective_form", "steps"))
+    assert counted == len(g) if exact else len(g) < counted, (counted, len(g))

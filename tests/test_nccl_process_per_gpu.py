@@ -1,7 +1,7 @@
 """NCCL's ring on one DGX A100 from 8 MiB up, against nccl-tests run with a process per GPU
 (tests/data/nccl_tests_harness_a100.json: one 8 x A100-SXM4-80GB NVSwitch server measured with
 one thread driving the 8 GPUs, `-g 8`, and with a process per GPU, the same NCCL). Azure's
-ND A100 v4 figures (one thread) are 18-25% slower than pysim at 32-128 MiB; with a process per
+ND A100 v4 figures (one thread) are 17-24% slower than pysim at 32-128 MiB; with a process per
 GPU the same sizes take NCCL's own step latency and the links' rate, so pysim holds them
 (docs/clusters.md, "8-256 MiB: one thread driving the 8 GPUs")."""
 import json

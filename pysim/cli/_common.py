@@ -12,7 +12,8 @@ import warnings
 
 import click
 
-from pysim._io import OutputError, check_output, dump_json, read_bounded, write_atomic
+from pysim._io import (OutputError, check_distinct, check_not_input, check_output, dump_json,
+                       read_bounded, write_atomic)
 from pysim._version import __version__
 from pysim.config import override_pairs, parse_override
 from pysim.errors import ConfigError, PysimWarning
@@ -75,19 +76,10 @@ def refuse_overwrite(path, force):
 def distinct_outputs(*given):
     """Checked before any work: no two output options ((option, path or None) pairs) name
     one file (or a file and a folder), which the second write would replace or fail on."""
-    seen = {}
-    for opt, path in given:
-        if path == STDOUT and STDOUT in seen:
-            raise click.ClickException(f"{seen[STDOUT]} and {opt} both name - (standard "
-                                       f"output); at most one output may go there")
-        if path == STDOUT:
-            seen[STDOUT] = opt
-        elif path:
-            real = os.path.realpath(path)
-            if real in seen:
-                raise click.ClickException(f"{seen[real]} and {opt} both name {path}; give "
-                                           f"each its own file")
-            seen[real] = opt
+    try:
+        check_distinct(given, stdout=STDOUT)
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def not_an_input(outputs, inputs=(), cfg=None):
@@ -97,14 +89,10 @@ def not_an_input(outputs, inputs=(), cfg=None):
     inputs = list(inputs)
     if cfg is not None:
         inputs += [("the config file", cfg.source)] + cfg.files()
-    for opt, path in outputs:
-        if not path or path == STDOUT or not os.path.exists(path):
-            continue
-        for what, src in inputs:
-            if src and os.path.exists(src) and os.path.samefile(path, src):
-                raise click.ClickException(
-                    f"{opt} {path} is {what}, which this command reads; --force writes over "
-                    f"outputs, not inputs: give {opt} another name")
+    try:
+        check_not_input([(o, p) for o, p in outputs if p != STDOUT], inputs, "command")
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def write_output(path, write, keep=None, force=True, **kw):

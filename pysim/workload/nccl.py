@@ -443,14 +443,13 @@ def tuning_seconds(collective, algo, proto, nbytes, m, p, channels, release="2.2
     return lat + nbytes / (bus * 0.5 * corr * 1e9)
 
 
-def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
-    """Seconds a ring crossing nodes waits on the network beyond its links' time: per step of
-    each loop, `share` of the network's step latency after the NVLink one (the slice's
+def _flight_excess(m, proto, channels, rounds, steps, width):
+    """Seconds a ring crossing nodes waits on the network beyond its links' time, at most:
+    per step of each loop, the network's step latency after the NVLink one (the slice's
     flight, pysim's _ring_hop) less what the sender's other slices of the step keep its link
     busy meanwhile (a step's first slice's next step waits for it to arrive: max(0, d0 +
-    flight - sum d)). share = 1 bounds it from above (every step's chain through a network
-    hop); the fraction of the ring's hops that cross nodes estimates it (a slice's chain
-    crosses that share of its steps' hops)."""
+    flight - sum d)), as if every step's chain went through a network hop (stream_excess
+    takes the share of hops that cross nodes)."""
     x = step_us("ring", proto, "nvlink") * 1e-6
     flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
     rate = m.nic * 1e9 / (WIRE[proto] * m.hop_factor(proto, channels, False))
@@ -458,8 +457,15 @@ def _flight_excess(m, proto, channels, rounds, steps, width, share=1.0):
     for loops, sizes in rounds:
         d = [x * loops + z * width / rate for z in sizes]
         if d:
-            out += steps * max(0.0, d[0] + share * flight * loops - sum(d))
+            out += steps * max(0.0, d[0] + flight * loops - sum(d))
     return out
+
+
+def _hop_seconds_per_byte(m, proto, channels, same):
+    """Seconds a byte of data takes over each of a ring's hops (same: whether the hop stays
+    in a node, NVLink, or crosses to the next, the NIC), in the protocol's wire bytes."""
+    return [WIRE[proto] * m.hop_factor(proto, channels, h) / ((m.nvlink if h else m.nic) * 1e9)
+            for h in same]
 
 
 def stream_excess(m, proto, channels, rounds, steps, width, ring):
@@ -475,8 +481,7 @@ def stream_excess(m, proto, channels, rounds, steps, width, ring):
         return 0.0
     x = step_us("ring", proto, "nvlink") * 1e-6
     flight = max(0.0, STEP_US["net"][("ring", proto)] * 1e-6 - x)
-    per_byte = [WIRE[proto] * m.hop_factor(proto, channels, h) /
-                ((m.nvlink if h else m.nic) * 1e9) for h in same]
+    per_byte = _hop_seconds_per_byte(m, proto, channels, same)
     mean, worst = sum(per_byte) / p, max(per_byte)
     out = 0.0
     for loops, sizes in rounds:
@@ -506,8 +511,7 @@ def ring_seconds(collective, proto, nbytes, m, p, channels, flight=True, release
     worst = 0.0
     for index, (ring, width) in enumerate(bundles):
         same = [m.node_of[ring[k]] == m.node_of[ring[(k + 1) % p]] for k in range(p)]
-        per_byte = [WIRE[proto] * m.hop_factor(proto, channels, h) /
-                    ((m.nvlink if h else m.nic) * 1e9) for h in same]
+        per_byte = _hop_seconds_per_byte(m, proto, channels, same)
         chunks = bundle_chunks(layout, index, len(bundles))
         t = 0.0
         for i, (loops, sizes) in enumerate(rounds):
