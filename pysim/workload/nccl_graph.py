@@ -248,7 +248,6 @@ def _tree(ctx, nbytes, channels, start):
     m = ctx["m"]
     p = len(m.node_of)
     last = {i: list(start[i]) for i in range(p)}
-    N = m.nodes
     for c, part in enumerate(_split(nbytes, channels)):
         if part == 0:
             continue
