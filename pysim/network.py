@@ -560,9 +560,7 @@ def bisection(topo, cfg):
     for side in cuts:
         if side[eps].sum() != eps.size // 2:
             continue
-        a2b = sum(g for (a, b), g in directed.items() if side[a] and not side[b])
-        b2a = sum(g for (a, b), g in directed.items() if side[b] and not side[a])
-        bw = min(a2b, b2a)
+        bw = _cut_bw(side, directed)
         if bw < best:
             best, best_cut = bw, side
     return best, best_cut
