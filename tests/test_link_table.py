@@ -215,6 +215,9 @@ def test_a_flow_run_reports_a_run_per_link(monkeypatch):
     eng = kept["eng"]
     flits = eng.channel_flits()
     assert eng.channel_flits(net.unit_first).tolist() == flits[net.unit_first].tolist()
+    for bad in ([len(flits)], [-1]):
+        with pytest.raises(ValueError, match="out of range"):
+            eng.channel_flits(bad)
     assert res.links.runs is not None and len(res.links.runs) < len(res.links)
     rows = list(res.links)
     assert rows == reference(net, cfg, flits, res.makespan_cycles)
