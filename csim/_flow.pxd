@@ -529,14 +529,12 @@ cdef inline int flow_start(State* s, int32_t op) noexcept nogil:
     s.fl_alive += 1
     if q.m == 1 and not q.stream and q.solo <= q.lane * (1 + 1e-9):
         lat = s.op_lat_whole[op] - ceil_cycles(wire / q.solo)
-    elif q.m == 1 and not q.stream:
-        # the bottleneck is one channel faster than a lane further on (a group of several
-        # lanes, each slower): the packets spread over the lanes, so the message's flits pass
-        # at the bottleneck's rate, not at the lane's as one packet of N flits would, and the
-        # last packet arrives its own zero-load latency after it leaves: T0(L) + (n - 1) P F / R
-        lat = s.op_lat[op] + ceil_cycles(<double>((packets - 1) * bpp) / q.solo) - \
-            ceil_cycles(wire / q.solo)
     else:
+        # (with m = 1 and no stream, the bottleneck is one channel faster than a lane further
+        # on, a group of several lanes, each slower: the packets spread over the lanes, so the
+        # message's flits pass at the bottleneck's rate, not at the lane's as one packet of N
+        # flits would, and the last packet arrives its own zero-load latency after it leaves:
+        # rounds of one packet, T0(L) + (n - 1) P F / R)
         rounds = (packets - 1) // q.m         # rounds of m packets before the last
         in_last = packets - rounds * q.m
         t0 = s.op_lat_full[op] if in_last >= 2 else s.op_lat[op]

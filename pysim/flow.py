@@ -99,13 +99,24 @@ def stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, 
     if den > slow * num and (inj_fpc is None or inj_fpc * slow >= 1):
         fast = stream_period(1, slow, *args, packet_flits, *rest)
         return fast + packet_flits * (den / num - slow)
-    long_ = 256 + 8 * (int(buffer_flits) + loop)
-    if packet_flits > 4 * long_:
-        p1 = stream_period(num, den, *args, long_, *rest)
-        p2 = stream_period(num, den, *args, 2 * long_, *rest)
-        return p1 + (p2 - p1) * (packet_flits - long_) / long_
+    longer = _past_long(lambda P: stream_period(num, den, *args, P, *rest), packet_flits,
+                        buffer_flits, loop)
+    if longer is not None:
+        return longer
     return _stream_period(num, den, lat_cycles, flit_bytes, packet_flits, buffer_flits, delays,
                           wait_for_tail_credit, nic_latency_ns, clock_ghz, injection_gbps)
+
+
+def _past_long(period_of, packet_flits, buffer_flits, loop):
+    """None for packets of at most 4 x long flits, long = 256 + 8 (buffer_flits + loop) (loop:
+    a credit's round trip, cycles); for longer ones, period_of(packet_flits) extended from its
+    values at long and 2 long flits: past a few buffers and round trips a long packet's flits
+    stream at a steady rate, so the period is affine in the packet's flits."""
+    long_ = 256 + 8 * (int(buffer_flits) + loop)
+    if packet_flits <= 4 * long_:
+        return None
+    p1, p2 = period_of(long_), period_of(2 * long_)
+    return p1 + (p2 - p1) * (packet_flits - long_) / long_
 
 
 def _measured_period(topology, network, flit_bytes, packet_flits, too_long):
@@ -180,12 +191,12 @@ def injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, packet_flits, buffer_
     buffers and round trips a long packet's flits stream at a steady rate, so the period is
     affine in the packet's flits: long packets are measured at two such lengths and
     extended (what it costs is bounded whatever the packets)."""
-    long_ = 256 + 8 * (int(buffer_flits) + sum(int(d) for d in delays) + 4)
-    if packet_flits > 4 * long_:
-        rest = (buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns, clock_ghz)
-        p1 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, long_, *rest)
-        p2 = injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, 2 * long_, *rest)
-        return p1 + (p2 - p1) * (packet_flits - long_) / long_
+    rest = (buffer_flits, vcs, delays, wait_for_tail_credit, nic_latency_ns, clock_ghz)
+    longer = _past_long(lambda P: injection_period(inj_bpc, lane_bpc, lanes, flit_bytes, P,
+                                                   *rest),
+                        packet_flits, buffer_flits, sum(int(d) for d in delays) + 4)
+    if longer is not None:
+        return longer
     C = clock_ghz
     return _measured_period(
         {"nodes": [{"name": "x0", "kind": "npu", "injection_gbps": inj_bpc * C},

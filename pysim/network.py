@@ -560,9 +560,7 @@ def bisection(topo, cfg):
     for side in cuts:
         if side[eps].sum() != eps.size // 2:
             continue
-        a2b = sum(g for (a, b), g in directed.items() if side[a] and not side[b])
-        b2a = sum(g for (a, b), g in directed.items() if side[b] and not side[a])
-        bw = min(a2b, b2a)
+        bw = _cut_bw(side, directed)
         if bw < best:
             best, best_cut = bw, side
     return best, best_cut
@@ -586,10 +584,6 @@ def _bfs_order(topo, eps):
                 queue.append(v)
     pos = {int(e): i for i, e in enumerate(eps)}
     return np.array([pos[u] for u in order if u in pos], np.int64)
-
-
-def _directed(topo, cfg):
-    return undirected_bandwidth(topo, cfg)[1]
 
 
 def _cut_bw(side, directed):
@@ -694,7 +688,7 @@ def describe(network, cfg):
     """A dict describing the compiled system: nodes by kind, links, diameter, average hops
     (hop_stats), bisection bandwidth, VC classes."""
     topo = network.topo
-    pairs, _ = undirected_bandwidth(topo, cfg)
+    pairs, directed = undirected_bandwidth(topo, cfg)
     eps = np.asarray(topo.endpoints())
     hops = hop_stats(network)
     kinds = {}
@@ -704,7 +698,7 @@ def describe(network, cfg):
     for c, key in enumerate(zip(topo.ch_src, topo.ch_dst)):
         by_pair.setdefault(key, []).append(c)
     links = []
-    unused = {}                    # unlike parallel links: {pair: {'a->b': GB/s no route takes}}
+    taken = dict(directed)         # per direction between two nodes: GB/s some route takes
     for (a, b), g in sorted(pairs.items()):
         fwd, back = by_pair.get((a, b), []), by_pair.get((b, a), [])
         lat = topo.ch_latency_cycles[(fwd or back)[0]]
@@ -722,23 +716,16 @@ def describe(network, cfg):
                               for (bpc, l), k in kinds_of.items()]
             link["routed_gbps"] = sum(u["gbps"] * u["count"] for u in link["unlike"]
                                       if u["routes"])
-            unused[(a, b)] = {d: sum(u["gbps"] * u["count"] for u in link["unlike"]
-                                     if d not in u["routes"])
-                              for d in (f"{link['a']}->{link['b']}",
-                                        f"{link['b']}->{link['a']}")}
+            for (u, v), chans in (((a, b), fwd), ((b, a), back)):     # (each way's own)
+                way = f"{topo.node_names[u]}->{topo.node_names[v]}"
+                for c in chans:
+                    key = (float(topo.ch_bytes_per_cycle[c]), int(topo.ch_latency_cycles[c]))
+                    if way not in used.get(key, ()):
+                        taken[(u, v)] -= topo.ch_bytes_per_cycle[c] * cfg.network.clock_ghz
         links.append(link)
     bis, cut = bisection(topo, cfg)
-    routed = bis
-    if unused and cut is not None:       # the cut's capacity on links some route takes
-        names = topo.node_names
-        a2b = sum(g for (a, b), g in _directed(topo, cfg).items() if cut[a] and not cut[b])
-        b2a = sum(g for (a, b), g in _directed(topo, cfg).items() if cut[b] and not cut[a])
-        for (a, b), idle in unused.items():
-            if cut[a] != cut[b]:
-                u, v = (a, b) if cut[a] else (b, a)
-                a2b -= idle[f"{names[u]}->{names[v]}"]
-                b2a -= idle[f"{names[v]}->{names[u]}"]
-        routed = min(a2b, b2a)
+    # the cut's capacity on links some route takes (bis itself where the routes take all)
+    routed = _cut_bw(cut, taken) if cut is not None else bis
     return dict(name=topo.name, nodes=kinds, links=links, n_endpoints=int(eps.size),
                 diameter=hops["diameter"], avg_hops=hops["avg_hops"], hops_how=hops["how"],
                 bisection_gbps=bis, bisection_routed_gbps=routed,

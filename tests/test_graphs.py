@@ -357,6 +357,22 @@ def test_the_bisection_says_what_of_it_the_routes_take(tmp_path):
     assert "bisection   20 GB/s" in r.output and "routes take" not in r.output
 
 
+def test_the_routed_bisection_takes_off_each_way_its_own_idle_links(tmp_path):
+    """a - b by 10 GB/s both ways and a one-way 20 GB/s a -> b: the routes from a take one of
+    the two, so the cut carries 10 GB/s routed each way (b -> a never had the 20 GB/s link to
+    lose): the routed bisection is the bisection, 10 GB/s, not 10 - 20."""
+    (tmp_path / "dir.toml").write_text(
+        '[topology]\nkind = "graph"\nnodes = [{name = "a"}, {name = "b"}]\n'
+        'links = [{a = "a", b = "b", gbps = 10.0}, '
+        '{a = "a", b = "b", gbps = 20.0, directed = true}]\n')
+    r = CliRunner().invoke(main, ["topo", str(tmp_path / "dir.toml"), "--json",
+                                  str(tmp_path / "t.json")])
+    assert r.exit_code == 0, r.output
+    d = json.loads((tmp_path / "t.json").read_text())
+    assert (d["bisection_gbps"], d["bisection_routed_gbps"]) == (10.0, 10.0)
+    assert "of which routes take" not in r.output
+
+
 def _unlike(tree, **over):
     """a - b by two unlike links (10 GB/s with 2 cycles, then 20 GB/s with 4 cycles),
     b - c; a - c too unless `tree`."""

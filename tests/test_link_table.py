@@ -215,7 +215,26 @@ def test_a_flow_run_reports_a_run_per_link(monkeypatch):
     eng = kept["eng"]
     flits = eng.channel_flits()
     assert eng.channel_flits(net.unit_first).tolist() == flits[net.unit_first].tolist()
+    for bad in ([len(flits)], [-1]):
+        with pytest.raises(ValueError, match="out of range"):
+            eng.channel_flits(bad)
     assert res.links.runs is not None and len(res.links.runs) < len(res.links)
     rows = list(res.links)
     assert rows == reference(net, cfg, flits, res.makespan_cycles)
     assert res.to_dict()["links"] == rows and sum(l["flits"] for l in rows) > 0
+
+
+@pytest.mark.parametrize("topology", SYSTEMS)
+def test_the_nic_note_from_flits_per_link_is_the_lanes(topology):
+    """notes.nic_limit given the flow level's flits per link and NIC (unit_flits) names the
+    NIC, its share and its links as the per-lane form of the same flits does; the parallel
+    lanes' systems (ring of 100 GB/s links, the cluster) name a busy NIC."""
+    cfg = make_cfg(topology=topology)
+    net = compile_network(cfg, build(cfg))
+    named = 0
+    for seed in range(3):
+        unit, flits = alike_flits(net, seed)
+        note = notes.nic_limit(net, cfg, None, 6000, unit_flits=unit)
+        assert note == notes.nic_limit(net, cfg, flits, 6000)
+        named += note is not None
+    assert named == (0 if topology["kind"] == "torus" else 3)
